@@ -1,0 +1,154 @@
+"""RETURNN-exact shuffle and size-balanced bin cutting of DistributeFilesDataset,
+as pure functions over int64 arrays (prefix sums and binary search, no file loop)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+__all__ = [
+    "UNSHARDED_RANK_SEED_STRIDE",
+    "check_enough_files",
+    "distribute_evenly_by_size",
+    "full_epoch_seed",
+    "shuffle_order",
+]
+
+#: RETURNN's per-rank ``random_seed_offset`` stride without file sharding (``rank * 16127``).
+UNSHARDED_RANK_SEED_STRIDE = 16127
+
+
+def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int) -> None:
+    """Raise a clear error where RETURNN would fail with a bare assert at training time.
+
+    >>> check_enough_files(10, num_shards=4, partition_epoch=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: 10 files cannot fill num_shards*partition_epoch=4*3=12 bins: every rank needs at least one file per sub-epoch. Lower partition_epoch to at most 2, use fewer shards, or split the data into more files.
+    """
+    for name, value in (("num_shards", num_shards), ("partition_epoch", partition_epoch)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive int")
+    num_bins = num_shards * partition_epoch
+    if num_files < num_bins:
+        max_p = num_files // num_shards
+        hint = f"Lower partition_epoch to at most {max_p}, use fewer shards" if max_p >= 1 else "Use fewer shards"
+        raise ValueError(
+            f"{num_files} files cannot fill num_shards*partition_epoch={num_shards}*{partition_epoch}={num_bins} "
+            f"bins: every rank needs at least one file per sub-epoch. {hint}, or split the data into more files."
+        )
+
+
+def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
+    """Bin boundaries for files in the given order, exactly as RETURNN's
+    ``DistributeFilesDataset._distribute_evenly_by_size`` would cut them.
+
+    RETURNN walks the files one by one; the cut points only depend on running sums,
+    so here each bin's end is found by binary search over the int64 prefix sums.
+    Comparisons against RETURNN's float running average are done with exact
+    Python integers, as RETURNN does them.
+
+    :param sizes: int64 sizes in the (shuffled) order, shape [num_files]
+    :param num_bins: num_shards * partition_epoch
+    :return: int64 boundaries, shape [num_bins + 1]; bin i is files[b[i]:b[i+1]]
+
+    >>> distribute_evenly_by_size(np.array([1, 1, 78, 120]), num_bins=4).tolist()
+    [0, 1, 2, 3, 4]
+    >>> distribute_evenly_by_size(np.array([5, 5] + [10] * 7), num_bins=5).tolist()
+    [0, 3, 5, 6, 7, 9]
+    >>> distribute_evenly_by_size(np.array([0, 0, 0]), num_bins=1).tolist()
+    [0, 3]
+    """
+    sizes = np.asarray(sizes)
+    if sizes.ndim != 1:
+        raise ValueError(f"sizes must be 1-D, got shape {sizes.shape}")
+    if sizes.size and not np.issubdtype(sizes.dtype, np.integer):
+        raise TypeError(f"sizes must be integers (bytes), got dtype {sizes.dtype}")
+    if not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
+        raise ValueError(f"num_bins={num_bins!r} must be a positive int")
+    num_bins = int(num_bins)
+    n = int(sizes.shape[0])
+    if n < num_bins:
+        raise ValueError(f"{n} files cannot fill num_bins={num_bins} bins; lower partition_epoch or num_shards, "
+                         "or split the data into more files")
+    if sizes.size and int(sizes.min()) < 0:
+        raise ValueError(f"sizes must be >= 0, got {int(sizes.min())}")
+    prefix = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, dtype=np.int64, out=prefix[1:])
+    prefix_f = prefix.astype(np.float64)  # only to locate; every decision is re-checked exactly
+    total = int(prefix[-1])
+    bounds = np.empty(num_bins + 1, dtype=np.int64)
+    bounds[0] = 0
+    bounds[num_bins] = n
+
+    avg = total / num_bins
+    bin_start = 0  # first file of the current bin
+    i = 0  # next file to look at
+    bin_idx = 0
+    while bin_idx < num_bins - 1:
+        # RETURNN forces one file per bin once num_remaining <= num_bins - bin_idx - 1.
+        forced_from = n - (num_bins - bin_idx - 1)
+        base = int(prefix[bin_start])
+        # First j in [i, forced_from) with prefix[j+1] - base > avg, i.e. the file that overflows the bin.
+        j = _first_exceeding(prefix, prefix_f, lo=i, hi=forced_from, base=base, avg=avg)
+        if j >= forced_from:
+            # Forced: files [bin_start, forced_from) stay, then one file per remaining bin.
+            assert forced_from > bin_start, "RETURNN invariant: current bin is not empty"
+            bounds[bin_idx + 1:num_bins] = np.arange(forced_from, n, dtype=np.int64)
+            return bounds
+        size_taken = int(prefix[j]) - base
+        size = int(prefix[j + 1]) - int(prefix[j])
+        total_taken = int(prefix[j + 1])
+        if j == bin_start or abs((size_taken + size) - avg) <= abs(size_taken - avg):
+            # File j goes into the current bin; the next bin starts empty after it.
+            bin_start = j + 1
+        else:
+            # File j opens the next bin.
+            bin_start = j
+        bounds[bin_idx + 1] = bin_start
+        i = j + 1
+        bin_idx += 1
+        avg = (total - total_taken) / (num_bins - bin_idx)
+    return bounds
+
+
+def _first_exceeding(prefix: np.ndarray, prefix_f: np.ndarray, *, lo: int, hi: int, base: int, avg: float) -> int:
+    """Smallest j in [lo, hi) with ``prefix[j+1] - base > avg`` (exact), else ``hi``."""
+    if lo >= hi:
+        return hi
+    # Locate with floats, then correct with exact int-vs-float comparisons (Python compares those exactly).
+    j = int(np.searchsorted(prefix_f[lo + 1:hi + 1], base + avg, side="right")) + lo
+    while j > lo and int(prefix[j]) - base > avg:
+        j -= 1
+    while j < hi and not (int(prefix[j + 1]) - base > avg):
+        j += 1
+    return j
+
+
+def full_epoch_seed(full_epoch_0idx: int, *, random_seed_offset: int = 0,
+                    fixed_random_seed: Optional[int] = None) -> int:
+    """The shuffle seed RETURNN uses for a full epoch (``Dataset._get_random_seed_for_epoch``
+    at the full epoch's first sub-epoch): ``fixed_random_seed`` if set, else
+    ``full_epoch_0idx + 1 + random_seed_offset``.
+
+    >>> full_epoch_seed(0), full_epoch_seed(2, random_seed_offset=16127), full_epoch_seed(5, fixed_random_seed=7)
+    (1, 16130, 7)
+    """
+    if fixed_random_seed is not None:
+        return int(fixed_random_seed)
+    return int(full_epoch_0idx) + 1 + int(random_seed_offset)
+
+
+def shuffle_order(num_files: int, *, seed: int) -> np.ndarray:
+    """The order ``numpy.random.RandomState(seed).shuffle(files)`` puts a list in:
+    entry k of the result is the index of the file at position k.
+
+    RETURNN shuffles a Python list; ``RandomState.permutation`` draws the same swaps.
+
+    >>> files = ["a", "b", "c", "d", "e"]
+    >>> ref = list(files); np.random.RandomState(3).shuffle(ref)
+    >>> [files[k] for k in shuffle_order(5, seed=3)] == ref
+    True
+    """
+    return np.random.RandomState(seed).permutation(num_files).astype(np.int64, copy=False)

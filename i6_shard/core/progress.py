@@ -1,0 +1,58 @@
+"""Progress lines on stderr for long work: done/total and rate every few seconds,
+nothing at all for work that finishes quickly."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Optional, TextIO
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Thread-safe counter that prints ``label: done/total (pct) rate/s, ETA`` at most
+    every ``interval`` seconds, the first line only after ``interval`` seconds.
+
+    >>> p = Progress("stat", total=3, interval=3600)
+    >>> p.add(3); p.close()  # fast work prints nothing
+    """
+
+    def __init__(self, label: str, *, total: int, interval: float = 5.0, unit: str = "files",
+                 stream: Optional[TextIO] = None):
+        self.label = label
+        self.total = total
+        self.interval = interval
+        self.unit = unit
+        self.stream = stream
+        self.done = 0
+        self._start = time.monotonic()
+        self._last = self._start
+        self._printed = False
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        """Count ``n`` more items done; print a line if one is due."""
+        with self._lock:
+            self.done += n
+            now = time.monotonic()
+            if now - self._last >= self.interval:
+                self._last = now
+                self._print(now)
+
+    def close(self) -> None:
+        """Print a final line if any progress line was printed before."""
+        with self._lock:
+            if self._printed:
+                self._print(time.monotonic())
+
+    def _print(self, now: float) -> None:
+        elapsed = max(now - self._start, 1e-9)
+        rate = self.done / elapsed
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        stream = self.stream if self.stream is not None else sys.stderr
+        print(f"{self.label}: {self.done}/{self.total} {self.unit} ({pct:.1f}%), "
+              f"{rate:,.0f} {self.unit}/s, elapsed {elapsed:.0f}s, ETA {eta:.0f}s", file=stream, flush=True)
+        self._printed = True
