@@ -20,7 +20,8 @@ from .file_tree import FileTree
 __all__ = ["ShardPlan", "SEQ_ORDERINGS", "DISTRIBUTIONS"]
 
 SEQ_ORDERINGS = ("random", "default")
-DISTRIBUTIONS = ("returnn",)
+#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch (core.balanced, returnn_ext).
+DISTRIBUTIONS = ("returnn", "balanced")
 _CACHE_SIZE = 4
 
 
@@ -137,6 +138,14 @@ class ShardPlan:
 
     def _cut(self, order: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Cut the shuffled order into bins with the configured distribution."""
+        if self.distribution == "balanced":
+            from .balanced import distribute_balanced
+
+            positions, bounds = distribute_balanced(
+                self.sizes[order], num_shards=self.num_bins // self.partition_epoch,
+                partition_epoch=self.partition_epoch)
+            return order[positions], bounds
+        assert self.distribution == "returnn", self.distribution
         bounds = distribute_evenly_by_size(self.sizes[order], num_bins=self.num_bins)
         return order, bounds
 
