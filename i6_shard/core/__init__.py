@@ -2,6 +2,7 @@
 shuffle and bin distribution, and shard plans."""
 
 from .atomic import atomic_path, atomic_write
+from .balanced import assign_largest_first, distribute_balanced, group_bounds
 from .demo import lognormal_sizes, make_demo_files
 from .distribute import (
     UNSHARDED_RANK_SEED_STRIDE,
