@@ -22,5 +22,18 @@ from .file_sizes import (
 )
 from .file_tree import FileTree, check_file_trees, flatten, tree_key
 from .npz import load_npz, save_npz
+from .outputs import (
+    PLAN_FILE,
+    PLOT_FILE,
+    REPORT_FILE,
+    SUMMARY_FILE,
+    other_distribution_stats,
+    plan_summary,
+    write_plan_outputs,
+)
 from .plan import DISTRIBUTIONS, SEQ_ORDERINGS, ShardPlan
+from .plan_io import PLAN_FORMAT_VERSION, load_plan, load_plan_file, plan_arrays, save_plan
+from .plot import matplotlib_available, plot_plan
+from .report import format_bytes, plan_warnings, render_report, summarize, summary_json
+from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for
 from .progress import Progress

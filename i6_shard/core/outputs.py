@@ -1,0 +1,88 @@
+"""All outputs of a plan in one call (plan file, JSON summary, text report, plot), shared
+by the Sisyphus job and the command line so that both write the same bytes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
+
+from .atomic import atomic_write
+from .plan import DISTRIBUTIONS, ShardPlan
+from .plan_io import plan_arrays
+from .npz import save_npz
+from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan
+from .report import render_report, summarize, summary_json
+from .stats import PlanStats, compute_plan_stats
+
+__all__ = ["write_plan_outputs", "plan_summary", "other_distribution_stats", "plot_title",
+           "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE"]
+
+#: File names the command line uses inside its output directory.
+PLAN_FILE, SUMMARY_FILE, REPORT_FILE, PLOT_FILE = "plan.npz", "summary.json", "report.txt", "plot.png"
+
+
+def other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, Union[PlanStats, str]]:
+    """Stats of every other distribution in ``DISTRIBUTIONS`` on the same files and settings
+    (a str with the reason where one cannot plan them)."""
+    out: Dict[str, Union[PlanStats, str]] = {}
+    for name in DISTRIBUTIONS:
+        if name == plan.distribution:
+            continue
+        try:
+            other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
+                              seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
+                              fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=plan.distrib_shard_files,
+                              distribution=name)
+            out[name] = compute_plan_stats(other, num_epochs=num_epochs)
+        except ValueError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
+    """The plot's title line: the settings that shape the picture."""
+    mode = "sharded" if plan.distrib_shard_files else "unsharded"
+    return (f"{plan.num_files:,} files, num_shards={plan.num_shards}, partition_epoch={plan.partition_epoch}, "
+            f"num_epochs={num_epochs}\n{mode}, seq_ordering={plan.seq_ordering}, distribution={plan.distribution}")
+
+
+def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
+                 layout=None) -> Tuple[Dict[str, Any], PlanStats]:
+    """Summary dict (see :func:`summarize`) and stats of ``plan`` over ``num_epochs`` sub-epochs."""
+    stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
+    others = other_distribution_stats(plan, num_epochs=num_epochs) if compare else {}
+    return summarize(plan, stats, other_distributions=others), stats
+
+
+def write_plan_outputs(plan: ShardPlan, *, num_epochs: int, plan_path: str, summary_path: str, report_path: str,
+                       plot_path: Optional[str] = None) -> dict:
+    """Write the plan file (``.npz``, see :func:`plan_arrays`), the JSON summary, the text report and,
+    if ``plot_path`` is given and matplotlib is importable, the PNG plot. Every file is written
+    atomically and its bytes depend only on the plan and ``num_epochs``.
+
+    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs)
+    :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
+    """
+    arrays = plan_arrays(plan, num_epochs=num_epochs)
+    orders, bounds = arrays["orders"], arrays["bounds"]
+
+    def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
+        return orders[k, 0 if plan.distrib_shard_files else r], bounds[k, 0 if plan.distrib_shard_files else r]
+
+    summary, stats = plan_summary(plan, num_epochs=num_epochs, layout=layout)
+    save_npz(plan_path, arrays)
+    del arrays, orders, bounds
+    with atomic_write(summary_path, "wt", encoding="ascii", newline="\n") as f:
+        f.write(summary_json(summary))
+    with atomic_write(report_path, "wt", encoding="utf-8", newline="\n") as f:
+        f.write(render_report(summary))
+    if plot_path is not None:
+        if matplotlib_available():
+            plot_plan(stats, plot_path, title=plot_title(plan, num_epochs=num_epochs))
+        else:
+            print(MISSING_MATPLOTLIB, file=sys.stderr)
+    return summary
+

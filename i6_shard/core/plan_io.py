@@ -1,0 +1,126 @@
+"""The plan file: a deterministic ``.npz`` with the settings, keys, sizes and, per full
+epoch, the file order and bin boundaries; readable with numpy alone."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Tuple
+
+import numpy as np
+
+from .npz import load_npz, save_npz
+from .plan import ShardPlan
+from .stats import num_full_epochs_for
+
+__all__ = ["PLAN_FORMAT_VERSION", "plan_arrays", "save_plan", "load_plan", "load_plan_file"]
+
+PLAN_FORMAT_VERSION = 1
+
+_SETTINGS = ("num_shards", "partition_epoch", "random_seed_offset", "num_epochs")
+_TEXTS = ("seq_ordering", "distribution")
+_ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", "fixed_random_seed", "distrib_shard_files",
+           *_SETTINGS, *_TEXTS}
+
+
+def _encode_keys(keys) -> np.ndarray:
+    for idx, k in enumerate(keys):
+        if "\0" in k:
+            raise ValueError(f"key {idx} ({k!r}) contains a NUL byte, which no file name can hold")
+    return np.frombuffer("\0".join(keys).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+
+
+def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
+    """The arrays of the plan file for sub-epochs ``1..num_epochs``.
+
+    - ``orders``: shape [num_full_epochs, num_layouts, num_files], uint32 (int64 beyond 2**32 files):
+      file entry indices in the order RETURNN cuts them; ``num_layouts`` is 1 when sharded (all ranks
+      share it) and ``num_shards`` unsharded (one per rank);
+    - ``bounds``: int64, shape [num_full_epochs, num_layouts, num_bins + 1]; bin b of full epoch k is
+      ``orders[k, l, bounds[k, l, b]:bounds[k, l, b + 1]]``. Sharded, rank r reads bin
+      ``r * partition_epoch + (epoch - 1) % partition_epoch`` in sub-epoch ``epoch``; unsharded, rank r
+      reads bin ``(epoch - 1) % partition_epoch`` of layout r;
+    - ``keys_utf8`` (NUL-joined UTF-8 keys), ``sizes`` (int64), the settings as scalars,
+      ``seq_ordering``/``distribution`` as str scalars, ``fixed_random_seed`` of shape [0] or [1].
+
+    >>> plan = ShardPlan(["a", "b", "c"], [1, 2, 3], num_shards=1, partition_epoch=3, seq_ordering="default")
+    >>> arrs = plan_arrays(plan, num_epochs=4)
+    >>> arrs["orders"].shape, arrs["bounds"][1, 0].tolist()
+    ((2, 1, 3), [0, 1, 2, 3])
+    """
+    num_full = num_full_epochs_for(num_epochs, partition_epoch=plan.partition_epoch)
+    num_layouts = 1 if plan.distrib_shard_files else plan.num_shards
+    dtype = np.uint32 if plan.num_files < 2**32 else np.int64
+    orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
+    bounds = np.empty((num_full, num_layouts, plan.num_bins + 1), dtype=np.int64)
+    for k in range(num_full):
+        for r in range(num_layouts):
+            orders[k, r], bounds[k, r] = plan.layout(full_epoch_0idx=k, shard_index=r)
+    fixed = [] if plan.fixed_random_seed is None else [plan.fixed_random_seed]
+    return {
+        "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
+        "keys_utf8": _encode_keys(plan.keys),
+        "sizes": plan.sizes,
+        "orders": orders,
+        "bounds": bounds,
+        "num_shards": np.array(plan.num_shards, dtype=np.int64),
+        "partition_epoch": np.array(plan.partition_epoch, dtype=np.int64),
+        "random_seed_offset": np.array(plan.random_seed_offset, dtype=np.int64),
+        "num_epochs": np.array(int(num_epochs), dtype=np.int64),
+        "fixed_random_seed": np.array(fixed, dtype=np.int64),
+        "distrib_shard_files": np.array(plan.distrib_shard_files, dtype=bool),
+        "seq_ordering": np.array(plan.seq_ordering),
+        "distribution": np.array(plan.distribution),
+    }
+
+
+def save_plan(plan: ShardPlan, path: str | os.PathLike, *, num_epochs: int) -> None:
+    """Write the plan file (atomically, deterministic bytes); see :func:`plan_arrays` for its arrays."""
+    save_npz(path, plan_arrays(plan, num_epochs=num_epochs))
+
+
+def load_plan(path: str | os.PathLike, *, verify: bool = False) -> ShardPlan:
+    """The :class:`ShardPlan` stored in a plan file.
+
+    :param verify: recompute every stored full epoch and raise ``ValueError`` if it differs
+        (e.g. a plan written by a different version)
+    """
+    return load_plan_file(path, verify=verify)[0]
+
+
+def load_plan_file(path: str | os.PathLike, *, verify: bool = False) -> Tuple[ShardPlan, int]:
+    """Like :func:`load_plan`, also returning the ``num_epochs`` the file was written for."""
+    path = os.fspath(path)
+    try:
+        data = load_npz(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"plan file {path!r} does not exist; write it with ShardPlanJob "
+                                "or `python -m i6_shard plan`") from None
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path!r} is not a plan file: {exc}") from None
+    if set(data) != _ARRAYS:
+        raise ValueError(f"{path!r} is not a plan file (arrays {sorted(data)})")
+    version = int(data["format_version"])
+    if version != PLAN_FORMAT_VERSION:
+        raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads {PLAN_FORMAT_VERSION}")
+    sizes = data["sizes"].astype(np.int64, copy=False)
+    blob = data["keys_utf8"].tobytes().decode("utf-8", "surrogatepass")
+    keys = blob.split("\0") if len(sizes) else []
+    if len(keys) != len(sizes):
+        raise ValueError(f"{path!r} is corrupt: {len(keys)} keys but {len(sizes)} sizes")
+    fixed = data["fixed_random_seed"].tolist()
+    plan = ShardPlan(
+        keys, sizes,
+        num_shards=int(data["num_shards"]), partition_epoch=int(data["partition_epoch"]),
+        seq_ordering=str(data["seq_ordering"]), random_seed_offset=int(data["random_seed_offset"]),
+        fixed_random_seed=fixed[0] if fixed else None,
+        distrib_shard_files=bool(data["distrib_shard_files"]), distribution=str(data["distribution"]),
+    )
+    if verify:
+        orders, bounds = data["orders"], data["bounds"]
+        for k in range(orders.shape[0]):
+            for r in range(orders.shape[1]):
+                order, bnd = plan.layout(full_epoch_0idx=k, shard_index=r)
+                if not (np.array_equal(order, orders[k, r]) and np.array_equal(bnd, bounds[k, r])):
+                    raise ValueError(f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
+                                     "computes for the stored settings; re-plan with this version")
+    return plan, int(data["num_epochs"])

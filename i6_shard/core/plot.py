@@ -1,0 +1,84 @@
+"""PNG picture of a plan: bytes per shard per sub-epoch as a heat map, and the expected
+dropped fraction per sub-epoch. Needs matplotlib (the ``plot`` extra), imported lazily."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import numpy as np
+
+from .atomic import atomic_path
+from .stats import PlanStats
+
+__all__ = ["matplotlib_available", "plot_plan", "MISSING_MATPLOTLIB"]
+
+MISSING_MATPLOTLIB = "matplotlib is not installed (pip install 'i6_shard[plot]'); no plot written"
+
+
+def matplotlib_available() -> bool:
+    """Whether :func:`plot_plan` can draw."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str] = None) -> bool:
+    """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
+
+    :return: False (after one line on stderr) if matplotlib is missing, else True
+    """
+    try:
+        from matplotlib.colors import TwoSlopeNorm
+        from matplotlib.figure import Figure
+    except ImportError:
+        print(MISSING_MATPLOTLIB, file=sys.stderr)
+        return False
+    num_epochs, num_shards = stats.bytes.shape
+    part = stats.partition_epoch
+    mean = stats.bytes.mean(axis=1, keepdims=True)
+    rel = np.divide(stats.bytes, mean, out=np.ones(stats.bytes.shape), where=mean > 0).T  # [shard, epoch]
+    drop = 100.0 * stats.dropped_fraction
+    epochs = np.arange(1, num_epochs + 1)
+
+    width = float(np.clip(6 + num_epochs * 0.12, 8, 16))
+    height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
+    fig = Figure(figsize=(width, height_map + 2.6), dpi=100, layout="constrained")
+    ax_map, ax_drop = fig.subplots(2, 1, sharex=True, height_ratios=[height_map, 2.2])
+
+    spread = max(float(np.max(np.abs(rel - 1.0))), 0.01)
+    norm = TwoSlopeNorm(vmin=1.0 - spread, vcenter=1.0, vmax=1.0 + spread)
+    image = ax_map.imshow(rel, aspect="auto", interpolation="nearest", origin="lower", cmap="RdBu_r", norm=norm,
+                          extent=(0.5, num_epochs + 0.5, -0.5, num_shards - 0.5))
+    cbar = fig.colorbar(image, ax=ax_map, pad=0.01, fraction=0.04)
+    cbar.set_label("bytes / mean of shards")
+    ax_map.set_ylabel("shard_index")
+    if num_shards <= 16:
+        ax_map.set_yticks(range(num_shards))
+    ax_map.set_title("Bytes each shard reads per sub-epoch, relative to the mean over shards "
+                     "(red: more, blue: less)", fontsize=10, loc="left")
+
+    if num_epochs <= 240:
+        ax_drop.bar(epochs, drop, width=0.8, color="tab:orange", label="expected dropped")
+    else:
+        ax_drop.fill_between(epochs, drop, step="mid", color="tab:orange", label="expected dropped")
+    ax_drop.axhline(float(drop.mean()), color="black", linestyle="--", linewidth=1,
+                    label=f"mean {drop.mean():.2f}%")
+    ax_drop.set_ylabel("dropped %")
+    ax_drop.set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
+    ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
+    ax_drop.set_xlim(0.5, num_epochs + 0.5)
+    ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
+    ax_drop.set_title("Data dropped when the first rank finishes: 1 - num_shards * min / sum (bytes)",
+                      fontsize=10, loc="left")
+    for boundary in range(part, num_epochs, part):
+        for ax in (ax_map, ax_drop):
+            ax.axvline(boundary + 0.5, color="0.3", linewidth=0.8, linestyle=":")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", metadata={"Software": None})
+    return True

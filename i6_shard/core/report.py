@@ -1,0 +1,258 @@
+"""The JSON summary and the human-readable text report of a shard plan: settings,
+totals, balance per shard, worst sub-epochs, dropped data, other distributions, warnings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from .plan import ShardPlan
+from .stats import PlanStats
+
+__all__ = [
+    "SUMMARY_FORMAT_VERSION",
+    "summarize",
+    "summary_json",
+    "render_report",
+    "plan_warnings",
+    "format_bytes",
+]
+
+SUMMARY_FORMAT_VERSION = 1
+#: Warn when some (shard, sub-epoch) bin holds fewer files than this.
+FEW_FILES_PER_BIN = 10
+#: Warn when the mean expected dropped fraction exceeds this.
+HIGH_DROPPED_FRACTION = 0.05
+#: Warn when some sub-epoch's max/mean bytes across shards exceeds this.
+HIGH_IMBALANCE = 1.25
+#: Sub-epochs listed under "worst sub-epochs".
+NUM_WORST = 5
+_DIGITS = 6
+
+
+def _f(x: float) -> float:
+    """Floats in the summary: rounded to 6 digits, so the JSON bytes are fixed."""
+    return round(float(x), _DIGITS) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def format_bytes(num_bytes: int) -> str:
+    """Bytes in binary units with three significant decimals.
+
+    >>> format_bytes(0), format_bytes(1536), format_bytes(3 * 2**40)
+    ('0 B', '1.50 KiB', '3.00 TiB')
+    """
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _distribution_summary(stats: PlanStats) -> Dict[str, float]:
+    drop = stats.dropped_fraction
+    return {
+        "dropped_fraction": _f(drop.mean()),
+        "dropped_fraction_max": _f(drop.max()),
+        "max_imbalance": _f(stats.max_over_mean.max()),
+    }
+
+
+def summarize(plan: ShardPlan, stats: PlanStats, *,
+              other_distributions: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
+
+    Top-level floats ``max_imbalance`` (max over sub-epochs of max/mean bytes across shards) and
+    ``dropped_fraction`` (mean over sub-epochs of ``1 - num_shards * min / sum``) are the headline.
+
+    :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
+        settings, or a str saying why it could not be planned
+    """
+    drop = stats.dropped_fraction
+    ratio = stats.max_over_mean
+    files = stats.files
+    per_shard_bytes = stats.bytes.sum(axis=0)
+    per_shard_files = files.sum(axis=0)
+    mean_shard = per_shard_bytes.mean()
+    dropped_bytes = stats.bytes.sum(axis=1) - stats.num_shards * stats.bytes.min(axis=1)
+    worst = np.argsort(-ratio, kind="stable")[:NUM_WORST]
+    distributions: Dict[str, Any] = {plan.distribution: _distribution_summary(stats)}
+    for name, other in sorted((other_distributions or {}).items()):
+        distributions[name] = other if isinstance(other, str) else _distribution_summary(other)
+    summary: Dict[str, Any] = {
+        "format_version": SUMMARY_FORMAT_VERSION,
+        "settings": {
+            "num_files": plan.num_files,
+            "total_bytes": int(plan.sizes.sum()),
+            "num_shards": plan.num_shards,
+            "partition_epoch": plan.partition_epoch,
+            "num_epochs": stats.num_epochs,
+            "num_full_epochs": stats.num_full_epochs,
+            "seq_ordering": plan.seq_ordering,
+            "random_seed_offset": plan.random_seed_offset,
+            "fixed_random_seed": plan.fixed_random_seed,
+            "distrib_shard_files": plan.distrib_shard_files,
+            "distribution": plan.distribution,
+        },
+        "max_imbalance": _f(ratio.max()),
+        "dropped_fraction": _f(drop.mean()),
+        "dropped_fraction_max": _f(drop.max()),
+        "dropped_bytes": int(dropped_bytes.sum()),
+        "scheduled_bytes": int(stats.bytes.sum()),
+        "files_per_bin": {"min": int(files.min()), "max": int(files.max()), "mean": _f(files.mean())},
+        "bytes_per_bin": {"min": int(stats.bytes.min()), "max": int(stats.bytes.max()),
+                          "mean": _f(stats.bytes.mean())},
+        "passes": {"min": int(stats.passes.min()), "max": int(stats.passes.max()),
+                   "mean": _f(stats.passes.mean())},
+        "coverage": _f(stats.full_epoch_coverage),
+        "overlap": {"max": int(stats.overlap.max()), "mean": _f(stats.overlap.mean())},
+        "per_shard": [
+            {"shard_index": r, "files": int(per_shard_files[r]), "bytes": int(per_shard_bytes[r]),
+             "bytes_over_mean": _f(per_shard_bytes[r] / mean_shard if mean_shard > 0 else 1.0),
+             "min_bytes": int(stats.bytes[:, r].min()), "max_bytes": int(stats.bytes[:, r].max())}
+            for r in range(stats.num_shards)
+        ],
+        "per_sub_epoch": {
+            "bytes": stats.bytes.tolist(),
+            "files": files.tolist(),
+            "max_over_mean": [_f(x) for x in ratio.tolist()],
+            "dropped_fraction": [_f(x) for x in drop.tolist()],
+            "overlap": stats.overlap.tolist(),
+            "coverage": [_f(x) for x in stats.coverage.tolist()],
+        },
+        "worst_sub_epochs": [
+            {"epoch": int(e) + 1, "max_over_mean": _f(ratio[e]), "dropped_fraction": _f(drop[e]),
+             "min_bytes": int(stats.bytes[e].min()), "max_bytes": int(stats.bytes[e].max())}
+            for e in worst.tolist()
+        ],
+        "distributions": distributions,
+    }
+    summary["warnings"] = plan_warnings(plan, stats, summary)
+    return summary
+
+
+def summary_json(summary: Mapping[str, Any]) -> str:
+    """The summary as JSON text with sorted keys (floats are already rounded by :func:`summarize`)."""
+    return json.dumps(summary, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any]) -> List[str]:
+    """Plain-language warnings about a plan (empty if nothing stands out)."""
+    out: List[str] = []
+    fpb = summary["files_per_bin"]
+    if fpb["min"] < FEW_FILES_PER_BIN:
+        out.append(f"few files per bin: as few as {fpb['min']} (mean {fpb['mean']:.1f}) file entries per "
+                   f"(shard, sub-epoch); with so few files the byte balance is coarse and the shuffle weak. "
+                   f"Lower partition_epoch, use fewer shards or split the data into more, smaller files.")
+    if summary["dropped_fraction"] > HIGH_DROPPED_FRACTION:
+        out.append(f"high expected data loss: on average {100 * summary['dropped_fraction']:.1f}% of each "
+                   f"sub-epoch's bytes lie beyond the shortest rank's share and are dropped when it finishes.")
+    if summary["max_imbalance"] > HIGH_IMBALANCE:
+        e = summary["worst_sub_epochs"][0]["epoch"]
+        out.append(f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
+                   f"the mean bytes of all shards.")
+    if stats.num_epochs % plan.partition_epoch:
+        out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
+                   f"the last full epoch is cut short, so entries are scheduled between "
+                   f"{summary['passes']['min']} and {summary['passes']['max']} times.")
+    num_zero = int(np.count_nonzero(plan.sizes == 0))
+    if num_zero:
+        out.append(f"{num_zero} file entries have size 0; they count as empty when balancing.")
+    num_dup = plan.num_files - len(set(plan.keys))
+    if num_dup:
+        out.append(f"{num_dup} file entries repeat an earlier key; each repeat is read as an entry of its own.")
+    if summary["overlap"]["max"]:
+        out.append(f"unsharded: up to {summary['overlap']['max']} file entries are read by more than one rank "
+                   f"in the same sub-epoch; set distrib_shard_files=True to give each rank disjoint files.")
+    if plan.seq_ordering == "default" or plan.fixed_random_seed is not None:
+        why = "seq_ordering='default'" if plan.seq_ordering == "default" else "fixed_random_seed is set"
+        out.append(f"{why}: every full epoch has the same bins, so each rank reads the same files "
+                   f"in the same sub-epochs every full epoch.")
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def render_report(summary: Mapping[str, Any]) -> str:
+    """The text report of a summary from :func:`summarize` (deterministic, no paths, no times)."""
+    s = summary["settings"]
+    lines: List[str] = []
+    add = lines.append
+    mode = "sharded (distrib_shard_files=True)" if s["distrib_shard_files"] else \
+        "unsharded (distrib_shard_files=False, per-rank seed offset rank*16127)"
+    add("i6_shard plan report")
+    add("====================")
+    add("")
+    add("Settings")
+    rows = [
+        ("file entries", f"{s['num_files']:,}"),
+        ("total size", f"{format_bytes(s['total_bytes'])} ({s['total_bytes']:,} bytes)"),
+        ("num_shards", str(s["num_shards"])),
+        ("partition_epoch", str(s["partition_epoch"])),
+        ("num_epochs", f"{s['num_epochs']} sub-epochs = {s['num_full_epochs']} full epochs"
+                       + ("" if s["num_epochs"] % s["partition_epoch"] == 0 else " (last one partial)")),
+        ("mode", mode),
+        ("seq_ordering", s["seq_ordering"]),
+        ("random_seed_offset", str(s["random_seed_offset"])),
+        ("fixed_random_seed", "none" if s["fixed_random_seed"] is None else str(s["fixed_random_seed"])),
+        ("distribution", s["distribution"]),
+    ]
+    lines += [f"  {k:<20} {v}" for k, v in rows]
+    add("")
+    add("Totals")
+    fpb, bpb, passes = summary["files_per_bin"], summary["bytes_per_bin"], summary["passes"]
+    bins = s["num_shards"] * s["partition_epoch"] if s["distrib_shard_files"] else s["partition_epoch"]
+    rows = [
+        ("bins per full epoch", f"{bins}" + (f" ({s['num_shards']} shards x {s['partition_epoch']} sub-epochs)"
+                                             if s["distrib_shard_files"] else " per rank")),
+        ("files per bin", f"min {fpb['min']:,}, mean {fpb['mean']:,.1f}, max {fpb['max']:,}"),
+        ("bytes per bin", f"min {format_bytes(bpb['min'])}, mean {format_bytes(round(bpb['mean']))}, "
+                          f"max {format_bytes(bpb['max'])}"),
+        ("scheduled reads", f"{format_bytes(summary['scheduled_bytes'])} over all ranks and sub-epochs"),
+        ("passes per entry", f"min {passes['min']}, mean {passes['mean']:.2f}, max {passes['max']}"),
+        ("coverage", f"{_pct(summary['coverage'])} of entries scheduled at least once"),
+    ]
+    if not s["distrib_shard_files"]:
+        rows.append(("overlap", f"up to {summary['overlap']['max']:,} entries (mean "
+                                f"{summary['overlap']['mean']:,.1f}) read by several ranks in one sub-epoch"))
+    lines += [f"  {k:<20} {v}" for k, v in rows]
+    add("")
+    add("Balance per shard (bytes over all sub-epochs)")
+    add(f"  {'shard':>5} {'files':>10} {'bytes':>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}")
+    for row in summary["per_shard"]:
+        add(f"  {row['shard_index']:>5} {row['files']:>10,} {format_bytes(row['bytes']):>14} "
+            f"{row['bytes_over_mean']:>8.3f} {format_bytes(row['min_bytes']):>14} {format_bytes(row['max_bytes']):>14}")
+    add("")
+    add("Worst sub-epochs (by max/mean bytes across shards)")
+    add(f"  {'epoch':>6} {'full epoch':>10} {'min bytes':>12} {'max bytes':>12} {'max/mean':>9} {'dropped':>8}")
+    for row in summary["worst_sub_epochs"]:
+        add(f"  {row['epoch']:>6} {(row['epoch'] - 1) // s['partition_epoch']:>10} "
+            f"{format_bytes(row['min_bytes']):>12} {format_bytes(row['max_bytes']):>12} "
+            f"{row['max_over_mean']:>9.3f} {_pct(row['dropped_fraction']):>8}")
+    add("")
+    add("Dropped data estimate (a sub-epoch ends when its first rank runs out; bytes stand in for length)")
+    add(f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst {_pct(summary['dropped_fraction_max'])}, "
+        f"in total about {format_bytes(summary['dropped_bytes'])} of {format_bytes(summary['scheduled_bytes'])}")
+    add("")
+    add("Distributions on the same files and settings (* = this plan)")
+    add(f"  {'distribution':<14} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}")
+    dists = summary["distributions"]
+    for name in [s["distribution"]] + sorted(n for n in dists if n != s["distribution"]):
+        row = dists[name]
+        mark = "*" if name == s["distribution"] else " "
+        if isinstance(row, str):
+            add(f"  {name:<12} {mark} not applicable: {row}")
+            continue
+        add(f"  {name:<12} {mark} {_pct(row['dropped_fraction']):>12} {_pct(row['dropped_fraction_max']):>13} "
+            f"{row['max_imbalance']:>14.3f}")
+    add("")
+    add("Warnings")
+    if summary["warnings"]:
+        lines += [f"  - {w}" for w in summary["warnings"]]
+    else:
+        add("  none")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,172 @@
+"""Statistics of a shard plan over a training: files and bytes per (sub-epoch, shard),
+balance, expected dropped data, passes per file, and the plan's invariants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+
+from .plan import ShardPlan
+
+__all__ = ["PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for"]
+
+
+def num_full_epochs_for(num_epochs: int, *, partition_epoch: int) -> int:
+    """Full epochs touched by sub-epochs ``1..num_epochs`` (the last one may be partial).
+
+    >>> num_full_epochs_for(41, partition_epoch=20)
+    3
+    """
+    if not isinstance(num_epochs, (int, np.integer)) or isinstance(num_epochs, bool) or num_epochs < 1:
+        raise ValueError(f"num_epochs={num_epochs!r} must be a positive int (RETURNN's num_epochs counts sub-epochs)")
+    return -(-int(num_epochs) // int(partition_epoch))
+
+
+def check_layout(order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_bins: int) -> None:
+    """Raise ``AssertionError`` unless the bins of one full epoch cover every file entry
+    exactly once and no bin is empty (what RETURNN asserts with ``assert all(files_per_bin)``).
+
+    >>> check_layout(np.array([1, 0, 2]), np.array([0, 1, 1, 3]), num_files=3, num_bins=3)
+    Traceback (most recent call last):
+    ...
+    AssertionError: bin 1 of 3 is empty
+    """
+    order = np.asarray(order)
+    bounds = np.asarray(bounds)
+    if order.shape != (num_files,):
+        raise AssertionError(f"order has shape {order.shape}, expected ({num_files},)")
+    if bounds.shape != (num_bins + 1,) or bounds[0] != 0 or bounds[-1] != num_files:
+        raise AssertionError(f"bounds {bounds[:3].tolist()}... (shape {bounds.shape}) do not span 0..{num_files} "
+                             f"in {num_bins} bins")
+    widths = np.diff(bounds)
+    if widths.size and int(widths.min()) < 1:
+        empty = int(np.flatnonzero(widths < 1)[0])
+        raise AssertionError(f"bin {empty} of {num_bins} is empty")
+    counts = np.bincount(order, minlength=num_files) if num_files else np.zeros(0, dtype=np.int64)
+    if counts.shape != (num_files,) or (num_files and (counts.min() != 1 or counts.max() != 1)):
+        raise AssertionError(f"the bins do not cover every file entry exactly once "
+                             f"({int(np.sum(counts == 0))} missing, {int(np.sum(counts > 1))} repeated)")
+
+
+@dataclass(frozen=True)
+class PlanStats:
+    """What a plan does over ``num_epochs`` sub-epochs (RETURNN's ``num_epochs``).
+
+    Bytes stand in for sequence lengths, as in RETURNN's own balancing.
+
+    :ivar bytes: int64, shape [num_epochs, num_shards]: bytes rank r reads in sub-epoch e (row e-1)
+    :ivar files: int64, shape [num_epochs, num_shards]: number of file entries, likewise
+    :ivar passes: int64, shape [num_files]: how often each file entry is scheduled over the training,
+        summed over ranks
+    :ivar overlap: int64, shape [num_epochs]: entries read by more than one rank in that sub-epoch
+        (always 0 when sharded)
+    :ivar coverage: float64, shape [num_epochs]: fraction of entries read by some rank in that sub-epoch
+    """
+
+    num_shards: int
+    partition_epoch: int
+    num_epochs: int
+    num_files: int
+    total_bytes: int
+    bytes: np.ndarray
+    files: np.ndarray
+    passes: np.ndarray
+    overlap: np.ndarray
+    coverage: np.ndarray
+
+    @property
+    def num_full_epochs(self) -> int:
+        return num_full_epochs_for(self.num_epochs, partition_epoch=self.partition_epoch)
+
+    @property
+    def max_over_mean(self) -> np.ndarray:
+        """float64 [num_epochs]: max over shards of bytes / mean over shards (1.0 = balanced)."""
+        mean = self.bytes.mean(axis=1)
+        peak = self.bytes.max(axis=1).astype(np.float64)
+        return np.divide(peak, mean, out=np.ones_like(mean), where=mean > 0)
+
+    @property
+    def dropped_fraction(self) -> np.ndarray:
+        """float64 [num_epochs]: expected fraction of the sub-epoch's data dropped when the first
+        rank runs out, ``1 - num_shards * min / sum`` over shards (0 for an empty sub-epoch)."""
+        total = self.bytes.sum(axis=1).astype(np.float64)
+        kept = self.num_shards * self.bytes.min(axis=1).astype(np.float64)
+        frac = np.divide(kept, total, out=np.ones_like(total), where=total > 0)
+        return 1.0 - frac
+
+    @property
+    def full_epoch_coverage(self) -> float:
+        """Fraction of entries scheduled at least once over the training."""
+        return float(np.mean(self.passes > 0)) if self.num_files else 1.0
+
+
+def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
+                       layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None) -> PlanStats:
+    """Statistics of sub-epochs ``1..num_epochs`` of ``plan``, computed from each full
+    epoch's layout with ``np.add.reduceat`` over the bin boundaries.
+
+    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs); a partial last full epoch counts partially
+    :param check: verify every layout with :func:`check_layout`
+    :param layout: ``(full_epoch_0idx, shard_index) -> (order, bounds)`` if already computed
+        (default: ``plan.layout``)
+
+    >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120], num_shards=2, partition_epoch=2,
+    ...                  seq_ordering="default")
+    >>> st = compute_plan_stats(plan, num_epochs=3)
+    >>> st.bytes.tolist(), st.passes.tolist()  # the partial 2nd full epoch reads a and c once more
+    ([[1, 78], [1, 120], [1, 78]], [2, 1, 2, 1])
+    """
+    num_full = num_full_epochs_for(num_epochs, partition_epoch=plan.partition_epoch)
+    if layout is None:
+        def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
+            return plan.layout(full_epoch_0idx=k, shard_index=r)
+    num_shards, part = plan.num_shards, plan.partition_epoch
+    n = plan.num_files
+    sizes = plan.sizes
+    out_bytes = np.zeros((num_full * part, num_shards), dtype=np.int64)
+    out_files = np.zeros((num_full * part, num_shards), dtype=np.int64)
+    overlap = np.zeros(num_full * part, dtype=np.int64)
+    coverage = np.zeros(num_full * part, dtype=np.float64)
+    passes = np.zeros(n, dtype=np.int64)
+    for k in range(num_full):
+        num_sub = min(part, num_epochs - k * part)  # sub-epochs of this full epoch within the training
+        rows = slice(k * part, k * part + part)
+        if plan.distrib_shard_files:
+            order, bounds = layout(k, 0)
+            if check:
+                check_layout(order, bounds, num_files=n, num_bins=plan.num_bins)
+            bin_bytes, bin_files = _bin_totals(sizes, order, bounds)
+            out_bytes[rows] = bin_bytes.reshape(num_shards, part).T
+            out_files[rows] = bin_files.reshape(num_shards, part).T
+            coverage[rows] = out_files[rows].sum(axis=1) / max(n, 1)
+            if num_sub == part:
+                passes += 1  # check_layout: each entry exactly once per full epoch
+            else:
+                used = np.zeros(plan.num_bins, dtype=bool)
+                used.reshape(num_shards, part)[:, :num_sub] = True
+                passes += np.bincount(order[np.repeat(used, bin_files)], minlength=n)
+        else:
+            layouts = [layout(k, r) for r in range(num_shards)]
+            for r, (order, bounds) in enumerate(layouts):
+                if check:
+                    check_layout(order, bounds, num_files=n, num_bins=plan.num_bins)
+                bin_bytes, bin_files = _bin_totals(sizes, order, bounds)
+                out_bytes[rows, r] = bin_bytes
+                out_files[rows, r] = bin_files
+                passes += np.bincount(order[:bounds[num_sub]], minlength=n)
+            for s in range(num_sub):
+                counts = np.bincount(np.concatenate([o[b[s]:b[s + 1]] for o, b in layouts]), minlength=n)
+                overlap[k * part + s] = int(np.count_nonzero(counts > 1))
+                coverage[k * part + s] = np.count_nonzero(counts) / max(n, 1)
+    return PlanStats(
+        num_shards=num_shards, partition_epoch=part, num_epochs=int(num_epochs), num_files=n,
+        total_bytes=int(sizes.sum()), bytes=out_bytes[:num_epochs], files=out_files[:num_epochs],
+        passes=passes, overlap=overlap[:num_epochs], coverage=coverage[:num_epochs],
+    )
+
+
+def _bin_totals(sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Bytes and file counts per bin; bins are non-empty, so ``reduceat`` is exact."""
+    return np.add.reduceat(sizes[order], bounds[:-1]), np.diff(bounds)
