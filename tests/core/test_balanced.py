@@ -1,0 +1,184 @@
+"""The balanced distribution: invariants, exact largest-first placement against a
+one-file-at-a-time heap reference, and its use through ShardPlan."""
+
+import heapq
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from i6_shard.core import ShardPlan, distribute_evenly_by_size, lognormal_sizes, shuffle_order
+from i6_shard.core.balanced import assign_largest_first, distribute_balanced, group_bounds
+
+
+def lpt_reference(sizes, num_bins, *, fewer_files_first=True):
+    """Textbook LPT, one file at a time with a heap: largest first (ties: earlier first),
+    onto the least-loaded bin (ties: fewer files if asked, then lower index)."""
+    heap = [(0, 0, b) for b in range(num_bins)]
+    out = [None] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        load, count, b = heap[0]
+        out[i] = b
+        heapq.heapreplace(heap, (load + sizes[i], count + 1 if fewer_files_first else 0, b))
+    return out
+
+
+def loads_of(sizes, assignment, num_bins):
+    loads = [0] * num_bins
+    for s, b in zip(sizes, assignment):
+        loads[b] += s
+    return loads
+
+
+# Small size alphabets force ties everywhere; huge sizes check int64 exactness.
+sizes_and_bins = st.tuples(
+    st.one_of(
+        st.lists(st.integers(0, 3), max_size=80),
+        st.lists(st.integers(0, 10**6), max_size=80),
+        st.lists(st.integers(10**15, 10**15 + 5), max_size=80),
+    ),
+    st.integers(1, 12),
+)
+
+
+@settings(max_examples=400)
+@given(sizes_and_bins)
+def test_assign_largest_first_is_exactly_lpt(case):
+    sizes, num_bins = case
+    got = assign_largest_first(np.array(sizes, dtype=np.int64), num_bins=num_bins).tolist()
+    assert got == lpt_reference(sizes, num_bins)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.floats(-3, 3), min_size=1, max_size=200), st.integers(1, 16))
+def test_never_worse_than_textbook_lpt_on_continuous_sizes(log_sizes, num_bins):
+    # Claim: with sizes drawn from a continuous distribution (no equal loads), the result is
+    # textbook LPT's; in particular its smallest bin is never smaller and its largest never larger.
+    sizes = [int(np.exp(x + 30)) for x in log_sizes]  # ~1e13 bytes: ties of loads are (near) impossible
+    got = loads_of(sizes, assign_largest_first(np.array(sizes), num_bins=num_bins).tolist(), num_bins)
+    ref = loads_of(sizes, lpt_reference(sizes, num_bins, fewer_files_first=False), num_bins)
+    assert min(got) >= min(ref) and max(got) <= max(ref)
+
+
+def test_assign_largest_first_fills_every_bin_even_with_empty_files():
+    got = assign_largest_first(np.array([5, 0, 0]), num_bins=3).tolist()
+    assert sorted(got) == [0, 1, 2]  # textbook LPT (ties by index only) would leave bin 2 empty
+    assert lpt_reference([5, 0, 0], 3, fewer_files_first=False) == [0, 1, 1]
+
+
+layouts = st.integers(1, 6).flatmap(lambda w: st.integers(1, 5).flatmap(lambda p: st.tuples(
+    st.just(w), st.just(p),
+    st.one_of(st.lists(st.integers(0, 10**12), min_size=w * p, max_size=w * p + 60),
+              st.lists(st.integers(0, 2), min_size=w * p, max_size=w * p + 60),
+              # one huge file up front: RETURNN's cut leaves the first groups with too few files
+              st.lists(st.integers(1, 3), min_size=w * p, max_size=w * p + 20).map(lambda s: [10**9] + s)))))
+
+
+@settings(max_examples=300)
+@given(layouts)
+def test_distribute_balanced_invariants(case):
+    num_shards, partition_epoch, sizes = case
+    sizes = np.array(sizes, dtype=np.int64)
+    order, bounds = distribute_balanced(sizes, num_shards=num_shards, partition_epoch=partition_epoch)
+    assert bounds.shape == (num_shards * partition_epoch + 1,) and bounds[0] == 0 and bounds[-1] == len(sizes)
+    assert sorted(order.tolist()) == list(range(len(sizes)))  # every file exactly once
+    bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_shards * partition_epoch)]
+    assert all(bins), "empty bin"
+    assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
+    # Sub-epoch s of all ranks (bins r*P + s) is one contiguous group of the given order.
+    groups = [sorted(i for r in range(num_shards) for i in bins[r * partition_epoch + s])
+              for s in range(partition_epoch)]
+    assert sum(groups, []) == list(range(len(sizes)))
+    # Deterministic: a second call (another rank) gives the same bytes.
+    order2, bounds2 = distribute_balanced(sizes.copy(), num_shards=num_shards, partition_epoch=partition_epoch)
+    assert order.tobytes() == order2.tobytes() and bounds.tobytes() == bounds2.tobytes()
+
+
+@settings(max_examples=200)
+@given(layouts)
+def test_groups_are_returnns_cut_unless_too_small(case):
+    num_shards, partition_epoch, sizes = case
+    returnn_cut = distribute_evenly_by_size(np.array(sizes), num_bins=partition_epoch)
+    got = group_bounds(np.array(sizes), num_groups=partition_epoch, min_group_size=num_shards)
+    if np.diff(returnn_cut).min() >= num_shards:
+        assert got.tolist() == returnn_cut.tolist()
+    else:
+        assert np.diff(got).min() >= num_shards and got[0] == 0 and got[-1] == len(sizes)
+
+
+def test_group_bounds_moves_as_little_as_needed():
+    sizes = np.array([10**6] + [1] * 11)
+    # RETURNN: the huge file alone, then the rest of the average (11 / 2) per group
+    assert distribute_evenly_by_size(sizes, num_bins=3).tolist() == [0, 1, 7, 12]
+    assert group_bounds(sizes, num_groups=3, min_group_size=2).tolist() == [0, 2, 7, 12]
+    assert group_bounds(sizes, num_groups=3, min_group_size=4).tolist() == [0, 4, 8, 12]
+    assert group_bounds(sizes, num_groups=3, min_group_size=1).tolist() == [0, 1, 7, 12]
+
+
+def test_one_shard_is_returnns_cut():
+    sizes = lognormal_sizes(500, seed=3)
+    order, bounds = distribute_balanced(sizes, num_shards=1, partition_epoch=7)
+    assert order.tolist() == list(range(500))
+    assert bounds.tolist() == distribute_evenly_by_size(sizes, num_bins=7).tolist()
+
+
+def test_too_few_files_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"5 files cannot fill num_shards\*partition_epoch=3\*2=6 bins"):
+        distribute_balanced(np.ones(5, dtype=np.int64), num_shards=3, partition_epoch=2)
+    with pytest.raises(TypeError, match="integers"):
+        distribute_balanced(np.ones(6), num_shards=3, partition_epoch=2)
+
+
+def _dropped(sizes, order, bounds, num_shards, partition_epoch):
+    loads = np.add.reduceat(sizes[order], bounds[:-1]).reshape(num_shards, partition_epoch)
+    return float(np.mean(1 - num_shards * loads.min(axis=0) / loads.sum(axis=0)))
+
+
+def test_balanced_beats_returnn_on_skewed_sizes():
+    # 2000 files / 16 ranks / P=5: RETURNN's greedy cut drops several percent per sub-epoch.
+    sizes = lognormal_sizes(2000, seed=0)
+    shuffled = sizes[shuffle_order(2000, seed=1)]
+    bal = _dropped(shuffled, *distribute_balanced(shuffled, num_shards=16, partition_epoch=5), 16, 5)
+    ret = _dropped(shuffled, np.arange(2000), distribute_evenly_by_size(shuffled, num_bins=80), 16, 5)
+    assert bal < 0.02 < ret
+
+
+@settings(max_examples=50)
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 40), st.integers(0, 3), st.booleans())
+def test_shard_plan_balanced_full_epochs(num_shards, partition_epoch, extra, seed, shard_files):
+    num_files = num_shards * partition_epoch + extra
+    keys = [f"f{i}" for i in range(num_files)]
+    sizes = lognormal_sizes(num_files, seed=seed)
+    plan = ShardPlan(keys, sizes, num_shards=num_shards, partition_epoch=partition_epoch,
+                     distrib_shard_files=shard_files, distribution="balanced", random_seed_offset=seed)
+    for full_epoch_0idx in range(2):
+        first = full_epoch_0idx * partition_epoch + 1
+        per_rank = [[plan.files_for(epoch=e, shard_index=r) for e in range(first, first + partition_epoch)]
+                    for r in range(num_shards)]
+        assert all(files for rank in per_rank for files in rank), "a rank has an empty sub-epoch"
+        for r in range(num_shards):
+            if shard_files:
+                order, bounds = plan.layout(full_epoch_0idx=full_epoch_0idx, shard_index=r)
+                assert (order, bounds) == plan.layout(full_epoch_0idx=full_epoch_0idx, shard_index=0)
+            else:  # each rank reads every file once per full epoch, with its own shuffle
+                assert sorted(sum(per_rank[r], [])) == sorted(keys)
+        if shard_files:
+            assert sorted(sum(sum(per_rank, []), [])) == sorted(keys)
+
+
+def test_shard_plan_balanced_layout_is_distribute_balanced_of_the_shuffle():
+    sizes = lognormal_sizes(300, seed=5)
+    plan = ShardPlan([str(i) for i in range(300)], sizes, num_shards=4, partition_epoch=3,
+                     distribution="balanced", random_seed_offset=11)
+    shuffled = shuffle_order(300, seed=1 + 1 + 11)  # full epoch 1
+    positions, bounds = distribute_balanced(sizes[shuffled], num_shards=4, partition_epoch=3)
+    order, plan_bounds = plan.layout(full_epoch_0idx=1)
+    assert order.tolist() == shuffled[positions].tolist() and plan_bounds.tolist() == bounds.tolist()
+    # rank 2 reads bin 2*3 + 1 in sub-epoch 5 (the second of full epoch 1)
+    assert plan.files_for(epoch=5, shard_index=2) == [str(i) for i in shuffled[positions[bounds[7]:bounds[8]]]]
+
+
+def test_shard_plan_rejects_unknown_distribution():
+    with pytest.raises(ValueError, match="'lpt' is unknown"):
+        ShardPlan(["a"], [1], num_shards=1, partition_epoch=1, distribution="lpt")
