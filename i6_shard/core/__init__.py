@@ -11,6 +11,7 @@ from .distribute import (
     full_epoch_seed,
     shuffle_order,
 )
+from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 from .file_list import FILE_LIST_EXTENSIONS, normalize_file_tree, read_file_list, write_file_list
 from .file_sizes import (
     DEFAULT_NUM_THREADS,
