@@ -4,13 +4,18 @@ leaves, keyed by the tree key), collected with a thread pool, stored compactly."
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import os
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .file_tree import FileTree, check_file_trees, flatten
+from .file_tree import FileTree, leaves_and_keys
 from .npz import load_npz, save_npz
 from .progress import Progress
 
@@ -27,6 +32,12 @@ __all__ = [
 DEFAULT_NUM_THREADS = 32
 FILE_SIZES_FORMAT_VERSION = 1
 _MAX_LISTED_MISSING = 20
+_MAX_PROCS = 8
+_NUM_PROBE = 16  # stat calls timed one by one to tell a waiting file system from a computing one
+_WAITING_STAT_S = 20e-6  # a cached local stat takes ~2 us, a network round trip >= 100 us
+_MIN_PROCS_WORK_S = 0.15  # helper processes start in ~20 ms; below this much stat work they cost more
+_SERIAL_CHUNK = 4096
+_MAX_THREAD_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -66,40 +77,44 @@ class MissingFilesError(FileNotFoundError):
         )
 
 
-def _stat_chunk(paths: Sequence[str]) -> Tuple[List[int], List[Tuple[int, str]]]:
-    """Sizes for one chunk; ``os.stat`` follows symlinks like ``os.path.getsize``."""
+def _stat_sizes(paths: Sequence[str]) -> List[int]:
+    """``os.stat(p).st_size`` per path (follows symlinks, like ``os.path.getsize``), -1 where it fails."""
     stat = os.stat
     try:
-        return [stat(p).st_size for p in paths], []
+        return [stat(p).st_size for p in paths]
     except OSError:
         pass
     sizes: List[int] = []
-    errors: List[Tuple[int, str]] = []
-    for i, p in enumerate(paths):
+    for p in paths:
         try:
             sizes.append(stat(p).st_size)
-        except OSError as exc:
-            sizes.append(0)
-            errors.append((i, exc.strerror or type(exc).__name__))
-    return sizes, errors
+        except OSError:
+            sizes.append(-1)
+    return sizes
 
 
 def collect_file_sizes(
     trees: Sequence[FileTree],
     *,
     num_threads: Optional[int] = None,
+    num_procs: Optional[int] = None,
     progress_interval: float = 5.0,
 ) -> FileSizes:
     """Size of every file tree: the sum of its leaves' sizes, keyed by tree key,
-    as RETURNN's ``DistributeFilesDataset._lazy_init_file_sizes`` computes them.
+    as RETURNN's ``DistributeFilesDataset._lazy_init_file_sizes`` computes them
+    (``os.path.getsize``, so symlinks count as their target).
 
-    Each distinct leaf is stat-ed once, by ``num_threads`` threads (stat releases the
-    GIL, which is what makes this fast on a network file system). The input order
-    and duplicate entries are kept.
+    Each distinct leaf is stat-ed once. The first few stat calls measure the file
+    system: if a stat waits (>= 20 us, a network file system or a cold disk),
+    ``num_threads`` threads overlap the waits (stat releases the GIL); if stat only
+    costs CPU (local, cached), a large list is split over ``num_procs`` processes,
+    because threads would only take turns holding the GIL.
+    The input order and duplicate entries are kept.
 
     :param trees: the ``files`` list of a DistributeFilesDataset
-    :param num_threads: threads for stat calls (default 32; 1 runs in this thread)
-    :param progress_interval: seconds between progress lines on stderr
+    :param num_threads: threads for a slow file system (default 32; 1: no threads)
+    :param num_procs: processes for a fast one (default: usable CPUs, at most 8; 1: only this process)
+    :param progress_interval: seconds between progress lines on stderr (none if done sooner)
     :raises MissingFilesError: if any leaf is missing or unreadable (all are listed at once)
 
     >>> import tempfile, os
@@ -109,61 +124,174 @@ def collect_file_sizes(
     >>> fs.sizes.tolist(), fs.keys[1] == p + ":" + p
     ([3, 6], True)
     """
-    check_file_trees(trees)
-    if num_threads is None:
-        num_threads = DEFAULT_NUM_THREADS
-    if not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"num_threads={num_threads!r} must be a positive int")
-    leaves_per_tree = [flatten(t) for t in trees]
-    keys = [":".join(leaves) for leaves in leaves_per_tree]
-    counts = np.fromiter((len(leaves) for leaves in leaves_per_tree), dtype=np.int64, count=len(trees))
-    unique: Dict[str, int] = {}
-    for leaves in leaves_per_tree:
-        for leaf in leaves:
-            unique.setdefault(leaf, len(unique))
-    paths = list(unique)
-    leaf_sizes = _stat_all(paths, num_threads=num_threads, progress_interval=progress_interval)
-    if not trees:
+    leaves_per_tree, keys = leaves_and_keys(trees)
+    num_threads = DEFAULT_NUM_THREADS if num_threads is None else num_threads
+    num_procs = _default_num_procs() if num_procs is None else num_procs
+    for name, value in (("num_threads", num_threads), ("num_procs", num_procs)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive int")
+    if not keys:
         return FileSizes(keys=[], sizes=np.zeros(0, dtype=np.int64))
-    if int(counts.max()) == 1 and len(paths) == len(trees):
-        sizes = leaf_sizes  # one distinct leaf per entry, in order
+    all_leaves = list(itertools.chain.from_iterable(leaves_per_tree))
+    paths = list(dict.fromkeys(all_leaves))
+    leaf_sizes = _stat_all(paths, num_threads=num_threads, num_procs=num_procs, progress_interval=progress_interval)
+    if len(paths) != len(all_leaves):  # duplicates: stat-ed once, gathered back here
+        index = dict(zip(paths, range(len(paths))))
+        leaf_sizes = leaf_sizes[np.fromiter(map(index.__getitem__, all_leaves), dtype=np.int64,
+                                            count=len(all_leaves))]
+    counts = np.fromiter(map(len, leaves_per_tree), dtype=np.int64, count=len(leaves_per_tree))
+    if int(counts.min()) == int(counts.max()):
+        sizes = leaf_sizes.reshape(len(keys), int(counts[0])).sum(axis=1)
     else:
-        leaf_idx = np.fromiter((unique[leaf] for leaves in leaves_per_tree for leaf in leaves), dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        sizes = np.add.reduceat(leaf_sizes[leaf_idx], starts)
+        sizes = np.add.reduceat(leaf_sizes, np.concatenate([[0], np.cumsum(counts)[:-1]]))
     return FileSizes(keys=keys, sizes=np.ascontiguousarray(sizes, dtype=np.int64))
 
 
-def _stat_all(paths: List[str], *, num_threads: int, progress_interval: float) -> np.ndarray:
+def _default_num_procs() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, _MAX_PROCS))
+
+
+def _stat_all(paths: List[str], *, num_threads: int, num_procs: int, progress_interval: float) -> np.ndarray:
+    """Sizes of ``paths`` (int64, same order); raises MissingFilesError listing every failure."""
     n = len(paths)
-    out = np.zeros(n, dtype=np.int64)
-    missing: List[Tuple[str, str]] = []
+    out = np.empty(n, dtype=np.int64)
     progress = Progress("file sizes", total=n, interval=progress_interval)
-    # Enough chunks to balance the threads and to report progress, few enough to keep overhead low.
-    chunk = max(1, min(4096, n // (num_threads * 8) or 1))
-    bounds = list(range(0, n, chunk))
-
-    def work(start: int):
-        res = _stat_chunk(paths[start:start + chunk])
-        progress.add(len(res[0]))
-        return res
-
-    if num_threads == 1 or n <= chunk:
-        results = map(work, bounds)
-        _fill(out, bounds, results, paths, missing)
+    # Probe: time a few stat calls one by one; the median tells waiting from computing.
+    num_probe = min(n, _NUM_PROBE)
+    times = []
+    for i in range(num_probe):
+        t0 = time.perf_counter()
+        out[i] = _stat_sizes(paths[i:i + 1])[0]
+        times.append(time.perf_counter() - t0)
+    per_stat = sorted(times)[num_probe // 2] if times else 0.0
+    progress.add(num_probe)
+    rest = n - num_probe
+    if rest and per_stat >= _WAITING_STAT_S and num_threads > 1:
+        _stat_in_threads(paths, out, start=num_probe, num_threads=num_threads, progress=progress)
+    elif rest and per_stat * rest >= _MIN_PROCS_WORK_S and num_procs > 1:
+        _stat_in_procs(paths, out, start=num_probe, num_procs=num_procs, progress=progress)
     else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=num_threads) as pool:
-            _fill(out, bounds, pool.map(work, bounds), paths, missing)
+        _stat_serial(paths, out, start=num_probe, stop=n, progress=progress)
     progress.close()
-    if missing:
-        raise MissingFilesError(missing, n)
+    bad = np.flatnonzero(out < 0).tolist()
+    if bad:
+        missing = []
+        for i in bad:  # again, for the reason (and in case it appeared meanwhile)
+            try:
+                out[i] = os.stat(paths[i]).st_size
+            except OSError as exc:
+                missing.append((paths[i], exc.strerror or type(exc).__name__))
+        if missing:
+            raise MissingFilesError(missing, n)
     return out
 
 
-def _fill(out, bounds, results, paths, missing) -> None:
-    for start, (sizes, errors) in zip(bounds, results):
-        out[start:start + len(sizes)] = sizes
-        missing.extend((paths[start + i], why) for i, why in errors)
+def _stat_serial(paths: List[str], out: np.ndarray, *, start: int, stop: int, progress: Progress) -> None:
+    for a in range(start, stop, _SERIAL_CHUNK):
+        b = min(a + _SERIAL_CHUNK, stop)
+        out[a:b] = _stat_sizes(paths[a:b])
+        progress.add(b - a)
+
+
+def _stat_in_threads(paths: List[str], out: np.ndarray, *, start: int, num_threads: int,
+                     progress: Progress) -> None:
+    n = len(paths)
+    # Small chunks: each one waits on the file system, and balance matters more than overhead.
+    chunk = max(1, min(_MAX_THREAD_CHUNK, (n - start) // (num_threads * 4)))
+
+    def work(a: int) -> None:
+        b = min(a + chunk, n)
+        out[a:b] = _stat_sizes(paths[a:b])
+        progress.add(b - a)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="stat") as pool:
+        for _ in pool.map(work, range(start, n, chunk)):
+            pass
+
+
+# Run by helper processes (python -I -S): NUL-separated paths on stdin, native int64 sizes
+# (-1: failed) on stdout, one block per chunk so that the parent can report progress.
+_CHILD_CODE = """
+import os, sys
+from array import array
+data = sys.stdin.buffer.read()
+paths = data.split(b"\\0") if data else []
+stat = os.stat
+out = sys.stdout.buffer
+for i in range(0, len(paths), %d):
+    chunk = paths[i:i + %d]
+    try:
+        sizes = [stat(p).st_size for p in chunk]
+    except OSError:
+        sizes = []
+        for p in chunk:
+            try:
+                sizes.append(stat(p).st_size)
+            except OSError:
+                sizes.append(-1)
+    out.write(array("q", sizes).tobytes())
+    out.flush()
+""" % (_SERIAL_CHUNK, _SERIAL_CHUNK)
+
+
+def _stat_in_procs(paths: List[str], out: np.ndarray, *, start: int, num_procs: int, progress: Progress) -> None:
+    """This process takes the first share, ``num_procs - 1`` fresh interpreters the others
+    (spawned, not forked: safe with threads). A helper that fails leaves its share to us."""
+    bounds = np.linspace(start, len(paths), num_procs + 1).astype(np.int64).tolist()
+    helpers = []
+    for a, b in zip(bounds[1:-1], bounds[2:]):
+        if a < b and sys.executable:
+            result: List[bool] = []
+            thread = threading.Thread(target=_run_helper, args=(paths, out, a, b, progress, result), daemon=True)
+            thread.start()
+            helpers.append((a, b, thread, result))
+        else:
+            helpers.append((a, b, None, [False]))
+    _stat_serial(paths, out, start=bounds[0], stop=bounds[1], progress=progress)
+    for a, b, thread, result in helpers:
+        if thread is not None:
+            thread.join()
+        if not result[0]:
+            _stat_serial(paths, out, start=a, stop=b, progress=progress)
+
+
+def _run_helper(paths: List[str], out: np.ndarray, a: int, b: int, progress: Progress, result: List[bool]) -> None:
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD_CODE],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        result.append(False)
+        return
+    pos = a
+    try:
+        with proc.stdin:
+            proc.stdin.write("\0".join(paths[a:b]).encode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()))
+        block = _SERIAL_CHUNK * 8
+        while True:
+            data = proc.stdout.read(block)
+            if not data:
+                break
+            if len(data) % 8:
+                data += proc.stdout.read(8 - len(data) % 8)
+            sizes = np.frombuffer(data, dtype=np.int64)
+            if pos + len(sizes) > b:
+                break
+            out[pos:pos + len(sizes)] = sizes
+            pos += len(sizes)
+            progress.add(len(sizes))
+    except OSError:
+        pass
+    finally:
+        proc.stdout.close()
+        proc.kill() if proc.poll() is None and pos != b else None
+        ok = proc.wait() == 0 and pos == b
+    if not ok:
+        progress.add(a - pos)  # the parent redoes this share and counts it again
+    result.append(ok)
 
 
 def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
