@@ -1,0 +1,347 @@
+"""Check what each rank really read against a ShardPlan: the files per (sub-epoch, rank),
+the sequences of those files, and exactly-once reading of every sequence per full epoch."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .file_sizes import collect_file_sizes
+from .file_tree import tree_key
+from .plan import DISTRIBUTIONS, ShardPlan
+
+__all__ = [
+    "VIOLATION_KINDS",
+    "SETTINGS_CHECKED",
+    "SubEpochRead",
+    "Violation",
+    "check_rank_settings",
+    "check_reads",
+    "summarize_reads",
+    "render_verify_report",
+    "verify_records",
+]
+
+#: Violation kinds, in the order they are listed within one place.
+VIOLATION_KINDS = ("settings", "files", "seqs", "duplicate", "missing", "unknown")
+#: Dataset settings that every rank must share (RETURNN shuffles with them on each rank).
+SETTINGS_CHECKED = ("partition_epoch", "seq_ordering", "random_seed_offset", "fixed_random_seed", "distribution")
+_NUM_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class SubEpochRead:
+    """What one rank read in one sub-epoch.
+
+    :ivar epoch: sub-epoch, 1-based as RETURNN counts
+    :ivar shard_index: the rank
+    :ivar files: tree keys of the files the dataset used, in its order
+    :ivar seq_tags: the sequence tags read, in reading order
+    """
+
+    epoch: int
+    shard_index: int
+    files: Tuple[str, ...]
+    seq_tags: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken promise. ``epoch`` is None for a full-epoch or settings violation,
+    ``shard_index`` None where no single rank is to blame, ``full_epoch_0idx`` -1 for settings."""
+
+    kind: str
+    full_epoch_0idx: int
+    epoch: Optional[int]
+    shard_index: Optional[int]
+    message: str
+
+    def sort_key(self) -> Tuple[int, int, int, int]:
+        return (self.full_epoch_0idx, -1 if self.epoch is None else self.epoch,
+                -1 if self.shard_index is None else self.shard_index, VIOLATION_KINDS.index(self.kind))
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.message}"
+
+
+def _examples(items: Iterable[Any], n: int = _NUM_EXAMPLES) -> str:
+    items = list(items)
+    shown = ", ".join(repr(x) for x in items[:n])
+    return shown + (", ..." if len(items) > n else "")
+
+
+def check_rank_settings(settings: Mapping[int, Mapping[str, Any]], *, num_shards: int) -> List[Violation]:
+    """Check that every rank's dataset is sharded as rank r of ``num_shards`` and that all ranks
+    shuffle alike (RETURNN's ``DistributeFilesDataset`` gets ``_num_shards``/``_shard_index``
+    from the distributed rank and size only with ``distrib_shard_files=True``).
+
+    :param settings: rank -> the dataset's ``num_shards``, ``shard_index`` and :data:`SETTINGS_CHECKED`
+    :return: violations of kind ``"settings"``
+
+    >>> ok = {"num_shards": 2, "partition_epoch": 2, "seq_ordering": "random"}
+    >>> [str(v) for v in check_rank_settings({0: {**ok, "shard_index": 0}, 1: {**ok, "shard_index": 1}}, num_shards=2)]
+    []
+    >>> bad = {"num_shards": 1, "shard_index": 0, "partition_epoch": 2}
+    >>> [str(v) for v in check_rank_settings({0: bad, 1: bad}, num_shards=2)][0]
+    '[settings] rank 0: the dataset is not sharded (num_shards=1, shard_index=0 instead of 2, 0): every rank reads all files; set distrib_shard_files=True'
+    """
+    out: List[Violation] = []
+    missing = sorted(set(range(num_shards)) - set(settings))
+    if missing:
+        out.append(Violation("settings", -1, None, None, f"no record for ranks {missing} of num_shards={num_shards}"))
+    for rank in sorted(settings):
+        s = settings[rank]
+        got = (s.get("num_shards"), s.get("shard_index"))
+        if got == (num_shards, rank):
+            continue
+        if got[0] == 1:
+            msg = (f"rank {rank}: the dataset is not sharded (num_shards=1, shard_index={got[1]} instead of "
+                   f"{num_shards}, {rank}): every rank reads all files; set distrib_shard_files=True")
+        else:
+            msg = (f"rank {rank}: the dataset has num_shards={got[0]}, shard_index={got[1]} instead of "
+                   f"{num_shards}, {rank}: it took another rank or size than the one it ran as")
+        out.append(Violation("settings", -1, None, rank, msg))
+    ranks = sorted(settings)
+    for name in SETTINGS_CHECKED:
+        values = {rank: settings[rank].get(name) for rank in ranks}
+        if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
+            out.append(Violation("settings", -1, None, None,
+                                 f"ranks disagree on {name}: {values}; all ranks must shuffle and cut the files alike"))
+    return out
+
+
+def check_reads(
+    reads: Sequence[SubEpochRead],
+    *,
+    plan: ShardPlan,
+    file_tags: Optional[Mapping[str, Sequence[str]]] = None,
+) -> List[Violation]:
+    """Compare what the ranks read with the plan. Every violation is listed, sorted by place
+    (settings first, then per full epoch its own violations before those of its sub-epochs).
+
+    - ``files``: a rank's files in a sub-epoch differ from ``plan.files_for`` (set or order);
+    - ``seqs``: a rank's sequences in a sub-epoch differ from the sequences of its files
+      (needs ``file_tags``; this is what double sharding inside the sub-epoch dataset breaks);
+    - ``duplicate``: a sequence read more often in a full epoch than the file list holds it
+      (once, without ``file_tags``);
+    - ``missing``: a sequence of the file list not read in a full epoch (only for full epochs
+      whose every sub-epoch and rank is in ``reads``; needs ``file_tags``);
+    - ``unknown``: a sequence read that no file of the list holds (needs ``file_tags``).
+
+    :param reads: one entry per (epoch, shard_index) that was read
+    :param plan: the plan the ranks should follow (sharded mode)
+    :param file_tags: tree key -> the tags of the sequences in that file (every key of the plan)
+    :raises ValueError: on a (epoch, shard_index) given twice, a rank outside the plan,
+        or ``file_tags`` lacking a key of the plan
+
+    >>> plan = ShardPlan(["a", "b"], [1, 1], num_shards=2, partition_epoch=1, seq_ordering="default")
+    >>> tags = {"a": ["a0", "a1"], "b": ["b0"]}
+    >>> reads = [SubEpochRead(1, 0, ("a",), ("a0",)), SubEpochRead(1, 1, ("b",), ("b0",))]
+    >>> [str(v) for v in check_reads(reads, plan=plan, file_tags=tags)]
+    ["[missing] full epoch 0: 1 of 3 sequences were not read by any rank (e.g. 'a1')", "[seqs] sub-epoch 1, rank 0: read 1 of the 2 sequences of its 1 files: 1 not read (e.g. 'a1')"]
+    """
+    seen = set()
+    for read in reads:
+        if not 0 <= read.shard_index < plan.num_shards:
+            raise ValueError(f"read of rank {read.shard_index} is outside num_shards={plan.num_shards}")
+        if (read.epoch, read.shard_index) in seen:
+            raise ValueError(f"sub-epoch {read.epoch} of rank {read.shard_index} is given twice; pass each once")
+        seen.add((read.epoch, read.shard_index))
+    if file_tags is not None:
+        lacking = [k for k in dict.fromkeys(plan.keys) if k not in file_tags]
+        if lacking:
+            raise ValueError(f"file_tags lacks {len(lacking)} keys of the plan (e.g. {_examples(lacking)}); "
+                             "record the sequences of every file")
+    out: List[Violation] = []
+    for read in reads:
+        out.extend(_check_read(read, plan=plan, file_tags=file_tags))
+    universe = None
+    if file_tags is not None:
+        universe = Counter()
+        for key in plan.keys:
+            universe.update(file_tags[key])
+    by_full: Dict[int, List[SubEpochRead]] = defaultdict(list)
+    for read in reads:
+        by_full[(read.epoch - 1) // plan.partition_epoch].append(read)
+    for k, group in sorted(by_full.items()):
+        out.extend(_check_full_epoch(k, group, plan=plan, universe=universe))
+    return sorted(out, key=Violation.sort_key)
+
+
+def _check_read(read: SubEpochRead, *, plan: ShardPlan,
+                file_tags: Optional[Mapping[str, Sequence[str]]]) -> List[Violation]:
+    out = []
+    k = (read.epoch - 1) // plan.partition_epoch
+    where = f"sub-epoch {read.epoch}, rank {read.shard_index}"
+    planned = plan.files_for(epoch=read.epoch, shard_index=read.shard_index)
+    got = list(read.files)
+    if got != planned:
+        extra = sorted((Counter(got) - Counter(planned)).elements())
+        lacking = sorted((Counter(planned) - Counter(got)).elements())
+        if not extra and not lacking:
+            msg = f"{where}: read the {len(got)} planned files in another order (read {_examples(got)})"
+        else:
+            parts = [f"read {len(got)} files, the plan has {len(planned)}"]
+            if extra:
+                parts.append(f"{len(extra)} not planned (e.g. {_examples(extra)})")
+            if lacking:
+                parts.append(f"{len(lacking)} planned but not read (e.g. {_examples(lacking)})")
+            msg = f"{where}: " + "; ".join(parts)
+        out.append(Violation("files", k, read.epoch, read.shard_index, msg))
+    if file_tags is not None:
+        expected = Counter()
+        for key in got:
+            expected.update(file_tags.get(key, ()))
+        actual = Counter(read.seq_tags)
+        if actual != expected:
+            not_read = sorted((expected - actual).elements())
+            extra = sorted((actual - expected).elements())
+            parts = [f"read {sum(actual.values())} of the {sum(expected.values())} sequences of its {len(got)} files"]
+            if not_read:
+                parts.append(f"{len(not_read)} not read (e.g. {_examples(not_read)})")
+            if extra:
+                parts.append(f"{len(extra)} not from its files or read too often (e.g. {_examples(extra)})")
+            out.append(Violation("seqs", k, read.epoch, read.shard_index, f"{where}: " + ": ".join(parts[:2]) +
+                                 "".join("; " + p for p in parts[2:])))
+    return out
+
+
+def _check_full_epoch(k: int, group: List[SubEpochRead], *, plan: ShardPlan,
+                      universe: Optional[Counter]) -> List[Violation]:
+    out = []
+    counts: Counter = Counter()
+    for read in group:
+        counts.update(read.seq_tags)
+    epochs = range(k * plan.partition_epoch + 1, (k + 1) * plan.partition_epoch + 1)
+    complete = {(r.epoch, r.shard_index) for r in group} >= {(e, s) for e in epochs for s in range(plan.num_shards)}
+
+    def where_read(tag: str) -> str:
+        places = [f"sub-epoch {r.epoch} rank {r.shard_index}" for r in sorted(group, key=lambda r: (r.epoch, r.shard_index))
+                  for t in r.seq_tags if t == tag]
+        return f"{tag!r} by {', '.join(places)}"
+
+    if universe is None:
+        dup = [t for t, c in counts.items() if c > 1]
+    else:
+        dup = [t for t, c in counts.items() if c > universe.get(t, 0) > 0]
+    if dup:
+        dup.sort()
+        shown = "; ".join(where_read(t) for t in dup[:_NUM_EXAMPLES]) + ("; ..." if len(dup) > _NUM_EXAMPLES else "")
+        out.append(Violation("duplicate", k, None, None,
+                             f"full epoch {k}: {len(dup)} sequences were read more than once ({shown})"))
+    if universe is not None:
+        unknown = sorted(t for t in counts if t not in universe)
+        if unknown:
+            out.append(Violation("unknown", k, None, None,
+                                 f"full epoch {k}: {len(unknown)} sequences read are in no file of the list "
+                                 f"(e.g. {_examples(unknown)})"))
+        if complete:
+            missing = sorted((universe - counts).elements())
+            if missing:
+                out.append(Violation("missing", k, None, None,
+                                     f"full epoch {k}: {len(missing)} of {sum(universe.values())} sequences were not "
+                                     f"read by any rank (e.g. {_examples(missing)})"))
+    return out
+
+
+def summarize_reads(reads: Sequence[SubEpochRead], *, plan: ShardPlan,
+                    file_tags: Optional[Mapping[str, Sequence[str]]] = None) -> Dict[str, Any]:
+    """Counts for the report (JSON types): per sub-epoch the sequences per rank and the share
+    of them a training loses when it stops at the shortest rank; per full epoch whether every
+    (sub-epoch, rank) was read, and how many sequences were expected and read.
+
+    >>> plan = ShardPlan(["a", "b"], [1, 1], num_shards=2, partition_epoch=1, seq_ordering="default")
+    >>> s = summarize_reads([SubEpochRead(1, 0, ("a",), ("x", "y")), SubEpochRead(1, 1, ("b",), ("z",))], plan=plan)
+    >>> s["sub_epochs"][0]["num_seqs"], s["sub_epochs"][0]["dropped_fraction"], s["full_epochs"][0]["complete"]
+    ([2, 1], 0.333333, True)
+    """
+    universe_size = None
+    if file_tags is not None:
+        universe_size = sum(len(file_tags[k]) for k in plan.keys)
+    epochs = sorted({r.epoch for r in reads})
+    by_place = {(r.epoch, r.shard_index): r for r in reads}
+    sub_epochs = []
+    for e in epochs:
+        nums = [len(by_place[(e, s)].seq_tags) if (e, s) in by_place else None for s in range(plan.num_shards)]
+        known = [n for n in nums if n is not None]
+        total = sum(known)
+        dropped = None
+        if len(known) == plan.num_shards and total:
+            dropped = round(1.0 - plan.num_shards * min(known) / total, 6) + 0.0
+        sub_epochs.append({"epoch": e, "num_seqs": nums, "dropped_fraction": dropped})
+    full_epochs = []
+    for k in sorted({(e - 1) // plan.partition_epoch for e in epochs}):
+        group = [r for r in reads if (r.epoch - 1) // plan.partition_epoch == k]
+        ep_range = range(k * plan.partition_epoch + 1, (k + 1) * plan.partition_epoch + 1)
+        complete = all((e, s) in by_place for e in ep_range for s in range(plan.num_shards))
+        tags = Counter(t for r in group for t in r.seq_tags)
+        full_epochs.append({"full_epoch_0idx": k, "complete": complete, "num_seqs_expected": universe_size,
+                            "num_seqs_read": sum(tags.values()), "num_distinct_read": len(tags)})
+    return {"num_shards": plan.num_shards, "partition_epoch": plan.partition_epoch, "num_files": plan.num_files,
+            "sub_epochs": sub_epochs, "full_epochs": full_epochs}
+
+
+def render_verify_report(summary: Mapping[str, Any], violations: Sequence[Violation], *,
+                         settings: Optional[Mapping[str, Any]] = None, max_listed: int = 50) -> str:
+    """The text report: verdict, settings, full-epoch coverage, sequences per rank and
+    sub-epoch, and the violations (the first ``max_listed``)."""
+    lines = [f"i6_shard sharding verification: {'OK' if not violations else 'FAILED'}", ""]
+    lines.append(f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
+                 f"files={summary['num_files']}")
+    for name, value in sorted((settings or {}).items()):
+        lines.append(f"  {name}: {value!r}")
+    lines += ["", "Full epochs (sequences expected / read / distinct read):"]
+    for fe in summary["full_epochs"]:
+        exp = "?" if fe["num_seqs_expected"] is None else fe["num_seqs_expected"]
+        note = "" if fe["complete"] else "  (partly read: checked per sub-epoch only)"
+        lines.append(f"  full epoch {fe['full_epoch_0idx']}: {exp} / {fe['num_seqs_read']} / "
+                     f"{fe['num_distinct_read']}{note}")
+    lines += ["", "Sequences per rank and sub-epoch (dropped = lost when all ranks stop at the shortest):"]
+    for se in summary["sub_epochs"]:
+        nums = " ".join("-" if n is None else str(n) for n in se["num_seqs"])
+        drop = "?" if se["dropped_fraction"] is None else f"{100 * se['dropped_fraction']:.1f}%"
+        lines.append(f"  sub-epoch {se['epoch']}: {nums}  dropped {drop}")
+    lines += ["", f"Violations: {len(violations)}"]
+    for v in list(violations)[:max_listed]:
+        lines.append(f"  {v}")
+    if len(violations) > max_listed:
+        lines.append(f"  ... and {len(violations) - max_listed} more")
+    return "\n".join(lines) + "\n"
+
+
+def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, Any], *, num_shards: int,
+                   num_threads: Optional[int] = None) -> Tuple[List[Violation], str]:
+    """Check the records of ``python -m i6_shard.returnn_ext.verify`` (one per rank, and the
+    reference with the file list and each file's sequence tags) against the plan computed
+    from the dataset's own settings (rank 0's) and the files' sizes on disk.
+
+    :param ranks: the rank records (``rank``, ``settings``, ``sub_epochs``)
+    :param reference: ``files`` (as RETURNN loaded them) and ``file_tags`` (one list per file)
+    :param num_threads: threads to stat the files (see :func:`collect_file_sizes`)
+    :return: ``(violations, report_text)``
+    """
+    settings = {int(rec["rank"]): rec["settings"] for rec in ranks}
+    violations = check_rank_settings(settings, num_shards=num_shards)
+    files = reference["files"]
+    if len(reference["file_tags"]) != len(files):
+        raise ValueError(f"reference has {len(files)} files but {len(reference['file_tags'])} tag lists")
+    sizes = collect_file_sizes(files, num_threads=num_threads)
+    first = settings[min(settings)]
+    distribution = first.get("distribution", "returnn")
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"the dataset uses distribution={distribution!r}, which this i6_shard cannot plan; "
+                         f"known: {DISTRIBUTIONS}")
+    plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=num_shards, partition_epoch=first["partition_epoch"],
+                     seq_ordering=first["seq_ordering"], random_seed_offset=first["random_seed_offset"],
+                     fixed_random_seed=first["fixed_random_seed"], distribution=distribution)
+    file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
+    reads = [SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
+             for rec in ranks for se in rec["sub_epochs"]]
+    violations += check_reads(reads, plan=plan, file_tags=file_tags)
+    violations.sort(key=Violation.sort_key)
+    shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
+    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations,
+                                  settings=shown)
+    return violations, report

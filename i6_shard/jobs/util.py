@@ -1,0 +1,90 @@
+"""Helpers shared by the Sisyphus jobs: turn Sisyphus paths into plain strings, write
+tk.Variable values atomically, and find the import roots a subprocess needs."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+from typing import Any, List, Optional
+
+from sisyphus.delayed_ops import DelayedBase
+from sisyphus.job_path import AbstractPath, Variable
+
+from i6_shard import core
+
+__all__ = ["instantiate", "write_variable", "import_roots", "pythonpath_env"]
+
+
+def instantiate(obj: Any) -> Any:
+    """A copy of ``obj`` with every Sisyphus path replaced by its absolute path string and every
+    other delayed value by its value, inside dicts, lists, tuples and ``functools.partial``."""
+    if isinstance(obj, AbstractPath) and not isinstance(obj, Variable):
+        return obj.get_path()
+    if isinstance(obj, DelayedBase):
+        return instantiate(obj.get())
+    if isinstance(obj, dict):
+        return {k: instantiate(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [instantiate(v) for v in obj]
+    if isinstance(obj, tuple) and type(obj) is tuple:
+        return tuple(instantiate(v) for v in obj)
+    if isinstance(obj, functools.partial):
+        return functools.partial(instantiate(obj.func), *instantiate(list(obj.args)), **instantiate(obj.keywords))
+    return obj
+
+
+def write_variable(var: Variable, value: Any) -> None:
+    """Set a (non-pickled) tk.Variable atomically, in the format ``Variable.get`` reads back."""
+    with core.atomic_write(var.get_path(), "wt", encoding="utf-8") as f:
+        f.write("%s\n" % repr(value))
+
+
+def _module_root(module_name: str) -> Optional[str]:
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    root = os.path.dirname(os.path.abspath(path))
+    depth = module_name.count(".") + (1 if os.path.basename(path).startswith("__init__.") else 0)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return root
+
+
+def import_roots(obj: Any) -> List[str]:
+    """Directories from which the functions and classes inside ``obj`` (and i6_shard itself) were
+    imported, so that a subprocess can unpickle ``obj``. Installed packages (site-packages) are
+    left out: another Python must have its own."""
+    found = {}
+
+    def visit(o: Any) -> None:
+        if isinstance(o, dict):
+            for v in o.values():
+                visit(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                visit(v)
+        elif isinstance(o, functools.partial):
+            visit(o.func)
+            visit(o.args)
+            visit(o.keywords)
+        elif isinstance(o, (types.FunctionType, type)):
+            found.setdefault(o.__module__, None)
+
+    visit(obj)
+    roots = []
+    for name in ["i6_shard"] + sorted(found):
+        root = _module_root(name)
+        if root and os.path.basename(root) not in ("site-packages", "dist-packages") and root not in roots:
+            roots.append(root)
+    return roots
+
+
+def pythonpath_env(extra: List[str]) -> dict:
+    """The current environment with ``extra`` directories in front of ``PYTHONPATH``."""
+    env = dict(os.environ)
+    old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(list(dict.fromkeys(extra + old)))
+    return env

@@ -1,0 +1,143 @@
+"""VerifyShardingJob: runs the real RETURNN once per rank and proves that a sharded
+DistributeFilesDataset reads every sequence exactly once per full epoch, as planned."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from sisyphus import Job, Task, gs, tk
+
+from i6_shard import core
+from i6_shard.core.verify import verify_records
+
+from .util import import_roots, instantiate, pythonpath_env, write_variable
+
+__all__ = ["VerifyShardingJob", "ShardingVerificationError"]
+
+#: Violations listed in the error message of a failed verification.
+NUM_LISTED = 10
+
+
+class ShardingVerificationError(RuntimeError):
+    """The ranks did not read what they should have; the message lists the first violations."""
+
+
+def _normalize_epochs(epochs: Union[int, Sequence[int]]) -> List[int]:
+    if isinstance(epochs, int) and not isinstance(epochs, bool):
+        if epochs < 1:
+            raise ValueError(f"epochs={epochs!r} must be >= 1 (the first N sub-epochs) or a list of sub-epochs")
+        return list(range(1, epochs + 1))
+    if not isinstance(epochs, (list, tuple)) or not epochs:
+        raise TypeError(f"epochs={epochs!r} must be an int N (sub-epochs 1..N) or a non-empty list of sub-epochs")
+    for e in epochs:
+        if not isinstance(e, int) or isinstance(e, bool) or e < 1:
+            raise ValueError(f"epochs contains {e!r}; sub-epochs are ints >= 1, as RETURNN counts them")
+    return sorted(set(epochs))
+
+
+class VerifyShardingJob(Job):
+    """Runs the real RETURNN once per rank (``__debug_dummy_distributed_rank_and_size``), reads
+    the given sub-epochs of the training dataset and checks, per full epoch, that every sequence
+    is read by exactly one rank exactly once, that each rank read exactly the sequences of its
+    files, and that the files per rank and sub-epoch equal the i6_shard plan for the dataset's
+    own files, sizes and settings. The job fails listing the first violations.
+
+    Outputs: out_report (text), out_ok (tk.Variable, True when every check passed).
+    """
+
+    def __init__(
+        self,
+        train_dataset: Union[Dict[str, Any], tk.Path, str],
+        *,
+        num_shards: int,
+        epochs: Union[int, Sequence[int]],
+        returnn_python_exe: Optional[Union[tk.Path, str]] = None,
+        returnn_root: Optional[Union[tk.Path, str]] = None,
+    ):
+        """
+        :param train_dataset: the DistributeFilesDataset dict the training uses (its
+            ``get_sub_epoch_dataset`` a module-level function or a ``functools.partial`` of one,
+            so that it pickles), or a RETURNN config file whose ``train`` is that dataset
+        :param num_shards: number of ranks to check
+        :param epochs: sub-epochs to read (1-based): an int N for 1..N, or a list; give whole
+            full epochs (multiples of partition_epoch) to check exactly-once reading
+        :param returnn_python_exe: Python that runs RETURNN (None: the running Python); not hashed
+        :param returnn_root: RETURNN checkout put on PYTHONPATH (None: the installed RETURNN)
+        """
+        if not isinstance(train_dataset, (dict, tk.Path, str)):
+            raise TypeError(f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
+                            f"got {type(train_dataset).__name__}")
+        if isinstance(train_dataset, dict) and train_dataset.get("class") not in (None, "DistributeFilesDataset") \
+                and isinstance(train_dataset.get("class"), str):
+            raise ValueError(f"train_dataset has class {train_dataset['class']!r}; "
+                             "VerifyShardingJob checks a DistributeFilesDataset")
+        if not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1:
+            raise ValueError(f"num_shards={num_shards!r} must be a positive int")
+        self.train_dataset = train_dataset
+        self.num_shards = num_shards
+        self.epochs = _normalize_epochs(epochs)
+        self.returnn_python_exe = returnn_python_exe
+        self.returnn_root = returnn_root
+        self.rqmt = {"cpu": 1, "mem": 4, "time": 1}
+
+        self.out_report = self.output_path("report.txt")
+        self.out_ok = self.output_var("ok")
+
+    @classmethod
+    def hash(cls, parsed_args):
+        d = dict(parsed_args)
+        del d["returnn_python_exe"]
+        return super().hash(d)
+
+    def tasks(self):
+        yield Task("run", rqmt=self.rqmt)
+
+    def run(self):
+        work = self._sis_path(gs.JOB_WORK_DIR)
+        os.makedirs(work, exist_ok=True)
+        source = self._write_source(work)
+        python = self._path_str(self.returnn_python_exe) or sys.executable
+        roots = ([self._path_str(self.returnn_root)] if self.returnn_root is not None else []) + \
+            import_roots(self.train_dataset)
+        ranks = []
+        for rank in range(self.num_shards):
+            out = os.path.join(work, f"rank-{rank}.json")
+            cmd = [python, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", str(rank),
+                   "--num-shards", str(self.num_shards), "--epochs", ",".join(map(str, self.epochs)), "--output", out]
+            if rank == 0:
+                cmd += ["--reference", os.path.join(work, "reference.json")]
+            subprocess.run(cmd, check=True, env=pythonpath_env(roots), cwd=work)
+            ranks.append(self._load(out))
+        violations, report = verify_records(ranks, self._load(os.path.join(work, "reference.json")),
+                                            num_shards=self.num_shards)
+        with core.atomic_write(self.out_report.get_path(), "wt", encoding="utf-8") as f:
+            f.write(report)
+        write_variable(self.out_ok, not violations)
+        if violations:
+            listed = "\n".join(f"  {v}" for v in violations[:NUM_LISTED])
+            raise ShardingVerificationError(
+                f"{len(violations)} sharding violations (full report: {self.out_report.get_path()}); "
+                f"the first {min(len(violations), NUM_LISTED)}:\n{listed}")
+
+    @staticmethod
+    def _path_str(path: Optional[Union[tk.Path, str]]) -> Optional[str]:
+        return path.get_path() if isinstance(path, tk.Path) else path
+
+    @staticmethod
+    def _load(path: str) -> Dict[str, Any]:
+        with open(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+
+    def _write_source(self, work: str) -> List[str]:
+        """Arguments naming the dataset for the runner; a dict is pickled with plain path strings."""
+        if not isinstance(self.train_dataset, dict):
+            return ["--config", self._path_str(self.train_dataset)]
+        path = os.path.join(work, "dataset.pkl")
+        with core.atomic_write(path, "wb") as f:
+            pickle.dump(instantiate(self.train_dataset), f, protocol=4)
+        return ["--dataset-pickle", path]

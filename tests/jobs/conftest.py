@@ -1,0 +1,26 @@
+"""Job tests in i6_core's pattern: a temporary Sisyphus work dir, then each task run in-process."""
+
+import pytest
+
+SISYPHUS_REASON = ("needs the real Sisyphus: pip install it from its source repository "
+                   "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
+
+
+@pytest.fixture
+def work_dir(tmp_path, monkeypatch):
+    """gs.WORK_DIR in a temp dir, and a fresh job cache (Sisyphus keeps one job object per id)."""
+    pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+    from sisyphus import gs
+    import sisyphus.job
+
+    monkeypatch.setattr(gs, "WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setattr(sisyphus.job, "created_jobs", {})
+    return tmp_path
+
+
+def run_job(job):
+    """Set up the job directory and run every task, every argument, in order (what the worker does)."""
+    job._sis_setup_directory()
+    for task in job.tasks():
+        for args in task._args:
+            getattr(job, task.name())(*(args if isinstance(args, (list, tuple)) else [args]))
