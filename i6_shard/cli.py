@@ -1,5 +1,5 @@
-"""Command line: ``python -m i6_shard {sizes,demo} ...``. Parses arguments, calls
-the core, prints; no logic of its own."""
+"""Command line: ``python -m i6_shard {sizes,plan,report,demo} ...``. Parses arguments,
+calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
 
@@ -19,6 +19,48 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_from_args(args: argparse.Namespace, sizes: "core.FileSizes") -> "core.ShardPlan":
+    return core.ShardPlan(
+        sizes.keys, sizes.sizes, num_shards=args.num_shards, partition_epoch=args.partition_epoch,
+        seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
+        fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
+        distribution=args.distribution)
+
+
+def _write_and_print(plan: "core.ShardPlan", *, num_epochs: int, out: str, plot: bool) -> None:
+    os.makedirs(out, exist_ok=True)
+    paths = {name: os.path.join(out, fn) for name, fn in (
+        ("plan_path", core.PLAN_FILE), ("summary_path", core.SUMMARY_FILE), ("report_path", core.REPORT_FILE))}
+    plot_path = os.path.join(out, core.PLOT_FILE) if plot else None
+    summary = core.write_plan_outputs(plan, num_epochs=num_epochs, plot_path=plot_path, **paths)
+    print(core.render_report(summary), end="")
+    print()
+    print(f"plan    -> {paths['plan_path']}")
+    print(f"summary -> {paths['summary_path']}")
+    print(f"report  -> {paths['report_path']}")
+    if plot_path is not None and os.path.exists(plot_path):
+        print(f"plot    -> {plot_path}")
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    plan = _plan_from_args(args, core.load_file_sizes(args.sizes))
+    _write_and_print(plan, num_epochs=args.num_epochs, out=args.output, plot=not args.no_plot)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
+    plan_file = core.read_plan_file(path, verify=args.verify)
+    summary, stats = core.plan_summary(plan_file.plan, num_epochs=plan_file.num_epochs, layout=plan_file.layout)
+    print(core.render_report(summary), end="")
+    if args.verify:
+        print(f"\nverified: every stored full epoch equals what this i6_shard computes ({path})")
+    if args.plot:
+        if core.plot_plan(stats, args.plot, title=core.plot_title(plan_file.plan, num_epochs=plan_file.num_epochs)):
+            print(f"plot -> {args.plot}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     out = args.output
     paths = core.make_demo_files(os.path.join(out, "data"), num_files=args.num_files, seed=args.seed)
@@ -29,7 +71,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     core.save_file_sizes(sizes, sizes_path)
     print(f"demo: {len(paths)} generated files in {os.path.join(out, 'data')}, list {list_path}")
     print(f"file sizes: {len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {sizes_path}")
+    print()
+    plan = _plan_from_args(args, sizes)
+    _write_and_print(plan, num_epochs=args.num_epochs, out=out, plot=not args.no_plot)
+    print(f"\nall demo outputs are in {os.path.abspath(out)}")
     return 0
+
+
+def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
+    p.add_argument("--num-shards", type=int, required=not demo, default=4 if demo else None,
+                   help="ranks that shard the files (distributed world size)" + (" (default 4)" if demo else ""))
+    p.add_argument("--partition-epoch", type=int, required=not demo, default=4 if demo else None,
+                   help="sub-epochs per full epoch" + (" (default 4)" if demo else ""))
+    p.add_argument("--num-epochs", type=int, required=not demo, default=12 if demo else None,
+                   help="RETURNN's num_epochs, counted in sub-epochs" + (" (default 12)" if demo else ""))
+    p.add_argument("--seq-ordering", choices=core.SEQ_ORDERINGS, default="random")
+    p.add_argument("--random-seed-offset", type=int, default=0)
+    p.add_argument("--fixed-random-seed", type=int, default=None)
+    p.add_argument("--unsharded", action="store_true",
+                   help="model distrib_shard_files=False (each rank shuffles with offset rank*16127)")
+    p.add_argument("--distribution", choices=core.DISTRIBUTIONS, default="returnn",
+                   help="how bins are cut (default: returnn, what DistributeFilesDataset does)")
+    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,10 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {core.DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
+    p = sub.add_parser("plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, "
+                                    "report and plot")
+    p.add_argument("--sizes", required=True, help="file sizes .npz (from `sizes` or ComputeFileSizesJob)")
+    _add_plan_options(p)
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("report", help="print the report of a plan directory (or plan .npz)")
+    p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
+    p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
+    p.add_argument("--plot", default=None, help="also write the plot to this .png")
+    p.set_defaults(func=_cmd_report)
+
     p = sub.add_parser("demo", help="generate a small file set and run the whole pipeline on it")
     p.add_argument("-o", "--output", default="i6_shard_demo", help="output directory (default: ./i6_shard_demo)")
     p.add_argument("--num-files", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
+    _add_plan_options(p, demo=True)
     p.set_defaults(func=_cmd_demo)
     return parser
 

@@ -30,10 +30,11 @@ from .outputs import (
     SUMMARY_FILE,
     other_distribution_stats,
     plan_summary,
+    plot_title,
     write_plan_outputs,
 )
 from .plan import DISTRIBUTIONS, SEQ_ORDERINGS, ShardPlan
-from .plan_io import PLAN_FORMAT_VERSION, load_plan, load_plan_file, plan_arrays, save_plan
+from .plan_io import PLAN_FORMAT_VERSION, PlanFile, load_plan, plan_arrays, read_plan_file, save_plan
 from .plot import matplotlib_available, plot_plan
 from .report import format_bytes, plan_warnings, render_report, summarize, summary_json
 from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for

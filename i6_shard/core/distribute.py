@@ -3,6 +3,7 @@ as pure functions over int64 arrays (prefix sums and binary search, no file loop
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -74,9 +75,12 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
                          "or split the data into more files")
     if sizes.size and int(sizes.min()) < 0:
         raise ValueError(f"sizes must be >= 0, got {int(sizes.min())}")
-    prefix = np.zeros(n + 1, dtype=np.int64)
+    if sizes.size and int(sizes.max()) * n >= 2**63:
+        raise ValueError(f"sizes up to {int(sizes.max())} over {n} files could overflow int64 prefix sums; "
+                         "pass sizes in a coarser unit")
+    prefix = np.empty(n + 1, dtype=np.int64)
+    prefix[0] = 0
     np.cumsum(sizes, dtype=np.int64, out=prefix[1:])
-    prefix_f = prefix.astype(np.float64)  # only to locate; every decision is re-checked exactly
     total = int(prefix[-1])
     bounds = np.empty(num_bins + 1, dtype=np.int64)
     bounds[0] = 0
@@ -91,7 +95,7 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
         forced_from = n - (num_bins - bin_idx - 1)
         base = int(prefix[bin_start])
         # First j in [i, forced_from) with prefix[j+1] - base > avg, i.e. the file that overflows the bin.
-        j = _first_exceeding(prefix, prefix_f, lo=i, hi=forced_from, base=base, avg=avg)
+        j = _first_exceeding(prefix, lo=i, hi=forced_from, base=base, avg=avg)
         if j >= forced_from:
             # Forced: files [bin_start, forced_from) stay, then one file per remaining bin.
             assert forced_from > bin_start, "RETURNN invariant: current bin is not empty"
@@ -113,12 +117,14 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
     return bounds
 
 
-def _first_exceeding(prefix: np.ndarray, prefix_f: np.ndarray, *, lo: int, hi: int, base: int, avg: float) -> int:
+def _first_exceeding(prefix: np.ndarray, *, lo: int, hi: int, base: int, avg: float) -> int:
     """Smallest j in [lo, hi) with ``prefix[j+1] - base > avg`` (exact), else ``hi``."""
     if lo >= hi:
         return hi
-    # Locate with floats, then correct with exact int-vs-float comparisons (Python compares those exactly).
-    j = int(np.searchsorted(prefix_f[lo + 1:hi + 1], base + avg, side="right")) + lo
+    # For integers p: p - base > avg  <=>  p > floor(base + avg). Locate with a rounded integer key
+    # (no float copy of the prefix sums), then correct with exact int-vs-float comparisons.
+    key = base + math.floor(avg)
+    j = int(np.searchsorted(prefix[lo + 1:hi + 1], key, side="right")) + lo
     while j > lo and int(prefix[j]) - base > avg:
         j -= 1
     while j < hi and not (int(prefix[j + 1]) - base > avg):

@@ -88,6 +88,8 @@ class ShardPlan:
         if not isinstance(num_shards, (int, np.integer)) or num_shards < 1:
             raise ValueError(f"num_shards={num_shards!r} must be a positive int")
         self._cache: "OrderedDict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+        self._key_array: Optional[np.ndarray] = None  # keys as an object array, built on first files_for
+        self._tree_array: Optional[np.ndarray] = None
 
     # --- shape of the plan ---------------------------------------------------------------
 
@@ -170,15 +172,19 @@ class ShardPlan:
     def files_for(self, *, epoch: int, shard_index: int) -> List[str]:
         """Keys that ``shard_index`` reads in sub-epoch ``epoch``, in the order RETURNN passes
         them to ``get_sub_epoch_dataset``."""
-        keys = self.keys
-        return [keys[i] for i in self.file_indices_for(epoch=epoch, shard_index=shard_index).tolist()]
+        if self._key_array is None:
+            self._key_array = np.empty(self.num_files, dtype=object)
+            self._key_array[:] = self.keys  # keys are str, so no element is taken for a sequence
+        # One gather over an object array touches each key twice; a list comprehension is ~2x slower.
+        return self._key_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
 
     def trees_for(self, *, epoch: int, shard_index: int) -> List[FileTree]:
         """Like :meth:`files_for`, but the original file trees (needs ``trees``)."""
         if self.trees is None:
             raise ValueError("this plan was built without trees; pass trees=... to ShardPlan")
-        trees = self.trees
-        return [trees[i] for i in self.file_indices_for(epoch=epoch, shard_index=shard_index).tolist()]
+        if self._tree_array is None:
+            self._tree_array = _object_array(self.trees)
+        return self._tree_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
 
     def iter_epochs(self, *, first_epoch: int = 1, num_epochs: int) -> Iterator[Tuple[int, int, np.ndarray]]:
         """Yield ``(epoch, shard_index, file_indices)`` for ``num_epochs`` sub-epochs from ``first_epoch``."""
@@ -198,3 +204,13 @@ class ShardPlan:
         return (f"ShardPlan(num_files={self.num_files}, num_shards={self.num_shards}, "
                 f"partition_epoch={self.partition_epoch}, seq_ordering={self.seq_ordering!r}, "
                 f"distrib_shard_files={self.distrib_shard_files}, distribution={self.distribution!r})")
+
+
+
+
+def _object_array(items: Sequence) -> np.ndarray:
+    """1-D object array holding ``items`` as they are (nested tuples/lists stay single elements)."""
+    arr = np.empty(len(items), dtype=object)
+    for i, x in enumerate(items):
+        arr[i] = x
+    return arr

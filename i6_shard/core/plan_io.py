@@ -4,6 +4,7 @@ epoch, the file order and bin boundaries; readable with numpy alone."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Dict, Tuple
 
 import numpy as np
@@ -12,7 +13,7 @@ from .npz import load_npz, save_npz
 from .plan import ShardPlan
 from .stats import num_full_epochs_for
 
-__all__ = ["PLAN_FORMAT_VERSION", "plan_arrays", "save_plan", "load_plan", "load_plan_file"]
+__all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "plan_arrays", "save_plan", "load_plan", "read_plan_file"]
 
 PLAN_FORMAT_VERSION = 1
 
@@ -78,17 +79,33 @@ def save_plan(plan: ShardPlan, path: str | os.PathLike, *, num_epochs: int) -> N
     save_npz(path, plan_arrays(plan, num_epochs=num_epochs))
 
 
+@dataclass(frozen=True)
+class PlanFile:
+    """A loaded plan file: the plan, the ``num_epochs`` it was written for, and the stored layouts
+    (see :func:`plan_arrays` for ``orders`` and ``bounds``)."""
+
+    plan: ShardPlan
+    num_epochs: int
+    orders: np.ndarray
+    bounds: np.ndarray
+
+    def layout(self, full_epoch_0idx: int, shard_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+        """Stored ``(order, bounds)`` of a full epoch, like :meth:`ShardPlan.layout`."""
+        r = 0 if self.plan.distrib_shard_files else shard_index
+        return self.orders[full_epoch_0idx, r], self.bounds[full_epoch_0idx, r]
+
+
 def load_plan(path: str | os.PathLike, *, verify: bool = False) -> ShardPlan:
     """The :class:`ShardPlan` stored in a plan file.
 
     :param verify: recompute every stored full epoch and raise ``ValueError`` if it differs
         (e.g. a plan written by a different version)
     """
-    return load_plan_file(path, verify=verify)[0]
+    return read_plan_file(path, verify=verify).plan
 
 
-def load_plan_file(path: str | os.PathLike, *, verify: bool = False) -> Tuple[ShardPlan, int]:
-    """Like :func:`load_plan`, also returning the ``num_epochs`` the file was written for."""
+def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile:
+    """Load a plan file with its stored layouts; ``verify`` as in :func:`load_plan`."""
     path = os.fspath(path)
     try:
         data = load_npz(path)
@@ -115,12 +132,18 @@ def load_plan_file(path: str | os.PathLike, *, verify: bool = False) -> Tuple[Sh
         fixed_random_seed=fixed[0] if fixed else None,
         distrib_shard_files=bool(data["distrib_shard_files"]), distribution=str(data["distribution"]),
     )
+    num_epochs = int(data["num_epochs"])
+    orders, bounds = data["orders"], data["bounds"]
+    num_layouts = 1 if plan.distrib_shard_files else plan.num_shards
+    expected = (num_full_epochs_for(num_epochs, partition_epoch=plan.partition_epoch), num_layouts)
+    if orders.shape != expected + (plan.num_files,) or bounds.shape != expected + (plan.num_bins + 1,):
+        raise ValueError(f"{path!r} is corrupt: orders {orders.shape} and bounds {bounds.shape} do not fit "
+                         f"{expected[0]} full epochs of {plan.num_files} files")
     if verify:
-        orders, bounds = data["orders"], data["bounds"]
         for k in range(orders.shape[0]):
             for r in range(orders.shape[1]):
                 order, bnd = plan.layout(full_epoch_0idx=k, shard_index=r)
                 if not (np.array_equal(order, orders[k, r]) and np.array_equal(bnd, bounds[k, r])):
                     raise ValueError(f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
                                      "computes for the stored settings; re-plan with this version")
-    return plan, int(data["num_epochs"])
+    return PlanFile(plan=plan, num_epochs=num_epochs, orders=orders, bounds=bounds)

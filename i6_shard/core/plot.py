@@ -74,9 +74,17 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
     ax_drop.set_title("Data dropped when the first rank finishes: 1 - num_shards * min / sum (bytes)",
                       fontsize=10, loc="left")
+    if num_epochs <= 40:
+        ax_drop.set_xticks(epochs)
     for boundary in range(part, num_epochs, part):
         for ax in (ax_map, ax_drop):
             ax.axvline(boundary + 0.5, color="0.3", linewidth=0.8, linestyle=":")
+    num_full = -(-num_epochs // part)
+    if num_full <= 12:
+        top = ax_map.secondary_xaxis("top")
+        top.set_xticks([(k * part + min((k + 1) * part, num_epochs)) / 2 + 0.5 for k in range(num_full)],
+                       [f"full epoch {k}" for k in range(num_full)], fontsize=8, color="0.3")
+        top.tick_params(length=0)
     if title:
         fig.suptitle(title, fontsize=11)
     with atomic_path(path) as tmp:

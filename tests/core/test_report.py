@@ -1,0 +1,119 @@
+"""Plan outputs: golden report and summary, byte-identical reruns, the headline numbers
+recomputed from the raw table, the distribution comparison, and the plot's optional skip."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from i6_shard import core
+from i6_shard.core import outputs
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
+UPDATE = os.environ.get("I6_SHARD_UPDATE_GOLDEN") == "1"
+
+
+def golden_plan(**kwargs) -> core.ShardPlan:
+    keys = [f"/corpus/part-{i:02d}.hdf" for i in range(40)]
+    sizes = [((i * 7919) % 997 + 1) * 1000 for i in range(40)]
+    kwargs = {"num_shards": 3, "partition_epoch": 4, **kwargs}
+    return core.ShardPlan(keys, sizes, **kwargs)
+
+
+def write_outputs(plan, directory, *, num_epochs=10, plot=False):
+    os.makedirs(directory, exist_ok=True)
+    paths = {k: os.path.join(directory, fn) for k, fn in (
+        ("plan_path", "plan.npz"), ("summary_path", "summary.json"), ("report_path", "report.txt"))}
+    summary = core.write_plan_outputs(plan, num_epochs=num_epochs, plot_path=os.path.join(directory, "plot.png")
+                                      if plot else None, **paths)
+    return summary, paths
+
+
+def check_golden(name: str, text: str):
+    path = os.path.join(GOLDEN, name)
+    if UPDATE:
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    with open(path, encoding="utf-8") as f:
+        assert text == f.read(), f"{name} changed; if intended, rerun with I6_SHARD_UPDATE_GOLDEN=1 and review"
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("sharded", {}),
+    ("unsharded", {"distrib_shard_files": False}),
+])
+def test_golden_report_and_summary(tmp_path, monkeypatch, name, kwargs):
+    # Only RETURNN's distribution, so that other distributions' numbers cannot move these files.
+    monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn",))
+    summary, paths = write_outputs(golden_plan(**kwargs), str(tmp_path))
+    with open(paths["report_path"], encoding="utf-8") as f:
+        check_golden(f"report_{name}.txt", f.read())
+    with open(paths["summary_path"], encoding="ascii") as f:
+        text = f.read()
+    check_golden(f"summary_{name}.json", text)
+    assert json.loads(text) == summary
+
+
+def test_outputs_are_byte_identical_and_headline_numbers_follow_the_table(tmp_path):
+    plan = golden_plan()
+    first, paths_a = write_outputs(plan, str(tmp_path / "a"), plot=True)
+    second, paths_b = write_outputs(golden_plan(), str(tmp_path / "b"), plot=True)
+    assert first == second
+    for name in ("plan.npz", "summary.json", "report.txt", "plot.png"):
+        with open(tmp_path / "a" / name, "rb") as fa, open(tmp_path / "b" / name, "rb") as fb:
+            assert fa.read() == fb.read(), name
+    with open(tmp_path / "a" / "plot.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # Recompute the headline numbers from files_for, independently of the stats module.
+    size_of = dict(zip(plan.keys, plan.sizes.tolist()))
+    table = np.array([[sum(size_of[k] for k in plan.files_for(epoch=e, shard_index=r)) for r in range(3)]
+                      for e in range(1, 11)], dtype=float)
+    assert isinstance(first["max_imbalance"], float) and isinstance(first["dropped_fraction"], float)
+    assert first["max_imbalance"] == pytest.approx((table.max(1) / table.mean(1)).max(), abs=1e-6)
+    assert first["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
+    assert first["per_sub_epoch"]["bytes"] == table.astype(int).tolist()
+    assert core.load_plan(paths_a["plan_path"], verify=True).files_for(epoch=7, shard_index=2) == \
+        plan.files_for(epoch=7, shard_index=2)
+
+
+def test_every_other_distribution_is_compared(tmp_path):
+    plan = golden_plan()
+    summary, paths = write_outputs(plan, str(tmp_path))
+    assert set(summary["distributions"]) == set(core.DISTRIBUTIONS)
+    report = open(paths["report_path"], encoding="utf-8").read()
+    for name in core.DISTRIBUTIONS:
+        if name == plan.distribution:
+            continue
+        other = core.ShardPlan(plan.keys, plan.sizes, num_shards=3, partition_epoch=4, distribution=name)
+        drop = core.compute_plan_stats(other, num_epochs=10).dropped_fraction
+        assert summary["distributions"][name]["dropped_fraction"] == pytest.approx(drop.mean(), abs=1e-6)
+        assert f"  {name:<12}   {100 * drop.mean():>11.2f}%" in report
+
+
+def test_a_distribution_that_cannot_plan_is_reported_not_fatal(tmp_path, monkeypatch):
+    monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn", "no-such-distribution"))
+    summary, paths = write_outputs(golden_plan(), str(tmp_path))
+    assert "unknown" in summary["distributions"]["no-such-distribution"]
+    assert "no-such-distribution   not applicable: distribution='no-such-distribution' is unknown" in \
+        open(paths["report_path"], encoding="utf-8").read()
+
+
+def test_plot_is_skipped_with_one_line_without_matplotlib(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(outputs, "matplotlib_available", lambda: False)
+    write_outputs(golden_plan(), str(tmp_path), plot=True)
+    assert not (tmp_path / "plot.png").exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "matplotlib is not installed" in err
+
+
+def test_report_warns_about_few_files_partial_epochs_and_overlap():
+    plan = golden_plan(distrib_shard_files=False)
+    summary, _ = core.plan_summary(plan, num_epochs=10, compare=False)
+    text = " ".join(summary["warnings"])
+    assert "few files per bin" in text  # 40 files in 3*4 bins
+    assert "num_epochs=10 is not a multiple of partition_epoch=4" in text
+    assert "read by more than one rank" in text
+    quiet = core.ShardPlan([f"f{i}" for i in range(400)], [1000] * 400, num_shards=2, partition_epoch=2)
+    assert core.plan_summary(quiet, num_epochs=4, compare=False)[0]["warnings"] == []
