@@ -3,6 +3,7 @@ assignment of each group's files to the ranks, so that no rank runs dry early.""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Tuple
 
 import numpy as np
@@ -25,8 +26,15 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     2. give each group's files to the ranks largest first, each onto the rank with the
        least load so far (:func:`assign_largest_first`).
 
+    Files of (nearly) equal size cannot be balanced by stage 2 when a group's file count is
+    not a multiple of W (500 files on 64 ranks: some get 7, some 8, and 10% is dropped).
+    So a second cut, with each boundary rounded to the nearest multiple of W files, is tried
+    too, and the cut whose sub-epochs drop the smaller fraction of their bytes (mean over
+    sub-epochs of ``1 - W*min/sum``, compared exactly) wins; ties keep the first cut. The
+    result is therefore never worse than largest-first on RETURNN's cut.
+
     Within a bin the files keep the given order. All ranks compute the same bins from the
-    same sizes: there are only integer sums and stable sorts.
+    same sizes: there are only integer sums, exact fractions and stable sorts.
 
     :param sizes: int64 sizes in the (shuffled) order, shape [num_files]
     :param num_shards: W, the number of ranks
@@ -41,20 +49,57 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     >>> order, bounds = distribute_balanced(np.array([0, 0, 0, 0]), num_shards=2, partition_epoch=2)
     >>> [order[bounds[b]:bounds[b + 1]].tolist() for b in range(4)]  # rank 0: bins 0, 1; rank 1: bins 2, 3
     [[0], [2], [1], [3]]
+    >>> order, bounds = distribute_balanced(np.ones(6, dtype=np.int64), num_shards=2, partition_epoch=2)
+    >>> np.diff(bounds).tolist()  # groups of 4 + 2 files, not RETURNN's 3 + 3 (one rank a file short)
+    [2, 1, 2, 1]
     """
     sizes = _check_sizes(sizes)
-    check_enough_files(int(sizes.shape[0]), num_shards=num_shards, partition_epoch=partition_epoch)
+    num_files = int(sizes.shape[0])
+    check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
-    groups = group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)
-    bin_of = np.empty(sizes.shape[0], dtype=np.int64)
-    for sub_epoch_idx in range(partition_epoch):
-        start, end = int(groups[sub_epoch_idx]), int(groups[sub_epoch_idx + 1])
-        rank = assign_largest_first(sizes[start:end], num_bins=num_shards)
-        bin_of[start:end] = rank * partition_epoch + sub_epoch_idx
-    order = np.argsort(bin_of, kind="stable").astype(np.int64, copy=False)
+    cuts = [group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)]
+    if num_shards > 1:
+        aligned = _min_group_size(((cuts[0] + num_shards // 2) // num_shards) * num_shards,
+                                  num_files=num_files, min_group_size=num_shards)
+        if not np.array_equal(aligned, cuts[0]):
+            cuts.append(aligned)
+    best = None
+    for cut in cuts:
+        groups = [_assign_group(sizes[int(cut[s]):int(cut[s + 1])], num_shards=num_shards)
+                  for s in range(partition_epoch)]
+        loss = sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
+        if best is None or loss < best[0]:
+            best = (loss, cut, groups)
+    _, cut, groups = best
+    # Bin r*P + s holds group s's files of rank r; concatenate the slices rank-major.
+    pieces, counts = [], np.empty((num_shards, partition_epoch), dtype=np.int64)
+    for s, (by_rank, rank_starts, _) in enumerate(groups):
+        counts[:, s] = np.diff(rank_starts)
+        pieces.append(by_rank + cut[s])
+    order = np.concatenate([pieces[s][int(groups[s][1][r]):int(groups[s][1][r + 1])]
+                            for r in range(num_shards) for s in range(partition_epoch)])
     bounds = np.zeros(num_shards * partition_epoch + 1, dtype=np.int64)
-    np.cumsum(np.bincount(bin_of, minlength=num_shards * partition_epoch), out=bounds[1:])
+    np.cumsum(counts.reshape(-1), out=bounds[1:])
     return order, bounds
+
+
+def _assign_group(sizes: np.ndarray, *, num_shards: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Largest-first on one group: (positions sorted by rank, stable; rank starts [W+1]; loads [W])."""
+    rank = assign_largest_first(sizes, num_bins=num_shards)
+    # A stable sort of small ints is a radix sort in numpy: keep the rank narrow.
+    by_rank = np.argsort(rank.astype(np.int16 if num_shards <= np.iinfo(np.int16).max else np.int32),
+                         kind="stable").astype(np.int64, copy=False)
+    rank_starts = np.zeros(num_shards + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rank, minlength=num_shards), out=rank_starts[1:])
+    assert int(np.diff(rank_starts).min()) >= 1, "every rank has a file"
+    loads = np.add.reduceat(sizes[by_rank], rank_starts[:-1])
+    return by_rank, rank_starts, loads
+
+
+def _dropped(loads: np.ndarray, num_shards: int) -> Fraction:
+    """Exact ``1 - W*min/sum`` of one sub-epoch (0 for a sub-epoch without bytes)."""
+    total = int(loads.sum())
+    return Fraction(total - num_shards * int(loads.min()), total) if total else Fraction(0)
 
 
 def group_bounds(sizes: np.ndarray, *, num_groups: int, min_group_size: int = 1) -> np.ndarray:
@@ -82,8 +127,15 @@ def group_bounds(sizes: np.ndarray, *, num_groups: int, min_group_size: int = 1)
         raise ValueError(f"{num_files} files cannot fill {num_groups} groups of at least {min_group_size} files; "
                          "lower partition_epoch or num_shards, or split the data into more files")
     bounds = distribute_evenly_by_size(sizes, num_bins=num_groups)
-    if min_group_size > 1 and int(np.diff(bounds).min()) < min_group_size:
-        steps = np.arange(num_groups + 1, dtype=np.int64) * min_group_size
+    return _min_group_size(bounds, num_files=num_files, min_group_size=min_group_size)
+
+
+def _min_group_size(bounds: np.ndarray, *, num_files: int, min_group_size: int) -> np.ndarray:
+    """Move sorted boundaries (first 0, last num_files) just enough for groups of >= min_group_size."""
+    bounds = bounds.astype(np.int64, copy=True)
+    bounds[0], bounds[-1] = 0, num_files
+    if int(np.diff(bounds).min()) < min_group_size:
+        steps = np.arange(len(bounds), dtype=np.int64) * min_group_size
         # forwards: b[g] >= b[g'] + (g - g') * m for all g' < g; backwards likewise from the end
         bounds = np.maximum.accumulate(bounds - steps) + steps
         bounds[-1] = num_files
@@ -134,19 +186,29 @@ def assign_largest_first(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
         old_load, old_tie = load[cand], tie[cand]
         new_load, new_tie = old_load + sorted_sizes[pos:pos + run], old_tie + num_bins
         # File j goes to cand[j] if that bin's key is below every key the files 0..j-1 created.
-        # Rank all 2*run keys (distinct: each contains its bin index) and compare ranks.
-        key_rank = np.empty(2 * run, dtype=np.int64)
-        key_rank[np.lexsort((np.concatenate([old_tie, new_tie]), np.concatenate([old_load, new_load])))] = \
-            np.arange(2 * run, dtype=np.int64)
-        lowest_new = np.minimum.accumulate(key_rank[run:])
-        beaten = key_rank[1:run] > lowest_new[:-1]
-        take = run if not beaten.any() else 1 + int(np.argmax(beaten))
+        # Loads decide unless they are equal; then compare whole keys (rare, so done only then).
+        lowest_new_load = np.minimum.accumulate(new_load)
+        below = old_load[1:] < lowest_new_load[:-1]
+        take = run if below.all() else 1 + int(np.argmin(below))
+        if take < run and old_load[take] == lowest_new_load[take - 1]:
+            take = _run_length_exact(old_load, old_tie, new_load, new_tie)
         chosen = cand[:take]
         out[by_size[pos:pos + take]] = chosen
         load[chosen] = new_load[:take]
         tie[chosen] = new_tie[:take]
         pos += take
     return out
+
+
+def _run_length_exact(old_load: np.ndarray, old_tie: np.ndarray, new_load: np.ndarray, new_tie: np.ndarray) -> int:
+    """How many files of a run go to the candidate bins in turn, comparing whole (load, tie) keys:
+    rank all 2*run keys (distinct, as each contains its bin index) and compare ranks."""
+    run = len(old_load)
+    key_rank = np.empty(2 * run, dtype=np.int64)
+    key_rank[np.lexsort((np.concatenate([old_tie, new_tie]), np.concatenate([old_load, new_load])))] = \
+        np.arange(2 * run, dtype=np.int64)
+    beaten = key_rank[1:run] > np.minimum.accumulate(key_rank[run:])[:-1]
+    return run if not beaten.any() else 1 + int(np.argmax(beaten))
 
 
 def _check_sizes(sizes: np.ndarray) -> np.ndarray:
