@@ -1,0 +1,37 @@
+"""Config builders: correct sharded DistributeFilesDataset dicts, their checks, safe config code,
+and placement into i6_core configs and training jobs (those need Sisyphus and i6_core, imported lazily)."""
+
+from .checks import (
+    SHARDING_FIX_RETURNN_VERSION,
+    ConfigCheckError,
+    check_dataset_dict,
+    check_returnn_config,
+    check_returnn_version,
+    check_sub_epoch_dataset,
+    parse_returnn_version,
+    returnn_version_of,
+)
+from .dataset import DEFAULT_MAX_INLINE_FILES, sharded_files_dataset
+from .pycode import config_code, write_returnn_config
+from .sub_epoch import bind_sub_epoch_dataset, get_sub_epoch_dataset, normalize_files_key
+
+_I6CORE_EXPORTS = (
+    "add_sharded_dataset",
+    "sharded_returnn_config",
+    "training_job_kwargs",
+    "training_job",
+    "SubEpochDatasetCode",
+    "DelayedSubEpochPartial",
+)
+
+
+def __getattr__(name):
+    if name in _I6CORE_EXPORTS:
+        from . import i6core
+
+        return getattr(i6core, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_I6CORE_EXPORTS))

@@ -1,0 +1,211 @@
+"""``sharded_files_dataset``: the DistributeFilesDataset dict for file-sharded training, with
+every setting RETURNN needs for it and the checks that would otherwise fail at training time."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from ..core import FILE_LIST_EXTENSIONS, check_enough_files, check_file_trees
+from .checks import check_dataset_dict, check_sub_epoch_dataset
+from .pycode import is_sisyphus_path
+from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_files_key
+
+__all__ = ["sharded_files_dataset", "DISTRIBUTIONS", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLASS_PATH"]
+
+DISTRIBUTIONS = ("returnn", "balanced")
+#: Longer inline lists make configs (and Sisyphus hashing) slow; pass a file list path instead.
+DEFAULT_MAX_INLINE_FILES = 10_000
+#: Where the DFD subclass lives that implements ``distribution`` and ``file_sizes``.
+SHARDED_DFD_CLASS_PATH = "i6_shard.returnn_ext.ShardedDistributeFilesDataset"
+
+_RESERVED = ("class", "files", "get_sub_epoch_dataset", "partition_epoch", "seq_ordering", "distrib_shard_files",
+             "sharding_fix", "distribution", "file_sizes", "buffer_size", "preload_next_n_sub_epochs",
+             "use_worker_proc")
+
+
+def _path_arg(value: Any, *, name: str) -> Any:
+    """A path for the dict: Sisyphus paths stay (hashed by job, resolved when the config is
+    written), other path-likes become str."""
+    if is_sisyphus_path(value):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    if callable(getattr(value, "get_path", None)):
+        return str(value.get_path())
+    raise TypeError(f"{name}={value!r} must be a path (str, os.PathLike or tk.Path)")
+
+
+def _path_str(value: Any) -> str:
+    return value.get_path() if is_sisyphus_path(value) else value
+
+
+def _check_inline_trees(files: Sequence[Any], norm_key: Any) -> None:
+    """Validate inline file trees (Sisyphus paths count as file names) and their modalities."""
+    shadow = [_shadow(t) for t in files]
+    check_file_trees(shadow)
+    if not isinstance(norm_key, dict):
+        for idx, tree in enumerate(shadow):
+            if not isinstance(tree, str):
+                raise ValueError(
+                    f"file list entry {idx} is a {type(tree).__name__} of several files ({tree!r}), but files_key "
+                    f"places whole entries at {norm_key!r}; give one placement per modality, e.g. "
+                    "files_key={0: ('datasets', 'align', 'files'), 1: ('datasets', 'feat', 'files')}"
+                )
+        return
+    modalities = set(norm_key)
+    for idx, tree in enumerate(shadow):
+        if isinstance(tree, dict):
+            parts = set(tree)
+        elif isinstance(tree, (list, tuple)):
+            parts = set(range(len(tree)))
+        else:
+            parts = set()
+        if parts != modalities:
+            raise ValueError(
+                f"file list entry {idx} ({tree!r}) has parts {sorted(parts, key=repr)}, but files_key places "
+                f"{sorted(modalities, key=repr)}; every entry must have exactly the placed modalities"
+            )
+
+
+def _shadow(tree: Any) -> Any:
+    if is_sisyphus_path(tree):
+        return tree.get_path()
+    if isinstance(tree, dict):
+        return {k: _shadow(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_shadow(v) for v in tree)
+    return tree
+
+
+def _sharded_dfd_class() -> type:
+    try:
+        from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+    except ImportError as exc:
+        raise ImportError(
+            f"distribution='balanced' and file_sizes need {SHARDED_DFD_CLASS_PATH}, which needs RETURNN "
+            f"importable in this process (pip install returnn, or put your RETURNN root on sys.path): {exc}"
+        ) from exc
+    return ShardedDistributeFilesDataset
+
+
+def sharded_files_dataset(
+    files: Union[Sequence[Any], str, os.PathLike, Any],
+    *,
+    sub_epoch_dataset: Mapping[str, Any],
+    partition_epoch: int,
+    files_key: FilesKey = "files",
+    distribution: str = "returnn",
+    file_sizes: Union[str, os.PathLike, Any, None] = None,
+    cached_file: bool = False,
+    buffer_size: Optional[int] = None,
+    preload_next_n_sub_epochs: Optional[int] = None,
+    use_worker_proc: Optional[bool] = None,
+    seq_ordering: str = "random",
+    distrib_shard_files: bool = True,
+    num_shards: Optional[int] = None,
+    num_files: Optional[int] = None,
+    extra_opts: Optional[Mapping[str, Any]] = None,
+    max_inline_files: int = DEFAULT_MAX_INLINE_FILES,
+) -> Dict[str, Any]:
+    """The dataset dict of RETURNN's ``DistributeFilesDataset`` for file-sharded training.
+
+    It holds ``class``, ``files``, ``get_sub_epoch_dataset`` (``sub_epoch_dataset`` bound by
+    :func:`~i6_shard.returnn_config.sub_epoch.bind_sub_epoch_dataset`), ``partition_epoch``,
+    ``seq_ordering="random"``, ``distrib_shard_files=True`` and ``sharding_fix=True``; every
+    other key only when it differs from RETURNN's default, so new options do not move hashes.
+    The dict works in-process as it is (``init_dataset(d)``) when its paths are str, and goes
+    into i6_core configs with :mod:`i6_shard.returnn_config.i6core` (Sisyphus paths stay
+    Sisyphus paths here, for stable hashes, and become strings when the config is written).
+
+    :param files: the file trees inline (a list; small lists), or the path of a file list
+        (.txt/.json/.py, e.g. ``ComputeFileSizesJob.out_file_list``; large lists)
+    :param sub_epoch_dataset: the dataset dict each sub-epoch's files go into, e.g.
+        ``{"class": "HDFDataset", "seq_ordering": "random"}``; needs an explicit seq order
+    :param partition_epoch: sub-epochs per full epoch
+    :param files_key: where the files go in ``sub_epoch_dataset``: a key or key path, or
+        ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
+    :param distribution: ``"returnn"`` (RETURNN's own bins) or ``"balanced"`` (i6_shard's
+        ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
+    :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``); uses
+        ``ShardedDistributeFilesDataset`` too, so no rank stats every file
+    :param cached_file: wrap every file name in RETURNN's ``CachedFile`` in the sub-epoch dataset
+    :param buffer_size: DFD ``buffer_size`` (RETURNN default 1)
+    :param preload_next_n_sub_epochs: DFD option (RETURNN default: 1 with worker process, else 0)
+    :param use_worker_proc: DFD option (RETURNN default True)
+    :param seq_ordering: file shuffling of DFD: ``"random"`` or ``"default"``
+    :param distrib_shard_files: shard the files over the ranks (False: every rank reads all files)
+    :param num_shards: number of training ranks, if known: enables the too-few-files check
+    :param num_files: number of entries in a file list given by path, if known (for the same check)
+    :param extra_opts: further DFD/Dataset options, put into the dict as given
+    :param max_inline_files: longest inline list accepted; write longer ones to a file list
+    :raises ValueError, TypeError: naming the problem and its fix
+    """
+    if isinstance(partition_epoch, bool) or not isinstance(partition_epoch, int) or partition_epoch < 1:
+        raise ValueError(f"partition_epoch={partition_epoch!r} must be a positive int")
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution={distribution!r} is unknown; use one of {DISTRIBUTIONS}")
+    if seq_ordering not in ("random", "default"):
+        raise ValueError(f"seq_ordering={seq_ordering!r} is not supported by DistributeFilesDataset; "
+                         "use 'random' (or 'default' for no shuffling)")
+    if not isinstance(distrib_shard_files, bool):
+        raise TypeError(f"distrib_shard_files={distrib_shard_files!r} must be a bool")
+    if not isinstance(sub_epoch_dataset, Mapping):
+        raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
+    check_sub_epoch_dataset(sub_epoch_dataset)
+    norm_key = normalize_files_key(files_key)
+
+    if isinstance(files, (list, tuple)):
+        if len(files) > max_inline_files:
+            raise ValueError(
+                f"{len(files)} files inline exceed max_inline_files={max_inline_files}: the config would be huge "
+                "and slow to hash; write them with i6_shard.core.write_file_list (or use "
+                "ComputeFileSizesJob(...).out_file_list) and pass that path as files"
+            )
+        files_value: Any = list(files)
+        _check_inline_trees(files_value, norm_key)
+        if num_files is not None and num_files != len(files_value):
+            raise ValueError(f"num_files={num_files} but {len(files_value)} files are given inline; drop num_files")
+        num_files = len(files_value)
+    else:
+        files_value = _path_arg(files, name="files")
+        ext = os.path.splitext(_path_str(files_value))[1]
+        if ext not in FILE_LIST_EXTENSIONS:
+            raise ValueError(
+                f"file list {_path_str(files_value)!r} has extension {ext!r}; RETURNN reads only "
+                f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
+            )
+    if num_files is not None:
+        check_enough_files(num_files, num_shards=(num_shards or 1) if distrib_shard_files else 1,
+                           partition_epoch=partition_epoch)
+
+    use_ext = distribution != "returnn" or file_sizes is not None
+    dataset: Dict[str, Any] = {
+        "class": _sharded_dfd_class() if use_ext else "DistributeFilesDataset",
+        "files": files_value,
+        "get_sub_epoch_dataset": bind_sub_epoch_dataset(sub_epoch_dataset, files_key=norm_key,
+                                                        cached_file=cached_file),
+        "partition_epoch": partition_epoch,
+    }
+    if seq_ordering != "default":
+        dataset["seq_ordering"] = seq_ordering
+    if distrib_shard_files:
+        dataset["distrib_shard_files"] = True
+    dataset["sharding_fix"] = True
+    if distribution != "returnn":
+        dataset["distribution"] = distribution
+    if file_sizes is not None:
+        dataset["file_sizes"] = _path_arg(file_sizes, name="file_sizes")
+    if buffer_size is not None and buffer_size != 1:
+        dataset["buffer_size"] = buffer_size
+    if preload_next_n_sub_epochs is not None:
+        dataset["preload_next_n_sub_epochs"] = preload_next_n_sub_epochs
+    if use_worker_proc is not None and use_worker_proc is not True:
+        dataset["use_worker_proc"] = use_worker_proc
+    for key, value in (extra_opts or {}).items():
+        if key in _RESERVED:
+            raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
+        dataset[key] = value
+    check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
+    return dataset
+

@@ -1,0 +1,175 @@
+"""Safe Python code for RETURNN configs: values become ASCII-only literals (``ascii``/``repr``,
+never pasted text), functions and classes become imports, and i6_shard is put on ``sys.path``."""
+
+from __future__ import annotations
+
+import functools
+import keyword
+import math
+import os
+import site
+import sys
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..core.atomic import atomic_write
+
+__all__ = ["PyCode", "config_code", "write_returnn_config", "i6_shard_root", "is_sisyphus_path", "resolve_paths"]
+
+_ALIAS_PREFIX = "_i6_shard_"
+
+
+def i6_shard_root() -> str:
+    """The directory that holds the ``i6_shard`` package (what RETURNN needs on ``sys.path``)."""
+    import i6_shard
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(i6_shard.__file__)))
+
+
+def _on_default_sys_path(path: str) -> bool:
+    dirs = list(site.getsitepackages())
+    user = site.getusersitepackages()
+    if isinstance(user, str):
+        dirs.append(user)
+    return os.path.abspath(path) in {os.path.abspath(d) for d in dirs}
+
+
+def is_sisyphus_path(value: Any) -> bool:
+    """Duck-typed Sisyphus ``tk.Path``: has ``get_path`` and a Sisyphus hash (no sisyphus import)."""
+    return not isinstance(value, str) and callable(getattr(value, "get_path", None)) and hasattr(value, "_sis_hash")
+
+
+def resolve_paths(value: Any) -> Any:
+    """A copy of a dict/list/tuple structure with every Sisyphus path replaced by its
+    ``get_path()`` string (what RETURNN must see at run time).
+
+    >>> resolve_paths({"a": ("x", ["y"])})
+    {'a': ('x', ['y'])}
+    """
+    if is_sisyphus_path(value):
+        return value.get_path()
+    if isinstance(value, dict):
+        return {k: resolve_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_paths(v) for v in value]
+    if type(value) is tuple:
+        return tuple(resolve_paths(v) for v in value)
+    return value
+
+
+def _importable_name(obj: Any) -> Optional[tuple]:
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not qualname or "." in qualname or "<" in qualname or module == "__main__":
+        return None
+    mod = sys.modules.get(module)
+    if mod is None or getattr(mod, qualname, None) is not obj:
+        return None
+    return module, qualname
+
+
+class PyCode:
+    """Collects the imports that the expressions it renders need.
+
+    >>> print(PyCode().expr({"f": ["it's", "a\\nb", "\\u00e4", "');import os;('"]}))
+    {'f': ["it's", 'a\\nb', '\\xe4', "');import os;('"]}
+    """
+
+    def __init__(self):
+        self._imports: Dict[str, str] = {}  # alias -> import line
+        self._aliases: Dict[tuple, str] = {}  # (module, qualname) -> alias
+        self.needs_sys_path = False
+
+    def ref(self, obj: Any) -> str:
+        """The name under which a module-level function or class is imported into the config."""
+        name = _importable_name(obj)
+        if name is None:
+            raise TypeError(
+                f"{obj!r} cannot go into a RETURNN config: only module-level functions and classes that can be "
+                "imported by module and name can (no lambdas, closures, or objects defined in __main__)"
+            )
+        if name not in self._aliases:
+            module, qualname = name
+            alias = _ALIAS_PREFIX + qualname
+            suffix = 1
+            while alias in self._imports:
+                suffix += 1
+                alias = f"{_ALIAS_PREFIX}{qualname}_{suffix}"
+            self._aliases[name] = alias
+            self._imports[alias] = f"from {module} import {qualname} as {alias}"
+            if module == "i6_shard" or module.startswith("i6_shard."):
+                self.needs_sys_path = True
+        return self._aliases[name]
+
+    def expr(self, value: Any, *, where: str = "value") -> str:
+        """An expression that evaluates to ``value``; strings are ASCII-escaped literals."""
+        if value is None or isinstance(value, bool):
+            return repr(value)
+        if isinstance(value, int):
+            return repr(int(value))
+        if isinstance(value, float):
+            return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+        if isinstance(value, str):
+            return ascii(value)
+        if isinstance(value, bytes):
+            return repr(value)
+        if is_sisyphus_path(value):
+            return ascii(value.get_path())
+        if isinstance(value, os.PathLike):
+            return ascii(os.fspath(value))
+        if isinstance(value, list):
+            return "[" + ", ".join(self.expr(v, where=f"{where}[{i}]") for i, v in enumerate(value)) + "]"
+        if type(value) is tuple:
+            items = [self.expr(v, where=f"{where}[{i}]") for i, v in enumerate(value)]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        if type(value) is dict:
+            return "{" + ", ".join(
+                f"{self.expr(k, where=f'{where} key')}: {self.expr(v, where=f'{where}[{k!r}]')}"
+                for k, v in value.items()) + "}"
+        if isinstance(value, functools.partial):
+            args = [self.ref(value.func)]
+            args += [self.expr(a, where=f"{where} arg {i}") for i, a in enumerate(value.args)]
+            for k, v in value.keywords.items():
+                v_code = self.expr(v, where=f"{where} keyword {k}")
+                args.append(f"{k}={v_code}" if k.isidentifier() and not keyword.iskeyword(k)
+                            else f"**{{{ascii(k)}: {v_code}}}")
+            return f"{self.ref(functools.partial)}({', '.join(args)})"
+        if isinstance(value, type) or callable(value) and _importable_name(value) is not None:
+            return self.ref(value)
+        raise TypeError(
+            f"{where}: {type(value).__name__} {value!r} has no safe literal for a RETURNN config; "
+            "use str, numbers, bool, None, lists, tuples, dicts, paths, module-level functions/classes "
+            "or functools.partial of them"
+        )
+
+    def prelude(self) -> str:
+        """``sys.path`` setup (when i6_shard is not installed in site-packages) and the imports."""
+        lines: List[str] = []
+        if self.needs_sys_path:
+            root = i6_shard_root()
+            if not _on_default_sys_path(root):
+                lines += ["import sys", f"sys.path.insert(0, {ascii(root)})"]
+        lines += [self._imports[a] for a in self._imports]
+        return "".join(line + "\n" for line in lines)
+
+
+def config_code(config: Mapping[str, Any]) -> str:
+    """A Python RETURNN config (``#!rnn.py``) that defines every key of ``config``.
+
+    >>> print(config_code({"num_epochs": 2, "train": {"class": "HDFDataset", "files": ["a'b.hdf"]}}), end="")
+    #!rnn.py
+    num_epochs = 2
+    train = {'class': 'HDFDataset', 'files': ["a'b.hdf"]}
+    """
+    code = PyCode()
+    body = []
+    for key, value in config.items():
+        if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
+            raise ValueError(f"config key {key!r} is not a Python identifier; RETURNN config keys must be")
+        body.append(f"{key} = {code.expr(value, where=key)}\n")
+    return "#!rnn.py\n" + code.prelude() + "".join(body)
+
+
+def write_returnn_config(path: str | os.PathLike, config: Mapping[str, Any]) -> None:
+    """Write :func:`config_code` to ``path`` atomically (ASCII, so any locale reads it)."""
+    text = config_code(config)
+    with atomic_write(path, "wt", encoding="ascii") as f:
+        f.write(text)

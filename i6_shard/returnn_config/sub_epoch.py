@@ -1,0 +1,213 @@
+"""The ``get_sub_epoch_dataset`` that i6_shard configs use: a module-level function bound to a
+sub-dataset template with ``functools.partial`` (picklable, hashable by Sisyphus), which puts each
+sub-epoch's files, split per modality, under the template's ``files`` keys."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+
+__all__ = [
+    "Placement",
+    "FilesKey",
+    "get_sub_epoch_dataset",
+    "bind_sub_epoch_dataset",
+    "normalize_files_key",
+    "check_files_placement",
+    "is_sub_epoch_partial",
+]
+
+#: Where a list of files goes in the template: a key path, e.g. ``("files",)`` or
+#: ``("datasets", "features", "files")`` for a MetaDataset.
+Placement = Tuple[str, ...]
+#: One placement for all files, or one per modality: ``{part of each file tree: placement}``,
+#: with int parts for tuple/list trees and str parts for dict trees.
+FilesKey = Union[str, Placement, Mapping[Union[int, str], Union[str, Placement]]]
+
+
+def _normalize_placement(placement: Any, *, what: str) -> Placement:
+    if isinstance(placement, str):
+        placement = (placement,)
+    if not isinstance(placement, tuple) or not placement or not all(isinstance(k, str) and k for k in placement):
+        raise TypeError(
+            f"{what}={placement!r} must be a key (str) or a key path (tuple of str), "
+            "e.g. 'files' or ('datasets', 'features', 'files')"
+        )
+    return placement
+
+
+def normalize_files_key(files_key: FilesKey) -> Union[Placement, Dict[Union[int, str], Placement]]:
+    """``files_key`` in the one form ``get_sub_epoch_dataset`` is bound with (so that equal
+    placements hash equally): a key path, or a dict ``{modality: key path}``.
+
+    >>> normalize_files_key("files")
+    ('files',)
+    >>> normalize_files_key({0: ("datasets", "align", "files"), 1: ("datasets", "feat", "files")})
+    {0: ('datasets', 'align', 'files'), 1: ('datasets', 'feat', 'files')}
+    """
+    if isinstance(files_key, Mapping):
+        if not files_key:
+            raise ValueError("files_key={} places no files; give a key such as 'files' or one placement per modality")
+        out: Dict[Union[int, str], Placement] = {}
+        for modality, placement in files_key.items():
+            if isinstance(modality, bool) or not isinstance(modality, (int, str)):
+                raise TypeError(
+                    f"files_key modality {modality!r} must be an int (part of a tuple/list file tree) "
+                    "or a str (key of a dict file tree)"
+                )
+            out[modality] = _normalize_placement(placement, what=f"files_key[{modality!r}]")
+        if len({type(m) for m in out}) > 1:
+            raise TypeError(f"files_key modalities {list(out)} mix int and str; file trees are either "
+                            "tuples/lists (int parts) or dicts (str parts)")
+        if len(set(out.values())) != len(out):
+            raise ValueError(f"files_key {files_key!r} places two modalities at the same key path")
+        return out
+    return _normalize_placement(files_key, what="files_key")
+
+
+def _walk_to_parent(dataset: Any, placement: Placement, *, where: str) -> Dict[str, Any]:
+    node = dataset
+    for depth, key in enumerate(placement[:-1]):
+        if not isinstance(node, dict) or not isinstance(node.get(key), dict):
+            raise ValueError(
+                f"{where}: key path {placement!r} does not exist in the sub-epoch dataset template "
+                f"(no dict at {placement[:depth + 1]!r}); add it to the template or fix files_key"
+            )
+        node = node[key]
+    if not isinstance(node, dict):
+        raise ValueError(f"{where}: the sub-epoch dataset template is not a dict")
+    return node
+
+
+def check_files_placement(template: Mapping[str, Any], files_key: FilesKey) -> None:
+    """Check that every placement of ``files_key`` points into a dict of ``template`` and that
+    no files are there yet (they would be silently replaced in every sub-epoch).
+
+    >>> check_files_placement({"class": "HDFDataset", "files": ["x.hdf"]}, "files")
+    Traceback (most recent call last):
+    ...
+    ValueError: the sub-epoch dataset template already has files at ('files',): ['x.hdf']; remove them, i6_shard puts each sub-epoch's files there
+    """
+    norm = normalize_files_key(files_key)
+    placements = list(norm.values()) if isinstance(norm, dict) else [norm]
+    for placement in placements:
+        parent = _walk_to_parent(template, placement, where="files_key")
+        existing = parent.get(placement[-1])
+        if existing not in (None, [], ()):
+            raise ValueError(
+                f"the sub-epoch dataset template already has files at {placement!r}: {existing!r}; "
+                "remove them, i6_shard puts each sub-epoch's files there"
+            )
+
+
+def _copy_plain(value: Any) -> Any:
+    """Copy the dict/list/tuple structure; leaves (str, numbers, other objects) are shared."""
+    if isinstance(value, dict):
+        return {k: _copy_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_plain(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_copy_plain(v) for v in value)
+    return value
+
+
+def _wrap_cached(tree: Any, cached_file_cls: Any) -> Any:
+    if isinstance(tree, str):
+        return cached_file_cls(tree)
+    if isinstance(tree, dict):
+        return {k: _wrap_cached(v, cached_file_cls) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_wrap_cached(v, cached_file_cls) for v in tree)
+    return tree
+
+
+def _select(tree: Any, modality: Union[int, str], *, idx: int) -> Any:
+    try:
+        if isinstance(modality, int) and isinstance(tree, (list, tuple)):
+            return tree[modality]
+        if isinstance(modality, str) and isinstance(tree, dict):
+            return tree[modality]
+    except (IndexError, KeyError):
+        pass
+    raise ValueError(
+        f"file tree {idx} of this sub-epoch ({tree!r}) has no part {modality!r}, "
+        "which files_key places; every entry of the file list needs every modality"
+    )
+
+
+def get_sub_epoch_dataset(
+    files_subepoch: Sequence[Any],
+    *,
+    template: Mapping[str, Any],
+    files_key: FilesKey = ("files",),
+    cached_file: bool = False,
+) -> Dict[str, Any]:
+    """The sub-epoch dataset dict for RETURNN's ``DistributeFilesDataset``: a copy of
+    ``template`` with this sub-epoch's files at ``files_key``.
+
+    With one placement, the file trees go there as they are. With one placement per
+    modality (like the alignments + features example in RETURNN's DistributeFilesDataset
+    docstring), part ``m`` of every tree goes to ``files_key[m]``, in sub-epoch order.
+    With ``cached_file``, every file name is wrapped in RETURNN's ``CachedFile``.
+    Bind it with :func:`bind_sub_epoch_dataset`; RETURNN then calls it with the files only.
+
+    >>> get_sub_epoch_dataset(["a.hdf", "b.hdf"], template={"class": "HDFDataset", "seq_ordering": "random"})
+    {'class': 'HDFDataset', 'seq_ordering': 'random', 'files': ['a.hdf', 'b.hdf']}
+    >>> meta = {"class": "MetaDataset", "seq_order_control_dataset": "align",
+    ...         "datasets": {"align": {"class": "HDFDataset"}, "feat": {"class": "HDFDataset"}}}
+    >>> get_sub_epoch_dataset([("a1", "f1"), ("a2", "f2")], template=meta,
+    ...     files_key={0: ("datasets", "align", "files"), 1: ("datasets", "feat", "files")})["datasets"]
+    {'align': {'class': 'HDFDataset', 'files': ['a1', 'a2']}, 'feat': {'class': 'HDFDataset', 'files': ['f1', 'f2']}}
+    """
+    norm = normalize_files_key(files_key)
+    dataset = _copy_plain(dict(template))
+    wrap = None
+    if cached_file:
+        from returnn.util.file_cache import CachedFile
+
+        wrap = CachedFile
+    files = list(files_subepoch)
+    if isinstance(norm, dict):
+        for modality, placement in norm.items():
+            parts: List[Any] = [_select(t, modality, idx=i) for i, t in enumerate(files)]
+            parent = _walk_to_parent(dataset, placement, where="get_sub_epoch_dataset")
+            parent[placement[-1]] = [_wrap_cached(p, wrap) for p in parts] if wrap else parts
+    else:
+        parent = _walk_to_parent(dataset, norm, where="get_sub_epoch_dataset")
+        parent[norm[-1]] = [_wrap_cached(t, wrap) for t in files] if wrap else files
+    return dataset
+
+
+def bind_sub_epoch_dataset(
+    template: Mapping[str, Any], *, files_key: FilesKey = "files", cached_file: bool = False
+) -> functools.partial:
+    """``get_sub_epoch_dataset`` bound to a template: what goes into the DFD dict.
+
+    The template is checked (it must be a dataset dict with a ``"class"``, the placements
+    must exist and be empty) and its dict/list structure copied, so later changes to the
+    caller's dict do not leak in. The result pickles by reference to this module and
+    Sisyphus hashes it by function name and arguments.
+
+    >>> p = bind_sub_epoch_dataset({"class": "HDFDataset", "seq_ordering": "random"})
+    >>> p.func.__name__, p.keywords["files_key"], p(["x.hdf"])["files"]
+    ('get_sub_epoch_dataset', ('files',), ['x.hdf'])
+    """
+    if not isinstance(template, Mapping) or "class" not in template:
+        raise TypeError(
+            f"sub_epoch_dataset must be a dataset dict with a 'class', e.g. "
+            f"{{'class': 'HDFDataset', 'seq_ordering': 'random'}}, got {template!r}"
+        )
+    if not isinstance(cached_file, bool):
+        raise TypeError(f"cached_file={cached_file!r} must be a bool")
+    check_files_placement(template, files_key)
+    return functools.partial(
+        get_sub_epoch_dataset,
+        template=_copy_plain(dict(template)),
+        files_key=normalize_files_key(files_key),
+        cached_file=cached_file,
+    )
+
+
+def is_sub_epoch_partial(value: Any) -> bool:
+    """Whether ``value`` is a ``get_sub_epoch_dataset`` bound by :func:`bind_sub_epoch_dataset`."""
+    return isinstance(value, functools.partial) and value.func is get_sub_epoch_dataset

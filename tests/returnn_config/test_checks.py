@@ -1,0 +1,124 @@
+"""Checks before queueing: each pitfall is caught with a message naming the fix, all at once;
+the sharding_fix version boundary agrees with RETURNN itself."""
+
+import inspect
+import os
+import subprocess
+
+import pytest
+
+from i6_shard.returnn_config import (
+    SHARDING_FIX_RETURNN_VERSION,
+    ConfigCheckError,
+    check_dataset_dict,
+    check_returnn_config,
+    check_returnn_version,
+    parse_returnn_version,
+    returnn_version_of,
+    sharded_files_dataset,
+)
+from i6_shard.returnn_config.checks import SHARDING_FIX_RETURNN_COMMIT
+
+HDF = {"class": "HDFDataset", "seq_ordering": "random"}
+RETURNN_MIRROR = "/work/.mirror/rwth-i6+returnn/repo"
+
+
+def _dfd(**kwargs):
+    d = {"class": "DistributeFilesDataset", "files": [f"{i}.hdf" for i in range(8)], "partition_epoch": 2,
+         "get_sub_epoch_dataset": sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1)[
+             "get_sub_epoch_dataset"]}
+    d.update(kwargs)
+    return d
+
+
+def test_sharding_fix_false_and_missing():
+    with pytest.raises(ConfigCheckError, match="sharding_fix=False keeps RETURNN's legacy double sharding"):
+        check_dataset_dict(_dfd(distrib_shard_files=True, sharding_fix=False))
+    with pytest.raises(ConfigCheckError, match="without sharding_fix: below behavior_version 26"):
+        check_dataset_dict(_dfd(distrib_shard_files=True))
+    check_dataset_dict(_dfd(distrib_shard_files=True), behavior_version=26)
+    check_dataset_dict(_dfd(distrib_shard_files=True, sharding_fix=True))
+
+
+@pytest.mark.parametrize("key", ["random_seed_offset", "fixed_random_seed"])
+def test_fixed_seeds_only_matter_unsharded_with_several_ranks(key):
+    with pytest.raises(ConfigCheckError, match=f"{key}=5 is fixed.*every rank then shuffles the same way"):
+        check_dataset_dict(_dfd(**{key: 5}), num_ranks=4)
+    check_dataset_dict(_dfd(**{key: 5}), num_ranks=1)
+    check_dataset_dict(_dfd(**{key: 5}, distrib_shard_files=True, sharding_fix=True), num_ranks=4)
+
+
+def test_bound_template_is_checked_and_problems_come_together():
+    from i6_shard.returnn_config.sub_epoch import bind_sub_epoch_dataset
+
+    bad = _dfd(distrib_shard_files=True, sharding_fix=False,
+               get_sub_epoch_dataset=bind_sub_epoch_dataset({"class": "HDFDataset", "partition_epoch": 3}))
+    with pytest.raises(ConfigCheckError) as info:
+        check_dataset_dict(bad, num_ranks=8, name="train")
+    problems = info.value.problems
+    assert len(problems) == 4, problems
+    assert any("sharding_fix=False" in p for p in problems)
+    assert any("8 files cannot fill num_shards*partition_epoch=8*2=16 bins" in p for p in problems)
+    assert any("partition_epoch=3" in p for p in problems)
+    assert any("no explicit seq_ordering" in p for p in problems)
+
+
+def test_horovod_without_torch_distributed_under_torch():
+    with pytest.raises(ConfigCheckError, match="set torch_distributed = {}"):
+        check_returnn_config({"backend": "torch", "use_horovod": True}, num_ranks=2)
+    check_returnn_config({"backend": "torch", "torch_distributed": {}}, num_ranks=2)
+    check_returnn_config({"backend": "torch"}, num_ranks=1)
+    check_returnn_config({"backend": "tensorflow", "use_horovod": True}, num_ranks=2)
+
+
+def test_returnn_config_checks_every_dfd_in_it():
+    config = {"backend": "torch", "torch_distributed": {}, "train": _dfd(distrib_shard_files=True, sharding_fix=True),
+              "dev": _dfd(fixed_random_seed=1), "other": {"class": "HDFDataset", "fixed_random_seed": 1}}
+    with pytest.raises(ConfigCheckError, match=r"(?s)1 problem.*dev: fixed_random_seed=1"):
+        check_returnn_config(config, num_ranks=2)
+
+
+def test_version_boundary():
+    assert parse_returnn_version(SHARDING_FIX_RETURNN_VERSION) == (1, 20260611, 14531)
+    check_returnn_version(SHARDING_FIX_RETURNN_VERSION)
+    check_returnn_version("1.20261022.211313+git.a6e5adc")
+    check_returnn_version(None)
+    with pytest.raises(ConfigCheckError, match="predates DistributeFilesDataset's sharding_fix"):
+        check_returnn_version("1.20260611.014530")
+    with pytest.raises(ValueError, match="not of the form 1.YYYYMMDD.HHMMSS"):
+        check_returnn_version("latest")
+    with pytest.raises(ConfigCheckError, match="predates"):
+        check_returnn_config({}, returnn_version="1.20240101.120000")
+
+
+def test_installed_returnn_has_sharding_fix_and_is_new_enough():
+    import returnn
+    from returnn.datasets.distrib_files import DistributeFilesDataset
+
+    assert "sharding_fix" in inspect.signature(DistributeFilesDataset.__init__).parameters
+    check_returnn_version(returnn.__version__)
+    root = os.path.dirname(os.path.dirname(returnn.__file__))
+    assert returnn_version_of(root) == returnn.__version__
+
+
+@pytest.mark.skipif(not os.path.isdir(RETURNN_MIRROR), reason="needs a git clone of RETURNN to read its history")
+def test_version_constant_matches_returnn_history():
+    def git(*args):
+        return subprocess.run(["git", "-C", RETURNN_MIRROR, *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    first = git("log", "-S", "sharding_fix", "--format=%H", "--", "returnn/datasets/distrib_files.py").split()[-1]
+    assert first == SHARDING_FIX_RETURNN_COMMIT
+    date = git("show", "-s", "--format=%ci", first).strip()  # RETURNN's own git_commit_date recipe
+    assert "1." + date[:-6].replace(":", "").replace("-", "").replace(" ", ".") == SHARDING_FIX_RETURNN_VERSION
+    assert "sharding_fix" not in git("show", f"{first}~1:returnn/datasets/distrib_files.py")
+
+
+def test_returnn_version_of_git_checkout(tmp_path):
+    env = {**os.environ, "GIT_COMMITTER_DATE": "2026-06-12 10:11:12 +0200", "GIT_AUTHOR_DATE": "2026-06-12 10:11:12 +0200",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
+    assert returnn_version_of(str(tmp_path)) == "1.20260612.101112"
+    assert returnn_version_of(str(tmp_path / "missing")) is None
+    assert returnn_version_of(None) is None

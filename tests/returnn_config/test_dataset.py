@@ -1,0 +1,159 @@
+"""sharded_files_dataset: the exact dict, accepted by RETURNN in-process, and every build-time check."""
+
+import os
+import pathlib
+
+import pytest
+
+from i6_shard.core import write_file_list
+from i6_shard.returnn_config import ConfigCheckError, sharded_files_dataset
+from i6_shard.returnn_config.sub_epoch import get_sub_epoch_dataset
+
+from .hdf_files import iterate_tags, write_hdf_files
+
+HDF = {"class": "HDFDataset", "seq_ordering": "random"}
+
+
+class FakeSisPath:
+    """Duck-typed Sisyphus path (get_path + _sis_hash), so the plain path needs no sisyphus."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def get_path(self):
+        return self.path
+
+    def _sis_hash(self):
+        return repr(("FakeSisPath", self.path)).encode()
+
+
+def test_simplest_call_exact_dict():
+    d = sharded_files_dataset(["a.hdf", "b.hdf", "c.hdf"], sub_epoch_dataset=HDF, partition_epoch=3)
+    partial = d.pop("get_sub_epoch_dataset")
+    assert d == {
+        "class": "DistributeFilesDataset",
+        "files": ["a.hdf", "b.hdf", "c.hdf"],
+        "partition_epoch": 3,
+        "seq_ordering": "random",
+        "distrib_shard_files": True,
+        "sharding_fix": True,
+    }
+    assert partial.func is get_sub_epoch_dataset
+    assert partial.keywords == {"template": HDF, "files_key": ("files",), "cached_file": False}
+
+
+def test_simplest_call_runs_in_returnn_in_process(tmp_path):
+    from returnn.config import Config, global_config_ctx
+    from returnn.datasets.basic import init_dataset
+
+    files = write_hdf_files(str(tmp_path), num_files=4)
+    d = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+                              partition_epoch=2)
+    # As it is: no extra keys, one rank (no distributed config at all).
+    with global_config_ctx(Config()):
+        dataset = init_dataset(d)
+        tags = iterate_tags(dataset, 1) + iterate_tags(dataset, 2)
+    all_tags = set()
+    with global_config_ctx(Config()):
+        for f in files:
+            hdf = init_dataset({"class": "HDFDataset", "files": [f]})
+            all_tags |= set(iterate_tags(hdf, 1))
+    assert len(all_tags) > 4 and sorted(tags) == sorted(all_tags)  # one full epoch: every seq exactly once
+
+
+def test_optional_keys_only_when_not_default():
+    d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, buffer_size=1,
+                              use_worker_proc=True)
+    assert "buffer_size" not in d and "use_worker_proc" not in d and "preload_next_n_sub_epochs" not in d
+    d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, buffer_size=20,
+                              use_worker_proc=False, preload_next_n_sub_epochs=0, seq_ordering="default",
+                              distrib_shard_files=False, extra_opts={"name": "train"})
+    assert d["buffer_size"] == 20 and d["use_worker_proc"] is False and d["preload_next_n_sub_epochs"] == 0
+    assert "seq_ordering" not in d and "distrib_shard_files" not in d and d["name"] == "train"
+    assert d["sharding_fix"] is True
+
+
+def test_file_list_paths(tmp_path):
+    path = tmp_path / "files.json"
+    write_file_list(["a", "b"], path)
+    assert sharded_files_dataset(str(path), sub_epoch_dataset=HDF, partition_epoch=2)["files"] == str(path)
+    assert sharded_files_dataset(pathlib.Path(path), sub_epoch_dataset=HDF, partition_epoch=2)["files"] == str(path)
+    sis_path = FakeSisPath("/work/job/output/files.txt")
+    assert sharded_files_dataset(sis_path, sub_epoch_dataset=HDF, partition_epoch=2)["files"] is sis_path
+    with pytest.raises(ValueError, match=r"extension '\.npz'; RETURNN reads only \.txt, \.json, \.py"):
+        sharded_files_dataset("sizes.npz", sub_epoch_dataset=HDF, partition_epoch=2)
+    with pytest.raises(TypeError, match="must be a path"):
+        sharded_files_dataset(42, sub_epoch_dataset=HDF, partition_epoch=2)
+
+
+def test_inline_sisyphus_paths_stay_for_hashing():
+    p = FakeSisPath("/work/x/output/a.hdf")
+    d = sharded_files_dataset([p, "b.hdf"], sub_epoch_dataset=HDF, partition_epoch=2)
+    assert d["files"][0] is p
+
+
+def test_too_few_files_when_count_known():
+    with pytest.raises(ValueError, match=r"5 files cannot fill num_shards\*partition_epoch=2\*3=6 bins.*"
+                                         r"Lower partition_epoch to at most 2"):
+        sharded_files_dataset([f"{i}.hdf" for i in range(5)], sub_epoch_dataset=HDF, partition_epoch=3, num_shards=2)
+    with pytest.raises(ValueError, match="cannot fill"):
+        sharded_files_dataset("big.txt", sub_epoch_dataset=HDF, partition_epoch=3, num_shards=8, num_files=20)
+    with pytest.raises(ValueError, match="cannot fill"):  # even without num_shards: P bins on one rank
+        sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=3)
+    # Unsharded: each rank only needs P files.
+    sharded_files_dataset([f"{i}" for i in range(3)], sub_epoch_dataset=HDF, partition_epoch=3, num_shards=8,
+                          distrib_shard_files=False)
+
+
+def test_sub_dataset_partition_epoch_and_seq_ordering():
+    with pytest.raises(ConfigCheckError, match=r"partition_epoch=4 at datasets\.a\.partition_epoch.*remove it"):
+        sharded_files_dataset(["a", "b"], partition_epoch=1, sub_epoch_dataset={
+            "class": "MetaDataset", "seq_order_control_dataset": "a",
+            "datasets": {"a": {"class": "HDFDataset", "partition_epoch": 4}}})
+    with pytest.raises(ConfigCheckError, match=r"no explicit seq_ordering.*add e\.g\. \"seq_ordering\": \"random\""):
+        sharded_files_dataset(["a"], sub_epoch_dataset={"class": "HDFDataset"}, partition_epoch=1)
+    for ok in ({"class": "PostprocessingDataset", "dataset": {"class": "HDFDataset"}, "map_seq_stream": "f"},
+               {"class": "HDFDataset", "seq_ordering": "default", "partition_epoch": 1}):
+        sharded_files_dataset(["a"], sub_epoch_dataset=ok, partition_epoch=1,
+                              files_key=("dataset", "files") if "dataset" in ok else "files")
+
+
+def test_multi_modality_trees_checked():
+    meta = {"class": "MetaDataset", "seq_order_control_dataset": "a",
+            "datasets": {"a": {"class": "HDFDataset"}, "f": {"class": "HDFDataset"}}}
+    key = {0: ("datasets", "a", "files"), 1: ("datasets", "f", "files")}
+    d = sharded_files_dataset([("a1", "f1"), ("a2", "f2")], sub_epoch_dataset=meta, files_key=key, partition_epoch=2)
+    assert d["get_sub_epoch_dataset"](d["files"][:1])["datasets"]["f"]["files"] == ["f1"]
+    with pytest.raises(ValueError, match=r"entry 1 .* has parts \[0\], but files_key places \[0, 1\]"):
+        sharded_files_dataset([("a1", "f1"), ("a2",)], sub_epoch_dataset=meta, files_key=key, partition_epoch=1)
+    with pytest.raises(ValueError, match="give one placement per modality"):
+        sharded_files_dataset([("a1", "f1")], sub_epoch_dataset=HDF, partition_epoch=1)
+
+
+def test_argument_errors():
+    with pytest.raises(ValueError, match="exceed max_inline_files=3.*write_file_list"):
+        sharded_files_dataset(list("abcd"), sub_epoch_dataset=HDF, partition_epoch=1, max_inline_files=3)
+    with pytest.raises(ValueError, match="partition_epoch=0 must be a positive int"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=0)
+    with pytest.raises(ValueError, match="distribution='even' is unknown"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1, distribution="even")
+    with pytest.raises(ValueError, match="seq_ordering='sorted' is not supported"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1, seq_ordering="sorted")
+    with pytest.raises(ValueError, match=r"extra_opts\['sharding_fix'\] is set by sharded_files_dataset"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1, extra_opts={"sharding_fix": False})
+    with pytest.raises(ConfigCheckError, match="random_seed_offset=3 is fixed"):
+        sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, num_shards=2,
+                              distrib_shard_files=False, extra_opts={"random_seed_offset": 3})
+    with pytest.raises(TypeError, match="leaves must be str"):
+        sharded_files_dataset(["a", None], sub_epoch_dataset=HDF, partition_epoch=1)
+
+
+def test_balanced_and_file_sizes_use_the_extension_class():
+    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+    d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, distribution="balanced")
+    assert d["class"] is ext.ShardedDistributeFilesDataset and d["distribution"] == "balanced"
+    assert "file_sizes" not in d
+    d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1,
+                              file_sizes=pathlib.Path("/x/sizes.npz"))
+    assert d["class"] is ext.ShardedDistributeFilesDataset and d["file_sizes"] == os.fspath("/x/sizes.npz")
+    assert "distribution" not in d
