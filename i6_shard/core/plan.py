@@ -206,8 +206,6 @@ class ShardPlan:
                 f"distrib_shard_files={self.distrib_shard_files}, distribution={self.distribution!r})")
 
 
-
-
 def _object_array(items: Sequence) -> np.ndarray:
     """1-D object array holding ``items`` as they are (nested tuples/lists stay single elements)."""
     arr = np.empty(len(items), dtype=object)
