@@ -17,7 +17,7 @@ import numpy as np
 
 from i6_shard import core
 
-#: (label, num_files, num_shards, partition_epoch, sizes kind)
+#: (sizes kind, num_files, num_shards, partition_epoch)
 ROWS = [
     ("lognormal", 1_000, 8, 10),
     ("lognormal", 10_000, 64, 20),
@@ -163,6 +163,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="skip the 1M-file timing")
     parser.add_argument("--timing-files", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--full-epochs", type=int, default=5, help="full epochs for the averaged table")
     args = parser.parse_args()
 
     print("Dropped per sub-epoch (mean over sub-epochs of 1 - W*min/sum) and max/mean (mean over sub-epochs),")
@@ -180,12 +181,22 @@ def main() -> None:
               f"{d_lpt:>17.2%} | {d_bal / d_ret if d_ret else float('nan'):>16.3f}")
         if d_bal > d_lpt + 1e-12:
             ok = False
-            print(f"  !! balanced drops more than textbook LPT on this row")
+            print("  !! balanced drops more than textbook LPT on this row")
         if kind == "lognormal" and d_bal > TARGET_DROPPED:
             ok = False
             print(f"  !! balanced drops more than the {TARGET_DROPPED:.0%} target on this row")
     print(f"\nbalanced <= {TARGET_DROPPED:.0%} dropped on every lognormal row and <= textbook LPT on every row: "
           f"{'yes' if ok else 'NO'}")
+    print(f"\nSame rows, dropped averaged over full epochs 1..{args.full_epochs} (other shuffles of the same files):")
+    for kind, num_files, num_shards, partition_epoch in ROWS:
+        sizes, keys = row_sizes(kind, num_files), keys_for(num_files)
+        seeds = [core.full_epoch_seed(k) for k in range(args.full_epochs)]
+        kw = dict(num_shards=num_shards, partition_epoch=partition_epoch)
+        d_ret = [dropped(returnn_loads(keys, sizes, seed=seed, **kw)) for seed in seeds]
+        d_bal = [dropped(balanced_loads(sizes, seed=seed, **kw)) for seed in seeds]
+        print(f"{kind:<10} {num_files:>8,} {num_shards:>4} {partition_epoch:>3} | RETURNN {np.mean(d_ret):6.2%} "
+              f"(range {min(d_ret):.2%}..{max(d_ret):.2%}) | balanced {np.mean(d_bal):6.2%} "
+              f"(range {min(d_bal):.2%}..{max(d_bal):.2%})")
     if not args.quick:
         timing(args.timing_files, 256, 20, args.repeats)
     sys.exit(0 if ok else 1)

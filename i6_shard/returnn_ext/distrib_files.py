@@ -132,8 +132,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         if num_bins != num_shards * self.partition_epoch:
             raise RuntimeError(f"{self}: RETURNN asked for {num_bins} bins, expected num_shards*partition_epoch="
                                f"{num_shards}*{self.partition_epoch}; this RETURNN version is not supported")
-        sizes = np.fromiter((file_sizes[_get_key_for_file_tree(t)] for t in files_order), dtype=np.int64,
-                            count=len(files_order))
+        sizes = np.fromiter((file_sizes[t if type(t) is str else _get_key_for_file_tree(t)] for t in files_order),
+                            dtype=np.int64, count=len(files_order))  # a str is its own key
         order, bounds = core.distribute_balanced(sizes, num_shards=num_shards, partition_epoch=self.partition_epoch)
         order_list, bounds_list = order.tolist(), bounds.tolist()
         return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
