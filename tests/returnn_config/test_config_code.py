@@ -1,0 +1,107 @@
+"""Generated config code round-trips any file name through RETURNN's own config loader and
+never executes text from a file name."""
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from i6_shard.returnn_config import config_code, sharded_files_dataset, write_returnn_config
+from i6_shard.returnn_config.sub_epoch import get_sub_epoch_dataset
+
+from ..strategies import file_names, file_trees
+
+HDF = {"class": "HDFDataset", "seq_ordering": "random"}
+
+
+def _load(path):
+    from returnn.config import Config
+
+    config = Config()
+    config.load_file(str(path))
+    return config
+
+
+def _injections(marker):
+    code = f"__import__('os').mkdir({marker!r})"
+    return [
+        f"x'); {code}; ('",
+        f'x"); {code}; ("',
+        f"x'''); {code}; ('''",
+        f"x\\'); {code}; #",
+        f"x\n{code}\n",
+        f"x\\\n{code}",
+        f"{{{code}}}",
+        f"x\r{code}",
+        f"x\u2028{code}",
+        f"x' + {code} + '",
+        f"\\x27); {code}; #",
+    ]
+
+
+def test_injection_attempts_round_trip_and_do_not_run(tmp_path):
+    marker = str(tmp_path / "executed")
+    names = _injections(marker) + ["with space.hdf", "trailing ", " leading", "tab\tname", "back\\slash",
+                                   "ümlaut-日本", "#comment", "\U0001F600.hdf", "control \x7f\x1b\x0c odd"]
+    d = sharded_files_dataset(names, sub_epoch_dataset=HDF, partition_epoch=2)
+    path = tmp_path / "returnn.config"
+    write_returnn_config(path, {"train": d})
+    path.read_bytes().decode("ascii")  # ASCII only: any locale reads it
+    loaded = _load(path).typed_value("train")
+    assert not os.path.exists(marker)
+    assert loaded["files"] == names
+    assert loaded["get_sub_epoch_dataset"](names)["files"] == names
+
+
+@settings(max_examples=60)
+@given(names=st.lists(file_names, min_size=1, max_size=6),
+       template_value=file_names, partition_epoch=st.integers(1, 3))
+def test_any_file_names_round_trip(tmp_path_factory, names, template_value, partition_epoch):
+    names = names * partition_epoch  # enough files for the bins
+    template = {"class": "HDFDataset", "seq_ordering": "random", "extra": [template_value, (template_value,)]}
+    d = sharded_files_dataset(names, sub_epoch_dataset=template, partition_epoch=partition_epoch)
+    path = tmp_path_factory.mktemp("cfg") / "returnn.config"
+    write_returnn_config(path, {"train": d, "__debug_dummy_distributed_rank_and_size": (1, 2)})
+    config = _load(path)
+    train = config.typed_value("train")
+    assert train["files"] == names
+    assert {k: v for k, v in train.items() if k != "get_sub_epoch_dataset"} == {
+        k: v for k, v in d.items() if k != "get_sub_epoch_dataset"}
+    partial = train["get_sub_epoch_dataset"]
+    assert partial.func is get_sub_epoch_dataset
+    assert partial.keywords == d["get_sub_epoch_dataset"].keywords
+    assert config.typed_value("__debug_dummy_distributed_rank_and_size") == (1, 2)
+
+
+@settings(max_examples=40)
+@given(trees=st.lists(file_trees(), min_size=1, max_size=4))
+def test_file_trees_round_trip_with_tuples_and_dicts(tmp_path_factory, trees):
+    path = tmp_path_factory.mktemp("cfg") / "returnn.config"
+    write_returnn_config(path, {"files": trees})
+    loaded = _load(path).typed_value("files")
+    assert loaded == trees
+    assert repr(loaded) == repr(trees)  # tuples stay tuples, lists stay lists
+
+
+def test_code_shape_and_errors():
+    code = config_code({"x": float("inf"), "y": [1.5, None, True, b"b"], "z": ()})
+    assert "x = float('inf')\n" in code and "y = [1.5, None, True, b'b']\n" in code and "z = ()\n" in code
+    assert "sys.path" not in code  # nothing from i6_shard needed
+    with pytest.raises(ValueError, match="not a Python identifier"):
+        config_code({"not valid": 1})
+    with pytest.raises(TypeError, match=r"train\['f'\]: function .* has no safe literal|cannot go into a RETURNN"):
+        config_code({"train": {"f": lambda x: x}})
+    with pytest.raises(TypeError, match="has no safe literal"):
+        config_code({"train": {"f": object()}})
+
+
+def test_i6_shard_is_put_on_sys_path_first():
+    import i6_shard.returnn_config.pycode as pycode
+
+    d = sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1)
+    code = config_code({"train": d})
+    root = pycode.i6_shard_root()
+    if pycode._on_default_sys_path(root):
+        pytest.skip("i6_shard is installed in site-packages here; no sys.path entry is needed")
+    assert code.index(f"sys.path.insert(0, {root!r})") < code.index("from i6_shard.")
