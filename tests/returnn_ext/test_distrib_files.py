@@ -171,6 +171,29 @@ def test_without_sizes_returnn_stats_every_file(corpus, no_stat):
     assert no_stat == [corpus["files"][0]]
 
 
+def _read_in_child(payload: bytes, epoch: int) -> List[str]:
+    """In a spawned process (as MultiProcDataset or DataLoader workers do): unpickle, read one sub-epoch."""
+    def trap(path):
+        raise AssertionError(f"os.path.getsize({path!r}) in the child")
+
+    os.path.getsize = trap
+    dataset = pickle.loads(payload)
+    try:
+        return read_sub_epoch(dataset, epoch)[0]
+    finally:
+        dataset.finish_epoch(free_resources=True)
+
+
+def test_unpickled_in_a_spawned_process(corpus):
+    import multiprocessing
+
+    plan = plan_for(corpus, "balanced")
+    dataset = make_dataset(corpus, 1, distribution="balanced", file_sizes=corpus["sizes_path"])
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        files = pool.apply(_read_in_child, (pickle.dumps(dataset), 4))
+    assert files == plan.files_for(epoch=4, shard_index=1)
+
+
 def test_worker_processes(corpus, no_stat):
     from returnn.datasets.distrib_files import _WorkerProcParent
 
