@@ -1,0 +1,221 @@
+"""Put ``sharded_files_dataset`` dicts into i6_core: a classic ``ReturnnConfig`` (code in the
+prolog, ``CodeWrapper`` references in the dict), a ``ReturnnConfigV2`` (objects in the dict), and
+``ReturnnTrainingJob`` settings for N GPUs under torchrun. Needs Sisyphus and i6_core."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Dict, Mapping, Optional, Union
+
+from sisyphus.delayed_ops import DelayedBase
+from sisyphus.hash import sis_hash_helper
+
+from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
+from i6_core.returnn.training import ReturnnTrainingJob
+
+from ..core.epochs import num_epochs_for_passes
+from .checks import check_returnn_config, returnn_version_of
+from .pycode import PyCode, resolve_paths
+from .sub_epoch import is_sub_epoch_partial
+
+__all__ = [
+    "SubEpochDatasetCode",
+    "DelayedSubEpochPartial",
+    "add_sharded_dataset",
+    "sharded_returnn_config",
+    "training_job_kwargs",
+    "training_job",
+]
+
+
+def _resolved_partial(partial: functools.partial) -> functools.partial:
+    return functools.partial(partial.func, *resolve_paths(list(partial.args)), **resolve_paths(dict(partial.keywords)))
+
+
+class DelayedSubEpochPartial(DelayedBase):
+    """The bound ``get_sub_epoch_dataset`` in a ``ReturnnConfigV2`` dict: hashes exactly like the
+    ``functools.partial`` it holds, and turns Sisyphus paths in its arguments into strings when
+    the config is written (so RETURNN never needs Sisyphus)."""
+
+    def __init__(self, sub_epoch_partial: functools.partial):
+        super().__init__(None)
+        if not is_sub_epoch_partial(sub_epoch_partial):
+            raise TypeError(f"{sub_epoch_partial!r} is not a get_sub_epoch_dataset bound by i6_shard")
+        self.sub_epoch_partial = sub_epoch_partial
+
+    def get(self) -> functools.partial:
+        return _resolved_partial(self.sub_epoch_partial)
+
+    def _sis_hash(self) -> bytes:
+        return sis_hash_helper(self.sub_epoch_partial)
+
+
+class SubEpochDatasetCode(DelayedBase):
+    """Prolog code for a classic ``ReturnnConfig``: imports i6_shard (adding its root to
+    ``sys.path`` when it is not installed in site-packages) and defines ``function_name`` as the
+    bound ``get_sub_epoch_dataset`` (and ``class_name`` as the dataset class, if it is not a str).
+    The hash covers the names and the bound arguments, not where i6_shard is installed."""
+
+    def __init__(self, *, function_name: str, sub_epoch_partial: functools.partial,
+                 class_name: Optional[str] = None, dataset_class: Optional[type] = None):
+        super().__init__(None)
+        if not is_sub_epoch_partial(sub_epoch_partial):
+            raise TypeError(f"{sub_epoch_partial!r} is not a get_sub_epoch_dataset bound by i6_shard")
+        if (class_name is None) != (dataset_class is None):
+            raise ValueError("give class_name and dataset_class together")
+        self.function_name = function_name
+        self.sub_epoch_partial = sub_epoch_partial
+        self.class_name = class_name
+        self.dataset_class = dataset_class
+
+    def get(self) -> str:
+        code = PyCode()
+        body = f"{self.function_name} = {code.expr(_resolved_partial(self.sub_epoch_partial))}\n"
+        if self.dataset_class is not None:
+            body += f"{self.class_name} = {code.ref(self.dataset_class)}\n"
+        return code.prelude() + body
+
+    def _sis_hash(self) -> bytes:
+        h = {"function_name": self.function_name, "get_sub_epoch_dataset": self.sub_epoch_partial}
+        if self.dataset_class is not None:
+            h["class_name"] = self.class_name
+            h["class"] = self.dataset_class
+        return sis_hash_helper(h)
+
+
+def _join_code(mine: Any, other: Any) -> Any:
+    """As ``ReturnnConfig.update`` joins prolog code."""
+    if mine is None or mine == "":
+        return other
+    if isinstance(mine, list):
+        return mine + [other]
+    return [mine, other]
+
+
+def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any], *, key: str = "train") -> None:
+    """Put a :func:`~i6_shard.returnn_config.sharded_files_dataset` dict into ``returnn_config.config[key]``.
+
+    - ``ReturnnConfigV2``: the dict goes in as it is (the serializer imports the function and
+      class and puts i6_shard on ``sys.path``); the bound function is wrapped in
+      :class:`DelayedSubEpochPartial`, which hashes the same and resolves paths when written.
+    - classic ``ReturnnConfig``: the function (and a class object) are defined by
+      :class:`SubEpochDatasetCode` in ``python_prolog`` (the prolog runs before the config dict,
+      the epilog after it) and the dict refers to them with ``CodeWrapper``.
+
+    Sisyphus paths (``files``, ``file_sizes``) stay in the dict; i6_core writes them as strings.
+    """
+    if not isinstance(returnn_config, ReturnnConfig):
+        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig or ReturnnConfigV2, got "
+                        f"{type(returnn_config).__name__}")
+    if key in returnn_config.config or key in returnn_config.post_config:
+        raise ValueError(f"the config already has {key!r}; pass a config without it, or another key")
+    partial = dataset.get("get_sub_epoch_dataset")
+    if not is_sub_epoch_partial(partial):
+        raise TypeError(f"dataset[{'get_sub_epoch_dataset'!r}] is {partial!r}, not i6_shard's bound "
+                        "get_sub_epoch_dataset; build the dict with sharded_files_dataset")
+    entry = dict(dataset)
+    if isinstance(returnn_config, ReturnnConfigV2):
+        entry["get_sub_epoch_dataset"] = DelayedSubEpochPartial(partial)
+        returnn_config.config[key] = entry
+        return
+    if returnn_config.hash_full_python_code:
+        raise ValueError("a classic ReturnnConfig with hash_full_python_code=True cannot hold delayed prolog code; "
+                         "use ReturnnConfigV2, or hash_full_python_code=False")
+    function_name = f"_i6_shard_{key}_get_sub_epoch_dataset"
+    dataset_class = entry["class"] if isinstance(entry["class"], type) else None
+    class_name = f"_i6_shard_{key}_dataset_class" if dataset_class is not None else None
+    prolog = SubEpochDatasetCode(function_name=function_name, sub_epoch_partial=partial, class_name=class_name,
+                                 dataset_class=dataset_class)
+    entry["get_sub_epoch_dataset"] = CodeWrapper(function_name)
+    if dataset_class is not None:
+        entry["class"] = CodeWrapper(class_name)
+    returnn_config.config[key] = entry
+    returnn_config.python_prolog = _join_code(returnn_config.python_prolog, prolog)
+    returnn_config.python_prolog_hash = _join_code(returnn_config.python_prolog_hash, prolog)
+
+
+def sharded_returnn_config(config: Mapping[str, Any], dataset: Mapping[str, Any], *, key: str = "train",
+                           post_config: Optional[Mapping[str, Any]] = None, v2: bool = True,
+                           **returnn_config_kwargs) -> ReturnnConfig:
+    """A new ``ReturnnConfigV2`` (or classic ``ReturnnConfig`` with ``v2=False``) from ``config``
+    with ``dataset`` at ``key``; further keyword arguments go to the config class."""
+    cls = ReturnnConfigV2 if v2 else ReturnnConfig
+    returnn_config = cls(dict(config), post_config=dict(post_config or {}), **returnn_config_kwargs)
+    add_sharded_dataset(returnn_config, dataset, key=key)
+    return returnn_config
+
+
+def training_job_kwargs(
+    returnn_config: ReturnnConfig,
+    *,
+    num_gpus: int,
+    num_epochs: Optional[int] = None,
+    passes: Union[int, float, None] = None,
+    torch_distributed: Optional[Mapping[str, Any]] = None,
+    returnn_version: Optional[str] = None,
+    train_key: str = "train",
+    **job_kwargs,
+) -> Dict[str, Any]:
+    """Keyword arguments of i6_core's ``ReturnnTrainingJob`` for training on ``num_gpus`` GPUs,
+    checked before anything is queued.
+
+    With ``num_gpus > 1``: ``horovod_num_processes=num_gpus``, ``distributed_launch_cmd="torchrun"``
+    and ``torch_distributed`` in the (copied) config -- i6_core sets ``use_horovod=True`` for
+    ``horovod_num_processes``, which RETURNN under torch only serves with ``torch_distributed``.
+
+    :param returnn_config: classic or V2 config with ``backend="torch"`` (not modified)
+    :param num_gpus: training processes, one per GPU
+    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs); or give ``passes`` instead
+    :param passes: passes over the data; converted with :func:`i6_shard.core.num_epochs_for_passes`
+        using the ``train_key`` dataset's ``partition_epoch`` and sharding mode
+    :param torch_distributed: options for ``torch_distributed`` if the config has none (default ``{}``)
+    :param returnn_version: RETURNN version, for the ``sharding_fix`` check; found from
+        ``returnn_root`` when that is given and readable
+    :param job_kwargs: further ``ReturnnTrainingJob`` arguments (``returnn_root``, ``time_rqmt``, ...)
+    """
+    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
+        raise ValueError(f"num_gpus={num_gpus!r} must be a positive int")
+    for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
+        if name in job_kwargs:
+            raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
+    if not isinstance(returnn_config, ReturnnConfig):
+        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig, got {type(returnn_config).__name__}")
+    rc = copy.deepcopy(returnn_config)
+    merged = {**rc.config, **rc.post_config}
+    if num_gpus > 1:
+        if merged.get("backend") != "torch":
+            raise ValueError(f"backend={merged.get('backend')!r}: training_job_kwargs sets up torch distributed "
+                             "training (torchrun); set backend='torch' in the config")
+        if merged.get("torch_distributed") is None:
+            rc.config["torch_distributed"] = dict(torch_distributed or {})
+        elif torch_distributed is not None and dict(torch_distributed) != merged["torch_distributed"]:
+            raise ValueError(f"the config has torch_distributed={merged['torch_distributed']!r} but "
+                             f"torch_distributed={dict(torch_distributed)!r} was passed; give only one")
+        merged = {**rc.config, **rc.post_config}
+
+    if (num_epochs is None) == (passes is None):
+        raise ValueError("give exactly one of num_epochs (RETURNN sub-epochs) and passes (passes over the data)")
+    if passes is not None:
+        train = merged.get(train_key)
+        if not isinstance(train, Mapping) or not isinstance(train.get("partition_epoch", 1), int):
+            raise ValueError(f"passes needs the {train_key!r} dataset's partition_epoch; give num_epochs instead")
+        num_epochs = num_epochs_for_passes(passes, partition_epoch=train.get("partition_epoch", 1),
+                                           num_shards=num_gpus,
+                                           distrib_shard_files=train.get("distrib_shard_files", False) is True)
+
+    if returnn_version is None and job_kwargs.get("returnn_root") is not None:
+        returnn_version = returnn_version_of(job_kwargs["returnn_root"])
+    check_returnn_config(merged, num_ranks=num_gpus, returnn_version=returnn_version)
+
+    kwargs: Dict[str, Any] = {"returnn_config": rc, "num_epochs": num_epochs}
+    if num_gpus > 1:
+        kwargs["horovod_num_processes"] = num_gpus
+        kwargs["distributed_launch_cmd"] = "torchrun"
+    kwargs.update(job_kwargs)
+    return kwargs
+
+
+def training_job(returnn_config: ReturnnConfig, *, num_gpus: int, **kwargs) -> ReturnnTrainingJob:
+    """``ReturnnTrainingJob(**training_job_kwargs(returnn_config, num_gpus=num_gpus, **kwargs))``."""
+    return ReturnnTrainingJob(**training_job_kwargs(returnn_config, num_gpus=num_gpus, **kwargs))

@@ -1,0 +1,211 @@
+"""Placement into the real i6_core: ReturnnTrainingJob built by the helper writes its files, RETURNN
+loads the written returnn.config and builds the dataset per rank; hashes are pinned."""
+
+import collections
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("sisyphus.job", reason="needs the real Sisyphus: pip install it from its source repository "
+                                           "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
+pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
+                                              "recipe/ on PYTHONPATH (its returnn package imports librosa, "
+                                              "soundfile, h5py and black, see its requirements.txt)")
+
+from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2  # noqa: E402
+from i6_core.returnn.training import ReturnnTrainingJob  # noqa: E402
+from sisyphus import gs, tk  # noqa: E402
+from sisyphus.hash import short_hash, sis_hash_helper  # noqa: E402
+
+from i6_shard.core import ShardPlan, collect_file_sizes, save_file_sizes, write_file_list  # noqa: E402
+from i6_shard.returnn_config import ConfigCheckError, sharded_files_dataset  # noqa: E402
+from i6_shard.returnn_config.i6core import (  # noqa: E402
+    DelayedSubEpochPartial,
+    SubEpochDatasetCode,
+    add_sharded_dataset,
+    sharded_returnn_config,
+    training_job,
+    training_job_kwargs,
+)
+
+from ..strategies import file_names  # noqa: E402
+from .hdf_files import iterate_tags, write_hdf_files  # noqa: E402
+
+HDF = {"class": "HDFDataset", "seq_ordering": "random"}
+BASE_CONFIG = {"backend": "torch", "behavior_version": 24, "batch_size": 1000}
+EXE = dict(returnn_python_exe=tk.Path("/usr/bin/python3"), returnn_root=tk.Path("/opt/returnn"))
+NUM_GPUS, PARTITION_EPOCH = 2, 2
+
+#: Pinned Sisyphus hashes: a change here changes the hash of every user's training job.
+PINNED_JOB_IDS = {
+    "v2": "i6_core/returnn/training/ReturnnTrainingJob.ioPPFCSjJJeS",
+    "classic": "i6_core/returnn/training/ReturnnTrainingJob.vnMv4S5FPvq4",
+}
+PINNED_DATASET_HASH = "dwlXiuYCMBG2"
+
+
+def _hash_dataset():
+    return sharded_files_dataset(tk.Path("/data/corpus/files.json"), sub_epoch_dataset=HDF,
+                                 partition_epoch=PARTITION_EPOCH)
+
+
+def _train(tmp_path, flavour):
+    files = write_hdf_files(str(tmp_path / "data"), num_files=9, seed=5, names=[f"x'{i}\".hdf" for i in range(9)])
+    if flavour == "v2":
+        # As from ComputeFileSizesJob: a list file and stored sizes, both Sisyphus paths; balanced bins.
+        list_file, sizes_file = str(tmp_path / "files.json"), str(tmp_path / "sizes.npz")
+        write_file_list(files, list_file)
+        save_file_sizes(collect_file_sizes(files), sizes_file)
+        pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+        train = sharded_files_dataset(tk.Path(list_file), sub_epoch_dataset=HDF, partition_epoch=PARTITION_EPOCH,
+                                      file_sizes=tk.Path(sizes_file), distribution="balanced", use_worker_proc=False)
+        return files, train, "balanced"
+    train = sharded_files_dataset([tk.Path(f) for f in files], sub_epoch_dataset=HDF,
+                                  partition_epoch=PARTITION_EPOCH, num_shards=NUM_GPUS, use_worker_proc=False)
+    return files, train, "returnn"
+
+
+@pytest.mark.parametrize("flavour", ["v2", "classic"])
+def test_training_job_create_files_then_returnn_builds_dataset_per_rank(tmp_path, monkeypatch, flavour):
+    from returnn.config import Config, global_config_ctx
+    from returnn.datasets.basic import init_dataset
+
+    monkeypatch.setattr(gs, "WORK_DIR", str(tmp_path / "work"))
+    files, train, distribution = _train(tmp_path, flavour)
+    rc = sharded_returnn_config(BASE_CONFIG, train, v2=flavour == "v2", black_formatting=flavour == "classic")
+    job = training_job(rc, num_gpus=NUM_GPUS, num_epochs=4, **EXE)
+    assert isinstance(job, ReturnnTrainingJob)
+    job._sis_setup_directory()
+    work = job._sis_path(gs.JOB_WORK_DIR)
+    os.makedirs(work, exist_ok=True)
+    monkeypatch.chdir(work)
+    job.create_files()
+
+    rnn_sh = open("rnn.sh").read()
+    assert "-mtorch.distributed.run" in rnn_sh and f"--nproc-per-node={NUM_GPUS}" in rnn_sh
+    config_path = job.out_returnn_config_file.get_path()
+    sizes = collect_file_sizes(files)
+    plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_GPUS, partition_epoch=PARTITION_EPOCH,
+                     distribution=distribution)
+    seen = collections.Counter()
+    for rank in range(NUM_GPUS):
+        config = Config()
+        config.load_file(config_path)
+        assert config.typed_value("torch_distributed") == {} and config.bool("use_horovod", False)
+        train_loaded = config.typed_value("train")
+        assert train_loaded["sharding_fix"] is True and train_loaded["distrib_shard_files"] is True
+        assert isinstance(train_loaded["files"], (str, list)) and "Path" not in repr(train_loaded["files"])
+        config.typed_dict["__debug_dummy_distributed_rank_and_size"] = (rank, NUM_GPUS)  # what torchrun gives
+        with global_config_ctx(config):
+            dataset = init_dataset(train_loaded)
+            for epoch in range(1, PARTITION_EPOCH + 1):
+                tags = iterate_tags(dataset, epoch)
+                seen.update(tags)
+                assert {files[int(t.split("/")[0])] for t in tags} == set(
+                    plan.files_for(epoch=epoch, shard_index=rank))
+            dataset.finish_epoch(free_resources=True)
+    assert len(seen) > 9 and set(seen.values()) == {1}  # one full epoch over both ranks: each seq once
+
+
+def test_job_ids_pinned(tmp_path):
+    for flavour, v2 in (("v2", True), ("classic", False)):
+        rc = sharded_returnn_config(BASE_CONFIG, _hash_dataset(), v2=v2)
+        job = training_job(rc, num_gpus=NUM_GPUS, num_epochs=8, **EXE)
+        assert job._sis_id() == PINNED_JOB_IDS[flavour], flavour
+        # Not hashed: num_epochs (i6_core), the launch command; so continuing a training keeps the id.
+        assert training_job(rc, num_gpus=NUM_GPUS, num_epochs=20, **EXE)._sis_id() == job._sis_id()
+
+
+def test_dataset_hash_pinned_and_independent_of_install_location(monkeypatch):
+    train = _hash_dataset()
+    assert short_hash(train) == PINNED_DATASET_HASH
+    # V2 keeps the dict; its delayed wrapper hashes exactly like the bare partial.
+    rc = sharded_returnn_config({}, train, v2=True)
+    assert isinstance(rc.config["train"]["get_sub_epoch_dataset"], DelayedSubEpochPartial)
+    assert sis_hash_helper(rc.config["train"]) == sis_hash_helper(train)
+    # Classic: the prolog code knows where i6_shard lives, its hash does not.
+    rc = sharded_returnn_config({}, train, v2=False)
+    (prolog,) = [p for p in [rc.python_prolog] if isinstance(p, SubEpochDatasetCode)]
+    import i6_shard.returnn_config.pycode as pycode
+
+    before = sis_hash_helper(rc.python_prolog_hash)
+    monkeypatch.setattr(pycode, "i6_shard_root", lambda: "/somewhere/else")
+    monkeypatch.setattr(pycode, "_on_default_sys_path", lambda path: False)
+    assert "sys.path.insert(0, '/somewhere/else')" in prolog.get()
+    assert sis_hash_helper(rc.python_prolog_hash) == before
+
+
+def test_classic_placement_shape():
+    pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+    train = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, distribution="balanced")
+    rc = ReturnnConfig(dict(BASE_CONFIG), python_prolog="import os")
+    add_sharded_dataset(rc, train, key="train")
+    entry = rc.config["train"]
+    assert isinstance(entry["class"], CodeWrapper) and entry["class"].code == "_i6_shard_train_dataset_class"
+    assert isinstance(entry["get_sub_epoch_dataset"], CodeWrapper)
+    assert rc.python_prolog[0] == "import os" and isinstance(rc.python_prolog[1], SubEpochDatasetCode)
+    code = rc.python_prolog[1].get()
+    assert "_i6_shard_train_get_sub_epoch_dataset = _i6_shard_partial(" in code
+    assert "from i6_shard.returnn_ext.distrib_files import ShardedDistributeFilesDataset" in code
+    with pytest.raises(ValueError, match="already has 'train'"):
+        add_sharded_dataset(rc, train)
+    with pytest.raises(ValueError, match="hash_full_python_code=True"):
+        add_sharded_dataset(ReturnnConfig({}, hash_full_python_code=True), train)
+
+
+def _write_and_load(rc, path):
+    from returnn.config import Config
+
+    rc.write(str(path))
+    config = Config()
+    config.load_file(str(path))
+    return config.typed_value("train")
+
+
+@settings(max_examples=15)
+@given(names=st.lists(file_names, min_size=2, max_size=5), v2=st.booleans())
+def test_returnn_config_write_round_trips_any_file_name(tmp_path_factory, names, v2):
+    train = sharded_files_dataset(names, sub_epoch_dataset={**HDF, "note": names[0]}, partition_epoch=2)
+    rc = sharded_returnn_config(BASE_CONFIG, train, v2=v2, black_formatting=False)
+    loaded = _write_and_load(rc, tmp_path_factory.mktemp("cfg") / "returnn.config")
+    assert loaded["files"] == names
+    assert loaded["get_sub_epoch_dataset"](names[:1]) == {**HDF, "note": names[0], "files": names[:1]}
+
+
+def test_training_job_kwargs():
+    train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
+    rc = sharded_returnn_config(BASE_CONFIG, train)
+    kwargs = training_job_kwargs(rc, num_gpus=4, passes=3, time_rqmt=100, **EXE)
+    assert kwargs["num_epochs"] == 6  # sharded: one pass is one full epoch of partition_epoch=2 sub-epochs
+    assert kwargs["horovod_num_processes"] == 4 and kwargs["distributed_launch_cmd"] == "torchrun"
+    assert kwargs["returnn_config"].config["torch_distributed"] == {} and "torch_distributed" not in rc.config
+    assert kwargs["time_rqmt"] == 100
+    single = training_job_kwargs(rc, num_gpus=1, num_epochs=3)
+    assert "horovod_num_processes" not in single and "torch_distributed" not in single["returnn_config"].config
+    with pytest.raises(ConfigCheckError, match="8 files cannot fill num_shards\\*partition_epoch=8\\*2=16 bins"):
+        training_job_kwargs(rc, num_gpus=8, num_epochs=2)
+    with pytest.raises(ConfigCheckError, match="predates"):
+        training_job_kwargs(rc, num_gpus=2, num_epochs=2, returnn_version="1.20250101.000000")
+    with pytest.raises(ValueError, match="set backend='torch'"):
+        training_job_kwargs(sharded_returnn_config({"backend": "tensorflow"}, train), num_gpus=2, num_epochs=2)
+    with pytest.raises(ValueError, match="give only one"):
+        training_job_kwargs(sharded_returnn_config({**BASE_CONFIG, "torch_distributed": {"reduce_type": "param"}},
+                                                   train), num_gpus=2, num_epochs=2, torch_distributed={})
+    with pytest.raises(ValueError, match="exactly one of num_epochs"):
+        training_job_kwargs(rc, num_gpus=2)
+    with pytest.raises(ValueError, match="horovod_num_processes is set by training_job_kwargs"):
+        training_job_kwargs(rc, num_gpus=2, num_epochs=2, horovod_num_processes=2)
+
+
+def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
+    from i6_shard.returnn_config import check_returnn_config
+
+    train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
+    job = ReturnnTrainingJob(sharded_returnn_config(BASE_CONFIG, train), num_epochs=2, horovod_num_processes=2,
+                             distributed_launch_cmd="torchrun", **EXE)
+    merged = {**job.returnn_config.config, **job.returnn_config.post_config}
+    assert merged["use_horovod"] is True
+    with pytest.raises(ConfigCheckError, match="without torch_distributed"):
+        check_returnn_config(merged, num_ranks=2)
