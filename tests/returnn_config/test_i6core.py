@@ -209,3 +209,33 @@ def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
     assert merged["use_horovod"] is True
     with pytest.raises(ConfigCheckError, match="without torch_distributed"):
         check_returnn_config(merged, num_ranks=2)
+
+
+def test_readme_recipe_snippet_builds_the_jobs(tmp_path):
+    """The first code block of the README's "Config builders" section runs as it is."""
+    pytest.importorskip("i6_shard.jobs")
+    import re
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## Config builders"):]
+    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace = {
+        "hdf_files": [tk.Path(f"/data/part{i:03d}.hdf") for i in range(200)],
+        "get_model": _readme_get_model, "train_step": _readme_train_step,
+        "RETURNN_PYTHON_EXE": EXE["returnn_python_exe"], "RETURNN_ROOT": EXE["returnn_root"],
+    }
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    job = namespace["job"]
+    assert isinstance(job, ReturnnTrainingJob) and job.horovod_num_processes == 8
+    assert namespace["num_epochs"] == 200
+    train = job.returnn_config.config["train"]
+    assert train["files"].get_path() == namespace["sizes"].out_file_list.get_path()
+    assert train["distribution"] == "balanced" and train["file_sizes"].get_path().endswith("file_sizes.npz")
+
+
+def _readme_get_model(**_kwargs):
+    raise NotImplementedError
+
+
+def _readme_train_step(**_kwargs):
+    raise NotImplementedError
