@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -40,19 +42,32 @@ def returnn_bounds(keys, sizes, *, seed: int, num_bins: int):
     return files, bins
 
 
-def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_epochs: int) -> None:
-    """Plan ``full_epochs`` full epochs (stats over every sub-epoch); print time and peak RSS as JSON."""
+def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_epochs: int, write: bool) -> None:
+    """Plan ``full_epochs`` full epochs: stats over every sub-epoch, or (``write``) all plan outputs
+    as ShardPlanJob writes them; print time and peak RSS as JSON."""
     sizes = core.lognormal_sizes(num_files, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(num_files)]
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     plan = core.ShardPlan(keys, sizes, num_shards=num_shards, partition_epoch=partition_epoch)
+    num_epochs = full_epochs * partition_epoch
     t0 = time.perf_counter()
-    stats = core.compute_plan_stats(plan, num_epochs=full_epochs * partition_epoch)
-    seconds = time.perf_counter() - t0
-    assert int(stats.passes.min()) == int(stats.passes.max()) == full_epochs
-    print(json.dumps({"seconds": seconds, "base_rss_kib": base_rss,
+    if write:
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = core.write_plan_outputs(
+                plan, num_epochs=num_epochs, plan_path=os.path.join(tmp, "plan.npz"),
+                summary_path=os.path.join(tmp, "summary.json"), report_path=os.path.join(tmp, "report.txt"),
+                plot_path=os.path.join(tmp, "plot.png"))
+            plan_mib = os.path.getsize(os.path.join(tmp, "plan.npz")) / 2**20
+            seconds = time.perf_counter() - t0
+        dropped = summary["dropped_fraction"]
+    else:
+        stats = core.compute_plan_stats(plan, num_epochs=num_epochs)
+        seconds = time.perf_counter() - t0
+        assert int(stats.passes.min()) == int(stats.passes.max()) == full_epochs
+        dropped, plan_mib = float(stats.dropped_fraction.mean()), 0.0
+    print(json.dumps({"seconds": seconds, "base_rss_kib": base_rss, "plan_mib": plan_mib,
                       "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                      "dropped_fraction": float(stats.dropped_fraction.mean())}))
+                      "dropped_fraction": dropped}))
 
 
 def main() -> None:
@@ -62,11 +77,12 @@ def main() -> None:
     parser.add_argument("--partition-epoch", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--full-epochs", type=int, default=100, help="full epochs for the time/RSS part")
-    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-write", action="store_true", help="skip timing write_plan_outputs for --full-epochs")
+    parser.add_argument("--memory-child", choices=["stats", "write"], default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     n, shards, part = args.num_files, args.num_shards, args.partition_epoch
     if args.memory_child:
-        _memory_child(n, shards, part, args.full_epochs)
+        _memory_child(n, shards, part, args.full_epochs, write=args.memory_child == "write")
         return
     num_bins = shards * part
     seed = 1  # full epoch 0 with random_seed_offset 0
@@ -114,15 +130,18 @@ def main() -> None:
     for name, value, ok in ratios:
         print(f"  {name:<58} {value:9.2f}x  {'ok' if ok else 'MISSED'}")
 
-    out = subprocess.run(
-        [sys.executable, __file__, "--memory-child", "--num-files", str(n), "--num-shards", str(shards),
-         "--partition-epoch", str(part), "--full-epochs", str(args.full_epochs)],
-        check=True, capture_output=True, text=True).stdout
-    mem = json.loads(out)
-    print(f"  plan + stats for {args.full_epochs} full epochs ({args.full_epochs * part} sub-epochs): "
-          f"{mem['seconds']:.2f} s, peak RSS {mem['peak_rss_kib'] / 1024:.0f} MiB "
-          f"({mem['base_rss_kib'] / 1024:.0f} MiB after loading the keys and sizes), "
-          f"mean dropped {100 * mem['dropped_fraction']:.3f}%")
+    for mode in ("stats", "write")[:1 if args.no_write else 2]:
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", mode, "--num-files", str(n), "--num-shards", str(shards),
+             "--partition-epoch", str(part), "--full-epochs", str(args.full_epochs)],
+            check=True, stdout=subprocess.PIPE, text=True).stdout
+        mem = json.loads(out)
+        what = ("plan + stats" if mode == "stats" else
+                f"write_plan_outputs (plan file {mem['plan_mib']:.0f} MiB, summary, report, plot)")
+        print(f"  {what} for {args.full_epochs} full epochs ({args.full_epochs * part} sub-epochs): "
+              f"{mem['seconds']:.2f} s, peak RSS {mem['peak_rss_kib'] / 1024:.0f} MiB "
+              f"({mem['base_rss_kib'] / 1024:.0f} MiB after building the keys and sizes), "
+              f"mean dropped {100 * mem['dropped_fraction']:.3f}%")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,12 @@ from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan
 from .report import render_report, summarize, summary_json
 from .stats import PlanStats, compute_plan_stats
 
-__all__ = ["write_plan_outputs", "plan_summary", "other_distribution_stats", "plot_title",
+__all__ = ["write_plan_outputs", "plan_summary", "other_distribution_stats", "plot_title", "compare_num_epochs_for",
+           "COMPARE_FULL_EPOCHS",
            "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE"]
 
+#: Full epochs over which the report compares distributions (each costs one more planning pass).
+COMPARE_FULL_EPOCHS = 3
 #: File names the command line uses inside its output directory.
 PLAN_FILE, SUMMARY_FILE, REPORT_FILE, PLOT_FILE = "plan.npz", "summary.json", "report.txt", "plot.png"
 
@@ -49,12 +52,26 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
             f"num_epochs={num_epochs}\n{mode}, seq_ordering={plan.seq_ordering}, distribution={plan.distribution}")
 
 
+def compare_num_epochs_for(plan: ShardPlan, *, num_epochs: int) -> int:
+    """Sub-epochs over which distributions are compared: the first ``COMPARE_FULL_EPOCHS``
+    full epochs at most (their expected balance is the same every full epoch).
+
+    >>> compare_num_epochs_for(ShardPlan(list("ab"), [1, 1], num_shards=1, partition_epoch=2), num_epochs=99)
+    6
+    """
+    return min(int(num_epochs), COMPARE_FULL_EPOCHS * plan.partition_epoch)
+
+
 def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
                  layout=None) -> Tuple[Dict[str, Any], PlanStats]:
-    """Summary dict (see :func:`summarize`) and stats of ``plan`` over ``num_epochs`` sub-epochs."""
+    """Summary dict (see :func:`summarize`) and stats of ``plan`` over ``num_epochs`` sub-epochs;
+    with ``compare``, the other distributions over :func:`compare_num_epochs_for` sub-epochs."""
     stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
-    others = other_distribution_stats(plan, num_epochs=num_epochs) if compare else {}
-    return summarize(plan, stats, other_distributions=others), stats
+    if not compare:
+        return summarize(plan, stats), stats
+    cmp_epochs = compare_num_epochs_for(plan, num_epochs=num_epochs)
+    others = other_distribution_stats(plan, num_epochs=cmp_epochs)
+    return summarize(plan, stats, other_distributions=others, compare_num_epochs=cmp_epochs), stats
 
 
 def write_plan_outputs(plan: ShardPlan, *, num_epochs: int, plan_path: str, summary_path: str, report_path: str,

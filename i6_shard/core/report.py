@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from .plan import ShardPlan
-from .stats import PlanStats
+from .stats import PlanStats, dropped_fraction, max_over_mean
 
 __all__ = [
     "SUMMARY_FORMAT_VERSION",
@@ -51,25 +51,31 @@ def format_bytes(num_bytes: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _distribution_summary(stats: PlanStats) -> Dict[str, float]:
-    drop = stats.dropped_fraction
+def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
+    drop = dropped_fraction(bytes_per_shard)
     return {
         "dropped_fraction": _f(drop.mean()),
         "dropped_fraction_max": _f(drop.max()),
-        "max_imbalance": _f(stats.max_over_mean.max()),
+        "max_imbalance": _f(max_over_mean(bytes_per_shard).max()),
     }
 
 
 def summarize(plan: ShardPlan, stats: PlanStats, *,
-              other_distributions: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+              other_distributions: Optional[Mapping[str, Any]] = None,
+              compare_num_epochs: Optional[int] = None) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
     Top-level floats ``max_imbalance`` (max over sub-epochs of max/mean bytes across shards) and
     ``dropped_fraction`` (mean over sub-epochs of ``1 - num_shards * min / sum``) are the headline.
 
     :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
-        settings, or a str saying why it could not be planned
+        settings over sub-epochs ``1..compare_num_epochs``, or a str saying why it could not be planned
+    :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     """
+    if compare_num_epochs is None:
+        compare_num_epochs = stats.num_epochs
+    if not 1 <= compare_num_epochs <= stats.num_epochs:
+        raise ValueError(f"compare_num_epochs={compare_num_epochs} must be in 1..{stats.num_epochs}")
     drop = stats.dropped_fraction
     ratio = stats.max_over_mean
     files = stats.files
@@ -78,9 +84,11 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     mean_shard = per_shard_bytes.mean()
     dropped_bytes = stats.bytes.sum(axis=1) - stats.num_shards * stats.bytes.min(axis=1)
     worst = np.argsort(-ratio, kind="stable")[:NUM_WORST]
-    distributions: Dict[str, Any] = {plan.distribution: _distribution_summary(stats)}
+    distributions: Dict[str, Any] = {plan.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
     for name, other in sorted((other_distributions or {}).items()):
-        distributions[name] = other if isinstance(other, str) else _distribution_summary(other)
+        if not isinstance(other, str):
+            assert other.num_epochs == compare_num_epochs, (name, other.num_epochs, compare_num_epochs)
+        distributions[name] = other if isinstance(other, str) else _distribution_summary(other.bytes)
     summary: Dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "settings": {
@@ -128,6 +136,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
             for e in worst.tolist()
         ],
         "distributions": distributions,
+        "distributions_num_epochs": int(compare_num_epochs),
     }
     summary["warnings"] = plan_warnings(plan, stats, summary)
     return summary
@@ -238,7 +247,9 @@ def render_report(summary: Mapping[str, Any]) -> str:
     add(f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst {_pct(summary['dropped_fraction_max'])}, "
         f"in total about {format_bytes(summary['dropped_bytes'])} of {format_bytes(summary['scheduled_bytes'])}")
     add("")
-    add("Distributions on the same files and settings (* = this plan)")
+    cmp_epochs = summary["distributions_num_epochs"]
+    window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"
+    add(f"Distributions on the same files and settings, over {window} (* = this plan)")
     add(f"  {'distribution':<14} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}")
     dists = summary["distributions"]
     for name in [s["distribution"]] + sorted(n for n in dists if n != s["distribution"]):

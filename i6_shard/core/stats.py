@@ -10,7 +10,8 @@ import numpy as np
 
 from .plan import ShardPlan
 
-__all__ = ["PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for"]
+__all__ = ["PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for", "max_over_mean",
+           "dropped_fraction"]
 
 
 def num_full_epochs_for(num_epochs: int, *, partition_epoch: int) -> int:
@@ -50,6 +51,34 @@ def check_layout(order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_b
                              f"({int(np.sum(counts == 0))} missing, {int(np.sum(counts > 1))} repeated)")
 
 
+def max_over_mean(bytes_per_shard: np.ndarray) -> np.ndarray:
+    """Per row: max over shards / mean over shards; 1.0 for an all-zero row.
+
+    :param bytes_per_shard: shape [num_epochs, num_shards]
+
+    >>> max_over_mean(np.array([[1, 3], [0, 0]])).tolist()
+    [1.5, 1.0]
+    """
+    b = np.asarray(bytes_per_shard)
+    mean = b.mean(axis=1)
+    return np.divide(b.max(axis=1).astype(np.float64), mean, out=np.ones_like(mean), where=mean > 0)
+
+
+def dropped_fraction(bytes_per_shard: np.ndarray) -> np.ndarray:
+    """Per row: ``1 - num_shards * min / sum``, the share of data beyond the shortest shard's
+    length when every shard stops with the first one; 0.0 for an all-zero row.
+
+    :param bytes_per_shard: shape [num_epochs, num_shards]
+
+    >>> dropped_fraction(np.array([[1, 3], [0, 0]])).tolist()
+    [0.5, 0.0]
+    """
+    b = np.asarray(bytes_per_shard)
+    total = b.sum(axis=1).astype(np.float64)
+    kept = b.shape[1] * b.min(axis=1).astype(np.float64)
+    return 1.0 - np.divide(kept, total, out=np.ones_like(total), where=total > 0)
+
+
 @dataclass(frozen=True)
 class PlanStats:
     """What a plan does over ``num_epochs`` sub-epochs (RETURNN's ``num_epochs``).
@@ -83,18 +112,13 @@ class PlanStats:
     @property
     def max_over_mean(self) -> np.ndarray:
         """float64 [num_epochs]: max over shards of bytes / mean over shards (1.0 = balanced)."""
-        mean = self.bytes.mean(axis=1)
-        peak = self.bytes.max(axis=1).astype(np.float64)
-        return np.divide(peak, mean, out=np.ones_like(mean), where=mean > 0)
+        return max_over_mean(self.bytes)
 
     @property
     def dropped_fraction(self) -> np.ndarray:
         """float64 [num_epochs]: expected fraction of the sub-epoch's data dropped when the first
         rank runs out, ``1 - num_shards * min / sum`` over shards (0 for an empty sub-epoch)."""
-        total = self.bytes.sum(axis=1).astype(np.float64)
-        kept = self.num_shards * self.bytes.min(axis=1).astype(np.float64)
-        frac = np.divide(kept, total, out=np.ones_like(total), where=total > 0)
-        return 1.0 - frac
+        return dropped_fraction(self.bytes)
 
     @property
     def full_epoch_coverage(self) -> float:

@@ -117,3 +117,15 @@ def test_report_warns_about_few_files_partial_epochs_and_overlap():
     assert "read by more than one rank" in text
     quiet = core.ShardPlan([f"f{i}" for i in range(400)], [1000] * 400, num_shards=2, partition_epoch=2)
     assert core.plan_summary(quiet, num_epochs=4, compare=False)[0]["warnings"] == []
+
+
+def test_distributions_are_compared_over_the_first_full_epochs_only():
+    plan = golden_plan()  # partition_epoch 4: the window is the first COMPARE_FULL_EPOCHS * 4 sub-epochs
+    window = outputs.COMPARE_FULL_EPOCHS * 4
+    summary, stats = core.plan_summary(plan, num_epochs=window + 6)
+    assert summary["distributions_num_epochs"] == window
+    table = np.array(summary["per_sub_epoch"]["bytes"][:window], dtype=float)
+    mine = summary["distributions"]["returnn"]
+    assert mine["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
+    assert mine["dropped_fraction"] != summary["dropped_fraction"]  # the headline covers all sub-epochs
+    assert f"over sub-epochs 1..{window} (* = this plan)" in core.render_report(summary)
