@@ -29,3 +29,22 @@ def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_s
         writer.close()
         paths.append(path)
     return paths
+
+
+def sharded_dfd(files, *, partition_epoch: int, sharding_fix=True, **extra) -> Dict[str, Any]:
+    """A sharded DistributeFilesDataset dict over HDF files (in-process sub-epoch datasets, for speed)."""
+    import functools
+
+    d = {
+        "class": "DistributeFilesDataset",
+        "files": files,
+        "get_sub_epoch_dataset": functools.partial(hdf_sub_epoch_dataset, seq_ordering="random"),
+        "partition_epoch": partition_epoch,
+        "seq_ordering": "random",
+        "distrib_shard_files": True,
+        "use_worker_proc": False,
+    }
+    if sharding_fix is not None:
+        d["sharding_fix"] = sharding_fix
+    d.update(extra)
+    return d

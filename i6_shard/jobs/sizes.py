@@ -129,7 +129,7 @@ class ComputeFileSizesJob(Job):
         return max(1, min(self.MAX_AUTO_TASKS, math.ceil(num_entries / self.ENTRIES_PER_TASK)))
 
     def _work_dir(self) -> str:
-        return self._sis_path(gs.JOB_WORK_DIR)
+        return self._sis_path(gs.JOB_WORK_DIR, abspath=True)  # tasks run with the job's work dir as cwd
 
     def _part_path(self, part: int, num_parts: int) -> str:
         return os.path.join(self._work_dir(), f"sizes.part-{part:04d}-of-{num_parts:04d}.npz")

@@ -98,7 +98,7 @@ class VerifyShardingJob(Job):
         yield Task("run", rqmt=self.rqmt)
 
     def run(self):
-        work = self._sis_path(gs.JOB_WORK_DIR)
+        work = self._sis_path(gs.JOB_WORK_DIR, abspath=True)  # tasks run with the job's work dir as cwd
         os.makedirs(work, exist_ok=True)
         source = self._write_source(work)
         python = self._path_str(self.returnn_python_exe) or sys.executable
