@@ -39,3 +39,12 @@ from .plot import matplotlib_available, plot_plan
 from .report import format_bytes, plan_warnings, render_report, summarize, summary_json
 from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for
 from .progress import Progress
+from .verify import (
+    SubEpochRead,
+    Violation,
+    check_rank_settings,
+    check_reads,
+    render_verify_report,
+    summarize_reads,
+    verify_records,
+)
