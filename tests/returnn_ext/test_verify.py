@@ -100,3 +100,21 @@ def test_unsharded_dataset_fails_on_settings_and_duplicates(tmp_path, hdf_files)
     assert [v.kind for v in violations[:2]] == ["settings", "settings"]
     assert "set distrib_shard_files=True" in str(violations[0])
     assert "duplicate" in {v.kind for v in violations}
+
+
+def test_balanced_subclass_with_precomputed_sizes_matches_the_balanced_plan(tmp_path, hdf_files):
+    """i6_shard's own dataset class: the verifier plans with the distribution the dataset reports."""
+    from i6_shard import core
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    sizes_path = str(tmp_path / "file_sizes.npz")
+    core.save_file_sizes(core.collect_file_sizes(hdf_files), sizes_path)
+    dataset = sharded_dfd(hdf_files, partition_epoch=2, distribution="balanced", file_sizes=sizes_path)
+    dataset["class"] = ShardedDistributeFilesDataset
+    ranks, ref = _record(tmp_path, _pickled(tmp_path, dataset), num_shards=2, epochs=[1, 2])
+    assert ranks[0]["settings"]["distribution"] == "balanced"
+    violations, report = verify_records(ranks, ref, num_shards=2)
+    assert violations == [], report
+    # Checked against the balanced plan: RETURNN's own cut differs here, and would be reported.
+    ranks[0]["settings"]["distribution"] = ranks[1]["settings"]["distribution"] = "returnn"
+    assert {v.kind for v in verify_records(ranks, ref, num_shards=2)[0]} == {"files"}
