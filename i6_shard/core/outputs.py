@@ -17,7 +17,7 @@ from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan
 from .report import render_report, summarize, summary_json
 from .stats import PlanStats, compute_plan_stats
 
-__all__ = ["write_plan_outputs", "plan_summary", "other_distribution_stats", "plot_title", "compare_num_epochs_for",
+__all__ = ["write_plan_outputs", "plan_summary", "other_distribution_stats", "other_mode_stats", "plot_title", "compare_num_epochs_for",
            "COMPARE_FULL_EPOCHS",
            "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE"]
 
@@ -52,6 +52,15 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
             f"num_epochs={num_epochs}\n{mode}, seq_ordering={plan.seq_ordering}, distribution={plan.distribution}")
 
 
+def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> PlanStats:
+    """Stats of plain RETURNN (distribution ``returnn``) with ``distrib_shard_files`` flipped,
+    on the same files and settings: sharded versus each rank shuffling everything itself."""
+    other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
+                      seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
+                      fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=not plan.distrib_shard_files)
+    return compute_plan_stats(other, num_epochs=num_epochs)
+
+
 def compare_num_epochs_for(plan: ShardPlan, *, num_epochs: int) -> int:
     """Sub-epochs over which distributions are compared: the first ``COMPARE_FULL_EPOCHS``
     full epochs at most (their expected balance is the same every full epoch).
@@ -71,7 +80,8 @@ def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
         return summarize(plan, stats), stats
     cmp_epochs = compare_num_epochs_for(plan, num_epochs=num_epochs)
     others = other_distribution_stats(plan, num_epochs=cmp_epochs)
-    return summarize(plan, stats, other_distributions=others, compare_num_epochs=cmp_epochs), stats
+    mode = other_mode_stats(plan, num_epochs=cmp_epochs)
+    return summarize(plan, stats, other_distributions=others, other_mode=mode, compare_num_epochs=cmp_epochs), stats
 
 
 def write_plan_outputs(plan: ShardPlan, *, num_epochs: int, plan_path: str, summary_path: str, report_path: str,

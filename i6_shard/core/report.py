@@ -62,6 +62,7 @@ def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
 
 def summarize(plan: ShardPlan, stats: PlanStats, *,
               other_distributions: Optional[Mapping[str, Any]] = None,
+              other_mode: Optional[PlanStats] = None,
               compare_num_epochs: Optional[int] = None) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
@@ -70,6 +71,8 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
 
     :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
         settings over sub-epochs ``1..compare_num_epochs``, or a str saying why it could not be planned
+    :param other_mode: stats of RETURNN's own distribution with ``distrib_shard_files`` flipped, over
+        the same sub-epochs as ``other_distributions``
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     """
     if compare_num_epochs is None:
@@ -138,6 +141,15 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
         "distributions": distributions,
         "distributions_num_epochs": int(compare_num_epochs),
     }
+    if other_mode is not None:
+        assert other_mode.num_epochs == compare_num_epochs, (other_mode.num_epochs, compare_num_epochs)
+        summary["other_mode"] = {
+            "distrib_shard_files": not plan.distrib_shard_files,
+            "distribution": "returnn",
+            **_distribution_summary(other_mode.bytes),
+            "overlap_max": int(other_mode.overlap.max()),
+            "coverage_mean": _f(other_mode.coverage.mean()),
+        }
     summary["warnings"] = plan_warnings(plan, stats, summary)
     return summary
 
@@ -250,16 +262,27 @@ def render_report(summary: Mapping[str, Any]) -> str:
     cmp_epochs = summary["distributions_num_epochs"]
     window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"
     add(f"Distributions on the same files and settings, over {window} (* = this plan)")
-    add(f"  {'distribution':<14} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}")
+    add(f"  {'distribution':<22} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}")
     dists = summary["distributions"]
     for name in [s["distribution"]] + sorted(n for n in dists if n != s["distribution"]):
         row = dists[name]
         mark = "*" if name == s["distribution"] else " "
         if isinstance(row, str):
-            add(f"  {name:<12} {mark} not applicable: {row}")
+            add(f"  {name:<20} {mark} not applicable: {row}")
             continue
-        add(f"  {name:<12} {mark} {_pct(row['dropped_fraction']):>12} {_pct(row['dropped_fraction_max']):>13} "
+        add(f"  {name:<20} {mark} {_pct(row['dropped_fraction']):>12} {_pct(row['dropped_fraction_max']):>13} "
             f"{row['max_imbalance']:>14.3f}")
+    mode_row = summary.get("other_mode")
+    if mode_row is not None:
+        label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
+        add(f"  {label:<20}   {_pct(mode_row['dropped_fraction']):>12} {_pct(mode_row['dropped_fraction_max']):>13} "
+            f"{mode_row['max_imbalance']:>14.3f}")
+        if mode_row["distrib_shard_files"]:
+            add("    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per sub-epoch)")
+        else:
+            add(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks together "
+                f"read {_pct(mode_row['coverage_mean'])} of the entries, up to {mode_row['overlap_max']:,} of them "
+                f"on more than one rank)")
     add("")
     add("Warnings")
     if summary["warnings"]:

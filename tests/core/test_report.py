@@ -89,7 +89,7 @@ def test_every_other_distribution_is_compared(tmp_path):
         other = core.ShardPlan(plan.keys, plan.sizes, num_shards=3, partition_epoch=4, distribution=name)
         drop = core.compute_plan_stats(other, num_epochs=10).dropped_fraction
         assert summary["distributions"][name]["dropped_fraction"] == pytest.approx(drop.mean(), abs=1e-6)
-        assert f"  {name:<12}   {100 * drop.mean():>11.2f}%" in report
+        assert f"  {name:<20}   {100 * drop.mean():>11.2f}%" in report
 
 
 def test_a_distribution_that_cannot_plan_is_reported_not_fatal(tmp_path, monkeypatch):
@@ -129,3 +129,19 @@ def test_distributions_are_compared_over_the_first_full_epochs_only():
     assert mine["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
     assert mine["dropped_fraction"] != summary["dropped_fraction"]  # the headline covers all sub-epochs
     assert f"over sub-epochs 1..{window} (* = this plan)" in core.render_report(summary)
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_the_other_sharding_mode_is_compared(sharded):
+    plan = golden_plan(distrib_shard_files=sharded)
+    summary, _ = core.plan_summary(plan, num_epochs=8)
+    row = summary["other_mode"]
+    assert row["distrib_shard_files"] is (not sharded)
+    flipped = golden_plan(distrib_shard_files=not sharded)
+    size_of = dict(zip(plan.keys, plan.sizes.tolist()))
+    table = np.array([[sum(size_of[k] for k in flipped.files_for(epoch=e, shard_index=r)) for r in range(3)]
+                      for e in range(1, 9)], dtype=float)
+    assert row["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
+    assert row["max_imbalance"] == pytest.approx((table.max(1) / table.mean(1)).max(), abs=1e-6)
+    label = "returnn, sharded" if not sharded else "returnn, unsharded"
+    assert f"  {label:<20}   {100 * row['dropped_fraction']:>11.2f}%" in core.render_report(summary)
