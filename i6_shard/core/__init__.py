@@ -29,6 +29,7 @@ from .outputs import (
     REPORT_FILE,
     SUMMARY_FILE,
     other_distribution_stats,
+    other_mode_stats,
     plan_summary,
     plot_title,
     write_plan_outputs,
