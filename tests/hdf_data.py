@@ -22,6 +22,8 @@ def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_s
     paths = []
     for i in range(num_files):
         path = os.path.join(directory, f"file{i:03d}.hdf")
+        if os.path.exists(path):
+            os.unlink(path)  # SimpleHDFWriter refuses to overwrite
         writer = SimpleHDFWriter(path, dim=2, ndim=2)
         for j in range(int(rng.randint(1, max_seqs + 1))):
             n = int(rng.randint(1, 4))

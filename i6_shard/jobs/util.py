@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import sysconfig
 import types
 from typing import Any, List, Optional
 
@@ -55,8 +56,8 @@ def _module_root(module_name: str) -> Optional[str]:
 
 def import_roots(obj: Any) -> List[str]:
     """Directories from which the functions and classes inside ``obj`` (and i6_shard itself) were
-    imported, so that a subprocess can unpickle ``obj``. Installed packages (site-packages) are
-    left out: another Python must have its own."""
+    imported, so that a subprocess can unpickle ``obj``. The standard library and installed
+    packages (site-packages) are left out: another Python must have its own."""
     found = {}
 
     def visit(o: Any) -> None:
@@ -74,11 +75,15 @@ def import_roots(obj: Any) -> List[str]:
             found.setdefault(o.__module__, None)
 
     visit(obj)
+    installed = {os.path.realpath(p) for k, p in sysconfig.get_paths().items()
+                 if k in ("stdlib", "platstdlib", "purelib", "platlib")}
     roots = []
     for name in ["i6_shard"] + sorted(found):
         root = _module_root(name)
-        if root and os.path.basename(root) not in ("site-packages", "dist-packages") and root not in roots:
-            roots.append(root)
+        if not root or root in roots or os.path.realpath(root) in installed \
+                or os.path.basename(root) in ("site-packages", "dist-packages"):
+            continue
+        roots.append(root)
     return roots
 
 
