@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from typing import Any, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..core import check_enough_files
 from .sub_epoch import is_sub_epoch_partial
@@ -226,14 +226,27 @@ def returnn_version_of(returnn_root: Any) -> Optional[str]:
     if returnn_root is None:
         return None
     root = returnn_root.get_path() if hasattr(returnn_root, "get_path") else os.fspath(returnn_root)
-    for info in (os.path.join(root, "returnn", "_setup_info_generated.py"), os.path.join(root, "_setup_info_generated.py")):
+    if root not in _VERSION_CACHE:
+        version = _returnn_version_of_dir(root)
+        if version is None:
+            return None  # not cached: the checkout may appear later
+        _VERSION_CACHE[root] = version
+    return _VERSION_CACHE[root]
+
+
+_VERSION_CACHE: Dict[str, str] = {}  # recipes create many jobs with the same returnn_root
+
+
+def _returnn_version_of_dir(root: str) -> Optional[str]:
+    infos = (os.path.join(root, "returnn", "_setup_info_generated.py"), os.path.join(root, "_setup_info_generated.py"))
+    for info in infos:
         if os.path.isfile(info):
             with open(info, "rt", encoding="utf-8") as f:
                 match = re.search(r"^version\s*=\s*['\"]([^'\"]+)['\"]", f.read(), re.MULTILINE)
             if match:
                 return match.group(1)
-    if not os.path.isdir(root):
-        return None
+    if not os.path.isfile(os.path.join(root, "returnn", "__init__.py")):
+        return None  # not a RETURNN checkout; git would tell the version of some other repository
     try:
         out = subprocess.run(["git", "show", "-s", "--format=%ci", "HEAD"], cwd=root, capture_output=True,
                              text=True, timeout=10, check=True).stdout.strip()

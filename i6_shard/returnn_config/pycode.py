@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import keyword
 import math
+import numbers
 import os
 import site
 import sys
@@ -103,9 +104,10 @@ class PyCode:
         """An expression that evaluates to ``value``; strings are ASCII-escaped literals."""
         if value is None or isinstance(value, bool):
             return repr(value)
-        if isinstance(value, int):
+        if isinstance(value, numbers.Integral):  # also numpy integers
             return repr(int(value))
-        if isinstance(value, float):
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):
+            value = float(value)
             return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
         if isinstance(value, str):
             return ascii(value)

@@ -119,6 +119,9 @@ def test_returnn_version_of_git_checkout(tmp_path):
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
-    assert returnn_version_of(str(tmp_path)) == "1.20260612.101112"
+    assert returnn_version_of(str(tmp_path)) is None  # a git repository, but not RETURNN's
+    (tmp_path / "returnn").mkdir()
+    (tmp_path / "returnn" / "__init__.py").write_text("")
+    assert returnn_version_of(str(tmp_path / ".")) == "1.20260612.101112"
     assert returnn_version_of(str(tmp_path / "missing")) is None
     assert returnn_version_of(None) is None

@@ -88,6 +88,12 @@ def test_code_shape_and_errors():
     code = config_code({"x": float("inf"), "y": [1.5, None, True, b"b"], "z": ()})
     assert "x = float('inf')\n" in code and "y = [1.5, None, True, b'b']\n" in code and "z = ()\n" in code
     assert "sys.path" not in code  # nothing from i6_shard needed
+    import numpy as np
+    from fractions import Fraction
+
+    assert config_code({"n": np.int64(3), "f": np.float32(0.5)}).endswith("n = 3\nf = 0.5\n")
+    with pytest.raises(TypeError, match="has no safe literal"):
+        config_code({"q": Fraction(1, 3)})
     with pytest.raises(ValueError, match="not a Python identifier"):
         config_code({"not valid": 1})
     with pytest.raises(TypeError, match=r"train\['f'\]: function .* has no safe literal|cannot go into a RETURNN"):
