@@ -3,6 +3,7 @@ assignment of each group's files to the ranks, so that no rank runs dry early.""
 
 from __future__ import annotations
 
+import heapq
 from fractions import Fraction
 from typing import Tuple
 
@@ -28,10 +29,11 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
 
     Files of (nearly) equal size cannot be balanced by stage 2 when a group's file count is
     not a multiple of W (500 files on 64 ranks: some get 7, some 8, and 10% is dropped).
-    So a second cut, with each boundary rounded to the nearest multiple of W files, is tried
-    too, and the cut whose sub-epochs drop the smaller fraction of their bytes (mean over
-    sub-epochs of ``1 - W*min/sum``, compared exactly) wins; ties keep the first cut. The
-    result is therefore never worse than largest-first on RETURNN's cut.
+    So where the first cut drops more than 0.1%, a second cut, with each boundary rounded to
+    the nearest multiple of W files, is tried too, and the cut whose sub-epochs drop the
+    smaller fraction of their bytes (mean over sub-epochs of ``1 - W*min/sum``, compared
+    exactly) wins; ties keep the first cut. The result is therefore never worse than
+    largest-first on RETURNN's cut.
 
     Within a bin the files keep the given order. All ranks compute the same bins from the
     same sizes: there are only integer sums, exact fractions and stable sorts.
@@ -57,20 +59,16 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     num_files = int(sizes.shape[0])
     check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
-    cuts = [group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)]
-    if num_shards > 1:
-        aligned = _min_group_size(((cuts[0] + num_shards // 2) // num_shards) * num_shards,
+    cut = group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)
+    groups = _assign_groups(sizes, cut, num_shards=num_shards)
+    loss = sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
+    if num_shards > 1 and loss > _TRY_ALIGNED_CUT_ABOVE * partition_epoch:
+        aligned = _min_group_size(((cut + num_shards // 2) // num_shards) * num_shards,
                                   num_files=num_files, min_group_size=num_shards)
-        if not np.array_equal(aligned, cuts[0]):
-            cuts.append(aligned)
-    best = None
-    for cut in cuts:
-        groups = [_assign_group(sizes[int(cut[s]):int(cut[s + 1])], num_shards=num_shards)
-                  for s in range(partition_epoch)]
-        loss = sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
-        if best is None or loss < best[0]:
-            best = (loss, cut, groups)
-    _, cut, groups = best
+        if not np.array_equal(aligned, cut):
+            aligned_groups = _assign_groups(sizes, aligned, num_shards=num_shards)
+            if sum((_dropped(loads, num_shards) for _, _, loads in aligned_groups), Fraction(0)) < loss:
+                cut, groups = aligned, aligned_groups
     # Bin r*P + s holds group s's files of rank r; concatenate the slices rank-major.
     pieces, counts = [], np.empty((num_shards, partition_epoch), dtype=np.int64)
     for s, (by_rank, rank_starts, _) in enumerate(groups):
@@ -81,6 +79,15 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     bounds = np.zeros(num_shards * partition_epoch + 1, dtype=np.int64)
     np.cumsum(counts.reshape(-1), out=bounds[1:])
     return order, bounds
+
+
+#: The cut aligned to multiples of W files is only tried when RETURNN's cut drops more than this
+#: (mean over sub-epochs); below, files per rank are so many that granularity costs next to nothing.
+_TRY_ALIGNED_CUT_ABOVE = Fraction(1, 1000)
+
+
+def _assign_groups(sizes: np.ndarray, cut: np.ndarray, *, num_shards: int) -> list:
+    return [_assign_group(sizes[int(cut[s]):int(cut[s + 1])], num_shards=num_shards) for s in range(len(cut) - 1)]
 
 
 def _assign_group(sizes: np.ndarray, *, num_shards: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,10 +155,11 @@ def assign_largest_first(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
     """Longest-processing-time-first assignment: the files, largest first (ties: earlier
     first), each go to the bin with the least load (ties: fewer files, then lower index).
 
-    The result is exactly that of the one-file-at-a-time heap loop, but the files are placed
-    in runs: while the k next files provably go to the k least-loaded bins in turn, they
-    are placed in one step. A run ends at the first file whose target another file of the
-    same run would overtake, so runs are close to ``num_bins`` files once loads are even.
+    The result is exactly that of the one-file-at-a-time heap loop, which is what runs for
+    fewer than 32 bins. With more bins, the files are placed in runs: while the k next files
+    provably go to the k least-loaded bins in turn, they are placed in one step. A run ends at
+    the first file whose target another file of the same run would overtake, so runs are close
+    to ``num_bins`` files once loads are even.
 
     With at least ``num_bins`` files no bin stays empty: an empty bin always comes first.
 
@@ -168,13 +176,36 @@ def assign_largest_first(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
     if not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
         raise ValueError(f"num_bins={num_bins!r} must be a positive int")
     num_bins = int(num_bins)
-    num_files = int(sizes.shape[0])
-    out = np.empty(num_files, dtype=np.int64)
-    if num_bins == 1 or num_files == 0:
-        out[:] = 0
+    out = np.zeros(int(sizes.shape[0]), dtype=np.int64)
+    if num_bins == 1 or not sizes.size:
         return out
     by_size = np.argsort(-sizes, kind="stable")  # largest first, ties by position
-    sorted_sizes = sizes[by_size]
+    lpt = _lpt_heap if num_bins < _MIN_BINS_FOR_RUNS else _lpt_runs
+    out[by_size] = lpt(sizes[by_size], num_bins)
+    return out
+
+
+#: From this many bins on, placing runs of files with numpy beats the heap loop.
+_MIN_BINS_FOR_RUNS = 32
+
+
+def _lpt_heap(sorted_sizes: np.ndarray, num_bins: int) -> np.ndarray:
+    """LPT over sizes sorted largest first, one file at a time: bin per file."""
+    # Heap entries (load, count*num_bins + bin): least load, then fewer files, then lower index.
+    heap = [(0, b) for b in range(num_bins)]
+    ties = []
+    append, replace = ties.append, heapq.heapreplace
+    for size in sorted_sizes.tolist():
+        load, tie = heap[0]
+        append(tie)
+        replace(heap, (load + size, tie + num_bins))
+    return np.array(ties, dtype=np.int64) % num_bins
+
+
+def _lpt_runs(sorted_sizes: np.ndarray, num_bins: int) -> np.ndarray:
+    """LPT over sizes sorted largest first, in runs of up to ``num_bins`` files: bin per file."""
+    num_files = int(sorted_sizes.shape[0])
+    out = np.empty(num_files, dtype=np.int64)
     load = np.zeros(num_bins, dtype=np.int64)
     # Secondary key: file count, then bin index, as one int64 (count*num_bins + index).
     tie = np.arange(num_bins, dtype=np.int64)
@@ -193,7 +224,7 @@ def assign_largest_first(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
         if take < run and old_load[take] == lowest_new_load[take - 1]:
             take = _run_length_exact(old_load, old_tie, new_load, new_tie)
         chosen = cand[:take]
-        out[by_size[pos:pos + take]] = chosen
+        out[pos:pos + take] = chosen
         load[chosen] = new_load[:take]
         tie[chosen] = new_tie[:take]
         pos += take

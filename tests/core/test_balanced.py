@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.core import ShardPlan, distribute_evenly_by_size, lognormal_sizes, shuffle_order
-from i6_shard.core.balanced import assign_largest_first, distribute_balanced, group_bounds
+from i6_shard.core.balanced import _lpt_heap, _lpt_runs, assign_largest_first, distribute_balanced, group_bounds
 
 
 def lpt_reference(sizes, num_bins, *, fewer_files_first=True):
@@ -37,6 +37,7 @@ sizes_and_bins = st.tuples(
     st.one_of(
         st.lists(st.integers(0, 3), max_size=80),
         st.lists(st.integers(0, 10**6), max_size=80),
+        st.lists(st.integers(0, 10**6), min_size=100, max_size=300),
         st.lists(st.integers(10**15, 10**15 + 5), max_size=80),
     ),
     st.integers(1, 12),
@@ -51,8 +52,20 @@ def test_assign_largest_first_is_exactly_lpt(case):
     assert got == lpt_reference(sizes, num_bins)
 
 
+@settings(max_examples=300)
+@given(sizes_and_bins, st.sampled_from([_lpt_heap, _lpt_runs]), st.integers(0, 40))
+def test_both_lpt_loops_are_exactly_lpt_for_any_number_of_bins(case, loop, more_bins):
+    # assign_largest_first picks the heap loop below 32 bins and runs above; check both everywhere.
+    sizes, num_bins = case
+    num_bins += more_bins
+    by_size = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    got = loop(np.array([sizes[i] for i in by_size], dtype=np.int64), num_bins).tolist()
+    ref = lpt_reference(sizes, num_bins)
+    assert got == [ref[i] for i in by_size]
+
+
 @settings(max_examples=200)
-@given(st.lists(st.floats(-3, 3), min_size=1, max_size=200), st.integers(1, 16))
+@given(st.lists(st.floats(-3, 3), min_size=1, max_size=200), st.integers(1, 40))
 def test_never_worse_than_textbook_lpt_on_continuous_sizes(log_sizes, num_bins):
     # Claim: with sizes drawn from a continuous distribution (no equal loads), the result is
     # textbook LPT's; in particular its smallest bin is never smaller and its largest never larger.
