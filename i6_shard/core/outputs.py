@@ -17,9 +17,19 @@ from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan
 from .report import render_report, summarize, summary_json
 from .stats import PlanStats, compute_plan_stats
 
-__all__ = ["write_plan_outputs", "plan_summary", "other_distribution_stats", "other_mode_stats", "plot_title", "compare_num_epochs_for",
-           "COMPARE_FULL_EPOCHS",
-           "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE"]
+__all__ = [
+    "write_plan_outputs",
+    "plan_summary",
+    "other_distribution_stats",
+    "other_mode_stats",
+    "compare_num_epochs_for",
+    "plot_title",
+    "COMPARE_FULL_EPOCHS",
+    "PLAN_FILE",
+    "SUMMARY_FILE",
+    "REPORT_FILE",
+    "PLOT_FILE",
+]
 
 #: Full epochs over which the report compares distributions (each costs one more planning pass).
 COMPARE_FULL_EPOCHS = 3
@@ -52,12 +62,16 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
             f"num_epochs={num_epochs}\n{mode}, seq_ordering={plan.seq_ordering}, distribution={plan.distribution}")
 
 
-def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> PlanStats:
+def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
     """Stats of plain RETURNN (distribution ``returnn``) with ``distrib_shard_files`` flipped,
-    on the same files and settings: sharded versus each rank shuffling everything itself."""
-    other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
-                      seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
-                      fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=not plan.distrib_shard_files)
+    on the same files and settings: sharded versus each rank shuffling everything itself
+    (a str with the reason where that mode cannot plan them, e.g. too few files to shard)."""
+    try:
+        other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
+                          seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
+                          fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=not plan.distrib_shard_files)
+    except ValueError as exc:
+        return str(exc)
     return compute_plan_stats(other, num_epochs=num_epochs)
 
 

@@ -4,7 +4,7 @@ totals, balance per shard, worst sub-epochs, dropped data, other distributions, 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def _f(x: float) -> float:
 
 
 def format_bytes(num_bytes: int) -> str:
-    """Bytes in binary units with three significant decimals.
+    """Bytes in binary units with two decimals.
 
     >>> format_bytes(0), format_bytes(1536), format_bytes(3 * 2**40)
     ('0 B', '1.50 KiB', '3.00 TiB')
@@ -62,7 +62,7 @@ def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
 
 def summarize(plan: ShardPlan, stats: PlanStats, *,
               other_distributions: Optional[Mapping[str, Any]] = None,
-              other_mode: Optional[PlanStats] = None,
+              other_mode: Optional[Union[PlanStats, str]] = None,
               compare_num_epochs: Optional[int] = None) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
@@ -72,7 +72,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
         settings over sub-epochs ``1..compare_num_epochs``, or a str saying why it could not be planned
     :param other_mode: stats of RETURNN's own distribution with ``distrib_shard_files`` flipped, over
-        the same sub-epochs as ``other_distributions``
+        the same sub-epochs as ``other_distributions`` (or a str saying why that mode cannot plan)
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     """
     if compare_num_epochs is None:
@@ -141,7 +141,10 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
         "distributions": distributions,
         "distributions_num_epochs": int(compare_num_epochs),
     }
-    if other_mode is not None:
+    if isinstance(other_mode, str):
+        summary["other_mode"] = {"distrib_shard_files": not plan.distrib_shard_files, "distribution": "returnn",
+                                 "not_applicable": other_mode}
+    elif other_mode is not None:
         assert other_mode.num_epochs == compare_num_epochs, (other_mode.num_epochs, compare_num_epochs)
         summary["other_mode"] = {
             "distrib_shard_files": not plan.distrib_shard_files,
@@ -275,18 +278,19 @@ def render_report(summary: Mapping[str, Any]) -> str:
     mode_row = summary.get("other_mode")
     if mode_row is not None:
         label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
-        add(f"  {label:<20}   {_pct(mode_row['dropped_fraction']):>12} {_pct(mode_row['dropped_fraction_max']):>13} "
-            f"{mode_row['max_imbalance']:>14.3f}")
-        if mode_row["distrib_shard_files"]:
-            add("    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per sub-epoch)")
+        if "not_applicable" in mode_row:
+            add(f"  {label:<20}   not applicable: {mode_row['not_applicable']}")
         else:
-            add(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks together "
-                f"read {_pct(mode_row['coverage_mean'])} of the entries, up to {mode_row['overlap_max']:,} of them "
-                f"on more than one rank)")
+            add(f"  {label:<20}   {_pct(mode_row['dropped_fraction']):>12} "
+                f"{_pct(mode_row['dropped_fraction_max']):>13} {mode_row['max_imbalance']:>14.3f}")
+            if mode_row["distrib_shard_files"]:
+                add("    (sharded: each rank reads 1/num_shards of the files per full epoch, "
+                    "no file twice per sub-epoch)")
+            else:
+                add(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
+                    f"together read {_pct(mode_row['coverage_mean'])} of the entries, up to "
+                    f"{mode_row['overlap_max']:,} of them on more than one rank)")
     add("")
     add("Warnings")
-    if summary["warnings"]:
-        lines += [f"  - {w}" for w in summary["warnings"]]
-    else:
-        add("  none")
+    lines += [f"  - {w}" for w in summary["warnings"]] or ["  none"]
     return "\n".join(lines) + "\n"

@@ -145,3 +145,13 @@ def test_the_other_sharding_mode_is_compared(sharded):
     assert row["max_imbalance"] == pytest.approx((table.max(1) / table.mean(1)).max(), abs=1e-6)
     label = "returnn, sharded" if not sharded else "returnn, unsharded"
     assert f"  {label:<20}   {100 * row['dropped_fraction']:>11.2f}%" in core.render_report(summary)
+
+
+def test_other_mode_that_cannot_plan_is_reported_not_fatal():
+    # 5 files: unsharded needs partition_epoch=2 bins per rank, sharded would need 3*2=6.
+    plan = core.ShardPlan(list("abcde"), [1, 2, 3, 4, 5], num_shards=3, partition_epoch=2, distrib_shard_files=False)
+    summary, _ = core.plan_summary(plan, num_epochs=2)
+    assert "5 files cannot fill" in summary["other_mode"]["not_applicable"]
+    report = core.render_report(summary)
+    assert "  returnn, sharded       not applicable: 5 files cannot fill" in report
+    assert report.endswith("\n") and "\nWarnings\n" in report
