@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 
-returnn_distrib_files = pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 
 from returnn.config import Config, global_config_ctx  # noqa: E402
 from returnn.datasets.basic import init_dataset  # noqa: E402
