@@ -115,7 +115,8 @@ def test_version_constant_matches_returnn_history():
 
 
 def test_returnn_version_of_git_checkout(tmp_path):
-    env = {**os.environ, "GIT_COMMITTER_DATE": "2026-06-12 10:11:12 +0200", "GIT_AUTHOR_DATE": "2026-06-12 10:11:12 +0200",
+    date = "2026-06-12 10:11:12 +0200"
+    env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date,
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)

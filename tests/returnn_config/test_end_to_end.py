@@ -95,10 +95,16 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
 def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     """A RETURNN process that has not got i6_shard installed loads the config (which puts
     i6_shard on sys.path) and reads a sub-epoch in DFD's default worker process."""
+    import h5py
+    import numpy
     import returnn
+    import tree
 
-    site_dir = os.path.dirname(os.path.dirname(os.path.abspath(returnn.__file__)))
-    env = {**os.environ, "PYTHONPATH": site_dir}
+    # Only the directories of what RETURNN needs; without site processing (-S) no .pth file runs,
+    # so an editable install of i6_shard is not importable.
+    dirs = dict.fromkeys(os.path.dirname(os.path.dirname(os.path.abspath(m.__file__)))
+                         for m in (returnn, numpy, h5py, tree))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dirs)}
     probe = subprocess.run([sys.executable, "-S", "-c", "import i6_shard"], env=env, cwd=str(tmp_path),
                            capture_output=True, text=True)
     if probe.returncode == 0:
@@ -134,4 +140,5 @@ def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     sizes = collect_file_sizes(files)
     plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=2, partition_epoch=2)
     index_of = {f: i for i, f in enumerate(files)}
-    assert tags and {int(t.split("/")[0]) for t in tags} == {index_of[f] for f in plan.files_for(epoch=1, shard_index=1)}
+    planned = {index_of[f] for f in plan.files_for(epoch=1, shard_index=1)}
+    assert tags and {int(t.split("/")[0]) for t in tags} == planned

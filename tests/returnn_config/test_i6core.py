@@ -123,6 +123,7 @@ def test_dataset_hash_pinned_and_independent_of_install_location(monkeypatch):
     assert short_hash(train) == PINNED_DATASET_HASH
     # V2 keeps the dict; its delayed wrapper hashes exactly like the bare partial.
     rc = sharded_returnn_config({}, train, v2=True)
+    assert isinstance(rc, ReturnnConfigV2)
     assert isinstance(rc.config["train"]["get_sub_epoch_dataset"], DelayedSubEpochPartial)
     assert sis_hash_helper(rc.config["train"]) == sis_hash_helper(train)
     # Classic: the prolog code knows where i6_shard lives, its hash does not.
