@@ -108,6 +108,8 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     if not isinstance(returnn_config, ReturnnConfig):
         raise TypeError(f"returnn_config must be an i6_core ReturnnConfig or ReturnnConfigV2, got "
                         f"{type(returnn_config).__name__}")
+    if not isinstance(key, str) or not key.isascii() or not key.isidentifier():
+        raise ValueError(f"key={key!r} must be an ASCII Python identifier (a RETURNN config key), e.g. 'train'")
     if key in returnn_config.config or key in returnn_config.post_config:
         raise ValueError(f"the config already has {key!r}; pass a config without it, or another key")
     partial = dataset.get("get_sub_epoch_dataset")

@@ -164,8 +164,8 @@ def config_code(config: Mapping[str, Any]) -> str:
     code = PyCode()
     body = []
     for key, value in config.items():
-        if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
-            raise ValueError(f"config key {key!r} is not a Python identifier; RETURNN config keys must be")
+        if not isinstance(key, str) or not key.isascii() or not key.isidentifier() or keyword.iskeyword(key):
+            raise ValueError(f"config key {key!r} is not an ASCII Python identifier; RETURNN config keys must be")
         body.append(f"{key} = {code.expr(value, where=key)}\n")
     return "#!rnn.py\n" + code.prelude() + "".join(body)
 

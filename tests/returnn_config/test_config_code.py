@@ -94,8 +94,9 @@ def test_code_shape_and_errors():
     assert config_code({"n": np.int64(3), "f": np.float32(0.5)}).endswith("n = 3\nf = 0.5\n")
     with pytest.raises(TypeError, match="has no safe literal"):
         config_code({"q": Fraction(1, 3)})
-    with pytest.raises(ValueError, match="not a Python identifier"):
-        config_code({"not valid": 1})
+    for key in ("not valid", "class", "\u00fc"):
+        with pytest.raises(ValueError, match="not an ASCII Python identifier"):
+            config_code({key: 1})
     with pytest.raises(TypeError, match=r"train\['f'\]: function .* has no safe literal|cannot go into a RETURNN"):
         config_code({"train": {"f": lambda x: x}})
     with pytest.raises(TypeError, match="has no safe literal"):

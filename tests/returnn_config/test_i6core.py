@@ -150,6 +150,8 @@ def test_classic_placement_shape():
     code = rc.python_prolog[1].get()
     assert "_i6_shard_train_get_sub_epoch_dataset = _i6_shard_partial(" in code
     assert "from i6_shard.returnn_ext.distrib_files import ShardedDistributeFilesDataset" in code
+    with pytest.raises(ValueError, match="must be an ASCII Python identifier"):
+        add_sharded_dataset(rc, train, key="dev set")
     with pytest.raises(ValueError, match="already has 'train'"):
         add_sharded_dataset(rc, train)
     with pytest.raises(ValueError, match="hash_full_python_code=True"):
