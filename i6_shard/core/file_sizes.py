@@ -218,12 +218,13 @@ def _stat_in_threads(paths: List[str], out: np.ndarray, *, start: int, num_threa
 _CHILD_CODE = """
 import os, sys
 from array import array
+chunk_size = int(sys.argv[1])
 data = sys.stdin.buffer.read()
 paths = data.split(b"\\0") if data else []
 stat = os.stat
 out = sys.stdout.buffer
-for i in range(0, len(paths), %d):
-    chunk = paths[i:i + %d]
+for i in range(0, len(paths), chunk_size):
+    chunk = paths[i:i + chunk_size]
     try:
         sizes = [stat(p).st_size for p in chunk]
     except OSError:
@@ -235,7 +236,7 @@ for i in range(0, len(paths), %d):
                 sizes.append(-1)
     out.write(array("q", sizes).tobytes())
     out.flush()
-""" % (_SERIAL_CHUNK, _SERIAL_CHUNK)
+"""
 
 
 def _stat_in_procs(paths: List[str], out: np.ndarray, *, start: int, num_procs: int, progress: Progress) -> None:
@@ -261,7 +262,7 @@ def _stat_in_procs(paths: List[str], out: np.ndarray, *, start: int, num_procs: 
 
 def _run_helper(paths: List[str], out: np.ndarray, a: int, b: int, progress: Progress, result: List[bool]) -> None:
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD_CODE],
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD_CODE, str(_SERIAL_CHUNK)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except OSError:
         result.append(False)
@@ -302,22 +303,31 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
     - ``sizes``: int64, shape [num_files], in list order;
     - ``format_version``: int64 scalar, currently 1.
 
-    Any numpy can read it: ``keys = bytes(d["keys_utf8"]).decode("utf-8", "surrogatepass").split("\\0")``.
+    The zip members are deflated (level 1) and carry fixed timestamps, so equal sizes give
+    equal bytes. Any numpy can read it:
+    ``keys = d["keys_utf8"].tobytes().decode("utf-8", "surrogatepass").split("\\0")`` (no keys if
+    ``sizes`` is empty).
+
+    :raises ValueError: if a key holds a NUL byte or the sizes are not integers
     """
-    for idx, k in enumerate(file_sizes.keys):
-        if "\0" in k:
-            raise ValueError(f"key {idx} ({k!r}) contains a NUL byte, which no file name can hold")
-    blob = "\0".join(file_sizes.keys).encode("utf-8", "surrogatepass")
+    sizes = np.asarray(file_sizes.sizes)
+    if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
+        raise ValueError(f"sizes must be a vector of integers, got {sizes.dtype}{list(sizes.shape)}")
+    joined = "\0".join(file_sizes.keys)
+    if joined.count("\0") != max(len(file_sizes.keys) - 1, 0):
+        idx = next(i for i, k in enumerate(file_sizes.keys) if "\0" in k)
+        raise ValueError(f"key {idx} ({file_sizes.keys[idx]!r}) contains a NUL byte, which no file name can hold")
     save_npz(path, {
         "format_version": np.array(FILE_SIZES_FORMAT_VERSION, dtype=np.int64),
-        "keys_utf8": np.frombuffer(blob, dtype=np.uint8),
-        "sizes": np.asarray(file_sizes.sizes, dtype=np.int64),
+        "keys_utf8": np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8),
+        "sizes": sizes.astype(np.int64),
     })
 
 
 def load_file_sizes(path: str | os.PathLike) -> FileSizes:
     """Load what :func:`save_file_sizes` wrote.
 
+    :raises FileNotFoundError: if ``path`` does not exist
     :raises ValueError: if the file is not a file-sizes archive of a known version
     """
     path = os.fspath(path)
@@ -329,13 +339,20 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
     except (ValueError, OSError) as exc:
         raise ValueError(f"{path!r} is not a file sizes archive: {exc}") from None
     if set(data) != {"format_version", "keys_utf8", "sizes"}:
-        raise ValueError(f"{path!r} is not a file sizes archive (arrays {sorted(data)})")
-    version = int(data["format_version"])
-    if version != FILE_SIZES_FORMAT_VERSION:
-        raise ValueError(f"{path!r} has file sizes format {version}; this i6_shard reads {FILE_SIZES_FORMAT_VERSION}")
-    sizes = data["sizes"].astype(np.int64, copy=False)
-    blob = data["keys_utf8"].tobytes().decode("utf-8", "surrogatepass")
+        raise ValueError(f"{path!r} is not a file sizes archive (it holds arrays {sorted(data)}, "
+                         "expected format_version, keys_utf8, sizes)")
+    version, keys_utf8, sizes = data["format_version"], data["keys_utf8"], data["sizes"]
+    if version.shape != () or version.dtype.kind not in "iu" or int(version) != FILE_SIZES_FORMAT_VERSION:
+        raise ValueError(f"{path!r} has file sizes format {version!r}; this i6_shard reads "
+                         f"format {FILE_SIZES_FORMAT_VERSION}")
+    if keys_utf8.dtype != np.uint8 or keys_utf8.ndim != 1 or sizes.dtype != np.int64 or sizes.ndim != 1:
+        raise ValueError(f"{path!r} is corrupt: keys_utf8 {keys_utf8.dtype}{list(keys_utf8.shape)}, "
+                         f"sizes {sizes.dtype}{list(sizes.shape)}; expected uint8 and int64 vectors")
+    try:
+        blob = keys_utf8.tobytes().decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path!r} is corrupt: keys are not UTF-8 ({exc})") from None
     keys = blob.split("\0") if len(sizes) else []
-    if len(keys) != len(sizes):
+    if len(keys) != len(sizes) or (not len(sizes) and blob):
         raise ValueError(f"{path!r} is corrupt: {len(keys)} keys but {len(sizes)} sizes")
     return FileSizes(keys=keys, sizes=sizes)

@@ -37,6 +37,18 @@ def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compr
 
 
 def load_npz(path: str | os.PathLike) -> Dict[str, np.ndarray]:
-    """Load every array of an npz archive into memory (no pickle)."""
-    with np.load(os.fspath(path), allow_pickle=False) as data:
-        return {name: data[name] for name in data.files}
+    """Load every array of an npz archive into memory (no pickle).
+
+    :raises FileNotFoundError: if ``path`` does not exist
+    :raises ValueError: if it is not an npz archive (not a zip, truncated, or holding pickles)
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"PK\x03\x04":
+        raise ValueError(f"{path!r} is not an npz archive (no zip header)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path!r} is not a readable npz archive: {type(exc).__name__}: {exc}") from None
