@@ -142,3 +142,36 @@ def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     index_of = {f: i for i, f in enumerate(files)}
     planned = {index_of[f] for f in plan.files_for(epoch=1, shard_index=1)}
     assert tags and {int(t.split("/")[0]) for t in tags} == planned
+
+
+def test_multi_modality_via_json_file_list_in_a_meta_dataset(tmp_path):
+    """RETURNN's docstring example: (alignment, features) pairs split into a MetaDataset, from a .json list."""
+    from returnn.config import Config, global_config_ctx
+    from returnn.datasets.basic import init_dataset
+
+    from i6_shard.core import write_file_list
+
+    align = write_hdf_files(str(tmp_path / "align"), num_files=4, seed=7)
+    feat = write_hdf_files(str(tmp_path / "feat"), num_files=4, seed=7)  # same seed: same tags and lengths
+    list_file = str(tmp_path / "files.json")
+    write_file_list(list(zip(align, feat)), list_file)
+    train = sharded_files_dataset(
+        list_file,
+        sub_epoch_dataset={
+            "class": "MetaDataset",
+            "data_map": {"classes": ("alignments", "data"), "data": ("features", "data")},
+            "datasets": {"alignments": {"class": "HDFDataset", "seq_ordering": "random"},
+                         "features": {"class": "HDFDataset"}},
+            "seq_order_control_dataset": "alignments"},
+        files_key={0: ("datasets", "alignments", "files"), 1: ("datasets", "features", "files")},
+        partition_epoch=2, use_worker_proc=False)
+    path = str(tmp_path / "returnn.config")
+    write_returnn_config(path, {"train": train})
+    config = Config()
+    config.load_file(path)
+    with global_config_ctx(config):
+        dataset = init_dataset(config.typed_value("train"))
+        assert sorted(dataset.get_data_keys()) == ["classes", "data"]
+        tags = iterate_tags(dataset, 1) + iterate_tags(dataset, 2)
+    expected = set().union(*_tags_of_files(align).values())
+    assert sorted(tags) == sorted(expected)
