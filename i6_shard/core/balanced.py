@@ -81,8 +81,8 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     return order, bounds
 
 
-#: The cut aligned to multiples of W files is only tried when RETURNN's cut drops more than this
-#: (mean over sub-epochs); below, files per rank are so many that granularity costs next to nothing.
+#: The cut aligned to multiples of W files is only tried when largest-first on RETURNN's cut drops
+#: more than this (mean over sub-epochs); below, files per rank are so many that granularity costs next to nothing.
 _TRY_ALIGNED_CUT_ABOVE = Fraction(1, 1000)
 
 
@@ -114,7 +114,7 @@ def group_bounds(sizes: np.ndarray, *, num_groups: int, min_group_size: int = 1)
 
     The cut is RETURNN's (``distribute_evenly_by_size(sizes, num_bins=num_groups)``); a
     boundary moves only where a group would be smaller than ``min_group_size``, by as few
-    files needed to make every group large enough (a forward, then a backward pass).
+    files as needed to make every group large enough (a forward, then a backward pass).
 
     :param sizes: int64 sizes in order, shape [num_files]
     :param num_groups: number of groups (sub-epochs)
