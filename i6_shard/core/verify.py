@@ -140,7 +140,7 @@ def check_reads(
     >>> tags = {"a": ["a0", "a1"], "b": ["b0"]}
     >>> reads = [SubEpochRead(1, 0, ("a",), ("a0",)), SubEpochRead(1, 1, ("b",), ("b0",))]
     >>> [str(v) for v in check_reads(reads, plan=plan, file_tags=tags)]
-    ["[missing] full epoch 0: 1 of 3 sequences were not read by any rank (e.g. 'a1')", "[seqs] sub-epoch 1, rank 0: read 1 of the 2 sequences of its 1 files: 1 not read (e.g. 'a1')"]
+    ["[missing] full epoch 0: 1 of 3 sequences were not read by any rank (e.g. 'a1')", "[seqs] sub-epoch 1, rank 0: read 1 of the 2 sequences of its 1 file: 1 not read (e.g. 'a1')"]
     """
     seen = set()
     for read in reads:
@@ -198,7 +198,8 @@ def _check_read(read: SubEpochRead, *, plan: ShardPlan,
         if actual != expected:
             not_read = sorted((expected - actual).elements())
             extra = sorted((actual - expected).elements())
-            parts = [f"read {sum(actual.values())} of the {sum(expected.values())} sequences of its {len(got)} files"]
+            files = f"{len(got)} file" + ("" if len(got) == 1 else "s")
+            parts = [f"read {sum(actual.values())} of the {sum(expected.values())} sequences of its {files}"]
             if not_read:
                 parts.append(f"{len(not_read)} not read (e.g. {_examples(not_read)})")
             if extra:

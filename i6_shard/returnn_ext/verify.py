@@ -1,10 +1,6 @@
-"""Runs inside a RETURNN Python: builds a DistributeFilesDataset as rank r of a fake distributed
-run (``__debug_dummy_distributed_rank_and_size``), reads the given sub-epochs and records, per
-sub-epoch, the files RETURNN chose and the sequence tags it delivered. Used by VerifyShardingJob:
-
-    python -m i6_shard.returnn_ext.verify (--dataset-pickle P | --config C) --rank R --num-shards W \\
-        --epochs 1,2,3,4 --output rank-R.json [--reference reference.json]
-"""
+"""Runs inside a RETURNN Python for VerifyShardingJob: builds a DistributeFilesDataset as rank r
+(``__debug_dummy_distributed_rank_and_size``), reads the given sub-epochs and records per
+sub-epoch the files RETURNN chose and the sequence tags it delivered, as JSON."""
 
 from __future__ import annotations
 
@@ -21,6 +17,9 @@ __all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "record_rank", "record_
 
 RECORD_FORMAT_VERSION = 1
 _DISTRIBUTED_KEYS = ("torch_distributed", "use_horovod")
+_USAGE = """example, once per rank r of W (rank 0 also writes the per-file reference):
+  python -m i6_shard.returnn_ext.verify --dataset-pickle dataset.pkl --rank 0 --num-shards 2 \\
+      --epochs 1,2,3,4 --output rank-0.json --reference reference.json"""
 
 
 def load_dataset_dict(*, dataset_pickle: Optional[str] = None, config_path: Optional[str] = None,
@@ -146,7 +145,7 @@ def _write_json(obj: Any, path: str) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m i6_shard.returnn_ext.verify", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     epilog=_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset-pickle", help="pickled DistributeFilesDataset dict")
     src.add_argument("--config", help="RETURNN config file holding the dataset")

@@ -1,5 +1,7 @@
 """The verification logic finds every kind of broken sharding, on simulated reads."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -141,3 +143,20 @@ def test_report_lists_verdict_and_dropped_share():
     assert "  sharding_fix: True" in text and f"Violations: {len(violations)}" in text
     ok = render_verify_report(summarize_reads(_reads(plan, tags, [1]), plan=plan), [])
     assert ok.startswith("i6_shard sharding verification: OK\n") and "Violations: 0" in ok
+
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "verify_report_double_sharding.txt")
+
+
+def test_golden_report_of_double_sharding():
+    """The report users read when RETURNN shards twice (regenerate with I6_SHARD_UPDATE_GOLDEN=1 and review)."""
+    plan, tags = _setup(8, 2, 2, seed=4)
+    reads = _reads(plan, tags, range(1, 5), keep=lambda seqs, r: seqs[r::2])
+    violations = check_reads(reads, plan=plan, file_tags=tags)
+    text = render_verify_report(summarize_reads(reads, plan=plan, file_tags=tags), violations,
+                                settings={"sharding_fix": False, "seq_ordering": "random"}, max_listed=6)
+    if os.environ.get("I6_SHARD_UPDATE_GOLDEN"):
+        with open(GOLDEN, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    with open(GOLDEN, encoding="utf-8") as f:
+        assert text == f.read()
