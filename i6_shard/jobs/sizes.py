@@ -18,8 +18,15 @@ __all__ = ["ComputeFileSizesJob"]
 
 
 def _safe_txt_entry(entry: Any) -> bool:
-    return isinstance(entry, str) and entry == entry.strip() and "\n" not in entry and "\r" not in entry \
-        and not entry.startswith("#")
+    """Whether ``core.write_file_list`` can put the entry into a ``.txt`` list (RETURNN's line rules)."""
+    if not isinstance(entry, str) or entry != entry.strip() or "\n" in entry or "\r" in entry \
+            or entry.startswith("#"):
+        return False
+    try:
+        entry.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from undecodable bytes in a file name
+        return False
+    return True
 
 
 class ComputeFileSizesJob(Job):

@@ -111,6 +111,8 @@ def test_bad_input_fails_at_graph_construction(work_dir):
         ComputeFileSizesJob(["a.hdf"], num_parallel_tasks=0)
     # Entries .txt cannot hold go to .json.
     assert ComputeFileSizesJob([" padded.hdf"]).out_file_list.get_path().endswith("files.json")
+    assert ComputeFileSizesJob(["/data/\udcff.hdf"]).out_file_list.get_path().endswith("files.json")
+    assert ComputeFileSizesJob(["/data/#1.hdf", "/data/ä.hdf"]).out_file_list.get_path().endswith("files.txt")
     assert ComputeFileSizesJob(tk.Path("/data/files.py")).out_file_list.get_path().endswith("files.json")
 
 
