@@ -111,3 +111,23 @@ def test_bad_options_fail_at_graph_construction(work_dir):
         VerifyShardingJob({"class": "DistributeFilesDataset"}, num_shards=2, epochs=[0, 1])
     with pytest.raises(TypeError, match="must be an int N"):
         VerifyShardingJob({"class": "DistributeFilesDataset"}, num_shards=2, epochs=range(1, 3))
+
+
+def test_runs_the_given_python_with_returnn_root_first_on_the_path(work_dir, hdf_files, monkeypatch):
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        raise subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3), num_shards=2, epochs=3,
+                            returnn_python_exe=tk.Path("/opt/py/bin/python3"), returnn_root=tk.Path("/opt/returnn"))
+    with pytest.raises(subprocess.CalledProcessError):
+        run_job(job)
+    (cmd, kwargs), = calls
+    assert cmd[:3] == ["/opt/py/bin/python3", "-m", "i6_shard.returnn_ext.verify"]
+    assert cmd[cmd.index("--epochs") + 1] == "1,2,3" and cmd[cmd.index("--rank") + 1] == "0"
+    path = kwargs["env"]["PYTHONPATH"].split(os.pathsep)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert path[:2] == ["/opt/returnn", repo]  # then i6_shard's and tests.hdf_data's root
