@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import functools
 import subprocess
 import sys
+import types
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from sisyphus import Job, Task, gs, tk
@@ -38,6 +40,25 @@ def _normalize_epochs(epochs: Union[int, Sequence[int]]) -> List[int]:
         if not isinstance(e, int) or isinstance(e, bool) or e < 1:
             raise ValueError(f"epochs contains {e!r}; sub-epochs are ints >= 1, as RETURNN counts them")
     return sorted(set(epochs))
+
+
+def _check_picklable_functions(obj: Any, where: str = "train_dataset") -> None:
+    """Functions in the dataset dict must be importable by name: the RETURNN processes unpickle
+    them, and Sisyphus hashes them by module and name."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_picklable_functions(v, f"{where}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _check_picklable_functions(v, f"{where}[{i}]")
+    elif isinstance(obj, functools.partial):
+        _check_picklable_functions(obj.func, f"{where}.func")
+        _check_picklable_functions(list(obj.args) + list(obj.keywords.values()), f"{where}.args")
+    elif isinstance(obj, types.FunctionType):
+        if "<" in obj.__qualname__ or obj.__module__ == "__main__":
+            raise ValueError(
+                f"{where} is {obj.__module__}.{obj.__qualname__}, which cannot be pickled for the RETURNN "
+                "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)")
 
 
 class VerifyShardingJob(Job):
@@ -90,6 +111,9 @@ class VerifyShardingJob(Job):
 
     @classmethod
     def hash(cls, parsed_args):
+        # Sisyphus hashes before __init__ runs: reject what cannot be hashed (or pickled) here, clearly.
+        if isinstance(parsed_args["train_dataset"], dict):
+            _check_picklable_functions(parsed_args["train_dataset"])
         d = dict(parsed_args)
         del d["returnn_python_exe"]
         return super().hash(d)

@@ -109,6 +109,15 @@ def test_bad_options_fail_at_graph_construction(work_dir):
         VerifyShardingJob({"class": "HDFDataset", "files": []}, num_shards=2, epochs=1)
     with pytest.raises(ValueError, match="epochs contains 0"):
         VerifyShardingJob({"class": "DistributeFilesDataset"}, num_shards=2, epochs=[0, 1])
+    with pytest.raises(ValueError, match="train_dataset\\['get_sub_epoch_dataset'\\] is .*<lambda>.*module-level"):
+        VerifyShardingJob({"class": "DistributeFilesDataset", "get_sub_epoch_dataset": lambda files: {}},
+                          num_shards=2, epochs=1)
+
+    def local(files):
+        return {}
+
+    with pytest.raises(ValueError, match="\\.func is .*<locals>.local"):
+        VerifyShardingJob({"get_sub_epoch_dataset": functools.partial(local)}, num_shards=2, epochs=1)
     with pytest.raises(TypeError, match="must be an int N"):
         VerifyShardingJob({"class": "DistributeFilesDataset"}, num_shards=2, epochs=range(1, 3))
 
