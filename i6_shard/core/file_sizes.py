@@ -4,6 +4,7 @@ leaves, keyed by the tree key), collected with a thread pool, stored compactly."
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 import os
 import subprocess
@@ -37,6 +38,9 @@ _NUM_PROBE = 16  # stat calls timed one by one to tell a waiting file system fro
 _WAITING_STAT_S = 20e-6  # a cached local stat takes ~2 us, a network round trip >= 100 us
 _MIN_PROCS_WORK_S = 0.15  # helper processes start in ~20 ms; below this much stat work they cost more
 _SERIAL_CHUNK = 4096
+_CHILD_CHUNK = 1024  # sizes per block a helper process sends: how often it reports progress
+_STEAL = True  # the parent takes over the helpers' remaining work once done with its own (tests turn it
+# off to see what the helpers alone deliver)
 _MAX_THREAD_CHUNK = 256
 
 
@@ -240,59 +244,92 @@ for i in range(0, len(paths), chunk_size):
 
 
 def _stat_in_procs(paths: List[str], out: np.ndarray, *, start: int, num_procs: int, progress: Progress) -> None:
-    """This process takes the first share, ``num_procs - 1`` fresh interpreters the others
-    (spawned, not forked: safe with threads). A helper that fails leaves its share to us."""
+    """This process takes the first share, ``num_procs - 1`` fresh interpreters (spawned, not
+    forked: safe with threads) the others. Once done with its own share, this process stats
+    the helpers' shares from their far ends backwards until it meets each helper, so a helper
+    that is slow to start, starved of CPU, or failing costs no more than doing it here."""
     bounds = np.linspace(start, len(paths), num_procs + 1).astype(np.int64).tolist()
-    helpers = []
-    for a, b in zip(bounds[1:-1], bounds[2:]):
-        if a < b and sys.executable:
-            result: List[bool] = []
-            thread = threading.Thread(target=_run_helper, args=(paths, out, a, b, progress, result), daemon=True)
-            thread.start()
-            helpers.append((a, b, thread, result))
-        else:
-            helpers.append((a, b, None, [False]))
-    _stat_serial(paths, out, start=bounds[0], stop=bounds[1], progress=progress)
-    for a, b, thread, result in helpers:
-        if thread is not None:
-            thread.join()
-        if not result[0]:
-            _stat_serial(paths, out, start=a, stop=b, progress=progress)
-
-
-def _run_helper(paths: List[str], out: np.ndarray, a: int, b: int, progress: Progress, result: List[bool]) -> None:
+    lock = threading.Lock()
+    helpers = [_Helper(paths, out, a, b, progress, lock) for a, b in zip(bounds[1:-1], bounds[2:]) if a < b]
+    for helper in helpers:
+        helper.start()
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD_CODE, str(_SERIAL_CHUNK)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except OSError:
-        result.append(False)
-        return
-    pos = a
-    try:
-        with proc.stdin:
-            proc.stdin.write("\0".join(paths[a:b]).encode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()))
-        block = _SERIAL_CHUNK * 8
-        while True:
-            data = proc.stdout.read(block)
-            if not data:
-                break
-            if len(data) % 8:
-                data += proc.stdout.read(8 - len(data) % 8)
-            sizes = np.frombuffer(data, dtype=np.int64)
-            if pos + len(sizes) > b:
-                break
-            out[pos:pos + len(sizes)] = sizes
-            pos += len(sizes)
-            progress.add(len(sizes))
-    except OSError:
-        pass
+        _stat_serial(paths, out, start=bounds[0], stop=bounds[1], progress=progress)
+        while _STEAL:
+            with lock:
+                helper = max(helpers, key=lambda h: h.limit - h.pos, default=None)
+                if helper is None or helper.limit <= helper.pos:
+                    break
+                b = helper.limit
+                a = helper.limit = max(helper.pos, b - _SERIAL_CHUNK)
+            out[a:b] = _stat_sizes(paths[a:b])
+            progress.add(b - a)
     finally:
-        proc.stdout.close()
-        proc.kill() if proc.poll() is None and pos != b else None
-        ok = proc.wait() == 0 and pos == b
-    if not ok:
-        progress.add(a - pos)  # the parent redoes this share and counts it again
-    result.append(ok)
+        for helper in helpers:
+            helper.finish()
+    for helper in helpers:  # without stealing: what a failed helper left
+        _stat_serial(paths, out, start=helper.pos, stop=helper.limit, progress=progress)
+
+
+class _Helper:
+    """One helper process for ``paths[a:b]``; it fills ``out`` from ``a`` up to ``pos``, the
+    parent from ``b`` down to ``limit`` (both change under ``lock``; ``pos <= limit``)."""
+
+    def __init__(self, paths: List[str], out: np.ndarray, a: int, b: int, progress: Progress,
+                 lock: threading.Lock):
+        self.paths, self.out, self.a, self.b, self.progress, self.lock = paths, out, a, b, progress, lock
+        self.pos = a
+        self.limit = b
+        self.proc: Optional[subprocess.Popen] = None
+        self.thread = threading.Thread(target=self._run, name="stat-helper", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self) -> None:
+        """Stop the process, done or not (without stealing: once it has sent all it can)."""
+        if not _STEAL:
+            self.thread.join()
+        self._stop()
+        self.thread.join()
+
+    def _stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+    def _run(self) -> None:
+        if not sys.executable:
+            return
+        try:
+            self.proc = proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _CHILD_CODE, str(_CHILD_CHUNK)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            return
+        try:
+            with proc.stdin:
+                proc.stdin.write("\0".join(self.paths[self.a:self.b]).encode(
+                    sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()))
+            while self.pos < self.limit:
+                data = proc.stdout.read(_CHILD_CHUNK * 8)
+                if len(data) % 8:
+                    data += proc.stdout.read(8 - len(data) % 8)
+                if not data or len(data) % 8:
+                    break
+                sizes = np.frombuffer(data, dtype=np.int64)
+                with self.lock:
+                    num = max(0, min(len(sizes), self.limit - self.pos))
+                    self.out[self.pos:self.pos + num] = sizes[:num]
+                    self.pos += num
+                self.progress.add(num)
+        except OSError:  # the helper died or could not start: the parent takes over its share
+            pass
+        finally:
+            self._stop()
+            proc.stdout.close()
+            proc.wait()
 
 
 def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:

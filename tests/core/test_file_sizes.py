@@ -29,10 +29,11 @@ MODES = ["serial", "threads", "procs"]
 @contextlib.contextmanager
 def stat_mode(mode):
     """Force one of collect_file_sizes' strategies, whatever the probe measures."""
-    names = ("_NUM_PROBE", "_WAITING_STAT_S", "_MIN_PROCS_WORK_S", "_SERIAL_CHUNK", "_MAX_THREAD_CHUNK")
+    names = ("_NUM_PROBE", "_WAITING_STAT_S", "_MIN_PROCS_WORK_S", "_SERIAL_CHUNK", "_MAX_THREAD_CHUNK",
+             "_CHILD_CHUNK")
     saved = {n: getattr(file_sizes_mod, n) for n in names}
-    forced = {"serial": (1, float("inf"), float("inf"), 7, 3), "threads": (1, 0.0, float("inf"), 7, 3),
-              "procs": (1, float("inf"), 0.0, 7, 3)}[mode]  # small chunks: many chunk boundaries
+    forced = {"serial": (1, float("inf"), float("inf")), "threads": (1, 0.0, float("inf")),
+              "procs": (1, float("inf"), 0.0)}[mode] + (7, 3, 5)  # small chunks: many chunk boundaries
     try:
         for n, v in zip(names, forced):
             setattr(file_sizes_mod, n, v)
@@ -124,22 +125,24 @@ def test_parity_with_returnn_on_fuzzed_file_names(names, data):
         assert_parity(trees)
 
 
-def spy_helpers(monkeypatch):
-    """Record whether each helper process delivered its share (else the parent redoes it)."""
-    outcomes = []
-    real = file_sizes_mod._run_helper
+def spy_helpers(monkeypatch, *, steal):
+    """Record how much of its share each helper process delivered (the parent does the rest)."""
+    delivered = []
+    real = file_sizes_mod._Helper.finish
 
-    def spy(paths, out, a, b, progress, result):
-        real(paths, out, a, b, progress, result)
-        outcomes.append(result[-1])
+    def spy(self):
+        real(self)
+        delivered.append((self.pos - self.a, self.b - self.a))
 
-    monkeypatch.setattr(file_sizes_mod, "_run_helper", spy)
-    return outcomes
+    monkeypatch.setattr(file_sizes_mod._Helper, "finish", spy)
+    monkeypatch.setattr(file_sizes_mod, "_STEAL", steal)
+    return delivered
 
 
-def test_parity_in_helper_processes_with_many_files_dups_and_links(pool, monkeypatch):
+@pytest.mark.parametrize("steal", [False, True])
+def test_parity_in_helper_processes_with_many_files_dups_and_links(pool, monkeypatch, steal):
     d, paths = pool
-    outcomes = spy_helpers(monkeypatch)
+    delivered = spy_helpers(monkeypatch, steal=steal)
     many = os.path.join(d, "many")
     os.makedirs(many, exist_ok=True)
     sizes = np.random.RandomState(1).randint(0, 5000, size=900)
@@ -152,7 +155,9 @@ def test_parity_in_helper_processes_with_many_files_dups_and_links(pool, monkeyp
     trees = [(files[i], files[(i * 7) % 900]) for i in range(900)] + paths + [files[3], {"b": paths[1], "a": files}]
     with stat_mode("procs") as kwargs:
         assert_parity(trees, **kwargs)
-    assert outcomes == [True, True]
+    assert len(delivered) == 2
+    if not steal:  # the helpers' own results, complete
+        assert all(done == share > 0 for done, share in delivered)
 
 
 def test_relative_paths_resolve_against_the_working_directory(pool, monkeypatch):
@@ -198,12 +203,13 @@ def test_missing_files_are_all_reported_at_once(pool, mode):
 def test_a_failing_helper_process_leaves_its_share_to_the_parent(pool, monkeypatch):
     _, paths = pool
     trees = paths * 50
-    outcomes = spy_helpers(monkeypatch)
-    for broken in ("/nonexistent/python", shutil.which("false") or "/bin/false"):
-        monkeypatch.setattr(sys, "executable", broken)
-        with stat_mode("procs") as kwargs:
-            assert_parity(trees, **kwargs)
-    assert outcomes == [False] * 4
+    for steal in (False, True):
+        delivered = spy_helpers(monkeypatch, steal=steal)
+        for broken in ("/nonexistent/python", shutil.which("false") or "/bin/false", ""):
+            monkeypatch.setattr(sys, "executable", broken)
+            with stat_mode("procs") as kwargs:
+                assert_parity(trees, **kwargs)
+        assert [done for done, _ in delivered] == [0] * 6
 
 
 def test_empty_list_and_bad_options():
