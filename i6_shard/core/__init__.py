@@ -12,7 +12,13 @@ from .distribute import (
     shuffle_order,
 )
 from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
-from .file_list import FILE_LIST_EXTENSIONS, normalize_file_tree, read_file_list, write_file_list
+from .file_list import (
+    FILE_LIST_EXTENSIONS,
+    normalize_file_tree,
+    parse_returnn_py_literal,
+    read_file_list,
+    write_file_list,
+)
 from .file_sizes import (
     DEFAULT_NUM_THREADS,
     FileSizes,
@@ -21,7 +27,7 @@ from .file_sizes import (
     load_file_sizes,
     save_file_sizes,
 )
-from .file_tree import FileTree, check_file_trees, flatten, tree_key
+from .file_tree import FileTree, check_file_trees, flatten, flatten_file_trees, leaves_and_keys, tree_key
 from .npz import load_npz, save_npz
 from .outputs import (
     PLAN_FILE,
