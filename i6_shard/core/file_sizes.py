@@ -1,5 +1,5 @@
 """File sizes as RETURNN's DistributeFilesDataset computes them (sum over a tree's
-leaves, keyed by the tree key), collected with a thread pool, stored compactly."""
+leaves, keyed by the tree key), stat-ed in threads or helper processes, stored compactly."""
 
 from __future__ import annotations
 

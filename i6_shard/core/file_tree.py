@@ -3,7 +3,6 @@ tuple/list/dict of str. Flattening and keys match dm-tree and RETURNN exactly.""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Dict, List, Sequence, Tuple, Union
 
 FileTree = Union[str, Tuple["FileTree", ...], List["FileTree"], Dict[Any, "FileTree"]]
