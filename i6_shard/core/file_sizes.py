@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .file_tree import FileTree, leaves_and_keys
-from .npz import load_npz, save_npz
+from .npz import decode_keys, encode_keys, load_npz, save_npz
 from .progress import Progress
 
 __all__ = [
@@ -350,13 +350,9 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
     sizes = np.asarray(file_sizes.sizes)
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
         raise ValueError(f"sizes must be a vector of integers, got {sizes.dtype}{list(sizes.shape)}")
-    joined = "\0".join(file_sizes.keys)
-    if joined.count("\0") != max(len(file_sizes.keys) - 1, 0):
-        idx = next(i for i, k in enumerate(file_sizes.keys) if "\0" in k)
-        raise ValueError(f"key {idx} ({file_sizes.keys[idx]!r}) contains a NUL byte, which no file name can hold")
     save_npz(path, {
         "format_version": np.array(FILE_SIZES_FORMAT_VERSION, dtype=np.int64),
-        "keys_utf8": np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8),
+        "keys_utf8": encode_keys(file_sizes.keys),
         "sizes": sizes.astype(np.int64),
     })
 
@@ -382,14 +378,7 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
     if version.shape != () or version.dtype.kind not in "iu" or int(version) != FILE_SIZES_FORMAT_VERSION:
         raise ValueError(f"{path!r} has file sizes format {version!r}; this i6_shard reads "
                          f"format {FILE_SIZES_FORMAT_VERSION}")
-    if keys_utf8.dtype != np.uint8 or keys_utf8.ndim != 1 or sizes.dtype != np.int64 or sizes.ndim != 1:
-        raise ValueError(f"{path!r} is corrupt: keys_utf8 {keys_utf8.dtype}{list(keys_utf8.shape)}, "
-                         f"sizes {sizes.dtype}{list(sizes.shape)}; expected uint8 and int64 vectors")
-    try:
-        blob = keys_utf8.tobytes().decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path!r} is corrupt: keys are not UTF-8 ({exc})") from None
-    keys = blob.split("\0") if len(sizes) else []
-    if len(keys) != len(sizes) or (not len(sizes) and blob):
-        raise ValueError(f"{path!r} is corrupt: {len(keys)} keys but {len(sizes)} sizes")
+    if sizes.dtype != np.int64 or sizes.ndim != 1:
+        raise ValueError(f"{path!r} is corrupt: sizes {sizes.dtype}{list(sizes.shape)}; expected an int64 vector")
+    keys = decode_keys(keys_utf8, num_keys=len(sizes), path=path)
     return FileSizes(keys=keys, sizes=sizes)

@@ -9,7 +9,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from .npz import load_npz, save_npz
+from .npz import decode_keys, encode_keys, load_npz, save_npz
 from .plan import ShardPlan
 from .stats import num_full_epochs_for
 
@@ -21,13 +21,6 @@ _SETTINGS = ("num_shards", "partition_epoch", "random_seed_offset", "num_epochs"
 _TEXTS = ("seq_ordering", "distribution")
 _ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", "fixed_random_seed", "distrib_shard_files",
            *_SETTINGS, *_TEXTS}
-
-
-def _encode_keys(keys) -> np.ndarray:
-    for idx, k in enumerate(keys):
-        if "\0" in k:
-            raise ValueError(f"key {idx} ({k!r}) contains a NUL byte, which no file name can hold")
-    return np.frombuffer("\0".join(keys).encode("utf-8", "surrogatepass"), dtype=np.uint8)
 
 
 def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
@@ -59,7 +52,7 @@ def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
     fixed = [] if plan.fixed_random_seed is None else [plan.fixed_random_seed]
     return {
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
-        "keys_utf8": _encode_keys(plan.keys),
+        "keys_utf8": encode_keys(plan.keys),
         "sizes": plan.sizes,
         "orders": orders,
         "bounds": bounds,
@@ -120,10 +113,7 @@ def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile
     if version != PLAN_FORMAT_VERSION:
         raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads {PLAN_FORMAT_VERSION}")
     sizes = data["sizes"].astype(np.int64, copy=False)
-    blob = data["keys_utf8"].tobytes().decode("utf-8", "surrogatepass")
-    keys = blob.split("\0") if len(sizes) else []
-    if len(keys) != len(sizes):
-        raise ValueError(f"{path!r} is corrupt: {len(keys)} keys but {len(sizes)} sizes")
+    keys = decode_keys(data["keys_utf8"], num_keys=len(sizes), path=path)
     fixed = data["fixed_random_seed"].tolist()
     plan = ShardPlan(
         keys, sizes,
