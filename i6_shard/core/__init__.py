@@ -16,6 +16,7 @@ from .file_list import (
     FILE_LIST_EXTENSIONS,
     normalize_file_tree,
     parse_returnn_py_literal,
+    txt_entry_problem,
     read_file_list,
     write_file_list,
 )

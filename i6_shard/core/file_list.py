@@ -12,7 +12,7 @@ from .atomic import atomic_write
 from .file_tree import FileTree, check_file_trees
 
 __all__ = ["FILE_LIST_EXTENSIONS", "read_file_list", "write_file_list", "normalize_file_tree",
-           "parse_returnn_py_literal"]
+           "parse_returnn_py_literal", "txt_entry_problem"]
 
 FILE_LIST_EXTENSIONS = (".txt", ".json", ".py")
 
@@ -96,15 +96,10 @@ def write_file_list(files: Sequence[FileTree], path: str | os.PathLike) -> None:
     ext = os.path.splitext(path)[1]
     if ext == ".txt":
         for idx, f in enumerate(files):
-            if not isinstance(f, str):
-                raise ValueError(f"file list entry {idx} is a {type(f).__name__}; a .txt list holds only str, use .json")
-            if f != f.strip() or "\n" in f or "\r" in f or f.startswith("#"):
-                raise ValueError(
-                    f"file list entry {idx} ({f!r}) would not survive RETURNN's .txt parsing "
-                    "(line break, surrounding blanks or leading '#'); use a .json list"
-                )
-            if not _is_utf8(f):
-                raise ValueError(f"file list entry {idx} ({f!r}) is not valid UTF-8 text; use a .json list")
+            problem = txt_entry_problem(f)
+            if problem:
+                shown = f" ({f!r})" if isinstance(f, str) else ""
+                raise ValueError(f"file list entry {idx}{shown} {problem}; use a .json list")
         data = "".join(f + "\n" for f in files).encode("utf-8")
     elif ext in (".json", ".py"):
         normalized = [normalize_file_tree(t) for t in files]
@@ -121,6 +116,22 @@ def write_file_list(files: Sequence[FileTree], path: str | os.PathLike) -> None:
         )
     with atomic_write(path, "wb") as f:
         f.write(data)
+
+
+def txt_entry_problem(entry: Any) -> str:
+    """Why a ``.txt`` list cannot hold ``entry`` so that RETURNN reads it back unchanged
+    (its reader strips lines and skips blank and ``#`` lines), or ``""`` if it can.
+
+    >>> txt_entry_problem("/data/a.hdf"), txt_entry_problem(" a.hdf"), txt_entry_problem(("a", "b"))
+    ('', "would not survive RETURNN's .txt parsing (line break, surrounding blanks or leading '#')", 'is a tuple, but a .txt list holds only str')
+    """
+    if not isinstance(entry, str):
+        return f"is a {type(entry).__name__}, but a .txt list holds only str"
+    if entry != entry.strip() or "\n" in entry or "\r" in entry or entry.startswith("#"):
+        return "would not survive RETURNN's .txt parsing (line break, surrounding blanks or leading '#')"
+    if not _is_utf8(entry):
+        return "is not valid UTF-8 text"
+    return ""
 
 
 def _is_utf8(s: str) -> bool:

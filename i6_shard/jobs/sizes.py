@@ -17,18 +17,6 @@ from .util import instantiate
 __all__ = ["ComputeFileSizesJob"]
 
 
-def _safe_txt_entry(entry: Any) -> bool:
-    """Whether ``core.write_file_list`` can put the entry into a ``.txt`` list (RETURNN's line rules)."""
-    if not isinstance(entry, str) or entry != entry.strip() or "\n" in entry or "\r" in entry \
-            or entry.startswith("#"):
-        return False
-    try:
-        entry.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates from undecodable bytes in a file name
-        return False
-    return True
-
-
 class ComputeFileSizesJob(Job):
     """Sizes of the entries of a file list, as RETURNN's DistributeFilesDataset computes them
     (the sum over each file tree's leaves), for ShardPlanJob and the i6_shard dataset.
@@ -67,7 +55,7 @@ class ComputeFileSizesJob(Job):
         elif isinstance(files, (list, tuple)):
             plain = instantiate(list(files))
             core.check_file_trees(plain)
-            txt = all(_safe_txt_entry(f) for f in plain)
+            txt = not any(core.txt_entry_problem(f) for f in plain)
         else:
             raise TypeError(f"files must be a list of file trees or a tk.Path to a list file, "
                             f"got {type(files).__name__}")
