@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import heapq
 import sys
-import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import numpy as np
 
 from i6_shard import core
+from timing import best_of
 
 #: (sizes kind, num_files, num_shards, partition_epoch)
 ROWS = [
@@ -100,15 +100,6 @@ def compare(kind: str, num_files: int, num_shards: int, partition_epoch: int,
     if with_lpt:
         out["textbook LPT"] = textbook_lpt_loads(sizes, **kw)
     return out
-
-
-def best_of(fn, repeats: int) -> Tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def timing(num_files: int, num_shards: int, partition_epoch: int, repeats: int) -> None:

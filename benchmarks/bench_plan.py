@@ -19,16 +19,7 @@ import time
 import numpy as np
 
 from i6_shard import core
-
-
-def best_of(fn, repeats: int):
-    """Best wall time of ``repeats`` calls, and the last result."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
+from timing import best_of
 
 
 def returnn_bounds(keys, sizes, *, seed: int, num_bins: int):

@@ -3,7 +3,6 @@ by the Sisyphus job and the command line so that both write the same bytes."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Dict, Optional, Tuple, Union
 

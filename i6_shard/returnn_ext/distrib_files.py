@@ -151,7 +151,7 @@ def load_sizes_for_files(path: str, files: Sequence[FileTree]) -> Dict[str, int]
         return loaded.as_dict()
     known = set(loaded.keys)
     missing = [k for k in keys if k not in known]
-    hint = (f"Recompute the sizes for this file list (ComputeFileSizesJob or `python -m i6_shard sizes`), "
+    hint = ("Recompute the sizes for this file list (ComputeFileSizesJob or `python -m i6_shard sizes`), "
             "or drop file_sizes to stat every file")
     if missing:
         raise ValueError(f"file_sizes {path!r} has no size for {len(missing)} of the {len(keys)} files "

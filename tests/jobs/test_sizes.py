@@ -4,7 +4,6 @@ merge to the same bytes as one task, hashes that ignore thread and task counts."
 import json
 import os
 
-import numpy as np
 import pytest
 
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
