@@ -3,6 +3,8 @@ merge to the same bytes as one task, hashes that ignore thread and task counts."
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -47,6 +49,21 @@ def test_inline_trees_with_paths(work_dir):
     sizes = core.load_file_sizes(job.out_file_sizes.get_path())
     assert sizes.keys == [_get_key_for_file_tree(t) for t in trees]
     assert sizes.sizes.tolist() == [3, 5 + 7, 7 + 3]
+
+
+@pytest.mark.parametrize("ext", [".txt", ".json"])
+def test_job_outputs_equal_cli_outputs(work_dir, ext):
+    paths = _make_files(str(work_dir / "data"), [4, 0, 9, 4, 1])
+    files = paths + [paths[0]] if ext == ".txt" else [paths[0], (paths[1], paths[2]), {"x": paths[3]}]
+    list_path = str(work_dir / f"list{ext}")
+    core.write_file_list(files, list_path)
+    job = ComputeFileSizesJob(tk.Path(list_path))
+    run_job(job)
+    cli_out = str(work_dir / "cli_sizes.npz")
+    subprocess.run([sys.executable, "-m", "i6_shard", "sizes", list_path, "-o", cli_out], check=True,
+                   capture_output=True)
+    assert _read_bytes(job.out_file_sizes.get_path()) == _read_bytes(cli_out)
+    assert core.read_file_list(job.out_file_list.get_path()) == core.read_file_list(list_path)
 
 
 def test_list_file_parallel_parts_equal_single_task(work_dir):
