@@ -96,7 +96,11 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m i6_shard", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m i6_shard",
+        description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
+                    "(distrib_shard_files=True) before any training runs.",
+        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
