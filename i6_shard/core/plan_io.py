@@ -11,6 +11,7 @@ import numpy as np
 
 from .npz import decode_keys, encode_keys, load_npz, save_npz
 from .plan import ShardPlan
+from .progress import Progress
 from .stats import num_full_epochs_for
 
 __all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "plan_arrays", "save_plan", "load_plan", "read_plan_file"]
@@ -46,9 +47,13 @@ def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
     dtype = np.uint32 if plan.num_files < 2**32 else np.int64
     orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
     bounds = np.empty((num_full, num_layouts, plan.num_bins + 1), dtype=np.int64)
+    progress = Progress("plan", total=num_full * num_layouts,
+                        unit="full epochs" if num_layouts == 1 else "full epochs x ranks")
     for k in range(num_full):
         for r in range(num_layouts):
             orders[k, r], bounds[k, r] = plan.layout(full_epoch_0idx=k, shard_index=r)
+            progress.add(1)
+    progress.close()
     fixed = [] if plan.fixed_random_seed is None else [plan.fixed_random_seed]
     return {
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),

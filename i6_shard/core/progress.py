@@ -29,7 +29,7 @@ class Progress:
         self.done = 0
         self._start = time.monotonic()
         self._last = self._start
-        self._printed = False
+        self._printed_done = -1  # done count of the last line printed; -1: none yet
         self._lock = threading.Lock()
 
     def add(self, n: int) -> None:
@@ -42,9 +42,9 @@ class Progress:
                 self._print(now)
 
     def close(self) -> None:
-        """Print a final line if any progress line was printed before."""
+        """Print a final line if a progress line was printed before and work was done since."""
         with self._lock:
-            if self._printed:
+            if 0 <= self._printed_done < self.done:
                 self._print(time.monotonic())
 
     def _print(self, now: float) -> None:
@@ -53,6 +53,7 @@ class Progress:
         pct = 100.0 * self.done / self.total if self.total else 100.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
         stream = self.stream if self.stream is not None else sys.stderr
+        rate_text = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
         print(f"{self.label}: {self.done}/{self.total} {self.unit} ({pct:.1f}%), "
-              f"{rate:,.0f} {self.unit}/s, elapsed {elapsed:.0f}s, ETA {eta:.0f}s", file=stream, flush=True)
-        self._printed = True
+              f"{rate_text} {self.unit}/s, elapsed {elapsed:.0f}s, ETA {eta:.0f}s", file=stream, flush=True)
+        self._printed_done = self.done

@@ -7,7 +7,7 @@ import time
 
 from i6_shard.core import Progress
 
-LINE = re.compile(r"^stat: (\d+)/(\d+) files \((\d+\.\d)%\), ([\d,]+) files/s, elapsed \d+s, ETA (\d+|inf)s$")
+LINE = re.compile(r"^stat: (\d+)/(\d+) files \((\d+\.\d)%\), ([\d,.e+-]+) files/s, elapsed \d+s, ETA (\d+|inf)s$")
 
 
 def test_quick_work_prints_nothing():
@@ -30,7 +30,7 @@ def test_slow_work_prints_done_total_and_rate_after_the_interval():
     assert len(lines) == 1
     m = LINE.match(lines[0])
     assert m and m.group(1, 2, 3) == ("2", "10", "20.0")
-    assert int(m.group(4).replace(",", "")) > 0
+    assert float(m.group(4).replace(",", "")) > 0
     p.add(3)  # within the interval of the last line: silent
     assert len(out.getvalue().splitlines()) == 1
     p.add(5)
@@ -60,3 +60,20 @@ def test_writes_to_stderr_by_default(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("stat: 0/0 files (100.0%)")
+
+
+def test_slow_rates_keep_two_significant_digits():
+    out = io.StringIO()
+    p = Progress("stat", total=10, interval=0.2, stream=out)
+    time.sleep(0.25)
+    p.add(1)  # about 4 per second: "4" or "3.9", never "0"
+    m = LINE.match(out.getvalue().splitlines()[0])
+    assert m and 1 <= float(m.group(4)) < 10
+
+
+def test_close_repeats_no_line_when_nothing_happened_since():
+    out = io.StringIO()
+    p = Progress("stat", total=2, interval=1e-9, stream=out)
+    p.add(2)
+    p.close()
+    assert len(out.getvalue().splitlines()) == 1
