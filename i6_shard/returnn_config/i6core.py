@@ -15,6 +15,7 @@ from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
 from ..core.epochs import num_epochs_for_passes
+from ._args import check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config, returnn_version_of
 from .pycode import PyCode, resolve_paths
 from .sub_epoch import is_sub_epoch_partial
@@ -175,9 +176,17 @@ def training_job_kwargs(
     :param returnn_version: RETURNN version, for the ``sharding_fix`` check; found from
         ``returnn_root`` when that is given and readable
     :param job_kwargs: further ``ReturnnTrainingJob`` arguments (``returnn_root``, ``time_rqmt``, ...)
+    :raises TypeError, ValueError: for a wrong argument (e.g. ``num_epochs=2.5``), naming it and the fix
+    :raises ConfigCheckError: for problems in the config, all at once
     """
-    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
-        raise ValueError(f"num_gpus={num_gpus!r} must be a positive int")
+    num_gpus = check_int(num_gpus, name="num_gpus", minimum=1, hint="training processes, one per GPU")
+    num_epochs = check_optional_int(num_epochs, name="num_epochs", minimum=1,
+                                    hint="RETURNN's num_epochs counts sub-epochs; for passes over the data, "
+                                         "also fractional ones, give passes= instead")
+    check_optional_mapping(torch_distributed, name="torch_distributed", example="{} or {'reduce_type': 'param'}")
+    if not isinstance(train_key, str):
+        raise TypeError(f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
+                        "the config key of the training dataset, e.g. 'train'")
     for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
         if name in job_kwargs:
             raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")

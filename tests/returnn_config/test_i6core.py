@@ -202,6 +202,39 @@ def test_training_job_kwargs():
         training_job_kwargs(rc, num_gpus=2, num_epochs=2, horovod_num_processes=2)
 
 
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"num_epochs": 0}, ValueError, r"num_epochs=0 must be a positive int \(RETURNN's num_epochs"),
+    ({"num_epochs": -5}, ValueError, r"num_epochs=-5 must be a positive int"),
+    ({"num_epochs": "10"}, TypeError, r"num_epochs='10' has type str; .*; pass num_epochs=10$"),
+    ({"num_epochs": 2.5}, TypeError, r"num_epochs=2\.5 has type float; .*give passes= instead"),
+    ({"num_epochs": True}, TypeError, r"num_epochs=True has type bool"),
+    ({"num_gpus": 0}, ValueError, r"num_gpus=0 must be a positive int"),
+    ({"num_gpus": "2"}, TypeError, r"num_gpus='2' has type str; num_gpus must be a positive int"),
+    ({"num_gpus": 2.0}, TypeError, r"num_gpus=2\.0 has type float"),
+    ({"torch_distributed": "x"}, TypeError, r"torch_distributed='x' has type str; torch_distributed must be a dict"),
+    ({"torch_distributed": ["param"]}, TypeError, r"torch_distributed=\['param'\] has type list"),
+    ({"train_key": 1, "passes": 1, "num_epochs": None}, TypeError, r"train_key=1 has type int; train_key must be a str"),
+])
+def test_training_job_rejects_bad_arguments_naming_them(kwargs, error, match):
+    train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
+    rc = sharded_returnn_config(BASE_CONFIG, train)
+    kwargs = {"num_gpus": 2, "num_epochs": 4, **kwargs}
+    with pytest.raises(error, match=match):
+        training_job_kwargs(rc, **kwargs, **EXE)
+    with pytest.raises(error, match=match):
+        training_job(rc, **kwargs, **EXE)
+
+
+def test_training_job_takes_numpy_integers_as_python_ints():
+    import numpy as np
+
+    train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
+    kwargs = training_job_kwargs(sharded_returnn_config(BASE_CONFIG, train), num_gpus=np.int64(2),
+                                 num_epochs=np.int32(4), **EXE)
+    assert type(kwargs["num_epochs"]) is int and type(kwargs["horovod_num_processes"]) is int
+    assert kwargs["num_epochs"] == 4 and kwargs["horovod_num_processes"] == 2
+
+
 def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
     from i6_shard.returnn_config import check_returnn_config
 

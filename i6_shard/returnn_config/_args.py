@@ -1,0 +1,65 @@
+"""Type and range checks of the config builders' arguments: a wrong value is a TypeError or
+ValueError that names the argument, the value and what to pass instead."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Mapping, Optional
+
+__all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping"]
+
+
+def check_int(value: Any, *, name: str, minimum: int, hint: str = "") -> int:
+    """``value`` as a Python int if it is an integer (not a bool) of at least ``minimum``.
+
+    :param hint: appended to the message, e.g. what the argument means or what to use instead
+
+    >>> check_int(2.5, name="num_epochs", minimum=1)
+    Traceback (most recent call last):
+    ...
+    TypeError: num_epochs=2.5 has type float; num_epochs must be a positive int
+    """
+    kind = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
+    suffix = f" ({hint})" if hint else ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        fix = f"; pass {name}={value.strip()}" if isinstance(value, str) and value.strip().isdigit() else ""
+        raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be {kind}{suffix}{fix}")
+    if value < minimum:
+        raise ValueError(f"{name}={value!r} must be {kind}{suffix}")
+    return int(value)  # numpy integers do not hash in Sisyphus
+
+
+def check_optional_int(value: Any, *, name: str, minimum: int, hint: str = "") -> Optional[int]:
+    """:func:`check_int`, with ``None`` (not given) passing through."""
+    return None if value is None else check_int(value, name=name, minimum=minimum, hint=hint)
+
+
+def check_bool(value: Any, *, name: str) -> bool:
+    """``value`` if it is ``True`` or ``False``; a str such as ``"no"`` would read as true.
+
+    >>> check_bool("no", name="use_worker_proc")
+    Traceback (most recent call last):
+    ...
+    TypeError: use_worker_proc='no' has type str; use_worker_proc must be True or False
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be True or False")
+    return value
+
+
+def check_optional_bool(value: Any, *, name: str) -> Optional[bool]:
+    """:func:`check_bool`, with ``None`` (not given) passing through."""
+    return None if value is None else check_bool(value, name=name)
+
+
+def check_optional_mapping(value: Any, *, name: str, example: str) -> Optional[Mapping]:
+    """``value`` if it is ``None`` or a mapping (a dict).
+
+    >>> check_optional_mapping("x", name="torch_distributed", example="{}")
+    Traceback (most recent call last):
+    ...
+    TypeError: torch_distributed='x' has type str; torch_distributed must be a dict, e.g. {}
+    """
+    if value is not None and not isinstance(value, Mapping):
+        raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be a dict, e.g. {example}")
+    return value
