@@ -7,6 +7,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS, check_enough_files, check_file_trees
+from ._args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import is_sisyphus_path
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_files_key
@@ -22,6 +23,10 @@ SHARDED_DFD_CLASS_PATH = "i6_shard.returnn_ext.ShardedDistributeFilesDataset"
 _RESERVED = ("class", "files", "get_sub_epoch_dataset", "partition_epoch", "seq_ordering", "distrib_shard_files",
              "sharding_fix", "distribution", "file_sizes", "buffer_size", "preload_next_n_sub_epochs",
              "use_worker_proc")
+
+
+def _is_path_like(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike)) or callable(getattr(value, "get_path", None))
 
 
 def _path_arg(value: Any, *, name: str) -> Any:
@@ -141,15 +146,33 @@ def sharded_files_dataset(
     :param max_inline_files: longest inline list accepted; write longer ones to a file list
     :raises ValueError, TypeError: naming the problem and its fix
     """
-    if isinstance(partition_epoch, bool) or not isinstance(partition_epoch, int) or partition_epoch < 1:
-        raise ValueError(f"partition_epoch={partition_epoch!r} must be a positive int")
+    partition_epoch = check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch")
+    num_shards = check_optional_int(num_shards, name="num_shards", minimum=1,
+                                    hint="number of training ranks; leave it out if unknown")
+    num_files = check_optional_int(num_files, name="num_files", minimum=1,
+                                   hint="entries in the file list; leave it out if unknown")
+    buffer_size = check_optional_int(buffer_size, name="buffer_size", minimum=1,
+                                     hint="sequences each DFD worker process prefetches; RETURNN's default is 1")
+    preload_next_n_sub_epochs = check_optional_int(
+        preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
+        hint="sub-epoch datasets to load ahead; RETURNN's default is 1 with a worker process, else 0")
+    use_worker_proc = check_optional_bool(use_worker_proc, name="use_worker_proc")
+    check_bool(cached_file, name="cached_file")
+    check_bool(distrib_shard_files, name="distrib_shard_files")
+    max_inline_files = check_int(max_inline_files, name="max_inline_files", minimum=1,
+                                 hint="longest list of files given inline")
+    if file_sizes is not None:
+        file_sizes = _path_arg(file_sizes, name="file_sizes")
+    check_optional_mapping(extra_opts, name="extra_opts", example="{'name': 'train'}")
+    for key in extra_opts or {}:
+        if not isinstance(key, str):
+            raise TypeError(f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
+                            "str keys, e.g. {'name': 'train'}")
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution={distribution!r} is unknown; use one of {DISTRIBUTIONS}")
     if seq_ordering not in ("random", "default"):
         raise ValueError(f"seq_ordering={seq_ordering!r} is not supported by DistributeFilesDataset; "
                          "use 'random' (or 'default' for no shuffling)")
-    if not isinstance(distrib_shard_files, bool):
-        raise TypeError(f"distrib_shard_files={distrib_shard_files!r} must be a bool")
     if not isinstance(sub_epoch_dataset, Mapping):
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
     check_sub_epoch_dataset(sub_epoch_dataset)
@@ -168,6 +191,9 @@ def sharded_files_dataset(
             raise ValueError(f"num_files={num_files} but {len(files_value)} files are given inline; drop num_files")
         num_files = len(files_value)
     else:
+        if not _is_path_like(files):
+            raise TypeError(f"files has type {type(files).__name__} ({files!r}); give a list of file trees (inline) "
+                            "or the path of a file list (str, os.PathLike or tk.Path)")
         files_value = _path_arg(files, name="files")
         ext = os.path.splitext(_path_str(files_value))[1]
         if ext not in FILE_LIST_EXTENSIONS:
@@ -176,8 +202,8 @@ def sharded_files_dataset(
                 f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
             )
     if num_files is not None:
-        check_enough_files(num_files, num_shards=(num_shards or 1) if distrib_shard_files else 1,
-                           partition_epoch=partition_epoch)
+        shards = num_shards if distrib_shard_files and num_shards is not None else 1
+        check_enough_files(num_files, num_shards=shards, partition_epoch=partition_epoch)
 
     use_ext = distribution != "returnn" or file_sizes is not None
     dataset: Dict[str, Any] = {
@@ -195,7 +221,7 @@ def sharded_files_dataset(
     if distribution != "returnn":
         dataset["distribution"] = distribution
     if file_sizes is not None:
-        dataset["file_sizes"] = _path_arg(file_sizes, name="file_sizes")
+        dataset["file_sizes"] = file_sizes
     if buffer_size is not None and buffer_size != 1:
         dataset["buffer_size"] = buffer_size
     if preload_next_n_sub_epochs is not None:

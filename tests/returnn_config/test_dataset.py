@@ -82,8 +82,12 @@ def test_file_list_paths(tmp_path):
     assert sharded_files_dataset(sis_path, sub_epoch_dataset=HDF, partition_epoch=2)["files"] is sis_path
     with pytest.raises(ValueError, match=r"extension '\.npz'; RETURNN reads only \.txt, \.json, \.py"):
         sharded_files_dataset("sizes.npz", sub_epoch_dataset=HDF, partition_epoch=2)
-    with pytest.raises(TypeError, match="must be a path"):
+    with pytest.raises(TypeError, match=r"files has type int \(42\); give a list of file trees"):
         sharded_files_dataset(42, sub_epoch_dataset=HDF, partition_epoch=2)
+    with pytest.raises(TypeError, match=r"files has type set .*; give a list of file trees \(inline\) or the path"):
+        sharded_files_dataset({"a", "b"}, sub_epoch_dataset=HDF, partition_epoch=1)
+    with pytest.raises(TypeError, match=r"file_sizes=3 must be a path"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1, file_sizes=3)
 
 
 def test_inline_sisyphus_paths_stay_for_hashing():
@@ -146,6 +150,47 @@ def test_argument_errors():
                               distrib_shard_files=False, extra_opts={"random_seed_offset": 3})
     with pytest.raises(TypeError, match="leaves must be str"):
         sharded_files_dataset(["a", None], sub_epoch_dataset=HDF, partition_epoch=1)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"num_shards": 0}, ValueError, r"num_shards=0 must be a positive int \(number of training ranks"),
+    ({"num_shards": -2}, ValueError, r"num_shards=-2 must be a positive int"),
+    ({"num_shards": "2"}, TypeError, r"num_shards='2' has type str; .*; pass num_shards=2$"),
+    ({"num_shards": 2.0}, TypeError, r"num_shards=2\.0 has type float"),
+    ({"num_files": "x"}, TypeError, r"num_files='x' has type str; num_files must be a positive int"),
+    ({"num_files": -1}, ValueError, r"num_files=-1 must be a positive int \(entries in the file list"),
+    ({"num_files": 0}, ValueError, r"num_files=0 must be a positive int"),
+    ({"buffer_size": "x"}, TypeError, r"buffer_size='x' has type str; buffer_size must be a positive int"),
+    ({"buffer_size": -5}, ValueError, r"buffer_size=-5 must be a positive int \(sequences each DFD worker"),
+    ({"buffer_size": 0}, ValueError, r"buffer_size=0 must be a positive int"),
+    ({"preload_next_n_sub_epochs": -1}, ValueError, r"preload_next_n_sub_epochs=-1 must be a non-negative int"),
+    ({"preload_next_n_sub_epochs": 1.5}, TypeError, r"preload_next_n_sub_epochs=1\.5 has type float"),
+    ({"use_worker_proc": "no"}, TypeError, r"use_worker_proc='no' has type str; use_worker_proc must be True or"),
+    ({"use_worker_proc": 0}, TypeError, r"use_worker_proc=0 has type int"),
+    ({"cached_file": "yes"}, TypeError, r"cached_file='yes' has type str; cached_file must be True or False"),
+    ({"distrib_shard_files": 1}, TypeError, r"distrib_shard_files=1 has type int"),
+    ({"partition_epoch": "2"}, TypeError, r"partition_epoch='2' has type str; .*; pass partition_epoch=2$"),
+    ({"partition_epoch": True}, TypeError, r"partition_epoch=True has type bool"),
+    ({"max_inline_files": 0}, ValueError, r"max_inline_files=0 must be a positive int"),
+    ({"max_inline_files": None}, TypeError, r"max_inline_files=None has type NoneType"),
+    ({"extra_opts": [("name", "train")]}, TypeError, r"extra_opts=\[\('name', 'train'\)\] has type list; .*dict"),
+    ({"extra_opts": {1: "x"}}, TypeError, r"extra_opts key 1 has type int; dataset options are named by str"),
+    ({"distribution": ["balanced"]}, ValueError, r"distribution=\['balanced'\] is unknown"),
+    ({"seq_ordering": None}, ValueError, r"seq_ordering=None is not supported"),
+])
+@pytest.mark.parametrize("files", [["a", "b", "c", "d"], "files.txt"], ids=["inline", "file_list"])
+def test_every_argument_is_checked_naming_the_value(files, kwargs, error, match):
+    kwargs = {"sub_epoch_dataset": HDF, "partition_epoch": 1, **kwargs}  # inline: num_files checked before len()
+    with pytest.raises(error, match=match):
+        sharded_files_dataset(files, **kwargs)
+
+
+def test_numpy_integers_become_python_ints():
+    import numpy as np
+
+    d = sharded_files_dataset("files.txt", sub_epoch_dataset=HDF, partition_epoch=np.int64(2),
+                              num_shards=np.int32(2), num_files=np.int64(4), buffer_size=np.int64(3))
+    assert type(d["partition_epoch"]) is int and type(d["buffer_size"]) is int
 
 
 def test_balanced_and_file_sizes_use_the_extension_class():

@@ -4,10 +4,10 @@ import doctest
 
 import pytest
 
-from i6_shard.returnn_config import checks, dataset, pycode, sub_epoch
+from i6_shard.returnn_config import _args, checks, dataset, pycode, sub_epoch
 
 
-@pytest.mark.parametrize("module", [checks, dataset, pycode, sub_epoch], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_args, checks, dataset, pycode, sub_epoch], ids=lambda m: m.__name__)
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
