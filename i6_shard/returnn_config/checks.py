@@ -9,6 +9,7 @@ import subprocess
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..core import check_enough_files
+from ._args import check_optional_int
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -175,8 +176,19 @@ def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] =
     i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in train:
       - train: fixed_random_seed=1 is fixed in the dataset dict while the files are not sharded (distrib_shard_files=False) over 2 ranks: every rank then shuffles the same way and reads the same data; remove fixed_random_seed, or set distrib_shard_files=True
     """
+    if not isinstance(dataset, Mapping):
+        raise TypeError(f"dataset has type {type(dataset).__name__}; give a dataset dict, e.g. from "
+                        "sharded_files_dataset")
+    num_ranks = _check_num_ranks(num_ranks)
+    behavior_version = check_optional_int(behavior_version, name="behavior_version", minimum=0,
+                                          hint="the config's behavior_version, if known")
     _raise_if(_dataset_problems(dataset, name=name, num_ranks=num_ranks, behavior_version=behavior_version),
               where=name)
+
+
+def _check_num_ranks(num_ranks: Any) -> Optional[int]:
+    return check_optional_int(num_ranks, name="num_ranks", minimum=1,
+                              hint="number of training processes, if known; else leave it out")
 
 
 def parse_returnn_version(version: str) -> Tuple[int, int, int]:
@@ -195,6 +207,9 @@ def parse_returnn_version(version: str) -> Tuple[int, int, int]:
 def _version_problems(returnn_version: Optional[str]) -> List[str]:
     if returnn_version is None:
         return []
+    if not isinstance(returnn_version, str):
+        raise TypeError(f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give "
+                        "RETURNN's version string, e.g. '1.20260611.014531' (returnn.__version__), or None")
     if parse_returnn_version(returnn_version) < parse_returnn_version(SHARDING_FIX_RETURNN_VERSION):
         return [
             f"RETURNN {returnn_version} predates DistributeFilesDataset's sharding_fix option "
@@ -282,6 +297,10 @@ def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] 
     i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in the RETURNN config:
       - 4 training processes (horovod_num_processes) under backend='torch' without torch_distributed: i6_core then sets use_horovod=True, which RETURNN under torch cannot serve; set torch_distributed = {} in the config (training_job_kwargs(num_gpus=...) does it)
     """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config has type {type(config).__name__}; give a RETURNN config dict (config and "
+                        "post_config merged)")
+    num_ranks = _check_num_ranks(num_ranks)
     problems = _num_ranks_problems(config, num_ranks=num_ranks)
     behavior_version = config.get("behavior_version")
     behavior_version = behavior_version if isinstance(behavior_version, int) else None

@@ -15,7 +15,7 @@ from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
 from ..core.epochs import num_epochs_for_passes
-from ._args import check_int, check_optional_int, check_optional_mapping
+from ._args import check_bool, check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config, returnn_version_of
 from .pycode import PyCode, resolve_paths
 from .sub_epoch import is_sub_epoch_partial
@@ -113,6 +113,9 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
         raise ValueError(f"key={key!r} must be an ASCII Python identifier (a RETURNN config key), e.g. 'train'")
     if key in returnn_config.config or key in returnn_config.post_config:
         raise ValueError(f"the config already has {key!r}; pass a config without it, or another key")
+    if not isinstance(dataset, Mapping):
+        raise TypeError(f"dataset has type {type(dataset).__name__}; give the dataset dict, build it with "
+                        "sharded_files_dataset")
     partial = dataset.get("get_sub_epoch_dataset")
     if not is_sub_epoch_partial(partial):
         raise TypeError(f"dataset[{'get_sub_epoch_dataset'!r}] is {partial!r}, not i6_shard's bound "
@@ -143,7 +146,10 @@ def sharded_returnn_config(config: Mapping[str, Any], dataset: Mapping[str, Any]
                            **returnn_config_kwargs) -> ReturnnConfig:
     """A new ``ReturnnConfigV2`` (or classic ``ReturnnConfig`` with ``v2=False``) from ``config``
     with ``dataset`` at ``key``; further keyword arguments go to the config class."""
-    cls = ReturnnConfigV2 if v2 else ReturnnConfig
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config has type {type(config).__name__}; give a dict of RETURNN config keys and values")
+    check_optional_mapping(post_config, name="post_config", example="{'log_verbosity': 5}")
+    cls = ReturnnConfigV2 if check_bool(v2, name="v2") else ReturnnConfig
     returnn_config = cls(dict(config), post_config=dict(post_config or {}), **returnn_config_kwargs)
     add_sharded_dataset(returnn_config, dataset, key=key)
     return returnn_config

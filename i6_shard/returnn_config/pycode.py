@@ -161,6 +161,8 @@ def config_code(config: Mapping[str, Any]) -> str:
     num_epochs = 2
     train = {'class': 'HDFDataset', 'files': ["a'b.hdf"]}
     """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config has type {type(config).__name__}; give a dict of RETURNN config keys and values")
     code = PyCode()
     body = []
     for key, value in config.items():

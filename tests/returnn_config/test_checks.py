@@ -126,3 +126,19 @@ def test_returnn_version_of_git_checkout(tmp_path):
     assert returnn_version_of(str(tmp_path / ".")) == "1.20260612.101112"
     assert returnn_version_of(str(tmp_path / "missing")) is None
     assert returnn_version_of(None) is None
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: check_dataset_dict(_dfd(), num_ranks=0), ValueError, r"num_ranks=0 must be a positive int"),
+    (lambda: check_dataset_dict(_dfd(), num_ranks="2"), TypeError, r"num_ranks='2' has type str"),
+    (lambda: check_dataset_dict(_dfd(), behavior_version="26"), TypeError, r"behavior_version='26' has type str"),
+    (lambda: check_dataset_dict(["a"]), TypeError, r"dataset has type list; .*a dataset dict"),
+    (lambda: check_returnn_config({}, num_ranks=-1), ValueError, r"num_ranks=-1 must be a positive int"),
+    (lambda: check_returnn_config([], num_ranks=1), TypeError, r"config has type list; .*a RETURNN config dict"),
+    (lambda: check_returnn_config({}, returnn_version=1.2026), TypeError,
+     r"returnn_version=1\.2026 has type float; give RETURNN's version string"),
+    (lambda: check_returnn_version(20260611), TypeError, r"returnn_version=20260611 has type int"),
+])
+def test_check_arguments_are_checked(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

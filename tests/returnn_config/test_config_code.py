@@ -112,3 +112,10 @@ def test_i6_shard_is_put_on_sys_path_first():
     if pycode._on_default_sys_path(root):
         pytest.skip("i6_shard is installed in site-packages here; no sys.path entry is needed")
     assert code.index(f"sys.path.insert(0, {root!r})") < code.index("from i6_shard.")
+
+
+def test_config_must_be_a_dict(tmp_path):
+    for call in (lambda: config_code([("train", 1)]), lambda: write_returnn_config(tmp_path / "x", "train = 1")):
+        with pytest.raises(TypeError, match=r"config has type (list|str); give a dict of RETURNN config keys"):
+            call()
+    assert not os.path.exists(tmp_path / "x")

@@ -225,6 +225,21 @@ def test_training_job_rejects_bad_arguments_naming_them(kwargs, error, match):
         training_job(rc, **kwargs, **EXE)
 
 
+def test_config_placement_arguments_are_checked():
+    train = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1)
+    with pytest.raises(TypeError, match=r"dataset has type list; .*build it with sharded_files_dataset"):
+        add_sharded_dataset(ReturnnConfig({}), [train])
+    with pytest.raises(TypeError, match=r"config has type list; .*a dict of RETURNN config keys"):
+        sharded_returnn_config([("backend", "torch")], train)
+    with pytest.raises(TypeError, match=r"post_config='x' has type str; post_config must be a dict"):
+        sharded_returnn_config({}, train, post_config="x")
+    with pytest.raises(TypeError, match=r"v2='no' has type str; v2 must be True or False"):
+        sharded_returnn_config({}, train, v2="no")
+    rc = sharded_returnn_config(BASE_CONFIG, train)
+    with pytest.raises(TypeError, match=r"returnn_version=1 has type int; give RETURNN's version string"):
+        training_job_kwargs(rc, num_gpus=1, num_epochs=1, returnn_version=1)
+
+
 def test_training_job_takes_numpy_integers_as_python_ints():
     import numpy as np
 
