@@ -136,7 +136,8 @@ def sharded_files_dataset(
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
     :param cached_file: wrap every file name in RETURNN's ``CachedFile`` in the sub-epoch dataset
     :param buffer_size: DFD ``buffer_size`` (RETURNN default 1)
-    :param preload_next_n_sub_epochs: DFD option (RETURNN default: 1 with worker process, else 0)
+    :param preload_next_n_sub_epochs: DFD option (RETURNN default: 1 with worker process, else 0;
+        a value equal to that default is left out of the dict)
     :param use_worker_proc: DFD option (RETURNN default True)
     :param seq_ordering: file shuffling of DFD: ``"random"`` or ``"default"``
     :param distrib_shard_files: shard the files over the ranks (False: every rank reads all files)
@@ -224,10 +225,11 @@ def sharded_files_dataset(
         dataset["file_sizes"] = file_sizes
     if buffer_size is not None and buffer_size != 1:
         dataset["buffer_size"] = buffer_size
-    if preload_next_n_sub_epochs is not None:
-        dataset["preload_next_n_sub_epochs"] = preload_next_n_sub_epochs
-    if use_worker_proc is not None and use_worker_proc is not True:
-        dataset["use_worker_proc"] = use_worker_proc
+    worker_proc = use_worker_proc is not False  # RETURNN's default: True
+    if preload_next_n_sub_epochs is not None and preload_next_n_sub_epochs != (1 if worker_proc else 0):
+        dataset["preload_next_n_sub_epochs"] = preload_next_n_sub_epochs  # RETURNN's default depends on worker_proc
+    if not worker_proc:
+        dataset["use_worker_proc"] = False
     for key, value in (extra_opts or {}).items():
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")

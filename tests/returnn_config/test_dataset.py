@@ -66,11 +66,28 @@ def test_optional_keys_only_when_not_default():
                               use_worker_proc=True)
     assert "buffer_size" not in d and "use_worker_proc" not in d and "preload_next_n_sub_epochs" not in d
     d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, buffer_size=20,
-                              use_worker_proc=False, preload_next_n_sub_epochs=0, seq_ordering="default",
+                              use_worker_proc=False, preload_next_n_sub_epochs=2, seq_ordering="default",
                               distrib_shard_files=False, extra_opts={"name": "train"})
-    assert d["buffer_size"] == 20 and d["use_worker_proc"] is False and d["preload_next_n_sub_epochs"] == 0
+    assert d["buffer_size"] == 20 and d["use_worker_proc"] is False and d["preload_next_n_sub_epochs"] == 2
     assert "seq_ordering" not in d and "distrib_shard_files" not in d and d["name"] == "train"
     assert d["sharding_fix"] is True
+
+
+@pytest.mark.parametrize("use_worker_proc", [None, True, False])
+@pytest.mark.parametrize("preload", [None, 0, 1, 2])
+def test_preload_only_when_it_differs_from_returnns_effective_default(use_worker_proc, preload):
+    """RETURNN's default for preload_next_n_sub_epochs depends on use_worker_proc: 1 with, 0 without."""
+    from returnn.config import Config, global_config_ctx
+    from returnn.datasets.distrib_files import DistributeFilesDataset
+
+    d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, use_worker_proc=use_worker_proc,
+                              preload_next_n_sub_epochs=preload)
+    opts = {k: v for k, v in d.items() if k != "class"}
+    with global_config_ctx(Config()):  # the constructor only; no file is opened
+        default = DistributeFilesDataset(**{k: v for k, v in opts.items() if k != "preload_next_n_sub_epochs"})
+        built = DistributeFilesDataset(**opts)
+    assert built.preload_next_n_sub_epochs == (default.preload_next_n_sub_epochs if preload is None else preload)
+    assert ("preload_next_n_sub_epochs" in d) == (built.preload_next_n_sub_epochs != default.preload_next_n_sub_epochs)
 
 
 def test_file_list_paths(tmp_path):
