@@ -1,5 +1,5 @@
-"""Helpers shared by the Sisyphus jobs: turn Sisyphus paths into plain strings, write
-tk.Variable values atomically, and find the import roots a subprocess needs."""
+"""Helpers shared by the Sisyphus jobs: turn Sisyphus paths into plain strings, reject relative
+path strings, write tk.Variable values atomically, and find the import roots a subprocess needs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from sisyphus.job_path import AbstractPath, Variable
 
 from i6_shard import core
 
-__all__ = ["instantiate", "write_variable", "import_roots", "pythonpath_env"]
+__all__ = ["instantiate", "check_absolute", "check_absolute_leaves", "write_variable", "import_roots",
+           "pythonpath_env"]
+
+#: Relative names listed in an error message.
+_MAX_LISTED = 3
+_RELATIVE_HINT = ("Sisyphus runs a job's tasks with the job's work dir as the current dir, so it would be looked up "
+                  "there; give an absolute path or a tk.Path (Sisyphus resolves a relative tk.Path against the "
+                  "setup dir)")
 
 
 def instantiate(obj: Any) -> Any:
@@ -34,6 +41,21 @@ def instantiate(obj: Any) -> Any:
     if isinstance(obj, functools.partial):
         return functools.partial(instantiate(obj.func), *instantiate(list(obj.args)), **instantiate(obj.keywords))
     return obj
+
+
+def check_absolute(path: Any, *, name: str) -> None:
+    """Reject a relative path given as a str; a tk.Path (relative or not) is fine."""
+    if isinstance(path, str) and not os.path.isabs(path):
+        raise ValueError(f"{name}={path!r} is a relative path. {_RELATIVE_HINT}.")
+
+
+def check_absolute_leaves(trees: List[Any], *, name: str) -> None:
+    """Reject file trees with relative str leaves, listing how many and the first few."""
+    relative = [leaf for tree in trees for leaf in core.flatten(tree)
+                if isinstance(leaf, str) and not os.path.isabs(leaf)]
+    if relative:
+        raise ValueError(f"{name} holds {len(relative)} relative file names (first "
+                         f"{min(len(relative), _MAX_LISTED)}: {relative[:_MAX_LISTED]}). {_RELATIVE_HINT}.")
 
 
 def write_variable(var: Variable, value: Any) -> None:

@@ -3,12 +3,14 @@ DistributeFilesDataset reads every sequence exactly once per full epoch, as plan
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
 import os
 import pickle
-import functools
 import subprocess
 import sys
+import time
 import types
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -17,16 +19,43 @@ from sisyphus import Job, Task, gs, tk
 from i6_shard import core
 from i6_shard.core.verify import verify_records
 
-from .util import import_roots, instantiate, pythonpath_env, write_variable
+from .util import check_absolute, check_absolute_leaves, import_roots, instantiate, pythonpath_env, write_variable
 
-__all__ = ["VerifyShardingJob", "ShardingVerificationError"]
+__all__ = ["VerifyShardingJob", "ShardingVerificationError", "RankFailedError"]
 
 #: Violations listed in the error message of a failed verification.
 NUM_LISTED = 10
+#: Last lines of a failed rank's stderr put into the error.
+STDERR_TAIL_LINES = 20
 
 
 class ShardingVerificationError(RuntimeError):
     """The ranks did not read what they should have; the message lists the first violations."""
+
+
+class RankFailedError(subprocess.CalledProcessError):
+    """The RETURNN process of one rank failed; the message ends with the last lines of its stderr
+    (where its error is)."""
+
+    def __init__(self, returncode: int, cmd: List[str], *, rank: int, num_shards: int, stderr_tail: str):
+        super().__init__(returncode, cmd, stderr=stderr_tail)
+        self.rank = rank
+        self.num_shards = num_shards
+
+    def __str__(self):
+        return (f"the RETURNN process of rank {self.rank} of {self.num_shards} failed with exit status "
+                f"{self.returncode}; the end of its stderr:\n{self.stderr}")
+
+
+def _run_rank(cmd: List[str], *, rank: int, num_shards: int, env: Dict[str, str], cwd: str) -> None:
+    """Run one rank's RETURNN process; its stderr goes on to ours, and its tail into the error."""
+    tail = collections.deque(maxlen=STDERR_TAIL_LINES)
+    with subprocess.Popen(cmd, env=env, cwd=cwd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail.append(line)
+    if proc.returncode:
+        raise RankFailedError(proc.returncode, cmd, rank=rank, num_shards=num_shards, stderr_tail="".join(tail))
 
 
 def _normalize_epochs(epochs: Union[int, Sequence[int]]) -> List[int]:
@@ -61,6 +90,32 @@ def _check_picklable_functions(obj: Any, where: str = "train_dataset") -> None:
                 "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)")
 
 
+def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int) -> None:
+    """What can be checked before RETURNN runs: the class, the keys RETURNN requires, absolute
+    paths, and (for an inline list) enough files for every rank and sub-epoch."""
+    cls = dataset.get("class")
+    if isinstance(cls, type):
+        if not any(c.__name__ == "DistributeFilesDataset" for c in cls.__mro__):
+            raise ValueError(f"train_dataset has class {cls.__qualname__}, not a subclass of DistributeFilesDataset; "
+                             "VerifyShardingJob checks a DistributeFilesDataset")
+    elif cls != "DistributeFilesDataset":
+        raise ValueError(f"train_dataset has class {cls!r}; VerifyShardingJob checks a DistributeFilesDataset: "
+                         "set 'class': 'DistributeFilesDataset' (or a subclass of it)")
+    for key in ("files", "get_sub_epoch_dataset"):
+        if key not in dataset:
+            raise ValueError(f"train_dataset has no {key!r}, which DistributeFilesDataset requires; give the dict "
+                             "exactly as the training uses it (see i6_shard.returnn_config.sharded_files_dataset)")
+    if not callable(dataset["get_sub_epoch_dataset"]):
+        raise TypeError(f"train_dataset['get_sub_epoch_dataset'] is {dataset['get_sub_epoch_dataset']!r}; it must be "
+                        "a function from a list of file trees to a dataset dict")
+    files = dataset["files"]
+    check_absolute(files, name="train_dataset['files']")
+    if isinstance(files, list):
+        check_absolute_leaves(files, name="train_dataset['files']")
+        core.check_enough_files(len(files), num_shards=num_shards if dataset.get("distrib_shard_files") else 1,
+                                partition_epoch=dataset.get("partition_epoch") or 1)
+
+
 class VerifyShardingJob(Job):
     """Runs the real RETURNN once per rank (``__debug_dummy_distributed_rank_and_size``), reads
     the given sub-epochs of the training dataset and checks, per full epoch, that every sequence
@@ -93,12 +148,14 @@ class VerifyShardingJob(Job):
         if not isinstance(train_dataset, (dict, tk.Path, str)):
             raise TypeError(f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
                             f"got {type(train_dataset).__name__}")
-        if isinstance(train_dataset, dict) and train_dataset.get("class") not in (None, "DistributeFilesDataset") \
-                and isinstance(train_dataset.get("class"), str):
-            raise ValueError(f"train_dataset has class {train_dataset['class']!r}; "
-                             "VerifyShardingJob checks a DistributeFilesDataset")
         if not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1:
             raise ValueError(f"num_shards={num_shards!r} must be a positive int")
+        if isinstance(train_dataset, dict):
+            _check_dataset_dict(train_dataset, num_shards=num_shards)
+        check_absolute(train_dataset, name="train_dataset")
+        check_absolute(returnn_root, name="returnn_root")
+        if isinstance(returnn_python_exe, str) and os.sep in returnn_python_exe:  # else a command on PATH
+            check_absolute(returnn_python_exe, name="returnn_python_exe")
         self.train_dataset = train_dataset
         self.num_shards = num_shards
         self.epochs = _normalize_epochs(epochs)
@@ -124,19 +181,7 @@ class VerifyShardingJob(Job):
     def run(self):
         work = self._sis_path(gs.JOB_WORK_DIR, abspath=True)  # tasks run with the job's work dir as cwd
         os.makedirs(work, exist_ok=True)
-        source = self._write_source(work)
-        python = self._path_str(self.returnn_python_exe) or sys.executable
-        roots = ([self._path_str(self.returnn_root)] if self.returnn_root is not None else []) + \
-            import_roots(self.train_dataset)
-        ranks = []
-        for rank in range(self.num_shards):
-            out = os.path.join(work, f"rank-{rank}.json")
-            cmd = [python, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", str(rank),
-                   "--num-shards", str(self.num_shards), "--epochs", ",".join(map(str, self.epochs)), "--output", out]
-            if rank == 0:
-                cmd += ["--reference", os.path.join(work, "reference.json")]
-            subprocess.run(cmd, check=True, env=pythonpath_env(roots), cwd=work)
-            ranks.append(self._load(out))
+        ranks = self._record_ranks(work)
         violations, report = verify_records(ranks, self._load(os.path.join(work, "reference.json")),
                                             num_shards=self.num_shards)
         with core.atomic_write(self.out_report.get_path(), "wt", encoding="utf-8") as f:
@@ -147,6 +192,27 @@ class VerifyShardingJob(Job):
             raise ShardingVerificationError(
                 f"{len(violations)} sharding violations (full report: {self.out_report.get_path()}); "
                 f"the first {min(len(violations), NUM_LISTED)}:\n{listed}")
+
+    def _record_ranks(self, work: str) -> List[Dict[str, Any]]:
+        """One RETURNN process per rank, one after the other (rank 0 also writes the reference);
+        their records, and a line on stdout per rank."""
+        source = self._write_source(work)
+        python = self._path_str(self.returnn_python_exe) or sys.executable
+        roots = ([self._path_str(self.returnn_root)] if self.returnn_root is not None else []) + \
+            import_roots(self.train_dataset)
+        ranks = []
+        for rank in range(self.num_shards):
+            start = time.monotonic()
+            out = os.path.join(work, f"rank-{rank}.json")
+            cmd = [python, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", str(rank),
+                   "--num-shards", str(self.num_shards), "--epochs", ",".join(map(str, self.epochs)), "--output", out]
+            if rank == 0:
+                cmd += ["--reference", os.path.join(work, "reference.json")]
+            _run_rank(cmd, rank=rank, num_shards=self.num_shards, env=pythonpath_env(roots), cwd=work)
+            ranks.append(self._load(out))
+            print(f"i6_shard verify: rank {rank} of {self.num_shards} read {len(self.epochs)} sub-epochs in "
+                  f"{time.monotonic() - start:.1f}s", flush=True)
+        return ranks
 
     @staticmethod
     def _path_str(path: Optional[Union[tk.Path, str]]) -> Optional[str]:

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from i6_shard.core.atomic import atomic_write
+from i6_shard.core.distribute import check_enough_files
+from i6_shard.core.file_list import read_file_list
 
-__all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "record_rank", "record_reference", "main"]
+__all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "check_dataset_files", "record_rank", "record_reference",
+           "main"]
 
 RECORD_FORMAT_VERSION = 1
 _DISTRIBUTED_KEYS = ("torch_distributed", "use_horovod")
@@ -50,6 +54,22 @@ def load_dataset_dict(*, dataset_pickle: Optional[str] = None, config_path: Opti
     if not isinstance(dataset_dict, dict):
         raise TypeError(f"the dataset to verify must be a dict, got {type(dataset_dict).__name__}")
     return dataset_dict, config
+
+
+def check_dataset_files(dataset_dict: Dict[str, Any], *, num_shards: int) -> None:
+    """Before RETURNN runs: enough files (an inline list, or a list file read as RETURNN reads it)
+    for every rank and sub-epoch, where RETURNN would fail with a bare assert. The files are
+    sharded over ``num_shards`` ranks only with ``distrib_shard_files``.
+
+    :raises ValueError: naming the numbers and what to change
+    """
+    files = dataset_dict.get("files")
+    if isinstance(files, (str, os.PathLike)):
+        files = read_file_list(files)
+    if not isinstance(files, list):
+        return  # a callable: RETURNN's own checks apply
+    shards = num_shards if dataset_dict.get("distrib_shard_files") else int(dataset_dict.get("_num_shards") or 1)
+    check_enough_files(len(files), num_shards=shards, partition_epoch=dataset_dict.get("partition_epoch") or 1)
 
 
 def _init_dfd(dataset_dict: Dict[str, Any]):
@@ -161,6 +181,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(f"--rank {args.rank} is outside --num-shards {args.num_shards}")
     dataset_dict, config = load_dataset_dict(dataset_pickle=args.dataset_pickle, config_path=args.config,
                                              config_key=args.config_key)
+    check_dataset_files(dataset_dict, num_shards=args.num_shards)
     if args.reference:
         _write_json(record_reference(dataset_dict, config), args.reference)
     _write_json(record_rank(dataset_dict, config, rank=args.rank, num_shards=args.num_shards, epochs=epochs),

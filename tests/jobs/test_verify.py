@@ -3,6 +3,7 @@ fails listing the violations for RETURNN's double sharding (sharding_fix=False).
 
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from sisyphus import tk  # noqa: E402
 
 from i6_shard import core  # noqa: E402
 from i6_shard.jobs import VerifyShardingJob  # noqa: E402
-from i6_shard.jobs.verify import ShardingVerificationError  # noqa: E402
+from i6_shard.jobs.verify import RankFailedError, ShardingVerificationError  # noqa: E402
 from tests.hdf_data import hdf_sub_epoch_dataset, sharded_dfd, write_tiny_hdf_files  # noqa: E402
 
 
@@ -31,12 +32,16 @@ def _read(path):
         return f.read()
 
 
-def test_passes_with_sharding_fix(work_dir, hdf_files):
+def test_passes_with_sharding_fix(work_dir, hdf_files, capsys):
     # Files as tk.Path leaves: the job turns them into plain strings for RETURNN.
     files = [tk.Path(f) for f in hdf_files]
     job = VerifyShardingJob(sharded_dfd(files, partition_epoch=3, sharding_fix=True), num_shards=3, epochs=6)
     run_job(job)
     assert job.out_ok.get() is True
+    # One progress line per rank (each is a RETURNN process that can take a while).
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
+    assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
+        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)]
     report = _read(job.out_report.get_path())
     assert report.startswith("i6_shard sharding verification: OK\n")
     assert "full epoch 0: " in report and "full epoch 1: " in report and "partly read" not in report
@@ -75,11 +80,33 @@ def test_config_file_input_and_list_file(work_dir, hdf_files, monkeypatch):
     assert "full epoch 1: " in _read(job.out_report.get_path())
 
 
-def test_a_failing_rank_leaves_no_output(work_dir, hdf_files):
-    dataset = sharded_dfd(hdf_files, partition_epoch=20)  # 9 files cannot fill 2*20 bins
-    job = VerifyShardingJob(dataset, num_shards=2, epochs=[1])
-    with pytest.raises(subprocess.CalledProcessError):
+def test_a_failing_rank_leaves_no_output_and_shows_its_error(work_dir, hdf_files):
+    gone = str(work_dir / "gone.hdf")  # e.g. deleted after the graph was built
+    job = VerifyShardingJob(sharded_dfd(hdf_files[:5] + [gone], partition_epoch=3), num_shards=2, epochs=[1])
+    with pytest.raises(subprocess.CalledProcessError) as exc:
         run_job(job)
+    assert isinstance(exc.value, RankFailedError)
+    msg = str(exc.value)
+    assert msg.startswith("the RETURNN process of rank 0 of 2 failed with exit status 1; the end of its stderr:\n")
+    assert "FileNotFoundError" in msg and gone in msg  # RETURNN's own error, from the tail of its stderr
+    assert os.listdir(os.path.dirname(job.out_report.get_path())) == []
+
+
+def test_too_few_inline_files_fail_at_graph_construction(work_dir, hdf_files):
+    with pytest.raises(ValueError, match=re.escape("5 files cannot fill num_shards*partition_epoch=2*3=6 bins")):
+        VerifyShardingJob(sharded_dfd(hdf_files[:5], partition_epoch=3), num_shards=2, epochs=3)
+    # Without distrib_shard_files every rank reads all files: 5 files fill 3 sub-epochs.
+    VerifyShardingJob(sharded_dfd(hdf_files[:5], partition_epoch=3, distrib_shard_files=False), num_shards=2, epochs=3)
+
+
+def test_too_few_files_in_a_list_file_fail_with_the_same_message(work_dir, hdf_files):
+    list_path = str(work_dir / "files.txt")
+    core.write_file_list(hdf_files[:5], list_path)
+    job = VerifyShardingJob(sharded_dfd(tk.Path(list_path), partition_epoch=3), num_shards=2, epochs=3)
+    with pytest.raises(RankFailedError) as exc:
+        run_job(job)
+    assert "ValueError: 5 files cannot fill num_shards*partition_epoch=2*3=6 bins" in str(exc.value)
+    assert "Lower partition_epoch to at most 2" in str(exc.value)
     assert os.listdir(os.path.dirname(job.out_report.get_path())) == []
 
 
@@ -105,10 +132,11 @@ def test_pinned_id_and_what_is_hashed(work_dir):
 
 
 def test_bad_options_fail_at_graph_construction(work_dir):
+    files = [f"/data/f{i}.hdf" for i in range(4)]
     with pytest.raises(ValueError, match="class 'HDFDataset'"):
         VerifyShardingJob({"class": "HDFDataset", "files": []}, num_shards=2, epochs=1)
     with pytest.raises(ValueError, match="epochs contains 0"):
-        VerifyShardingJob({"class": "DistributeFilesDataset"}, num_shards=2, epochs=[0, 1])
+        VerifyShardingJob(sharded_dfd(files, partition_epoch=1), num_shards=2, epochs=[0, 1])
     with pytest.raises(ValueError, match="train_dataset\\['get_sub_epoch_dataset'\\] is .*<lambda>.*module-level"):
         VerifyShardingJob({"class": "DistributeFilesDataset", "get_sub_epoch_dataset": lambda files: {}},
                           num_shards=2, epochs=1)
@@ -119,20 +147,69 @@ def test_bad_options_fail_at_graph_construction(work_dir):
     with pytest.raises(ValueError, match="\\.func is .*<locals>.local"):
         VerifyShardingJob({"get_sub_epoch_dataset": functools.partial(local)}, num_shards=2, epochs=1)
     with pytest.raises(TypeError, match="must be an int N"):
-        VerifyShardingJob({"class": "DistributeFilesDataset"}, num_shards=2, epochs=range(1, 3))
+        VerifyShardingJob(sharded_dfd(files, partition_epoch=1), num_shards=2, epochs=range(1, 3))
+
+
+@pytest.mark.parametrize("drop, match", [
+    ("class", "train_dataset has class None; .*set 'class': 'DistributeFilesDataset'"),
+    ("get_sub_epoch_dataset", "train_dataset has no 'get_sub_epoch_dataset', which DistributeFilesDataset requires"),
+    ("files", "train_dataset has no 'files', which DistributeFilesDataset requires"),
+])
+def test_incomplete_dataset_dict_fails_at_graph_construction(work_dir, drop, match):
+    dataset = sharded_dfd([f"/data/f{i}.hdf" for i in range(4)], partition_epoch=2)
+    del dataset[drop]
+    with pytest.raises(ValueError, match=match):
+        VerifyShardingJob(dataset, num_shards=2, epochs=2)
+
+
+def test_dataset_class_may_be_a_subclass_object(work_dir):
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    files = [f"/data/f{i}.hdf" for i in range(4)]
+    VerifyShardingJob(sharded_dfd(files, partition_epoch=2, **{"class": ShardedDistributeFilesDataset}),
+                      num_shards=2, epochs=2)
+    with pytest.raises(ValueError, match="class dict, not a subclass of DistributeFilesDataset"):
+        VerifyShardingJob(sharded_dfd(files, partition_epoch=2, **{"class": dict}), num_shards=2, epochs=2)
+
+
+def test_relative_path_strings_fail_at_graph_construction(work_dir):
+    """Sisyphus runs the task in the job's work dir, where a relative str would point elsewhere."""
+    from sisyphus import gs
+
+    files = [f"/data/f{i}.hdf" for i in range(4)]
+    hint = "is a relative path. .*give an absolute path or a tk.Path"
+    with pytest.raises(ValueError, match="train_dataset='returnn.config' " + hint):
+        VerifyShardingJob("returnn.config", num_shards=2, epochs=2)
+    with pytest.raises(ValueError, match="train_dataset\\['files'\\]='lists/files.txt' " + hint):
+        VerifyShardingJob(sharded_dfd("lists/files.txt", partition_epoch=2), num_shards=2, epochs=2)
+    with pytest.raises(ValueError, match=re.escape("['files'] holds 2 relative file names (first 2: ['f1.hdf', 'x/f3.hdf"
+                                                   "']). ") + ".*give an absolute path or a tk.Path"):
+        VerifyShardingJob(sharded_dfd([files[0], "f1.hdf", (files[2], "x/f3.hdf")], partition_epoch=2),
+                          num_shards=2, epochs=2)
+    with pytest.raises(ValueError, match="returnn_root='returnn' " + hint):
+        VerifyShardingJob(sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2, returnn_root="returnn")
+    with pytest.raises(ValueError, match="returnn_python_exe='venv/bin/python' " + hint):
+        VerifyShardingJob(sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2,
+                          returnn_python_exe="venv/bin/python")
+    # A command name is looked up on PATH; a relative tk.Path is resolved against the setup dir.
+    VerifyShardingJob(sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2, returnn_python_exe="python3")
+    job = VerifyShardingJob(tk.Path("returnn.config"), num_shards=2, epochs=2)
+    assert job.train_dataset.get_path() == os.path.join(gs.BASE_DIR, "returnn.config")
+    VerifyShardingJob(sharded_dfd([tk.Path("data/f.hdf")] * 4, partition_epoch=2), num_shards=2, epochs=2)
 
 
 def test_runs_the_given_python_with_returnn_root_first_on_the_path(work_dir, hdf_files, monkeypatch):
     calls = []
+    real_popen = subprocess.Popen
 
-    def fake_run(cmd, **kwargs):
+    def fake_popen(cmd, **kwargs):
         calls.append((cmd, kwargs))
-        raise subprocess.CalledProcessError(1, cmd)
+        return real_popen([sys.executable, "-c", "import sys; sys.exit('no RETURNN here')"], **kwargs)
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "Popen", fake_popen)
     job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3), num_shards=2, epochs=3,
                             returnn_python_exe=tk.Path("/opt/py/bin/python3"), returnn_root=tk.Path("/opt/returnn"))
-    with pytest.raises(subprocess.CalledProcessError):
+    with pytest.raises(RankFailedError, match="rank 0 of 2 failed with exit status 1; .*\nno RETURNN here\n$"):
         run_job(job)
     (cmd, kwargs), = calls
     assert cmd[:3] == ["/opt/py/bin/python3", "-m", "i6_shard.returnn_ext.verify"]

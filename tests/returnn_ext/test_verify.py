@@ -118,3 +118,39 @@ def test_balanced_subclass_with_precomputed_sizes_matches_the_balanced_plan(tmp_
     # Checked against the balanced plan: RETURNN's own cut differs here, and would be reported.
     ranks[0]["settings"]["distribution"] = ranks[1]["settings"]["distribution"] = "returnn"
     assert {v.kind for v in verify_records(ranks, ref, num_shards=2)[0]} == {"files"}
+
+
+@pytest.mark.parametrize("ext", ["inline", ".txt", ".json", ".py"])
+def test_too_few_files_fail_clearly_before_returnn_runs(tmp_path, ext):
+    """5 files cannot fill 2 ranks * 3 sub-epochs: RETURNN alone fails with a bare assert."""
+    from i6_shard import core
+    from i6_shard.returnn_ext.verify import check_dataset_files
+
+    files = [f"/data/f{i}.hdf" for i in range(5)]
+    if ext != "inline":
+        files_path = str(tmp_path / f"files{ext}")
+        core.write_file_list(files, files_path)
+        files = files_path
+    dataset = sharded_dfd(files, partition_epoch=3)
+    with pytest.raises(ValueError, match=r"5 files cannot fill num_shards\*partition_epoch=2\*3=6 bins.*at most 2"):
+        check_dataset_files(dataset, num_shards=2)
+    check_dataset_files(dataset, num_shards=1)
+    # Without distrib_shard_files (or with one rank) the files are not sharded: 5 fill 3 sub-epochs, not 6.
+    check_dataset_files(dict(dataset, distrib_shard_files=False), num_shards=2)
+    with pytest.raises(ValueError, match="5 files cannot fill num_shards\\*partition_epoch=1\\*6=6 bins"):
+        check_dataset_files(dict(dataset, partition_epoch=6), num_shards=1)
+
+
+def test_runner_reports_too_few_files_in_a_list_file(tmp_path, hdf_files):
+    list_path = str(tmp_path / "files.txt")
+    with open(list_path, "w") as f:
+        f.write("\n".join(hdf_files[:5]) + "\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "i6_shard.returnn_ext.verify", *_pickled(tmp_path, sharded_dfd(list_path, partition_epoch=3)),
+         "--rank", "1", "--num-shards", "2", "--epochs", "1", "--output", str(tmp_path / "rank-1.json")],
+        env=env, cwd=str(tmp_path), capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].startswith(
+        "ValueError: 5 files cannot fill num_shards*partition_epoch=2*3=6 bins")
+    assert not os.path.exists(tmp_path / "rank-1.json")
