@@ -12,7 +12,7 @@ from sisyphus import Job, Task, gs, tk
 
 from i6_shard import core
 
-from .util import instantiate
+from .util import check_absolute_leaves, instantiate
 
 __all__ = ["ComputeFileSizesJob"]
 
@@ -53,12 +53,17 @@ class ComputeFileSizesJob(Job):
                                  f"{', '.join(core.FILE_LIST_EXTENSIONS)}")
             txt = ext == ".txt"
         elif isinstance(files, (list, tuple)):
+            if not files:
+                raise ValueError("files=[] is empty: give the file trees of the dataset, or a tk.Path to its "
+                                 "list file")
             plain = instantiate(list(files))
             core.check_file_trees(plain)
+            check_absolute_leaves(list(files), name="files")
             txt = not any(core.txt_entry_problem(f) for f in plain)
         else:
-            raise TypeError(f"files must be a list of file trees or a tk.Path to a list file, "
-                            f"got {type(files).__name__}")
+            raise TypeError(f"files must be a list of file trees or a tk.Path to a list file, got "
+                            f"{type(files).__name__}" + (" (wrap a list file's path in tk.Path)" if isinstance(files, str)
+                                                         else ""))
         for name, value in (("num_threads", num_threads), ("num_parallel_tasks", num_parallel_tasks)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name}={value!r} must be a positive int or None")
@@ -78,10 +83,10 @@ class ComputeFileSizesJob(Job):
     # --- tasks -------------------------------------------------------------------------------
 
     def tasks(self):
-        trees = self._trees()
-        num_parts = self._num_parts(len(trees))
+        num_entries = self._num_entries()
+        num_parts = self._num_parts(num_entries)
         if num_parts == 1:
-            if len(trees) <= self.ENTRIES_PER_TASK:
+            if num_entries <= self.ENTRIES_PER_TASK:
                 yield Task("run", mini_task=True)
             else:
                 yield Task("run", rqmt=self.RQMT)
@@ -92,7 +97,7 @@ class ComputeFileSizesJob(Job):
     def run(self, part: Optional[int] = None):
         trees = self._trees()
         if part is None:
-            self._write_outputs(trees, core.collect_file_sizes(trees, num_threads=self.num_threads))
+            self._write_outputs(trees, self._collect(trees))
         else:
             self._compute_part(trees, part, self._num_parts(len(trees)))
 
@@ -118,6 +123,28 @@ class ComputeFileSizesJob(Job):
             return core.read_file_list(self.files.get_path())
         return instantiate(list(self.files))
 
+    def _num_entries(self) -> int:
+        """len(self._trees()); a .txt list is only counted (the manager calls this, for huge lists too)."""
+        if isinstance(self.files, tk.Path) and self.files.get_path().endswith(".txt") \
+                and os.path.isfile(self.files.get_path()):
+            with open(self.files.get_path(), "rt") as f:  # the lines read_file_list keeps, one at a time
+                return sum(1 for entry in map(str.strip, f) if entry and not entry.startswith("#"))
+        return len(self._trees())
+
+    def _collect(self, trees: List[Any]) -> core.FileSizes:
+        try:
+            return core.collect_file_sizes(trees, num_threads=self.num_threads)
+        except core.MissingFilesError as exc:
+            relative = [path for path, _ in exc.missing if not os.path.isabs(path)]
+            if relative and isinstance(self.files, tk.Path):
+                list_path = self.files.get_path()
+                exc.args = (
+                    f"{exc}\n{len(relative)} of the missing names are relative in the list file {list_path}: "
+                    f"they were looked up in {os.getcwd()}, this job's work dir (Sisyphus runs tasks there). "
+                    f"RETURNN does not resolve them against the list's directory {os.path.dirname(list_path)} "
+                    "either, but against its own working dir. Write absolute paths into the list file.",)
+            raise
+
     def _num_parts(self, num_entries: int) -> int:
         if self.num_parallel_tasks is not None:
             return self.num_parallel_tasks
@@ -132,7 +159,7 @@ class ComputeFileSizesJob(Job):
     def _compute_part(self, trees: List[Any], part: int, num_parts: int) -> None:
         lo, hi = part * len(trees) // num_parts, (part + 1) * len(trees) // num_parts
         os.makedirs(self._work_dir(), exist_ok=True)
-        sizes = core.collect_file_sizes(trees[lo:hi], num_threads=self.num_threads)
+        sizes = self._collect(trees[lo:hi])
         core.save_file_sizes(sizes, self._part_path(part, num_parts))
 
     def _write_outputs(self, trees: List[Any], sizes: core.FileSizes) -> None:

@@ -124,9 +124,9 @@ def test_bad_input_fails_at_graph_construction(work_dir):
     with pytest.raises(ValueError, match="extension '.lst'"):
         ComputeFileSizesJob(tk.Path("/data/files.lst"))
     with pytest.raises(ValueError, match="num_parallel_tasks=0"):
-        ComputeFileSizesJob(["a.hdf"], num_parallel_tasks=0)
+        ComputeFileSizesJob(["/data/a.hdf"], num_parallel_tasks=0)
     # Entries .txt cannot hold go to .json.
-    assert ComputeFileSizesJob([" padded.hdf"]).out_file_list.get_path().endswith("files.json")
+    assert ComputeFileSizesJob(["/data/padded.hdf "]).out_file_list.get_path().endswith("files.json")
     assert ComputeFileSizesJob(["/data/\udcff.hdf"]).out_file_list.get_path().endswith("files.json")
     assert ComputeFileSizesJob(["/data/#1.hdf", "/data/ä.hdf"]).out_file_list.get_path().endswith("files.txt")
     assert ComputeFileSizesJob(tk.Path("/data/files.py")).out_file_list.get_path().endswith("files.json")
@@ -137,3 +137,48 @@ def test_pinned_ids(work_dir):
         "i6_shard/jobs/sizes/ComputeFileSizesJob.v1KsfsLN7z2P"
     assert ComputeFileSizesJob(["/data/a.hdf", ("/data/b.hdf", "/data/c.hdf")], num_threads=4)._sis_id() == \
         "i6_shard/jobs/sizes/ComputeFileSizesJob.bpVqZkN5kPhE"
+
+
+def test_empty_or_relative_inline_lists_fail_at_graph_construction(work_dir):
+    with pytest.raises(ValueError, match=r"files=\[\] is empty: give the file trees of the dataset, or a tk.Path"):
+        ComputeFileSizesJob([])
+    # Sisyphus runs the task in the job's work dir: a relative str would be looked up there.
+    with pytest.raises(ValueError, match=r"files holds 2 relative file names \(first 2: \['data/a.hdf', 'c.hdf'\]\)\. "
+                                         r".*give an absolute path or a tk.Path"):
+        ComputeFileSizesJob(["data/a.hdf", ("/data/b.hdf", "c.hdf")])
+    with pytest.raises(TypeError, match="got str \\(wrap a list file's path in tk.Path\\)"):
+        ComputeFileSizesJob("/data/files.txt")
+    # A relative tk.Path is fine: Sisyphus resolves it against the setup dir.
+    ComputeFileSizesJob([tk.Path("data/a.hdf")])
+
+
+def test_relative_names_in_a_list_file_are_explained(work_dir, monkeypatch):
+    paths = _make_files(str(work_dir / "data"), [1, 2])
+    list_path = str(work_dir / "data" / "files.txt")
+    core.write_file_list([paths[0], "f01.hdf", "sub/gone.hdf"], list_path)  # relative to the list's dir
+    job = ComputeFileSizesJob(tk.Path(list_path))
+    job._sis_setup_directory()
+    monkeypatch.chdir(job._sis_path("work", abspath=True))  # where Sisyphus runs the task
+    with pytest.raises(core.MissingFilesError) as exc:
+        job.run()
+    msg = str(exc.value)
+    assert msg.startswith("2 of 3 files are missing or unreadable") and "'sub/gone.hdf'" in msg
+    assert (f"2 of the missing names are relative in the list file {list_path}: they were looked up in "
+            f"{job._sis_path('work', abspath=True)}, this job's work dir") in msg
+    assert f"the list's directory {work_dir / 'data'}" in msg and msg.endswith("Write absolute paths into the list file.")
+    assert not os.path.exists(job.out_file_sizes.get_path())
+
+
+def test_txt_lists_are_counted_without_being_read_as_trees(work_dir, monkeypatch):
+    list_path = str(work_dir / "files.txt")
+    with open(list_path, "w") as f:  # what RETURNN skips: blank lines, comments; it strips the rest
+        f.write("# corpus\n/data/a.hdf\n\n  /data/b.hdf  \r\n   # indented comment\n\t\n/data/#c.hdf\n/data/d.hdf")
+    monkeypatch.setattr(ComputeFileSizesJob, "ENTRIES_PER_TASK", 2)
+    job = ComputeFileSizesJob(tk.Path(list_path))
+    assert len(core.read_file_list(list_path)) == 4
+
+    def no_read(path):
+        raise AssertionError("tasks() read the whole list")
+
+    monkeypatch.setattr(core, "read_file_list", no_read)
+    assert [(t.name(), len(t._args)) for t in job.tasks()] == [("run", 2), ("merge", 1)]
