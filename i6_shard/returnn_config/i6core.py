@@ -17,10 +17,11 @@ from i6_core.returnn.training import ReturnnTrainingJob
 from ..core.epochs import num_epochs_for_passes
 from ._args import check_bool, check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config, returnn_version_of
-from .pycode import PyCode, resolve_paths
+from .pycode import PyCode, i6_shard_import_code, resolve_paths
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
+    "I6ShardImportCode",
     "SubEpochDatasetCode",
     "DelayedSubEpochPartial",
     "add_sharded_dataset",
@@ -52,9 +53,36 @@ class DelayedSubEpochPartial(DelayedBase):
         return sis_hash_helper(self.sub_epoch_partial)
 
 
+class I6ShardImportCode(DelayedBase):
+    """Prolog code of a ``ReturnnConfigV2`` that lets RETURNN's Python import i6_shard
+    (:func:`~i6_shard.returnn_config.pycode.i6_shard_import_code`). i6_core's serializer adds
+    i6_shard's directory only when it is not on the writing Python's default ``sys.path``, which
+    is not the question: RETURNN may run another Python. Not part of the config's hash
+    (``add_sharded_dataset`` leaves ``python_prolog_hash`` alone)."""
+
+    def __init__(self):
+        super().__init__(None)
+
+    def get(self) -> str:
+        return i6_shard_import_code()
+
+    def _sis_hash(self) -> bytes:
+        return sis_hash_helper("i6_shard import code")
+
+
+def _holds_import_code(prolog: Any) -> bool:
+    if isinstance(prolog, I6ShardImportCode):
+        return True
+    if isinstance(prolog, (list, tuple)):
+        return any(_holds_import_code(p) for p in prolog)
+    if isinstance(prolog, dict):
+        return any(_holds_import_code(p) for p in prolog.values())
+    return False
+
+
 class SubEpochDatasetCode(DelayedBase):
-    """Prolog code for a classic ``ReturnnConfig``: imports i6_shard (adding its root to
-    ``sys.path`` when it is not installed in site-packages) and defines ``function_name`` as the
+    """Prolog code for a classic ``ReturnnConfig``: imports i6_shard (after
+    :func:`~i6_shard.returnn_config.pycode.i6_shard_import_code`) and defines ``function_name`` as the
     bound ``get_sub_epoch_dataset`` (and ``class_name`` as the dataset class, if it is not a str).
     The hash covers the names and the bound arguments, not where i6_shard is installed."""
 
@@ -98,8 +126,9 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     """Put a :func:`~i6_shard.returnn_config.sharded_files_dataset` dict into ``returnn_config.config[key]``.
 
     - ``ReturnnConfigV2``: the dict goes in as it is (the serializer imports the function and
-      class and puts i6_shard on ``sys.path``); the bound function is wrapped in
-      :class:`DelayedSubEpochPartial`, which hashes the same and resolves paths when written.
+      class); the bound function is wrapped in :class:`DelayedSubEpochPartial`, which hashes
+      the same and resolves paths when written; ``python_prolog`` gets :class:`I6ShardImportCode`
+      (once, outside the hash) so that RETURNN's Python can import i6_shard.
     - classic ``ReturnnConfig``: the function (and a class object) are defined by
       :class:`SubEpochDatasetCode` in ``python_prolog`` (the prolog runs before the config dict,
       the epilog after it) and the dict refers to them with ``CodeWrapper``.
@@ -124,6 +153,8 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     if isinstance(returnn_config, ReturnnConfigV2):
         entry["get_sub_epoch_dataset"] = DelayedSubEpochPartial(partial)
         returnn_config.config[key] = entry
+        if not _holds_import_code(returnn_config.python_prolog):  # python_prolog_hash stays as it is
+            returnn_config.python_prolog = _join_code(returnn_config.python_prolog, I6ShardImportCode())
         return
     if returnn_config.hash_full_python_code:
         raise ValueError("a classic ReturnnConfig with hash_full_python_code=True cannot hold delayed prolog code; "

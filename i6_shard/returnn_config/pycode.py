@@ -10,11 +10,12 @@ import numbers
 import os
 import site
 import sys
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ..core.atomic import atomic_write
 
-__all__ = ["PyCode", "config_code", "write_returnn_config", "i6_shard_root", "is_sisyphus_path", "resolve_paths"]
+__all__ = ["PyCode", "config_code", "write_returnn_config", "i6_shard_root", "i6_shard_import_code",
+           "is_sisyphus_path", "resolve_paths"]
 
 _ALIAS_PREFIX = "_i6_shard_"
 
@@ -26,12 +27,41 @@ def i6_shard_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(i6_shard.__file__)))
 
 
-def _on_default_sys_path(path: str) -> bool:
+def _in_site_packages(path: str) -> bool:
+    """Whether ``path`` is a site-packages directory (this Python's, or any named so)."""
     dirs = list(site.getsitepackages())
     user = site.getusersitepackages()
     if isinstance(user, str):
         dirs.append(user)
-    return os.path.abspath(path) in {os.path.abspath(d) for d in dirs}
+    path = os.path.abspath(path)
+    return path in {os.path.abspath(d) for d in dirs} or os.path.basename(path) in ("site-packages", "dist-packages")
+
+
+def i6_shard_import_code() -> str:
+    """Config code that lets RETURNN's Python, which may be another than the one writing the
+    config, import i6_shard. Not part of any hash.
+
+    - i6_shard imported from a checkout (``pip install -e``, ``PYTHONPATH``, a symlink in
+      ``recipe/``): ``sys.path.insert(0, <checkout>)``, so RETURNN runs the i6_shard the config
+      was built with, whether or not its Python has one installed;
+    - i6_shard installed in site-packages: that whole directory must not go onto another Python's
+      path, so the code only checks that RETURNN's Python has i6_shard, and else stops with an
+      ImportError that names the fix.
+    """
+    import i6_shard
+
+    root = i6_shard_root()
+    if not _in_site_packages(root):
+        return f"import sys\nsys.path.insert(0, {ascii(root)})\n"
+    message = (
+        f"this RETURNN config needs i6_shard, which this Python cannot import. It was written by a Python with "
+        f"i6_shard {i6_shard.__version__} installed in its site-packages ({root}), a directory that cannot go onto "
+        "another Python's sys.path. Either install the same i6_shard into this Python (<this python> -m pip install "
+        "<i6_shard source>), or give the Sisyphus manager i6_shard as a checkout (git clone, then pip install -e, "
+        "PYTHONPATH, or a symlink in recipe/): the config then puts the checkout on sys.path itself."
+    )
+    return ("try:\n    __import__('i6_shard')\nexcept ImportError as _i6_shard_error:\n"
+            f"    raise ImportError({ascii(message)}) from _i6_shard_error\n")
 
 
 def is_sisyphus_path(value: Any) -> bool:
@@ -143,14 +173,9 @@ class PyCode:
         )
 
     def prelude(self) -> str:
-        """``sys.path`` setup (when i6_shard is not installed in site-packages) and the imports."""
-        lines: List[str] = []
-        if self.needs_sys_path:
-            root = i6_shard_root()
-            if not _on_default_sys_path(root):
-                lines += ["import sys", f"sys.path.insert(0, {ascii(root)})"]
-        lines += [self._imports[a] for a in self._imports]
-        return "".join(line + "\n" for line in lines)
+        """:func:`i6_shard_import_code` (when i6_shard is needed) and the imports."""
+        code = i6_shard_import_code() if self.needs_sys_path else ""
+        return code + "".join(self._imports[a] + "\n" for a in self._imports)
 
 
 def config_code(config: Mapping[str, Any]) -> str:

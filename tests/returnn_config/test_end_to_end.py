@@ -2,9 +2,6 @@
 per rank, load it with RETURNN's config loader and iterate two full epochs on every rank."""
 
 import collections
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -12,6 +9,7 @@ import pytest
 from i6_shard.core import ShardPlan, collect_file_sizes, save_file_sizes
 from i6_shard.returnn_config import sharded_files_dataset, write_returnn_config
 
+from .fresh_python import load_config_code, run_without_i6_shard
 from .hdf_files import iterate_tags, write_hdf_files
 
 NUM_SHARDS, PARTITION_EPOCH, NUM_FILES = 2, 2, 11
@@ -95,21 +93,6 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
 def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     """A RETURNN process that has not got i6_shard installed loads the config (which puts
     i6_shard on sys.path) and reads a sub-epoch in DFD's default worker process."""
-    import h5py
-    import numpy
-    import returnn
-    import tree
-
-    # Only the directories of what RETURNN needs; without site processing (-S) no .pth file runs,
-    # so an editable install of i6_shard is not importable.
-    dirs = dict.fromkeys(os.path.dirname(os.path.dirname(os.path.abspath(m.__file__)))
-                         for m in (returnn, numpy, h5py, tree))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dirs)}
-    probe = subprocess.run([sys.executable, "-S", "-c", "import i6_shard"], env=env, cwd=str(tmp_path),
-                           capture_output=True, text=True)
-    if probe.returncode == 0:
-        pytest.skip("i6_shard is importable without site-packages processing here (not an editable install)")
-
     files = write_hdf_files(str(tmp_path / "data"), num_files=4, names=NAMES, seed=1)
     train = sharded_files_dataset(files, sub_epoch_dataset=HDF, partition_epoch=2)  # default: worker process
     config_path = str(tmp_path / "returnn.config")
@@ -133,8 +116,7 @@ def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
             print("FROM", i6_shard.__file__)
         """)
     (tmp_path / "run.py").write_text(script)
-    out = subprocess.run([sys.executable, "-S", "run.py"], env=env, cwd=str(tmp_path), capture_output=True,
-                         text=True, timeout=120)
+    out = run_without_i6_shard(["run.py"], cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     tags = [line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("TAG ")]
     sizes = collect_file_sizes(files)
@@ -142,6 +124,33 @@ def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     index_of = {f: i for i, f in enumerate(files)}
     planned = {index_of[f] for f in plan.files_for(epoch=1, shard_index=1)}
     assert tags and {int(t.split("/")[0]) for t in tags} == planned
+
+
+def test_config_written_with_i6_shard_in_site_packages_names_the_fix(tmp_path, monkeypatch):
+    """i6_shard installed into the manager's site-packages (``pip install``): that directory must not
+    go onto RETURNN's sys.path, so a RETURNN Python without i6_shard stops with an error naming the fix."""
+    import site
+
+    import i6_shard.returnn_config.pycode as pycode
+
+    site_packages = site.getsitepackages()[0]
+    monkeypatch.setattr(pycode, "i6_shard_root", lambda: site_packages)
+    train = sharded_files_dataset(["a.hdf"], sub_epoch_dataset=HDF, partition_epoch=1)
+    config_path = str(tmp_path / "returnn.config")
+    write_returnn_config(config_path, {"train": train})
+    text = open(config_path).read()
+    assert f"sys.path.insert(0, {site_packages!r})" not in text and site_packages in text
+
+    out = run_without_i6_shard(["-c", load_config_code(config_path)], cwd=tmp_path)
+    assert out.returncode != 0
+    assert "this RETURNN config needs i6_shard" in out.stderr and f"site-packages ({site_packages})" in out.stderr
+    assert "pip install" in out.stderr and "symlink" in out.stderr and "recipe/" in out.stderr
+    # Where i6_shard is installed (here: this process), the config loads.
+    from returnn.config import Config
+
+    config = Config()
+    config.load_file(config_path)
+    assert config.typed_value("train")["get_sub_epoch_dataset"](["x"])["files"] == ["x"]
 
 
 def test_multi_modality_via_json_file_list_in_a_meta_dataset(tmp_path):

@@ -23,6 +23,7 @@ from i6_shard.core import ShardPlan, collect_file_sizes, save_file_sizes, write_
 from i6_shard.returnn_config import ConfigCheckError, sharded_files_dataset  # noqa: E402
 from i6_shard.returnn_config.i6core import (  # noqa: E402
     DelayedSubEpochPartial,
+    I6ShardImportCode,
     SubEpochDatasetCode,
     add_sharded_dataset,
     sharded_returnn_config,
@@ -31,6 +32,7 @@ from i6_shard.returnn_config.i6core import (  # noqa: E402
 )
 
 from ..strategies import file_names  # noqa: E402
+from .fresh_python import load_config_code, run_without_i6_shard  # noqa: E402
 from .hdf_files import iterate_tags, write_hdf_files  # noqa: E402
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
@@ -126,16 +128,57 @@ def test_dataset_hash_pinned_and_independent_of_install_location(monkeypatch):
     assert isinstance(rc, ReturnnConfigV2)
     assert isinstance(rc.config["train"]["get_sub_epoch_dataset"], DelayedSubEpochPartial)
     assert sis_hash_helper(rc.config["train"]) == sis_hash_helper(train)
-    # Classic: the prolog code knows where i6_shard lives, its hash does not.
-    rc = sharded_returnn_config({}, train, v2=False)
-    (prolog,) = [p for p in [rc.python_prolog] if isinstance(p, SubEpochDatasetCode)]
+    # The prolog code knows where i6_shard lives, the hash does not. V2: the prolog is not hashed.
+    (import_code,) = [p for p in [rc.python_prolog] if isinstance(p, I6ShardImportCode)]
+    assert rc.python_prolog_hash is None
+    add_sharded_dataset(rc, train, key="dev")
+    assert rc.python_prolog is import_code  # once, however many datasets
+    # Classic: the prolog holds the code, its hash covers only names and bound arguments.
+    classic = sharded_returnn_config({}, train, v2=False)
+    (prolog,) = [p for p in [classic.python_prolog] if isinstance(p, SubEpochDatasetCode)]
     import i6_shard.returnn_config.pycode as pycode
 
-    before = sis_hash_helper(rc.python_prolog_hash)
+    hashes = sis_hash_helper(rc), sis_hash_helper(classic)
     monkeypatch.setattr(pycode, "i6_shard_root", lambda: "/somewhere/else")
-    monkeypatch.setattr(pycode, "_on_default_sys_path", lambda path: False)
-    assert "sys.path.insert(0, '/somewhere/else')" in prolog.get()
-    assert sis_hash_helper(rc.python_prolog_hash) == before
+    for code in (prolog.get(), import_code.get()):
+        assert "sys.path.insert(0, '/somewhere/else')" in code
+    monkeypatch.setattr(pycode, "i6_shard_root", lambda: "/venv/lib/python3.11/site-packages")
+    for code in (prolog.get(), import_code.get()):
+        assert "__import__('i6_shard')" in code and "sys.path" not in code.split("raise ImportError")[0]
+    assert (sis_hash_helper(rc), sis_hash_helper(classic)) == hashes
+
+
+@pytest.mark.parametrize("flavour, install", [("v2", "checkout_on_default_path"), ("classic", "checkout_on_default_path"),
+                                             ("v2", "site_packages")])
+def test_written_config_imports_i6_shard_in_returnns_python(tmp_path, monkeypatch, flavour, install):
+    """The config is written by the manager's Python and loaded by RETURNN's, which lacks i6_shard.
+    A checkout that the manager has on its default path (a .pth editable install) still goes onto
+    RETURNN's sys.path; a site-packages install stops with an error naming the fix."""
+    from i6_core.serialization import serialization_v2
+
+    import i6_shard.returnn_config.pycode as pycode
+
+    root = pycode.i6_shard_root()
+    base = serialization_v2.get_base_sys_path_list()
+    monkeypatch.setattr(serialization_v2, "get_base_sys_path_list", lambda: base + [root])
+    if install == "site_packages":
+        import site
+
+        monkeypatch.setattr(pycode, "i6_shard_root", lambda: site.getsitepackages()[0])
+    train = sharded_files_dataset(["a.hdf", "b.hdf"], sub_epoch_dataset=HDF, partition_epoch=1)
+    rc = sharded_returnn_config(BASE_CONFIG, train, v2=flavour == "v2", black_formatting=False)
+    before = rc._sis_hash()
+    config_path = str(tmp_path / "returnn.config")
+    rc.write(config_path)
+    assert rc._sis_hash() == before
+
+    out = run_without_i6_shard(["-c", load_config_code(config_path)], cwd=tmp_path)
+    if install == "site_packages":
+        assert out.returncode != 0 and "this RETURNN config needs i6_shard" in out.stderr, out.stderr[-3000:]
+        return
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"SUB {dict(HDF, files=['x.hdf'])!r}" in out.stdout
+    assert f"FROM {os.path.join(root, 'i6_shard', '__init__.py')}" in out.stdout
 
 
 def test_classic_placement_shape():
