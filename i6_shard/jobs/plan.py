@@ -3,13 +3,14 @@ and plot, as cached Sisyphus outputs (the same bytes as ``python -m i6_shard pla
 
 from __future__ import annotations
 
+import os
 from typing import Optional, Union
 
 from sisyphus import Job, Task, tk
 
 from i6_shard import core
 
-from .util import write_variable
+from .util import check_absolute, write_variable
 
 __all__ = ["ShardPlanJob"]
 
@@ -52,6 +53,14 @@ class ShardPlanJob(Job):
         :param fixed_random_seed: the dataset's fixed_random_seed, if any
         :param distribution: "returnn" (RETURNN's own cut) or another of ``core.DISTRIBUTIONS``
         """
+        if not isinstance(file_sizes, (tk.Path, str)):
+            raise TypeError(f"file_sizes={file_sizes!r} must be a tk.Path or str: pass "
+                            "ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`")
+        check_absolute(file_sizes, name="file_sizes")
+        sizes_path = file_sizes.get_path() if isinstance(file_sizes, tk.Path) else file_sizes
+        if os.path.splitext(sizes_path)[1] != ".npz":
+            raise ValueError(f"file_sizes={sizes_path!r} is not a .npz file: pass ComputeFileSizesJob(...).out_file_sizes "
+                             "(not its out_file_list) or the .npz that `python -m i6_shard sizes -o` wrote")
         for name, value in (("num_shards", num_shards), ("partition_epoch", partition_epoch),
                             ("num_epochs", num_epochs)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -80,12 +89,19 @@ class ShardPlanJob(Job):
         self.out_max_imbalance = self.output_var("max_imbalance")
         self.out_dropped_fraction = self.output_var("dropped_fraction")
 
+    @classmethod
+    def hash(cls, parsed_args):
+        d = dict(parsed_args)
+        if type(d["random_seed_offset"]) is int and d["random_seed_offset"] == 0:
+            d["random_seed_offset"] = None  # the same plan: None means RETURNN's 0 under sharding
+        return super().hash(d)
+
     def tasks(self):
         yield Task("run", mini_task=True)
 
     def run(self):
-        path = self.file_sizes.get_path() if isinstance(self.file_sizes, tk.Path) else self.file_sizes
-        sizes = core.load_file_sizes(path)
+        sizes = core.load_file_sizes(self.file_sizes.get_path() if isinstance(self.file_sizes, tk.Path)
+                                     else self.file_sizes)
         plan = core.ShardPlan(
             sizes.keys, sizes.sizes, num_shards=self.num_shards, partition_epoch=self.partition_epoch,
             seq_ordering=self.seq_ordering, random_seed_offset=self.random_seed_offset or 0,

@@ -173,6 +173,8 @@ class VerifyShardingJob(Job):
             _check_picklable_functions(parsed_args["train_dataset"])
         d = dict(parsed_args)
         del d["returnn_python_exe"]
+        epochs = _normalize_epochs(d["epochs"])
+        d["epochs"] = len(epochs) if epochs == list(range(1, len(epochs) + 1)) else epochs  # 4 and [1, 2, 3, 4]: one job
         return super().hash(d)
 
     def tasks(self):

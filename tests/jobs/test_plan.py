@@ -2,6 +2,7 @@
 plan RETURNN's own cut gives, headline variables, clear errors, stable hashes."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -98,6 +99,29 @@ def test_bad_options_fail_at_graph_construction(work_dir):
         ShardPlanJob(tk.Path("/data/s.npz"), num_shards=0, partition_epoch=2, num_epochs=2)
     with pytest.raises(ValueError, match="distribution='even'"):
         ShardPlanJob(tk.Path("/data/s.npz"), num_shards=2, partition_epoch=2, num_epochs=2, distribution="even")
+
+
+def test_file_sizes_must_be_an_absolute_npz_path(work_dir):
+    for bad in (123, None, ["/data/s.npz"]):
+        with pytest.raises(TypeError, match=re.escape(f"file_sizes={bad!r} must be a tk.Path or str: pass Compute")):
+            ShardPlanJob(bad, num_shards=2, partition_epoch=2, num_epochs=2)
+    # out_file_list passed by mistake
+    with pytest.raises(ValueError, match="file_sizes='/data/files.txt' is not a .npz file: pass ComputeFileSizesJob"
+                                         "\\(...\\).out_file_sizes \\(not its out_file_list\\)"):
+        ShardPlanJob(tk.Path("/data/files.txt"), num_shards=2, partition_epoch=2, num_epochs=2)
+    # Sisyphus runs the task in the job's work dir: a relative str would be looked up there.
+    with pytest.raises(ValueError, match="file_sizes='sizes.npz' is a relative path. .*give an absolute path or a "
+                                         "tk.Path"):
+        ShardPlanJob("sizes.npz", num_shards=2, partition_epoch=2, num_epochs=2)
+    ShardPlanJob(tk.Path("sizes.npz"), num_shards=2, partition_epoch=2, num_epochs=2)  # relative to the setup dir
+    ShardPlanJob("/data/sizes.npz", num_shards=2, partition_epoch=2, num_epochs=2)
+
+
+def test_equivalent_seed_offsets_share_one_job(work_dir):
+    sizes = tk.Path("/data/corpus/file_sizes.npz")
+    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, random_seed_offset=0) is job
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, random_seed_offset=1) is not job
 
 
 def test_pinned_ids_and_what_is_hashed(work_dir):

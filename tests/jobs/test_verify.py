@@ -129,6 +129,13 @@ def test_pinned_id_and_what_is_hashed(work_dir):
     other = dict(dataset, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch_dataset, seq_ordering="default"))
     assert VerifyShardingJob(other, num_shards=8, epochs=40) is not job
     assert files in job._sis_inputs  # Sisyphus waits for the list file
+    # The same sub-epochs, however given: one job.
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=list(range(1, 41))) is job
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=(40, *range(1, 41))) is job
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=[3, 1]) is VerifyShardingJob(dataset, num_shards=8,
+                                                                                        epochs=(1, 3, 1))
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=[1, 3]) is not job
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=39) is not job
 
 
 def test_bad_options_fail_at_graph_construction(work_dir):
