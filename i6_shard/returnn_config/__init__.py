@@ -22,6 +22,7 @@ _I6CORE_EXPORTS = (
     "training_job",
     "SubEpochDatasetCode",
     "DelayedSubEpochPartial",
+    "I6ShardImportCode",
 )
 
 
