@@ -1,6 +1,7 @@
 """Job helpers: Sisyphus paths become plain strings for RETURNN, variables are written atomically
 in the format tk.Variable reads, and subprocesses get the import roots of pickled functions."""
 
+import builtins
 import functools
 import os
 
@@ -45,3 +46,47 @@ def test_write_variable_reads_back(work_dir):
     write_variable(var, False)
     assert var.get() is False
     assert os.listdir(work_dir) == ["v"]  # no temporary file left behind
+
+
+class _DiesMidWrite:
+    """A file that writes half of what it is given, then dies (as a killed task would)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, data):
+        self._f.write(data[:len(data) // 2])
+        self._f.flush()
+        raise KeyboardInterrupt("killed mid-write")
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._f.close()
+
+
+@pytest.mark.parametrize("old_value", [None, 0.5])
+def test_write_variable_killed_mid_write_leaves_nothing_that_looks_finished(work_dir, monkeypatch, old_value):
+    from sisyphus.job_path import Variable
+
+    var = Variable(str(work_dir / "v"))
+    if old_value is not None:
+        write_variable(var, old_value)
+    real_open = builtins.open
+
+    def dying_open(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return _DiesMidWrite(f) if "w" in mode else f
+
+    with monkeypatch.context() as m:
+        m.setattr(builtins, "open", dying_open)
+        with pytest.raises(KeyboardInterrupt):
+            write_variable(var, 0.25)  # half written: "0." would read back as 0.0
+    if old_value is None:
+        assert os.listdir(work_dir) == []
+    else:
+        assert var.get() == old_value and os.listdir(work_dir) == ["v"]
