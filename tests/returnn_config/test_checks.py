@@ -20,7 +20,8 @@ from i6_shard.returnn_config import (
 from i6_shard.returnn_config.checks import SHARDING_FIX_RETURNN_COMMIT
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
-RETURNN_MIRROR = "/work/.mirror/rwth-i6+returnn/repo"
+#: Environment variable naming a git clone of RETURNN with its full history (normal or bare).
+RETURNN_GIT_ENV = "I6_SHARD_RETURNN_GIT"
 
 
 def _dfd(**kwargs):
@@ -83,8 +84,10 @@ def test_version_boundary():
     check_returnn_version(SHARDING_FIX_RETURNN_VERSION)
     check_returnn_version("1.20261022.211313+git.a6e5adc")
     check_returnn_version(None)
-    with pytest.raises(ConfigCheckError, match="predates DistributeFilesDataset's sharding_fix"):
-        check_returnn_version("1.20260611.014530")
+    check_returnn_version("1.20260611.014531+git.7803cb1")  # the commit that added sharding_fix, as pip names it
+    for older in ("1.20260611.014530", "1.20260610.235959+git.0000000", "1.20250101.000000"):
+        with pytest.raises(ConfigCheckError, match="predates DistributeFilesDataset's sharding_fix"):
+            check_returnn_version(older)
     with pytest.raises(ValueError, match="not of the form 1.YYYYMMDD.HHMMSS"):
         check_returnn_version("latest")
     with pytest.raises(ConfigCheckError, match="predates"):
@@ -101,11 +104,22 @@ def test_installed_returnn_has_sharding_fix_and_is_new_enough():
     assert returnn_version_of(root) == returnn.__version__
 
 
-@pytest.mark.skipif(not os.path.isdir(RETURNN_MIRROR), reason="needs a git clone of RETURNN to read its history")
+def _returnn_git_checkout() -> str:
+    path = os.environ.get(RETURNN_GIT_ENV)
+    if not path:
+        pytest.skip(f"set {RETURNN_GIT_ENV} to a git clone of RETURNN (github.com/rwth-i6/returnn, full history) "
+                    "to check SHARDING_FIX_RETURNN_VERSION against RETURNN's history")
+    out = subprocess.run(["git", "-C", path, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
+    if out.returncode != 0 or out.stdout.strip() != "false":
+        pytest.fail(f"{RETURNN_GIT_ENV}={path!r} is not a git clone with full history: {out.stderr.strip()}")
+    return path
+
+
 def test_version_constant_matches_returnn_history():
+    checkout = _returnn_git_checkout()
+
     def git(*args):
-        return subprocess.run(["git", "-C", RETURNN_MIRROR, *args], capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(["git", "-C", checkout, *args], capture_output=True, text=True, check=True).stdout
 
     first = git("log", "-S", "sharding_fix", "--format=%H", "--", "returnn/datasets/distrib_files.py").split()[-1]
     assert first == SHARDING_FIX_RETURNN_COMMIT
