@@ -34,14 +34,15 @@ class TinyHdfDataJob(Job):
         paths = []
         for i in range(self.num_files):
             path = os.path.join(self.out_dir.get_path(), f"part-{i:03d}.hdf")
-            if os.path.exists(path):
-                os.unlink(path)  # left by an earlier, interrupted run; the writer refuses to overwrite
-            # SimpleHDFWriter writes to a temporary file and moves it to `path` on close (atomic).
-            writer = SimpleHDFWriter(path, dim=self.feature_dim, ndim=2)
-            for j in range(int(rng.randint(1, self.max_seqs + 1))):
-                n = int(rng.randint(5, 200))
-                feats = rng.rand(1, n, self.feature_dim).astype("float32")
-                writer.insert_batch(feats, seq_len=[n], seq_tag=[f"corpus/file{i}/seq{j}"])
-            writer.close()
+            # Written under a temporary name next to `path`, renamed to `path` once complete: a killed
+            # run leaves no part file that could pass for a finished one, whatever the writer does.
+            with core.atomic_path(path) as tmp:
+                os.unlink(tmp)  # SimpleHDFWriter creates the file itself and refuses to overwrite one
+                writer = SimpleHDFWriter(tmp, dim=self.feature_dim, ndim=2)
+                for j in range(int(rng.randint(1, self.max_seqs + 1))):
+                    n = int(rng.randint(5, 200))
+                    feats = rng.rand(1, n, self.feature_dim).astype("float32")
+                    writer.insert_batch(feats, seq_len=[n], seq_tag=[f"corpus/file{i}/seq{j}"])
+                writer.close()
             paths.append(path)
         core.write_file_list(paths, self.out_file_list.get_path())
