@@ -109,6 +109,8 @@ def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int) -> None:
         raise TypeError(f"train_dataset['get_sub_epoch_dataset'] is {dataset['get_sub_epoch_dataset']!r}; it must be "
                         "a function from a list of file trees to a dataset dict")
     files = dataset["files"]
+    if isinstance(files, tuple):
+        raise TypeError("train_dataset['files'] is a tuple; DistributeFilesDataset takes a list (or a list file)")
     check_absolute(files, name="train_dataset['files']")
     if isinstance(files, list):
         check_absolute_leaves(files, name="train_dataset['files']")
@@ -121,7 +123,9 @@ class VerifyShardingJob(Job):
     the given sub-epochs of the training dataset and checks, per full epoch, that every sequence
     is read by exactly one rank exactly once, that each rank read exactly the sequences of its
     files, and that the files per rank and sub-epoch equal the i6_shard plan for the dataset's
-    own files, sizes and settings. The job fails listing the first violations.
+    own files, sizes and settings. The job fails listing the first violations. It prints a
+    line per rank; a rank whose RETURNN process fails raises RankFailedError, whose message
+    ends with the last lines of that process's stderr.
 
     Outputs: out_report (text), out_ok (tk.Variable, True when every check passed).
     """

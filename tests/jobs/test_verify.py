@@ -155,6 +155,12 @@ def test_bad_options_fail_at_graph_construction(work_dir):
         VerifyShardingJob({"get_sub_epoch_dataset": functools.partial(local)}, num_shards=2, epochs=1)
     with pytest.raises(TypeError, match="must be an int N"):
         VerifyShardingJob(sharded_dfd(files, partition_epoch=1), num_shards=2, epochs=range(1, 3))
+    with pytest.raises(TypeError, match="train_dataset\\['files'\\] is a tuple; DistributeFilesDataset takes a list"):
+        VerifyShardingJob(sharded_dfd(tuple(files), partition_epoch=1), num_shards=2, epochs=1)
+    with pytest.raises(TypeError, match="train_dataset\\['get_sub_epoch_dataset'\\] is 'HDFDataset'; it must be a "
+                                        "function"):
+        VerifyShardingJob(sharded_dfd(files, partition_epoch=1, get_sub_epoch_dataset="HDFDataset"), num_shards=2,
+                          epochs=1)
 
 
 @pytest.mark.parametrize("drop, match", [
