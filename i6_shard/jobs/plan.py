@@ -59,8 +59,9 @@ class ShardPlanJob(Job):
         check_absolute(file_sizes, name="file_sizes")
         sizes_path = file_sizes.get_path() if isinstance(file_sizes, tk.Path) else file_sizes
         if os.path.splitext(sizes_path)[1] != ".npz":
-            raise ValueError(f"file_sizes={sizes_path!r} is not a .npz file: pass ComputeFileSizesJob(...).out_file_sizes "
-                             "(not its out_file_list) or the .npz that `python -m i6_shard sizes -o` wrote")
+            raise ValueError(f"file_sizes={sizes_path!r} is not a .npz file: pass "
+                             "ComputeFileSizesJob(...).out_file_sizes (not its out_file_list) or the .npz that "
+                             "`python -m i6_shard sizes -o` wrote")
         for name, value in (("num_shards", num_shards), ("partition_epoch", partition_epoch),
                             ("num_epochs", num_epochs)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -61,9 +61,9 @@ class ComputeFileSizesJob(Job):
             check_absolute_leaves(list(files), name="files")
             txt = not any(core.txt_entry_problem(f) for f in plain)
         else:
+            hint = " (wrap a list file's path in tk.Path)" if isinstance(files, str) else ""
             raise TypeError(f"files must be a list of file trees or a tk.Path to a list file, got "
-                            f"{type(files).__name__}" + (" (wrap a list file's path in tk.Path)" if isinstance(files, str)
-                                                         else ""))
+                            f"{type(files).__name__}{hint}")
         for name, value in (("num_threads", num_threads), ("num_parallel_tasks", num_parallel_tasks)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name}={value!r} must be a positive int or None")

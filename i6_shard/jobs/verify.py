@@ -178,7 +178,8 @@ class VerifyShardingJob(Job):
         d = dict(parsed_args)
         del d["returnn_python_exe"]
         epochs = _normalize_epochs(d["epochs"])
-        d["epochs"] = len(epochs) if epochs == list(range(1, len(epochs) + 1)) else epochs  # 4 and [1, 2, 3, 4]: one job
+        # epochs=4 and [1, 2, 3, 4] (in any order) are one job; 4 is how the first N were always hashed.
+        d["epochs"] = len(epochs) if epochs == list(range(1, len(epochs) + 1)) else epochs
         return super().hash(d)
 
     def tasks(self):

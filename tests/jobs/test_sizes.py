@@ -165,7 +165,8 @@ def test_relative_names_in_a_list_file_are_explained(work_dir, monkeypatch):
     assert msg.startswith("2 of 3 files are missing or unreadable") and "'sub/gone.hdf'" in msg
     assert (f"2 of the missing names are relative in the list file {list_path}: they were looked up in "
             f"{job._sis_path('work', abspath=True)}, this job's work dir") in msg
-    assert f"the list's directory {work_dir / 'data'}" in msg and msg.endswith("Write absolute paths into the list file.")
+    assert f"the list's directory {work_dir / 'data'}" in msg
+    assert msg.endswith("Write absolute paths into the list file.")
     assert not os.path.exists(job.out_file_sizes.get_path())
 
 

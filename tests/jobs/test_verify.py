@@ -195,8 +195,8 @@ def test_relative_path_strings_fail_at_graph_construction(work_dir):
         VerifyShardingJob("returnn.config", num_shards=2, epochs=2)
     with pytest.raises(ValueError, match="train_dataset\\['files'\\]='lists/files.txt' " + hint):
         VerifyShardingJob(sharded_dfd("lists/files.txt", partition_epoch=2), num_shards=2, epochs=2)
-    with pytest.raises(ValueError, match=re.escape("['files'] holds 2 relative file names (first 2: ['f1.hdf', 'x/f3.hdf"
-                                                   "']). ") + ".*give an absolute path or a tk.Path"):
+    relative = re.escape("['files'] holds 2 relative file names (first 2: ['f1.hdf', 'x/f3.hdf']). ")
+    with pytest.raises(ValueError, match=relative + ".*give an absolute path or a tk.Path"):
         VerifyShardingJob(sharded_dfd([files[0], "f1.hdf", (files[2], "x/f3.hdf")], partition_epoch=2),
                           num_shards=2, epochs=2)
     with pytest.raises(ValueError, match="returnn_root='returnn' " + hint):

@@ -146,9 +146,10 @@ def test_runner_reports_too_few_files_in_a_list_file(tmp_path, hdf_files):
     with open(list_path, "w") as f:
         f.write("\n".join(hdf_files[:5]) + "\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    source = _pickled(tmp_path, sharded_dfd(list_path, partition_epoch=3))
     proc = subprocess.run(
-        [sys.executable, "-m", "i6_shard.returnn_ext.verify", *_pickled(tmp_path, sharded_dfd(list_path, partition_epoch=3)),
-         "--rank", "1", "--num-shards", "2", "--epochs", "1", "--output", str(tmp_path / "rank-1.json")],
+        [sys.executable, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", "1", "--num-shards", "2",
+         "--epochs", "1", "--output", str(tmp_path / "rank-1.json")],
         env=env, cwd=str(tmp_path), capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1].startswith(
