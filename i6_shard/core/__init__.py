@@ -1,7 +1,7 @@
 """Pure core of i6_shard (stdlib + numpy): file trees, lists and sizes, RETURNN-exact
 shuffle and bin distribution, and shard plans."""
 
-from .atomic import atomic_path, atomic_write
+from .atomic import atomic_path, atomic_write, check_output_path
 from .balanced import assign_largest_first, distribute_balanced, group_bounds
 from .demo import lognormal_sizes, make_demo_files
 from .distribute import (

@@ -50,7 +50,8 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
     ``.py`` parser does not accept them; the tree key is the same either way.
 
     :raises FileNotFoundError: if the list file does not exist
-    :raises ValueError: on an unknown extension, unparsable content, or content that is not a list
+    :raises ValueError: on an unknown extension, a directory, unparsable content (a ``.txt`` list not
+        in the locale's encoding included), or content that is not a list
     """
     path = os.fspath(path)
     ext = os.path.splitext(path)[1]
@@ -61,10 +62,20 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
         )
     if not os.path.exists(path):
         raise FileNotFoundError(f"file list {path!r} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"file list {path!r} is a directory; give the path of a {'/'.join(FILE_LIST_EXTENSIONS)} "
+                         "file that lists the files")
     if ext == ".txt":
-        with open(path, "rt") as f:
-            stripped = (line.strip() for line in f.readlines())
-            return [line for line in stripped if line and not line.startswith("#")]
+        try:
+            with open(path, "rt") as f:
+                lines = f.readlines()
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"file list {path!r} is not valid {exc.encoding} text ({exc.reason} at byte {exc.start}), the "
+                "encoding RETURNN reads a .txt list in here; write the list as .json (write_file_list escapes "
+                "any name)") from None
+        stripped = (line.strip() for line in lines)
+        return [line for line in stripped if line and not line.startswith("#")]
     try:
         if ext == ".json":
             with open(path, "rt") as f:

@@ -247,6 +247,23 @@ def test_missing_list_file(tmpdir_m):
         read_file_list(path)
 
 
+@pytest.mark.parametrize("ext", [".txt", ".json", ".py"])
+def test_a_directory_is_not_a_list_file(tmp_path, ext):
+    path = tmp_path / f"files{ext}"
+    path.mkdir()
+    with pytest.raises(ValueError, match=r"files\.\w+' is a directory; give the path of a \.txt/\.json/\.py file"):
+        read_file_list(path)
+
+
+def test_txt_list_that_is_not_utf8_names_the_file_and_suggests_json(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("/data/caf\u00e9.hdf\n".encode("latin-1"))
+    with pytest.raises(UnicodeDecodeError):  # RETURNN fails on it too, naming neither file nor fix
+        returnn_reads(str(path))
+    with pytest.raises(ValueError, match=r"latin1\.txt' is not valid utf-8 text .*write the list as \.json"):
+        read_file_list(path)
+
+
 def test_write_is_atomic_and_leaves_no_temp_files(tmpdir_m):
     d = os.path.join(tmpdir_m, "atomic")
     os.makedirs(d)
