@@ -22,11 +22,17 @@ UNSHARDED_RANK_SEED_STRIDE = 16127
 
 def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int) -> None:
     """Raise a clear error where RETURNN would fail with a bare assert at training time.
+    The hint names only changes that help: fewer shards only if there are several, and
+    for an empty list, that it is empty.
 
     >>> check_enough_files(10, num_shards=4, partition_epoch=3)
     Traceback (most recent call last):
     ...
     ValueError: 10 files cannot fill num_shards*partition_epoch=4*3=12 bins: every rank needs at least one file per sub-epoch. Lower partition_epoch to at most 2, use fewer shards, or split the data into more files.
+    >>> check_enough_files(3, num_shards=1, partition_epoch=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: 3 files cannot fill num_shards*partition_epoch=1*4=4 bins: every rank needs at least one file per sub-epoch. Lower partition_epoch to at most 3, or split the data into more files.
     """
     for name, value in (("num_shards", num_shards), ("partition_epoch", partition_epoch)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
@@ -34,10 +40,16 @@ def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int)
     num_bins = num_shards * partition_epoch
     if num_files < num_bins:
         max_p = num_files // num_shards
-        hint = f"Lower partition_epoch to at most {max_p}, use fewer shards" if max_p >= 1 else "Use fewer shards"
+        if num_files < 1:
+            hint = "The file list is empty: give it the files to train on."
+        elif max_p >= 1:
+            fewer = ", use fewer shards" if num_shards > 1 else ""
+            hint = f"Lower partition_epoch to at most {max_p}{fewer}, or split the data into more files."
+        else:  # fewer files than shards (so num_shards > 1)
+            hint = (f"Use at most {num_files} shards (with partition_epoch=1), or split the data into more files.")
         raise ValueError(
             f"{num_files} files cannot fill num_shards*partition_epoch={num_shards}*{partition_epoch}={num_bins} "
-            f"bins: every rank needs at least one file per sub-epoch. {hint}, or split the data into more files."
+            f"bins: every rank needs at least one file per sub-epoch. {hint}"
         )
 
 

@@ -345,11 +345,19 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
     ``keys = d["keys_utf8"].tobytes().decode("utf-8", "surrogatepass").split("\\0")`` (no keys if
     ``sizes`` is empty).
 
-    :raises ValueError: if a key holds a NUL byte or the sizes are not integers
+    :raises ValueError: if a key holds a NUL byte, or the sizes are not integers in [0, 2**63)
     """
     sizes = np.asarray(file_sizes.sizes)
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
         raise ValueError(f"sizes must be a vector of integers, got {sizes.dtype}{list(sizes.shape)}")
+    if sizes.size and sizes.dtype.kind == "i" and int(sizes.min()) < 0:
+        bad = int(np.argmax(sizes < 0))
+        raise ValueError(f"sizes must be >= 0 (bytes), but entry {bad} ({file_sizes.keys[bad]!r}) has "
+                         f"{int(sizes[bad])} ({int(np.count_nonzero(sizes < 0))} negative in all); nothing was written")
+    if sizes.size and sizes.dtype.kind == "u" and int(sizes.max()) >= 2**63:
+        bad = int(np.argmax(sizes >= 2**63))
+        raise ValueError(f"sizes must fit int64, but entry {bad} ({file_sizes.keys[bad]!r}) has {int(sizes[bad])}; "
+                         "nothing was written")
     save_npz(path, {
         "format_version": np.array(FILE_SIZES_FORMAT_VERSION, dtype=np.int64),
         "keys_utf8": encode_keys(file_sizes.keys),

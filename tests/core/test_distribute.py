@@ -113,6 +113,35 @@ def test_too_few_files_names_the_values_and_the_fix():
         distribute_evenly_by_size(np.array([1, 2, 3]), num_bins=4)
 
 
+@pytest.mark.parametrize("num_files", [0, 1, 3, 7, 12])
+@pytest.mark.parametrize("num_shards", [1, 2, 5])
+@pytest.mark.parametrize("partition_epoch", [1, 4, 13])
+def test_the_hint_for_too_few_files_works_when_followed(num_files, num_shards, partition_epoch):
+    import re
+
+    if num_files >= num_shards * partition_epoch:
+        check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
+        return
+    with pytest.raises(ValueError) as info:
+        check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
+    hint = str(info.value).split("sub-epoch. ", 1)[1]
+    if num_files == 0:
+        assert hint.startswith("The file list is empty") and "shards" not in hint
+        return
+    assert ("shards" in hint) is (num_shards > 1)  # "use fewer shards" only where there are several
+    max_p = re.search(r"partition_epoch to at most (\d+)", hint)
+    max_w = re.search(r"Use at most (\d+) shards \(with partition_epoch=1\)", hint)
+    assert (max_p is None) != (max_w is None), hint
+    if max_p:  # the largest partition_epoch that works
+        check_enough_files(num_files, num_shards=num_shards, partition_epoch=int(max_p[1]))
+        with pytest.raises(ValueError):
+            check_enough_files(num_files, num_shards=num_shards, partition_epoch=int(max_p[1]) + 1)
+    else:  # the largest number of shards that works
+        check_enough_files(num_files, num_shards=int(max_w[1]), partition_epoch=1)
+        with pytest.raises(ValueError):
+            check_enough_files(num_files, num_shards=int(max_w[1]) + 1, partition_epoch=1)
+
+
 @settings(max_examples=50)
 @given(st.integers(0, 40), st.integers(0, 2**32 - 1))
 def test_shuffle_order_is_returnn_list_shuffle(num_files, seed):
