@@ -41,7 +41,7 @@ from .outputs import (
     plot_title,
     write_plan_outputs,
 )
-from .plan import DISTRIBUTIONS, SEQ_ORDERINGS, ShardPlan
+from .plan import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, ShardPlan, check_plan_settings
 from .plan_io import PLAN_FORMAT_VERSION, PlanFile, load_plan, plan_arrays, read_plan_file, save_plan
 from .plot import matplotlib_available, plot_plan
 from .report import format_bytes, plan_warnings, render_report, summarize, summary_json

@@ -47,7 +47,7 @@ def other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, U
             other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
                               seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
                               fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=plan.distrib_shard_files,
-                              distribution=name)
+                              same_seed_on_all_ranks=plan.same_seed_on_all_ranks, distribution=name)
             out[name] = compute_plan_stats(other, num_epochs=num_epochs)
         except ValueError as exc:
             out[name] = str(exc)
@@ -56,7 +56,8 @@ def other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, U
 
 def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
     """The plot's title line: the settings that shape the picture."""
-    mode = "sharded" if plan.distrib_shard_files else "unsharded"
+    mode = "sharded" if plan.distrib_shard_files else \
+        "unsharded, same seed on all ranks" if plan.same_seed_on_all_ranks else "unsharded"
     return (f"{plan.num_files:,} files, num_shards={plan.num_shards}, partition_epoch={plan.partition_epoch}, "
             f"num_epochs={num_epochs}\n{mode}, seq_ordering={plan.seq_ordering}, distribution={plan.distribution}")
 
@@ -64,7 +65,8 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
 def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
     """Stats of plain RETURNN (distribution ``returnn``) with ``distrib_shard_files`` flipped,
     on the same files and settings: sharded versus each rank shuffling everything itself
-    (a str with the reason where that mode cannot plan them, e.g. too few files to shard)."""
+    (a str with the reason where that mode cannot plan them, e.g. too few files to shard).
+    The unsharded mode is RETURNN's default one, with a per-rank seed offset."""
     try:
         other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
                           seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
@@ -105,7 +107,10 @@ def write_plan_outputs(plan: ShardPlan, *, num_epochs: int, plan_path: str, summ
 
     :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs)
     :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
+    :raises ValueError: before anything is written, if ``num_epochs`` cannot be planned
+        (see :meth:`ShardPlan.check_num_epochs`)
     """
+    plan.check_num_epochs(num_epochs)
     arrays = plan_arrays(plan, num_epochs=num_epochs)
     orders, bounds = arrays["orders"], arrays["bounds"]
 

@@ -22,6 +22,8 @@ _SETTINGS = ("num_shards", "partition_epoch", "random_seed_offset", "num_epochs"
 _TEXTS = ("seq_ordering", "distribution")
 _ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", "fixed_random_seed", "distrib_shard_files",
            *_SETTINGS, *_TEXTS}
+#: Stored only when True, so that plans without it keep their bytes and older files load unchanged.
+_OPTIONAL_FLAGS = ("same_seed_on_all_ranks",)
 
 
 def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
@@ -35,13 +37,15 @@ def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
       ``r * partition_epoch + (epoch - 1) % partition_epoch`` in sub-epoch ``epoch``; unsharded, rank r
       reads bin ``(epoch - 1) % partition_epoch`` of layout r;
     - ``keys_utf8`` (NUL-joined UTF-8 keys), ``sizes`` (int64), the settings as scalars,
-      ``seq_ordering``/``distribution`` as str scalars, ``fixed_random_seed`` of shape [0] or [1].
+      ``seq_ordering``/``distribution`` as str scalars, ``fixed_random_seed`` of shape [0] or [1];
+    - ``same_seed_on_all_ranks`` (bool scalar) only if True (absent means False).
 
     >>> plan = ShardPlan(["a", "b", "c"], [1, 2, 3], num_shards=1, partition_epoch=3, seq_ordering="default")
     >>> arrs = plan_arrays(plan, num_epochs=4)
     >>> arrs["orders"].shape, arrs["bounds"][1, 0].tolist()
     ((2, 1, 3), [0, 1, 2, 3])
     """
+    plan.check_num_epochs(num_epochs)
     num_full = num_full_epochs_for(num_epochs, partition_epoch=plan.partition_epoch)
     num_layouts = 1 if plan.distrib_shard_files else plan.num_shards
     dtype = np.uint32 if plan.num_files < 2**32 else np.int64
@@ -55,7 +59,9 @@ def plan_arrays(plan: ShardPlan, *, num_epochs: int) -> Dict[str, np.ndarray]:
             progress.add(1)
     progress.close()
     fixed = [] if plan.fixed_random_seed is None else [plan.fixed_random_seed]
+    flags = {name: np.array(True) for name in _OPTIONAL_FLAGS if getattr(plan, name)}
     return {
+        **flags,
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
         "keys_utf8": encode_keys(plan.keys),
         "sizes": plan.sizes,
@@ -112,8 +118,12 @@ def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile
                                 "or `python -m i6_shard plan`") from None
     except (ValueError, OSError) as exc:
         raise ValueError(f"{path!r} is not a plan file: {exc}") from None
-    if set(data) != _ARRAYS:
+    flags = set(data) - _ARRAYS
+    if not _ARRAYS <= set(data) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file (arrays {sorted(data)})")
+    for name in flags:
+        if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
+            raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
     version = int(data["format_version"])
     if version != PLAN_FORMAT_VERSION:
         raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads {PLAN_FORMAT_VERSION}")
@@ -126,6 +136,7 @@ def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile
         seq_ordering=str(data["seq_ordering"]), random_seed_offset=int(data["random_seed_offset"]),
         fixed_random_seed=fixed[0] if fixed else None,
         distrib_shard_files=bool(data["distrib_shard_files"]), distribution=str(data["distribution"]),
+        **{name: True for name in flags},
     )
     num_epochs = int(data["num_epochs"])
     orders, bounds = data["orders"], data["bounds"]

@@ -77,8 +77,10 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     """
     if compare_num_epochs is None:
         compare_num_epochs = stats.num_epochs
-    if not 1 <= compare_num_epochs <= stats.num_epochs:
-        raise ValueError(f"compare_num_epochs={compare_num_epochs} must be in 1..{stats.num_epochs}")
+    if isinstance(compare_num_epochs, bool) or not isinstance(compare_num_epochs, (int, np.integer)) \
+            or not 1 <= compare_num_epochs <= stats.num_epochs:
+        raise ValueError(f"compare_num_epochs={compare_num_epochs!r} must be an int in 1..{stats.num_epochs} "
+                         "(the sub-epochs of stats)")
     drop = stats.dropped_fraction
     ratio = stats.max_over_mean
     files = stats.files
@@ -90,7 +92,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     distributions: Dict[str, Any] = {plan.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
     for name, other in sorted((other_distributions or {}).items()):
         if not isinstance(other, str):
-            assert other.num_epochs == compare_num_epochs, (name, other.num_epochs, compare_num_epochs)
+            _check_compared_epochs(f"other_distributions[{name!r}]", other, compare_num_epochs)
         distributions[name] = other if isinstance(other, str) else _distribution_summary(other.bytes)
     summary: Dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
@@ -106,6 +108,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
             "fixed_random_seed": plan.fixed_random_seed,
             "distrib_shard_files": plan.distrib_shard_files,
             "distribution": plan.distribution,
+            **({"same_seed_on_all_ranks": True} if plan.same_seed_on_all_ranks else {}),
         },
         "max_imbalance": _f(ratio.max()),
         "dropped_fraction": _f(drop.mean()),
@@ -145,7 +148,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
         summary["other_mode"] = {"distrib_shard_files": not plan.distrib_shard_files, "distribution": "returnn",
                                  "not_applicable": other_mode}
     elif other_mode is not None:
-        assert other_mode.num_epochs == compare_num_epochs, (other_mode.num_epochs, compare_num_epochs)
+        _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
         summary["other_mode"] = {
             "distrib_shard_files": not plan.distrib_shard_files,
             "distribution": "returnn",
@@ -155,6 +158,14 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
         }
     summary["warnings"] = plan_warnings(plan, stats, summary)
     return summary
+
+
+def _check_compared_epochs(name: str, other: PlanStats, compare_num_epochs: int) -> None:
+    if not isinstance(other, PlanStats) or other.num_epochs != compare_num_epochs:
+        got = f"stats over {other.num_epochs} sub-epochs" if isinstance(other, PlanStats) else type(other).__name__
+        raise ValueError(f"{name} holds {got}, but the distributions are compared over compare_num_epochs="
+                         f"{compare_num_epochs}; compute them with num_epochs={compare_num_epochs} "
+                         "(or pass a str saying why they cannot be planned)")
 
 
 def summary_json(summary: Mapping[str, Any]) -> str:
@@ -187,7 +198,20 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     num_dup = plan.num_files - len(set(plan.keys))
     if num_dup:
         out.append(f"{num_dup} file entries repeat an earlier key; each repeat is read as an entry of its own.")
-    if summary["overlap"]["max"]:
+    if not plan.distrib_shard_files and plan.num_shards > 1 and not plan.rank_seeds_differ:
+        if plan.seq_ordering == "default":
+            why, fix = "seq_ordering='default'", "use seq_ordering='random'"
+        elif plan.fixed_random_seed is not None:
+            why, fix = "fixed_random_seed is set", "remove fixed_random_seed"
+        else:
+            why = "the dataset sets random_seed_offset itself, which RETURNN uses unchanged on every rank"
+            fix = ("remove random_seed_offset from the dataset dict (RETURNN then adds rank*16127 to the config's "
+                   "dataset_random_seed_offset on each rank)")
+        out.append(f"unsharded with the same shuffle on every rank ({why}): all {plan.num_shards} ranks read the "
+                   f"same files in the same order in every sub-epoch, so they train on identical data "
+                   f"(up to {summary['overlap']['max']} entries read by more than one rank in a sub-epoch). "
+                   f"Set distrib_shard_files=True, or {fix}.")
+    elif summary["overlap"]["max"]:
         out.append(f"unsharded: up to {summary['overlap']['max']} file entries are read by more than one rank "
                    f"in the same sub-epoch; set distrib_shard_files=True to give each rank disjoint files.")
     if plan.seq_ordering == "default" or plan.fixed_random_seed is not None:
@@ -206,8 +230,10 @@ def render_report(summary: Mapping[str, Any]) -> str:
     s = summary["settings"]
     lines: List[str] = []
     add = lines.append
-    mode = "sharded (distrib_shard_files=True)" if s["distrib_shard_files"] else \
-        "unsharded (distrib_shard_files=False, per-rank seed offset rank*16127)"
+    mode = ("sharded (distrib_shard_files=True)" if s["distrib_shard_files"] else
+            "unsharded (distrib_shard_files=False, the same random_seed_offset on every rank)"
+            if s.get("same_seed_on_all_ranks") else
+            "unsharded (distrib_shard_files=False, per-rank seed offset rank*16127)")
     add("i6_shard plan report")
     add("====================")
     add("")

@@ -16,12 +16,16 @@ DFD = distrib_files.DistributeFilesDataset
 
 def returnn_files_for(keys: List[str], sizes: List[int], *, epoch: int, shard_index: int, num_shards: int,
                       partition_epoch: int, seq_ordering: str = "random", random_seed_offset: int = 0,
-                      fixed_random_seed=None, distrib_shard_files: bool = True) -> List[str]:
-    """What DistributeFilesDataset.init_seq_order picks, written out from its source."""
+                      fixed_random_seed=None, distrib_shard_files: bool = True,
+                      same_seed_on_all_ranks: bool = False) -> List[str]:
+    """What DistributeFilesDataset.init_seq_order picks, written out from its source. Unsharded,
+    Dataset._get_default_random_seed_offset adds rank * 16127 to the config's dataset_random_seed_offset,
+    unless the dataset sets random_seed_offset itself (same_seed_on_all_ranks)."""
     full = (epoch - 1) // partition_epoch
     files = list(keys)
     if seq_ordering == "random":
-        offset = random_seed_offset if distrib_shard_files else random_seed_offset + shard_index * 16127
+        per_rank = not distrib_shard_files and not same_seed_on_all_ranks
+        offset = random_seed_offset + shard_index * 16127 if per_rank else random_seed_offset
         seed = fixed_random_seed if fixed_random_seed is not None else full + 1 + offset
         np.random.RandomState(seed).shuffle(files)
     num_bins = num_shards * partition_epoch if distrib_shard_files else partition_epoch
@@ -36,12 +40,14 @@ def plan_cases(draw):
     partition_epoch = draw(st.integers(1, 4))
     num_files = draw(st.integers(num_shards * partition_epoch, num_shards * partition_epoch + 25))
     sizes = draw(st.lists(st.integers(0, 1000), min_size=num_files, max_size=num_files))
+    sharded = draw(st.booleans())
     kwargs = dict(
         num_shards=num_shards, partition_epoch=partition_epoch,
         seq_ordering=draw(st.sampled_from(["random", "random", "default"])),
         random_seed_offset=draw(st.sampled_from([0, 3, 16127])),
         fixed_random_seed=draw(st.sampled_from([None, None, 7])),
-        distrib_shard_files=draw(st.booleans()),
+        distrib_shard_files=sharded,
+        same_seed_on_all_ranks=False if sharded else draw(st.booleans()),
     )
     return [f"/d/file-{i}.hdf" for i in range(num_files)], sizes, kwargs
 
@@ -136,6 +142,22 @@ def test_plan_file_round_trip_and_numpy_only_reading(tmp_path):
                                                     distrib_shard_files=not unsharded)
 
 
+def test_same_seed_on_all_ranks_is_kept_in_the_plan_file_only_when_set(tmp_path):
+    keys, sizes = [f"f{i}" for i in range(12)], list(range(12))
+    common = dict(num_shards=3, partition_epoch=2, distrib_shard_files=False, random_seed_offset=4)
+    for same in (False, True):
+        plan = ShardPlan(keys, sizes, same_seed_on_all_ranks=same, **common)
+        save_plan(plan, tmp_path / f"{same}.npz", num_epochs=4)
+        with np.load(tmp_path / f"{same}.npz") as d:
+            assert ("same_seed_on_all_ranks" in d.files) is same  # plans without it keep their old bytes
+        loaded = read_plan_file(tmp_path / f"{same}.npz", verify=True)
+        assert loaded.plan.same_seed_on_all_ranks is same
+        files = [[loaded.plan.files_for(epoch=e, shard_index=r) for e in range(1, 5)] for r in range(3)]
+        assert (files[0] == files[1] == files[2]) is same
+    with pytest.raises(ValueError, match="same_seed_on_all_ranks=True models distrib_shard_files=False"):
+        ShardPlan(keys, sizes, num_shards=3, partition_epoch=2, same_seed_on_all_ranks=True)
+
+
 def test_load_plan_rejects_other_files(tmp_path):
     from i6_shard.core import load_plan, save_npz
 
@@ -144,3 +166,133 @@ def test_load_plan_rejects_other_files(tmp_path):
         load_plan(tmp_path / "x.npz")
     with pytest.raises(FileNotFoundError, match="python -m i6_shard plan"):
         load_plan(tmp_path / "missing.npz")
+
+
+GOOD = dict(num_shards=2, partition_epoch=2)
+
+
+@pytest.mark.parametrize("sizes", [[1.0, 2.0, 3.0, 4.0], [1, 2, 3, 4.5], ["1", "2", "3", "4"],
+                                   np.ones(4, dtype=bool), [1, None, 2, 3]],
+                         ids=["floats", "one-float", "str", "bools", "none"])
+def test_non_integer_sizes_are_rejected_like_distribute_evenly_by_size(sizes):
+    with pytest.raises(TypeError, match=r"sizes must be integers \(bytes\), got dtype .* \(entry \d"):
+        ShardPlan(list("abcd"), sizes, **GOOD)
+    from i6_shard.core import distribute_evenly_by_size
+
+    if np.asarray(sizes).dtype.kind == "f":  # the same kind of error from the bin cut itself
+        with pytest.raises(TypeError, match="sizes must be integers"):
+            distribute_evenly_by_size(np.asarray(sizes), num_bins=4)
+
+
+def test_negative_and_oversized_sizes_name_the_entry():
+    with pytest.raises(ValueError, match=r"entry 2 \('c'\) has -5"):
+        ShardPlan(list("abcd"), [1, 2, -5, -1], **GOOD)
+    with pytest.raises(ValueError, match="do not fit int64"):
+        ShardPlan(list("abcd"), np.array([1, 2, 2**63, 1], dtype=np.uint64), **GOOD)
+    assert ShardPlan(list("abcd"), np.array([1, 2, 3, 4], dtype=np.uint32), **GOOD).sizes.dtype == np.int64
+
+
+@pytest.mark.parametrize("name, value, error", [
+    ("num_shards", None, TypeError), ("num_shards", True, TypeError), ("num_shards", 2.0, TypeError),
+    ("num_shards", 0, ValueError),
+    ("partition_epoch", None, TypeError), ("partition_epoch", 1.5, TypeError), ("partition_epoch", -1, ValueError),
+    ("random_seed_offset", None, TypeError), ("random_seed_offset", 1.7, TypeError),
+    ("random_seed_offset", True, TypeError), ("random_seed_offset", "3", TypeError),
+    ("fixed_random_seed", 2.9, TypeError), ("fixed_random_seed", False, TypeError),
+    ("distrib_shard_files", 1, TypeError), ("same_seed_on_all_ranks", 1, TypeError),
+])
+def test_settings_of_the_wrong_type_name_the_parameter(name, value, error):
+    with pytest.raises(error, match=rf"^{name}={value!r} must be an? (int|bool|positive)"):
+        ShardPlan(list("abcd"), [1, 2, 3, 4], **{**GOOD, name: value})
+
+
+def test_numpy_ints_are_ints():
+    plan = ShardPlan(list("abcd"), [1, 2, 3, 4], num_shards=np.int64(2), partition_epoch=np.int32(2),
+                     random_seed_offset=np.int64(3), fixed_random_seed=np.uint8(7))
+    assert (plan.num_shards, plan.random_seed_offset, plan.fixed_random_seed) == (2, 3, 7)
+    assert all(type(v) is int for v in (plan.num_shards, plan.partition_epoch, plan.random_seed_offset))
+
+
+def test_keys_must_be_str():
+    with pytest.raises(TypeError, match=r"keys\[2\]=3 is a int; keys are tree keys \(str\)"):
+        ShardPlan(["a", "b", 3, "d"], [1, 2, 3, 4], **GOOD)
+    with pytest.raises(TypeError, match=r"keys\[0\]=PosixPath"):
+        import pathlib
+
+        ShardPlan([pathlib.Path("a"), "b", "c", "d"], [1, 2, 3, 4], **GOOD)
+    assert ShardPlan(np.array(list("abcd")), [1, 2, 3, 4], **GOOD).files_for(epoch=1, shard_index=0)
+
+
+@pytest.mark.parametrize("shard_index, error", [(None, TypeError), (0.5, TypeError), (True, TypeError),
+                                                (-1, ValueError), (2, ValueError)])
+def test_shard_index_is_checked(shard_index, error):
+    plan = ShardPlan(list("abcd"), [1, 2, 3, 4], **GOOD)
+    for query in (plan.files_for, plan.file_indices_for):
+        with pytest.raises(error, match=rf"shard_index={shard_index!r} .*0\.\.1"):
+            query(epoch=1, shard_index=shard_index)
+    with pytest.raises(TypeError, match="epoch=1.0 must be an int"):
+        plan.files_for(epoch=1.0, shard_index=0)
+
+
+def test_seed_bounds_are_numpys_and_are_checked_before_numpy_sees_them():
+    # numpy's own limits, which RETURNN's shuffle inherits:
+    np.random.RandomState(0), np.random.RandomState(2**32 - 1)
+    for bad in (-1, 2**32):
+        with pytest.raises(ValueError):
+            np.random.RandomState(bad)
+    keys, sizes = list("abcd"), [1, 2, 3, 4]
+    ShardPlan(keys, sizes, random_seed_offset=-1, **GOOD).layout(full_epoch_0idx=0)  # seed 0
+    with pytest.raises(ValueError, match=r"full epoch 0 \(epochs 1..2\) would shuffle with seed -1 "
+                                         r"\(full_epoch_0idx \+ 1 \+ random_seed_offset=-2\).*>= -1"):
+        ShardPlan(keys, sizes, random_seed_offset=-2, **GOOD)
+    ShardPlan(keys, sizes, random_seed_offset=-5, seq_ordering="default", **GOOD)  # no shuffle: no seed
+    for fixed in (-1, 2**32):
+        with pytest.raises(ValueError, match=rf"fixed_random_seed={fixed} is a shuffle seed"):
+            ShardPlan(keys, sizes, fixed_random_seed=fixed, **GOOD)
+    ShardPlan(keys, sizes, fixed_random_seed=2**32 - 1, random_seed_offset=2**40, **GOOD).layout(full_epoch_0idx=9)
+
+    # Seeds grow with the full epoch: the last valid one is 2**32 - 1.
+    plan = ShardPlan(keys, sizes, random_seed_offset=2**32 - 3, **GOOD)
+    plan.layout(full_epoch_0idx=1)
+    plan.check_num_epochs(4)  # full epochs 0 and 1
+    for call in (lambda: plan.layout(full_epoch_0idx=2), lambda: plan.files_for(epoch=5, shard_index=1),
+                 lambda: plan.check_num_epochs(5)):
+        with pytest.raises(ValueError, match=r"full epoch 2 \(epochs 5..6\) would shuffle with seed 4294967296 .*"
+                                             r"random_seed_offset=4294967293.*lower random_seed_offset or num_epochs"):
+            call()
+    with pytest.raises(ValueError, match="full epoch 0 .* with seed 4294967296 .*: lower random_seed_offset$"):
+        ShardPlan(keys, sizes, random_seed_offset=2**32 - 1, **GOOD)
+
+    # Unsharded, rank r adds r*16127: the last rank's seed bounds the offset.
+    top = 2**32 - 1 - 3 * 16127 - 1  # full epoch 0 on rank 3 gets seed 2**32 - 1
+    unsharded = dict(num_shards=4, partition_epoch=1, distrib_shard_files=False)
+    ShardPlan(keys, sizes, random_seed_offset=top, **unsharded).layout(full_epoch_0idx=0, shard_index=3)
+    with pytest.raises(ValueError, match=r"full epoch 0 .*\+ rank\*16127 on rank 3\)"):
+        ShardPlan(keys, sizes, random_seed_offset=top + 1, **unsharded)
+    plan = ShardPlan(keys, sizes, random_seed_offset=top, **unsharded)
+    with pytest.raises(ValueError, match=r"full epoch 1 .*\+ rank\*16127 on rank 3"):
+        plan.check_num_epochs(2)
+    ShardPlan(keys, sizes, random_seed_offset=top + 1, same_seed_on_all_ranks=True, **unsharded)
+    with pytest.raises(ValueError, match="num_epochs=0 must be a positive int"):
+        plan.check_num_epochs(0)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_going_over_the_ranks_computes_each_layout_once(monkeypatch, sharded):
+    calls = []
+    cut = ShardPlan._cut
+
+    def counting_cut(self, order):
+        calls.append(1)
+        return cut(self, order)
+
+    monkeypatch.setattr(ShardPlan, "_cut", counting_cut)
+    num_shards, part = 6, 3  # more ranks than a sharded plan keeps layouts
+    plan = ShardPlan([f"f{i}" for i in range(40)], list(range(40)), num_shards=num_shards, partition_epoch=part,
+                     distrib_shard_files=sharded)
+    num_full = 4
+    for epoch in range(1, num_full * part + 1):  # as a training goes: sub-epoch by sub-epoch, every rank
+        for r in range(num_shards):
+            plan.files_for(epoch=epoch, shard_index=r)
+    assert len(calls) == num_full * (1 if sharded else num_shards)
+    assert len(plan._cache) <= (4 if sharded else num_shards)  # memory stays bounded

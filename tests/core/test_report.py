@@ -155,3 +155,38 @@ def test_other_mode_that_cannot_plan_is_reported_not_fatal():
     report = core.render_report(summary)
     assert "  returnn, sharded       not applicable: 5 files cannot fill" in report
     assert report.endswith("\n") and "\nWarnings\n" in report
+
+
+def test_same_seed_on_all_ranks_shows_the_overlap_and_warns():
+    plan = golden_plan(distrib_shard_files=False, same_seed_on_all_ranks=True, random_seed_offset=7)
+    summary, stats = core.plan_summary(plan, num_epochs=8)
+    # Every rank reads the same bin: each of its entries is read by more than one rank.
+    assert stats.overlap.tolist() == stats.files[:, 0].tolist()
+    assert (stats.files == stats.files[:, :1]).all() and (stats.bytes == stats.bytes[:, :1]).all()
+    assert summary["overlap"]["max"] == int(stats.files.max()) > 0
+    assert summary["settings"]["same_seed_on_all_ranks"] is True
+    warning = [w for w in summary["warnings"] if "same files in the same order" in w]
+    assert len(warning) == 1 and "remove random_seed_offset from the dataset dict" in warning[0]
+    assert f"up to {int(stats.files.max())} entries read by more than one rank" in warning[0]
+    report = core.render_report(summary)
+    assert "unsharded (distrib_shard_files=False, the same random_seed_offset on every rank)" in report
+    # RETURNN's default unsharded mode (per-rank offsets): no such warning, no such setting.
+    default = core.plan_summary(golden_plan(distrib_shard_files=False, random_seed_offset=7), num_epochs=8)[0]
+    assert "same_seed_on_all_ranks" not in default["settings"]
+    assert not any("same files in the same order" in w for w in default["warnings"])
+    assert any("read by more than one rank" in w for w in default["warnings"])
+
+
+def test_summarize_rejects_stats_over_other_sub_epochs_with_a_value_error():
+    plan = golden_plan()
+    stats = core.compute_plan_stats(plan, num_epochs=8)
+    short = core.compute_plan_stats(plan, num_epochs=4)
+    with pytest.raises(ValueError, match=r"other_distributions\['balanced'\] holds stats over 4 sub-epochs.*"
+                                         r"compare_num_epochs=8"):
+        core.summarize(plan, stats, other_distributions={"balanced": short})
+    with pytest.raises(ValueError, match=r"other_mode holds stats over 8 sub-epochs.*compare_num_epochs=4"):
+        core.summarize(plan, stats, other_mode=stats, compare_num_epochs=4)
+    for bad in (0, 9, 2.5, True):
+        with pytest.raises(ValueError, match=rf"compare_num_epochs={bad!r} must be an int in 1..8"):
+            core.summarize(plan, stats, compare_num_epochs=bad)
+    assert core.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"] >= 0
