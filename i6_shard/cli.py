@@ -12,6 +12,7 @@ from . import core
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
+    core.check_output_path(args.output)  # before any stat call
     trees = core.read_file_list(args.file_list)
     sizes = core.collect_file_sizes(trees, num_threads=args.threads)
     core.save_file_sizes(sizes, args.output)
@@ -19,12 +20,30 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_settings(args: argparse.Namespace) -> dict:
+    return dict(num_shards=args.num_shards, partition_epoch=args.partition_epoch, seq_ordering=args.seq_ordering,
+                random_seed_offset=args.random_seed_offset, fixed_random_seed=args.fixed_random_seed,
+                distrib_shard_files=not args.unsharded, same_seed_on_all_ranks=args.same_seed_on_all_ranks,
+                distribution=args.distribution)
+
+
 def _plan_from_args(args: argparse.Namespace, sizes: "core.FileSizes") -> "core.ShardPlan":
-    return core.ShardPlan(
-        sizes.keys, sizes.sizes, num_shards=args.num_shards, partition_epoch=args.partition_epoch,
-        seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
-        fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
-        distribution=args.distribution)
+    plan = core.ShardPlan(sizes.keys, sizes.sizes, **_plan_settings(args))
+    plan.check_num_epochs(args.num_epochs)
+    return plan
+
+
+_PLAN_OUTPUTS = (core.PLAN_FILE, core.SUMMARY_FILE, core.REPORT_FILE, core.PLOT_FILE)
+
+
+def _check_output_dir(out: str, files=_PLAN_OUTPUTS, dirs=()) -> None:
+    """The output directory can be created or written, and none of the names in it is in the way."""
+    core.check_output_path(out, directory=True)
+    if os.path.isdir(out):
+        for name in files:
+            core.check_output_path(os.path.join(out, name))
+        for name in dirs:
+            core.check_output_path(os.path.join(out, name), directory=True)
 
 
 def _write_and_print(plan: "core.ShardPlan", *, num_epochs: int, out: str, plot: bool) -> None:
@@ -43,12 +62,17 @@ def _write_and_print(plan: "core.ShardPlan", *, num_epochs: int, out: str, plot:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    plan = _plan_from_args(args, core.load_file_sizes(args.sizes))
+    _check_output_dir(args.output)
+    plan = _plan_from_args(args, core.load_file_sizes(args.sizes))  # checks every setting: nothing written yet
     _write_and_print(plan, num_epochs=args.num_epochs, out=args.output, plot=not args.no_plot)
     return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.plot is not None:
+        if os.path.splitext(args.plot)[1].lower() != ".png":
+            raise ValueError(f"--plot {args.plot!r}: the plot is a PNG image; give a path ending in .png")
+        core.check_output_path(args.plot)
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
     plan_file = core.read_plan_file(path, verify=args.verify)
     summary, stats = core.plan_summary(plan_file.plan, num_epochs=plan_file.num_epochs, layout=plan_file.layout)
@@ -63,6 +87,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     out = args.output
+    # Every option is checked before the first file is written, so a bad one leaves nothing behind.
+    if args.num_files < 1:
+        raise ValueError(f"--num-files {args.num_files}: generate at least one file")
+    if not 0 <= args.seed < core.SEED_LIMIT:
+        raise ValueError(f"--seed {args.seed}: the generator takes seeds in [0, 2**32)")
+    core.check_plan_settings(num_files=args.num_files, num_epochs=args.num_epochs, **_plan_settings(args))
+    _check_output_dir(out, files=_PLAN_OUTPUTS + ("files.txt", "file_sizes.npz"), dirs=("data",))
     paths = core.make_demo_files(os.path.join(out, "data"), num_files=args.num_files, seed=args.seed)
     list_path = os.path.join(out, "files.txt")
     core.write_file_list(paths, list_path)
@@ -86,10 +117,18 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
     p.add_argument("--num-epochs", type=int, required=not demo, default=12 if demo else None,
                    help="RETURNN's num_epochs, counted in sub-epochs" + (" (default 12)" if demo else ""))
     p.add_argument("--seq-ordering", choices=core.SEQ_ORDERINGS, default="random")
-    p.add_argument("--random-seed-offset", type=int, default=0)
-    p.add_argument("--fixed-random-seed", type=int, default=None)
+    p.add_argument("--random-seed-offset", type=int, default=0,
+                   help="sharded: the dataset's random_seed_offset, or else the config's dataset_random_seed_offset "
+                        "(default 0); with --unsharded: the config's dataset_random_seed_offset, to which RETURNN "
+                        "adds rank*16127 on each rank (with --same-seed-on-all-ranks: the dataset's "
+                        "random_seed_offset)")
+    p.add_argument("--fixed-random-seed", type=int, default=None, help="the dataset's fixed_random_seed")
     p.add_argument("--unsharded", action="store_true",
-                   help="model distrib_shard_files=False (each rank shuffles with offset rank*16127)")
+                   help="model distrib_shard_files=False: every rank shuffles all files itself, with seed offset "
+                        "random_seed_offset + rank*16127")
+    p.add_argument("--same-seed-on-all-ranks", action="store_true",
+                   help="with --unsharded: the dataset dict sets random_seed_offset itself, which RETURNN uses "
+                        "unchanged on every rank, so all ranks read the same files (the report shows the overlap)")
     p.add_argument("--distribution", choices=core.DISTRIBUTIONS, default="returnn",
                    help="how bins are cut (default: returnn, what DistributeFilesDataset does)")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
@@ -119,13 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
     p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
-    p.add_argument("--plot", default=None, help="also write the plot to this .png")
+    p.add_argument("--plot", default=None, help="also write the plot to this path (PNG; the name must end in .png)")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("demo", help="generate a small file set and run the whole pipeline on it")
     p.add_argument("-o", "--output", default="i6_shard_demo", help="output directory (default: ./i6_shard_demo)")
-    p.add_argument("--num-files", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-files", type=int, default=200, help="files to generate (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated sizes, in [0, 2**32) (default 0)")
     _add_plan_options(p, demo=True)
     p.set_defaults(func=_cmd_demo)
     return parser
@@ -135,6 +174,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError) as exc:  # user errors and file errors: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -69,3 +69,98 @@ def test_demo_prints_the_report_and_writes_the_plot(tmp_path, capsys, monkeypatc
         assert (out / name).exists(), name
     assert f"all demo outputs are in {out}" in printed
     assert len(os.listdir(out / "data")) == 60
+
+
+def run_error(argv, capsys):
+    """Run the CLI, expect exit code 2 and one line on stderr; return that line."""
+    assert main(argv) == 2, argv
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+def test_bad_output_paths_fail_before_anything_is_planned_or_written(tmp_path, sizes_file, capsys, monkeypatch):
+    path, _, _ = sizes_file
+    monkeypatch.chdir(tmp_path)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("planned before checking the output")
+
+    monkeypatch.setattr(core, "load_file_sizes", fail)
+    monkeypatch.setattr(core, "read_plan_file", fail)
+    (tmp_path / "afile").write_text("keep me\n")
+    base = ["plan", "--sizes", path, "--num-shards", "2", "--partition-epoch", "3", "--num-epochs", "6"]
+    err = run_error(base + ["-o", "afile"], capsys)
+    assert "'afile': it exists and is not a directory" in err
+    assert (tmp_path / "afile").read_text() == "keep me\n"
+    (tmp_path / "out" / "plan.npz").mkdir(parents=True)
+    assert "'out/plan.npz': it is a directory" in run_error(base + ["-o", "out"], capsys)
+    (tmp_path / "p1").mkdir()
+    assert "'p1': the plot is a PNG image" in run_error(["report", "p1", "--plot", "p1"], capsys)
+    assert "'out.jpg': the plot is a PNG image; give a path ending in .png" in \
+        run_error(["report", "p1", "--plot", "out.jpg"], capsys)
+    (tmp_path / "dir.png").mkdir()
+    assert "cannot write 'dir.png': it is a directory" in run_error(["report", "p1", "--plot", "dir.png"], capsys)
+    assert "directory 'nodir' does not exist" in run_error(["report", "p1", "--plot", "nodir/p.png"], capsys)
+    assert sorted(os.listdir(tmp_path)) == ["afile", "dir.png", "file_sizes.npz", "out", "p1"]
+    assert os.listdir(tmp_path / "out") == ["plan.npz"]
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--num-epochs", "0"], "num_epochs=0 must be a positive int"),
+    (["--random-seed-offset", "-5"], "full epoch 0 (epochs 1..3) would shuffle with seed -4 "
+                                     "(full_epoch_0idx + 1 + random_seed_offset=-5)"),
+    (["--random-seed-offset", str(2**32 - 3), "--num-epochs", "9"],
+     "full epoch 2 (epochs 7..9) would shuffle with seed 4294967296"),
+    (["--fixed-random-seed", "-1"], "fixed_random_seed=-1 is a shuffle seed"),
+    (["--same-seed-on-all-ranks"], "same_seed_on_all_ranks=True models distrib_shard_files=False"),
+])
+def test_plan_checks_every_setting_before_creating_the_output(tmp_path, sizes_file, capsys, option, message):
+    path, _, _ = sizes_file
+    out = tmp_path / "out"
+    argv = ["plan", "--sizes", path, "--num-shards", "2", "--partition-epoch", "3", "--num-epochs", "6", *option,
+            "-o", str(out)]
+    err = run_error(argv, capsys)
+    assert message in err
+    if "shuffle" in message:  # names the range, not numpy's "Seed must be between 0 and 2**32 - 1"
+        assert "takes seeds in [0, 2**32)" in err and "Seed must be" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--num-files", "3"], "3 files cannot fill num_shards*partition_epoch=4*4=16 bins"),
+    (["--num-files", "-1"], "--num-files -1: generate at least one file"),
+    (["--num-files", "0"], "--num-files 0: generate at least one file"),
+    (["--seed", "-1"], "--seed -1: the generator takes seeds in [0, 2**32)"),
+    (["--num-epochs", "0"], "num_epochs=0 must be a positive int"),
+    (["--random-seed-offset", "-9"], "would shuffle with seed -8"),
+    (["--unsharded", "--num-shards", "64", "--random-seed-offset", str(2**32 - 63 * 16127)],
+     "+ rank*16127 on rank 63"),
+])
+def test_demo_checks_every_option_before_writing_anything(tmp_path, capsys, monkeypatch, option, message):
+    monkeypatch.chdir(tmp_path)
+    err = run_error(["demo", *option], capsys)
+    assert message in err
+    assert os.listdir(tmp_path) == []  # not even the output directory
+
+
+def test_check_enough_files_hint_without_shards_to_drop(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = run_error(["demo", "--num-files", "3", "--num-shards", "1"], capsys)
+    assert "Lower partition_epoch to at most 3, or split the data into more files." in err and "shards" not in \
+        err.split("sub-epoch.")[1]
+
+
+def test_unsharded_same_seed_on_all_ranks_reports_the_overlap(tmp_path, sizes_file, capsys):
+    path, keys, sizes = sizes_file
+    out = tmp_path / "out"
+    assert main(["plan", "--sizes", path, "--num-shards", "3", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--unsharded", "--same-seed-on-all-ranks", "--random-seed-offset", "7", "--no-plot",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "the same random_seed_offset on every rank" in printed
+    assert "all 3 ranks read the same files in the same order" in printed
+    plan = core.load_plan(out / "plan.npz", verify=True)
+    assert plan.same_seed_on_all_ranks and plan.random_seed_offset == 7
+    assert plan.files_for(epoch=3, shard_index=0) == plan.files_for(epoch=3, shard_index=2)

@@ -102,3 +102,56 @@ def test_bad_thread_count(tmp_path, data):
     write_file_list(data, tmp_path / "f.txt")
     res = run_sizes(tmp_path / "f.txt", "-o", tmp_path / "s.npz", "--threads", "0")
     assert res.returncode == 2 and "num_threads=0" in res.stderr
+
+
+def no_stat_calls(monkeypatch):
+    """Make any stat work fail the test: errors about the output must come before it."""
+    from i6_shard import core
+
+    def fail(*args, **kwargs):
+        raise AssertionError("stat-ed files before checking the output path")
+
+    monkeypatch.setattr(core, "collect_file_sizes", fail)
+
+
+def test_file_errors_are_one_line_and_come_before_any_stat(tmp_path, data, monkeypatch, capsys):
+    from i6_shard.cli import main
+
+    no_stat_calls(monkeypatch)
+    write_file_list(data, tmp_path / "f.txt")
+    (tmp_path / "d.txt").mkdir()
+    (tmp_path / "outdir").mkdir()
+    cases = [
+        (["d.txt", "-o", "x.npz"], "file list 'd.txt' is a directory"),
+        (["f.txt", "-o", "outdir"], "cannot write 'outdir': it is a directory; give a file path"),
+        (["f.txt", "-o", "nodir/x.npz"], "cannot write 'nodir/x.npz': directory 'nodir' does not exist"),
+        (["f.txt", "-o", "f.txt/x.npz"], "'f.txt' is not a directory"),
+    ]
+    monkeypatch.chdir(tmp_path)
+    for argv, message in cases:
+        assert main(["sizes", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and message in err, (argv, err)
+        assert ".tmp" not in err
+    assert sorted(os.listdir(tmp_path)) == ["d.txt", "data é:x", "f.txt", "outdir"]
+
+
+def test_unreadable_and_undecodable_lists_are_one_line_errors(tmp_path, data, monkeypatch, capsys):
+    from i6_shard.cli import main
+    from i6_shard.core import file_list
+
+    (tmp_path / "latin1.txt").write_bytes("caf\u00e9.hdf\n".encode("latin-1"))
+    assert main(["sizes", str(tmp_path / "latin1.txt"), "-o", str(tmp_path / "s.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "latin1.txt' is not valid utf-8 text" in err and ".json" in err and err.count("\n") == 1
+
+    write_file_list(data, tmp_path / "f.txt")
+
+    def unreadable(path, *args, **kwargs):  # what open() raises on a file without read permission (not as root)
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(file_list, "open", unreadable, raising=False)
+    assert main(["sizes", str(tmp_path / "f.txt"), "-o", str(tmp_path / "s.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: [Errno 13] Permission denied") and "f.txt" in err and err.count("\n") == 1
+    assert not (tmp_path / "s.npz").exists()
