@@ -35,6 +35,13 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     exactly) wins; ties keep the first cut. The result is therefore never worse than
     largest-first on RETURNN's cut.
 
+    Last, RETURNN's own bins (``distribute_evenly_by_size`` into W*P bins, unchanged) are
+    measured the same way and returned instead if they drop a strictly smaller fraction
+    (compared exactly). That happens only on tiny inputs (a few files per rank and
+    sub-epoch, e.g. 8 files, W=2, P=4), where largest-first per group can lose to RETURNN's
+    luckier cut; so "balanced" never drops more than RETURNN's distribution on this measure.
+    Then the sub-epochs are not contiguous groups of the given order, as RETURNN's are not.
+
     Within a bin the files keep the given order. All ranks compute the same bins from the
     same sizes: there are only integer sums, exact fractions and stable sorts.
 
@@ -67,8 +74,14 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
                                   num_files=num_files, min_group_size=num_shards)
         if not np.array_equal(aligned, cut):
             aligned_groups = _assign_groups(sizes, aligned, num_shards=num_shards)
-            if sum((_dropped(loads, num_shards) for _, _, loads in aligned_groups), Fraction(0)) < loss:
-                cut, groups = aligned, aligned_groups
+            aligned_loss = sum((_dropped(loads, num_shards) for _, _, loads in aligned_groups), Fraction(0))
+            if aligned_loss < loss:
+                cut, groups, loss = aligned, aligned_groups, aligned_loss
+    if num_shards > 1 and loss > 0:
+        returnn_bounds = distribute_evenly_by_size(sizes, num_bins=num_shards * partition_epoch)
+        returnn_loads = np.add.reduceat(sizes, returnn_bounds[:-1]).reshape(num_shards, partition_epoch)
+        if sum((_dropped(returnn_loads[:, s], num_shards) for s in range(partition_epoch)), Fraction(0)) < loss:
+            return np.arange(num_files, dtype=np.int64), returnn_bounds
     # Bin r*P + s holds group s's files of rank r; concatenate the slices rank-major.
     pieces, counts = [], np.empty((num_shards, partition_epoch), dtype=np.int64)
     for s, (by_rank, rank_starts, _) in enumerate(groups):

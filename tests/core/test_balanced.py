@@ -100,10 +100,13 @@ def test_distribute_balanced_invariants(case):
     bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_shards * partition_epoch)]
     assert all(bins), "empty bin"
     assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
-    # Sub-epoch s of all ranks (bins r*P + s) is one contiguous group of the given order.
+    # Sub-epoch s of all ranks (bins r*P + s) is one contiguous group of the given order,
+    # unless RETURNN's own bins were kept (they drop less on some tiny inputs).
     groups = [sorted(i for r in range(num_shards) for i in bins[r * partition_epoch + s])
               for s in range(partition_epoch)]
-    assert sum(groups, []) == list(range(len(sizes)))
+    returnn_bins = distribute_evenly_by_size(sizes, num_bins=num_shards * partition_epoch)
+    is_returnn = order.tolist() == list(range(len(sizes))) and bounds.tolist() == returnn_bins.tolist()
+    assert is_returnn or sum(groups, []) == list(range(len(sizes)))
     # Deterministic: a second call (another rank) gives the same bytes.
     order2, bounds2 = distribute_balanced(sizes.copy(), num_shards=num_shards, partition_epoch=partition_epoch)
     assert order.tobytes() == order2.tobytes() and bounds.tobytes() == bounds2.tobytes()
@@ -137,6 +140,45 @@ def test_never_drops_more_than_lpt_on_returnns_cut(case):
     cut = group_bounds(np.array(sizes), num_groups=partition_epoch, min_group_size=num_shards).tolist()
     ref = [loads_of(sizes[a:b], lpt_reference(sizes[a:b], num_shards), num_shards) for a, b in zip(cut, cut[1:])]
     assert mean_dropped(got) <= mean_dropped(ref)
+
+
+def returnn_sub_epoch_loads(sizes, num_shards, partition_epoch):
+    """Bytes per [sub-epoch][rank] of RETURNN's own DistributeFilesDataset cut (called on RETURNN)."""
+    dfd = pytest.importorskip("returnn.datasets.distrib_files").DistributeFilesDataset
+    keys = [f"f{i}" for i in range(len(sizes))]
+    bins = dfd._distribute_evenly_by_size(num_bins=num_shards * partition_epoch, file_sizes=dict(zip(keys, sizes)),
+                                          files_order=keys)
+    size_of = dict(zip(keys, sizes))
+    return [[sum(size_of[k] for k in bins[r * partition_epoch + s]) for r in range(num_shards)]
+            for s in range(partition_epoch)]
+
+
+def balanced_sub_epoch_loads(sizes, num_shards, partition_epoch):
+    order, bounds = distribute_balanced(np.array(sizes, dtype=np.int64), num_shards=num_shards,
+                                        partition_epoch=partition_epoch)
+    bins = [sum(sizes[i] for i in order[bounds[b]:bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
+    return [[bins[r * partition_epoch + s] for r in range(num_shards)] for s in range(partition_epoch)]
+
+
+@settings(max_examples=300)
+@given(layouts)
+def test_never_drops_more_than_returnns_distribution(case):
+    num_shards, partition_epoch, sizes = case
+    assert mean_dropped(balanced_sub_epoch_loads(sizes, num_shards, partition_epoch)) <= \
+        mean_dropped(returnn_sub_epoch_loads(sizes, num_shards, partition_epoch))
+
+
+@pytest.mark.parametrize("sizes, num_shards, partition_epoch", [
+    ([31, 74, 23, 35, 75, 55, 28, 34], 2, 4),
+    ([56, 60, 77, 30, 24, 2, 3, 94, 98, 13, 40, 72, 19, 95], 4, 3),
+])
+def test_tiny_inputs_where_returnns_cut_drops_less_keep_it(sizes, num_shards, partition_epoch):
+    # Largest-first per group loses here (21.7% against RETURNN's 16.9% in the first case).
+    cut = group_bounds(np.array(sizes), num_groups=partition_epoch, min_group_size=num_shards).tolist()
+    lpt = [loads_of(sizes[a:b], lpt_reference(sizes[a:b], num_shards), num_shards) for a, b in zip(cut, cut[1:])]
+    returnn = returnn_sub_epoch_loads(sizes, num_shards, partition_epoch)
+    assert mean_dropped(returnn) < mean_dropped(lpt)
+    assert mean_dropped(balanced_sub_epoch_loads(sizes, num_shards, partition_epoch)) == mean_dropped(returnn)
 
 
 def test_equal_sizes_lose_nothing_to_file_granularity():
