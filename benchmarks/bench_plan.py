@@ -2,7 +2,8 @@
 RETURNN's own code versus i6_shard's core, measured side by side in one run.
 
 Run: ``python benchmarks/bench_plan.py [--num-files N] [--repeats R] [--full-epochs K]``
-(needs returnn for the reference; the last part runs in a subprocess to measure its peak RSS).
+(needs returnn for the reference; the last part runs in a subprocess to measure its peak RSS,
+read from VmHWM in /proc/self/status of that process alone).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from i6_shard import core
-from timing import best_of
+from timing import best_of, rss_mib
 
 
 def returnn_bounds(keys, sizes, *, seed: int, num_bins: int):
@@ -38,7 +38,7 @@ def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_ep
     as ShardPlanJob writes them; print time and peak RSS as JSON."""
     sizes = core.lognormal_sizes(num_files, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(num_files)]
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base_rss = rss_mib("VmRSS")  # this process only: ru_maxrss would carry the parent's peak over fork+exec
     plan = core.ShardPlan(keys, sizes, num_shards=num_shards, partition_epoch=partition_epoch)
     num_epochs = full_epochs * partition_epoch
     t0 = time.perf_counter()
@@ -56,8 +56,7 @@ def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_ep
         seconds = time.perf_counter() - t0
         assert int(stats.passes.min()) == int(stats.passes.max()) == full_epochs
         dropped, plan_mib = float(stats.dropped_fraction.mean()), 0.0
-    print(json.dumps({"seconds": seconds, "base_rss_kib": base_rss, "plan_mib": plan_mib,
-                      "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    print(json.dumps({"seconds": seconds, "base_rss_mib": base_rss, "plan_mib": plan_mib, "peak_rss_mib": rss_mib(),
                       "dropped_fraction": dropped}))
 
 
@@ -130,8 +129,8 @@ def main() -> None:
         what = ("plan + stats" if mode == "stats" else
                 f"write_plan_outputs (plan file {mem['plan_mib']:.0f} MiB, summary, report, plot)")
         print(f"  {what} for {args.full_epochs} full epochs ({args.full_epochs * part} sub-epochs): "
-              f"{mem['seconds']:.2f} s, peak RSS {mem['peak_rss_kib'] / 1024:.0f} MiB "
-              f"({mem['base_rss_kib'] / 1024:.0f} MiB after building the keys and sizes), "
+              f"{mem['seconds']:.2f} s, peak RSS {mem['peak_rss_mib']:.0f} MiB "
+              f"({mem['base_rss_mib']:.0f} MiB after building the keys and sizes), "
               f"mean dropped {100 * mem['dropped_fraction']:.3f}%")
 
 

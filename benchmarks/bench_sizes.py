@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from returnn.datasets.distrib_files import _get_key_for_file_tree
 
 from i6_shard.core import collect_file_sizes, load_file_sizes, save_file_sizes
 from i6_shard.core.file_sizes import FileSizes
+from timing import rss_mib
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DEFAULT_SLOWSTAT_C = os.path.join(_REPO, "..", "shared", "tools", "slowstat.c")
@@ -81,19 +81,6 @@ def build_slowstat(source: str, out_dir: str) -> str:
     lib = os.path.join(out_dir, "slowstat.so")
     subprocess.run([gcc, "-O2", "-shared", "-fPIC", "-o", lib, source, "-ldl"], check=True)
     return lib
-
-
-def rss_mib(field: str = "VmHWM") -> float:
-    """Peak (VmHWM) or current (VmRSS) resident memory of this process in MiB. Not ru_maxrss:
-    on Linux that keeps the parent's peak across fork+exec."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def synthetic_sizes(num: int) -> FileSizes:
