@@ -71,9 +71,9 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
                 lines = f.readlines()
         except UnicodeDecodeError as exc:
             raise ValueError(
-                f"file list {path!r} is not valid {exc.encoding} text ({exc.reason} at byte {exc.start}), the "
-                "encoding RETURNN reads a .txt list in here; write the list as .json (write_file_list escapes "
-                "any name)") from None
+                f"file list {path!r} is not valid {exc.encoding} text ({exc.reason} at byte {exc.start}); RETURNN "
+                f"reads a .txt list in the locale's encoding (here {exc.encoding}): write the list as .json "
+                "(write_file_list escapes any name)") from None
         stripped = (line.strip() for line in lines)
         return [line for line in stripped if line and not line.startswith("#")]
     try:
