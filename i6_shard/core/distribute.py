@@ -16,7 +16,10 @@ __all__ = [
     "shuffle_order",
 ]
 
-#: RETURNN's per-rank ``random_seed_offset`` stride without file sharding (``rank * 16127``).
+#: RETURNN's per-rank ``random_seed_offset`` stride without file sharding: under ``torch_distributed``
+#: (dataset_distribution "random_seed_offset", the default), ``Dataset._get_default_random_seed_offset``
+#: gives rank r the offset ``r * 16127 + dataset_random_seed_offset`` (the config's), unless the dataset
+#: sets ``random_seed_offset`` itself.
 UNSHARDED_RANK_SEED_STRIDE = 16127
 
 
