@@ -30,7 +30,10 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
 
     :return: False (after one line on stderr) if matplotlib is missing, else True
+    :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     """
+    if not os.fspath(path).lower().endswith(".png"):
+        raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
     try:
         from matplotlib.colors import TwoSlopeNorm
         from matplotlib.figure import Figure

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from i6_shard import core
-from i6_shard.core import outputs
+from i6_shard.core import ShardPlan, compute_plan_stats, outputs, plot_plan
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 UPDATE = os.environ.get("I6_SHARD_UPDATE_GOLDEN") == "1"
@@ -190,3 +190,14 @@ def test_summarize_rejects_stats_over_other_sub_epochs_with_a_value_error():
         with pytest.raises(ValueError, match=rf"compare_num_epochs={bad!r} must be an int in 1..8"):
             core.summarize(plan, stats, compare_num_epochs=bad)
     assert core.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"] >= 0
+
+
+def test_plot_path_must_name_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    plan = ShardPlan([f"f{i}" for i in range(8)], [5, 1, 3, 8, 2, 7, 4, 6], num_shards=2, partition_epoch=2)
+    stats = compute_plan_stats(plan, num_epochs=2)
+    with pytest.raises(ValueError, match=r"out\.jpg.*must end in \.png"):
+        plot_plan(stats, str(tmp_path / "out.jpg"))
+    assert not (tmp_path / "out.jpg").exists()
+    assert plot_plan(stats, str(tmp_path / "out.png"))
+    assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
