@@ -372,13 +372,9 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
     :raises ValueError: if the file is not a file-sizes archive of a known version
     """
     path = os.fspath(path)
-    try:
-        data = load_npz(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"file sizes {path!r} do not exist; compute them with ComputeFileSizesJob "
-                                "or `python -m i6_shard sizes`") from None
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"{path!r} is not a file sizes archive: {exc}") from None
+    data = load_npz(path, kind="file sizes archive",
+                    missing=f"file sizes {path!r} do not exist; compute them with ComputeFileSizesJob "
+                            "or `python -m i6_shard sizes`")
     if set(data) != {"format_version", "keys_utf8", "sizes"}:
         raise ValueError(f"{path!r} is not a file sizes archive (it holds arrays {sorted(data)}, "
                          "expected format_version, keys_utf8, sizes)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -58,22 +58,31 @@ def _set_compress_level(info: zipfile.ZipInfo, level: int) -> None:
         info._compresslevel = level
 
 
-def load_npz(path: str | os.PathLike) -> Dict[str, np.ndarray]:
+def load_npz(path: str | os.PathLike, *, kind: str = "npz archive",
+             missing: Optional[str] = None) -> Dict[str, np.ndarray]:
     """Load every array of an npz archive into memory (no pickle).
 
+    :param kind: what the file should be, for the error messages (e.g. "plan file")
+    :param missing: the message if ``path`` does not exist (say how to make the file)
     :raises FileNotFoundError: if ``path`` does not exist
-    :raises ValueError: if it is not an npz archive (not a zip, truncated, or holding pickles)
+    :raises ValueError: if it cannot be read as an npz archive (a directory, not a zip,
+        truncated, or holding pickles)
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        magic = f.read(4)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise FileNotFoundError(missing or f"{kind} {path!r} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"{path!r} is not a readable {kind}: {exc}") from None
     if magic != b"PK\x03\x04":
-        raise ValueError(f"{path!r} is not an npz archive (no zip header)")
+        raise ValueError(f"{path!r} is not a {kind} (no zip header)")
     try:
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{path!r} is not a readable npz archive: {type(exc).__name__}: {exc}") from None
+        raise ValueError(f"{path!r} is not a readable {kind}: {type(exc).__name__}: {exc}") from None
 
 
 def encode_keys(keys: Sequence[str]) -> np.ndarray:

@@ -111,13 +111,9 @@ def load_plan(path: str | os.PathLike, *, verify: bool = False) -> ShardPlan:
 def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile:
     """Load a plan file with its stored layouts; ``verify`` as in :func:`load_plan`."""
     path = os.fspath(path)
-    try:
-        data = load_npz(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"plan file {path!r} does not exist; write it with ShardPlanJob "
-                                "or `python -m i6_shard plan`") from None
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"{path!r} is not a plan file: {exc}") from None
+    data = load_npz(path, kind="plan file",
+                    missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
+                            "or `python -m i6_shard plan`")
     flags = set(data) - _ARRAYS
     if not _ARRAYS <= set(data) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file (arrays {sorted(data)})")
