@@ -30,7 +30,7 @@ TARGET_DROPPED = 0.03
 def row_sizes(kind: str, num_files: int) -> np.ndarray:
     """Sizes in list order: lognormal (sigma=1, median 1 MB, seed 0) or all 1 MB."""
     if kind == "lognormal":
-        return core.lognormal_sizes(num_files, seed=0, sigma=1.0)
+        return core.io.lognormal_sizes(num_files, seed=0, sigma=1.0)
     return np.full(num_files, 1_000_000, dtype=np.int64)
 
 
@@ -55,7 +55,7 @@ def returnn_loads(keys: List[str], sizes: np.ndarray, *, num_shards: int, partit
 
 def balanced_loads(sizes: np.ndarray, *, num_shards: int, partition_epoch: int, seed: int) -> np.ndarray:
     """Bytes per (sub-epoch, rank) under ``core.distribute_balanced``; shape [P, W]."""
-    shuffled = sizes[core.shuffle_order(len(sizes), seed=seed)]
+    shuffled = sizes[core.pure.shuffle_order(len(sizes), seed=seed)]
     order, bounds = core.distribute_balanced(shuffled, num_shards=num_shards, partition_epoch=partition_epoch)
     loads = np.add.reduceat(shuffled[order], bounds[:-1])
     return loads.reshape(num_shards, partition_epoch).T
@@ -64,8 +64,8 @@ def balanced_loads(sizes: np.ndarray, *, num_shards: int, partition_epoch: int, 
 def textbook_lpt_loads(sizes: np.ndarray, *, num_shards: int, partition_epoch: int, seed: int) -> np.ndarray:
     """Reference: the same sub-epoch groups, each assigned by a plain one-file-at-a-time heap LPT
     (largest first onto the least-loaded rank, ties by rank index); shape [P, W]."""
-    shuffled = sizes[core.shuffle_order(len(sizes), seed=seed)]
-    groups = core.group_bounds(shuffled, num_groups=partition_epoch, min_group_size=num_shards)
+    shuffled = sizes[core.pure.shuffle_order(len(sizes), seed=seed)]
+    groups = core.pure.balanced.group_bounds(shuffled, num_groups=partition_epoch, min_group_size=num_shards)
     out = np.zeros((partition_epoch, num_shards), dtype=np.int64)
     for s in range(partition_epoch):
         heap = [(0, r) for r in range(num_shards)]
@@ -94,7 +94,7 @@ def compare(kind: str, num_files: int, num_shards: int, partition_epoch: int,
             with_lpt: bool = True) -> Dict[str, np.ndarray]:
     """Loads [P, W] of the first full epoch for every distribution, on the same shuffle."""
     sizes = row_sizes(kind, num_files)
-    seed = core.full_epoch_seed(0)
+    seed = core.pure.full_epoch_seed(0)
     kw = dict(num_shards=num_shards, partition_epoch=partition_epoch, seed=seed)
     out = {"returnn": returnn_loads(keys_for(num_files), sizes, **kw), "balanced": balanced_loads(sizes, **kw)}
     if with_lpt:
@@ -107,18 +107,18 @@ def timing(num_files: int, num_shards: int, partition_epoch: int, repeats: int) 
 
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
-    sizes = core.lognormal_sizes(num_files, seed=0)
+    sizes = core.io.lognormal_sizes(num_files, seed=0)
     keys = keys_for(num_files)
     size_of = dict(zip(keys, sizes.tolist()))
-    seed = core.full_epoch_seed(0)
+    seed = core.pure.full_epoch_seed(0)
     num_bins = num_shards * partition_epoch
 
     def core_balanced():
-        shuffled = sizes[core.shuffle_order(num_files, seed=seed)]
+        shuffled = sizes[core.pure.shuffle_order(num_files, seed=seed)]
         return core.distribute_balanced(shuffled, num_shards=num_shards, partition_epoch=partition_epoch)
 
     def core_returnn():
-        shuffled = sizes[core.shuffle_order(num_files, seed=seed)]
+        shuffled = sizes[core.pure.shuffle_order(num_files, seed=seed)]
         return core.distribute_evenly_by_size(shuffled, num_bins=num_bins)
 
     files_order = list(keys)
@@ -138,7 +138,7 @@ def timing(num_files: int, num_shards: int, partition_epoch: int, repeats: int) 
     few_ranks = {}
     for w, p in ((8, 10), (32, 20)):
         few_ranks[w, p], _ = best_of(lambda: core.distribute_balanced(
-            sizes[core.shuffle_order(num_files, seed=seed)], num_shards=w, partition_epoch=p), repeats)
+            sizes[core.pure.shuffle_order(num_files, seed=seed)], num_shards=w, partition_epoch=p), repeats)
     t_core_ret, _ = best_of(core_returnn, repeats)
     t_returnn, bins_returnn = best_of(returnn_own, 1)
     t_ext, bins_ext = best_of(ext_balanced, 1)
@@ -188,7 +188,7 @@ def main() -> None:
     print(f"\nSame rows, dropped averaged over full epochs 1..{args.full_epochs} (other shuffles of the same files):")
     for kind, num_files, num_shards, partition_epoch in ROWS:
         sizes, keys = row_sizes(kind, num_files), keys_for(num_files)
-        seeds = [core.full_epoch_seed(k) for k in range(args.full_epochs)]
+        seeds = [core.pure.full_epoch_seed(k) for k in range(args.full_epochs)]
         kw = dict(num_shards=num_shards, partition_epoch=partition_epoch)
         d_ret = [dropped(returnn_loads(keys, sizes, seed=seed, **kw)) for seed in seeds]
         d_bal = [dropped(balanced_loads(sizes, seed=seed, **kw)) for seed in seeds]

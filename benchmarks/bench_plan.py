@@ -36,18 +36,15 @@ def returnn_bounds(keys, sizes, *, seed: int, num_bins: int):
 def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_epochs: int, write: bool) -> None:
     """Plan ``full_epochs`` full epochs: stats over every sub-epoch, or (``write``) all plan outputs
     as ShardPlanJob writes them; print time and peak RSS as JSON."""
-    sizes = core.lognormal_sizes(num_files, seed=0)
+    sizes = core.io.lognormal_sizes(num_files, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(num_files)]
     base_rss = rss_mib("VmRSS")  # this process only: ru_maxrss would carry the parent's peak over fork+exec
-    plan = core.ShardPlan(keys, sizes, num_shards=num_shards, partition_epoch=partition_epoch)
+    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch))
     num_epochs = full_epochs * partition_epoch
     t0 = time.perf_counter()
     if write:
         with tempfile.TemporaryDirectory() as tmp:
-            summary = core.write_plan_outputs(
-                plan, num_epochs=num_epochs, plan_path=os.path.join(tmp, "plan.npz"),
-                summary_path=os.path.join(tmp, "summary.json"), report_path=os.path.join(tmp, "report.txt"),
-                plot_path=os.path.join(tmp, "plot.png"))
+            summary = core.write_plan_outputs(plan.with_settings(num_epochs=num_epochs), plan_path=os.path.join(tmp, "plan.npz"), summary_path=os.path.join(tmp, "summary.json"), report_path=os.path.join(tmp, "report.txt"), plot_path=os.path.join(tmp, "plot.png"))
             plan_mib = os.path.getsize(os.path.join(tmp, "plan.npz")) / 2**20
             seconds = time.perf_counter() - t0
         dropped = summary["dropped_fraction"]
@@ -76,7 +73,7 @@ def main() -> None:
         return
     num_bins = shards * part
     seed = 1  # full epoch 0 with random_seed_offset 0
-    sizes = core.lognormal_sizes(n, seed=0)
+    sizes = core.io.lognormal_sizes(n, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(n)]
     print(f"{n:,} files (lognormal sizes), num_shards={shards}, partition_epoch={part} -> {num_bins} bins, "
           f"best of {args.repeats}")
@@ -86,13 +83,13 @@ def main() -> None:
     t_perm, _ = best_of(lambda: np.random.RandomState(seed).permutation(n), args.repeats)
 
     def core_plan():
-        order = core.shuffle_order(n, seed=seed)
+        order = core.pure.shuffle_order(n, seed=seed)
         return order, core.distribute_evenly_by_size(sizes[order], num_bins=num_bins)
 
     t_core, (order, bounds) = best_of(core_plan, args.repeats)
 
     def files_for_all():
-        plan = core.ShardPlan(keys, sizes, num_shards=shards, partition_epoch=part)  # fresh: no cached layout
+        plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=shards, partition_epoch=part))  # fresh: no cached layout
         return [plan.files_for(epoch=e, shard_index=r) for r in range(shards) for e in range(1, part + 1)]
 
     t_files_for, bins_files_for = best_of(files_for_all, args.repeats)

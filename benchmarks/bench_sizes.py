@@ -23,7 +23,7 @@ import tree  # imported before any timing: under the latency shim an import cost
 from returnn.datasets.distrib_files import _get_key_for_file_tree
 
 from i6_shard.core import collect_file_sizes, load_file_sizes, save_file_sizes
-from i6_shard.core.file_sizes import FileSizes
+from i6_shard.core.io.file_sizes import FileSizes
 from timing import rss_mib
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,6 +9,9 @@ import sys
 from typing import List, Optional
 
 from . import core
+from .core.io import DEFAULT_NUM_THREADS, make_demo_files
+from .core.pure import SEED_LIMIT
+from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
@@ -20,17 +23,13 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_settings(args: argparse.Namespace) -> dict:
-    return dict(num_shards=args.num_shards, partition_epoch=args.partition_epoch, seq_ordering=args.seq_ordering,
-                random_seed_offset=args.random_seed_offset, fixed_random_seed=args.fixed_random_seed,
-                distrib_shard_files=not args.unsharded, same_seed_on_all_ranks=args.same_seed_on_all_ranks,
-                distribution=args.distribution)
-
-
-def _plan_from_args(args: argparse.Namespace, sizes: "core.FileSizes") -> "core.ShardPlan":
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, **_plan_settings(args))
-    plan.check_num_epochs(args.num_epochs)
-    return plan
+def _settings(args: argparse.Namespace) -> core.PlanSettings:
+    """The CLI's plan options as validated PlanSettings (raises before any file is touched)."""
+    return core.PlanSettings(
+        num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=args.num_epochs,
+        seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
+        fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
+        same_seed_on_all_ranks=args.same_seed_on_all_ranks, distribution=args.distribution)
 
 
 _PLAN_OUTPUTS = (core.PLAN_FILE, core.SUMMARY_FILE, core.REPORT_FILE, core.PLOT_FILE)
@@ -46,25 +45,30 @@ def _check_output_dir(out: str, files=_PLAN_OUTPUTS, dirs=()) -> None:
             core.check_output_path(os.path.join(out, name), directory=True)
 
 
-def _write_and_print(plan: "core.ShardPlan", *, num_epochs: int, out: str, plot: bool) -> None:
+def _write_and_print(plan: core.ShardPlan, *, out: str, plot: bool) -> None:
+    if plot and not matplotlib_available():
+        print(f"note: {MISSING_MATPLOTLIB}; writing no plot", file=sys.stderr)
+        plot = False
     os.makedirs(out, exist_ok=True)
     paths = {name: os.path.join(out, fn) for name, fn in (
         ("plan_path", core.PLAN_FILE), ("summary_path", core.SUMMARY_FILE), ("report_path", core.REPORT_FILE))}
     plot_path = os.path.join(out, core.PLOT_FILE) if plot else None
-    summary = core.write_plan_outputs(plan, num_epochs=num_epochs, plot_path=plot_path, **paths)
+    summary = core.write_plan_outputs(plan, plot_path=plot_path, **paths)
     print(core.render_report(summary), end="")
     print()
     print(f"plan    -> {paths['plan_path']}")
     print(f"summary -> {paths['summary_path']}")
     print(f"report  -> {paths['report_path']}")
-    if plot_path is not None and os.path.exists(plot_path):
+    if plot_path is not None:
         print(f"plot    -> {plot_path}")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    settings = _settings(args)
     _check_output_dir(args.output)
-    plan = _plan_from_args(args, core.load_file_sizes(args.sizes))  # checks every setting: nothing written yet
-    _write_and_print(plan, num_epochs=args.num_epochs, out=args.output, plot=not args.no_plot)
+    sizes = core.load_file_sizes(args.sizes)
+    plan = core.ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
+    _write_and_print(plan, out=args.output, plot=not args.no_plot)
     return 0
 
 
@@ -80,8 +84,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.verify:
         print(f"\nverified: every stored full epoch equals what this i6_shard computes ({path})")
     if args.plot:
-        if core.plot_plan(stats, args.plot, title=core.plot_title(plan_file.plan, num_epochs=plan_file.num_epochs)):
-            print(f"plot -> {args.plot}")
+        plot_plan(stats, args.plot, title=plot_title(plan_file.plan, num_epochs=plan_file.num_epochs))
+        print(f"plot -> {args.plot}")
     return 0
 
 
@@ -90,11 +94,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     # Every option is checked before the first file is written, so a bad one leaves nothing behind.
     if args.num_files < 1:
         raise ValueError(f"--num-files {args.num_files}: generate at least one file")
-    if not 0 <= args.seed < core.SEED_LIMIT:
+    if not 0 <= args.seed < SEED_LIMIT:
         raise ValueError(f"--seed {args.seed}: the generator takes seeds in [0, 2**32)")
-    core.check_plan_settings(num_files=args.num_files, num_epochs=args.num_epochs, **_plan_settings(args))
+    settings = _settings(args)
+    settings.validate(num_files=args.num_files)
     _check_output_dir(out, files=_PLAN_OUTPUTS + ("files.txt", "file_sizes.npz"), dirs=("data",))
-    paths = core.make_demo_files(os.path.join(out, "data"), num_files=args.num_files, seed=args.seed)
+    paths = make_demo_files(os.path.join(out, "data"), num_files=args.num_files, seed=args.seed)
     list_path = os.path.join(out, "files.txt")
     core.write_file_list(paths, list_path)
     sizes = core.collect_file_sizes(core.read_file_list(list_path))
@@ -103,8 +108,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"demo: {len(paths)} generated files in {os.path.join(out, 'data')}, list {list_path}")
     print(f"file sizes: {len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {sizes_path}")
     print()
-    plan = _plan_from_args(args, sizes)
-    _write_and_print(plan, num_epochs=args.num_epochs, out=out, plot=not args.no_plot)
+    _write_and_print(core.ShardPlan(sizes.keys, sizes.sizes, settings), out=out, plot=not args.no_plot)
     print(f"\nall demo outputs are in {os.path.abspath(out)}")
     return 0
 
@@ -145,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
     p.add_argument("file_list")
     p.add_argument("-o", "--output", required=True, help="output .npz")
-    p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {core.DEFAULT_NUM_THREADS})")
+    p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
     p = sub.add_parser("plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, "
@@ -174,6 +178,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, OSError) as exc:  # user errors and file errors: one line, no traceback
+    except (ValueError, TypeError, OSError, ImportError) as exc:  # user errors and file errors: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -43,7 +43,7 @@ class ComputeFileSizesJob(Job):
         """
         :param files: a list of file trees (leaves: tk.Path or str), or a tk.Path to a list
             file (.txt, .json or .py, as DistributeFilesDataset reads it; the scalable way)
-        :param num_threads: stat threads per task (default ``core.DEFAULT_NUM_THREADS``); not hashed
+        :param num_threads: stat threads per task (default ``core.io.DEFAULT_NUM_THREADS``); not hashed
         :param num_parallel_tasks: parallel tasks (None: one per ``ENTRIES_PER_TASK`` entries); not hashed
         """
         if isinstance(files, tk.Path):
@@ -57,9 +57,9 @@ class ComputeFileSizesJob(Job):
                 raise ValueError("files=[] is empty: give the file trees of the dataset, or a tk.Path to its "
                                  "list file")
             plain = instantiate(list(files))
-            core.check_file_trees(plain)
+            core.pure.check_file_trees(plain)
             check_absolute_leaves(list(files), name="files")
-            txt = not any(core.txt_entry_problem(f) for f in plain)
+            txt = not any(core.io.file_list.txt_entry_problem(f) for f in plain)
         else:
             hint = " (wrap a list file's path in tk.Path)" if isinstance(files, str) else ""
             raise TypeError(f"files must be a list of file trees or a tk.Path to a list file, got "

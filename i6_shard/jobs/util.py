@@ -8,15 +8,16 @@ import os
 import sys
 import sysconfig
 import types
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
+from sisyphus import Task
 from sisyphus.delayed_ops import DelayedBase
 from sisyphus.job_path import AbstractPath, Variable
 
 from i6_shard import core
 
 __all__ = ["instantiate", "check_absolute", "check_absolute_leaves", "write_variable", "import_roots",
-           "pythonpath_env"]
+           "pythonpath_env", "path_str", "rqmt_from_args", "task_for"]
 
 #: Relative names listed in an error message.
 _MAX_LISTED = 3
@@ -51,7 +52,7 @@ def check_absolute(path: Any, *, name: str) -> None:
 
 def check_absolute_leaves(trees: List[Any], *, name: str) -> None:
     """Reject file trees with relative str leaves, listing how many and the first few."""
-    relative = [leaf for tree in trees for leaf in core.flatten(tree)
+    relative = [leaf for tree in trees for leaf in core.pure.flatten(tree)
                 if isinstance(leaf, str) and not os.path.isabs(leaf)]
     if relative:
         raise ValueError(f"{name} holds {len(relative)} relative file names (first "
@@ -60,7 +61,7 @@ def check_absolute_leaves(trees: List[Any], *, name: str) -> None:
 
 def write_variable(var: Variable, value: Any) -> None:
     """Set a (non-pickled) tk.Variable atomically, in the format ``Variable.get`` reads back."""
-    with core.atomic_write(var.get_path(), "wt", encoding="utf-8") as f:
+    with core.io.atomic_write(var.get_path(), "wt", encoding="utf-8") as f:
         f.write("%s\n" % repr(value))
 
 
@@ -115,3 +116,37 @@ def pythonpath_env(extra: List[str]) -> dict:
     old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(list(dict.fromkeys(extra + old)))
     return env
+
+
+def path_str(path: Any) -> Any:
+    """A tk.Path as its path string; anything else (str, None) unchanged."""
+    return path.get_path() if isinstance(path, AbstractPath) else path
+
+
+def rqmt_from_args(*, time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None,
+                   cpu_rqmt: Optional[int] = None, default: Optional[Dict[str, Union[int, float]]] = None
+                   ) -> Optional[Dict[str, Union[int, float]]]:
+    """A task's resource request from i6_core-style arguments (hours, GB, CPUs), over ``default``;
+    None (a mini task) when neither any argument nor a default is given.
+
+    :raises TypeError, ValueError: for a value that is not a positive number
+    """
+    given = {}
+    for key, name, value in (("time", "time_rqmt", time_rqmt), ("mem", "mem_rqmt", mem_rqmt),
+                             ("cpu", "cpu_rqmt", cpu_rqmt)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise (ValueError if isinstance(value, (int, float)) and not isinstance(value, bool) else TypeError)(
+                f"{name}={value!r} must be a positive number ({'hours' if key == 'time' else 'GB' if key == 'mem' else 'CPUs'})")
+        given[key] = int(value) if key == "cpu" else value
+    if not given and default is None:
+        return None
+    return {**(default or {}), **given}
+
+
+def task_for(name: str, rqmt: Optional[Dict[str, Union[int, float]]], **kwargs) -> Task:
+    """A Task that runs as a mini task without a resource request, else with it."""
+    if rqmt is None:
+        return Task(name, mini_task=True, **kwargs)
+    return Task(name, rqmt=dict(rqmt), **kwargs)

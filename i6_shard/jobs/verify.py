@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from sisyphus import Job, Task, gs, tk
 
 from i6_shard import core
-from i6_shard.core.verify import verify_records
+from i6_shard.core.reporting import verify_records
 
 from .util import check_absolute, check_absolute_leaves, import_roots, instantiate, pythonpath_env, write_variable
 
@@ -114,8 +114,9 @@ def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int) -> None:
     check_absolute(files, name="train_dataset['files']")
     if isinstance(files, list):
         check_absolute_leaves(files, name="train_dataset['files']")
-        core.check_enough_files(len(files), num_shards=num_shards if dataset.get("distrib_shard_files") else 1,
-                                partition_epoch=dataset.get("partition_epoch") or 1)
+        shards = core.pure.dfd_num_shards(distrib_shard_files=bool(dataset.get("distrib_shard_files")),
+                                          num_ranks=num_shards, explicit_num_shards=dataset.get("_num_shards"))
+        core.pure.check_enough_files(len(files), num_shards=shards, partition_epoch=dataset.get("partition_epoch") or 1)
 
 
 class VerifyShardingJob(Job):
@@ -191,7 +192,7 @@ class VerifyShardingJob(Job):
         ranks = self._record_ranks(work)
         violations, report = verify_records(ranks, self._load(os.path.join(work, "reference.json")),
                                             num_shards=self.num_shards)
-        with core.atomic_write(self.out_report.get_path(), "wt", encoding="utf-8") as f:
+        with core.io.atomic_write(self.out_report.get_path(), "wt", encoding="utf-8") as f:
             f.write(report)
         write_variable(self.out_ok, not violations)
         if violations:
@@ -235,6 +236,6 @@ class VerifyShardingJob(Job):
         if not isinstance(self.train_dataset, dict):
             return ["--config", self._path_str(self.train_dataset)]
         path = os.path.join(work, "dataset.pkl")
-        with core.atomic_write(path, "wb") as f:
+        with core.io.atomic_write(path, "wb") as f:
             pickle.dump(instantiate(self.train_dataset), f, protocol=4)
         return ["--dataset-pickle", path]

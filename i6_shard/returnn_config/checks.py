@@ -8,8 +8,8 @@ import re
 import subprocess
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from ..core import check_enough_files
-from ._args import check_optional_int
+from ..core.pure import check_enough_files, dfd_num_shards
+from ..core.pure.args import check_optional_int
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -151,7 +151,8 @@ def _dataset_problems(dataset: Mapping[str, Any], *, name: str, num_ranks: Optio
     partition_epoch = dataset.get("partition_epoch", 1)
     files = dataset.get("files")
     if isinstance(partition_epoch, int) and isinstance(files, (list, tuple)) and partition_epoch >= 1:
-        num_shards = num_ranks if (sharded and num_ranks) else 1
+        num_shards = dfd_num_shards(distrib_shard_files=bool(sharded), num_ranks=num_ranks,
+                                    explicit_num_shards=dataset.get("_num_shards"))
         try:
             check_enough_files(len(files), num_shards=num_shards, partition_epoch=partition_epoch)
         except ValueError as exc:

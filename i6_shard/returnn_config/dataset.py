@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
-from ..core import FILE_LIST_EXTENSIONS, check_enough_files, check_file_trees
-from ._args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
+from ..core import FILE_LIST_EXTENSIONS
+from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering, dfd_num_shards
+from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import is_sisyphus_path
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_files_key
 
-__all__ = ["sharded_files_dataset", "DISTRIBUTIONS", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLASS_PATH"]
+__all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLASS_PATH"]
 
-DISTRIBUTIONS = ("returnn", "balanced")
 #: Longer inline lists make configs (and Sisyphus hashing) slow; pass a file list path instead.
 DEFAULT_MAX_INLINE_FILES = 10_000
 #: Where the DFD subclass lives that implements ``distribution`` and ``file_sizes``.
@@ -169,11 +169,8 @@ def sharded_files_dataset(
         if not isinstance(key, str):
             raise TypeError(f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
                             "str keys, e.g. {'name': 'train'}")
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution={distribution!r} is unknown; use one of {DISTRIBUTIONS}")
-    if seq_ordering not in ("random", "default"):
-        raise ValueError(f"seq_ordering={seq_ordering!r} is not supported by DistributeFilesDataset; "
-                         "use 'random' (or 'default' for no shuffling)")
+    check_distribution(distribution)
+    check_seq_ordering(seq_ordering)
     if not isinstance(sub_epoch_dataset, Mapping):
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
     check_sub_epoch_dataset(sub_epoch_dataset)
@@ -203,7 +200,7 @@ def sharded_files_dataset(
                 f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
             )
     if num_files is not None:
-        shards = num_shards if distrib_shard_files and num_shards is not None else 1
+        shards = dfd_num_shards(distrib_shard_files=distrib_shard_files, num_ranks=num_shards)
         check_enough_files(num_files, num_shards=shards, partition_epoch=partition_epoch)
 
     use_ext = distribution != "returnn" or file_sizes is not None

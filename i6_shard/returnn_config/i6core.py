@@ -14,8 +14,8 @@ from sisyphus.hash import sis_hash_helper
 from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
-from ..core.epochs import num_epochs_for_passes
-from ._args import check_bool, check_int, check_optional_int, check_optional_mapping
+from ..core.pure.epochs import num_epochs_for_passes
+from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config, returnn_version_of
 from .pycode import PyCode, i6_shard_import_code, resolve_paths
 from .sub_epoch import is_sub_epoch_partial

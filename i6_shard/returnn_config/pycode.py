@@ -12,7 +12,7 @@ import site
 import sys
 from typing import Any, Dict, Mapping, Optional
 
-from ..core.atomic import atomic_write
+from ..core.io.atomic import atomic_write
 
 __all__ = ["PyCode", "config_code", "write_returnn_config", "i6_shard_root", "i6_shard_import_code",
            "is_sisyphus_path", "resolve_paths"]

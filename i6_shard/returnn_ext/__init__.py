@@ -5,7 +5,6 @@ import the others (importing the dataset checks RETURNN's hooks and fails loudly
 
 _EXPORTS = {
     "ShardedDistributeFilesDataset": "distrib_files",
-    "SUPPORTED_DISTRIBUTIONS": "distrib_files",
     "check_returnn_hooks": "distrib_files",
 }
 

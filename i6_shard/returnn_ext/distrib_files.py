@@ -15,11 +15,9 @@ from returnn.datasets.basic import Dataset
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 
 from i6_shard import core
+from i6_shard.core.pure import check_distribution
 
-__all__ = ["ShardedDistributeFilesDataset", "SUPPORTED_DISTRIBUTIONS", "check_returnn_hooks"]
-
-#: what ``distribution=`` accepts; each is also a ``ShardPlan`` distribution
-SUPPORTED_DISTRIBUTIONS = ("returnn", "balanced")
+__all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
 
 
@@ -102,8 +100,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             stat every file as RETURNN does
         :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged
         """
-        if distribution not in SUPPORTED_DISTRIBUTIONS:
-            raise ValueError(f"distribution={distribution!r} is unknown; use one of {SUPPORTED_DISTRIBUTIONS}")
+        check_distribution(distribution)
         if file_sizes is not None and not isinstance(file_sizes, (str, os.PathLike)):
             raise TypeError(f"file_sizes={file_sizes!r} must be the path (str) of a file sizes archive or None; "
                             "convert a tk.Path with .get_path()")

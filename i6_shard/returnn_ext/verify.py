@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from i6_shard.core.atomic import atomic_write
-from i6_shard.core.distribute import check_enough_files
-from i6_shard.core.file_list import read_file_list
+from i6_shard.core.io.atomic import atomic_write
+from i6_shard.core.pure.distribute import check_enough_files, dfd_num_shards
+from i6_shard.core.io.file_list import read_file_list
 
 __all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "check_dataset_files", "record_rank", "record_reference",
            "main"]
@@ -68,7 +68,8 @@ def check_dataset_files(dataset_dict: Dict[str, Any], *, num_shards: int) -> Non
         files = read_file_list(files)
     if not isinstance(files, list):
         return  # a callable: RETURNN's own checks apply
-    shards = num_shards if dataset_dict.get("distrib_shard_files") else int(dataset_dict.get("_num_shards") or 1)
+    shards = dfd_num_shards(distrib_shard_files=bool(dataset_dict.get("distrib_shard_files")), num_ranks=num_shards,
+                            explicit_num_shards=dataset_dict.get("_num_shards"))
     check_enough_files(len(files), num_shards=shards, partition_epoch=dataset_dict.get("partition_epoch") or 1)
 
 

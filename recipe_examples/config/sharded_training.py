@@ -42,7 +42,7 @@ def run(prefix: str = "sharded_training"):
     tk.register_output(f"{prefix}/plan_report.txt", plan.out_report)
     tk.register_output(f"{prefix}/max_imbalance", plan.out_max_imbalance)
     tk.register_output(f"{prefix}/dropped_fraction", plan.out_dropped_fraction)
-    if core.matplotlib_available():
+    if core.reporting.matplotlib_available():
         tk.register_output(f"{prefix}/plan_plot.png", plan.out_plot)
     tk.register_output(f"{prefix}/verify_report.txt", verify.out_report)
     tk.register_output(f"{prefix}/verify_ok", verify.out_ok)

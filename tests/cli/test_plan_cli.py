@@ -28,9 +28,8 @@ def test_plan_writes_what_write_plan_outputs_writes(tmp_path, sizes_file, capsys
     assert "i6_shard plan report" in printed and f"plan    -> {out / 'plan.npz'}" in printed
     ref = tmp_path / "ref"
     ref.mkdir()
-    plan = core.ShardPlan(keys, sizes, num_shards=2, partition_epoch=3, random_seed_offset=4)
-    core.write_plan_outputs(plan, num_epochs=7, plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"),
-                            report_path=str(ref / "report.txt"), plot_path=str(ref / "plot.png"))
+    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=2, partition_epoch=3, random_seed_offset=4))
+    core.write_plan_outputs(plan.with_settings(num_epochs=7), plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"), report_path=str(ref / "report.txt"), plot_path=str(ref / "plot.png"))
     for name in ("plan.npz", "summary.json", "report.txt", "plot.png"):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
     assert (out / "report.txt").read_text() in printed
@@ -162,5 +161,5 @@ def test_unsharded_same_seed_on_all_ranks_reports_the_overlap(tmp_path, sizes_fi
     assert "the same random_seed_offset on every rank" in printed
     assert "all 3 ranks read the same files in the same order" in printed
     plan = core.load_plan(out / "plan.npz", verify=True)
-    assert plan.same_seed_on_all_ranks and plan.random_seed_offset == 7
+    assert plan.settings.same_seed_on_all_ranks and plan.settings.random_seed_offset == 7
     assert plan.files_for(epoch=3, shard_index=0) == plan.files_for(epoch=3, shard_index=2)

@@ -138,7 +138,7 @@ def test_file_errors_are_one_line_and_come_before_any_stat(tmp_path, data, monke
 
 def test_unreadable_and_undecodable_lists_are_one_line_errors(tmp_path, data, monkeypatch, capsys):
     from i6_shard.cli import main
-    from i6_shard.core import file_list
+    from i6_shard.core.io import file_list
 
     (tmp_path / "latin1.txt").write_bytes("caf\u00e9.hdf\n".encode("latin-1"))
     assert main(["sizes", str(tmp_path / "latin1.txt"), "-o", str(tmp_path / "s.npz")]) == 2

@@ -20,7 +20,7 @@ from i6_shard.jobs import ShardPlanJob  # noqa: E402
 def _sizes_file(directory, num_files=40, seed=3):
     keys = [f"/data/part-{i:03d}.hdf" for i in range(num_files)]
     path = os.path.join(directory, "file_sizes.npz")
-    core.save_file_sizes(core.FileSizes(keys=keys, sizes=core.lognormal_sizes(num_files, seed=seed)), path)
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=core.io.lognormal_sizes(num_files, seed=seed)), path)
     return path
 
 
@@ -43,7 +43,7 @@ def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
                      "--num-epochs", "7", "-o", out] + cli_args) == 0
     outputs = {core.PLAN_FILE: job.out_plan, core.SUMMARY_FILE: job.out_summary,
                core.REPORT_FILE: job.out_report}
-    if core.matplotlib_available():
+    if core.reporting.matplotlib_available():
         outputs[core.PLOT_FILE] = job.out_plot
     for name, path in outputs.items():
         assert _read(path.get_path()) == _read(os.path.join(out, name)), name

@@ -150,8 +150,7 @@ def dfd_files_per_epoch(dataset) -> List[List[str]]:
 ], ids=["random", "random-offset", "default"])
 def test_sharded_ranks_get_the_planned_files(hdf_files, opts, plan_opts):
     sizes = core.collect_file_sizes(hdf_files, num_threads=1)
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,
-                          **plan_opts)
+    plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, **plan_opts))
     seen = []
     for rank in range(NUM_SHARDS):
         dataset = rank_dataset(hdf_files, rank=rank, distrib_shard_files=True, sharding_fix=True, **opts)
@@ -169,8 +168,7 @@ def test_unsharded_ranks_get_the_planned_files(hdf_files, torch_distributed_rank
     seed offset, derived from the torch distributed rank and the config's dataset_random_seed_offset;
     ShardPlan models that as random_seed_offset (the config's) plus its own per-rank stride."""
     sizes = core.collect_file_sizes(hdf_files, num_threads=1)
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,
-                          distrib_shard_files=False, random_seed_offset=CONFIG_SEED_OFFSET)
+    plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=CONFIG_SEED_OFFSET))
     per_rank = []
     for rank in range(NUM_SHARDS):
         with torch_distributed_rank(rank):
@@ -187,8 +185,7 @@ def test_unsharded_with_a_dataset_random_seed_offset_every_rank_reads_the_same(h
     """An explicit dataset random_seed_offset is used unchanged on every rank (RETURNN adds no rank
     term to it): ShardPlan's same_seed_on_all_ranks, and the report shows the ranks' overlap."""
     sizes = core.collect_file_sizes(hdf_files, num_threads=1)
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,
-                          distrib_shard_files=False, random_seed_offset=11, same_seed_on_all_ranks=True)
+    plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=11, same_seed_on_all_ranks=True))
     per_rank = []
     for rank in range(NUM_SHARDS):
         with torch_distributed_rank(rank):
@@ -197,8 +194,7 @@ def test_unsharded_with_a_dataset_random_seed_offset_every_rank_reads_the_same(h
         assert got == [plan.files_for(epoch=e, shard_index=rank) for e in range(1, NUM_EPOCHS + 1)]
         per_rank.append(got)
     assert per_rank[0] == per_rank[1] == per_rank[2]  # the pitfall: every rank reads the same files
-    default_plan = core.ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,
-                                  distrib_shard_files=False, random_seed_offset=11)
+    default_plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=11))
     assert per_rank[1] != [default_plan.files_for(epoch=e, shard_index=1) for e in range(1, NUM_EPOCHS + 1)]
     summary, stats = core.plan_summary(plan, num_epochs=NUM_EPOCHS, compare=False)
     bin_sizes = [len(files) for files in per_rank[0]]

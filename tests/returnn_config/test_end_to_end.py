@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from i6_shard.core import ShardPlan, collect_file_sizes, save_file_sizes
+from i6_shard.core import PlanSettings, ShardPlan, collect_file_sizes, save_file_sizes
 from i6_shard.returnn_config import sharded_files_dataset, write_returnn_config
 
 from .fresh_python import load_config_code, run_without_i6_shard
@@ -75,8 +75,7 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
         counts = collections.Counter(t for e in epochs for r in range(NUM_SHARDS) for t in seen[(e, r)])
         assert counts == all_tags, f"full epoch {full_epoch}: not every sequence exactly once"
 
-    plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,
-                     distribution=distribution)
+    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distribution=distribution))
     index_of = {f: i for i, f in enumerate(files)}
     layouts = set()
     for (epoch, rank), tags in seen.items():
@@ -120,7 +119,7 @@ def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     tags = [line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("TAG ")]
     sizes = collect_file_sizes(files)
-    plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=2, partition_epoch=2)
+    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(num_shards=2, partition_epoch=2))
     index_of = {f: i for i, f in enumerate(files)}
     planned = {index_of[f] for f in plan.files_for(epoch=1, shard_index=1)}
     assert tags and {int(t.split("/")[0]) for t in tags} == planned

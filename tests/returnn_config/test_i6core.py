@@ -19,7 +19,7 @@ from i6_core.returnn.training import ReturnnTrainingJob  # noqa: E402
 from sisyphus import gs, tk  # noqa: E402
 from sisyphus.hash import short_hash, sis_hash_helper  # noqa: E402
 
-from i6_shard.core import ShardPlan, collect_file_sizes, save_file_sizes, write_file_list  # noqa: E402
+from i6_shard.core import PlanSettings, ShardPlan, collect_file_sizes, save_file_sizes, write_file_list  # noqa: E402
 from i6_shard.returnn_config import ConfigCheckError, sharded_files_dataset  # noqa: E402
 from i6_shard.returnn_config.i6core import (  # noqa: E402
     DelayedSubEpochPartial,
@@ -89,8 +89,7 @@ def test_training_job_create_files_then_returnn_builds_dataset_per_rank(tmp_path
     assert "-mtorch.distributed.run" in rnn_sh and f"--nproc-per-node={NUM_GPUS}" in rnn_sh
     config_path = job.out_returnn_config_file.get_path()
     sizes = collect_file_sizes(files)
-    plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=NUM_GPUS, partition_epoch=PARTITION_EPOCH,
-                     distribution=distribution)
+    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(num_shards=NUM_GPUS, partition_epoch=PARTITION_EPOCH, distribution=distribution))
     seen = collections.Counter()
     for rank in range(NUM_GPUS):
         config = Config()

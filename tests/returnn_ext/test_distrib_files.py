@@ -91,8 +91,7 @@ def read_sub_epoch(dataset, epoch):
 
 
 def plan_for(corpus, distribution):
-    return core.ShardPlan(corpus["sizes"].keys, corpus["sizes"].sizes, num_shards=NUM_SHARDS,
-                          partition_epoch=PARTITION_EPOCH, distribution=distribution)
+    return core.ShardPlan(corpus["sizes"].keys, corpus["sizes"].sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distribution=distribution))
 
 
 def test_balanced_reads_the_plan_and_every_seq_once_per_full_epoch(corpus, no_stat):

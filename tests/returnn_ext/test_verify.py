@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 
-from i6_shard.core.verify import verify_records  # noqa: E402
+from i6_shard.core.reporting import verify_records  # noqa: E402
 from tests.hdf_data import sharded_dfd, write_tiny_hdf_files  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -36,7 +36,7 @@ class TinyHdfDataJob(Job):
             path = os.path.join(self.out_dir.get_path(), f"part-{i:03d}.hdf")
             # Written under a temporary name next to `path`, renamed to `path` once complete: a killed
             # run leaves no part file that could pass for a finished one, whatever the writer does.
-            with core.atomic_path(path) as tmp:
+            with core.io.atomic_path(path) as tmp:
                 os.unlink(tmp)  # SimpleHDFWriter creates the file itself and refuses to overwrite one
                 writer = SimpleHDFWriter(tmp, dim=self.feature_dim, ndim=2)
                 for j in range(int(rng.randint(1, self.max_seqs + 1))):

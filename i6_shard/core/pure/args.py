@@ -1,16 +1,19 @@
-"""Type and range checks of the config builders' arguments: a wrong value is a TypeError or
-ValueError that names the argument, the value and what to pass instead."""
+"""Type and range checks of user-given values (settings, job and builder arguments): a wrong value
+is a TypeError or ValueError that names the argument, the value and what to pass instead."""
 
 from __future__ import annotations
 
 import numbers
 from typing import Any, Mapping, Optional
 
+import numpy as np
+
 __all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping"]
 
 
-def check_int(value: Any, *, name: str, minimum: int, hint: str = "") -> int:
-    """``value`` as a Python int if it is an integer (not a bool) of at least ``minimum``.
+def check_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> int:
+    """``value`` as a Python int if it is an integer (not a bool) of at least ``minimum`` (if given).
+    numpy integers are accepted and converted: they do not hash in Sisyphus or go into JSON.
 
     :param hint: appended to the message, e.g. what the argument means or what to use instead
 
@@ -19,17 +22,17 @@ def check_int(value: Any, *, name: str, minimum: int, hint: str = "") -> int:
     ...
     TypeError: num_epochs=2.5 has type float; num_epochs must be a positive int
     """
-    kind = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
+    kind = {None: "an int", 0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
     suffix = f" ({hint})" if hint else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         fix = f"; pass {name}={value.strip()}" if isinstance(value, str) and value.strip().isdigit() else ""
         raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be {kind}{suffix}{fix}")
-    if value < minimum:
+    if minimum is not None and value < minimum:
         raise ValueError(f"{name}={value!r} must be {kind}{suffix}")
     return int(value)  # numpy integers do not hash in Sisyphus
 
 
-def check_optional_int(value: Any, *, name: str, minimum: int, hint: str = "") -> Optional[int]:
+def check_optional_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> Optional[int]:
     """:func:`check_int`, with ``None`` (not given) passing through."""
     return None if value is None else check_int(value, name=name, minimum=minimum, hint=hint)
 
@@ -42,9 +45,9 @@ def check_bool(value: Any, *, name: str) -> bool:
     ...
     TypeError: use_worker_proc='no' has type str; use_worker_proc must be True or False
     """
-    if not isinstance(value, bool):
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be True or False")
-    return value
+    return bool(value)
 
 
 def check_optional_bool(value: Any, *, name: str) -> Optional[bool]:

@@ -8,9 +8,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .file_sizes import collect_file_sizes
-from .file_tree import tree_key
-from .plan import DISTRIBUTIONS, ShardPlan
+from .plan import ShardPlan
+from .settings import PlanSettings  # noqa: F401 (doctests)
 
 __all__ = [
     "VIOLATION_KINDS",
@@ -20,8 +19,6 @@ __all__ = [
     "check_rank_settings",
     "check_reads",
     "summarize_reads",
-    "render_verify_report",
-    "verify_records",
 ]
 
 #: Violation kinds, in the order they are listed within one place.
@@ -136,7 +133,7 @@ def check_reads(
     :raises ValueError: on a (epoch, shard_index) given twice, a rank outside the plan,
         or ``file_tags`` lacking a key of the plan
 
-    >>> plan = ShardPlan(["a", "b"], [1, 1], num_shards=2, partition_epoch=1, seq_ordering="default")
+    >>> plan = ShardPlan(["a", "b"], [1, 1], PlanSettings(num_shards=2, partition_epoch=1, seq_ordering="default"))
     >>> tags = {"a": ["a0", "a1"], "b": ["b0"]}
     >>> reads = [SubEpochRead(1, 0, ("a",), ("a0",)), SubEpochRead(1, 1, ("b",), ("b0",))]
     >>> [str(v) for v in check_reads(reads, plan=plan, file_tags=tags)]
@@ -253,7 +250,7 @@ def summarize_reads(reads: Sequence[SubEpochRead], *, plan: ShardPlan,
     of them a training loses when it stops at the shortest rank; per full epoch whether every
     (sub-epoch, rank) was read, and how many sequences were expected and read.
 
-    >>> plan = ShardPlan(["a", "b"], [1, 1], num_shards=2, partition_epoch=1, seq_ordering="default")
+    >>> plan = ShardPlan(["a", "b"], [1, 1], PlanSettings(num_shards=2, partition_epoch=1, seq_ordering="default"))
     >>> s = summarize_reads([SubEpochRead(1, 0, ("a",), ("x", "y")), SubEpochRead(1, 1, ("b",), ("z",))], plan=plan)
     >>> s["sub_epochs"][0]["num_seqs"], s["sub_epochs"][0]["dropped_fraction"], s["full_epochs"][0]["complete"]
     ([2, 1], 0.333333, True)
@@ -282,67 +279,3 @@ def summarize_reads(reads: Sequence[SubEpochRead], *, plan: ShardPlan,
                             "num_seqs_read": sum(tags.values()), "num_distinct_read": len(tags)})
     return {"num_shards": plan.num_shards, "partition_epoch": plan.partition_epoch, "num_files": plan.num_files,
             "sub_epochs": sub_epochs, "full_epochs": full_epochs}
-
-
-def render_verify_report(summary: Mapping[str, Any], violations: Sequence[Violation], *,
-                         settings: Optional[Mapping[str, Any]] = None, max_listed: int = 50) -> str:
-    """The text report: verdict, settings, full-epoch coverage, sequences per rank and
-    sub-epoch, and the violations (the first ``max_listed``)."""
-    lines = [f"i6_shard sharding verification: {'OK' if not violations else 'FAILED'}", ""]
-    lines.append(f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
-                 f"files={summary['num_files']}")
-    for name, value in sorted((settings or {}).items()):
-        lines.append(f"  {name}: {value!r}")
-    lines += ["", "Full epochs (sequences expected / read / distinct read):"]
-    for fe in summary["full_epochs"]:
-        exp = "?" if fe["num_seqs_expected"] is None else fe["num_seqs_expected"]
-        note = "" if fe["complete"] else "  (partly read: checked per sub-epoch only)"
-        lines.append(f"  full epoch {fe['full_epoch_0idx']}: {exp} / {fe['num_seqs_read']} / "
-                     f"{fe['num_distinct_read']}{note}")
-    lines += ["", "Sequences per rank and sub-epoch (dropped = lost when all ranks stop at the shortest):"]
-    for se in summary["sub_epochs"]:
-        nums = " ".join("-" if n is None else str(n) for n in se["num_seqs"])
-        drop = "?" if se["dropped_fraction"] is None else f"{100 * se['dropped_fraction']:.1f}%"
-        lines.append(f"  sub-epoch {se['epoch']}: {nums}  dropped {drop}")
-    lines += ["", f"Violations: {len(violations)}"]
-    for v in list(violations)[:max_listed]:
-        lines.append(f"  {v}")
-    if len(violations) > max_listed:
-        lines.append(f"  ... and {len(violations) - max_listed} more")
-    return "\n".join(lines) + "\n"
-
-
-def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, Any], *, num_shards: int,
-                   num_threads: Optional[int] = None) -> Tuple[List[Violation], str]:
-    """Check the records of ``python -m i6_shard.returnn_ext.verify`` (one per rank, and the
-    reference with the file list and each file's sequence tags) against the plan computed
-    from the dataset's own settings (rank 0's) and the files' sizes on disk.
-
-    :param ranks: the rank records (``rank``, ``settings``, ``sub_epochs``)
-    :param reference: ``files`` (as RETURNN loaded them) and ``file_tags`` (one list per file)
-    :param num_threads: threads to stat the files (see :func:`collect_file_sizes`)
-    :return: ``(violations, report_text)``
-    """
-    settings = {int(rec["rank"]): rec["settings"] for rec in ranks}
-    violations = check_rank_settings(settings, num_shards=num_shards)
-    files = reference["files"]
-    if len(reference["file_tags"]) != len(files):
-        raise ValueError(f"reference has {len(files)} files but {len(reference['file_tags'])} tag lists")
-    sizes = collect_file_sizes(files, num_threads=num_threads)
-    first = settings[min(settings)]
-    distribution = first.get("distribution", "returnn")
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"the dataset uses distribution={distribution!r}, which this i6_shard cannot plan; "
-                         f"known: {DISTRIBUTIONS}")
-    plan = ShardPlan(sizes.keys, sizes.sizes, num_shards=num_shards, partition_epoch=first["partition_epoch"],
-                     seq_ordering=first["seq_ordering"], random_seed_offset=first["random_seed_offset"],
-                     fixed_random_seed=first["fixed_random_seed"], distribution=distribution)
-    file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
-    reads = [SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
-             for rec in ranks for se in rec["sub_epochs"]]
-    violations += check_reads(reads, plan=plan, file_tags=file_tags)
-    violations.sort(key=Violation.sort_key)
-    shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
-    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations,
-                                  settings=shown)
-    return violations, report

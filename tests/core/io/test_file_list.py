@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import normalize_file_tree, read_file_list, write_file_list
-from i6_shard.core.file_list import parse_returnn_py_literal
+from i6_shard.core.io.file_list import normalize_file_tree
+from i6_shard.core import read_file_list, write_file_list
+from i6_shard.core.io.file_list import parse_returnn_py_literal
 from tests.strategies import file_names, file_trees, odd_names
 
 distrib_files = pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")

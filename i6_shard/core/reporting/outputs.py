@@ -3,18 +3,18 @@ by the Sisyphus job and the command line so that both write the same bytes."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from .atomic import atomic_write
-from .plan import DISTRIBUTIONS, ShardPlan
-from .plan_io import plan_arrays
-from .npz import save_npz
-from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan
+from ..io.atomic import atomic_write
+from ..pure.plan import ShardPlan
+from ..pure.settings import DISTRIBUTIONS, PlanSettings
+from ..io.plan_file import plan_arrays
+from ..io.npz import save_npz
+from .plot import plot_plan, require_matplotlib
 from .report import render_report, summarize, summary_json
-from .stats import PlanStats, compute_plan_stats
+from ..pure.stats import PlanStats, compute_plan_stats
 
 __all__ = [
     "write_plan_outputs",
@@ -41,14 +41,10 @@ def other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, U
     (a str with the reason where one cannot plan them)."""
     out: Dict[str, Union[PlanStats, str]] = {}
     for name in DISTRIBUTIONS:
-        if name == plan.distribution:
+        if name == plan.settings.distribution:
             continue
         try:
-            other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
-                              seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
-                              fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=plan.distrib_shard_files,
-                              same_seed_on_all_ranks=plan.same_seed_on_all_ranks, distribution=name)
-            out[name] = compute_plan_stats(other, num_epochs=num_epochs)
+            out[name] = compute_plan_stats(plan.with_settings(distribution=name), num_epochs=num_epochs)
         except ValueError as exc:
             out[name] = str(exc)
     return out
@@ -56,10 +52,11 @@ def other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, U
 
 def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
     """The plot's title line: the settings that shape the picture."""
-    mode = "sharded" if plan.distrib_shard_files else \
-        "unsharded, same seed on all ranks" if plan.same_seed_on_all_ranks else "unsharded"
-    return (f"{plan.num_files:,} files, num_shards={plan.num_shards}, partition_epoch={plan.partition_epoch}, "
-            f"num_epochs={num_epochs}\n{mode}, seq_ordering={plan.seq_ordering}, distribution={plan.distribution}")
+    s = plan.settings
+    mode = {"sharded": "sharded", "unsharded": "unsharded",
+            "unsharded_same_seed": "unsharded, same seed on all ranks"}[s.sharding]
+    return (f"{plan.num_files:,} files, num_shards={s.num_shards}, partition_epoch={s.partition_epoch}, "
+            f"num_epochs={num_epochs}\n{mode}, seq_ordering={s.seq_ordering}, distribution={s.distribution}")
 
 
 def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
@@ -68,9 +65,8 @@ def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, st
     (a str with the reason where that mode cannot plan them, e.g. too few files to shard).
     The unsharded mode is RETURNN's default one, with a per-rank seed offset."""
     try:
-        other = ShardPlan(plan.keys, plan.sizes, num_shards=plan.num_shards, partition_epoch=plan.partition_epoch,
-                          seq_ordering=plan.seq_ordering, random_seed_offset=plan.random_seed_offset,
-                          fixed_random_seed=plan.fixed_random_seed, distrib_shard_files=not plan.distrib_shard_files)
+        other = plan.with_settings(distrib_shard_files=not plan.settings.distrib_shard_files,
+                                   same_seed_on_all_ranks=False, distribution="returnn")
     except ValueError as exc:
         return str(exc)
     return compute_plan_stats(other, num_epochs=num_epochs)
@@ -80,7 +76,8 @@ def compare_num_epochs_for(plan: ShardPlan, *, num_epochs: int) -> int:
     """Sub-epochs over which distributions are compared: the first ``COMPARE_FULL_EPOCHS``
     full epochs at most (their expected balance is the same every full epoch).
 
-    >>> compare_num_epochs_for(ShardPlan(list("ab"), [1, 1], num_shards=1, partition_epoch=2), num_epochs=99)
+    >>> compare_num_epochs_for(ShardPlan(list("ab"), [1, 1], PlanSettings(num_shards=1, partition_epoch=2)),
+    ...                        num_epochs=99)
     6
     """
     return min(int(num_epochs), COMPARE_FULL_EPOCHS * plan.partition_epoch)
@@ -99,23 +96,27 @@ def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
     return summarize(plan, stats, other_distributions=others, other_mode=mode, compare_num_epochs=cmp_epochs), stats
 
 
-def write_plan_outputs(plan: ShardPlan, *, num_epochs: int, plan_path: str, summary_path: str, report_path: str,
+def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, report_path: str,
                        plot_path: Optional[str] = None) -> dict:
     """Write the plan file (``.npz``, see :func:`plan_arrays`), the JSON summary, the text report and,
-    if ``plot_path`` is given and matplotlib is importable, the PNG plot. Every file is written
-    atomically and its bytes depend only on the plan and ``num_epochs``.
+    if ``plot_path`` is given, the PNG plot, for sub-epochs ``1..plan.settings.num_epochs``. Every file
+    is written atomically and its bytes depend only on the plan.
 
-    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs)
     :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
-    :raises ValueError: before anything is written, if ``num_epochs`` cannot be planned
-        (see :meth:`ShardPlan.check_num_epochs`)
+    :raises ValueError: before anything is written, if the settings have no ``num_epochs``
+    :raises ImportError: before anything is written, if a plot is asked for and matplotlib is missing
     """
-    plan.check_num_epochs(num_epochs)
-    arrays = plan_arrays(plan, num_epochs=num_epochs)
+    num_epochs = plan.settings.num_epochs
+    if num_epochs is None:
+        raise ValueError("the plan's settings have num_epochs=None; set how many sub-epochs to plan")
+    if plot_path is not None:
+        require_matplotlib()
+    arrays = plan_arrays(plan)
     orders, bounds = arrays["orders"], arrays["bounds"]
 
     def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
-        return orders[k, 0 if plan.distrib_shard_files else r], bounds[k, 0 if plan.distrib_shard_files else r]
+        return orders[k, 0 if plan.settings.distrib_shard_files else r], \
+            bounds[k, 0 if plan.settings.distrib_shard_files else r]
 
     summary, stats = plan_summary(plan, num_epochs=num_epochs, layout=layout)
     save_npz(plan_path, arrays)
@@ -125,9 +126,5 @@ def write_plan_outputs(plan: ShardPlan, *, num_epochs: int, plan_path: str, summ
     with atomic_write(report_path, "wt", encoding="utf-8", newline="\n") as f:
         f.write(render_report(summary))
     if plot_path is not None:
-        if matplotlib_available():
-            plot_plan(stats, plot_path, title=plot_title(plan, num_epochs=num_epochs))
-        else:
-            print(MISSING_MATPLOTLIB, file=sys.stderr)
+        plot_plan(stats, plot_path, title=plot_title(plan, num_epochs=num_epochs))
     return summary
-

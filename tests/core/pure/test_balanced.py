@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import ShardPlan, distribute_evenly_by_size, lognormal_sizes, shuffle_order
-from i6_shard.core.balanced import _lpt_heap, _lpt_runs, assign_largest_first, distribute_balanced, group_bounds
+from i6_shard.core import PlanSettings, ShardPlan, distribute_evenly_by_size
+from i6_shard.core.io import lognormal_sizes
+from i6_shard.core.pure import shuffle_order
+from i6_shard.core.pure.balanced import _lpt_heap, _lpt_runs, assign_largest_first, distribute_balanced, group_bounds
 
 
 def lpt_reference(sizes, num_bins, *, fewer_files_first=True):
@@ -234,8 +236,7 @@ def test_shard_plan_balanced_full_epochs(num_shards, partition_epoch, extra, see
     num_files = num_shards * partition_epoch + extra
     keys = [f"f{i}" for i in range(num_files)]
     sizes = lognormal_sizes(num_files, seed=seed)
-    plan = ShardPlan(keys, sizes, num_shards=num_shards, partition_epoch=partition_epoch,
-                     distrib_shard_files=shard_files, distribution="balanced", random_seed_offset=seed)
+    plan = ShardPlan(keys, sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=shard_files, distribution="balanced", random_seed_offset=seed))
     for full_epoch_0idx in range(2):
         first = full_epoch_0idx * partition_epoch + 1
         per_rank = [[plan.files_for(epoch=e, shard_index=r) for e in range(first, first + partition_epoch)]
@@ -253,8 +254,7 @@ def test_shard_plan_balanced_full_epochs(num_shards, partition_epoch, extra, see
 
 def test_shard_plan_balanced_layout_is_distribute_balanced_of_the_shuffle():
     sizes = lognormal_sizes(300, seed=5)
-    plan = ShardPlan([str(i) for i in range(300)], sizes, num_shards=4, partition_epoch=3,
-                     distribution="balanced", random_seed_offset=11)
+    plan = ShardPlan([str(i) for i in range(300)], sizes, PlanSettings(num_shards=4, partition_epoch=3, distribution="balanced", random_seed_offset=11))
     shuffled = shuffle_order(300, seed=1 + 1 + 11)  # full epoch 1
     positions, bounds = distribute_balanced(sizes[shuffled], num_shards=4, partition_epoch=3)
     order, plan_bounds = plan.layout(full_epoch_0idx=1)
@@ -265,4 +265,4 @@ def test_shard_plan_balanced_layout_is_distribute_balanced_of_the_shuffle():
 
 def test_shard_plan_rejects_unknown_distribution():
     with pytest.raises(ValueError, match="'lpt' is unknown"):
-        ShardPlan(["a"], [1], num_shards=1, partition_epoch=1, distribution="lpt")
+        ShardPlan(["a"], [1], PlanSettings(num_shards=1, partition_epoch=1, distribution="lpt"))

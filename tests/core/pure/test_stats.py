@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import ShardPlan, check_layout, compute_plan_stats
+from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
+from i6_shard.core.pure import check_layout
 
 
 @st.composite
@@ -15,9 +16,7 @@ def stats_cases(draw):
     partition_epoch = draw(st.integers(1, 4))
     num_files = draw(st.integers(num_shards * partition_epoch, num_shards * partition_epoch + 15))
     sizes = draw(st.lists(st.integers(0, 50), min_size=num_files, max_size=num_files))
-    plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, num_shards=num_shards,
-                     partition_epoch=partition_epoch, distrib_shard_files=draw(st.booleans()),
-                     seq_ordering=draw(st.sampled_from(["random", "default"])))
+    plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=draw(st.booleans()), seq_ordering=draw(st.sampled_from(["random", "default"]))))
     return plan, draw(st.integers(1, 3 * partition_epoch + 2))
 
 
@@ -26,7 +25,7 @@ def stats_cases(draw):
 def test_stats_equal_brute_force_over_files_for(case):
     plan, num_epochs = case
     st_ = compute_plan_stats(plan, num_epochs=num_epochs)
-    size_of = dict(zip(plan.keys, plan.sizes.tolist()))
+    size_of = dict(zip(plan.keys, plan.costs.tolist()))
     passes = {k: 0 for k in plan.keys}
     for e in range(1, num_epochs + 1):
         per_rank = [plan.files_for(epoch=e, shard_index=r) for r in range(plan.num_shards)]
@@ -45,7 +44,7 @@ def test_stats_equal_brute_force_over_files_for(case):
 
 def test_balance_numbers_by_hand():
     # default order, 2 shards x 2 sub-epochs: bins [a] [b] [c] [d]; rank 0 reads a, b; rank 1 reads c, d.
-    plan = ShardPlan(list("abcd"), [1, 1, 78, 120], num_shards=2, partition_epoch=2, seq_ordering="default")
+    plan = ShardPlan(list("abcd"), [1, 1, 78, 120], PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default"))
     st_ = compute_plan_stats(plan, num_epochs=2)
     assert st_.bytes.tolist() == [[1, 78], [1, 120]]
     assert st_.max_over_mean.tolist() == pytest.approx([78 / 39.5, 120 / 60.5])
@@ -54,15 +53,14 @@ def test_balance_numbers_by_hand():
 
 
 def test_all_zero_sizes_count_as_balanced():
-    plan = ShardPlan(list("abcd"), [0, 0, 0, 0], num_shards=2, partition_epoch=2)
+    plan = ShardPlan(list("abcd"), [0, 0, 0, 0], PlanSettings(num_shards=2, partition_epoch=2))
     st_ = compute_plan_stats(plan, num_epochs=2)
     assert st_.dropped_fraction.tolist() == [0.0, 0.0] and st_.max_over_mean.tolist() == [1.0, 1.0]
 
 
 def test_unsharded_overlap_and_coverage():
     # Unsharded, default order: every rank reads the same bins, so everything overlaps.
-    plan = ShardPlan(list("abcdef"), [1] * 6, num_shards=3, partition_epoch=2, seq_ordering="default",
-                     distrib_shard_files=False)
+    plan = ShardPlan(list("abcdef"), [1] * 6, PlanSettings(num_shards=3, partition_epoch=2, seq_ordering="default", distrib_shard_files=False))
     st_ = compute_plan_stats(plan, num_epochs=2)
     assert st_.overlap.tolist() == [3, 3] and st_.coverage.tolist() == [0.5, 0.5]
     assert st_.passes.tolist() == [3] * 6
@@ -80,6 +78,6 @@ def test_check_layout_catches(order, bounds, num_bins, message):
 
 
 def test_num_epochs_must_be_positive():
-    plan = ShardPlan(list("ab"), [1, 1], num_shards=1, partition_epoch=2)
+    plan = ShardPlan(list("ab"), [1, 1], PlanSettings(num_shards=1, partition_epoch=2))
     with pytest.raises(ValueError, match="num_epochs=0"):
         compute_plan_stats(plan, num_epochs=0)

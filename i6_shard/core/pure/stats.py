@@ -9,6 +9,7 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 
 from .plan import ShardPlan
+from .settings import PlanSettings  # noqa: F401 (doctests)
 
 __all__ = ["PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for", "max_over_mean",
            "dropped_fraction"]
@@ -136,8 +137,8 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
     :param layout: ``(full_epoch_0idx, shard_index) -> (order, bounds)`` if already computed
         (default: ``plan.layout``)
 
-    >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120], num_shards=2, partition_epoch=2,
-    ...                  seq_ordering="default")
+    >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
+    ...                  PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default"))
     >>> st = compute_plan_stats(plan, num_epochs=3)
     >>> st.bytes.tolist(), st.passes.tolist()  # the partial 2nd full epoch reads a and c once more
     ([[1, 78], [1, 120], [1, 78]], [2, 1, 2, 1])
@@ -148,7 +149,7 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
             return plan.layout(full_epoch_0idx=k, shard_index=r)
     num_shards, part = plan.num_shards, plan.partition_epoch
     n = plan.num_files
-    sizes = plan.sizes
+    sizes = plan.costs
     out_bytes = np.zeros((num_full * part, num_shards), dtype=np.int64)
     out_files = np.zeros((num_full * part, num_shards), dtype=np.int64)
     overlap = np.zeros(num_full * part, dtype=np.int64)
@@ -157,10 +158,10 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
     for k in range(num_full):
         num_sub = min(part, num_epochs - k * part)  # sub-epochs of this full epoch within the training
         rows = slice(k * part, k * part + part)
-        if plan.distrib_shard_files:
+        if plan.settings.distrib_shard_files:
             order, bounds = layout(k, 0)
             if check:
-                check_layout(order, bounds, num_files=n, num_bins=plan.num_bins)
+                check_layout(order, bounds, num_files=n, num_bins=plan.settings.num_bins)
             bin_bytes, bin_files = _bin_totals(sizes, order, bounds)
             out_bytes[rows] = bin_bytes.reshape(num_shards, part).T
             out_files[rows] = bin_files.reshape(num_shards, part).T
@@ -168,14 +169,14 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
             if num_sub == part:
                 passes += 1  # check_layout: each entry exactly once per full epoch
             else:
-                used = np.zeros(plan.num_bins, dtype=bool)
+                used = np.zeros(plan.settings.num_bins, dtype=bool)
                 used.reshape(num_shards, part)[:, :num_sub] = True
                 passes += np.bincount(order[np.repeat(used, bin_files)], minlength=n)
         else:
             layouts = [layout(k, r) for r in range(num_shards)]
             for r, (order, bounds) in enumerate(layouts):
                 if check:
-                    check_layout(order, bounds, num_files=n, num_bins=plan.num_bins)
+                    check_layout(order, bounds, num_files=n, num_bins=plan.settings.num_bins)
                 bin_bytes, bin_files = _bin_totals(sizes, order, bounds)
                 out_bytes[rows, r] = bin_bytes
                 out_files[rows, r] = bin_files

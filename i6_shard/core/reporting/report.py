@@ -8,8 +8,8 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
-from .plan import ShardPlan
-from .stats import PlanStats, dropped_fraction, max_over_mean
+from ..pure.plan import ShardPlan
+from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 
 __all__ = [
     "SUMMARY_FORMAT_VERSION",
@@ -89,7 +89,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     mean_shard = per_shard_bytes.mean()
     dropped_bytes = stats.bytes.sum(axis=1) - stats.num_shards * stats.bytes.min(axis=1)
     worst = np.argsort(-ratio, kind="stable")[:NUM_WORST]
-    distributions: Dict[str, Any] = {plan.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
+    distributions: Dict[str, Any] = {plan.settings.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
     for name, other in sorted((other_distributions or {}).items()):
         if not isinstance(other, str):
             _check_compared_epochs(f"other_distributions[{name!r}]", other, compare_num_epochs)
@@ -97,18 +97,11 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     summary: Dict[str, Any] = {
         "format_version": SUMMARY_FORMAT_VERSION,
         "settings": {
+            **plan.settings.as_dict(),
             "num_files": plan.num_files,
-            "total_bytes": int(plan.sizes.sum()),
-            "num_shards": plan.num_shards,
-            "partition_epoch": plan.partition_epoch,
+            "total_bytes": int(plan.costs.sum()),
             "num_epochs": stats.num_epochs,
             "num_full_epochs": stats.num_full_epochs,
-            "seq_ordering": plan.seq_ordering,
-            "random_seed_offset": plan.random_seed_offset,
-            "fixed_random_seed": plan.fixed_random_seed,
-            "distrib_shard_files": plan.distrib_shard_files,
-            "distribution": plan.distribution,
-            **({"same_seed_on_all_ranks": True} if plan.same_seed_on_all_ranks else {}),
         },
         "max_imbalance": _f(ratio.max()),
         "dropped_fraction": _f(drop.mean()),
@@ -145,12 +138,12 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
         "distributions_num_epochs": int(compare_num_epochs),
     }
     if isinstance(other_mode, str):
-        summary["other_mode"] = {"distrib_shard_files": not plan.distrib_shard_files, "distribution": "returnn",
+        summary["other_mode"] = {"distrib_shard_files": not plan.settings.distrib_shard_files, "distribution": "returnn",
                                  "not_applicable": other_mode}
     elif other_mode is not None:
         _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
         summary["other_mode"] = {
-            "distrib_shard_files": not plan.distrib_shard_files,
+            "distrib_shard_files": not plan.settings.distrib_shard_files,
             "distribution": "returnn",
             **_distribution_summary(other_mode.bytes),
             "overlap_max": int(other_mode.overlap.max()),
@@ -192,16 +185,16 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
         out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
                    f"the last full epoch is cut short, so entries are scheduled between "
                    f"{summary['passes']['min']} and {summary['passes']['max']} times.")
-    num_zero = int(np.count_nonzero(plan.sizes == 0))
+    num_zero = int(np.count_nonzero(plan.costs == 0))
     if num_zero:
         out.append(f"{num_zero} file entries have size 0; they count as empty when balancing.")
     num_dup = plan.num_files - len(set(plan.keys))
     if num_dup:
         out.append(f"{num_dup} file entries repeat an earlier key; each repeat is read as an entry of its own.")
-    if not plan.distrib_shard_files and plan.num_shards > 1 and not plan.rank_seeds_differ:
-        if plan.seq_ordering == "default":
+    if not plan.settings.distrib_shard_files and plan.num_shards > 1 and not plan.settings.rank_seeds_differ:
+        if plan.settings.seq_ordering == "default":
             why, fix = "seq_ordering='default'", "use seq_ordering='random'"
-        elif plan.fixed_random_seed is not None:
+        elif plan.settings.fixed_random_seed is not None:
             why, fix = "fixed_random_seed is set", "remove fixed_random_seed"
         else:
             why = "the dataset sets random_seed_offset itself, which RETURNN uses unchanged on every rank"
@@ -214,8 +207,8 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     elif summary["overlap"]["max"]:
         out.append(f"unsharded: up to {summary['overlap']['max']} file entries are read by more than one rank "
                    f"in the same sub-epoch; set distrib_shard_files=True to give each rank disjoint files.")
-    if plan.seq_ordering == "default" or plan.fixed_random_seed is not None:
-        why = "seq_ordering='default'" if plan.seq_ordering == "default" else "fixed_random_seed is set"
+    if plan.settings.seq_ordering == "default" or plan.settings.fixed_random_seed is not None:
+        why = "seq_ordering='default'" if plan.settings.seq_ordering == "default" else "fixed_random_seed is set"
         out.append(f"{why}: every full epoch has the same bins, so each rank reads the same files "
                    f"in the same sub-epochs every full epoch.")
     return out

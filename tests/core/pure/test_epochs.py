@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import ShardPlan
-from i6_shard.core.epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
+from i6_shard.core import PlanSettings, ShardPlan
+from i6_shard.core.pure.epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 
 
 @settings(max_examples=40)
@@ -22,8 +22,7 @@ from i6_shard.core.epochs import num_epochs_for_passes, passes_for_num_epochs, p
 def test_passes_match_reads_in_plan(num_shards, partition_epoch, num_full_epochs, distrib_shard_files, seed):
     num_files = num_shards * partition_epoch + 3
     sizes = np.random.RandomState(seed).randint(1, 100, size=num_files)
-    plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, num_shards=num_shards,
-                     partition_epoch=partition_epoch, distrib_shard_files=distrib_shard_files)
+    plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=distrib_shard_files))
     num_epochs = num_full_epochs * partition_epoch
     reads = np.zeros(num_files, dtype=np.int64)
     for _epoch, _rank, idx in plan.iter_epochs(num_epochs=num_epochs):

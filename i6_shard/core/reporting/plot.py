@@ -4,17 +4,17 @@ dropped fraction per sub-epoch. Needs matplotlib (the ``plot`` extra), imported 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Optional
 
 import numpy as np
 
-from .atomic import atomic_path
-from .stats import PlanStats
+from ..io.atomic import atomic_path
+from ..pure.stats import PlanStats
 
-__all__ = ["matplotlib_available", "plot_plan", "MISSING_MATPLOTLIB"]
+__all__ = ["matplotlib_available", "require_matplotlib", "plot_plan", "MISSING_MATPLOTLIB"]
 
-MISSING_MATPLOTLIB = "matplotlib is not installed (pip install 'i6_shard[plot]'); no plot written"
+MISSING_MATPLOTLIB = ("matplotlib is not installed, so no plot can be drawn: pip install 'i6_shard[plot]' "
+                      "(into the Python that runs this), or turn the plot off")
 
 
 def matplotlib_available() -> bool:
@@ -26,20 +26,25 @@ def matplotlib_available() -> bool:
     return True
 
 
-def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str] = None) -> bool:
+def require_matplotlib() -> None:
+    """Raise ``ImportError`` (saying how to install it) unless matplotlib is importable; call it
+    before any other output is written, so that a missing plot fails the whole output set."""
+    if not matplotlib_available():
+        raise ImportError(MISSING_MATPLOTLIB)
+
+
+def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str] = None) -> None:
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
 
-    :return: False (after one line on stderr) if matplotlib is missing, else True
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
+    :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
     if not os.fspath(path).lower().endswith(".png"):
         raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
-    try:
-        from matplotlib.colors import TwoSlopeNorm
-        from matplotlib.figure import Figure
-    except ImportError:
-        print(MISSING_MATPLOTLIB, file=sys.stderr)
-        return False
+    require_matplotlib()
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure
+
     num_epochs, num_shards = stats.bytes.shape
     part = stats.partition_epoch
     mean = stats.bytes.mean(axis=1, keepdims=True)
@@ -92,4 +97,3 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         fig.suptitle(title, fontsize=11)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None})
-    return True

@@ -8,36 +8,27 @@ import numpy as np
 import pytest
 
 from i6_shard import core
-from i6_shard.core import ShardPlan, compute_plan_stats, outputs, plot_plan
+from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
+from i6_shard.core.reporting import outputs, plot_plan
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
-UPDATE = os.environ.get("I6_SHARD_UPDATE_GOLDEN") == "1"
+from ...golden import check_golden
+
 
 
 def golden_plan(**kwargs) -> core.ShardPlan:
     keys = [f"/corpus/part-{i:02d}.hdf" for i in range(40)]
     sizes = [((i * 7919) % 997 + 1) * 1000 for i in range(40)]
     kwargs = {"num_shards": 3, "partition_epoch": 4, **kwargs}
-    return core.ShardPlan(keys, sizes, **kwargs)
+    return core.ShardPlan(keys, sizes, core.PlanSettings(**kwargs))
 
 
 def write_outputs(plan, directory, *, num_epochs=10, plot=False):
     os.makedirs(directory, exist_ok=True)
     paths = {k: os.path.join(directory, fn) for k, fn in (
         ("plan_path", "plan.npz"), ("summary_path", "summary.json"), ("report_path", "report.txt"))}
-    summary = core.write_plan_outputs(plan, num_epochs=num_epochs, plot_path=os.path.join(directory, "plot.png")
+    summary = core.write_plan_outputs(plan.with_settings(num_epochs=num_epochs), plot_path=os.path.join(directory, "plot.png")
                                       if plot else None, **paths)
     return summary, paths
-
-
-def check_golden(name: str, text: str):
-    path = os.path.join(GOLDEN, name)
-    if UPDATE:
-        os.makedirs(GOLDEN, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-    with open(path, encoding="utf-8") as f:
-        assert text == f.read(), f"{name} changed; if intended, rerun with I6_SHARD_UPDATE_GOLDEN=1 and review"
 
 
 @pytest.mark.parametrize("name, kwargs", [
@@ -67,7 +58,7 @@ def test_outputs_are_byte_identical_and_headline_numbers_follow_the_table(tmp_pa
     with open(tmp_path / "a" / "plot.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     # Recompute the headline numbers from files_for, independently of the stats module.
-    size_of = dict(zip(plan.keys, plan.sizes.tolist()))
+    size_of = dict(zip(plan.keys, plan.costs.tolist()))
     table = np.array([[sum(size_of[k] for k in plan.files_for(epoch=e, shard_index=r)) for r in range(3)]
                       for e in range(1, 11)], dtype=float)
     assert isinstance(first["max_imbalance"], float) and isinstance(first["dropped_fraction"], float)
@@ -84,9 +75,9 @@ def test_every_other_distribution_is_compared(tmp_path):
     assert set(summary["distributions"]) == set(core.DISTRIBUTIONS)
     report = open(paths["report_path"], encoding="utf-8").read()
     for name in core.DISTRIBUTIONS:
-        if name == plan.distribution:
+        if name == plan.settings.distribution:
             continue
-        other = core.ShardPlan(plan.keys, plan.sizes, num_shards=3, partition_epoch=4, distribution=name)
+        other = core.ShardPlan(plan.keys, plan.costs, core.PlanSettings(num_shards=3, partition_epoch=4, distribution=name))
         drop = core.compute_plan_stats(other, num_epochs=10).dropped_fraction
         assert summary["distributions"][name]["dropped_fraction"] == pytest.approx(drop.mean(), abs=1e-6)
         assert f"  {name:<20}   {100 * drop.mean():>11.2f}%" in report
@@ -100,12 +91,15 @@ def test_a_distribution_that_cannot_plan_is_reported_not_fatal(tmp_path, monkeyp
         open(paths["report_path"], encoding="utf-8").read()
 
 
-def test_plot_is_skipped_with_one_line_without_matplotlib(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(outputs, "matplotlib_available", lambda: False)
-    write_outputs(golden_plan(), str(tmp_path), plot=True)
-    assert not (tmp_path / "plot.png").exists()
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "matplotlib is not installed" in err
+def test_a_requested_plot_without_matplotlib_fails_before_any_output(tmp_path, monkeypatch):
+    from i6_shard.core.reporting import plot
+
+    monkeypatch.setattr(plot, "matplotlib_available", lambda: False)
+    with pytest.raises(ImportError, match=r"matplotlib is not installed.*pip install 'i6_shard\[plot\]'"):
+        write_outputs(golden_plan(), str(tmp_path), plot=True)
+    assert os.listdir(tmp_path) == []  # no plan, summary or report that could pass for a whole output set
+    write_outputs(golden_plan(), str(tmp_path), plot=False)  # without a plot, the rest is written
+    assert sorted(os.listdir(tmp_path)) == ["plan.npz", "report.txt", "summary.json"]
 
 
 def test_report_warns_about_few_files_partial_epochs_and_overlap():
@@ -115,7 +109,7 @@ def test_report_warns_about_few_files_partial_epochs_and_overlap():
     assert "few files per bin" in text  # 40 files in 3*4 bins
     assert "num_epochs=10 is not a multiple of partition_epoch=4" in text
     assert "read by more than one rank" in text
-    quiet = core.ShardPlan([f"f{i}" for i in range(400)], [1000] * 400, num_shards=2, partition_epoch=2)
+    quiet = core.ShardPlan([f"f{i}" for i in range(400)], [1000] * 400, core.PlanSettings(num_shards=2, partition_epoch=2))
     assert core.plan_summary(quiet, num_epochs=4, compare=False)[0]["warnings"] == []
 
 
@@ -138,7 +132,7 @@ def test_the_other_sharding_mode_is_compared(sharded):
     row = summary["other_mode"]
     assert row["distrib_shard_files"] is (not sharded)
     flipped = golden_plan(distrib_shard_files=not sharded)
-    size_of = dict(zip(plan.keys, plan.sizes.tolist()))
+    size_of = dict(zip(plan.keys, plan.costs.tolist()))
     table = np.array([[sum(size_of[k] for k in flipped.files_for(epoch=e, shard_index=r)) for r in range(3)]
                       for e in range(1, 9)], dtype=float)
     assert row["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
@@ -149,7 +143,7 @@ def test_the_other_sharding_mode_is_compared(sharded):
 
 def test_other_mode_that_cannot_plan_is_reported_not_fatal():
     # 5 files: unsharded needs partition_epoch=2 bins per rank, sharded would need 3*2=6.
-    plan = core.ShardPlan(list("abcde"), [1, 2, 3, 4, 5], num_shards=3, partition_epoch=2, distrib_shard_files=False)
+    plan = core.ShardPlan(list("abcde"), [1, 2, 3, 4, 5], core.PlanSettings(num_shards=3, partition_epoch=2, distrib_shard_files=False))
     summary, _ = core.plan_summary(plan, num_epochs=2)
     assert "5 files cannot fill" in summary["other_mode"]["not_applicable"]
     report = core.render_report(summary)
@@ -183,21 +177,22 @@ def test_summarize_rejects_stats_over_other_sub_epochs_with_a_value_error():
     short = core.compute_plan_stats(plan, num_epochs=4)
     with pytest.raises(ValueError, match=r"other_distributions\['balanced'\] holds stats over 4 sub-epochs.*"
                                          r"compare_num_epochs=8"):
-        core.summarize(plan, stats, other_distributions={"balanced": short})
+        core.reporting.summarize(plan, stats, other_distributions={"balanced": short})
     with pytest.raises(ValueError, match=r"other_mode holds stats over 8 sub-epochs.*compare_num_epochs=4"):
-        core.summarize(plan, stats, other_mode=stats, compare_num_epochs=4)
+        core.reporting.summarize(plan, stats, other_mode=stats, compare_num_epochs=4)
     for bad in (0, 9, 2.5, True):
         with pytest.raises(ValueError, match=rf"compare_num_epochs={bad!r} must be an int in 1..8"):
-            core.summarize(plan, stats, compare_num_epochs=bad)
-    assert core.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"] >= 0
+            core.reporting.summarize(plan, stats, compare_num_epochs=bad)
+    assert core.reporting.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"] >= 0
 
 
 def test_plot_path_must_name_a_png(tmp_path):
     pytest.importorskip("matplotlib")
-    plan = ShardPlan([f"f{i}" for i in range(8)], [5, 1, 3, 8, 2, 7, 4, 6], num_shards=2, partition_epoch=2)
+    plan = ShardPlan([f"f{i}" for i in range(8)], [5, 1, 3, 8, 2, 7, 4, 6], PlanSettings(num_shards=2, partition_epoch=2))
     stats = compute_plan_stats(plan, num_epochs=2)
     with pytest.raises(ValueError, match=r"out\.jpg.*must end in \.png"):
         plot_plan(stats, str(tmp_path / "out.jpg"))
     assert not (tmp_path / "out.jpg").exists()
-    assert plot_plan(stats, str(tmp_path / "out.png"))
+    plot_plan(stats, str(tmp_path / "out.png"))
+    assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

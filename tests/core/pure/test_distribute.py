@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import check_enough_files, distribute_evenly_by_size, full_epoch_seed, shuffle_order
+from i6_shard.core.pure import check_enough_files, full_epoch_seed, shuffle_order
+from i6_shard.core import distribute_evenly_by_size
 from tests.strategies import file_sizes
 
 distrib_files = pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from i6_shard.core import check_file_trees, flatten, tree_key
-from i6_shard.core.file_tree import flatten_file_trees, leaves_and_keys
+from i6_shard.core.pure import check_file_trees, flatten
+from i6_shard.core import tree_key
+from i6_shard.core.pure.file_tree import flatten_file_trees, leaves_and_keys
 from tests.strategies import dict_keys, file_names, file_trees, odd_names
 
 tree = pytest.importorskip("tree", reason="needs dm-tree: pip install dm-tree")

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from i6_shard.core import atomic_path, atomic_write, check_output_path
+from i6_shard.core.io import atomic_path, atomic_write
+from i6_shard.core import check_output_path
 
 
 @contextlib.contextmanager
@@ -88,7 +89,7 @@ with writer(sys.argv[1], "wb") as f:
     print("written", flush=True)
     time.sleep(60)
 """
-_REAL_WRITER = "from i6_shard.core.atomic import atomic_write as writer"
+_REAL_WRITER = "from i6_shard.core.io.atomic import atomic_write as writer"
 _DIRECT_WRITER = """
 import contextlib
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .file_tree import FileTree, leaves_and_keys
+from ..pure.file_tree import FileTree, leaves_and_keys
 from .npz import decode_keys, encode_keys, load_npz, save_npz
 from .progress import Progress
 

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.core import FileSizes, MissingFilesError, collect_file_sizes, load_file_sizes, save_file_sizes
-from i6_shard.core import file_sizes as file_sizes_mod
-from i6_shard.core.npz import save_npz
+from i6_shard.core.io import file_sizes as file_sizes_mod
+from i6_shard.core.io.npz import save_npz
 from tests.strategies import fs_names
 
 tree = pytest.importorskip("tree", reason="needs dm-tree: pip install dm-tree")

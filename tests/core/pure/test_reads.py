@@ -7,12 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import ShardPlan
-from i6_shard.core.verify import (
+from i6_shard.core import PlanSettings, ShardPlan
+from i6_shard.core.pure.reads import (
     SubEpochRead,
     check_rank_settings,
     check_reads,
-    render_verify_report,
     summarize_reads,
 )
 
@@ -21,7 +20,7 @@ def _setup(num_files, num_shards, partition_epoch, seed=0):
     rng = np.random.RandomState(seed)
     keys = [f"/data/part-{i:03d}.hdf" for i in range(num_files)]
     sizes = rng.randint(1, 1000, size=num_files)
-    plan = ShardPlan(keys, sizes, num_shards=num_shards, partition_epoch=partition_epoch, random_seed_offset=seed)
+    plan = ShardPlan(keys, sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, random_seed_offset=seed))
     tags = {k: [f"{k}/seq{j}" for j in range(1 + rng.randint(0, 4))] for k in keys}
     return plan, tags
 
@@ -129,34 +128,3 @@ def test_duplicates_without_file_tags_and_bad_input():
         check_reads([SubEpochRead(1, 2, (), ())], plan=plan)
     with pytest.raises(ValueError, match="lacks 1 keys"):
         check_reads(reads, plan=plan, file_tags={k: v for k, v in list(tags.items())[1:]})
-
-
-def test_report_lists_verdict_and_dropped_share():
-    plan, tags = _setup(4, 2, 1)
-    reads = _reads(plan, tags, [1], keep=lambda seqs, r: seqs[:1] if r == 1 else seqs)
-    violations = check_reads(reads, plan=plan, file_tags=tags)
-    text = render_verify_report(summarize_reads(reads, plan=plan, file_tags=tags), violations,
-                                settings={"sharding_fix": True})
-    n0, n1 = len(reads[0].seq_tags), 1
-    assert text.startswith("i6_shard sharding verification: FAILED\n")
-    assert f"  sub-epoch 1: {n0} {n1}  dropped {100 * (1 - 2 * min(n0, n1) / (n0 + n1)):.1f}%" in text
-    assert "  sharding_fix: True" in text and f"Violations: {len(violations)}" in text
-    ok = render_verify_report(summarize_reads(_reads(plan, tags, [1]), plan=plan), [])
-    assert ok.startswith("i6_shard sharding verification: OK\n") and "Violations: 0" in ok
-
-
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "verify_report_double_sharding.txt")
-
-
-def test_golden_report_of_double_sharding():
-    """The report users read when RETURNN shards twice (regenerate with I6_SHARD_UPDATE_GOLDEN=1 and review)."""
-    plan, tags = _setup(8, 2, 2, seed=4)
-    reads = _reads(plan, tags, range(1, 5), keep=lambda seqs, r: seqs[r::2])
-    violations = check_reads(reads, plan=plan, file_tags=tags)
-    text = render_verify_report(summarize_reads(reads, plan=plan, file_tags=tags), violations,
-                                settings={"sharding_fix": False, "seq_ordering": "random"}, max_listed=6)
-    if os.environ.get("I6_SHARD_UPDATE_GOLDEN"):
-        with open(GOLDEN, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-    with open(GOLDEN, encoding="utf-8") as f:
-        assert text == f.read()

@@ -11,6 +11,7 @@ import numpy as np
 __all__ = [
     "UNSHARDED_RANK_SEED_STRIDE",
     "check_enough_files",
+    "dfd_num_shards",
     "distribute_evenly_by_size",
     "full_epoch_seed",
     "shuffle_order",
@@ -54,6 +55,24 @@ def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int)
             f"{num_files} files cannot fill num_shards*partition_epoch={num_shards}*{partition_epoch}={num_bins} "
             f"bins: every rank needs at least one file per sub-epoch. {hint}"
         )
+
+
+def dfd_num_shards(*, distrib_shard_files: bool, num_ranks: Optional[int] = None,
+                   explicit_num_shards: Optional[int] = None) -> int:
+    """The number of shards a DistributeFilesDataset cuts each full epoch for (its ``_num_shards``;
+    it cuts ``_num_shards * partition_epoch`` bins), as ``DistributeFilesDataset.__init__`` sets it:
+    the distributed world size with ``distrib_shard_files``, else the ``_num_shards`` the dataset was
+    given (by ``torch_distributed`` ``dataset_distribution="shard"`` or in the dict), else 1.
+
+    :param num_ranks: the world size, if known (unknown: the smallest count, 1, is assumed)
+    :param explicit_num_shards: ``_num_shards`` given to the dataset, if any
+
+    >>> dfd_num_shards(distrib_shard_files=True, num_ranks=8), dfd_num_shards(distrib_shard_files=False, num_ranks=8)
+    (8, 1)
+    """
+    if distrib_shard_files and num_ranks:
+        return int(num_ranks)
+    return int(explicit_num_shards or 1)
 
 
 def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:

@@ -1,0 +1,23 @@
+"""The I/O part of the core: everything that touches files, processes or the terminal.
+
+- file_sizes: the stat engine (:func:`collect_file_sizes`) and the sizes archive;
+- file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
+- plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
+- progress: progress lines on stderr; demo: generated demo files.
+"""
+
+from .atomic import atomic_path, atomic_write, check_output_path
+from .demo import lognormal_sizes, make_demo_files
+from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
+from .file_sizes import DEFAULT_NUM_THREADS, FileSizes, MissingFilesError, collect_file_sizes, load_file_sizes, \
+    save_file_sizes
+from .plan_file import PLAN_FORMAT_VERSION, PlanFile, load_plan, read_plan_file, save_plan
+from .progress import Progress
+
+__all__ = [
+    "collect_file_sizes", "FileSizes", "MissingFilesError", "save_file_sizes", "load_file_sizes", "DEFAULT_NUM_THREADS",
+    "read_file_list", "write_file_list", "FILE_LIST_EXTENSIONS",
+    "save_plan", "load_plan", "read_plan_file", "PlanFile", "PLAN_FORMAT_VERSION",
+    "atomic_write", "atomic_path", "check_output_path", "Progress",
+    "lognormal_sizes", "make_demo_files",
+]

@@ -1,0 +1,173 @@
+"""Read and write file lists (.txt, .json, .py) exactly as RETURNN's
+DistributeFilesDataset reads its ``files`` option from a path."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, List, Sequence
+
+from .atomic import atomic_write
+from .returnn_py import RETURNN_OUT_SLACK, parse_returnn_py_literal, parse_with_output_size
+from ..pure.file_tree import FileTree, check_file_trees
+
+__all__ = ["FILE_LIST_EXTENSIONS", "read_file_list", "write_file_list", "normalize_file_tree", "txt_entry_problem"]
+
+FILE_LIST_EXTENSIONS = (".txt", ".json", ".py")
+
+
+def normalize_file_tree(tree: FileTree) -> FileTree:
+    """The tree as it comes back from any list file: tuples become lists.
+
+    JSON has no tuples, and RETURNN's native ``.py`` literal parser does not accept
+    them either, so a list file always gives lists. The tree key is unchanged.
+
+    >>> normalize_file_tree(("a", {"k": ("b",)}))
+    ['a', {'k': ['b']}]
+    """
+    if isinstance(tree, (list, tuple)):
+        return [normalize_file_tree(t) for t in tree]
+    if isinstance(tree, dict):
+        return {k: normalize_file_tree(v) for k, v in tree.items()}
+    if isinstance(tree, str):
+        return str.__str__(tree)  # a plain str: subclasses such as numpy.str_ have their own repr
+    return tree
+
+
+def read_file_list(path: str | os.PathLike) -> List[FileTree]:
+    """Read a file list as RETURNN's ``DistributeFilesDataset._lazy_init_file_list`` does.
+
+    - ``.txt``: one file per line; lines are stripped, blank lines and lines
+      starting with ``#`` are skipped (read in the locale's encoding, as RETURNN does).
+    - ``.json``: a JSON list of file trees.
+    - ``.py``: a Python literal list, parsed like RETURNN's native parser
+      (``returnn.util.literal_py_to_pickle``): lists, dicts, sets, str, numbers and None,
+      but no tuples, no ``True``/``False``, no comments before the list; what that
+      parser rejects is rejected here too (see :func:`parse_returnn_py_literal`).
+
+    Tuple trees never come back from a list file: JSON has no tuples and RETURNN's
+    ``.py`` parser does not accept them; the tree key is the same either way.
+
+    :raises FileNotFoundError: if the list file does not exist
+    :raises ValueError: on an unknown extension, a directory, unparsable content (a ``.txt`` list not
+        in the locale's encoding included), or content that is not a list
+    """
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1]
+    if ext not in FILE_LIST_EXTENSIONS:
+        raise ValueError(
+            f"file list {path!r} has extension {ext!r}; RETURNN reads only {', '.join(FILE_LIST_EXTENSIONS)}: "
+            "rename it or convert it with write_file_list"
+        )
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"file list {path!r} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"file list {path!r} is a directory; give the path of a {'/'.join(FILE_LIST_EXTENSIONS)} "
+                         "file that lists the files")
+    if ext == ".txt":
+        try:
+            with open(path, "rt") as f:
+                lines = f.readlines()
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"file list {path!r} is not valid {exc.encoding} text ({exc.reason} at byte {exc.start}); RETURNN "
+                f"reads a .txt list in the locale's encoding (here {exc.encoding}): write the list as .json "
+                "(write_file_list escapes any name)") from None
+        stripped = (line.strip() for line in lines)
+        return [line for line in stripped if line and not line.startswith("#")]
+    try:
+        if ext == ".json":
+            with open(path, "rt") as f:
+                files = json.load(f)
+        else:
+            with open(path, "rb") as f:
+                files = parse_returnn_py_literal(f.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"file list {path!r} cannot be read as RETURNN reads a {ext} list: {exc}") from None
+    if not isinstance(files, list):
+        raise ValueError(f"file list {path!r} holds a {type(files).__name__}, but RETURNN needs a list of file trees")
+    return files
+
+
+def write_file_list(files: Sequence[FileTree], path: str | os.PathLike) -> None:
+    """Write a file list that RETURNN reads back as the same list (tuples as lists).
+
+    ``.txt`` only holds plain str entries that survive RETURNN's line handling
+    (no line break, no surrounding blanks, no leading ``#``, valid UTF-8); use
+    ``.json`` for anything else. ``.json`` and ``.py`` need str dict keys.
+    A ``.py`` list is checked with :func:`parse_returnn_py_literal` and padded with
+    trailing blanks where RETURNN's parser would otherwise run out of output buffer
+    (many names over 255 bytes). The file is written atomically, in UTF-8.
+
+    :raises ValueError: on an unknown extension, or an entry the format cannot hold
+    """
+    path = os.fspath(path)
+    check_file_trees(files)
+    ext = os.path.splitext(path)[1]
+    if ext == ".txt":
+        for idx, f in enumerate(files):
+            problem = txt_entry_problem(f)
+            if problem:
+                shown = f" ({f!r})" if isinstance(f, str) else ""
+                raise ValueError(f"file list entry {idx}{shown} {problem}; use a .json list")
+        data = "".join(f + "\n" for f in files).encode("utf-8")
+    elif ext in (".json", ".py"):
+        normalized = [normalize_file_tree(t) for t in files]
+        for idx, tree in enumerate(normalized):
+            _check_str_keys(tree, idx=idx)
+        if ext == ".json":
+            # One entry per line; ASCII, so that the reader's locale does not matter.
+            data = ("[\n" + ",\n".join(map(json.dumps, normalized)) + "\n]\n").encode("ascii")
+        else:
+            data = _py_list_bytes(normalized)
+    else:
+        raise ValueError(
+            f"cannot write file list {path!r}: extension {ext!r} is not one of {', '.join(FILE_LIST_EXTENSIONS)}"
+        )
+    with atomic_write(path, "wb") as f:
+        f.write(data)
+
+
+def txt_entry_problem(entry: Any) -> str:
+    """Why a ``.txt`` list cannot hold ``entry`` so that RETURNN reads it back unchanged
+    (its reader strips lines and skips blank and ``#`` lines), or ``""`` if it can.
+
+    >>> txt_entry_problem("/data/a.hdf"), txt_entry_problem(" a.hdf"), txt_entry_problem(("a", "b"))
+    ('', "would not survive RETURNN's .txt parsing (line break, surrounding blanks or leading '#')", 'is a tuple, but a .txt list holds only str')
+    """
+    if not isinstance(entry, str):
+        return f"is a {type(entry).__name__}, but a .txt list holds only str"
+    if entry != entry.strip() or "\n" in entry or "\r" in entry or entry.startswith("#"):
+        return "would not survive RETURNN's .txt parsing (line break, surrounding blanks or leading '#')"
+    if not _is_utf8(entry):
+        return "is not valid UTF-8 text"
+    return ""
+
+
+def _is_utf8(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. from undecodable bytes in a file name
+        return False
+    return True
+
+
+def _check_str_keys(tree: Any, *, idx: int) -> None:
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if not isinstance(k, str):
+                raise ValueError(f"file tree entry {idx} has dict key {k!r} of type {type(k).__name__}; "
+                                 "a .json or .py list needs str keys")
+            _check_str_keys(v, idx=idx)
+    elif isinstance(tree, list):
+        for v in tree:
+            _check_str_keys(v, idx=idx)
+
+
+def _py_list_bytes(normalized: List[Any]) -> bytes:
+    """``repr`` of the list in UTF-8, checked with RETURNN's parser and padded as it needs."""
+    data = repr(normalized).encode("utf-8", "surrogatepass")  # repr escapes lone surrogates anyway
+    parsed, out_size = parse_with_output_size(data, check_buffer=False)
+    assert parsed == normalized, "repr of the file list does not parse back identically"  # internal invariant
+    # Trailing blanks are skipped by the parser but count as input, hence as room for output.
+    return data + b"\n" * max(1, out_size - (len(data) + RETURNN_OUT_SLACK))

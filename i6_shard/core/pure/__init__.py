@@ -1,0 +1,46 @@
+"""The pure part of the core: arrays and integers in, arrays out; no file, process or print.
+
+- settings: :class:`PlanSettings` (every rule of the settings) and the supported values;
+- distribute: RETURNN's shuffle and bin cut, mirrored exactly; balanced: i6_shard's balanced cut;
+- plan: :class:`ShardPlan`; stats: what a plan does over a training; epochs: sub-epochs vs passes;
+- file_tree: RETURNN's file trees and keys; reads: what ranks read, checked against a plan;
+- args: the type and range checks that every user-facing entry point shares.
+"""
+
+from .args import check_bool, check_int, check_optional_int
+from .balanced import distribute_balanced
+from .distribute import (
+    UNSHARDED_RANK_SEED_STRIDE,
+    check_enough_files,
+    dfd_num_shards,
+    distribute_evenly_by_size,
+    full_epoch_seed,
+    shuffle_order,
+)
+from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
+from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
+from .plan import ShardPlan
+from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
+from .settings import (
+    DISTRIBUTIONS,
+    SEED_LIMIT,
+    SEQ_ORDERINGS,
+    SHARDING_MODES,
+    PlanSettings,
+    check_distribution,
+    check_seq_ordering,
+)
+from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for
+
+__all__ = [
+    "PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
+    "check_distribution",
+    "ShardPlan", "PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for",
+    "distribute_evenly_by_size", "distribute_balanced", "shuffle_order", "full_epoch_seed", "check_enough_files",
+    "dfd_num_shards",
+    "UNSHARDED_RANK_SEED_STRIDE",
+    "passes_per_full_epoch", "num_epochs_for_passes", "passes_for_num_epochs",
+    "FileTree", "flatten", "tree_key", "check_file_trees", "leaves_and_keys",
+    "SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads",
+    "check_int", "check_optional_int", "check_bool",
+]

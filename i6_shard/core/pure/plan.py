@@ -1,0 +1,220 @@
+"""ShardPlan: which files each rank reads in each sub-epoch, exactly as RETURNN's
+DistributeFilesDataset decides at run time (sharded or unsharded mode)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .args import check_int
+from .balanced import distribute_balanced
+from .distribute import distribute_evenly_by_size, shuffle_order
+from .file_tree import FileTree
+from .settings import PlanSettings
+
+__all__ = ["ShardPlan"]
+
+#: Layouts a sharded plan keeps (an unsharded one keeps at least one per rank).
+_CACHE_SIZE = 4
+
+
+class ShardPlan:
+    """The files of every (sub-epoch, shard) under RETURNN's DistributeFilesDataset.
+
+    Sharded mode (``distrib_shard_files=True``, the default): at each full epoch all
+    ranks shuffle the list with the same seed and cut it into ``num_shards *
+    partition_epoch`` bins; rank r reads bin ``r*P + (epoch-1) % P`` in sub-epoch ``epoch``.
+
+    Unsharded mode (``distrib_shard_files=False``): each rank shuffles the full list
+    itself and cuts it into ``partition_epoch`` bins. By default each rank's seed offset is
+    ``random_seed_offset + rank * 16127``, as RETURNN sets it under torch distributed when the
+    dataset has no ``random_seed_offset`` of its own. An explicit dataset ``random_seed_offset``
+    is used unchanged on every rank (``same_seed_on_all_ranks=True``): then every rank reads
+    the same files in the same order, the pitfall the report warns about.
+
+    :param keys: tree keys (str), shape [num_files], in list order
+    :param costs: int cost per file (bytes as collect_file_sizes gives them; an integer dtype, no
+        floats, bools or str), shape [num_files]; the bins are balanced by them
+    :param settings: the validated :class:`PlanSettings`; checked here against the number of files
+    :param trees: optionally the original file trees (same order as keys)
+    :raises TypeError, ValueError: for keys and costs that cannot be planned, or too few files
+
+    >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
+    ...                  PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default"))
+    >>> [plan.files_for(epoch=e, shard_index=r) for r in range(2) for e in (1, 2)]
+    [['a'], ['b'], ['c'], ['d']]
+    >>> ShardPlan(["a", "b"], [1.5, 2], PlanSettings(num_shards=1, partition_epoch=1))
+    Traceback (most recent call last):
+    ...
+    TypeError: costs must be integers (bytes), got dtype float64 (entry 0: 1.5); pass int sizes as collect_file_sizes gives them
+    """
+
+    def __init__(self, keys: Sequence[str], costs: Sequence[int] | np.ndarray, settings: PlanSettings, *,
+                 trees: Optional[Sequence[FileTree]] = None):
+        if not isinstance(settings, PlanSettings):
+            raise TypeError(f"settings={settings!r} must be a PlanSettings, e.g. "
+                            "PlanSettings(num_shards=4, partition_epoch=20)")
+        self.keys = list(keys)
+        _check_keys(self.keys)
+        self.costs = _int64_costs(costs, keys=self.keys)
+        if trees is not None and len(trees) != len(self.keys):
+            raise ValueError(f"{len(trees)} trees but {len(self.keys)} keys; they must pair up")
+        settings.validate(num_files=len(self.keys))
+        self.settings = settings
+        self.trees = list(trees) if trees is not None else None
+        # Unsharded, every rank has its own layout: keep one per rank, so that going over the ranks
+        # sub-epoch by sub-epoch computes each (full epoch, rank) once.
+        self._cache_size = max(_CACHE_SIZE, settings.num_layouts)
+        self._cache: "OrderedDict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+        self._key_array: Optional[np.ndarray] = None  # keys as an object array, built on first files_for
+        self._tree_array: Optional[np.ndarray] = None
+
+    def with_settings(self, **changes) -> "ShardPlan":
+        """The same files and costs under other settings (``PlanSettings.replace``), e.g. to compare."""
+        return ShardPlan(self.keys, self.costs, self.settings.replace(**changes), trees=self.trees)
+
+    # --- shape of the plan ---------------------------------------------------------------
+
+    @property
+    def num_files(self) -> int:
+        return len(self.keys)
+
+    @property
+    def num_shards(self) -> int:
+        return self.settings.num_shards
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.settings.partition_epoch
+
+    def layout(self, *, full_epoch_0idx: int, shard_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+        """The bins of one full epoch as seen by ``shard_index``.
+
+        :return: ``(order, bounds)``: int64 file indices, shape [num_files], and int64
+            boundaries, shape [num_bins + 1]; bin b is ``order[bounds[b]:bounds[b+1]]``.
+            Sharded, the layout is the same on every rank and bin ``r*P + s`` is rank r's
+            sub-epoch s; unsharded, each rank has its own layout of P bins.
+        """
+        check_int(full_epoch_0idx, name="full_epoch_0idx", minimum=0)
+        self._check_shard(shard_index)
+        s = self.settings
+        cache_key = (int(full_epoch_0idx), 0 if s.distrib_shard_files else int(shard_index))
+        hit = self._cache.get(cache_key)
+        if hit is not None:
+            self._cache.move_to_end(cache_key)
+            return hit
+        if s.seq_ordering == "random":
+            order = shuffle_order(self.num_files, seed=s.seed_for(full_epoch_0idx=full_epoch_0idx,
+                                                                  shard_index=shard_index))
+        else:
+            order = np.arange(self.num_files, dtype=np.int64)
+        order, bounds = self._cut(order)
+        order.setflags(write=False)
+        bounds.setflags(write=False)
+        self._cache[cache_key] = (order, bounds)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return order, bounds
+
+    def _cut(self, order: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Cut the shuffled order into bins with the configured distribution."""
+        s = self.settings
+        if s.distribution == "balanced":
+            positions, bounds = distribute_balanced(
+                self.costs[order], num_shards=s.num_bins // s.partition_epoch, partition_epoch=s.partition_epoch)
+            return order[positions], bounds
+        assert s.distribution == "returnn", s.distribution
+        return order, distribute_evenly_by_size(self.costs[order], num_bins=s.num_bins)
+
+    # --- queries -------------------------------------------------------------------------
+
+    def bin_index(self, *, epoch: int, shard_index: int) -> int:
+        """Index of the bin that ``shard_index`` reads in sub-epoch ``epoch`` (1-based)."""
+        self._check_epoch(epoch)
+        sub_epoch_idx = (epoch - 1) % self.partition_epoch
+        if self.settings.distrib_shard_files:
+            return shard_index * self.partition_epoch + sub_epoch_idx
+        return sub_epoch_idx
+
+    def file_indices_for(self, *, epoch: int, shard_index: int) -> np.ndarray:
+        """Indices into ``keys`` that ``shard_index`` reads in sub-epoch ``epoch``, in RETURNN's order."""
+        self._check_epoch(epoch)
+        self._check_shard(shard_index)
+        order, bounds = self.layout(full_epoch_0idx=(epoch - 1) // self.partition_epoch, shard_index=shard_index)
+        b = self.bin_index(epoch=epoch, shard_index=shard_index)
+        return order[bounds[b]:bounds[b + 1]]
+
+    def files_for(self, *, epoch: int, shard_index: int) -> List[str]:
+        """Keys that ``shard_index`` reads in sub-epoch ``epoch``, in the order RETURNN passes
+        them to ``get_sub_epoch_dataset``."""
+        if self._key_array is None:
+            self._key_array = np.empty(self.num_files, dtype=object)
+            self._key_array[:] = self.keys  # keys are str, so no element is taken for a sequence
+        # One gather over an object array touches each key twice; a list comprehension is ~2x slower.
+        return self._key_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
+
+    def trees_for(self, *, epoch: int, shard_index: int) -> List[FileTree]:
+        """Like :meth:`files_for`, but the original file trees (needs ``trees``)."""
+        if self.trees is None:
+            raise ValueError("this plan was built without trees; pass trees=... to ShardPlan")
+        if self._tree_array is None:
+            self._tree_array = _object_array(self.trees)
+        return self._tree_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
+
+    def iter_epochs(self, *, first_epoch: int = 1, num_epochs: int) -> Iterator[Tuple[int, int, np.ndarray]]:
+        """Yield ``(epoch, shard_index, file_indices)`` for ``num_epochs`` sub-epochs from ``first_epoch``."""
+        for epoch in range(first_epoch, first_epoch + num_epochs):
+            for shard_index in range(self.num_shards):
+                yield epoch, shard_index, self.file_indices_for(epoch=epoch, shard_index=shard_index)
+
+    def _check_epoch(self, epoch: int) -> None:
+        check_int(epoch, name="epoch", minimum=1, hint="RETURNN counts sub-epochs from 1")
+
+    def _check_shard(self, shard_index: int) -> None:
+        check_int(shard_index, name="shard_index", hint=f"in 0..{self.num_shards - 1}")
+        if not 0 <= shard_index < self.num_shards:
+            raise ValueError(f"shard_index={shard_index} is out of range for num_shards={self.num_shards}; "
+                             f"use 0..{self.num_shards - 1}")
+
+    def __repr__(self) -> str:
+        return f"ShardPlan(num_files={self.num_files}, {self.settings!r})"
+
+
+def _check_keys(keys: List) -> None:
+    """TypeError naming the first key that is not a str."""
+    if set(map(type, keys)) <= {str}:  # fast path; subclasses of str are checked one by one below
+        return
+    for idx, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise TypeError(f"keys[{idx}]={key!r} is a {type(key).__name__}; keys are tree keys (str), as in "
+                            "FileSizes.keys or core.tree_key(tree)")
+
+
+def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
+    """``costs`` as a contiguous int64 vector paired with ``keys``; TypeError unless integer, ValueError
+    if negative, beyond int64 or not one per key."""
+    arr = np.asarray(costs)
+    if arr.shape != (len(keys),):
+        raise ValueError(f"{len(keys)} keys but costs of shape {arr.shape}; they must pair up")
+    if arr.size and arr.dtype.kind not in "iu":
+        values = arr.tolist()
+        bad = next((i for i, x in enumerate(values) if isinstance(x, bool) or not isinstance(x, int)), 0)
+        raise TypeError(f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: {values[bad]!r}); "
+                        "pass int sizes as collect_file_sizes gives them")
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) >= 2**63:
+        raise ValueError(f"costs up to {int(arr.max())} do not fit int64; pass them in a coarser unit")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size and int(arr.min()) < 0:
+        bad = int(np.argmax(arr < 0))
+        raise ValueError(f"costs must be >= 0 (bytes), but entry {bad} ({keys[bad]!r}) has {int(arr[bad])}")
+    return arr
+
+
+def _object_array(items: Sequence) -> np.ndarray:
+    """1-D object array holding ``items`` as they are (nested tuples/lists stay single elements)."""
+    arr = np.empty(len(items), dtype=object)
+    for i, x in enumerate(items):
+        arr[i] = x
+    return arr

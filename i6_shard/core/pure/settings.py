@@ -1,0 +1,216 @@
+"""PlanSettings: every setting that shapes a shard plan, in one frozen object with one
+``validate()``; the supported values (seq orderings, distributions, sharding modes) are defined here."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from .args import check_bool, check_int, check_optional_int
+from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
+
+__all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
+           "check_distribution"]
+
+#: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
+SEQ_ORDERINGS = ("random", "default")
+#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch (pure.balanced, returnn_ext).
+DISTRIBUTIONS = ("returnn", "balanced")
+#: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
+#: "sharded": every rank shuffles with the same seed and reads its own bins (``distrib_shard_files=True``,
+#: or ``torch_distributed`` with ``dataset_distribution="shard"``); "unsharded": every rank shuffles all
+#: files with its own seed offset (``+ rank * 16127``); "unsharded_same_seed": every rank shuffles all
+#: files with the same seed (a ``random_seed_offset`` set in the dataset dict), so all read the same.
+SHARDING_MODES = {"sharded": (True, False), "unsharded": (False, False), "unsharded_same_seed": (False, True)}
+#: numpy.random.RandomState, RETURNN's shuffle, takes seeds in [0, SEED_LIMIT).
+SEED_LIMIT = 2**32
+
+
+def check_seq_ordering(seq_ordering: Any) -> str:
+    """``seq_ordering`` if DistributeFilesDataset supports it, else ``ValueError`` naming the choices.
+
+    >>> check_seq_ordering("laplace:.1000")
+    Traceback (most recent call last):
+    ...
+    ValueError: seq_ordering='laplace:.1000' is not supported by DistributeFilesDataset; use one of ('random', 'default')
+    """
+    if not isinstance(seq_ordering, str) or seq_ordering not in SEQ_ORDERINGS:
+        raise ValueError(f"seq_ordering={seq_ordering!r} is not supported by DistributeFilesDataset; "
+                         f"use one of {SEQ_ORDERINGS}")
+    return seq_ordering
+
+
+def check_distribution(distribution: Any) -> str:
+    """``distribution`` if i6_shard can cut bins that way, else ``ValueError`` naming the choices.
+
+    >>> check_distribution("even")
+    Traceback (most recent call last):
+    ...
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced')
+    """
+    if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution={distribution!r} is unknown; use one of {DISTRIBUTIONS}")
+    return distribution
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The settings of a shard plan. Construction validates every rule that does not depend on
+    the file list (:meth:`validate` without ``num_files``) and turns numpy scalars into Python
+    ints and bools, so a PlanSettings is always valid, hashable and JSON-able.
+
+    :ivar num_shards: W, the number of ranks (distributed world size)
+    :ivar partition_epoch: P, sub-epochs per full epoch
+    :ivar num_epochs: RETURNN's ``num_epochs`` (sub-epochs) the plan covers; None: not fixed
+    :ivar seq_ordering: the DistributeFilesDataset's ``seq_ordering``, one of :data:`SEQ_ORDERINGS`
+    :ivar random_seed_offset: sharded: the dataset's ``random_seed_offset``, or else the config's
+        ``dataset_random_seed_offset`` (RETURNN's default 0), the same on all ranks. Unsharded:
+        the base to which RETURNN adds ``rank * 16127``; with ``same_seed_on_all_ranks``, the
+        dataset's own ``random_seed_offset``, used unchanged on every rank
+    :ivar fixed_random_seed: the dataset's ``fixed_random_seed`` (the seed of every full epoch on
+        every rank; offsets are then ignored, as in RETURNN)
+    :ivar distrib_shard_files: the files are sharded over the ranks (see :data:`SHARDING_MODES`)
+    :ivar same_seed_on_all_ranks: unsharded only: a ``random_seed_offset`` set in the dataset dict,
+        which RETURNN does not vary per rank
+    :ivar distribution: how a full epoch is cut into bins, one of :data:`DISTRIBUTIONS`
+
+    >>> PlanSettings(num_shards=2, partition_epoch=5, random_seed_offset=-2)
+    Traceback (most recent call last):
+    ...
+    ValueError: full epoch 0 (epochs 1..5) would shuffle with seed -1 (full_epoch_0idx + 1 + random_seed_offset=-2), but numpy's RandomState, RETURNN's shuffle, takes seeds in [0, 2**32): use random_seed_offset >= -1
+    >>> PlanSettings(num_shards=4, partition_epoch=3).validate(num_files=10)
+    Traceback (most recent call last):
+    ...
+    ValueError: 10 files cannot fill num_shards*partition_epoch=4*3=12 bins: every rank needs at least one file per sub-epoch. Lower partition_epoch to at most 2, use fewer shards, or split the data into more files.
+    """
+
+    num_shards: int
+    partition_epoch: int
+    num_epochs: Optional[int] = None
+    seq_ordering: str = "random"
+    random_seed_offset: int = 0
+    fixed_random_seed: Optional[int] = None
+    distrib_shard_files: bool = True
+    same_seed_on_all_ranks: bool = False
+    distribution: str = "returnn"
+
+    def __post_init__(self):
+        normalized = {
+            "num_shards": check_int(self.num_shards, name="num_shards", minimum=1, hint="the number of ranks"),
+            "partition_epoch": check_int(self.partition_epoch, name="partition_epoch", minimum=1,
+                                         hint="sub-epochs per full epoch"),
+            "num_epochs": check_optional_int(self.num_epochs, name="num_epochs", minimum=1,
+                                             hint="RETURNN's num_epochs counts sub-epochs"),
+            "random_seed_offset": check_int(self.random_seed_offset, name="random_seed_offset",
+                                            hint="RETURNN's default is 0"),
+            "fixed_random_seed": check_optional_int(self.fixed_random_seed, name="fixed_random_seed",
+                                                    hint="or None"),
+            "distrib_shard_files": check_bool(self.distrib_shard_files, name="distrib_shard_files"),
+            "same_seed_on_all_ranks": check_bool(self.same_seed_on_all_ranks, name="same_seed_on_all_ranks"),
+        }
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)
+        self.validate()
+
+    @classmethod
+    def from_mode(cls, *, sharding: str = "sharded", **kwargs) -> "PlanSettings":
+        """Settings with the sharding mode given by name (a key of :data:`SHARDING_MODES`).
+
+        >>> PlanSettings.from_mode(sharding="unsharded", num_shards=2, partition_epoch=1).distrib_shard_files
+        False
+        """
+        if sharding not in SHARDING_MODES:
+            raise ValueError(f"sharding={sharding!r} is unknown; use one of {tuple(SHARDING_MODES)}")
+        distrib_shard_files, same_seed = SHARDING_MODES[sharding]
+        return cls(distrib_shard_files=distrib_shard_files, same_seed_on_all_ranks=same_seed, **kwargs)
+
+    def validate(self, *, num_files: Optional[int] = None) -> None:
+        """Raise ``TypeError``/``ValueError``, naming the setting and the fix, for settings that
+        cannot be planned or that RETURNN would fail on; with ``num_files``, also for a file list
+        too short to give every bin a file (RETURNN's bare ``assert all(files_per_bin)``).
+
+        Seeds: RETURNN shuffles full epoch k with ``RandomState(fixed_random_seed)`` or
+        ``RandomState(k + 1 + offset)`` (offset: ``random_seed_offset``, plus ``rank * 16127``
+        unsharded unless ``same_seed_on_all_ranks``), which takes only seeds in [0, 2**32). The
+        smallest seed (full epoch 0, rank 0) and, with ``num_epochs``, the largest are checked.
+        """
+        check_seq_ordering(self.seq_ordering)
+        check_distribution(self.distribution)
+        if self.same_seed_on_all_ranks and self.distrib_shard_files:
+            raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
+                             "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
+                             "drop same_seed_on_all_ranks")
+        if self.seq_ordering == "random":  # only then does RETURNN shuffle, i.e. use the seeds
+            if self.fixed_random_seed is not None:
+                if not 0 <= self.fixed_random_seed < SEED_LIMIT:
+                    raise ValueError(f"fixed_random_seed={self.fixed_random_seed} is a shuffle seed, but numpy's "
+                                     "RandomState, RETURNN's shuffle, takes seeds in [0, 2**32): choose one in "
+                                     "that range")
+            else:
+                last_full_epoch = 0 if self.num_epochs is None else (self.num_epochs - 1) // self.partition_epoch
+                top_rank = self.num_shards - 1 if self.per_rank_seed_offset else 0
+                for k, rank in ((0, 0), (last_full_epoch, top_rank)):  # the smallest and the largest seed
+                    self.seed_for(full_epoch_0idx=k, shard_index=rank)
+        if num_files is not None:
+            check_enough_files(num_files, num_shards=self.num_bins // self.partition_epoch,
+                               partition_epoch=self.partition_epoch)
+
+    # --- what follows from the settings ------------------------------------------------------
+
+    @property
+    def sharding(self) -> str:
+        """The sharding mode's name, a key of :data:`SHARDING_MODES`."""
+        return next(name for name, flags in SHARDING_MODES.items()
+                    if flags == (self.distrib_shard_files, self.same_seed_on_all_ranks))
+
+    @property
+    def num_bins(self) -> int:
+        """Bins per full epoch in one layout: W*P sharded, P (per rank) unsharded."""
+        return self.num_shards * self.partition_epoch if self.distrib_shard_files else self.partition_epoch
+
+    @property
+    def num_layouts(self) -> int:
+        """Layouts per full epoch: one shared by all ranks when sharded, one per rank unsharded."""
+        return 1 if self.distrib_shard_files else self.num_shards
+
+    @property
+    def per_rank_seed_offset(self) -> bool:
+        """Whether RETURNN adds ``rank * 16127`` to the seed offset (unsharded, no dataset offset)."""
+        return not self.distrib_shard_files and not self.same_seed_on_all_ranks
+
+    @property
+    def rank_seeds_differ(self) -> bool:
+        """Whether ranks shuffle with different seeds (unsharded, per-rank offset, random order)."""
+        return (self.per_rank_seed_offset and self.seq_ordering == "random" and self.fixed_random_seed is None
+                and self.num_shards > 1)
+
+    def seed_for(self, *, full_epoch_0idx: int, shard_index: int = 0) -> int:
+        """Shuffle seed of a full epoch on a rank (the same on every rank when sharded).
+
+        :raises ValueError: if the seed is outside what numpy's RandomState takes, naming the full epoch
+        """
+        per_rank = self.per_rank_seed_offset
+        offset = self.random_seed_offset + (shard_index * UNSHARDED_RANK_SEED_STRIDE if per_rank else 0)
+        seed = full_epoch_seed(full_epoch_0idx, random_seed_offset=offset, fixed_random_seed=self.fixed_random_seed)
+        if not 0 <= seed < SEED_LIMIT:
+            rank_term = f" + rank*{UNSHARDED_RANK_SEED_STRIDE} on rank {shard_index}" if per_rank and shard_index else ""
+            fix = "use random_seed_offset >= -1" if seed < 0 else \
+                "lower random_seed_offset" + (" or num_epochs" if full_epoch_0idx else "")
+            raise ValueError(
+                f"full epoch {full_epoch_0idx} (epochs {full_epoch_0idx * self.partition_epoch + 1}.."
+                f"{(full_epoch_0idx + 1) * self.partition_epoch}) would shuffle with seed {seed} (full_epoch_0idx + "
+                f"1 + random_seed_offset={self.random_seed_offset}{rank_term}), but numpy's RandomState, RETURNN's "
+                f"shuffle, takes seeds in [0, 2**32): {fix}")
+        return seed
+
+    def replace(self, **changes: Any) -> "PlanSettings":
+        """A copy with ``changes`` (validated again), e.g. another distribution to compare with."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The settings as JSON types (``same_seed_on_all_ranks`` only when True, as plan files store it)."""
+        d = dataclasses.asdict(self)
+        if not d["same_seed_on_all_ranks"]:
+            del d["same_seed_on_all_ranks"]
+        return d

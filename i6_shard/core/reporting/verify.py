@@ -1,0 +1,75 @@
+"""The verification report of VerifyShardingJob: the ranks' records checked against the plan
+computed from the files on disk, rendered as text."""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from ..io.file_sizes import collect_file_sizes
+from ..pure.file_tree import tree_key
+from ..pure.plan import ShardPlan
+from ..pure.settings import PlanSettings
+from ..pure.reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
+
+__all__ = ["render_verify_report", "verify_records"]
+
+
+def render_verify_report(summary: Mapping[str, Any], violations: Sequence[Violation], *,
+                         settings: Optional[Mapping[str, Any]] = None, max_listed: int = 50) -> str:
+    """The text report: verdict, settings, full-epoch coverage, sequences per rank and
+    sub-epoch, and the violations (the first ``max_listed``)."""
+    lines = [f"i6_shard sharding verification: {'OK' if not violations else 'FAILED'}", ""]
+    lines.append(f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
+                 f"files={summary['num_files']}")
+    for name, value in sorted((settings or {}).items()):
+        lines.append(f"  {name}: {value!r}")
+    lines += ["", "Full epochs (sequences expected / read / distinct read):"]
+    for fe in summary["full_epochs"]:
+        exp = "?" if fe["num_seqs_expected"] is None else fe["num_seqs_expected"]
+        note = "" if fe["complete"] else "  (partly read: checked per sub-epoch only)"
+        lines.append(f"  full epoch {fe['full_epoch_0idx']}: {exp} / {fe['num_seqs_read']} / "
+                     f"{fe['num_distinct_read']}{note}")
+    lines += ["", "Sequences per rank and sub-epoch (dropped = lost when all ranks stop at the shortest):"]
+    for se in summary["sub_epochs"]:
+        nums = " ".join("-" if n is None else str(n) for n in se["num_seqs"])
+        drop = "?" if se["dropped_fraction"] is None else f"{100 * se['dropped_fraction']:.1f}%"
+        lines.append(f"  sub-epoch {se['epoch']}: {nums}  dropped {drop}")
+    lines += ["", f"Violations: {len(violations)}"]
+    for v in list(violations)[:max_listed]:
+        lines.append(f"  {v}")
+    if len(violations) > max_listed:
+        lines.append(f"  ... and {len(violations) - max_listed} more")
+    return "\n".join(lines) + "\n"
+
+
+def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, Any], *, num_shards: int,
+                   num_threads: Optional[int] = None) -> Tuple[List[Violation], str]:
+    """Check the records of ``python -m i6_shard.returnn_ext.verify`` (one per rank, and the
+    reference with the file list and each file's sequence tags) against the plan computed
+    from the dataset's own settings (rank 0's) and the files' sizes on disk.
+
+    :param ranks: the rank records (``rank``, ``settings``, ``sub_epochs``)
+    :param reference: ``files`` (as RETURNN loaded them) and ``file_tags`` (one list per file)
+    :param num_threads: threads to stat the files (see :func:`collect_file_sizes`)
+    :return: ``(violations, report_text)``
+    """
+    settings = {int(rec["rank"]): rec["settings"] for rec in ranks}
+    violations = check_rank_settings(settings, num_shards=num_shards)
+    files = reference["files"]
+    if len(reference["file_tags"]) != len(files):
+        raise ValueError(f"reference has {len(files)} files but {len(reference['file_tags'])} tag lists")
+    sizes = collect_file_sizes(files, num_threads=num_threads)
+    first = settings[min(settings)]
+    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(
+        num_shards=num_shards, partition_epoch=first["partition_epoch"], seq_ordering=first["seq_ordering"],
+        random_seed_offset=first["random_seed_offset"], fixed_random_seed=first["fixed_random_seed"],
+        distribution=first.get("distribution", "returnn")))
+    file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
+    reads = [SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
+             for rec in ranks for se in rec["sub_epochs"]]
+    violations += check_reads(reads, plan=plan, file_tags=file_tags)
+    violations.sort(key=Violation.sort_key)
+    shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
+    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations,
+                                  settings=shown)
+    return violations, report
