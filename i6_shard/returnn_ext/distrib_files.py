@@ -16,6 +16,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 
 from i6_shard import core
 from i6_shard.core.pure import check_distribution
+from i6_shard.core.pure.cut import cut_full_epoch
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
@@ -131,7 +132,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                                f"{num_shards}*{self.partition_epoch}; this RETURNN version is not supported")
         sizes = np.fromiter((file_sizes[t if type(t) is str else _get_key_for_file_tree(t)] for t in files_order),
                             dtype=np.int64, count=len(files_order))  # a str is its own key
-        order, bounds = core.distribute_balanced(sizes, num_shards=num_shards, partition_epoch=self.partition_epoch)
+        order, bounds = cut_full_epoch(sizes, num_shards=num_shards, partition_epoch=self.partition_epoch,
+                                       distribution=self.distribution)
         order_list, bounds_list = order.tolist(), bounds.tolist()
         return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
 

@@ -9,6 +9,7 @@
 
 from .args import check_bool, check_int, check_optional_int
 from .balanced import distribute_balanced
+from .cut import CUTS, cut_full_epoch
 from .distribute import (
     UNSHARDED_RANK_SEED_STRIDE,
     check_enough_files,
@@ -35,7 +36,7 @@ from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_
 __all__ = [
     "PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
     "check_distribution",
-    "ShardPlan", "PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for",
+    "ShardPlan", "PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for", "CUTS", "cut_full_epoch",
     "distribute_evenly_by_size", "distribute_balanced", "shuffle_order", "full_epoch_seed", "check_enough_files",
     "dfd_num_shards",
     "UNSHARDED_RANK_SEED_STRIDE",

@@ -9,8 +9,8 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .args import check_int
-from .balanced import distribute_balanced
-from .distribute import distribute_evenly_by_size, shuffle_order
+from .cut import cut_full_epoch
+from .distribute import shuffle_order
 from .file_tree import FileTree
 from .settings import PlanSettings
 
@@ -121,12 +121,9 @@ class ShardPlan:
     def _cut(self, order: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Cut the shuffled order into bins with the configured distribution."""
         s = self.settings
-        if s.distribution == "balanced":
-            positions, bounds = distribute_balanced(
-                self.costs[order], num_shards=s.num_bins // s.partition_epoch, partition_epoch=s.partition_epoch)
-            return order[positions], bounds
-        assert s.distribution == "returnn", s.distribution
-        return order, distribute_evenly_by_size(self.costs[order], num_bins=s.num_bins)
+        positions, bounds = cut_full_epoch(self.costs[order], num_shards=s.num_bins // s.partition_epoch,
+                                           partition_epoch=s.partition_epoch, distribution=s.distribution)
+        return order[positions], bounds
 
     # --- queries -------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .args import check_bool, check_int, check_optional_int
+from .cut import CUTS
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
 
 __all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
@@ -15,8 +16,8 @@ __all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "
 
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
-#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch (pure.balanced, returnn_ext).
-DISTRIBUTIONS = ("returnn", "balanced")
+#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch; see pure/cut.py, their one table.
+DISTRIBUTIONS = tuple(CUTS)
 #: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
 #: "sharded": every rank shuffles with the same seed and reads its own bins (``distrib_shard_files=True``,
 #: or ``torch_distributed`` with ``dataset_distribution="shard"``); "unsharded": every rank shuffles all

@@ -1,0 +1,45 @@
+"""The distributions: how one full epoch of shuffled files is cut into ``num_shards *
+partition_epoch`` bins. The one table of them; ShardPlan and the RETURNN-side dataset both cut here."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Tuple
+
+import numpy as np
+
+from .balanced import distribute_balanced
+from .distribute import distribute_evenly_by_size
+
+__all__ = ["CUTS", "cut_full_epoch"]
+
+
+def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
+    bounds = distribute_evenly_by_size(costs, num_bins=num_shards * partition_epoch)
+    return np.arange(len(costs), dtype=np.int64), bounds
+
+
+#: distribution name -> ``f(costs, *, num_shards, partition_epoch) -> (positions, bounds)``; the first is the
+#: default, RETURNN's own cut.
+CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
+    "returnn": _returnn,
+    "balanced": distribute_balanced,
+}
+
+
+def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int,
+                   distribution: str) -> Tuple[np.ndarray, np.ndarray]:
+    """Bins of one full epoch for files whose costs are given in the shuffled order.
+
+    :param costs: int64 costs in the (shuffled) order, shape [num_files]
+    :param num_shards: the number of shards the cut is for (1 for each rank's own layout unsharded)
+    :param distribution: a key of :data:`CUTS`
+    :return: ``(positions, bounds)``: int64 positions into ``costs``, shape [num_files], grouped bin by
+        bin, and int64 boundaries, shape [num_shards * partition_epoch + 1]; bin ``r*P + s`` is what
+        rank r reads in sub-epoch s
+
+    >>> positions, bounds = cut_full_epoch(np.array([1, 1, 78, 120]), num_shards=2, partition_epoch=2,
+    ...                                    distribution="returnn")
+    >>> positions.tolist(), bounds.tolist()
+    ([0, 1, 2, 3], [0, 1, 2, 3, 4])
+    """
+    return CUTS[distribution](np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch)
