@@ -1,18 +1,24 @@
-"""Config builders: correct sharded DistributeFilesDataset dicts, their checks, safe config code,
-and placement into i6_core configs and training jobs (those need Sisyphus and i6_core, imported lazily)."""
+"""Config builders: correct sharded DistributeFilesDataset dicts, the one reader of RETURNN configs and
+dataset dicts, their checks and plans, safe config code, and placement into i6_core configs and training
+jobs (those need Sisyphus and i6_core, imported lazily)."""
 
 from .checks import (
     SHARDING_FIX_RETURNN_VERSION,
+    CheckResult,
     ConfigCheckError,
+    ConfigCheckWarning,
     check_dataset_dict,
     check_returnn_config,
     check_returnn_version,
     check_sub_epoch_dataset,
     parse_returnn_version,
+    returnn_version_info,
     returnn_version_of,
 )
 from .dataset import DEFAULT_MAX_INLINE_FILES, sharded_files_dataset
+from .plan import plan_for_returnn_config
 from .pycode import config_code, write_returnn_config
+from .reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 from .sub_epoch import bind_sub_epoch_dataset, get_sub_epoch_dataset, normalize_files_key
 
 _I6CORE_EXPORTS = (

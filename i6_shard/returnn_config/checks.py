@@ -1,27 +1,41 @@
-"""Checks of DistributeFilesDataset settings before a training job is queued: each problem
-RETURNN would only hit at training time (or never notice) becomes an error naming the fix."""
+"""Checks of DistributeFilesDataset setups before a training job is queued: every dataset the reader
+(:mod:`i6_shard.returnn_config.reader`) finds is checked, and each problem RETURNN would only hit at
+training time, or never notice while it loses data, becomes an error naming the fix."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..core.pure import check_enough_files, dfd_num_shards
+from ..core.pure import check_enough_files
 from ..core.pure.args import check_optional_int
-from .sub_epoch import is_sub_epoch_partial
+from .reader import (
+    DistributeFilesDatasetInfo,
+    dataset_class_name,
+    find_distribute_files_datasets,
+    is_distribute_files_dataset,
+    unknown_wrappers,
+)
 
 __all__ = [
     "SHARDING_FIX_RETURNN_VERSION",
     "SHARDING_FIX_RETURNN_COMMIT",
+    "UNKNOWN_RETURNN_VERSION",
+    "CheckResult",
     "ConfigCheckError",
+    "ConfigCheckWarning",
     "check_sub_epoch_dataset",
     "check_dataset_dict",
     "check_returnn_config",
     "check_returnn_version",
+    "dataset_problems",
     "parse_returnn_version",
     "returnn_version_of",
+    "returnn_version_info",
     "is_distribute_files_dataset",
 ]
 
@@ -30,9 +44,11 @@ __all__ = [
 #: RETURNN versions are ``1.<commit date>.<commit time>``).
 SHARDING_FIX_RETURNN_VERSION = "1.20260611.014531"
 SHARDING_FIX_RETURNN_COMMIT = "7803cb188f22d7c23228a4bb013bc8f0bf5dff8c"
+#: What ``returnn.__version__`` is when RETURNN cannot tell its version (``returnn/__init__.py``'s
+#: fallback ``"1.0.0+unknown"``, e.g. a copy without git metadata): unknown, not old.
+UNKNOWN_RETURNN_VERSION = "1.0.0"
 
 _SEQ_ORDER_KEYS = ("seq_ordering", "seq_order_control_dataset", "map_seq_stream")
-_DFD_CLASS_NAMES = ("DistributeFilesDataset", "ShardedDistributeFilesDataset")
 
 
 class ConfigCheckError(ValueError):
@@ -44,26 +60,51 @@ class ConfigCheckError(ValueError):
         super().__init__(f"{len(self.problems)} problem(s) in {where}:\n{lines}")
 
 
+class ConfigCheckWarning(UserWarning):
+    """Something a check could not look at (e.g. an unreadable RETURNN version); the check passed without it."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What a check looked at when it found no problem.
+
+    :ivar datasets: the DistributeFilesDatasets found (see :func:`find_distribute_files_datasets`)
+    :ivar warnings: what was not checked, and why
+    """
+
+    datasets: Tuple[DistributeFilesDatasetInfo, ...] = ()
+    warnings: Tuple[str, ...] = field(default=())
+
+
 def _raise_if(problems: List[str], *, where: str) -> None:
     if problems:
         raise ConfigCheckError(problems, where=where)
 
 
-def _walk(value: Any, path: Tuple[Any, ...] = ()) -> Iterator[Tuple[Tuple[Any, ...], Any]]:
+def _warn(messages: List[str], *, loud: List[str]) -> Tuple[str, ...]:
+    for message in loud:
+        warnings.warn(message, ConfigCheckWarning, stacklevel=3)
+    return tuple(messages)
+
+
+# --- the sub-epoch dataset (DistributeFilesDataset._get_sub_dataset_dict) ---------------------
+
+
+def _flatten_with_path(value: Any, path: Tuple[Any, ...] = ()):
     """(key path, value) of every dict entry in nested dicts/lists/tuples, like RETURNN's
     ``tree.flatten_with_path`` over the sub-dataset dict."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         for k, v in value.items():
             yield path + (k,), v
-            yield from _walk(v, path + (k,))
+            yield from _flatten_with_path(v, path + (k,))
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            yield from _walk(v, path + (i,))
+            yield from _flatten_with_path(v, path + (i,))
 
 
 def _sub_epoch_problems(template: Mapping[str, Any]) -> List[str]:
     problems = []
-    entries = list(_walk(dict(template)))
+    entries = list(_flatten_with_path(dict(template)))
     for path, v in entries:
         if path[-1] == "partition_epoch" and v != 1:
             problems.append(
@@ -94,102 +135,172 @@ def check_sub_epoch_dataset(template: Mapping[str, Any]) -> None:
     _raise_if(_sub_epoch_problems(template), where="the sub-epoch dataset")
 
 
-def _class_name(cls: Any) -> Optional[str]:
-    if isinstance(cls, str):
-        return cls
-    if isinstance(cls, type):
-        return cls.__name__
-    code = getattr(cls, "code", None)  # i6_core CodeWrapper
-    if isinstance(code, str):
-        return code.rsplit(".", 1)[-1]
-    return None
+# --- one DistributeFilesDataset ----------------------------------------------------------------
 
 
-def is_distribute_files_dataset(dataset: Any) -> bool:
-    """Whether a dataset dict is a DistributeFilesDataset (or i6_shard's subclass of it)."""
-    if not isinstance(dataset, Mapping):
-        return False
-    name = _class_name(dataset.get("class"))
-    return bool(name) and (name.endswith(_DFD_CLASS_NAMES) or "get_sub_epoch_dataset" in dataset)
+def _cause_of_sharding(info: DistributeFilesDatasetInfo) -> str:
+    source = info.shards.source
+    if source == "distrib_shard_files":
+        return "distrib_shard_files=True"
+    if source == "dataset_distribution shard":
+        return "torch_distributed dataset_distribution='shard'"
+    return f"_num_shards > 1 (from {source})"
 
 
-def _sub_epoch_partial(value: Any) -> Any:
-    """The bound ``get_sub_epoch_dataset`` behind ``value`` (also inside i6_shard's delayed wrapper)."""
-    if is_sub_epoch_partial(value):
-        return value
-    inner = getattr(value, "sub_epoch_partial", None)
-    return inner if is_sub_epoch_partial(inner) else None
+def _double_sharding_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    again = info.sub_epoch_shards_again
+    if again is False:
+        return None
+    unknown = "" if again else (" (unless get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which "
+                                "could not be told before RETURNN runs)")
+    fix = "set sharding_fix=True (or '_num_shards': 1, '_shard_index': 0 in the sub-epoch dataset dict)"
+    if info.sharding_fix is False:
+        return (f"{info.name}: sharding_fix=False keeps RETURNN's legacy double sharding (each rank then reads only "
+                f"1/num_shards of its own files, silently){unknown}; {fix}")
+    return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: below behavior_version 26 every rank "
+            f"reads only 1/num_shards of its own files{unknown}; {fix}")
 
 
-def _dataset_problems(dataset: Mapping[str, Any], *, name: str, num_ranks: Optional[int],
-                      behavior_version: Optional[int]) -> List[str]:
-    problems = []
-    sharded = dataset.get("distrib_shard_files", False) is True
-    sharding_fix = dataset.get("sharding_fix")
-    if sharding_fix is False:
-        problems.append(
-            f"{name}: sharding_fix=False keeps RETURNN's legacy double sharding (each rank then reads only "
-            "1/num_shards of its own files, silently); set sharding_fix=True"
-        )
-    elif sharding_fix is None and sharded and (behavior_version is None or behavior_version < 26):
-        problems.append(
-            f"{name}: distrib_shard_files=True without sharding_fix: below behavior_version 26 every rank reads "
-            "only 1/num_shards of its own files; set sharding_fix=True"
-        )
-    if not sharded and num_ranks is not None and num_ranks > 1:
-        for key in ("random_seed_offset", "fixed_random_seed"):
-            if dataset.get(key) is not None:
-                problems.append(
-                    f"{name}: {key}={dataset[key]!r} is fixed in the dataset dict while the files are not sharded "
-                    f"(distrib_shard_files=False) over {num_ranks} ranks: every rank then shuffles the same way "
-                    f"and reads the same data; remove {key}, or set distrib_shard_files=True"
-                )
-    seq_ordering = dataset.get("seq_ordering", "default")
-    if seq_ordering not in ("default", "random"):
-        problems.append(f"{name}: seq_ordering={seq_ordering!r} is not supported by DistributeFilesDataset; "
-                        "use 'random' (or 'default' for no shuffling)")
-    partition_epoch = dataset.get("partition_epoch", 1)
-    files = dataset.get("files")
-    if isinstance(partition_epoch, int) and isinstance(files, (list, tuple)) and partition_epoch >= 1:
-        num_shards = dfd_num_shards(distrib_shard_files=bool(sharded), num_ranks=num_ranks,
-                                    explicit_num_shards=dataset.get("_num_shards"))
+def _seed_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    """Sharded files need one shuffle on all ranks; a wrapper passes its per-rank seed down."""
+    if not info.sharded or info.same_seed_on_all_ranks:
+        return None
+    return (f"{info.name}: the files are sharded ({_cause_of_sharding(info)}), but every rank shuffles them with its "
+            f"own seed: random_seed_offset = {info.seed.base} + rank*{info.seed.rank_stride}, which "
+            f"{info.seed.source} passes down (RETURNN adds the rank term under torch_distributed's default "
+            "dataset_distribution 'random_seed_offset'). The ranks cut different shuffles into the same bins, so "
+            f"files are read twice or never. Set 'random_seed_offset': {info.seed.base} in this dataset dict, or use "
+            "torch_distributed dataset_distribution='shard'")
+
+
+def _same_data_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    """Unsharded training ranks that read the same files in the same order."""
+    num_ranks = info.num_ranks
+    if (info.role != "train" or info.sharded or info.distributed is None or info.batch_slicing
+            or num_ranks is None or num_ranks < 2 or not info.same_seed_on_all_ranks):
+        return None
+    fix = "or set distrib_shard_files=True (or torch_distributed dataset_distribution='shard')"
+    if not info.shuffles:
+        return (f"{info.name}: seq_ordering={info.seq_ordering!r} while the files are not sharded over {num_ranks} "
+                f"ranks: every rank reads the same files in the same order; use seq_ordering='random', {fix}")
+    if info.fixed_random_seed is not None:
+        key, value, where = "fixed_random_seed", info.fixed_random_seed, "the dataset dict"
+    elif info.seed.source == "dataset":
+        key, value, where = "random_seed_offset", info.seed.base, "the dataset dict"
+    else:
+        key, value, where = "random_seed_offset", info.seed.base, info.seed.source
+    return (f"{info.name}: {key}={value!r} is fixed in {where} while the files are not sharded "
+            f"(distrib_shard_files=False) over {num_ranks} ranks: every rank then shuffles the same way and reads "
+            f"the same data; remove {key}, {fix}")
+
+
+def _batch_slicing_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    if not (info.batch_slicing and info.sharded):
+        return None
+    return (f"{info.name}: distrib_shard_files=True under horovod with horovod_dataset_distribution='shard' "
+            "(RETURNN's default): the engine also gives each rank only every W-th batch, so every rank trains on "
+            "1/W of its own files; set horovod_dataset_distribution='random_seed_offset'")
+
+
+def _eval_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    if info.role != "eval" or not info.sharded or info.distributed != "torch":
+        return None
+    return (f"{info.name}: distrib_shard_files=True on an eval dataset: RETURNN's torch engine evaluates on rank 0 "
+            "only, which reads only its 1/num_shards of the files; remove distrib_shard_files")
+
+
+def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
+    """Every problem of one DistributeFilesDataset as the reader found it, each naming the fix."""
+    name = info.name
+    if info.returnn_fails:
+        return [f"{name}: RETURNN would fail: {info.returnn_fails}"]
+    problems = [p for p in (_double_sharding_problem(info), _seed_problem(info), _same_data_problem(info),
+                            _batch_slicing_problem(info), _eval_problem(info)) if p]
+    if info.seq_ordering not in ("default", "random"):
+        default = " (RETURNN's default for dev/eval datasets)" if "seq_ordering" not in info.dataset else ""
+        problems.append(f"{name}: seq_ordering={info.seq_ordering!r}{default} is not supported by "
+                        "DistributeFilesDataset; set seq_ordering to 'random' (or 'default' for no shuffling)")
+    partition_epoch = info.partition_epoch
+    if not isinstance(partition_epoch, int) or isinstance(partition_epoch, bool) or partition_epoch < 1:
+        problems.append(f"{name}: partition_epoch={partition_epoch!r} must be a positive int")
+    elif info.num_files is not None:
+        ranks = info.num_ranks if info.num_ranks is not None and info.distributed else 1
         try:
-            check_enough_files(len(files), num_shards=num_shards, partition_epoch=partition_epoch)
+            check_enough_files(info.num_files, num_shards=info.shards.num_shards(ranks),
+                               partition_epoch=partition_epoch)
         except ValueError as exc:
             problems.append(f"{name}: {exc}")
-    partial = _sub_epoch_partial(dataset.get("get_sub_epoch_dataset"))
-    if partial is not None:
-        problems += [f"{name}: {p}" for p in _sub_epoch_problems(partial.keywords["template"])]
+    if info.sub_epoch_dataset is not None:
+        problems += [f"{name}: {p}" for p in _sub_epoch_problems(info.sub_epoch_dataset)]
     return problems
-
-
-def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] = None,
-                       behavior_version: Optional[int] = None, name: str = "dataset") -> None:
-    """Check a DistributeFilesDataset dict (from :func:`sharded_files_dataset` or written by hand).
-
-    :param num_ranks: number of training processes, if known (enables the rank-dependent checks)
-    :param behavior_version: the config's ``behavior_version``, if known
-
-    >>> check_dataset_dict({"class": "DistributeFilesDataset", "files": ["a", "b"], "partition_epoch": 1,
-    ...                     "fixed_random_seed": 1, "sharding_fix": True}, num_ranks=2, name="train")
-    Traceback (most recent call last):
-    ...
-    i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in train:
-      - train: fixed_random_seed=1 is fixed in the dataset dict while the files are not sharded (distrib_shard_files=False) over 2 ranks: every rank then shuffles the same way and reads the same data; remove fixed_random_seed, or set distrib_shard_files=True
-    """
-    if not isinstance(dataset, Mapping):
-        raise TypeError(f"dataset has type {type(dataset).__name__}; give a dataset dict, e.g. from "
-                        "sharded_files_dataset")
-    num_ranks = _check_num_ranks(num_ranks)
-    behavior_version = check_optional_int(behavior_version, name="behavior_version", minimum=0,
-                                          hint="the config's behavior_version, if known")
-    _raise_if(_dataset_problems(dataset, name=name, num_ranks=num_ranks, behavior_version=behavior_version),
-              where=name)
 
 
 def _check_num_ranks(num_ranks: Any) -> Optional[int]:
     return check_optional_int(num_ranks, name="num_ranks", minimum=1,
                               hint="number of training processes, if known; else leave it out")
+
+
+def _reader_warnings(records) -> List[str]:
+    unknown = unknown_wrappers(records)
+    if not unknown:
+        return []
+    return [f"no rule for the wrapper dataset(s) {', '.join(unknown)}: read as plain parents (their datasets get "
+            "their random_seed_offset and _num_shards/_shard_index, as init_dataset(parent_dataset=...) gives them)"]
+
+
+def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] = None,
+                       behavior_version: Optional[int] = None, name: str = "dataset",
+                       config: Optional[Mapping[str, Any]] = None) -> CheckResult:
+    """Check a dataset dict: every DistributeFilesDataset in it (also inside wrapper datasets such as
+    CombinedDataset or MultiProcDataset), read as the train dataset of ``config``.
+
+    :param num_ranks: number of training processes, if known (enables the rank-dependent checks)
+    :param behavior_version: the config's ``behavior_version``, if known
+    :param name: how the dataset is named in problems
+    :param config: the rest of the RETURNN config (``torch_distributed`` ...; default: torch distributed
+        training with RETURNN's default ``dataset_distribution``, see ``reader.DATASET_DICT_CONTEXT``)
+    :raises ConfigCheckError: listing every problem, or saying that the dict holds no DistributeFilesDataset
+
+    >>> check_dataset_dict({"class": "DistributeFilesDataset", "files": ["a", "b"], "partition_epoch": 1,
+    ...                     "seq_ordering": "random", "fixed_random_seed": 1, "sharding_fix": True},
+    ...                    num_ranks=2, name="train")
+    Traceback (most recent call last):
+    ...
+    i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in train:
+      - train: fixed_random_seed=1 is fixed in the dataset dict while the files are not sharded (distrib_shard_files=False) over 2 ranks: every rank then shuffles the same way and reads the same data; remove fixed_random_seed, or set distrib_shard_files=True (or torch_distributed dataset_distribution='shard')
+    """
+    if not isinstance(dataset, Mapping):
+        raise TypeError(f"dataset has type {type(dataset).__name__}; give a dataset dict, e.g. from "
+                        "sharded_files_dataset")
+    if not isinstance(name, str):
+        raise TypeError(f"name={name!r} must be a str")
+    num_ranks = _check_num_ranks(num_ranks)
+    behavior_version = check_optional_int(behavior_version, name="behavior_version", minimum=0,
+                                          hint="the config's behavior_version, if known")
+    context = dict(config) if config is not None else None
+    if behavior_version is not None:
+        from .reader import DATASET_DICT_CONTEXT
+
+        context = {**(DATASET_DICT_CONTEXT if context is None else context), "behavior_version": behavior_version}
+    records = [_renamed(r, name) for r in find_distribute_files_datasets(dataset, num_ranks=num_ranks,
+                                                                         config=context)]
+    if not records:
+        _raise_if([f"{name}: no DistributeFilesDataset in this dataset dict (class "
+                   f"{dataset_class_name(dataset.get('class'))!r}, nor inside it); i6_shard checks "
+                   "DistributeFilesDataset setups only"], where=name)
+    problems = [p for r in records for p in dataset_problems(r)]
+    _raise_if(problems, where=name)
+    messages = _reader_warnings(records)
+    return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=messages))
+
+
+def _renamed(info: DistributeFilesDatasetInfo, name: str) -> DistributeFilesDatasetInfo:
+    import dataclasses
+
+    return dataclasses.replace(info, key_path=(name,) + tuple(info.key_path))
+
+
+# --- the RETURNN version ------------------------------------------------------------------------
 
 
 def parse_returnn_version(version: str) -> Tuple[int, int, int]:
@@ -205,71 +316,105 @@ def parse_returnn_version(version: str) -> Tuple[int, int, int]:
     return int(match.group(1)), int(match.group(2)), int(match.group(3))
 
 
-def _version_problems(returnn_version: Optional[str]) -> List[str]:
+def _version_check(returnn_version: Optional[str], *, reason: Optional[str] = None) -> Tuple[List[str], List[str]]:
+    """``(problems, warnings)`` of the sharding_fix version check."""
     if returnn_version is None:
-        return []
+        why = reason or "it was not given"
+        return [], [f"the RETURNN version is unknown ({why}), so whether RETURNN has DistributeFilesDataset's "
+                    f"sharding_fix (added in {SHARDING_FIX_RETURNN_VERSION}) was not checked"]
     if not isinstance(returnn_version, str):
         raise TypeError(f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give "
                         "RETURNN's version string, e.g. '1.20260611.014531' (returnn.__version__), or None")
-    if parse_returnn_version(returnn_version) < parse_returnn_version(SHARDING_FIX_RETURNN_VERSION):
+    parsed = parse_returnn_version(returnn_version)
+    if parsed == parse_returnn_version(UNKNOWN_RETURNN_VERSION):
+        return [], [f"RETURNN reports version {returnn_version}, its fallback when it cannot tell its own version "
+                    "(no _setup_info_generated.py and no git metadata, e.g. an exported copy), so whether it has "
+                    "DistributeFilesDataset's sharding_fix was not checked"]
+    if parsed < parse_returnn_version(SHARDING_FIX_RETURNN_VERSION):
         return [
             f"RETURNN {returnn_version} predates DistributeFilesDataset's sharding_fix option "
             f"(added in {SHARDING_FIX_RETURNN_VERSION}, commit {SHARDING_FIX_RETURNN_COMMIT[:12]}); "
             "the dataset would fail with an unexpected keyword argument: update RETURNN"
-        ]
-    return []
+        ], []
+    return [], []
 
 
-def check_returnn_version(returnn_version: Optional[str]) -> None:
-    """Raise if a known RETURNN version is too old for ``sharding_fix``; ``None`` (unknown) passes.
+def check_returnn_version(returnn_version: Optional[str], *, reason: Optional[str] = None) -> CheckResult:
+    """Raise if a known RETURNN version is too old for ``sharding_fix``. An unknown version (None, or
+    RETURNN's fallback ``"1.0.0"``) passes with a warning in the result saying that the check was
+    skipped and why (``reason``: why it is None, e.g. from :func:`returnn_version_info`).
 
+    >>> check_returnn_version("1.0.0").warnings[0][:60]
+    'RETURNN reports version 1.0.0, its fallback when it cannot t'
     >>> check_returnn_version("1.20250101.000000")
     Traceback (most recent call last):
     ...
     i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in the RETURNN version:
       - RETURNN 1.20250101.000000 predates DistributeFilesDataset's sharding_fix option (added in 1.20260611.014531, commit 7803cb188f22); the dataset would fail with an unexpected keyword argument: update RETURNN
     """
-    _raise_if(_version_problems(returnn_version), where="the RETURNN version")
+    problems, messages = _version_check(returnn_version, reason=reason)
+    _raise_if(problems, where="the RETURNN version")
+    return CheckResult(warnings=_warn(messages, loud=messages if (returnn_version or reason) else []))
 
 
 def returnn_version_of(returnn_root: Any) -> Optional[str]:
     """The version of a RETURNN checkout or installation at ``returnn_root`` (str, os.PathLike
-    or a Sisyphus path), as RETURNN computes it; ``None`` if it cannot be told.
+    or a Sisyphus path), as RETURNN computes it; ``None`` if it cannot be told (then
+    :func:`returnn_version_info` says why)."""
+    return returnn_version_info(returnn_root)[0]
 
-    Reads ``returnn/_setup_info_generated.py`` (installed packages) or asks git for the
-    commit date of HEAD (checkouts).
+
+def returnn_version_info(returnn_root: Any) -> Tuple[Optional[str], str]:
+    """``(version, how it was found)``, or ``(None, why not)``, for a RETURNN at ``returnn_root``, following
+    ``returnn.__setup__.get_version_str``: ``_setup_info_generated.py`` (installed packages), else
+    the commit date of git's HEAD (checkouts). RETURNN's fallback ``"1.0.0"`` counts as unknown.
+
+    >>> returnn_version_info(None)
+    (None, 'no returnn_root was given')
     """
     if returnn_root is None:
-        return None
+        return None, "no returnn_root was given"
     root = returnn_root.get_path() if hasattr(returnn_root, "get_path") else os.fspath(returnn_root)
-    if root not in _VERSION_CACHE:
-        version = _returnn_version_of_dir(root)
-        if version is None:
-            return None  # not cached: the checkout may appear later
-        _VERSION_CACHE[root] = version
-    return _VERSION_CACHE[root]
+    if root in _VERSION_CACHE:
+        return _VERSION_CACHE[root]
+    version, how = _returnn_version_of_dir(root)
+    if version is not None and parse_returnn_version(version) == parse_returnn_version(UNKNOWN_RETURNN_VERSION):
+        version, how = None, f"{how} says {version}, RETURNN's fallback for an unknown version"
+    if version is not None:
+        _VERSION_CACHE[root] = (version, how)  # not cached when unknown: the checkout may appear later
+    return version, how
 
 
-_VERSION_CACHE: Dict[str, str] = {}  # recipes create many jobs with the same returnn_root
+_VERSION_CACHE: Dict[str, Tuple[str, str]] = {}  # recipes create many jobs with the same returnn_root
 
 
-def _returnn_version_of_dir(root: str) -> Optional[str]:
+def _returnn_version_of_dir(root: str) -> Tuple[Optional[str], str]:
     infos = (os.path.join(root, "returnn", "_setup_info_generated.py"), os.path.join(root, "_setup_info_generated.py"))
     for info in infos:
         if os.path.isfile(info):
             with open(info, "rt", encoding="utf-8") as f:
                 match = re.search(r"^version\s*=\s*['\"]([^'\"]+)['\"]", f.read(), re.MULTILINE)
             if match:
-                return match.group(1)
+                return match.group(1), info
+            return None, f"{info} has no version = '...' line"
+    if not os.path.isdir(root):
+        return None, f"returnn_root {root!r} does not exist (yet)"
     if not os.path.isfile(os.path.join(root, "returnn", "__init__.py")):
-        return None  # not a RETURNN checkout; git would tell the version of some other repository
+        return None, f"{root!r} holds no returnn/__init__.py, so it is no RETURNN root"
     try:
-        out = subprocess.run(["git", "show", "-s", "--format=%ci", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
+        proc = subprocess.run(["git", "show", "-s", "--format=%ci", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{root!r} has no _setup_info_generated.py and git could not be run there ({exc})"
+    out = proc.stdout.strip()
     match = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) [+-]\d{4}", out)
-    return f"1.{''.join(match.groups()[:3])}.{''.join(match.groups()[3:])}" if match else None
+    if proc.returncode != 0 or not match:
+        return None, (f"{root!r} has no _setup_info_generated.py and no git metadata (git: "
+                      f"{(proc.stderr.strip() or out)[:200]!r})")
+    return f"1.{''.join(match.groups()[:3])}.{''.join(match.groups()[3:])}", f"git HEAD of {root}"
+
+
+# --- the whole config -------------------------------------------------------------------------------
 
 
 def _num_ranks_problems(config: Mapping[str, Any], *, num_ranks: Optional[int]) -> List[str]:
@@ -285,12 +430,15 @@ def _num_ranks_problems(config: Mapping[str, Any], *, num_ranks: Optional[int]) 
 
 
 def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] = None,
-                         returnn_version: Optional[str] = None) -> None:
+                         returnn_version: Optional[str] = None, returnn_root: Any = None) -> CheckResult:
     """Check a whole RETURNN config dict (config and post_config merged): distributed settings,
-    every DistributeFilesDataset in it, and the RETURNN version.
+    every DistributeFilesDataset in it at any depth (train, dev, eval, eval_datasets and other keys
+    holding datasets), and the RETURNN version.
 
     :param num_ranks: number of training processes (i6_core's ``horovod_num_processes``)
     :param returnn_version: RETURNN's ``1.YYYYMMDD.HHMMSS`` version, if known
+    :param returnn_root: where RETURNN is, to find the version when ``returnn_version`` is not given
+    :return: the datasets found and what was not checked (e.g. an unknown RETURNN version)
 
     >>> check_returnn_config({"backend": "torch"}, num_ranks=4)
     Traceback (most recent call last):
@@ -301,13 +449,25 @@ def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] 
     if not isinstance(config, Mapping):
         raise TypeError(f"config has type {type(config).__name__}; give a RETURNN config dict (config and "
                         "post_config merged)")
+    if "class" in config:
+        raise TypeError("config has a 'class' key, so it is a dataset dict, not a RETURNN config; use "
+                        "check_dataset_dict for it")
     num_ranks = _check_num_ranks(num_ranks)
     problems = _num_ranks_problems(config, num_ranks=num_ranks)
-    behavior_version = config.get("behavior_version")
-    behavior_version = behavior_version if isinstance(behavior_version, int) else None
-    for key in sorted(k for k in config if isinstance(k, str)):
-        value = config[key]
-        if is_distribute_files_dataset(value):
-            problems += _dataset_problems(value, name=key, num_ranks=num_ranks, behavior_version=behavior_version)
-    problems += _version_problems(returnn_version)
-    _raise_if(problems, where="the RETURNN config")
+    try:
+        records = find_distribute_files_datasets(config, num_ranks=num_ranks)
+    except (TypeError, ValueError) as exc:
+        _raise_if(problems + [str(exc)], where="the RETURNN config")
+        raise
+    for record in records:
+        problems += dataset_problems(record)
+    reason = None
+    if returnn_version is None and returnn_root is not None:
+        returnn_version, reason = returnn_version_info(returnn_root)
+    version_problems, version_warnings = _version_check(returnn_version, reason=reason)
+    _raise_if(problems + version_problems, where="the RETURNN config")
+    loud = _reader_warnings(records) + (version_warnings if returnn_root is not None else [])
+    messages = _reader_warnings(records) + version_warnings
+    if not records:
+        messages.append("no DistributeFilesDataset in the config (train, dev, eval, eval_datasets, or other keys)")
+    return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=loud))

@@ -7,11 +7,12 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS
-from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering, dfd_num_shards
+from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from .checks import check_dataset_dict, check_sub_epoch_dataset
-from .pycode import is_sisyphus_path
-from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_files_key
+from .pycode import PyCode, is_sisyphus_path, plain_value
+from .reader import files_kind, find_distribute_files_datasets
+from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
 __all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLASS_PATH"]
 
@@ -73,6 +74,20 @@ def _check_inline_trees(files: Sequence[Any], norm_key: Any) -> None:
             )
 
 
+def _check_files_callable(files: Any) -> None:
+    """A callable file list must pickle by reference and hash by name and arguments: a module-level
+    function, or a ``functools.partial`` of one with literal arguments (RETURNN calls it at run time)."""
+    if isinstance(files, type):
+        raise TypeError(f"files={files!r} is a class; give a function that returns the list of file trees")
+    try:
+        PyCode().expr(files, where="files")
+    except TypeError as exc:
+        raise TypeError(
+            f"files={files!r} cannot go into a RETURNN config: {exc}. A callable file list must be a module-level "
+            "function (or a functools.partial of one with plain arguments) that returns the list of file trees when "
+            "RETURNN runs; no lambdas, closures or functions defined in __main__") from None
+
+
 def _shadow(tree: Any) -> Any:
     if is_sisyphus_path(tree):
         return tree.get_path()
@@ -102,7 +117,7 @@ def sharded_files_dataset(
     files_key: FilesKey = "files",
     distribution: str = "returnn",
     file_sizes: Union[str, os.PathLike, Any, None] = None,
-    cached_file: bool = False,
+    cached_file: Union[bool, Sequence[Union[int, str]]] = False,
     buffer_size: Optional[int] = None,
     preload_next_n_sub_epochs: Optional[int] = None,
     use_worker_proc: Optional[bool] = None,
@@ -123,8 +138,10 @@ def sharded_files_dataset(
     into i6_core configs with :mod:`i6_shard.returnn_config.i6core` (Sisyphus paths stay
     Sisyphus paths here, for stable hashes, and become strings when the config is written).
 
-    :param files: the file trees inline (a list; small lists), or the path of a file list
-        (.txt/.json/.py, e.g. ``ComputeFileSizesJob.out_file_list``; large lists)
+    :param files: the file trees inline (a list; small lists), the path of a file list
+        (.txt/.json/.py, e.g. ``ComputeFileSizesJob.out_file_list``; large lists), or a module-level
+        function (or ``functools.partial`` of one) that returns the list when RETURNN runs (e.g. for shard
+        directories that exist only then); it is hashed by name and arguments and never called here
     :param sub_epoch_dataset: the dataset dict each sub-epoch's files go into, e.g.
         ``{"class": "HDFDataset", "seq_ordering": "random"}``; needs an explicit seq order
     :param partition_epoch: sub-epochs per full epoch
@@ -134,7 +151,9 @@ def sharded_files_dataset(
         ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
-    :param cached_file: wrap every file name in RETURNN's ``CachedFile`` in the sub-epoch dataset
+    :param cached_file: wrap every file name in RETURNN's ``CachedFile`` in the sub-epoch dataset (True),
+        or only those of the named modalities of ``files_key`` (e.g. ``[0]`` for the arrow shards of
+        ``(arrow, hdf)`` trees)
     :param buffer_size: DFD ``buffer_size`` (RETURNN default 1)
     :param preload_next_n_sub_epochs: DFD option (RETURNN default: 1 with worker process, else 0;
         a value equal to that default is left out of the dict)
@@ -147,6 +166,9 @@ def sharded_files_dataset(
     :param max_inline_files: longest inline list accepted; write longer ones to a file list
     :raises ValueError, TypeError: naming the problem and its fix
     """
+    # Plain Python values only (numpy.str_, str subclasses, path objects): configs are written with repr.
+    files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts = plain_value(
+        (files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts))
     partition_epoch = check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch")
     num_shards = check_optional_int(num_shards, name="num_shards", minimum=1,
                                     hint="number of training ranks; leave it out if unknown")
@@ -158,7 +180,6 @@ def sharded_files_dataset(
         preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
         hint="sub-epoch datasets to load ahead; RETURNN's default is 1 with a worker process, else 0")
     use_worker_proc = check_optional_bool(use_worker_proc, name="use_worker_proc")
-    check_bool(cached_file, name="cached_file")
     check_bool(distrib_shard_files, name="distrib_shard_files")
     max_inline_files = check_int(max_inline_files, name="max_inline_files", minimum=1,
                                  hint="longest list of files given inline")
@@ -175,6 +196,7 @@ def sharded_files_dataset(
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
     check_sub_epoch_dataset(sub_epoch_dataset)
     norm_key = normalize_files_key(files_key)
+    cached_file = normalize_cached_file(cached_file, norm_key)
 
     if isinstance(files, (list, tuple)):
         if len(files) > max_inline_files:
@@ -188,10 +210,14 @@ def sharded_files_dataset(
         if num_files is not None and num_files != len(files_value):
             raise ValueError(f"num_files={num_files} but {len(files_value)} files are given inline; drop num_files")
         num_files = len(files_value)
+    elif files_kind(files) == "callable":
+        _check_files_callable(files)
+        files_value = files
     else:
         if not _is_path_like(files):
             raise TypeError(f"files has type {type(files).__name__} ({files!r}); give a list of file trees (inline) "
-                            "or the path of a file list (str, os.PathLike or tk.Path)")
+                            "or the path of a file list (str, os.PathLike or tk.Path), or a module-level function "
+                            "returning the list")
         files_value = _path_arg(files, name="files")
         ext = os.path.splitext(_path_str(files_value))[1]
         if ext not in FILE_LIST_EXTENSIONS:
@@ -199,10 +225,6 @@ def sharded_files_dataset(
                 f"file list {_path_str(files_value)!r} has extension {ext!r}; RETURNN reads only "
                 f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
             )
-    if num_files is not None:
-        shards = dfd_num_shards(distrib_shard_files=distrib_shard_files, num_ranks=num_shards)
-        check_enough_files(num_files, num_shards=shards, partition_epoch=partition_epoch)
-
     use_ext = distribution != "returnn" or file_sizes is not None
     dataset: Dict[str, Any] = {
         "class": _sharded_dfd_class() if use_ext else "DistributeFilesDataset",
@@ -231,6 +253,10 @@ def sharded_files_dataset(
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
         dataset[key] = value
+    if num_files is not None and not isinstance(files_value, list):  # inline lists: counted by the checks
+        info = find_distribute_files_datasets(dataset, num_ranks=num_shards)[0]
+        check_enough_files(num_files, num_shards=info.shards.num_shards(num_shards or 1),
+                           partition_epoch=partition_epoch)
     check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
     return dataset
 

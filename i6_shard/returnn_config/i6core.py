@@ -16,14 +16,17 @@ from i6_core.returnn.training import ReturnnTrainingJob
 
 from ..core.pure.epochs import num_epochs_for_passes
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
-from .checks import check_returnn_config, returnn_version_of
-from .pycode import PyCode, i6_shard_import_code, resolve_paths
+from .checks import check_returnn_config
+from .plan import find_dataset
+from .pycode import PyCode, i6_shard_import_code, plain_str, resolve_paths
+from .reader import files_kind
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
     "I6ShardImportCode",
     "SubEpochDatasetCode",
     "DelayedSubEpochPartial",
+    "DelayedFilesCallable",
     "add_sharded_dataset",
     "sharded_returnn_config",
     "training_job_kwargs",
@@ -33,6 +36,28 @@ __all__ = [
 
 def _resolved_partial(partial: functools.partial) -> functools.partial:
     return functools.partial(partial.func, *resolve_paths(list(partial.args)), **resolve_paths(dict(partial.keywords)))
+
+
+def _resolved_callable(func: Any) -> Any:
+    return _resolved_partial(func) if isinstance(func, functools.partial) else func
+
+
+class DelayedFilesCallable(DelayedBase):
+    """A callable ``files`` (module-level function or ``functools.partial`` of one) in a
+    ``ReturnnConfigV2`` dict: hashes like the callable itself (by name and arguments), and turns
+    Sisyphus paths in a partial's arguments into strings when the config is written."""
+
+    def __init__(self, files: Any):
+        super().__init__(None)
+        if files_kind(files) != "callable":
+            raise TypeError(f"{files!r} is not a callable file list")
+        self.files = files
+
+    def get(self) -> Any:
+        return _resolved_callable(self.files)
+
+    def _sis_hash(self) -> bytes:
+        return sis_hash_helper(self.files)
 
 
 class DelayedSubEpochPartial(DelayedBase):
@@ -87,7 +112,8 @@ class SubEpochDatasetCode(DelayedBase):
     The hash covers the names and the bound arguments, not where i6_shard is installed."""
 
     def __init__(self, *, function_name: str, sub_epoch_partial: functools.partial,
-                 class_name: Optional[str] = None, dataset_class: Optional[type] = None):
+                 class_name: Optional[str] = None, dataset_class: Optional[type] = None,
+                 files_name: Optional[str] = None, files_callable: Any = None):
         super().__init__(None)
         if not is_sub_epoch_partial(sub_epoch_partial):
             raise TypeError(f"{sub_epoch_partial!r} is not a get_sub_epoch_dataset bound by i6_shard")
@@ -97,12 +123,18 @@ class SubEpochDatasetCode(DelayedBase):
         self.sub_epoch_partial = sub_epoch_partial
         self.class_name = class_name
         self.dataset_class = dataset_class
+        if (files_name is None) != (files_callable is None):
+            raise ValueError("give files_name and files_callable together")
+        self.files_name = files_name
+        self.files_callable = files_callable
 
     def get(self) -> str:
         code = PyCode()
         body = f"{self.function_name} = {code.expr(_resolved_partial(self.sub_epoch_partial))}\n"
         if self.dataset_class is not None:
             body += f"{self.class_name} = {code.ref(self.dataset_class)}\n"
+        if self.files_callable is not None:
+            body += f"{self.files_name} = {code.expr(_resolved_callable(self.files_callable), where='files')}\n"
         return code.prelude() + body
 
     def _sis_hash(self) -> bytes:
@@ -110,6 +142,9 @@ class SubEpochDatasetCode(DelayedBase):
         if self.dataset_class is not None:
             h["class_name"] = self.class_name
             h["class"] = self.dataset_class
+        if self.files_callable is not None:  # only then: older configs keep their hash
+            h["files_name"] = self.files_name
+            h["files"] = self.files_callable
         return sis_hash_helper(h)
 
 
@@ -126,10 +161,11 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     """Put a :func:`~i6_shard.returnn_config.sharded_files_dataset` dict into ``returnn_config.config[key]``.
 
     - ``ReturnnConfigV2``: the dict goes in as it is (the serializer imports the function and
-      class); the bound function is wrapped in :class:`DelayedSubEpochPartial`, which hashes
-      the same and resolves paths when written; ``python_prolog`` gets :class:`I6ShardImportCode`
+      class); the bound function is wrapped in :class:`DelayedSubEpochPartial` (a callable
+      ``files`` in :class:`DelayedFilesCallable`), which hash the same and resolve paths when written;
+      ``python_prolog`` gets :class:`I6ShardImportCode`
       (once, outside the hash) so that RETURNN's Python can import i6_shard.
-    - classic ``ReturnnConfig``: the function (and a class object) are defined by
+    - classic ``ReturnnConfig``: the function (and a class object, and a callable ``files``) are defined by
       :class:`SubEpochDatasetCode` in ``python_prolog`` (the prolog runs before the config dict,
       the epilog after it) and the dict refers to them with ``CodeWrapper``.
 
@@ -138,6 +174,7 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     if not isinstance(returnn_config, ReturnnConfig):
         raise TypeError(f"returnn_config must be an i6_core ReturnnConfig or ReturnnConfigV2, got "
                         f"{type(returnn_config).__name__}")
+    key = plain_str(key) if isinstance(key, str) else key  # it goes into code: no str subclass's own methods
     if not isinstance(key, str) or not key.isascii() or not key.isidentifier():
         raise ValueError(f"key={key!r} must be an ASCII Python identifier (a RETURNN config key), e.g. 'train'")
     if key in returnn_config.config or key in returnn_config.post_config:
@@ -150,8 +187,11 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
         raise TypeError(f"dataset[{'get_sub_epoch_dataset'!r}] is {partial!r}, not i6_shard's bound "
                         "get_sub_epoch_dataset; build the dict with sharded_files_dataset")
     entry = dict(dataset)
+    files_callable = entry["files"] if files_kind(entry.get("files")) == "callable" else None
     if isinstance(returnn_config, ReturnnConfigV2):
         entry["get_sub_epoch_dataset"] = DelayedSubEpochPartial(partial)
+        if files_callable is not None:
+            entry["files"] = DelayedFilesCallable(files_callable)
         returnn_config.config[key] = entry
         if not _holds_import_code(returnn_config.python_prolog):  # python_prolog_hash stays as it is
             returnn_config.python_prolog = _join_code(returnn_config.python_prolog, I6ShardImportCode())
@@ -162,9 +202,12 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     function_name = f"_i6_shard_{key}_get_sub_epoch_dataset"
     dataset_class = entry["class"] if isinstance(entry["class"], type) else None
     class_name = f"_i6_shard_{key}_dataset_class" if dataset_class is not None else None
+    files_name = f"_i6_shard_{key}_files" if files_callable is not None else None
     prolog = SubEpochDatasetCode(function_name=function_name, sub_epoch_partial=partial, class_name=class_name,
-                                 dataset_class=dataset_class)
+                                 dataset_class=dataset_class, files_name=files_name, files_callable=files_callable)
     entry["get_sub_epoch_dataset"] = CodeWrapper(function_name)
+    if files_callable is not None:
+        entry["files"] = CodeWrapper(files_name)
     if dataset_class is not None:
         entry["class"] = CodeWrapper(class_name)
     returnn_config.config[key] = entry
@@ -203,6 +246,8 @@ def training_job_kwargs(
     With ``num_gpus > 1``: ``horovod_num_processes=num_gpus``, ``distributed_launch_cmd="torchrun"``
     and ``torch_distributed`` in the (copied) config -- i6_core sets ``use_horovod=True`` for
     ``horovod_num_processes``, which RETURNN under torch only serves with ``torch_distributed``.
+    For ``python -m i6_shard train-report``, it also turns on ``log_batch_size`` (in ``post_config``)
+    and ``log_verbosity=5`` unless given; neither is hashed.
 
     :param returnn_config: classic or V2 config with ``backend="torch"`` (not modified)
     :param num_gpus: training processes, one per GPU
@@ -245,17 +290,25 @@ def training_job_kwargs(
     if (num_epochs is None) == (passes is None):
         raise ValueError("give exactly one of num_epochs (RETURNN sub-epochs) and passes (passes over the data)")
     if passes is not None:
-        train = merged.get(train_key)
-        if not isinstance(train, Mapping) or not isinstance(train.get("partition_epoch", 1), int):
-            raise ValueError(f"passes needs the {train_key!r} dataset's partition_epoch; give num_epochs instead")
-        num_epochs = num_epochs_for_passes(passes, partition_epoch=train.get("partition_epoch", 1),
-                                           num_shards=num_gpus,
-                                           distrib_shard_files=train.get("distrib_shard_files", False) is True)
+        try:
+            info = find_dataset(merged, num_ranks=num_gpus, key=train_key)
+        except ValueError as exc:
+            raise ValueError(f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
+                             "num_epochs instead") from None
+        if not isinstance(info.partition_epoch, int):
+            raise ValueError(f"passes needs an int partition_epoch in {info.name}; give num_epochs instead")
+        num_epochs = num_epochs_for_passes(passes, partition_epoch=info.partition_epoch, num_shards=num_gpus,
+                                           distrib_shard_files=info.sharded or num_gpus == 1)
 
-    if returnn_version is None and job_kwargs.get("returnn_root") is not None:
-        returnn_version = returnn_version_of(job_kwargs["returnn_root"])
-    check_returnn_config(merged, num_ranks=num_gpus, returnn_version=returnn_version)
+    check_returnn_config(merged, num_ranks=num_gpus, returnn_version=returnn_version,
+                         returnn_root=job_kwargs.get("returnn_root") if returnn_version is None else None)
 
+    # What `python -m i6_shard train-report` reads: the files per sub-epoch (log_verbosity >= 4) and each
+    # step's sequences and frames (log_batch_size, printed at log_verbosity 5). Unhashed: post_config and
+    # i6_core's log_verbosity, so no job id moves; i6_core's log = ["./returnn.log"] gives one file per rank.
+    if "log_batch_size" not in merged:
+        rc.post_config["log_batch_size"] = True
+    job_kwargs.setdefault("log_verbosity", 5)
     kwargs: Dict[str, Any] = {"returnn_config": rc, "num_epochs": num_epochs}
     if num_gpus > 1:
         kwargs["horovod_num_processes"] = num_gpus

@@ -1,12 +1,15 @@
-"""Safe Python code for RETURNN configs: values become ASCII-only literals (``ascii``/``repr``,
-never pasted text), functions and classes become imports, and i6_shard is put on ``sys.path``."""
+"""Safe Python code for RETURNN configs: values become plain Python values and ASCII-only literals
+(``ascii``/``repr`` of plain ``str``, never pasted text, never a subclass's own ``__repr__``), functions and
+classes become imports, and i6_shard is put on ``sys.path``."""
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import keyword
 import math
 import numbers
+import operator
 import os
 import site
 import sys
@@ -15,9 +18,92 @@ from typing import Any, Dict, Mapping, Optional
 from ..core.io.atomic import atomic_write
 
 __all__ = ["PyCode", "config_code", "write_returnn_config", "i6_shard_root", "i6_shard_import_code",
-           "is_sisyphus_path", "resolve_paths"]
+           "is_sisyphus_path", "resolve_paths", "plain_str", "plain_value"]
 
 _ALIAS_PREFIX = "_i6_shard_"
+#: Characters of an unsupported value shown in an error.
+_MAX_SHOWN = 200
+
+
+def plain_str(value: str) -> str:
+    """The characters of ``value`` as a plain ``str``: ``numpy.str_`` and other ``str`` subclasses lose
+    their type, and their own ``__repr__``, ``__str__`` or ``__format__`` never run.
+
+    >>> import numpy as np
+    >>> type(plain_str(np.str_("a.hdf"))), repr(plain_str(np.str_("a.hdf")))
+    (<class 'str'>, "'a.hdf'")
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"expected a str, got {type(value).__name__}")
+    return str.__str__(value)
+
+
+def _plain_bytes(value: bytes) -> bytes:
+    return bytes(memoryview(value))  # no __bytes__, no subclass
+
+
+def plain_value(value: Any) -> Any:
+    """A copy of ``value`` in plain Python types, for a config: every ``str`` (``numpy.str_``, subclasses,
+    dict keys included) becomes a plain ``str``; an ``os.PathLike`` (not a Sisyphus path, which stays for its
+    hash) becomes the plain ``str`` of ``os.fspath``; numpy and other numbers become ``int``, ``float`` or
+    ``bool``; lists, tuples, dicts (any ``Mapping``) and ``functools.partial`` are rebuilt around plain
+    values. Anything else (functions, classes, Sisyphus paths, i6_core wrappers) is kept as it is.
+
+    >>> import numpy as np, pathlib
+    >>> plain_value({np.str_("k"): [pathlib.PurePosixPath("/a.hdf"), (np.int64(3), np.float32(0.5))]})
+    {'k': ['/a.hdf', (3, 0.5)]}
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return plain_str(value)
+    if isinstance(value, bytes):
+        return _plain_bytes(value)
+    if is_sisyphus_path(value):
+        return value
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        return plain_str(path) if isinstance(path, str) else _plain_bytes(path)
+    if _is_numpy_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Number):
+        if isinstance(value, numbers.Integral):
+            return operator.index(value)  # an exact int, whatever the type (no subclass's __int__)
+        if isinstance(value, float):
+            return float.__float__(value)
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):
+            return float(value)
+        return value
+    if isinstance(value, list):
+        return [plain_value(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):  # namedtuples stay as they are
+        return tuple(plain_value(v) for v in value)
+    if isinstance(value, collections.abc.Mapping):
+        return {plain_value(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, functools.partial):
+        args = [plain_value(v) for v in value.args]
+        keywords = {plain_str(k): plain_value(v) for k, v in value.keywords.items()}
+        if all(a is b for a, b in zip(args, value.args)) and all(
+                type(k) is str and keywords[k] is v for k, v in value.keywords.items()):
+            return value  # already plain: the same object (its identity may matter to the caller)
+        return functools.partial(value.func, *args, **keywords)
+    return value
+
+
+def _is_numpy_bool(value: Any) -> bool:
+    np = sys.modules.get("numpy")  # only if loaded: a numpy bool cannot exist otherwise
+    return np is not None and isinstance(value, np.bool_)
+
+
+def _shown(value: Any) -> str:
+    """A short repr for messages that runs no code of ``value``'s type."""
+    if isinstance(value, str):
+        text = repr(plain_str(value))
+    elif value is None or type(value) in (bool, int, float):
+        text = repr(value)
+    else:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= _MAX_SHOWN else f"{text[:_MAX_SHOWN]}... ({len(text)} chars)"
 
 
 def i6_shard_root() -> str:
@@ -89,7 +175,10 @@ def resolve_paths(value: Any) -> Any:
 
 def _importable_name(obj: Any) -> Optional[tuple]:
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not module or not qualname or "." in qualname or "<" in qualname or module == "__main__":
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    module, qualname = plain_str(module), plain_str(qualname)
+    if not qualname.isidentifier() or module == "__main__" or not all(p.isidentifier() for p in module.split(".")):
         return None
     mod = sys.modules.get(module)
     if mod is None or getattr(mod, qualname, None) is not obj:
@@ -131,22 +220,27 @@ class PyCode:
         return self._aliases[name]
 
     def expr(self, value: Any, *, where: str = "value") -> str:
-        """An expression that evaluates to ``value``; strings are ASCII-escaped literals."""
+        """An expression that evaluates to ``value`` in plain Python types: strings of any str type are
+        ASCII-escaped literals of a plain ``str`` (``numpy.str_`` or a subclass's own ``__repr__`` never
+        shows), numbers are ``int``/``float`` literals."""
         if value is None or isinstance(value, bool):
             return repr(value)
+        if _is_numpy_bool(value):
+            return repr(bool(value))
         if isinstance(value, numbers.Integral):  # also numpy integers
-            return repr(int(value))
+            return int.__repr__(operator.index(value))
         if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):
-            value = float(value)
-            return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+            value = float.__float__(value) if isinstance(value, float) else float(value)
+            return float.__repr__(value) if math.isfinite(value) else f"float({float.__repr__(value)!r})"
         if isinstance(value, str):
-            return ascii(value)
+            return ascii(plain_str(value))
         if isinstance(value, bytes):
-            return repr(value)
+            return bytes.__repr__(_plain_bytes(value))
         if is_sisyphus_path(value):
-            return ascii(value.get_path())
+            return self.expr(value.get_path(), where=where)
         if isinstance(value, os.PathLike):
-            return ascii(os.fspath(value))
+            path = os.fspath(value)
+            return ascii(plain_str(path)) if isinstance(path, str) else bytes.__repr__(_plain_bytes(path))
         if isinstance(value, list):
             return "[" + ", ".join(self.expr(v, where=f"{where}[{i}]") for i, v in enumerate(value)) + "]"
         if type(value) is tuple:
@@ -154,12 +248,13 @@ class PyCode:
             return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
         if type(value) is dict:
             return "{" + ", ".join(
-                f"{self.expr(k, where=f'{where} key')}: {self.expr(v, where=f'{where}[{k!r}]')}"
+                f"{self.expr(k, where=f'{where} key')}: {self.expr(v, where=f'{where}[{_shown(k)}]')}"
                 for k, v in value.items()) + "}"
         if isinstance(value, functools.partial):
             args = [self.ref(value.func)]
             args += [self.expr(a, where=f"{where} arg {i}") for i, a in enumerate(value.args)]
             for k, v in value.keywords.items():
+                k = plain_str(k)
                 v_code = self.expr(v, where=f"{where} keyword {k}")
                 args.append(f"{k}={v_code}" if k.isidentifier() and not keyword.iskeyword(k)
                             else f"**{{{ascii(k)}: {v_code}}}")
@@ -167,7 +262,7 @@ class PyCode:
         if isinstance(value, type) or callable(value) and _importable_name(value) is not None:
             return self.ref(value)
         raise TypeError(
-            f"{where}: {type(value).__name__} {value!r} has no safe literal for a RETURNN config; "
+            f"{where}: {type(value).__name__} {_shown(value)} has no safe literal for a RETURNN config; "
             "use str, numbers, bool, None, lists, tuples, dicts, paths, module-level functions/classes "
             "or functools.partial of them"
         )
@@ -191,8 +286,9 @@ def config_code(config: Mapping[str, Any]) -> str:
     code = PyCode()
     body = []
     for key, value in config.items():
+        key = plain_str(key) if isinstance(key, str) else key
         if not isinstance(key, str) or not key.isascii() or not key.isidentifier() or keyword.iskeyword(key):
-            raise ValueError(f"config key {key!r} is not an ASCII Python identifier; RETURNN config keys must be")
+            raise ValueError(f"config key {_shown(key)} is not an ASCII Python identifier; RETURNN config keys must be")
         body.append(f"{key} = {code.expr(value, where=key)}\n")
     return "#!rnn.py\n" + code.prelude() + "".join(body)
 

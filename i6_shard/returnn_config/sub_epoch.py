@@ -15,6 +15,7 @@ __all__ = [
     "normalize_files_key",
     "check_files_placement",
     "is_sub_epoch_partial",
+    "normalize_cached_file",
 ]
 
 #: Where a list of files goes in the template: a key path, e.g. ``("files",)`` or
@@ -23,6 +24,9 @@ Placement = Tuple[str, ...]
 #: One placement for all files, or one per modality: ``{part of each file tree: placement}``,
 #: with int parts for tuple/list trees and str parts for dict trees.
 FilesKey = Union[str, Placement, Mapping[Union[int, str], Union[str, Placement]]]
+#: Which files are wrapped in RETURNN's ``CachedFile``: all (True), none (False), or the named
+#: modalities of ``files_key`` (e.g. ``(0,)``: the arrow shards of ``(arrow, hdf)`` trees).
+CachedFiles = Union[bool, Tuple[Union[int, str], ...]]
 
 
 def _normalize_placement(placement: Any, *, what: str) -> Placement:
@@ -121,6 +125,33 @@ def _wrap_cached(tree: Any, cached_file_cls: Any) -> Any:
     return tree
 
 
+def normalize_cached_file(cached_file: Any, files_key: FilesKey) -> CachedFiles:
+    """``cached_file`` in the one form the function is bound with: a bool, or a sorted tuple of the
+    modalities of ``files_key`` whose files are wrapped in ``CachedFile``.
+
+    >>> normalize_cached_file([1, 0], {0: "a", 1: "b"}), normalize_cached_file(False, "files")
+    ((0, 1), False)
+    >>> normalize_cached_file((2,), {0: "a", 1: "b"})
+    Traceback (most recent call last):
+    ...
+    ValueError: cached_file names modality 2, which files_key does not place (it places [0, 1])
+    """
+    if isinstance(cached_file, bool):
+        return cached_file
+    if not isinstance(cached_file, (list, tuple, set, frozenset)) or not cached_file:
+        raise TypeError(f"cached_file={cached_file!r} has type {type(cached_file).__name__}; cached_file must be "
+                        "True or False, or a non-empty list of the modalities (files_key parts) to cache, e.g. [0]")
+    norm = normalize_files_key(files_key)
+    if not isinstance(norm, dict):
+        raise ValueError(f"cached_file={cached_file!r} names modalities, but files_key={files_key!r} places whole "
+                         "file trees; use cached_file=True, or give files_key one placement per modality")
+    for modality in cached_file:
+        if modality not in norm:
+            raise ValueError(f"cached_file names modality {modality!r}, which files_key does not place (it places "
+                             f"{sorted(norm, key=repr)})")
+    return tuple(sorted(set(cached_file)))  # all of one type, as files_key's modalities are
+
+
 def _select(tree: Any, modality: Union[int, str], *, idx: int) -> Any:
     try:
         if isinstance(modality, int) and isinstance(tree, (list, tuple)):
@@ -140,7 +171,7 @@ def get_sub_epoch_dataset(
     *,
     template: Mapping[str, Any],
     files_key: FilesKey = ("files",),
-    cached_file: bool = False,
+    cached_file: CachedFiles = False,
 ) -> Dict[str, Any]:
     """The sub-epoch dataset dict for RETURNN's ``DistributeFilesDataset``: a copy of
     ``template`` with this sub-epoch's files at ``files_key``.
@@ -148,7 +179,8 @@ def get_sub_epoch_dataset(
     With one placement, the file trees go there as they are. With one placement per
     modality (like the alignments + features example in RETURNN's DistributeFilesDataset
     docstring), part ``m`` of every tree goes to ``files_key[m]``, in sub-epoch order.
-    With ``cached_file``, every file name is wrapped in RETURNN's ``CachedFile``.
+    With ``cached_file=True``, every file name is wrapped in RETURNN's ``CachedFile``; with a tuple of
+    modalities, only the files of those modalities (e.g. cache the arrow shards, not the HDFs).
     Bind it with :func:`bind_sub_epoch_dataset`; RETURNN then calls it with the files only.
 
     >>> get_sub_epoch_dataset(["a.hdf", "b.hdf"], template={"class": "HDFDataset", "seq_ordering": "random"})
@@ -171,7 +203,8 @@ def get_sub_epoch_dataset(
         for modality, placement in norm.items():
             parts: List[Any] = [_select(t, modality, idx=i) for i, t in enumerate(files)]
             parent = _walk_to_parent(dataset, placement, where="get_sub_epoch_dataset")
-            parent[placement[-1]] = [_wrap_cached(p, wrap) for p in parts] if wrap else parts
+            cache_this = wrap is not None and (cached_file is True or modality in cached_file)
+            parent[placement[-1]] = [_wrap_cached(p, wrap) for p in parts] if cache_this else parts
     else:
         parent = _walk_to_parent(dataset, norm, where="get_sub_epoch_dataset")
         parent[norm[-1]] = [_wrap_cached(t, wrap) for t in files] if wrap else files
@@ -179,7 +212,7 @@ def get_sub_epoch_dataset(
 
 
 def bind_sub_epoch_dataset(
-    template: Mapping[str, Any], *, files_key: FilesKey = "files", cached_file: bool = False
+    template: Mapping[str, Any], *, files_key: FilesKey = "files", cached_file: Any = False
 ) -> functools.partial:
     """``get_sub_epoch_dataset`` bound to a template: what goes into the DFD dict.
 
@@ -197,8 +230,7 @@ def bind_sub_epoch_dataset(
             f"sub_epoch_dataset must be a dataset dict with a 'class', e.g. "
             f"{{'class': 'HDFDataset', 'seq_ordering': 'random'}}, got {template!r}"
         )
-    if not isinstance(cached_file, bool):
-        raise TypeError(f"cached_file={cached_file!r} must be a bool")
+    cached_file = normalize_cached_file(cached_file, files_key)
     check_files_placement(template, files_key)
     return functools.partial(
         get_sub_epoch_dataset,

@@ -69,6 +69,21 @@ check_returnn_hooks()
 _get_key_for_file_tree = _returnn_distrib_files._get_key_for_file_tree
 
 
+class _StaticOnClassSelectedOnInstance:
+    """``_distribute_evenly_by_size`` of the subclass. RETURNN declares it a staticmethod and calls it
+    both ways: ``self._distribute_evenly_by_size(...)`` in ``init_seq_order`` (here: the dataset's
+    selected distribution) and ``DistributeFilesDataset._distribute_evenly_by_size(...)`` on the class,
+    as its own tests do (here: RETURNN's function, unchanged)."""
+
+    def __init__(self, method_name: str):
+        self.method_name = method_name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return DistributeFilesDataset._distribute_evenly_by_size
+        return getattr(instance, self.method_name)
+
+
 class ShardedDistributeFilesDataset(DistributeFilesDataset):
     """RETURNN's :class:`DistributeFilesDataset`, changed in two places only:
 
@@ -119,7 +134,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         self._lazy_init_file_list()
         self._file_sizes = load_sizes_for_files(self.file_sizes_path, self._files)
 
-    def _distribute_evenly_by_size(
+    def _distribute_selected(
         self, *, num_bins: int, file_sizes: Dict[str, int], files_order: Sequence[FileTree]
     ) -> List[List[FileTree]]:
         """The bins of one full epoch; RETURNN gives rank r in sub-epoch s bin ``r*P + s``."""
@@ -136,6 +151,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                                        distribution=self.distribution)
         order_list, bounds_list = order.tolist(), bounds.tolist()
         return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
+
+    _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
 
 
 def load_sizes_for_files(path: str, files: Sequence[FileTree]) -> Dict[str, int]:

@@ -1,10 +1,13 @@
-"""Runs inside a RETURNN Python for VerifyShardingJob: builds a DistributeFilesDataset as rank r
-(``__debug_dummy_distributed_rank_and_size``), reads the given sub-epochs and records per
-sub-epoch the files RETURNN chose and the sequence tags it delivered, as JSON."""
+"""Runs inside a RETURNN Python for VerifyShardingJob: builds the train dataset as rank r of W, the way
+RETURNN's ``__main__.load_data`` does (``__debug_dummy_distributed_rank_and_size``, and RETURNN's own
+torch DistributedContext for rank r), reads the given sub-epochs of its DistributeFilesDataset (found by
+the reader, also inside wrappers) and records per sub-epoch the files RETURNN chose and the tags it
+delivered, as JSON."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import pickle
@@ -13,25 +16,32 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from i6_shard.core.io.atomic import atomic_write
-from i6_shard.core.pure.distribute import check_enough_files, dfd_num_shards
-from i6_shard.core.io.file_list import read_file_list
+from i6_shard.core.pure.distribute import check_enough_files
+from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 
-__all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "check_dataset_files", "record_rank", "record_reference",
-           "main"]
+__all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "find_dfd", "check_dataset_files", "simulate_rank",
+           "record_rank", "record_reference", "main"]
 
 RECORD_FORMAT_VERSION = 1
-_DISTRIBUTED_KEYS = ("torch_distributed", "use_horovod")
+#: Config keys that would set up a real distributed context; the rank is simulated instead
+#: (torch_distributed stays: RETURNN reads its dataset_distribution, see simulate_rank).
+_DISTRIBUTED_KEYS = ("use_horovod",)
+#: How RETURNN's DistributedContext takes rank and size without a process group (what it does in
+#: subprocesses of a distributed training); LOCAL_RANK/LOCAL_WORLD_SIZE are what torchrun sets.
+_TORCH_INIT_INFO_ENV = "_RETURNN_TORCH_DISTRIBUTED_INIT_INFO"
 _USAGE = """example, once per rank r of W (rank 0 also writes the per-file reference):
   python -m i6_shard.returnn_ext.verify --dataset-pickle dataset.pkl --rank 0 --num-shards 2 \\
       --epochs 1,2,3,4 --output rank-0.json --reference reference.json"""
 
 
 def load_dataset_dict(*, dataset_pickle: Optional[str] = None, config_path: Optional[str] = None,
-                      config_key: str = "train"):
-    """The DistributeFilesDataset dict and the RETURNN config to run it under.
+                      config_key: str = "train", config_json: Optional[str] = None):
+    """The train dataset dict and the RETURNN config to run it under.
 
+    :param config_json: JSON of further config keys for a pickled dict (e.g. ``torch_distributed``,
+        ``behavior_version``, ``dataset_random_seed_offset``)
     :return: ``(dataset_dict, config)``; the config is the loaded RETURNN config (its
-        ``behavior_version`` applied, as RETURNN's main does) or an empty one for a pickled dict
+        ``behavior_version`` applied, as RETURNN's main does) or one with ``config_json`` only
     """
     from returnn.config import Config
     from returnn.util.basic import BehaviorVersion
@@ -39,38 +49,124 @@ def load_dataset_dict(*, dataset_pickle: Optional[str] = None, config_path: Opti
     config = Config()
     if config_path is not None:
         config.load_file(config_path)
-        BehaviorVersion.set(config.int("behavior_version", None))
-        # The rank and size come from __debug_dummy_distributed_rank_and_size; no real
-        # torch.distributed or Horovod context may be set up here.
-        for key in _DISTRIBUTED_KEYS:
-            config.typed_dict.pop(key, None)
-            config.dict.pop(key, None)
         dataset_dict = config.typed_value(config_key)
         if dataset_dict is None:
             raise ValueError(f"RETURNN config {config_path!r} has no {config_key!r} dataset; name the key to verify")
     else:
         with open(dataset_pickle, "rb") as f:
             dataset_dict = pickle.load(f)
+    for key, value in (json.loads(config_json) if config_json else {}).items():
+        config.set(key, value)
+    BehaviorVersion.set(config.int("behavior_version", None))
+    # No real Horovod context can be set up here; the reader models horovod's settings.
+    for key in _DISTRIBUTED_KEYS:
+        config.typed_dict.pop(key, None)
+        config.dict.pop(key, None)
     if not isinstance(dataset_dict, dict):
         raise TypeError(f"the dataset to verify must be a dict, got {type(dataset_dict).__name__}")
     return dataset_dict, config
 
 
-def check_dataset_files(dataset_dict: Dict[str, Any], *, num_shards: int) -> None:
+def _config_mapping(config, *, config_key: str, dataset_dict: Dict[str, Any]) -> Dict[str, Any]:
+    return {**config.typed_dict, config_key: dataset_dict}
+
+
+def find_dfd(dataset_dict: Dict[str, Any], config, *, config_key: str = "train", num_shards: Optional[int] = None,
+             key_path: Optional[Sequence[Any]] = None) -> DistributeFilesDatasetInfo:
+    """The DistributeFilesDataset to verify, as the reader sees it in the config: the one at ``key_path``
+    (e.g. ``["train", "datasets", "asr"]``), or the only one of the dataset.
+
+    :raises ValueError: if there is none, or several and no key_path, naming them
+    """
+    records = find_distribute_files_datasets(_config_mapping(config, config_key=config_key, dataset_dict=dataset_dict),
+                                             num_ranks=num_shards)
+    records = [r for r in records if r.key_path[0] == config_key]
+    if key_path is not None:
+        records = [r for r in records if list(r.key_path) == list(key_path)]
+    if len(records) != 1:
+        found = [list(r.key_path) for r in records]
+        raise ValueError(f"{len(records)} DistributeFilesDatasets in {config_key!r}"
+                         f"{'' if key_path is None else f' at {list(key_path)}'} ({found}); name the one to verify "
+                         "with --key-path (a JSON list, e.g. [\"train\", \"datasets\", \"asr\"])")
+    return records[0]
+
+
+def check_dataset_files(dataset_dict: Dict[str, Any], *, num_shards: int, config=None, config_key: str = "train",
+                        key_path: Optional[Sequence[Any]] = None) -> None:
     """Before RETURNN runs: enough files (an inline list, or a list file read as RETURNN reads it)
-    for every rank and sub-epoch, where RETURNN would fail with a bare assert. The files are
-    sharded over ``num_shards`` ranks only with ``distrib_shard_files``.
+    for every rank and sub-epoch, where RETURNN would fail with a bare assert. The files are sharded
+    over ``num_shards`` ranks as the reader finds (``distrib_shard_files``, or torch's
+    ``dataset_distribution="shard"`` in ``config``).
 
     :raises ValueError: naming the numbers and what to change
     """
-    files = dataset_dict.get("files")
-    if isinstance(files, (str, os.PathLike)):
-        files = read_file_list(files)
-    if not isinstance(files, list):
+    if config is None:
+        from returnn.config import Config
+
+        config = Config()
+        config.set("torch_distributed", {})  # a bare dict: the reader's default context
+    info = find_dfd(dataset_dict, config, config_key=config_key, num_shards=num_shards, key_path=key_path)
+    if info.files_kind not in ("inline", "list_file"):
         return  # a callable: RETURNN's own checks apply
-    shards = dfd_num_shards(distrib_shard_files=bool(dataset_dict.get("distrib_shard_files")), num_ranks=num_shards,
-                            explicit_num_shards=dataset_dict.get("_num_shards"))
-    check_enough_files(len(files), num_shards=shards, partition_epoch=dataset_dict.get("partition_epoch") or 1)
+    files = read_files(info.dataset["files"])
+    partition_epoch = info.partition_epoch if isinstance(info.partition_epoch, int) else 1
+    check_enough_files(len(files), num_shards=info.shards.num_shards(num_shards if info.distributed else 1),
+                       partition_epoch=partition_epoch)
+
+
+def simulate_rank(config, *, rank: int, num_shards: int) -> None:
+    """Make RETURNN see this process as rank ``rank`` of ``num_shards``: its
+    ``_get_distributed_rank_and_size`` reads ``__debug_dummy_distributed_rank_and_size``; under
+    ``torch_distributed``, its own ``DistributedContext`` takes rank and size from the environment
+    it uses for subprocesses (no process group), so that the per-rank seed offset is RETURNN's.
+    Call before any dataset is built.
+
+    :raises RuntimeError: if this RETURNN's DistributedContext cannot take the rank that way
+    """
+    config.set("__debug_dummy_distributed_rank_and_size", (rank, num_shards))
+    if config.typed_value("torch_distributed") is None:
+        return
+    import returnn.torch.distributed as distributed
+
+    source = inspect.getsource(distributed.DistributedContext.__init__)
+    if _TORCH_INIT_INFO_ENV not in source:
+        raise RuntimeError(f"this RETURNN's torch DistributedContext does not take rank and size from "
+                           f"{_TORCH_INIT_INFO_ENV}, so the verifier cannot run rank {rank} of {num_shards} under "
+                           "torch_distributed without a process group; use a newer RETURNN")
+    os.environ[_TORCH_INIT_INFO_ENV] = repr({"rank": rank, "size": num_shards, "hostnames": None})
+    os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"] = str(rank), str(num_shards)
+    distributed._is_set_up, distributed._ctx = False, None  # a context of another rank must not be reused
+
+
+def _load_dataset(dataset_dict: Dict[str, Any], config, *, config_key: str):
+    """The dataset as RETURNN's ``__main__.load_data`` builds it for ``config_key``."""
+    from returnn.__main__ import load_data
+    from returnn.datasets.basic import Dataset
+
+    config.typed_dict[config_key] = dataset_dict
+    defaults = (Dataset.get_default_kwargs_train(config=config) if config_key == "train"
+                else Dataset.get_default_kwargs_eval(config=config))
+    dataset, _ = load_data(config, 0, config_key, **defaults)
+    return dataset
+
+
+def _locate(dataset, key_path: Sequence[Any]):
+    """The dataset object at ``key_path`` (the reader's, below the config key) inside wrapper objects:
+    ``datasets`` of MetaDataset/CombinedDataset/ConcatDataset, else the one wrapped dataset."""
+    for key in key_path:
+        if isinstance(dataset, (dict, list)):
+            dataset = dataset[key]
+        elif key == "datasets":
+            dataset = dataset.datasets
+        else:
+            inner = next((getattr(dataset, a) for a in ("_dataset", "dataset", "sub_dataset")
+                          if hasattr(getattr(dataset, a, None), "init_seq_order")), None)
+            if inner is None:
+                raise RuntimeError(f"cannot reach the dataset {key!r} inside {dataset} in this process (a "
+                                   "MultiProcDataset builds it in its workers); verify the DistributeFilesDataset dict "
+                                   "itself, with the config's settings")
+            dataset = inner
+    return dataset
 
 
 def _init_dfd(dataset_dict: Dict[str, Any]):
@@ -98,18 +194,26 @@ def _read_tags(dataset) -> List[str]:
     return tags
 
 
-def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: int,
-                epochs: Sequence[int]) -> Dict[str, Any]:
-    """Read ``epochs`` as rank ``rank`` of ``num_shards``: per sub-epoch the tree keys of the
-    files RETURNN chose (its ``_files_order_cache``) and the sequence tags it delivered."""
+def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: int, epochs: Sequence[int],
+                config_key: str = "train", key_path: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
+    """Read ``epochs`` as rank ``rank`` of ``num_shards``: the dataset is built as RETURNN builds its
+    train dataset (wrappers included), and of its DistributeFilesDataset (see :func:`find_dfd`) per
+    sub-epoch the tree keys of the files RETURNN chose (its ``_files_order_cache``) and the tags it
+    delivered are recorded."""
     from returnn.config import global_config_ctx
-    from returnn.datasets.distrib_files import _get_key_for_file_tree
+    from returnn.datasets.distrib_files import DistributeFilesDataset, _get_key_for_file_tree
 
-    config.set("__debug_dummy_distributed_rank_and_size", (rank, num_shards))
+    info = find_dfd(dataset_dict, config, config_key=config_key, num_shards=num_shards, key_path=key_path)
+    simulate_rank(config, rank=rank, num_shards=num_shards)
     with global_config_ctx(config):
-        dataset = _init_dfd(dataset_dict)
+        top = _load_dataset(dataset_dict, config, config_key=config_key)
+        dataset = _locate(top, info.key_path[1:])
+        if not isinstance(dataset, DistributeFilesDataset):
+            raise TypeError(f"{dataset} at {list(info.key_path)} is a {type(dataset).__name__}, not a "
+                            "DistributeFilesDataset")
         settings = {
             "dataset_class": type(dataset).__name__,
+            "key_path": [str(k) for k in info.key_path],
             "num_shards": int(dataset._num_shards),
             "shard_index": int(dataset._shard_index),
             "partition_epoch": int(dataset.partition_epoch),
@@ -132,19 +236,23 @@ def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: 
             dataset.finish_epoch()
             print(f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
                   f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)", flush=True)
+        top.finish_epoch(free_resources=True)
     return {"format_version": RECORD_FORMAT_VERSION, "rank": rank, "num_shards": num_shards,
             "settings": settings, "sub_epochs": sub_epochs}
 
 
-def record_reference(dataset_dict: Dict[str, Any], config) -> Dict[str, Any]:
+def record_reference(dataset_dict: Dict[str, Any], config, *, config_key: str = "train",
+                     key_path: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
     """The file list as RETURNN loads it and, per file, the tags of its sequences: each file
     alone through ``get_sub_epoch_dataset``, unsharded, in the order it gives them."""
-    from returnn.config import global_config_ctx
+    from returnn.config import Config, global_config_ctx
     from returnn.datasets.basic import init_dataset
 
-    config.set("__debug_dummy_distributed_rank_and_size", (0, 1))
-    with global_config_ctx(config):
-        dataset = _init_dfd(dataset_dict)
+    info = find_dfd(dataset_dict, config, config_key=config_key, key_path=key_path)
+    plain = Config()  # one process, no distributed context: the reference is the same on every rank
+    plain.set("__debug_dummy_distributed_rank_and_size", (0, 1))
+    with global_config_ctx(plain):
+        dataset = _init_dfd(info.dataset)
         dataset._lazy_init_file_list()
         files = list(dataset._files)
         file_tags = []
@@ -176,17 +284,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--epochs", required=True, help="comma-separated sub-epochs (1-based)")
     parser.add_argument("--output", required=True, help="JSON record of this rank")
     parser.add_argument("--reference", help="also write the per-file sequence tags (JSON) here")
+    parser.add_argument("--key-path", help="JSON list: where the DistributeFilesDataset is, e.g. "
+                                           "'[\"train\", \"datasets\", \"asr\"]' (default: the only one)")
+    parser.add_argument("--config-json", help="JSON of further RETURNN config keys for --dataset-pickle, e.g. "
+                                              "'{\"torch_distributed\": {\"dataset_distribution\": \"shard\"}}'")
     args = parser.parse_args(argv)
     epochs = [int(e) for e in args.epochs.split(",") if e]
     if not 0 <= args.rank < args.num_shards:
         parser.error(f"--rank {args.rank} is outside --num-shards {args.num_shards}")
+    key_path = json.loads(args.key_path) if args.key_path else None
     dataset_dict, config = load_dataset_dict(dataset_pickle=args.dataset_pickle, config_path=args.config,
-                                             config_key=args.config_key)
-    check_dataset_files(dataset_dict, num_shards=args.num_shards)
+                                             config_key=args.config_key, config_json=args.config_json)
+    where = {"config_key": args.config_key, "key_path": key_path}
+    config.set("__debug_dummy_distributed_rank_and_size", (args.rank, args.num_shards))
+    check_dataset_files(dataset_dict, num_shards=args.num_shards, config=config, **where)
     if args.reference:
-        _write_json(record_reference(dataset_dict, config), args.reference)
-    _write_json(record_rank(dataset_dict, config, rank=args.rank, num_shards=args.num_shards, epochs=epochs),
-                args.output)
+        _write_json(record_reference(dataset_dict, config, **where), args.reference)
+    _write_json(record_rank(dataset_dict, config, rank=args.rank, num_shards=args.num_shards, epochs=epochs,
+                            **where), args.output)
     return 0
 
 

@@ -17,6 +17,7 @@ from i6_shard.returnn_config import (
     returnn_version_of,
     sharded_files_dataset,
 )
+from i6_shard.returnn_config import ConfigCheckWarning, returnn_version_info
 from i6_shard.returnn_config.checks import SHARDING_FIX_RETURNN_COMMIT
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
@@ -44,9 +45,75 @@ def test_sharding_fix_false_and_missing():
 @pytest.mark.parametrize("key", ["random_seed_offset", "fixed_random_seed"])
 def test_fixed_seeds_only_matter_unsharded_with_several_ranks(key):
     with pytest.raises(ConfigCheckError, match=f"{key}=5 is fixed.*every rank then shuffles the same way"):
-        check_dataset_dict(_dfd(**{key: 5}), num_ranks=4)
-    check_dataset_dict(_dfd(**{key: 5}), num_ranks=1)
-    check_dataset_dict(_dfd(**{key: 5}, distrib_shard_files=True, sharding_fix=True), num_ranks=4)
+        check_dataset_dict(_dfd(**{key: 5}, seq_ordering="random"), num_ranks=4)
+    check_dataset_dict(_dfd(**{key: 5}, seq_ordering="random"), num_ranks=1)
+    check_dataset_dict(_dfd(**{key: 5}, seq_ordering="random", distrib_shard_files=True, sharding_fix=True),
+                       num_ranks=4)
+
+
+def test_dataset_distribution_shard_is_sharded_with_one_seed():
+    """RETURNN gives the train dataset _num_shards/_shard_index and every rank the same seed, so a fixed
+    random_seed_offset is right there (it was reported as "every rank reads the same data")."""
+    shard = {"torch_distributed": {"dataset_distribution": "shard"}}
+    d = _dfd(random_seed_offset=5, seq_ordering="random", sharding_fix=True)
+    result = check_dataset_dict(d, num_ranks=4, config=shard)
+    assert [r.mechanism for r in result.datasets] == ["dataset_distribution shard"]
+    check_returnn_config({**shard, "backend": "torch", "train": d}, num_ranks=4)
+    with pytest.raises(ConfigCheckError, match="torch_distributed dataset_distribution='shard' without sharding_fix"):
+        check_returnn_config({**shard, "train": _dfd(seq_ordering="random")}, num_ranks=2)
+    with pytest.raises(ConfigCheckError, match="8 files cannot fill num_shards\\*partition_epoch=8\\*2=16"):
+        check_returnn_config({**shard, "train": d}, num_ranks=8)
+
+
+def test_explicit_num_shards_in_the_sub_epoch_dataset_is_no_double_sharding():
+    explicit = sharded_files_dataset(["a"], sub_epoch_dataset={**HDF, "_num_shards": 1, "_shard_index": 0},
+                                     partition_epoch=1)["get_sub_epoch_dataset"]
+    check_dataset_dict(_dfd(distrib_shard_files=True, get_sub_epoch_dataset=explicit), num_ranks=2)
+    with pytest.raises(ConfigCheckError, match="without sharding_fix"):
+        check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2)
+
+
+def test_wrapped_dfds_are_checked_and_named_by_key_path():
+    wrapped = {"class": "CombinedDataset", "seq_ordering": "interleave",
+               "data_map": {("asr", "data"): "data", ("lm", "data"): "text"},
+               "datasets": {"asr": _dfd(distrib_shard_files=True, sharding_fix=False, random_seed_offset=0),
+                            "lm": _dfd(distrib_shard_files=True, sharding_fix=True, seq_ordering="random")}}
+    with pytest.raises(ConfigCheckError) as info:
+        check_returnn_config({"torch_distributed": {}, "train": wrapped}, num_ranks=2)
+    problems = info.value.problems
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("train.datasets.asr: sharding_fix=False keeps RETURNN's legacy double sharding")
+    assert problems[1].startswith("train.datasets.lm: the files are sharded (distrib_shard_files=True), but every "
+                                  "rank shuffles them with its own seed")
+    assert "Set 'random_seed_offset': 0 in this dataset dict" in problems[1]
+    with pytest.raises(ConfigCheckError, match="train.dataset: RETURNN would fail: MultiProcDataset's sharding_method"):
+        check_dataset_dict({"class": "MultiProcDataset", "num_workers": 2, "buffer_size": 2,
+                            "dataset": _dfd(distrib_shard_files=True, sharding_fix=True)}, name="train")
+
+
+def test_a_dict_without_dfd_is_reported_as_such():
+    with pytest.raises(ConfigCheckError, match=r"dev: no DistributeFilesDataset in this dataset dict \(class "
+                                               r"'MetaDataset', nor inside it\)"):
+        check_dataset_dict({"class": "MetaDataset", "datasets": {"a": {"class": "HDFDataset"}},
+                            "data_map": {"data": ("a", "data")}}, name="dev")
+    result = check_returnn_config({"train": {"class": "HDFDataset", "files": ["a.hdf"]}})
+    assert result.datasets == () and any("no DistributeFilesDataset in the config" in w for w in result.warnings)
+
+
+def test_eval_datasets_and_horovod():
+    # dev/eval: RETURNN's default seq_ordering there is "sorted"; torch evaluates on rank 0 only.
+    with pytest.raises(ConfigCheckError, match="dev: seq_ordering='sorted' \\(RETURNN's default for dev/eval"):
+        check_returnn_config({"dev": _dfd()})
+    check_returnn_config({"torch_distributed": {}, "dev": _dfd(seq_ordering="default", fixed_random_seed=1)},
+                         num_ranks=2)  # evaluated on rank 0 only: no per-rank rule
+    with pytest.raises(ConfigCheckError, match="dev: distrib_shard_files=True on an eval dataset"):
+        check_returnn_config({"torch_distributed": {}, "dev": _dfd(seq_ordering="default", distrib_shard_files=True,
+                                                                   sharding_fix=True)}, num_ranks=2)
+    with pytest.raises(ConfigCheckError, match="horovod_dataset_distribution='shard' \\(RETURNN's default\\)"):
+        check_returnn_config({"use_horovod": True, "train": _dfd(distrib_shard_files=True, sharding_fix=True)},
+                             num_ranks=2)
+    check_returnn_config({"use_horovod": True, "horovod_dataset_distribution": "random_seed_offset",
+                          "train": _dfd(distrib_shard_files=True, sharding_fix=True)}, num_ranks=2)
 
 
 def test_bound_template_is_checked_and_problems_come_together():
@@ -74,9 +141,12 @@ def test_horovod_without_torch_distributed_under_torch():
 
 def test_returnn_config_checks_every_dfd_in_it():
     config = {"backend": "torch", "torch_distributed": {}, "train": _dfd(distrib_shard_files=True, sharding_fix=True),
-              "dev": _dfd(fixed_random_seed=1), "other": {"class": "HDFDataset", "fixed_random_seed": 1}}
-    with pytest.raises(ConfigCheckError, match=r"(?s)1 problem.*dev: fixed_random_seed=1"):
-        check_returnn_config(config, num_ranks=2)
+              "extra_train": _dfd(fixed_random_seed=1, seq_ordering="random"),
+              "other": {"class": "HDFDataset", "fixed_random_seed": 1}}
+    result = check_returnn_config(config, num_ranks=2)  # extra_train: no train defaults, no rank rule
+    assert [r.name for r in result.datasets] == ["train", "extra_train"]
+    with pytest.raises(ConfigCheckError, match=r"(?s)1 problem.*train: fixed_random_seed=1"):
+        check_returnn_config({**config, "train": config["extra_train"]}, num_ranks=2)
 
 
 def test_version_boundary():
@@ -156,3 +226,32 @@ def test_returnn_version_of_git_checkout(tmp_path):
 def test_check_arguments_are_checked(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_returnn_without_readable_version_skips_the_check_and_says_why(tmp_path):
+    """A copy of the real RETURNN without _setup_info_generated.py and git metadata reports 1.0.0:
+    unknown, not old; the check passes with a warning naming why it was skipped."""
+    import shutil
+    import sys
+
+    import returnn
+
+    root = tmp_path / "returnn_export"
+    shutil.copytree(os.path.dirname(returnn.__file__), root / "returnn",
+                    ignore=shutil.ignore_patterns("__pycache__", "_setup_info_generated.py"))
+    out = subprocess.run([sys.executable, "-c", "import returnn; print(returnn.__version__)"], cwd=str(root),
+                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
+    reported = out.stdout.strip().splitlines()[-1]
+    assert reported == "1.0.0"
+    with pytest.warns(ConfigCheckWarning, match="RETURNN reports version 1.0.0, its fallback"):
+        result = check_returnn_version(reported)
+    assert len(result.warnings) == 1
+    version, reason = returnn_version_info(str(root))
+    assert version is None and "no git metadata" in reason, reason
+    with pytest.warns(ConfigCheckWarning, match="the RETURNN version is unknown .*no git metadata.*was not checked"):
+        result = check_returnn_config({}, returnn_root=str(root))
+    assert any("sharding_fix" in w and "not checked" in w for w in result.warnings)
+    assert returnn_version_of(str(root)) is None
+    # Given, but unreadable: the check says so too (a warning, not an error).
+    assert "returnn_root" in returnn_version_info(str(tmp_path / "nope"))[1]
+    assert "was not given" in check_returnn_version(None).warnings[0]

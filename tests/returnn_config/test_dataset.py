@@ -9,7 +9,7 @@ from i6_shard.core import write_file_list
 from i6_shard.returnn_config import ConfigCheckError, sharded_files_dataset
 from i6_shard.returnn_config.sub_epoch import get_sub_epoch_dataset
 
-from .hdf_files import iterate_tags, write_hdf_files
+from ..hdf_data import iterate_tags, write_tiny_hdf_files
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 
@@ -46,7 +46,7 @@ def test_simplest_call_runs_in_returnn_in_process(tmp_path):
     from returnn.config import Config, global_config_ctx
     from returnn.datasets.basic import init_dataset
 
-    files = write_hdf_files(str(tmp_path), num_files=4)
+    files = write_tiny_hdf_files(str(tmp_path), num_files=4)
     d = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
                               partition_epoch=2)
     # As it is: no extra keys, one rank (no distributed config at all).
@@ -219,3 +219,89 @@ def test_balanced_and_file_sizes_use_the_extension_class():
                               file_sizes=pathlib.Path("/x/sizes.npz"))
     assert d["class"] is ext.ShardedDistributeFilesDataset and d["file_sizes"] == os.fspath("/x/sizes.npz")
     assert "distribution" not in d
+
+
+def _pairs_callable(directory):
+    import functools
+
+    from .returnn_ranks import file_pairs
+
+    return functools.partial(file_pairs, feat_dir=str(directory / "feat"), align_dir=str(directory / "align"))
+
+
+def test_callable_files_are_kept_not_called(tmp_path):
+    from i6_shard.returnn_config import config_code
+
+    from .returnn_ranks import META_FILES_KEY, meta_template
+
+    pairs = _pairs_callable(tmp_path / "missing")  # the directories exist only when the training runs
+    d = sharded_files_dataset(pairs, sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY, partition_epoch=2,
+                              num_files=8, num_shards=2)
+    assert d["files"] is pairs
+    code = config_code({"train": d})
+    assert "from tests.returnn_config.returnn_ranks import file_pairs as _i6_shard_file_pairs" in code
+    with pytest.raises(ValueError, match=r"8 files cannot fill num_shards\*partition_epoch=2\*5=10 bins"):
+        sharded_files_dataset(pairs, sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY, partition_epoch=5,
+                              num_files=8, num_shards=2)
+
+
+def _closure():
+    def files():
+        return ["a"]
+
+    return files
+
+
+@pytest.mark.parametrize("files, match", [
+    (lambda: ["a"], r"cannot go into a RETURNN config.*no lambdas, closures"),
+    (_closure(), r"cannot go into a RETURNN config"),
+    (dict, r"is a class; give a function"),
+])
+def test_callable_files_must_be_importable(files, match):
+    with pytest.raises(TypeError, match=match):
+        sharded_files_dataset(files, sub_epoch_dataset=HDF, partition_epoch=1)
+
+
+def test_cached_file_names_modalities():
+    from returnn.util.file_cache import CachedFile
+
+    from .returnn_ranks import META_FILES_KEY, meta_template
+
+    d = sharded_files_dataset([("f1", "a1"), ("f2", "a2")], sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY,
+                              partition_epoch=1, cached_file=[1])
+    assert d["get_sub_epoch_dataset"].keywords["cached_file"] == (1,)
+    sub = d["get_sub_epoch_dataset"]([("f1", "a1")])["datasets"]
+    assert sub["feat"]["files"] == ["f1"]
+    assert [type(f) for f in sub["align"]["files"]] == [CachedFile] and sub["align"]["files"][0].filename == "a1"
+    everything = sharded_files_dataset([("f1", "a1")], sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY,
+                                       partition_epoch=1, cached_file=True)
+    assert all(type(f) is CachedFile for part in ("feat", "align")
+               for f in everything["get_sub_epoch_dataset"]([("f1", "a1")])["datasets"][part]["files"])
+    with pytest.raises(ValueError, match="names modality 2, which files_key does not place"):
+        sharded_files_dataset([("f1", "a1")], sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY,
+                              partition_epoch=1, cached_file=[2])
+    with pytest.raises(ValueError, match="places whole file trees; use cached_file=True"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1, cached_file=[0])
+    with pytest.raises(TypeError, match="cached_file=\\[\\] has type list"):
+        sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1, cached_file=[])
+
+
+def test_callable_files_and_one_cached_modality_in_returnn(tmp_path):
+    """RETURNN calls the files function when it runs and copies only the cached modality to its file cache."""
+    from returnn.config import Config, global_config_ctx
+    from returnn.datasets.basic import init_dataset
+
+    from .returnn_ranks import META_FILES_KEY, meta_template, write_corpus
+
+    feat = write_corpus(str(tmp_path / "feat"), num_files=4, prefix="m", seed=2)
+    align = write_corpus(str(tmp_path / "align"), num_files=4, prefix="m", seed=2)
+    d = sharded_files_dataset(_pairs_callable(tmp_path), sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY,
+                              partition_epoch=1, cached_file=[1], use_worker_proc=False)
+    cache = tmp_path / "cache"
+    with global_config_ctx(Config({"file_cache_opts": {"cache_directory": str(cache)}})):
+        dataset = init_dataset(d)
+        tags = iterate_tags(dataset, 1)
+        dataset.finish_epoch(free_resources=True)
+    assert sorted(tags) == sorted(t for ts in feat.values() for t in ts)
+    cached = sorted(str(p)[len(str(cache)):] for p in cache.rglob("*.hdf"))
+    assert cached == sorted(align), cached  # the alignments, not the features

@@ -10,7 +10,7 @@ from i6_shard.core import PlanSettings, ShardPlan, collect_file_sizes, save_file
 from i6_shard.returnn_config import sharded_files_dataset, write_returnn_config
 
 from .fresh_python import load_config_code, run_without_i6_shard
-from .hdf_files import iterate_tags, write_hdf_files
+from ..hdf_data import file_index, iterate_tags, write_tiny_hdf_files
 
 NUM_SHARDS, PARTITION_EPOCH, NUM_FILES = 2, 2, 11
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
@@ -49,7 +49,7 @@ def _run_ranks(config_paths, num_epochs):
 
 @pytest.mark.parametrize("distribution", ["returnn", "balanced"])
 def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribution):
-    files = write_hdf_files(str(tmp_path / "data"), num_files=NUM_FILES, names=NAMES, seed=3)
+    files = write_tiny_hdf_files(str(tmp_path / "data"), num_files=NUM_FILES, names=NAMES, seed=3)
     sizes = collect_file_sizes(files)
     file_sizes = None
     if distribution == "balanced":
@@ -79,7 +79,7 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
     index_of = {f: i for i, f in enumerate(files)}
     layouts = set()
     for (epoch, rank), tags in seen.items():
-        read = {int(t.split("/")[0]) for t in tags}
+        read = {file_index(t) for t in tags}
         planned = {index_of[f] for f in plan.files_for(epoch=epoch, shard_index=rank)}
         assert read == planned, (epoch, rank)
         layouts.add((epoch > PARTITION_EPOCH, rank, frozenset(read)))
@@ -92,7 +92,7 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
 def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     """A RETURNN process that has not got i6_shard installed loads the config (which puts
     i6_shard on sys.path) and reads a sub-epoch in DFD's default worker process."""
-    files = write_hdf_files(str(tmp_path / "data"), num_files=4, names=NAMES, seed=1)
+    files = write_tiny_hdf_files(str(tmp_path / "data"), num_files=4, names=NAMES[:4], seed=1)
     train = sharded_files_dataset(files, sub_epoch_dataset=HDF, partition_epoch=2)  # default: worker process
     config_path = str(tmp_path / "returnn.config")
     write_returnn_config(config_path, {"train": train, "__debug_dummy_distributed_rank_and_size": (1, 2)})
@@ -122,7 +122,7 @@ def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(num_shards=2, partition_epoch=2))
     index_of = {f: i for i, f in enumerate(files)}
     planned = {index_of[f] for f in plan.files_for(epoch=1, shard_index=1)}
-    assert tags and {int(t.split("/")[0]) for t in tags} == planned
+    assert tags and {file_index(t) for t in tags} == planned
 
 
 def test_config_written_with_i6_shard_in_site_packages_names_the_fix(tmp_path, monkeypatch):
@@ -159,8 +159,8 @@ def test_multi_modality_via_json_file_list_in_a_meta_dataset(tmp_path):
 
     from i6_shard.core import write_file_list
 
-    align = write_hdf_files(str(tmp_path / "align"), num_files=4, seed=7)
-    feat = write_hdf_files(str(tmp_path / "feat"), num_files=4, seed=7)  # same seed: same tags and lengths
+    align = write_tiny_hdf_files(str(tmp_path / "align"), num_files=4, seed=7)
+    feat = write_tiny_hdf_files(str(tmp_path / "feat"), num_files=4, seed=7)  # same seed: same tags and lengths
     list_file = str(tmp_path / "files.json")
     write_file_list(list(zip(align, feat)), list_file)
     train = sharded_files_dataset(

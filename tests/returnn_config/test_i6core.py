@@ -33,7 +33,7 @@ from i6_shard.returnn_config.i6core import (  # noqa: E402
 
 from ..strategies import file_names  # noqa: E402
 from .fresh_python import load_config_code, run_without_i6_shard  # noqa: E402
-from .hdf_files import iterate_tags, write_hdf_files  # noqa: E402
+from ..hdf_data import file_index, iterate_tags, write_tiny_hdf_files  # noqa: E402
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 BASE_CONFIG = {"backend": "torch", "behavior_version": 24, "batch_size": 1000}
@@ -54,7 +54,7 @@ def _hash_dataset():
 
 
 def _train(tmp_path, flavour):
-    files = write_hdf_files(str(tmp_path / "data"), num_files=9, seed=5, names=[f"x'{i}\".hdf" for i in range(9)])
+    files = write_tiny_hdf_files(str(tmp_path / "data"), num_files=9, seed=5, names=[f"x'{i}\".hdf" for i in range(9)])
     if flavour == "v2":
         # As from ComputeFileSizesJob: a list file and stored sizes, both Sisyphus paths; balanced bins.
         list_file, sizes_file = str(tmp_path / "files.json"), str(tmp_path / "sizes.npz")
@@ -104,7 +104,7 @@ def test_training_job_create_files_then_returnn_builds_dataset_per_rank(tmp_path
             for epoch in range(1, PARTITION_EPOCH + 1):
                 tags = iterate_tags(dataset, epoch)
                 seen.update(tags)
-                assert {files[int(t.split("/")[0])] for t in tags} == set(
+                assert {files[file_index(t)] for t in tags} == set(
                     plan.files_for(epoch=epoch, shard_index=rank))
             dataset.finish_epoch(free_resources=True)
     assert len(seen) > 9 and set(seen.values()) == {1}  # one full epoch over both ranks: each seq once
@@ -332,3 +332,41 @@ def _readme_get_model(**_kwargs):
 
 def _readme_train_step(**_kwargs):
     raise NotImplementedError
+
+
+def test_passes_follow_the_sharding_mode_the_reader_finds():
+    """Under dataset_distribution="shard" the files are sharded although distrib_shard_files is off."""
+    train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2,
+                                  distrib_shard_files=False)
+    shard = sharded_returnn_config({**BASE_CONFIG, "torch_distributed": {"dataset_distribution": "shard"}}, train)
+    assert training_job_kwargs(shard, num_gpus=4, passes=3, **EXE)["num_epochs"] == 6
+    plain = sharded_returnn_config(BASE_CONFIG, train)
+    with pytest.raises(ValueError, match="passes=3 needs num_epochs=3/2"):  # unsharded: 4 passes per full epoch
+        training_job_kwargs(plain, num_gpus=4, passes=3, **EXE)
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_callable_files_in_written_configs(tmp_path, v2):
+    """A callable file list (with Sisyphus paths as arguments) is hashed by name and arguments and
+    written as code that RETURNN calls when it runs."""
+    import functools
+
+    from .returnn_ranks import META_FILES_KEY, file_pairs, meta_template
+
+    def pairs(feat):
+        return functools.partial(file_pairs, feat_dir=tk.Path(feat), align_dir=tk.Path(str(tmp_path / "align")))
+
+    train = sharded_files_dataset(pairs(str(tmp_path / "feat")), sub_epoch_dataset=meta_template(),
+                                  files_key=META_FILES_KEY, partition_epoch=1)
+    rc = sharded_returnn_config(BASE_CONFIG, train, v2=v2)
+    other = sharded_returnn_config(BASE_CONFIG, dict(train, files=pairs(str(tmp_path / "other"))), v2=v2)
+    same = sharded_returnn_config(BASE_CONFIG, dict(train, files=pairs(str(tmp_path / "feat"))), v2=v2)
+    assert sis_hash_helper(rc) == sis_hash_helper(same) != sis_hash_helper(other)
+    if v2:
+        assert sis_hash_helper(rc.config["train"]) == sis_hash_helper(train)
+    for d in ("feat", "align"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.hdf").write_bytes(b"")
+    loaded = _write_and_load(rc, tmp_path / "returnn.config")
+    assert callable(loaded["files"]) and not isinstance(loaded["files"], tk.Path)
+    assert loaded["files"]() == [(str(tmp_path / "feat" / "x.hdf"), str(tmp_path / "align" / "x.hdf"))]

@@ -14,10 +14,11 @@ pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip
 from returnn.config import Config, global_config_ctx  # noqa: E402
 from returnn.datasets.basic import init_dataset  # noqa: E402
 from returnn.datasets.distrib_files import DistributeFilesDataset  # noqa: E402
-from returnn.datasets.hdf import SimpleHDFWriter  # noqa: E402
 
 from i6_shard import core  # noqa: E402
 from i6_shard.returnn_ext import ShardedDistributeFilesDataset, check_returnn_hooks  # noqa: E402
+
+from ..hdf_data import seq_tag, write_tiny_hdf_files  # noqa: E402
 
 NUM_SHARDS = 3
 PARTITION_EPOCH = 2
@@ -33,17 +34,10 @@ def corpus(tmp_path_factory):
     """HDF files of skewed sizes (1 to 40 seqs of 30 frames), their tags and a sizes archive."""
     directory = tmp_path_factory.mktemp("hdf")
     rng = np.random.RandomState(0)
-    files, tags = [], {}
-    for file_idx in range(NUM_FILES):
-        num_seqs = int(min(40, max(1, rng.lognormal(np.log(6), 1.0))))
-        path = str(directory / f"part-{file_idx:02d}.hdf")
-        writer = SimpleHDFWriter(filename=path, dim=8, ndim=2)
-        file_tags = [f"file{file_idx}/seq{j}" for j in range(num_seqs)]
-        writer.insert_batch(inputs=rng.normal(size=(num_seqs, 30, 8)).astype("float32"),
-                            seq_len=[30] * num_seqs, seq_tag=file_tags)
-        writer.close()
-        files.append(path)
-        tags[path] = file_tags
+    num_seqs = [int(min(40, max(1, rng.lognormal(np.log(6), 1.0)))) for _ in range(NUM_FILES)]
+    files = write_tiny_hdf_files(str(directory), num_files=NUM_FILES, seqs_per_file=num_seqs, frames=(30, 30), dim=8,
+                                 names=[f"part-{i:02d}.hdf" for i in range(NUM_FILES)])
+    tags = {path: [seq_tag(i, j) for j in range(n)] for i, (path, n) in enumerate(zip(files, num_seqs))}
     sizes = core.collect_file_sizes(files, num_threads=1)
     sizes_path = str(directory / "file_sizes.npz")
     core.save_file_sizes(sizes, sizes_path)
@@ -229,7 +223,8 @@ def test_sizes_must_match_the_file_list(corpus, tmp_path):
 
 
 def test_bad_options_are_clear_errors(corpus):
-    with pytest.raises(ValueError, match=r"distribution='lpt' is unknown; use one of \('returnn', 'balanced'\)"):
+    with pytest.raises(ValueError, match=r"distribution='lpt' is unknown; use one of "
+                                         r"\('returnn', 'balanced', 'flexible'\)"):
         make_dataset(corpus, 0, distribution="lpt")
     with pytest.raises(TypeError, match="must be the path"):
         make_dataset(corpus, 0, file_sizes={"a": 1})

@@ -84,7 +84,6 @@ def test_returnn_config_file_and_behavior_version(tmp_path, hdf_files):
             "import functools\n"
             "from tests.hdf_data import hdf_sub_epoch_dataset\n"
             f"behavior_version = {behavior_version}\n"
-            "torch_distributed = {}\n"
             f"train = {{'class': 'DistributeFilesDataset', 'files': {hdf_files!r}, 'partition_epoch': 1,\n"
             "         'get_sub_epoch_dataset': functools.partial(hdf_sub_epoch_dataset, seq_ordering='default'),\n"
             "         'distrib_shard_files': True, 'use_worker_proc': False, 'seq_ordering': 'random'}\n")
@@ -155,3 +154,45 @@ def test_runner_reports_too_few_files_in_a_list_file(tmp_path, hdf_files):
     assert proc.stderr.splitlines()[-1].startswith(
         "ValueError: 5 files cannot fill num_shards*partition_epoch=2*3=6 bins")
     assert not os.path.exists(tmp_path / "rank-1.json")
+
+
+def _config_file(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text("#!rnn.py\nimport functools\nfrom tests.hdf_data import hdf_sub_epoch_dataset\n"
+                    "def dfd(files, **extra):\n"
+                    "    return {'class': 'DistributeFilesDataset', 'files': files, 'partition_epoch': 2,\n"
+                    "            'get_sub_epoch_dataset':\n"
+                    "                functools.partial(hdf_sub_epoch_dataset, seq_ordering='random'),\n"
+                    "            'use_worker_proc': False, 'seq_ordering': 'random', 'sharding_fix': True, **extra}\n"
+                    + body)
+    return ["--config", str(path)]
+
+
+def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
+    """torch_distributed stays in the config: RETURNN shards the train dataset itself and gives every rank
+    the same seed (the runner simulates each rank with RETURNN's own DistributedContext)."""
+    pytest.importorskip("torch", reason="torch_distributed needs torch")
+    source = _config_file(tmp_path, "shard.config", "torch_distributed = {'dataset_distribution': 'shard'}\n"
+                          f"train = dfd({hdf_files!r}, random_seed_offset=3)\n")
+    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2, 3, 4])
+    violations, report = verify_records(ranks, ref, num_shards=2)
+    assert violations == [], report
+    assert [r["settings"]["distrib_shard_files"] for r in ranks] == [False, False]
+    assert [r["settings"]["random_seed_offset"] for r in ranks] == [3, 3]
+
+
+@pytest.mark.parametrize("offset, ok", [("", False), (", random_seed_offset=0", True)])
+def test_a_dfd_inside_a_wrapper_is_found_and_verified(tmp_path, hdf_files, offset, ok):
+    """Inside CombinedDataset a sharded DFD takes the wrapper's per-rank seed unless it sets its own."""
+    pytest.importorskip("torch", reason="torch_distributed needs torch")
+    source = _config_file(tmp_path, f"combined{int(ok)}.config", "torch_distributed = {}\n"
+                          "train = {'class': 'CombinedDataset', 'seq_ordering': 'interleave',\n"
+                          "         'data_map': {('asr', 'data'): 'data'},\n"
+                          f"         'datasets': {{'asr': dfd({hdf_files!r}, distrib_shard_files=True{offset})}}}}\n")
+    ranks, ref = _record(tmp_path, source + ["--key-path", '["train", "datasets", "asr"]'], num_shards=2,
+                         epochs=[1, 2])
+    violations, report = verify_records(ranks, ref, num_shards=2)
+    assert ranks[0]["settings"]["key_path"] == ["train", "datasets", "asr"]
+    assert (violations == []) is ok, report
+    if not ok:
+        assert "ranks disagree on random_seed_offset" in report

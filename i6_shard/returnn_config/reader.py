@@ -1,0 +1,766 @@
+"""The one reader of RETURNN configs and dataset dicts: every DistributeFilesDataset in them, at any
+depth inside wrapper datasets, with the settings RETURNN would give it on each rank. Each rule mirrors
+one RETURNN function, named in its docstring; nothing else in i6_shard derives these rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from ..core import FILE_LIST_EXTENSIONS
+from ..core.pure import SHARDING_MODES, PlanSettings
+from ..core.pure.args import check_optional_int
+from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
+from .sub_epoch import is_sub_epoch_partial
+
+__all__ = [
+    "DistributeFilesDatasetInfo",
+    "SeedRule",
+    "ShardRule",
+    "find_distribute_files_datasets",
+    "is_distribute_files_dataset",
+    "dataset_class_name",
+    "files_kind",
+    "read_files",
+    "sub_epoch_partial",
+    "DATASET_DICT_CONTEXT",
+    "WRAPPER_CHILDREN",
+    "unknown_wrappers",
+]
+
+_DFD_CLASS_NAMES = ("DistributeFilesDataset", "ShardedDistributeFilesDataset")
+#: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
+#: train dataset of a torch distributed training with RETURNN's default ``dataset_distribution``.
+DATASET_DICT_CONTEXT: Mapping[str, Any] = {"torch_distributed": {}}
+#: Config keys RETURNN's ``__main__.init_data`` loads, with the defaults it loads them with.
+_TOP_LEVEL_KEYS = ("train", "dev", "eval")
+#: ``Dataset.get_default_kwargs_eval``'s default seq order (dev/eval only).
+_EVAL_SEQ_ORDERING = "sorted"
+
+#: Where each wrapper dataset of RETURNN keeps the datasets it builds with
+#: ``init_dataset(..., parent_dataset=self)``: an option holding one dataset dict, a dict of them
+#: (only those named in ``data_map`` are built) or a list; ``VariableDataset`` calls ``get_dataset``.
+WRAPPER_CHILDREN: Mapping[str, str] = {
+    "MetaDataset": "datasets",
+    "CombinedDataset": "datasets",
+    "ConcatDataset": "datasets",
+    "MultiProcDataset": "dataset",
+    "PostprocessingDataset": "dataset",
+    "MultiEpochDataset": "dataset",
+    "ClusteringDataset": "dataset",
+    "ConcatSeqsDataset": "dataset",
+    "ChunkShuffleDataset": "dataset",
+    "VariableDataset": "get_dataset",
+}
+#: Wrappers whose ``supports_sharding()`` is Dataset's (False): ``Dataset.init_seq_order`` asserts
+#: ``_num_shards == 1`` for them, e.g. under torch's ``dataset_distribution="shard"``.
+_SHARDING_UNSUPPORTED = ("CombinedDataset", "ConcatDataset", "MultiEpochDataset", "ClusteringDataset",
+                         "ConcatSeqsDataset", "ChunkShuffleDataset", "VariableDataset")
+#: MultiProcDataset's own named arguments; every other of its options is a default of its dataset.
+_MULTI_PROC_OWN = ("dataset", "num_workers", "buffer_size", "sharding_method", "_meta_info_cache", "class")
+#: What every parent passes down itself (``_dataset_extend_default_kwargs_from_parent_dataset``).
+_INHERITED = ("random_seed_offset", "_num_shards", "_shard_index")
+
+
+# --- what RETURNN computes -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeedRule:
+    """The ``random_seed_offset`` a dataset has on rank r: ``base + rank * rank_stride``.
+
+    :ivar base: the offset on rank 0
+    :ivar rank_stride: 0 (the same on every rank) or RETURNN's 16127
+    :ivar source: where it comes from: ``"dataset"`` (set in this dict), ``"wrapper <key path>"`` (set
+        in, or computed by, an enclosing dataset that passes it down), or ``"default"`` (this dataset's
+        own ``Dataset._get_default_random_seed_offset``)
+    """
+
+    base: int
+    rank_stride: int
+    source: str
+
+    def offset_for(self, rank: int) -> int:
+        return self.base + rank * self.rank_stride
+
+
+@dataclass(frozen=True)
+class ShardRule:
+    """The ``(_num_shards, _shard_index)`` a dataset has on rank r of W, and with which of a rank's
+    ``shards_per_rank`` instances (MultiProcDataset ``"dedicated"`` workers, torch DataLoader workers).
+
+    :ivar per_rank: ``(W * shards_per_rank, r * shards_per_rank + worker)``; else the fixed values below
+    :ivar fixed: ``(num_shards, shard_index)`` when not per rank, e.g. ``(1, 0)``, RETURNN's default
+    :ivar shards_per_rank: instances per rank that split the rank's part
+    :ivar source: ``"dataset_distribution shard"``, ``"distrib_shard_files"``, ``"dataset"`` (set in
+        this dict), ``"wrapper <key path>"`` or ``"default"``
+    """
+
+    per_rank: bool
+    fixed: Tuple[int, int] = (1, 0)
+    shards_per_rank: int = 1
+    source: str = "default"
+
+    def num_shards(self, num_ranks: int) -> int:
+        return (num_ranks if self.per_rank else self.fixed[0]) * self.shards_per_rank
+
+    def shard_index(self, rank: int, worker: int = 0) -> int:
+        return (rank if self.per_rank else self.fixed[1]) * self.shards_per_rank + worker
+
+    def more_than_one(self, num_ranks: Optional[int]) -> bool:
+        """Whether ``_num_shards > 1`` (unknown num_ranks counts as several)."""
+        if self.per_rank and (num_ranks is None or num_ranks > 1):
+            return True
+        return self.num_shards(1) > 1
+
+    def with_workers(self, num_workers: int) -> "ShardRule":
+        return dataclasses.replace(self, shards_per_rank=self.shards_per_rank * num_workers)
+
+
+@dataclass(frozen=True)
+class DistributeFilesDatasetInfo:
+    """One DistributeFilesDataset of a config or dataset dict, as RETURNN would build it.
+
+    :ivar key_path: where it is, e.g. ``("train",)`` or ``("train", "datasets", "asr")``
+    :ivar dataset: its dict as written
+    :ivar class_name: ``"DistributeFilesDataset"``, ``"ShardedDistributeFilesDataset"`` or a subclass name
+    :ivar is_i6_shard: i6_shard's ``ShardedDistributeFilesDataset`` (it has ``distribution``/``file_sizes``)
+    :ivar role: ``"train"``, ``"eval"`` (dev/eval/eval_datasets: evaluated on rank 0 only) or ``"other"``
+    :ivar wrappers: class names of the enclosing datasets, outermost first
+    :ivar files_kind: ``"inline"``, ``"list_file"``, ``"callable"`` or ``"invalid"``
+    :ivar num_files: entries of an inline list (else None: known only at run time)
+    :ivar partition_epoch: effective ``partition_epoch`` (RETURNN: ``partition_epoch or 1``)
+    :ivar seq_ordering: effective ``seq_ordering`` (the dict's, or what RETURNN defaults it to)
+    :ivar distrib_shard_files: the dict's ``distrib_shard_files``
+    :ivar distributed: where RETURNN's ``_get_distributed_rank_and_size`` takes rank and size from:
+        ``"torch"`` (``torch_distributed`` set), ``"horovod"`` (``use_horovod``), ``"debug"``
+        (``__debug_dummy_distributed_rank_and_size``) or None (every process is rank 0 of 1)
+    :ivar dataset_distribution: torch's ``dataset_distribution`` or horovod's ``horovod_dataset_distribution``
+    :ivar shards: the :class:`ShardRule` of this dataset (after ``distrib_shard_files``)
+    :ivar seed: the :class:`SeedRule` of its ``random_seed_offset``
+    :ivar fixed_random_seed: the effective ``fixed_random_seed`` (overrides every offset)
+    :ivar sharding_fix: the dict's ``sharding_fix``
+    :ivar behavior_version: the config's ``behavior_version`` (RETURNN's default 0 when unset)
+    :ivar sub_epoch_dataset: the dict ``get_sub_epoch_dataset`` returns (template of i6_shard's bound
+        function, or the user function's result for the first file), or None if it could not be told
+    :ivar sub_epoch_explicit_shards: the sub-epoch dict sets ``_num_shards``/``_shard_index`` itself
+        (None: unknown)
+    :ivar batch_slicing: horovod's ``"shard"`` distribution, which gives each rank every W-th batch
+    :ivar returnn_fails: why RETURNN would fail on this setup (None if it would not)
+    :ivar num_ranks: the number of ranks it was read for (None: not given)
+    :ivar notes: what the reader could not look into
+    """
+
+    key_path: Tuple[Any, ...]
+    dataset: Mapping[str, Any]
+    class_name: str
+    is_i6_shard: bool
+    role: str
+    wrappers: Tuple[str, ...]
+    files_kind: str
+    num_files: Optional[int]
+    partition_epoch: Any
+    seq_ordering: Any
+    distrib_shard_files: bool
+    distributed: Optional[str]
+    dataset_distribution: Optional[str]
+    shards: ShardRule
+    seed: SeedRule
+    fixed_random_seed: Any
+    sharding_fix: Optional[bool]
+    behavior_version: int
+    sub_epoch_dataset: Optional[Mapping[str, Any]]
+    sub_epoch_explicit_shards: Optional[bool]
+    batch_slicing: bool
+    returnn_fails: Optional[str]
+    num_ranks: Optional[int]
+    notes: Tuple[str, ...] = ()
+
+    # --- derived ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The key path as text, e.g. ``train.datasets.asr`` (``dataset`` for a bare dict's root)."""
+        return ".".join(map(str, self.key_path)) or "dataset"
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the files are split over the ranks (rank r reads the bins ``r*P ..``): by
+        ``distrib_shard_files`` or by torch's ``dataset_distribution="shard"``. With an unknown number
+        of ranks, whether they would be on several."""
+        return self.shards.per_rank and self.distributed is not None and (self.num_ranks or 2) > 1
+
+    @property
+    def mechanism(self) -> Optional[str]:
+        """What shards the files over the ranks: ``"distrib_shard_files"``,
+        ``"dataset_distribution shard"`` (torch), or None (every rank reads all files)."""
+        return self.shards.source if self.sharded else None
+
+    @property
+    def distribution(self) -> str:
+        """How the bins are cut: ``"returnn"``, or i6_shard's class's ``distribution`` option."""
+        return self.dataset.get("distribution", "returnn") if self.is_i6_shard else "returnn"
+
+    @property
+    def shuffles(self) -> bool:
+        """Whether the file order depends on a seed at all (``seq_ordering="random"``)."""
+        return self.seq_ordering == "random"
+
+    @property
+    def same_seed_on_all_ranks(self) -> bool:
+        """Whether every rank shuffles the files with the same seed."""
+        return self.fixed_random_seed is not None or self.seed.rank_stride == 0 or not self.shuffles
+
+    @property
+    def sub_epoch_shards_again(self) -> Optional[bool]:
+        """Whether the sub-epoch dataset shards its sequences again (RETURNN's legacy double sharding),
+        as ``DistributeFilesDataset._get_sub_dataset_dict`` decides: only if this dataset has
+        ``_num_shards > 1``, the sub-epoch dict sets no ``_num_shards``/``_shard_index`` itself, and
+        the fix is off (``sharding_fix=False``, or None below ``behavior_version`` 26). None: unknown
+        (the sub-epoch dict could not be told and the fix is off)."""
+        if not self.shards.more_than_one(self.num_ranks if self.distributed else 1):
+            return False
+        if self.sharding_fix is True or (self.sharding_fix is None and self.behavior_version >= 26):
+            return False
+        if self.sub_epoch_explicit_shards is None:
+            return None
+        return not self.sub_epoch_explicit_shards
+
+    @property
+    def sharding_mode(self) -> Optional[str]:
+        """The key of ``core.SHARDING_MODES`` that the plan of this dataset follows, or None if
+        no ShardPlan describes it (see :meth:`plan_problem`)."""
+        return None if self.plan_problem() else self._mode()
+
+    def _mode(self) -> str:
+        if self.sharded:
+            return "sharded"
+        return "unsharded" if not self.same_seed_on_all_ranks else "unsharded_same_seed"
+
+    def num_shards(self) -> int:
+        """The dataset's ``_num_shards`` on the ranks it was read for (RETURNN's rank and size come
+        from torch_distributed or horovod; without either, every process is rank 0 of 1)."""
+        if self.num_ranks is None:
+            raise ValueError(f"{self.name}: the number of ranks is not known; read it with num_ranks")
+        return self.shards.num_shards(self.num_ranks if self.distributed else 1)
+
+    def shard_index_for(self, rank: int, worker: int = 0) -> int:
+        """The dataset's ``_shard_index`` on ``rank`` (and its ``worker``-th instance there)."""
+        return self.shards.shard_index(rank if self.distributed else 0, worker)
+
+    def seed_offset_for(self, rank: int) -> int:
+        """The dataset's ``random_seed_offset`` on ``rank``."""
+        return self.seed.offset_for(rank if self.distributed else 0)
+
+    def for_ranks(self, num_ranks: int) -> "DistributeFilesDatasetInfo":
+        """The same dataset read for ``num_ranks`` ranks."""
+        num_ranks = check_optional_int(num_ranks, name="num_ranks", minimum=1, hint="number of training processes")
+        if self.num_ranks is not None and num_ranks != self.num_ranks:
+            raise ValueError(f"{self.name} was read for num_ranks={self.num_ranks}, not {num_ranks}; read the config "
+                             "again with that number (rules such as the CombinedDataset one depend on it)")
+        return dataclasses.replace(self, num_ranks=num_ranks)
+
+    def plan_problem(self) -> Optional[str]:
+        """Why no ``ShardPlan`` describes what the ranks read (None if one does)."""
+        if self.returnn_fails:
+            return f"RETURNN would fail: {self.returnn_fails}"
+        if self.shards.shards_per_rank != 1:
+            return (f"each rank splits its part over {self.shards.shards_per_rank} instances (MultiProcDataset "
+                    "'dedicated' workers or DataLoader workers); a ShardPlan has one instance per rank")
+        if not self.shards.per_rank and self.shards.fixed != (1, 0):
+            return (f"the dataset has the fixed _num_shards, _shard_index = {self.shards.fixed} on every rank, "
+                    "so every rank reads the same part")
+        if self.sharded and not self.same_seed_on_all_ranks:
+            return ("the files are sharded but the ranks shuffle them with different seeds "
+                    f"(random_seed_offset {self.seed.base} + rank*{self.seed.rank_stride}, from {self.seed.source}), "
+                    "so they cut different orders: files are read twice or never")
+        return None
+
+    def plan_settings(self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None,
+                      num_ranks: Optional[int] = None) -> PlanSettings:
+        """The :class:`~i6_shard.core.PlanSettings` of the plan this dataset follows (on the ranks it
+        was read for, or ``num_ranks``), the sharding mode from ``core.SHARDING_MODES``.
+
+        :raises ValueError: if no ShardPlan describes it, saying why
+        """
+        info = self if num_ranks is None else self.for_ranks(num_ranks)
+        if info.num_ranks is None:
+            raise ValueError(f"{self.name}: the number of ranks is not known; pass num_ranks")
+        problem = info.plan_problem()
+        if problem:
+            raise ValueError(f"{self.name}: {problem}; fix the config before planning")
+        return PlanSettings.from_mode(
+            sharding=info._mode(), num_shards=info.num_ranks, partition_epoch=info.partition_epoch,
+            num_epochs=num_epochs, seq_ordering=info.seq_ordering, random_seed_offset=info.seed.base,
+            fixed_random_seed=info.fixed_random_seed, distribution=distribution or info.distribution)
+
+
+# --- class and option reading ----------------------------------------------------------------
+
+
+def dataset_class_name(cls: Any) -> Optional[str]:
+    """The class name of a dataset dict's ``"class"``: a str, a class object, or i6_core's
+    ``CodeWrapper`` (its code's last dotted part); None if it cannot be told.
+
+    >>> dataset_class_name("returnn.datasets.distrib_files.DistributeFilesDataset")
+    'DistributeFilesDataset'
+    """
+    if isinstance(cls, str):
+        return cls.rsplit(".", 1)[-1]
+    if isinstance(cls, type):
+        return cls.__name__
+    code = getattr(cls, "code", None)  # i6_core CodeWrapper
+    if isinstance(code, str):
+        return code.rsplit(".", 1)[-1]
+    return None
+
+
+def _is_dfd_class(cls: Any) -> bool:
+    if isinstance(cls, type):
+        return any(c.__name__ in _DFD_CLASS_NAMES for c in cls.__mro__)
+    name = dataset_class_name(cls)
+    return bool(name) and name.endswith(_DFD_CLASS_NAMES)
+
+
+def is_distribute_files_dataset(dataset: Any) -> bool:
+    """Whether a dataset dict is a DistributeFilesDataset (its class, a subclass, i6_shard's, or a
+    dict with ``get_sub_epoch_dataset``, which only that class takes).
+
+    >>> is_distribute_files_dataset({"class": "HDFDataset", "files": ["a.hdf"]})
+    False
+    """
+    if not isinstance(dataset, Mapping):
+        return False
+    return _is_dfd_class(dataset.get("class")) or "get_sub_epoch_dataset" in dataset
+
+
+def _is_i6_shard_class(cls: Any) -> bool:
+    if isinstance(cls, type):
+        return any(c.__name__ == "ShardedDistributeFilesDataset" and c.__module__.startswith("i6_shard.")
+                   for c in cls.__mro__)
+    return dataset_class_name(cls) == "ShardedDistributeFilesDataset"
+
+
+def files_kind(files: Any) -> str:
+    """How a DistributeFilesDataset's ``files`` is given, as ``_lazy_init_file_list`` reads it:
+    ``"inline"`` (a list), ``"callable"`` (called at run time, returns the list), ``"list_file"``
+    (a .txt/.json/.py path, incl. Sisyphus paths) or ``"invalid"`` (RETURNN rejects it, e.g. a tuple).
+
+    >>> files_kind(("a.hdf", "b.hdf")), files_kind("files.txt"), files_kind(["a.hdf"])
+    ('invalid', 'list_file', 'inline')
+    """
+    if isinstance(files, list):
+        return "inline"
+    if callable(files) and not callable(getattr(files, "get_path", None)):
+        return "callable"
+    path = files.get_path() if callable(getattr(files, "get_path", None)) else files
+    if isinstance(path, (str, os.PathLike)) and os.path.splitext(os.fspath(path))[1] in FILE_LIST_EXTENSIONS:
+        return "list_file"
+    return "invalid"
+
+
+def read_files(files: Any) -> List[Any]:
+    """The file list as ``DistributeFilesDataset._lazy_init_file_list`` loads it: an inline list as it
+    is, a list file read (``core.read_file_list``), a callable called. Call it where the files
+    exist (a job's task, RETURNN's process), not while a graph is built.
+
+    :raises TypeError, ValueError: for what RETURNN would reject, naming it
+    """
+    from ..core.io.file_list import read_file_list
+
+    kind = files_kind(files)
+    if kind == "inline":
+        return files
+    if kind == "callable":
+        out = files()
+        if not isinstance(out, list):
+            raise TypeError(f"files={files!r} returned a {type(out).__name__}; DistributeFilesDataset needs the "
+                            "callable to return a list of file trees")
+        return out
+    if kind == "list_file":
+        return read_file_list(files.get_path() if callable(getattr(files, "get_path", None)) else files)
+    raise TypeError(f"files={files!r} ({type(files).__name__}) is neither a list, a callable returning one, nor "
+                    f"the path of a {'/'.join(FILE_LIST_EXTENSIONS)} list file; DistributeFilesDataset rejects it")
+
+
+def sub_epoch_partial(value: Any) -> Optional[functools.partial]:
+    """i6_shard's bound ``get_sub_epoch_dataset`` behind ``value`` (also inside i6_core wrappers that
+    keep it as ``sub_epoch_partial``), else None."""
+    if is_sub_epoch_partial(value):
+        return value
+    inner = getattr(value, "sub_epoch_partial", None)
+    return inner if is_sub_epoch_partial(inner) else None
+
+
+def _sub_epoch_dataset(dataset: Mapping[str, Any], notes: List[str]) -> Optional[Mapping[str, Any]]:
+    """What ``get_sub_epoch_dataset`` returns, as far as it can be told before RETURNN runs: the
+    template of i6_shard's bound function, or a user function called with the first inline file."""
+    func = dataset.get("get_sub_epoch_dataset")
+    partial = sub_epoch_partial(func)
+    if partial is not None:
+        return partial.keywords["template"]
+    files = dataset.get("files")
+    if callable(func) and isinstance(files, list) and files:
+        try:
+            out = func([files[0]])
+        except Exception as exc:  # noqa: BLE001 -- user code; RETURNN would call it the same way
+            notes.append(f"get_sub_epoch_dataset([first file]) raised {type(exc).__name__}: {exc}")
+            return None
+        if isinstance(out, Mapping):
+            return out
+        notes.append(f"get_sub_epoch_dataset returned a {type(out).__name__}, not a dataset dict")
+        return None
+    notes.append("the sub-epoch dataset dict cannot be told before RETURNN runs (get_sub_epoch_dataset is not "
+                 "i6_shard's bound function and files are not inline)")
+    return None
+
+
+# --- the context RETURNN builds a dataset in ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The config settings that decide ranks and seeds (read once per config)."""
+
+    distributed: Optional[str]
+    dataset_distribution: Optional[str]
+    base_offset: int
+    behavior_version: int
+    batching: Optional[str]
+    loader_workers: int
+    num_ranks: Optional[int]
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
+        torch_opts = config.get("torch_distributed")
+        if torch_opts is not None:
+            distributed, dist = "torch", _torch_dataset_distribution(torch_opts)
+        elif _is_true(config.get("use_horovod")):
+            distributed = "horovod"
+            dist = config.get("horovod_dataset_distribution", "shard")
+            if dist not in ("shard", "random_seed_offset"):
+                raise ValueError(f"horovod_dataset_distribution={dist!r}; RETURNN takes 'shard' or "
+                                 "'random_seed_offset'")
+        elif config.get("__debug_dummy_distributed_rank_and_size") is not None:
+            distributed, dist = "debug", None  # RETURNN's test hook: rank and size, no seed rule
+        else:
+            distributed, dist = None, None
+        base = config.get("dataset_random_seed_offset", 0)
+        if not isinstance(base, int) or isinstance(base, bool):
+            raise TypeError(f"dataset_random_seed_offset={base!r} in the config must be an int")
+        behavior_version = config.get("behavior_version")
+        behavior_version = behavior_version if isinstance(behavior_version, int) else 0
+        torch = distributed == "torch" or config.get("backend") == "torch"
+        return cls(distributed=distributed, dataset_distribution=dist, base_offset=base,
+                   behavior_version=behavior_version, batching=config.get("batching"),
+                   loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
+                   num_ranks=num_ranks)
+
+    def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
+        """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
+        plus ``rank * 16127`` under torch_distributed with ``dataset_distribution="random_seed_offset"``
+        (or horovod with that distribution), unless the dataset shards by itself
+        (``_uses_custom_distributed_sharding``: DistributeFilesDataset with ``distrib_shard_files``)."""
+        per_rank = not custom_sharding and self.dataset_distribution == "random_seed_offset"
+        return SeedRule(self.base_offset, UNSHARDED_RANK_SEED_STRIDE if per_rank else 0, where)
+
+
+def _torch_dataset_distribution(opts: Any) -> str:
+    """``returnn.torch.distributed.get_dataset_distribution``.
+
+    >>> _torch_dataset_distribution({"dataset_distribution": "shard"})
+    'shard'
+    """
+    if not isinstance(opts, Mapping):
+        raise TypeError(f"torch_distributed={opts!r} must be a dict (or None), e.g. {{}} or "
+                        "{'dataset_distribution': 'shard'}")
+    value = opts.get("dataset_distribution", "random_seed_offset")
+    if value not in ("random_seed_offset", "shard"):
+        raise ValueError(f"torch_distributed dataset_distribution={value!r}; RETURNN takes 'random_seed_offset' "
+                         "(every rank reads all data with its own seed) or 'shard'")
+    return value
+
+
+def _is_true(value: Any) -> bool:
+    """``Config.is_true`` for a typed value."""
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"))
+
+
+def _loader_shard_workers(config: Mapping[str, Any], *, behavior_version: int, torch: bool) -> int:
+    """DataLoader workers that each read their own shard of the train dataset:
+    ``ReturnnDatasetIterDataPipe.reset`` shards over ``num_workers`` when it is > 1 and
+    ``torch_dataloader_shard_workers`` (default: ``behavior_version >= 37``) is on."""
+    if not torch:
+        return 1
+    opts = config.get("torch_dataloader_opts") or {}
+    num_workers = opts.get("num_workers", 0) if isinstance(opts, Mapping) else 0
+    shard = config.get("torch_dataloader_shard_workers")
+    shard = behavior_version >= 37 if shard is None else bool(shard)
+    return num_workers if isinstance(num_workers, int) and num_workers > 1 and shard else 1
+
+
+# --- walking the datasets --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Given:
+    """What a dataset is constructed with besides its own options (its options win):
+    ``init_dataset``'s ``default_kwargs`` and ``_dataset_extend_default_kwargs_from_parent_dataset``."""
+
+    defaults: Mapping[str, Any]
+    seed: Optional[SeedRule]
+    shards: Optional[ShardRule]
+    wrappers: Tuple[str, ...]
+    role: str
+    fails: Optional[str] = None
+
+
+def _own_seed(dataset: Mapping[str, Any], given: _Given, ctx: _Context, *, custom_sharding: bool,
+              path: Tuple[Any, ...]) -> SeedRule:
+    """``Dataset.random_seed_offset``: the value it was constructed with (its own option, else the
+    parent's ``random_seed_offset``), else ``_get_default_random_seed_offset``."""
+    if "random_seed_offset" in dataset:  # also None: then the parent's does not apply (setdefault)
+        value = dataset["random_seed_offset"]
+        if value is None:
+            return ctx.default_seed(custom_sharding=custom_sharding, where="default")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{_name(path)}: random_seed_offset={value!r} must be an int")
+        return SeedRule(value, 0, "dataset")
+    if given.seed is not None:
+        return given.seed
+    return ctx.default_seed(custom_sharding=custom_sharding, where="default")
+
+
+def _own_shards(dataset: Mapping[str, Any], given: _Given, path: Tuple[Any, ...]) -> ShardRule:
+    """``_num_shards``/``_shard_index``: its own options, else the parent's, else ``(1, 0)``."""
+    if "_num_shards" in dataset or "_shard_index" in dataset:
+        num, idx = dataset.get("_num_shards", 1), dataset.get("_shard_index", 0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (num, idx)) or not 0 <= idx < num:
+            raise ValueError(f"{_name(path)}: _num_shards={num!r}, _shard_index={idx!r}; RETURNN needs ints with "
+                             "0 <= _shard_index < _num_shards")
+        return ShardRule(per_rank=False, fixed=(num, idx), source="dataset")
+    return given.shards or ShardRule(per_rank=False)
+
+
+def _name(path: Tuple[Any, ...]) -> str:
+    return ".".join(map(str, path)) or "dataset"
+
+
+def _walk(dataset: Any, path: Tuple[Any, ...], given: _Given, ctx: _Context,
+          out: List[DistributeFilesDatasetInfo]) -> None:
+    if not isinstance(dataset, Mapping):
+        return
+    cls = dataset.get("class")
+    if is_distribute_files_dataset(dataset):
+        out.append(_dfd_info(dataset, path, given, ctx))
+        return
+    name = dataset_class_name(cls) or "?"
+    seed = _own_seed(dataset, given, ctx, custom_sharding=False, path=path)
+    shards = _own_shards(dataset, given, path)
+    # What the children get from this wrapper (init_dataset(..., parent_dataset=self)): its
+    # random_seed_offset and _num_shards/_shard_index, named after it unless they came from further up.
+    here = f"wrapper {_name(path)}"
+    child_seed = dataclasses.replace(seed, source=here) if seed.source in ("default", "dataset") else seed
+    child_shards = dataclasses.replace(shards, source=here) if shards.source in ("default", "dataset") else shards
+    fails = given.fails
+    if not fails and name in _SHARDING_UNSUPPORTED and shards.more_than_one(ctx.num_ranks if ctx.distributed else 1):
+        fails = (f"{name} does not support sharding, but gets _num_shards > 1 (from {shards.source}); "
+                 "RETURNN asserts in init_seq_order")
+    base = _Given(defaults={}, seed=child_seed, shards=child_shards, wrappers=given.wrappers + (name,),
+                  role=given.role, fails=fails)
+    for child_path, child, fails, child_defaults, workers in _children(dataset, name, path, shards, ctx):
+        _walk(child, child_path, dataclasses.replace(
+            base, defaults=child_defaults, shards=base.shards.with_workers(workers), fails=base.fails or fails),
+            ctx, out)
+
+
+def _children(dataset: Mapping[str, Any], name: str, path: Tuple[Any, ...], shards: ShardRule,
+              ctx: _Context) -> Iterator[Tuple[Tuple[Any, ...], Any, Optional[str], Mapping[str, Any], int]]:
+    """``(key path, child dict, why RETURNN fails with a DistributeFilesDataset there, defaults, workers)``
+    for the datasets a wrapper builds with ``init_dataset(..., parent_dataset=self)``."""
+    key = WRAPPER_CHILDREN.get(name)
+    if name == "MetaDataset":
+        # MetaDataset.init_seq_order: the seq_order_control_dataset's get_current_seq_order, the others by seq_list.
+        fails = ("MetaDataset orders its datasets by get_current_seq_order or seq_list, which "
+                 "DistributeFilesDataset does not implement")
+        yield from _dict_children(dataset, path, "datasets", _used_keys(dataset, meta=True), fails)
+    elif name == "CombinedDataset":
+        fails = None
+        if dataset.get("seq_ordering", "default") != "interleave":
+            fails = ("CombinedDataset re-inits its datasets with a seq_order (every seq_ordering but "
+                     "'interleave'), which DistributeFilesDataset does not support")
+        yield from _dict_children(dataset, path, "datasets", _used_keys(dataset, meta=False), fails)
+    elif name == "ConcatDataset":
+        for idx, child in enumerate(dataset.get("datasets") or ()):
+            yield path + ("datasets", idx), child, None, {}, 1
+    elif name == "MultiProcDataset":
+        # MultiProcDataset.__init__: its other options become defaults of the dataset; "dedicated" gives
+        # each worker its own shard, "seq_order" hands seq orders to the workers.
+        defaults = {k: v for k, v in dataset.items() if k not in _MULTI_PROC_OWN + _INHERITED}
+        method = dataset.get("sharding_method", "seq_order")
+        fails = None if method == "dedicated" else (
+            "MultiProcDataset's sharding_method 'seq_order' needs get_current_seq_order, which "
+            "DistributeFilesDataset does not implement; use sharding_method='dedicated'")
+        workers = dataset.get("num_workers", 1) if method == "dedicated" else 1
+        yield path + ("dataset",), dataset.get("dataset"), fails, defaults, workers if isinstance(workers, int) else 1
+    elif name == "PostprocessingDataset":
+        yield (path + ("dataset",), dataset.get("dataset"),
+               "PostprocessingDataset asks its dataset for data dtypes before any epoch, which "
+               "DistributeFilesDataset cannot answer", {}, 1)
+    elif name == "VariableDataset":
+        get_dataset = dataset.get("get_dataset")
+        if callable(get_dataset):
+            try:
+                child = get_dataset(self=None, epoch=1)
+            except Exception:  # noqa: BLE001 -- user code, may need the dataset object
+                return
+            fails = None
+            if isinstance(child, Mapping) and isinstance(child.get("files"), list):
+                fails = ("VariableDataset makes the dataset dict hashable, which turns the files list into a "
+                         "tuple that DistributeFilesDataset rejects; give files as a list file or a callable")
+            yield path + ("get_dataset(epoch=1)",), child, fails, {}, 1
+    elif key is not None:
+        yield path + (key,), dataset.get(key), None, {}, 1
+    else:  # another wrapper: any option holding a dataset dict is taken as built with parent_dataset=self
+        for k, v in dataset.items():
+            if isinstance(v, Mapping) and "class" in v:
+                yield path + (k,), v, None, {}, 1
+            elif isinstance(v, Mapping):
+                for k2, v2 in v.items():
+                    if isinstance(v2, Mapping) and "class" in v2:
+                        yield path + (k, k2), v2, None, {}, 1
+
+
+def _used_keys(dataset: Mapping[str, Any], *, meta: bool) -> Optional[set]:
+    data_map = dataset.get("data_map")
+    if not isinstance(data_map, Mapping):
+        return None
+    try:
+        return {v[0] for v in data_map.values()} if meta else {k[0] for k in data_map}
+    except (TypeError, IndexError, KeyError):
+        return None
+
+
+def _dict_children(dataset: Mapping[str, Any], path: Tuple[Any, ...], key: str, used: Optional[set],
+                   fails: Optional[str]):
+    children = dataset.get(key)
+    if isinstance(children, Mapping):
+        for k in sorted(children, key=str):
+            if used is None or k in used:
+                yield path + (key, k), children[k], fails, {}, 1
+
+
+def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
+              ctx: _Context) -> DistributeFilesDatasetInfo:
+    """The DistributeFilesDataset's settings, as its ``__init__``, ``init_seq_order`` and
+    ``_get_sub_dataset_dict`` use them."""
+    notes: List[str] = []
+    opts = {**given.defaults, **dataset}
+    distrib = opts.get("distrib_shard_files", False)
+    if not isinstance(distrib, bool):
+        raise TypeError(f"{_name(path)}: distrib_shard_files={distrib!r} must be True or False")
+    sharding_fix = opts.get("sharding_fix")
+    if sharding_fix is not None and not isinstance(sharding_fix, bool):
+        raise TypeError(f"{_name(path)}: sharding_fix={sharding_fix!r} must be True, False or None")
+    seed = _own_seed(dataset, given, ctx, custom_sharding=distrib, path=path)
+    shards = _own_shards(dataset, given, path)
+    fails = given.fails
+    if distrib:
+        # DistributeFilesDataset.__init__: the given sharding must be none or the distributed one.
+        if not (shards.shards_per_rank == 1 and (shards.per_rank or shards.fixed == (1, 0))):
+            fails = fails or (f"distrib_shard_files=True clashes with _num_shards/_shard_index "
+                              f"{shards.fixed if not shards.per_rank else 'W, r'} x {shards.shards_per_rank} "
+                              f"from {shards.source}")
+        shards = ShardRule(per_rank=True, shards_per_rank=1,
+                           source=shards.source if shards.per_rank else "distrib_shard_files")
+    if ctx.loader_workers > 1 and given.role == "train" and not given.wrappers:
+        shards = shards.with_workers(ctx.loader_workers)  # ReturnnDatasetIterDataPipe.reset -> set_sharding
+    seq_ordering = opts.get("seq_ordering")
+    if seq_ordering is None:
+        seq_ordering = ctx.batching if given.role == "train" and not given.wrappers and ctx.batching else "default"
+    partition_epoch = opts.get("partition_epoch") or 1
+    files = dataset.get("files")
+    kind = files_kind(files)
+    if kind == "invalid" and not fails:
+        fails = f"files={files!r} is neither a list, a callable, nor a .txt/.json/.py list file"
+    sub = _sub_epoch_dataset(dataset, notes)
+    explicit = None if sub is None else ("_num_shards" in sub or "_shard_index" in sub)
+    fixed_seed = opts.get("fixed_random_seed")
+    return DistributeFilesDatasetInfo(
+        key_path=path, dataset=dataset, class_name=dataset_class_name(dataset.get("class")) or "?",
+        is_i6_shard=_is_i6_shard_class(dataset.get("class")), role=given.role, wrappers=given.wrappers,
+        files_kind=kind, num_files=len(files) if kind == "inline" else None, partition_epoch=partition_epoch,
+        seq_ordering=seq_ordering, distrib_shard_files=distrib, distributed=ctx.distributed,
+        dataset_distribution=ctx.dataset_distribution, shards=shards, seed=seed, fixed_random_seed=fixed_seed,
+        sharding_fix=sharding_fix, behavior_version=ctx.behavior_version, sub_epoch_dataset=sub,
+        sub_epoch_explicit_shards=explicit,
+        batch_slicing=ctx.distributed == "horovod" and ctx.dataset_distribution == "shard" and given.role == "train",
+        returnn_fails=fails, num_ranks=ctx.num_ranks, notes=tuple(notes))
+
+
+def _top_level(key: str, dataset: Mapping[str, Any], ctx: _Context, *, role: str) -> _Given:
+    """``__main__.load_data``: ``name``, then ``Dataset.get_default_kwargs_train`` (train:
+    ``_num_shards``/``_shard_index`` = W, r under torch's ``dataset_distribution="shard"``) or
+    ``get_default_kwargs_eval`` (dev/eval: ``seq_ordering="sorted"``), under the dict's own options."""
+    defaults: Dict[str, Any] = {}
+    shards = None
+    if role == "train" and ctx.distributed == "torch" and ctx.dataset_distribution == "shard":
+        shards = ShardRule(per_rank=True, source="dataset_distribution shard")
+    if role == "eval" and key in ("dev", "eval"):
+        defaults["seq_ordering"] = _EVAL_SEQ_ORDERING
+    return _Given(defaults=defaults, seed=None, shards=shards, wrappers=(), role=role)
+
+
+def find_distribute_files_datasets(config_or_dataset_dict: Mapping[str, Any], *, num_ranks: Optional[int] = None,
+                                   config: Optional[Mapping[str, Any]] = None) -> List[DistributeFilesDatasetInfo]:
+    """Every DistributeFilesDataset in a RETURNN config or a dataset dict, at any depth, with the
+    settings RETURNN gives it (one record each, in config order).
+
+    A mapping with a ``"class"`` is a dataset dict, read as the train dataset of ``config`` (default
+    :data:`DATASET_DICT_CONTEXT`: torch distributed with RETURNN's default ``dataset_distribution``);
+    any other mapping is a RETURNN config (config and post_config merged): ``train``, ``dev``, ``eval``
+    and ``eval_datasets`` are read as RETURNN loads them, other keys holding a dataset dict as datasets
+    without defaults.
+
+    :param num_ranks: number of training processes, if known
+    :param config: for a dataset dict: the rest of its RETURNN config (``torch_distributed``,
+        ``behavior_version``, ``dataset_random_seed_offset``, ...)
+
+    >>> [(r.key_path, r.sharded, r.mechanism) for r in find_distribute_files_datasets(
+    ...     {"torch_distributed": {"dataset_distribution": "shard"},
+    ...      "train": {"class": "CombinedDataset", "seq_ordering": "interleave", "data_map": {("asr", "data"): "data"},
+    ...                "datasets": {"asr": {"class": "DistributeFilesDataset", "files": ["a", "b"]}}}}, num_ranks=2)]
+    [(('train', 'datasets', 'asr'), True, 'dataset_distribution shard')]
+    """
+    if not isinstance(config_or_dataset_dict, Mapping):
+        raise TypeError(f"expected a RETURNN config or a dataset dict (a mapping), got "
+                        f"{type(config_or_dataset_dict).__name__}")
+    num_ranks = check_optional_int(num_ranks, name="num_ranks", minimum=1,
+                                   hint="number of training processes, if known; else leave it out")
+    out: List[DistributeFilesDatasetInfo] = []
+    if "class" in config_or_dataset_dict:
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config has type {type(config).__name__}; give the RETURNN config dict or None")
+        ctx = _Context.of(DATASET_DICT_CONTEXT if config is None else config, num_ranks=num_ranks)
+        _walk(config_or_dataset_dict, (), _top_level("train", config_or_dataset_dict, ctx, role="train"), ctx, out)
+        return out
+    ctx = _Context.of(config_or_dataset_dict, num_ranks=num_ranks)
+    for key, value in config_or_dataset_dict.items():
+        if key in _TOP_LEVEL_KEYS and isinstance(value, Mapping):
+            role = "train" if key == "train" else "eval"
+            _walk(value, (key,), _top_level(key, value, ctx, role=role), ctx, out)
+        elif key == "eval_datasets" and isinstance(value, Mapping):
+            for name, sub in value.items():  # torch Engine: init_dataset(opts, default_kwargs={"name": ...})
+                _walk(sub, (key, name), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="eval"), ctx,
+                      out)
+        elif isinstance(key, str) and isinstance(value, Mapping) and "class" in value:
+            _walk(value, (key,), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="other"), ctx, out)
+    return out
+
+
+def unknown_wrappers(records: Sequence[DistributeFilesDatasetInfo]) -> List[str]:
+    """Class names of enclosing datasets that the reader has no rule for (read as plain parents)."""
+    return sorted({w for r in records for w in r.wrappers if w not in WRAPPER_CHILDREN})

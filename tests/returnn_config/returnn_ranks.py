@@ -1,0 +1,133 @@
+"""Builds a RETURNN config's train dataset with the real RETURNN as rank r of W, in this process (as
+``__main__.load_data`` does, the rank simulated like the verify runner does), reads full epochs, and
+holds module-level functions for the sub-epoch datasets (so that RETURNN's subprocesses import them)."""
+
+import contextlib
+import functools
+import os
+from typing import Any, Dict, List, Sequence
+
+from i6_shard.returnn_config import bind_sub_epoch_dataset
+
+HDF = {"class": "HDFDataset", "seq_ordering": "random"}
+
+
+def hdf_sub_epoch(files: Sequence[str], **extra) -> Dict[str, Any]:
+    """A plain HDF sub-epoch dataset (module level, so it pickles by reference)."""
+    return {"class": "HDFDataset", "files": list(files), "seq_ordering": "random", **extra}
+
+
+def hdf_sub_epoch_explicit_shards(files: Sequence[str]) -> Dict[str, Any]:
+    """RETURNN's documented fix of double sharding without sharding_fix."""
+    return hdf_sub_epoch(files, _num_shards=1, _shard_index=0)
+
+
+def identity_map_seq(data, **_kwargs):
+    """PostprocessingDataset's map_seq: the data as it is."""
+    return data
+
+
+def file_pairs(*, feat_dir: str, align_dir: str) -> List[tuple]:
+    """A callable ``files``: (features, alignment) pairs of the shard directories, listed at run time."""
+    names = sorted(n for n in os.listdir(feat_dir) if n.endswith(".hdf"))
+    return [(os.path.join(feat_dir, n), os.path.join(align_dir, n)) for n in names]
+
+
+def meta_template() -> Dict[str, Any]:
+    """A MetaDataset over features and alignments, the sub-epoch dataset of multimodal file trees."""
+    return {"class": "MetaDataset", "seq_order_control_dataset": "feat",
+            "data_map": {"data": ("feat", "data"), "classes": ("align", "data")},
+            "datasets": {"feat": {"class": "HDFDataset", "seq_ordering": "random"}, "align": {"class": "HDFDataset"}}}
+
+
+META_FILES_KEY = {0: ("datasets", "feat", "files"), 1: ("datasets", "align", "files")}
+
+
+def multi_proc_template() -> Dict[str, Any]:
+    return {"class": "MultiProcDataset", "num_workers": 2, "buffer_size": 2, "dataset": dict(HDF)}
+
+
+def postprocessing_template() -> Dict[str, Any]:
+    return {"class": "PostprocessingDataset", "dataset": dict(HDF), "map_seq": identity_map_seq}
+
+
+def bound(template: Dict[str, Any], **kwargs) -> functools.partial:
+    return bind_sub_epoch_dataset(template, **kwargs)
+
+
+@contextlib.contextmanager
+def returnn_process(monkeypatch, *, behavior_version=None):
+    """Undo what building datasets as several ranks changes in this process: the environment the
+    rank is simulated with, RETURNN's cached torch DistributedContext and its behavior version."""
+    import returnn.torch.distributed as distributed
+    from returnn.util.basic import BehaviorVersion
+
+    from i6_shard.returnn_ext import verify
+
+    for name in (verify._TORCH_INIT_INFO_ENV, "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.setenv(name, "0")
+    monkeypatch.setattr(distributed, "_is_set_up", False)
+    monkeypatch.setattr(distributed, "_ctx", None)
+    monkeypatch.setattr(BehaviorVersion, "_behavior_version", behavior_version)
+    yield
+
+
+def build_train(config: Dict[str, Any], *, rank: int, num_ranks: int, key: str = "train"):
+    """The dataset at ``key`` as RETURNN builds it on rank ``rank`` of ``num_ranks``; returns
+    ``(dataset, returnn_config)`` (use the config as global config while reading). Without
+    ``torch_distributed`` in the config, every process is on its own (RETURNN's rank 0 of 1)."""
+    from returnn.config import Config, global_config_ctx
+
+    from i6_shard.returnn_ext import verify
+
+    returnn_config = Config()
+    for k, v in config.items():
+        returnn_config.set(k, v)
+    if config.get("torch_distributed") is not None:
+        verify.simulate_rank(returnn_config, rank=rank, num_shards=num_ranks)
+    with global_config_ctx(returnn_config):
+        return verify._load_dataset(config[key], returnn_config, config_key=key), returnn_config
+
+
+def read_tags(dataset, epoch: int) -> List[str]:
+    dataset.init_seq_order(epoch=epoch)
+    tags = []
+    idx = 0
+    while dataset.is_less_than_num_seqs(idx):
+        dataset.load_seqs(idx, idx + 1)
+        tags.append(str(dataset.get_tag(idx)))
+        idx += 1
+    return tags
+
+
+def dfd_files(dataset, key_path: Sequence[Any], epoch: int) -> List[str]:
+    """The file tree keys the DistributeFilesDataset at ``key_path`` (below the config key) chose for
+    ``epoch`` (call after the dataset read that epoch)."""
+    from returnn.datasets.distrib_files import _get_key_for_file_tree
+
+    from i6_shard.returnn_ext import verify
+
+    dfd = verify._locate(dataset, key_path)
+    p = dfd.partition_epoch
+    return [_get_key_for_file_tree(t) for t in dfd._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]]
+
+
+def write_corpus(directory: str, *, num_files: int, prefix: str, seed: int = 0) -> Dict[str, List[str]]:
+    """``num_files`` small HDF files (RETURNN's SimpleHDFWriter) with 1..4 sequences each, tagged
+    ``<prefix>/<file>/<seq>`` (unique across corpora); returns file -> its tags."""
+    import numpy as np
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.RandomState(seed)
+    out = {}
+    for i in range(num_files):
+        path = os.path.join(directory, f"part{i:03d}.hdf")
+        writer = SimpleHDFWriter(path, dim=2, ndim=2)
+        tags = [f"{prefix}/{i}/{j}" for j in range(int(rng.randint(1, 5)))]
+        for tag in tags:
+            n = int(rng.randint(1, 4))
+            writer.insert_batch(rng.rand(1, n, 2).astype("float32"), seq_len=[n], seq_tag=[tag])
+        writer.close()
+        out[path] = tags
+    return out

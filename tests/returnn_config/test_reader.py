@@ -1,0 +1,255 @@
+"""The reader of configs and dataset dicts: what it finds where, and, on fuzzed setups, that it
+predicts exactly the _num_shards, _shard_index, random_seed_offset, partition_epoch, seq_ordering and
+sub-epoch sharding the real RETURNN gives a DistributeFilesDataset on every rank."""
+
+import functools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from i6_shard.core import write_file_list
+from i6_shard.returnn_config import find_distribute_files_datasets, read_files, sharded_files_dataset
+from i6_shard.returnn_config.reader import files_kind, is_distribute_files_dataset
+
+from ..strategies import returnn_dfd_setups
+from .returnn_ranks import HDF, file_pairs, hdf_sub_epoch
+
+DFD = {"class": "DistributeFilesDataset", "files": ["a", "b", "c", "d"], "partition_epoch": 2,
+       "seq_ordering": "random", "get_sub_epoch_dataset": hdf_sub_epoch}
+
+
+def _find(config, **kwargs):
+    return {r.key_path: r for r in find_distribute_files_datasets(config, **kwargs)}
+
+
+def test_finds_every_dfd_at_any_depth_with_its_key_path():
+    config = {
+        "torch_distributed": {},
+        "train": {"class": "CombinedDataset", "seq_ordering": "interleave",
+                  "data_map": {("asr", "data"): "data", ("lm", "data"): "text"},
+                  "datasets": {"asr": {"class": "MultiEpochDataset", "multi_epoch": 1, "dataset": dict(DFD)},
+                               "lm": dict(DFD, distrib_shard_files=True),
+                               "unused": dict(DFD)}},  # not in data_map: CombinedDataset does not build it
+        "dev": dict(DFD),
+        "eval_datasets": {"devother": dict(DFD)},
+        "my_dataset": {"class": "ConcatDataset", "datasets": [{"class": "HDFDataset"}, dict(DFD)]},
+        "num_epochs": 10,
+    }
+    found = _find(config, num_ranks=2)
+    assert list(found) == [("train", "datasets", "asr", "dataset"), ("train", "datasets", "lm"), ("dev",),
+                           ("eval_datasets", "devother"), ("my_dataset", "datasets", 1)]
+    assert found[("train", "datasets", "lm")].wrappers == ("CombinedDataset",)
+    assert found[("train", "datasets", "asr", "dataset")].wrappers == ("CombinedDataset", "MultiEpochDataset")
+    assert [r.role for r in found.values()] == ["train", "train", "eval", "eval", "other"]
+    assert found[("train", "datasets", "lm")].sharded and not found[("dev",)].sharded
+
+
+def test_a_dict_without_dfd_and_wrappers_without_one():
+    assert find_distribute_files_datasets({"class": "HDFDataset", "files": ["a.hdf"]}) == []
+    assert find_distribute_files_datasets({"train": {"class": "MetaDataset", "datasets": {"x": {"class": "HDFDataset"}},
+                                                     "data_map": {"data": ("x", "data")}}}) == []
+    assert not is_distribute_files_dataset({"class": "HDFDataset"})
+
+
+def test_the_three_modes_and_their_seeds():
+    shard = _find({"torch_distributed": {"dataset_distribution": "shard"}, "dataset_random_seed_offset": 4,
+                   "train": dict(DFD)}, num_ranks=3)[("train",)]
+    assert (shard.sharded, shard.mechanism, shard.sharding_mode) == (True, "dataset_distribution shard", "sharded")
+    assert [shard.seed_offset_for(r) for r in range(3)] == [4, 4, 4] and shard.num_shards() == 3
+    unsharded = _find({"torch_distributed": {}, "dataset_random_seed_offset": 4, "train": dict(DFD)},
+                      num_ranks=3)[("train",)]
+    assert (unsharded.sharded, unsharded.mechanism, unsharded.sharding_mode) == (False, None, "unsharded")
+    assert [unsharded.seed_offset_for(r) for r in range(3)] == [4, 4 + 16127, 4 + 2 * 16127]
+    same = _find({"torch_distributed": {}, "train": dict(DFD, random_seed_offset=7)}, num_ranks=3)[("train",)]
+    assert same.sharding_mode == "unsharded_same_seed" and same.seed.source == "dataset"
+    sharded = _find({"torch_distributed": {}, "train": dict(DFD, distrib_shard_files=True)}, num_ranks=3)[("train",)]
+    assert (sharded.mechanism, sharded.seed.rank_stride) == ("distrib_shard_files", 0)
+    horovod = _find({"use_horovod": True, "train": dict(DFD, distrib_shard_files=True)}, num_ranks=2)[("train",)]
+    assert horovod.sharded and horovod.batch_slicing  # horovod_dataset_distribution defaults to "shard"
+
+
+def test_sub_epoch_sharding_again():
+    def again(**kwargs):
+        config = {"torch_distributed": {}, "train": dict(DFD, distrib_shard_files=True, **kwargs)}
+        return _find(config, num_ranks=2)[("train",)].sub_epoch_shards_again
+
+    assert again() is True and again(sharding_fix=False) is True
+    assert again(sharding_fix=True) is False
+    assert again(get_sub_epoch_dataset=functools.partial(hdf_sub_epoch, _num_shards=1, _shard_index=0)) is False
+    template = sharded_files_dataset(["a"], sub_epoch_dataset={**HDF, "_num_shards": 1, "_shard_index": 0},
+                                     partition_epoch=1)["get_sub_epoch_dataset"]
+    assert again(get_sub_epoch_dataset=template) is False  # read from i6_shard's template, not called
+    assert again(files="files.txt") is None  # a user function and no inline file: cannot be told
+    assert _find({"train": dict(DFD, distrib_shard_files=True)}, num_ranks=2)[("train",)].sub_epoch_shards_again \
+        is False  # no distributed config: RETURNN sees one process
+
+
+def test_wrappers_returnn_cannot_run():
+    def fails(config):
+        return [r.returnn_fails for r in find_distribute_files_datasets(config, num_ranks=2)][0]
+
+    meta = {"class": "MetaDataset", "seq_order_control_dataset": "a", "data_map": {"data": ("a", "data")},
+            "datasets": {"a": dict(DFD)}}
+    assert "MetaDataset" in fails({"train": meta})
+    combined = {"class": "CombinedDataset", "datasets": {"a": dict(DFD)}, "data_map": {("a", "data"): "data"}}
+    assert "every seq_ordering but 'interleave'" in fails({"train": combined})
+    assert fails({"train": dict(combined, seq_ordering="interleave")}) is None
+    assert "does not support sharding" in fails({"torch_distributed": {"dataset_distribution": "shard"},
+                                                 "train": dict(combined, seq_ordering="interleave")})
+    assert "sharding_method 'seq_order'" in fails({"train": {"class": "MultiProcDataset", "dataset": dict(DFD)}})
+    assert "clashes" in fails({"train": dict(DFD, distrib_shard_files=True, _num_shards=2, _shard_index=1)})
+    assert "tuple" in fails({"train": {"class": "VariableDataset",
+                                       "get_dataset": functools.partial(_variable, dataset=dict(DFD))}})
+    assert fails({"train": dict(DFD, files=("a", "b"))}).startswith("files=('a', 'b') is neither")
+
+
+def _variable(*, dataset, epoch, **_kwargs):
+    return dataset
+
+
+def test_multi_proc_passes_its_options_and_dedicated_workers():
+    config = {"torch_distributed": {"dataset_distribution": "shard"},
+              "train": {"class": "MultiProcDataset", "num_workers": 3, "buffer_size": 1, "sharding_method": "dedicated",
+                        "partition_epoch": 5, "dataset": {k: v for k, v in DFD.items() if k != "partition_epoch"}}}
+    (record,) = find_distribute_files_datasets(config, num_ranks=2)
+    assert record.partition_epoch == 5  # MultiProcDataset.__init__: dataset.setdefault(k, v) for its other options
+    assert record.shards.shards_per_rank == 3 and record.num_shards() == 6
+    assert [record.shard_index_for(1, w) for w in range(3)] == [3, 4, 5]
+    assert "3 instances" in record.plan_problem()
+
+
+def test_dataloader_workers_shard_since_behavior_version_37():
+    config = {"torch_distributed": {}, "torch_dataloader_opts": {"num_workers": 2},
+              "train": dict(DFD, distrib_shard_files=True)}
+    assert _find(config, num_ranks=2)[("train",)].shards.shards_per_rank == 1
+    assert _find({**config, "behavior_version": 37}, num_ranks=2)[("train",)].shards.shards_per_rank == 2
+    assert _find({**config, "torch_dataloader_shard_workers": True}, num_ranks=2)[("train",)].num_shards() == 4
+
+
+def test_files_kinds(tmp_path):
+    path = tmp_path / "files.json"
+    write_file_list([["a", "b"], ["c", "d"]], path)
+    pairs = functools.partial(file_pairs, feat_dir=str(tmp_path), align_dir=str(tmp_path))
+    assert [files_kind(f) for f in (["a"], str(path), pairs, ("a",), 3)] == \
+        ["inline", "list_file", "callable", "invalid", "invalid"]
+    assert read_files(str(path)) == [["a", "b"], ["c", "d"]]
+    (tmp_path / "x.hdf").write_bytes(b"")
+    assert read_files(pairs) == [(str(tmp_path / "x.hdf"), str(tmp_path / "x.hdf"))]
+    with pytest.raises(TypeError, match="returned a tuple"):
+        read_files(functools.partial(tuple, ["a"]))
+
+
+def test_class_given_as_object_name_or_subclass():
+    returnn = pytest.importorskip("returnn.datasets.distrib_files")
+    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+
+    class MyDFD(returnn.DistributeFilesDataset):
+        pass
+
+    for cls, name, ours in ((returnn.DistributeFilesDataset, "DistributeFilesDataset", False),
+                            (ext.ShardedDistributeFilesDataset, "ShardedDistributeFilesDataset", True),
+                            (MyDFD, "MyDFD", False), ("returnn.datasets.distrib_files.DistributeFilesDataset",
+                                                      "DistributeFilesDataset", False)):
+        (record,) = find_distribute_files_datasets(dict(DFD, **{"class": cls}))
+        assert (record.class_name, record.is_i6_shard) == (name, ours)
+    (record,) = find_distribute_files_datasets(dict(DFD, **{"class": ext.ShardedDistributeFilesDataset},
+                                                    distribution="balanced"), num_ranks=2)
+    assert record.plan_settings(num_epochs=2).distribution == "balanced"
+
+
+# --- parity with RETURNN on fuzzed setups ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hdf(tmp_path_factory):
+    from .returnn_ranks import write_corpus
+
+    directory = tmp_path_factory.mktemp("reader_hdf")
+    files = list(write_corpus(str(directory), num_files=6, prefix="r"))
+    list_file = str(directory / "files.txt")
+    write_file_list(files, list_file)
+    return files, list_file
+
+
+def _check_parity(config, num_ranks, monkeypatch, seen):
+    """Build the dataset with RETURNN on every rank and compare its DistributeFilesDataset with the reader."""
+    from returnn.config import global_config_ctx
+    from returnn.datasets.distrib_files import DistributeFilesDataset
+
+    from i6_shard.returnn_ext import verify
+
+    from .returnn_ranks import build_train, returnn_process
+
+    (record,) = find_distribute_files_datasets(config, num_ranks=num_ranks)
+    key = record.key_path[0]
+    with monkeypatch.context() as m, returnn_process(m, behavior_version=config.get("behavior_version")):
+        for rank in range(num_ranks):
+            try:
+                top, returnn_config = build_train(config, rank=rank, num_ranks=num_ranks, key=key)
+            except Exception:  # noqa: BLE001
+                assert record.returnn_fails, (repr(config), rank)
+                seen.add("fails")
+                return
+            assert not record.returnn_fails, (repr(config), record.returnn_fails)
+            dfd = verify._locate(top, record.key_path[1:])
+            assert isinstance(dfd, DistributeFilesDataset)
+            got = (dfd._num_shards, dfd._shard_index, dfd.random_seed_offset, dfd.partition_epoch,
+                   dfd.seq_ordering, dfd.fixed_random_seed)
+            predicted = (record.num_shards(), record.shard_index_for(rank), record.seed_offset_for(rank),
+                         record.partition_epoch, record.seq_ordering, record.fixed_random_seed)
+            assert got == predicted, (repr(config), rank)
+            with global_config_ctx(returnn_config):
+                dfd._lazy_init_file_list()
+                sub = dfd._get_sub_dataset_dict([dfd._files[0]])
+            if record.sub_epoch_shards_again is not None:  # None: a list file and a user function, not called
+                assert (sub.get("_num_shards", 1) > 1) is record.sub_epoch_shards_again, (repr(config), rank, sub)
+                seen.add(("again", record.sub_epoch_shards_again))
+            assert record.sharded == (num_ranks > 1 and dfd._num_shards == num_ranks and dfd._shard_index == rank)
+            seen.add(("sharded" if record.sharded else "unsharded", record.seed.rank_stride > 0))
+
+
+def test_reader_predicts_what_returnn_gives_every_rank(hdf, monkeypatch):
+    pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives each rank its seed")
+    files, list_file = hdf
+    seen = set()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(setup=returnn_dfd_setups(files=files, list_file=list_file))
+    def check(setup):
+        config, num_ranks = setup
+        _check_parity(config, num_ranks, monkeypatch, seen)
+
+    check()
+    assert {("sharded", False), ("unsharded", True), ("unsharded", False)} <= seen, seen  # not vacuous
+
+
+def _cases(files):
+    dfd = {"class": "DistributeFilesDataset", "files": list(files), "get_sub_epoch_dataset": hdf_sub_epoch,
+           "use_worker_proc": False, "seq_ordering": "random", "partition_epoch": 2}
+    shard = {"torch_distributed": {"dataset_distribution": "shard"}}
+    combined = {"class": "CombinedDataset", "seq_ordering": "interleave", "data_map": {("asr", "data"): "data"}}
+    return {
+        "sharded, sub-epoch shards again": ({"torch_distributed": {}, "train": dict(dfd, distrib_shard_files=True)},
+                                            {("sharded", False), ("again", True)}),
+        "shard mode, fixed": ({**shard, "train": dict(dfd, sharding_fix=True)}, {("sharded", False), ("again", False)}),
+        "unsharded per-rank seeds": ({"torch_distributed": {}, "train": dict(dfd)}, {("unsharded", True)}),
+        "unsharded same seed": ({"torch_distributed": {}, "train": dict(dfd, random_seed_offset=3)},
+                                {("unsharded", False)}),
+        "sharded inside a wrapper, per-rank seeds": (
+            {"torch_distributed": {}, "train": dict(combined, datasets={"asr": dict(dfd, distrib_shard_files=True)})},
+            {("sharded", True)}),
+        "explicit None offset blocks the wrapper's": (
+            {"torch_distributed": {}, "train": dict(combined, random_seed_offset=5, datasets={
+                "asr": dict(dfd, distrib_shard_files=True, random_seed_offset=None)})}, {("sharded", False)}),
+        "ConcatDataset under shard mode": ({**shard, "train": {"class": "ConcatDataset", "datasets": [dict(dfd)]}},
+                                           {"fails"}),
+    }
+
+
+@pytest.mark.parametrize("name", list(_cases(["x"])))
+def test_reader_predicts_returnn_on_the_cases_that_matter(name, hdf, monkeypatch):
+    pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives each rank its seed")
+    config, expected = _cases(hdf[0])[name]
+    seen = set()
+    _check_parity(config, 2, monkeypatch, seen)
+    assert expected <= seen, seen
