@@ -3,6 +3,7 @@ shard plan and sharding verification as cached, hashable outputs."""
 
 from .plan import ShardPlanJob
 from .sizes import ComputeFileSizesJob
+from .train_report import TrainReportJob
 from .verify import VerifyShardingJob
 
-__all__ = ["ComputeFileSizesJob", "ShardPlanJob", "VerifyShardingJob"]
+__all__ = ["ComputeFileSizesJob", "ShardPlanJob", "TrainReportJob", "VerifyShardingJob"]

@@ -1,23 +1,30 @@
 """Helpers shared by the Sisyphus jobs: turn Sisyphus paths into plain strings, reject relative
-path strings, write tk.Variable values atomically, and find the import roots a subprocess needs."""
+path strings, write tk.Variable values atomically, find the import roots a subprocess needs, and
+take resource requests and RETURNN's Python and root the way i6_core's jobs do."""
 
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import os
+import shutil
 import sys
 import sysconfig
 import types
 from typing import Any, Dict, List, Optional, Union
 
-from sisyphus import Task
+import numpy as np
+from sisyphus import Job, Task, gs, tk
 from sisyphus.delayed_ops import DelayedBase
 from sisyphus.job_path import AbstractPath, Variable
 
 from i6_shard import core
 
 __all__ = ["instantiate", "check_absolute", "check_absolute_leaves", "write_variable", "import_roots",
-           "pythonpath_env", "path_str", "rqmt_from_args", "task_for"]
+           "pythonpath_env", "path_str", "plain_numbers", "PlainNumbersJobType", "RQMT_ARGS", "check_rqmt_args",
+           "rqmt_from_args", "task_for", "sized_task", "round_up", "default_returnn_python_exe",
+           "default_returnn_root"]
 
 #: Relative names listed in an error message.
 _MAX_LISTED = 3
@@ -42,6 +49,39 @@ def instantiate(obj: Any) -> Any:
     if isinstance(obj, functools.partial):
         return functools.partial(instantiate(obj.func), *instantiate(list(obj.args)), **instantiate(obj.keywords))
     return obj
+
+
+def plain_numbers(obj: Any) -> Any:
+    """``obj`` with numpy integers and bools turned into Python ones, inside dicts, lists, tuples and
+    ``functools.partial`` too; ``obj`` itself (not a copy) when it holds none, and containers of
+    other types are left alone, so that whatever hashed before hashes the same.
+
+    >>> plain_numbers({"n": np.int64(4), "f": [np.bool_(True), 1.5]})
+    {'n': 4, 'f': [True, 1.5]}
+    """
+    if isinstance(obj, (np.integer, np.bool_)):
+        return obj.item()
+    if type(obj) is dict:
+        items = {k: plain_numbers(v) for k, v in obj.items()}
+        return obj if all(items[k] is v for k, v in obj.items()) else items
+    if type(obj) in (list, tuple):
+        items = [plain_numbers(v) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
+    if type(obj) is functools.partial:
+        args, keywords = plain_numbers(obj.args), plain_numbers(obj.keywords)
+        return obj if args is obj.args and keywords is obj.keywords else functools.partial(obj.func, *args, **keywords)
+    return obj
+
+
+class PlainNumbersJobType(type(Job)):
+    """The metaclass of i6_shard's jobs: Sisyphus' own (one job object per id), after turning numpy
+    integers and bools in the arguments into Python ones (:func:`plain_numbers`). Sisyphus walks the
+    arguments for paths right after hashing them and fails on a numpy scalar ("Failed to get object
+    state"), before a job's ``hash`` or ``__init__`` could convert it; ``ShardPlanJob(num_shards=
+    np.int64(4))`` is thus the job of ``num_shards=4``. Arguments without numpy scalars pass unchanged."""
+
+    def __call__(cls, *args, **kwargs):
+        return super().__call__(*plain_numbers(args), **plain_numbers(kwargs))
 
 
 def check_absolute(path: Any, *, name: str) -> None:
@@ -123,6 +163,34 @@ def path_str(path: Any) -> Any:
     return path.get_path() if isinstance(path, AbstractPath) else path
 
 
+#: The i6_core-style resource request arguments and the keys of Sisyphus' rqmt they set, with their units.
+RQMT_ARGS = {"time_rqmt": ("time", "hours"), "mem_rqmt": ("mem", "GB"), "cpu_rqmt": ("cpu", "CPUs")}
+
+
+def check_rqmt_args(*, time_rqmt: Any = None, mem_rqmt: Any = None,
+                    cpu_rqmt: Any = None) -> Dict[str, Union[int, float]]:
+    """The resource requests given (i6_core's ``time_rqmt``, ``mem_rqmt``, ``cpu_rqmt``: hours, GB,
+    CPUs) as Sisyphus' rqmt keys, in plain Python numbers; the ones not given (None) are left out.
+
+    :raises TypeError, ValueError: for a value that is not a positive number (CPUs: a positive int)
+    """
+    given = {}
+    for name, value in (("time_rqmt", time_rqmt), ("mem_rqmt", mem_rqmt), ("cpu_rqmt", cpu_rqmt)):
+        if value is None:
+            continue
+        key, unit = RQMT_ARGS[name]
+        if key == "cpu":
+            given[key] = core.pure.check_int(value, name=name, minimum=1, hint="CPUs")
+            continue
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be a positive number "
+                            f"({unit})")
+        if not math.isfinite(value) or not value > 0:
+            raise ValueError(f"{name}={value!r} must be a positive number ({unit})")
+        given[key] = int(value) if isinstance(value, numbers.Integral) else float(value)
+    return given
+
+
 def rqmt_from_args(*, time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None,
                    cpu_rqmt: Optional[int] = None, default: Optional[Dict[str, Union[int, float]]] = None
                    ) -> Optional[Dict[str, Union[int, float]]]:
@@ -131,15 +199,7 @@ def rqmt_from_args(*, time_rqmt: Optional[float] = None, mem_rqmt: Optional[floa
 
     :raises TypeError, ValueError: for a value that is not a positive number
     """
-    given = {}
-    for key, name, value in (("time", "time_rqmt", time_rqmt), ("mem", "mem_rqmt", mem_rqmt),
-                             ("cpu", "cpu_rqmt", cpu_rqmt)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise (ValueError if isinstance(value, (int, float)) and not isinstance(value, bool) else TypeError)(
-                f"{name}={value!r} must be a positive number ({'hours' if key == 'time' else 'GB' if key == 'mem' else 'CPUs'})")
-        given[key] = int(value) if key == "cpu" else value
+    given = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
     if not given and default is None:
         return None
     return {**(default or {}), **given}
@@ -150,3 +210,49 @@ def task_for(name: str, rqmt: Optional[Dict[str, Union[int, float]]], **kwargs) 
     if rqmt is None:
         return Task(name, mini_task=True, **kwargs)
     return Task(name, rqmt=dict(rqmt), **kwargs)
+
+
+def sized_task(name: str, *, given: Dict[str, Union[int, float]], sized: Dict[str, Union[int, float]],
+               mini: bool, **kwargs) -> Task:
+    """A task whose resource request is sized from its input, as i6_core's jobs take it: a mini task
+    when the input is small (``mini``) and no request was given; else a task requesting ``sized``,
+    overridden key by key by the requests ``given`` (see :func:`check_rqmt_args`)."""
+    if mini and not given:
+        return Task(name, mini_task=True, **kwargs)
+    return Task(name, rqmt={**sized, **given}, **kwargs)
+
+
+def round_up(value: float, *, step: float) -> float:
+    """``value`` rounded up to a multiple of ``step`` (requests in tidy units), as an int when whole.
+
+    >>> round_up(1.01, step=0.25), round_up(3.0, step=1)
+    (1.25, 3)
+    """
+    rounded = math.ceil(value / step - 1e-9) * step
+    return int(rounded) if float(rounded).is_integer() else rounded
+
+
+def default_returnn_python_exe(returnn_python_exe: Optional[Union[tk.Path, str]]) -> Union[tk.Path, str]:
+    """The Python that runs RETURNN, by the rule of i6_core's ``i6_core.util.get_returnn_python_exe``
+    (through its ``get_executable_path``): the given path; else ``gs.RETURNN_PYTHON_EXE``; else the
+    Python that runs Sisyphus (``shutil.which(gs.SIS_COMMAND[0])``, and ``sys.executable`` should
+    that find nothing). A given str stays a str here (a name without "/" is looked up on PATH)."""
+    if returnn_python_exe is not None:
+        return returnn_python_exe
+    from_settings = getattr(gs, "RETURNN_PYTHON_EXE", None)
+    if from_settings is not None:
+        return from_settings if isinstance(from_settings, tk.Path) else tk.Path(from_settings)
+    command = gs.SIS_COMMAND[0] if getattr(gs, "SIS_COMMAND", None) else sys.executable
+    return tk.Path(shutil.which(command) or sys.executable)
+
+
+def default_returnn_root(returnn_root: Optional[Union[tk.Path, str]]) -> Optional[Union[tk.Path, str]]:
+    """The RETURNN checkout to run, by the rule of i6_core's ``i6_core.util.get_returnn_root``: the
+    given path; else ``gs.RETURNN_ROOT``. Where i6_core then fails, this gives None: the RETURNN
+    installed for that Python (e.g. the PyPI package) is used."""
+    if returnn_root is not None:
+        return returnn_root
+    from_settings = getattr(gs, "RETURNN_ROOT", None)
+    if from_settings is not None:
+        return from_settings if isinstance(from_settings, tk.Path) else tk.Path(from_settings)
+    return None

@@ -6,22 +6,26 @@ from __future__ import annotations
 import collections
 import functools
 import json
+import numbers
 import os
 import pickle
 import subprocess
 import sys
 import time
 import types
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from sisyphus import Job, Task, gs, tk
+import numpy as np
+from sisyphus import Job, gs, tk
 
 from i6_shard import core
 from i6_shard.core.reporting import verify_records
 
-from .util import check_absolute, check_absolute_leaves, import_roots, instantiate, pythonpath_env, write_variable
+from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_absolute_leaves, check_rqmt_args, \
+    default_returnn_python_exe, default_returnn_root, import_roots, instantiate, path_str, plain_numbers, \
+    pythonpath_env, round_up, sized_task, write_variable
 
-__all__ = ["VerifyShardingJob", "ShardingVerificationError", "RankFailedError"]
+__all__ = ["VerifyShardingJob", "ShardingVerificationError", "RankFailedError", "verify_rqmt"]
 
 #: Violations listed in the error message of a failed verification.
 NUM_LISTED = 10
@@ -58,17 +62,65 @@ def _run_rank(cmd: List[str], *, rank: int, num_shards: int, env: Dict[str, str]
         raise RankFailedError(proc.returncode, cmd, rank=rank, num_shards=num_shards, stderr_tail="".join(tail))
 
 
+def _is_int(value: Any) -> bool:
+    """An integer (numpy ones too), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def _normalize_epochs(epochs: Union[int, Sequence[int]]) -> List[int]:
-    if isinstance(epochs, int) and not isinstance(epochs, bool):
+    """The sub-epochs to read, as sorted distinct Python ints (numpy integers are converted)."""
+    if _is_int(epochs):
         if epochs < 1:
             raise ValueError(f"epochs={epochs!r} must be >= 1 (the first N sub-epochs) or a list of sub-epochs")
-        return list(range(1, epochs + 1))
+        return list(range(1, int(epochs) + 1))
     if not isinstance(epochs, (list, tuple)) or not epochs:
         raise TypeError(f"epochs={epochs!r} must be an int N (sub-epochs 1..N) or a non-empty list of sub-epochs")
     for e in epochs:
-        if not isinstance(e, int) or isinstance(e, bool) or e < 1:
+        if not _is_int(e) or e < 1:
             raise ValueError(f"epochs contains {e!r}; sub-epochs are ints >= 1, as RETURNN counts them")
-    return sorted(set(epochs))
+    return sorted(set(map(int, epochs)))
+
+
+def _check_returnn_paths(returnn_python_exe: Any, returnn_root: Any) -> None:
+    for name, value in (("returnn_python_exe", returnn_python_exe), ("returnn_root", returnn_root)):
+        if value is not None and not isinstance(value, (tk.Path, str)):
+            raise TypeError(f"{name}={value!r} has type {type(value).__name__}; give a tk.Path (as i6_core's jobs "
+                            "take it), an absolute str, or None (gs.RETURNN_PYTHON_EXE / gs.RETURNN_ROOT, else "
+                            "the Python running Sisyphus and its installed RETURNN)")
+    check_absolute(returnn_root, name="returnn_root")
+    if isinstance(returnn_python_exe, str) and os.sep in returnn_python_exe:  # else a command on PATH
+        check_absolute(returnn_python_exe, name="returnn_python_exe")
+
+
+def verify_rqmt(*, num_shards: int, num_epochs: int) -> Dict[str, Union[int, float]]:
+    """The request of the verification task, which runs a RETURNN process per rank, one after the
+    other, each reading ``num_epochs`` sub-epochs of its share: an hour, plus a minute per rank and
+    sub-epoch (its start and its share of the data; give ``time_rqmt`` for more data), 4 GB (one
+    RETURNN process at a time).
+
+    >>> verify_rqmt(num_shards=8, num_epochs=40)
+    {'cpu': 1, 'mem': 4, 'time': 6.5}
+    """
+    return {"cpu": 1, "mem": 4, "time": round_up(1 + num_shards * num_epochs / 60, step=0.25)}
+
+
+def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, Union[int, float]]]:
+    """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
+    too): the dataset (numpy numbers converted), num_shards, the sorted sub-epochs, the requests given."""
+    train_dataset = args["train_dataset"]
+    if not isinstance(train_dataset, (dict, tk.Path, str)):
+        raise TypeError(f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
+                        f"got {type(train_dataset).__name__}")
+    num_shards = core.pure.check_int(args["num_shards"], name="num_shards", minimum=1, hint="the number of ranks")
+    if isinstance(train_dataset, dict):
+        _check_picklable_functions(train_dataset)
+        train_dataset = plain_numbers(train_dataset)
+        _check_dataset_dict(train_dataset, num_shards=num_shards)
+    check_absolute(train_dataset, name="train_dataset")
+    epochs = _normalize_epochs(args["epochs"])
+    _check_returnn_paths(args.get("returnn_python_exe"), args.get("returnn_root"))
+    given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
+    return train_dataset, num_shards, epochs, given
 
 
 def _check_picklable_functions(obj: Any, where: str = "train_dataset") -> None:
@@ -119,7 +171,7 @@ def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int) -> None:
         core.pure.check_enough_files(len(files), num_shards=shards, partition_epoch=dataset.get("partition_epoch") or 1)
 
 
-class VerifyShardingJob(Job):
+class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
     """Runs the real RETURNN once per rank (``__debug_dummy_distributed_rank_and_size``), reads
     the given sub-epochs of the training dataset and checks, per full epoch, that every sequence
     is read by exactly one rank exactly once, that each rank read exactly the sequences of its
@@ -131,12 +183,19 @@ class VerifyShardingJob(Job):
     Outputs: out_report (text), out_ok (tk.Variable, True when every check passed).
     """
 
+    # As i6_core hashes them: the paths as given; None (the default, resolved from gs) hashes as
+    # before returnn_python_exe was hashed at all.
+    __sis_hash_exclude__ = {"returnn_python_exe": None}
+
     def __init__(
         self,
         train_dataset: Union[Dict[str, Any], tk.Path, str],
         *,
         num_shards: int,
         epochs: Union[int, Sequence[int]],
+        time_rqmt: Optional[float] = None,
+        mem_rqmt: Optional[float] = None,
+        cpu_rqmt: Optional[int] = None,
         returnn_python_exe: Optional[Union[tk.Path, str]] = None,
         returnn_root: Optional[Union[tk.Path, str]] = None,
     ):
@@ -147,44 +206,36 @@ class VerifyShardingJob(Job):
         :param num_shards: number of ranks to check
         :param epochs: sub-epochs to read (1-based): an int N for 1..N, or a list; give whole
             full epochs (multiples of partition_epoch) to check exactly-once reading
-        :param returnn_python_exe: Python that runs RETURNN (None: the running Python); not hashed
-        :param returnn_root: RETURNN checkout put on PYTHONPATH (None: the installed RETURNN)
+        :param time_rqmt: hours (default: sized from ranks x sub-epochs, see :func:`verify_rqmt`); not hashed
+        :param mem_rqmt: GB (default 4); not hashed
+        :param cpu_rqmt: CPUs (default 1); not hashed
+        :param returnn_python_exe: the Python that runs RETURNN (a tk.Path, an absolute str, or a command
+            name on PATH); None: as i6_core's jobs, ``gs.RETURNN_PYTHON_EXE``, else the Python that runs
+            Sisyphus. Hashed as given, as i6_core hashes it (None, the default, as before)
+        :param returnn_root: RETURNN checkout put first on PYTHONPATH; None: as i6_core's jobs,
+            ``gs.RETURNN_ROOT``, else the RETURNN installed for that Python. Hashed as given
         """
-        if not isinstance(train_dataset, (dict, tk.Path, str)):
-            raise TypeError(f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
-                            f"got {type(train_dataset).__name__}")
-        if not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1:
-            raise ValueError(f"num_shards={num_shards!r} must be a positive int")
-        if isinstance(train_dataset, dict):
-            _check_dataset_dict(train_dataset, num_shards=num_shards)
-        check_absolute(train_dataset, name="train_dataset")
-        check_absolute(returnn_root, name="returnn_root")
-        if isinstance(returnn_python_exe, str) and os.sep in returnn_python_exe:  # else a command on PATH
-            check_absolute(returnn_python_exe, name="returnn_python_exe")
-        self.train_dataset = train_dataset
-        self.num_shards = num_shards
-        self.epochs = _normalize_epochs(epochs)
-        self.returnn_python_exe = returnn_python_exe
-        self.returnn_root = returnn_root
-        self.rqmt = {"cpu": 1, "mem": 4, "time": 1}
+        self.train_dataset, self.num_shards, self.epochs, self.given_rqmt = _checked_args(locals())
+        self.returnn_python_exe = default_returnn_python_exe(returnn_python_exe)
+        self.returnn_root = default_returnn_root(returnn_root)
 
         self.out_report = self.output_path("report.txt")
         self.out_ok = self.output_var("ok")
 
     @classmethod
     def hash(cls, parsed_args):
-        # Sisyphus hashes before __init__ runs: reject what cannot be hashed (or pickled) here, clearly.
-        if isinstance(parsed_args["train_dataset"], dict):
-            _check_picklable_functions(parsed_args["train_dataset"])
+        # Sisyphus hashes before __init__ runs: every check happens here, and only plain values are hashed.
         d = dict(parsed_args)
-        del d["returnn_python_exe"]
-        epochs = _normalize_epochs(d["epochs"])
+        d["train_dataset"], d["num_shards"], epochs, _ = _checked_args(d)
         # epochs=4 and [1, 2, 3, 4] (in any order) are one job; 4 is how the first N were always hashed.
         d["epochs"] = len(epochs) if epochs == list(range(1, len(epochs) + 1)) else epochs
+        for name in RQMT_ARGS:
+            d.pop(name, None)
         return super().hash(d)
 
     def tasks(self):
-        yield Task("run", rqmt=self.rqmt)
+        sized = verify_rqmt(num_shards=self.num_shards, num_epochs=len(self.epochs))
+        yield sized_task("run", given=self.given_rqmt, sized=sized, mini=False)
 
     def run(self):
         work = self._sis_path(gs.JOB_WORK_DIR, abspath=True)  # tasks run with the job's work dir as cwd
@@ -205,8 +256,8 @@ class VerifyShardingJob(Job):
         """One RETURNN process per rank, one after the other (rank 0 also writes the reference);
         their records, and a line on stdout per rank."""
         source = self._write_source(work)
-        python = self._path_str(self.returnn_python_exe) or sys.executable
-        roots = ([self._path_str(self.returnn_root)] if self.returnn_root is not None else []) + \
+        python = path_str(self.returnn_python_exe) or sys.executable
+        roots = ([path_str(self.returnn_root)] if self.returnn_root is not None else []) + \
             import_roots(self.train_dataset)
         ranks = []
         for rank in range(self.num_shards):
@@ -223,10 +274,6 @@ class VerifyShardingJob(Job):
         return ranks
 
     @staticmethod
-    def _path_str(path: Optional[Union[tk.Path, str]]) -> Optional[str]:
-        return path.get_path() if isinstance(path, tk.Path) else path
-
-    @staticmethod
     def _load(path: str) -> Dict[str, Any]:
         with open(path, "rt", encoding="utf-8") as f:
             return json.load(f)
@@ -234,7 +281,7 @@ class VerifyShardingJob(Job):
     def _write_source(self, work: str) -> List[str]:
         """Arguments naming the dataset for the runner; a dict is pickled with plain path strings."""
         if not isinstance(self.train_dataset, dict):
-            return ["--config", self._path_str(self.train_dataset)]
+            return ["--config", path_str(self.train_dataset)]
         path = os.path.join(work, "dataset.pkl")
         with core.io.atomic_write(path, "wb") as f:
             pickle.dump(instantiate(self.train_dataset), f, protocol=4)

@@ -137,3 +137,101 @@ def test_pinned_ids_and_what_is_hashed(work_dir):
     assert balanced._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.D9ofqMsIxKtP"
     other = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, random_seed_offset=1)
     assert len({job._sis_id(), balanced._sis_id(), other._sis_id()}) == 3
+
+
+def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
+    sizes = tk.Path("/data/corpus/file_sizes.npz")
+    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
+    assert ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=np.int32(20), num_epochs=np.uint16(100),
+                        random_seed_offset=np.int64(0), plot=np.bool_(True), mem_rqmt=np.float64(2)) is job
+    assert job._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
+    seeded = ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=20, num_epochs=100,
+                          fixed_random_seed=np.int64(7))
+    assert seeded is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, fixed_random_seed=7)
+    assert type(seeded.num_shards) is int and type(seeded.fixed_random_seed) is int
+
+
+@pytest.mark.parametrize("options, error, match", [
+    ({"random_seed_offset": -5}, ValueError, "would shuffle with seed -4 .*use random_seed_offset >= -1"),
+    ({"num_shards": np.float64(8)}, TypeError, "num_shards=np.float64\\(8.0\\) has type float64"),
+    ({"plot": "no"}, TypeError, "plot='no' has type str; plot must be True or False"),
+    ({"time_rqmt": -1}, ValueError, "time_rqmt=-1 must be a positive number \\(hours\\)"),
+    ({"cpu_rqmt": 0}, ValueError, "cpu_rqmt=0 must be a positive int \\(CPUs\\)"),
+])
+def test_every_argument_is_checked_before_the_hash(work_dir, options, error, match):
+    sizes = tk.Path("/data/corpus/file_sizes.npz")
+    ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
+    args = {"file_sizes": sizes, "num_shards": 8, "partition_epoch": 20, "num_epochs": 100, **options}
+    with pytest.raises(error, match=match):
+        ShardPlanJob.hash(args)  # what Sisyphus calls first
+    # The requests and plot are not hashed, so this id exists already and Sisyphus would hand out that
+    # job without calling __init__: only the check in hash() sees the bad value.
+    with pytest.raises(error, match=match):
+        ShardPlanJob(**args)
+
+
+def test_plot_false_declares_no_plot_and_is_its_own_job(work_dir):
+    sizes_path = _sizes_file(str(work_dir))
+    with_plot = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4)
+    without = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, plot=False)
+    assert without is not with_plot and not hasattr(without, "out_plot") and hasattr(with_plot, "out_plot")
+    assert ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, plot=True) is with_plot
+    run_job(without)
+    assert sorted(os.listdir(os.path.dirname(without.out_plan.get_path()))) == [
+        "dropped_fraction", "max_imbalance", "plan.npz", "report.txt", "summary.json"]
+    sizes = tk.Path("/data/corpus/file_sizes.npz")
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, plot=False)._sis_id() == \
+        "i6_shard/jobs/plan/ShardPlanJob.LRHWQLLDatCg"  # plot=False: a new id
+
+
+def test_plot_true_fails_before_writing_anything_without_matplotlib(work_dir, monkeypatch):
+    import sys
+
+    sizes_path = _sizes_file(str(work_dir))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert not core.reporting.matplotlib_available()
+    job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4)
+    with pytest.raises(ImportError, match="ShardPlanJob\\(plot=True\\) declares out_plot, but matplotlib is not "
+                                          "installed.*plot=False: another job, without out_plot"):
+        run_job(job)
+    assert os.listdir(os.path.dirname(job.out_plan.get_path())) == []
+    run_job(ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, plot=False))
+
+
+def test_requests_are_sized_from_files_times_full_epochs(work_dir, monkeypatch):
+    import sisyphus.job
+
+    from i6_shard.jobs import plan as plan_module
+
+    sizes = tk.Path(_sizes_file(str(work_dir), num_files=40))
+    (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4).tasks()
+    assert task.mini_task  # 40 files x 2 full epochs
+    sisyphus.job.created_jobs.clear()  # requests are not hashed: the same id, another object
+    (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4, time_rqmt=2).tasks()
+    assert not task.mini_task and task.rqmt()["time"] == 2.0 and task.rqmt()["cpu"] == 1
+
+    # Above the mini-task bound, a cluster task; the number of files comes from the archive's header.
+    for bound, mini in ((80, True), (79, False)):  # 40 files x 2 full epochs
+        with monkeypatch.context() as m:
+            m.setattr(plan_module, "MINI_TASK_MAX_WORK", bound)
+            sisyphus.job.created_jobs.clear()
+            (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4).tasks()
+        assert task.mini_task is mini
+    settings = core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=4)
+    assert task.rqmt() == plan_module.plan_rqmt(num_files=40, settings=settings)[0]
+    assert task.rqmt() != plan_module.plan_rqmt(num_files=None, settings=settings)[0]
+    # The request grows with files x full epochs (x ranks unsharded).
+    settings = core.PlanSettings(num_shards=8, partition_epoch=20, num_epochs=2000)
+    small = plan_module.plan_rqmt(num_files=1_000_000, settings=settings)[0]
+    many_epochs = plan_module.plan_rqmt(num_files=1_000_000, settings=settings.replace(num_epochs=20_000))[0]
+    unsharded = plan_module.plan_rqmt(num_files=1_000_000, settings=settings.replace(distrib_shard_files=False))[0]
+    assert many_epochs["mem"] > small["mem"] and many_epochs["time"] > small["time"]
+    assert unsharded["mem"] > small["mem"]
+    # Measured: 1M files x 20 full epochs, plan, report and plot: 23 s and 0.5 GB.
+    measured = plan_module.plan_rqmt(num_files=1_000_000, settings=settings.replace(num_epochs=400))
+    assert measured[0]["mem"] >= 2 * 0.5 and measured[0]["time"] >= 10 * 23 / 3600 and measured[1]
+    # An archive whose header cannot be read: a mini task, whose run says what is wrong.
+    sisyphus.job.created_jobs.clear()
+    (task,) = ShardPlanJob(tk.Path(str(work_dir / "missing.npz")), num_shards=2, partition_epoch=2,
+                           num_epochs=4).tasks()
+    assert task.mini_task

@@ -183,3 +183,190 @@ def test_txt_lists_are_counted_without_being_read_as_trees(work_dir, monkeypatch
 
     monkeypatch.setattr(core, "read_file_list", no_read)
     assert [(t.name(), len(t._args)) for t in job.tasks()] == [("run", 2), ("merge", 1)]
+
+
+# --- non-regular list files, list versions, split errors, key collisions, requests ---------------
+
+def _within(fn, seconds=10.0, unblock=None):
+    """fn()'s result (or its error), failing instead of hanging if it blocks; ``unblock`` then frees it."""
+    import threading
+
+    result = {}
+
+    def target():
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised again below
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if unblock:
+            unblock()
+        pytest.fail(f"blocked for {seconds}s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_list_file_that_is_no_regular_file_fails_in_the_task_naming_it(work_dir, kind):
+    list_path = str(work_dir / "files.txt")
+    unblock = None
+    if kind == "fifo":
+        os.mkfifo(list_path)
+
+        def unblock():  # frees a reader blocked in open
+            try:
+                os.close(os.open(list_path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        what = "a FIFO \\(named pipe\\)"
+    elif kind == "device":
+        os.symlink("/dev/zero", list_path)  # would never end when read
+        what = "a character device"
+    else:
+        os.mkdir(list_path)
+        what = "a directory"
+    job = ComputeFileSizesJob(tk.Path(list_path))
+    # The manager calls tasks(): it must neither block nor raise (that would stop the manager and
+    # every other job); one task runs, and fails naming the list.
+    tasks = _within(lambda: list(job.tasks()), unblock=unblock)
+    assert [(t.name(), len(t._args), t.mini_task) for t in tasks] == [("run", 1, True)]
+    job._sis_setup_directory()
+    with pytest.raises(ValueError, match=f"file list '{list_path}' is {what}, not a regular file"):
+        _within(job.run, unblock=unblock)
+    assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
+
+
+def test_an_empty_list_file_fails(work_dir):
+    list_path = str(work_dir / "files.txt")
+    with open(list_path, "w") as f:
+        f.write("# only a comment\n\n")
+    job = ComputeFileSizesJob(tk.Path(list_path))
+    with pytest.raises(ValueError, match="file list '.*files.txt' holds no entries .*needs at least one file"):
+        run_job(job)
+    assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
+
+
+def test_merge_refuses_parts_of_another_version_of_the_list(work_dir):
+    paths = _make_files(str(work_dir / "data"), [1, 2, 3, 4, 5, 6, 7, 8])
+    list_path = str(work_dir / "list.txt")
+    core.write_file_list(paths[:4], list_path)
+    job = ComputeFileSizesJob(tk.Path(list_path), num_parallel_tasks=2)
+    job._sis_setup_directory()
+    job.run(0)
+    job.run(1)
+    # The list is rewritten while the job runs: as many entries (the counts add up), other files.
+    core.write_file_list(paths[:2] + paths[6:], list_path)
+    with pytest.raises(RuntimeError) as exc:
+        job.merge()
+    msg = str(exc.value)
+    assert msg.startswith(f"2 of the 2 parts in {job._sis_path('work', abspath=True)} were computed from another "
+                          f"version of the file list {list_path}")
+    assert "part 0 (sizes.part-0000-of-0002." in msg and "part 1 (sizes.part-0001-of-0002." in msg
+    assert "restore the list, or delete these part files" in msg
+    assert not os.path.exists(job.out_file_sizes.get_path()) and not os.path.exists(job.out_file_list.get_path())
+    # A part of the list as it is now is used; the stale ones are refused until deleted.
+    job.run(0)
+    with pytest.raises(RuntimeError, match="^1 of the 2 parts .*: part 1 "):
+        job.merge()
+    work = job._sis_path("work", abspath=True)
+    names = sorted(os.listdir(work))
+    assert len(names) == 3 and len({n.split(".")[2] for n in names}) == 2  # the digest is in the name
+    for name in names:
+        if name.startswith("sizes.part-0001-"):
+            os.unlink(os.path.join(work, name))
+    job.merge()  # computes the deleted part itself
+    assert core.load_file_sizes(job.out_file_sizes.get_path()).sizes.tolist() == [1, 2, 7, 8]
+
+
+def test_a_failing_part_names_its_entries_in_the_whole_list(work_dir):
+    paths = _make_files(str(work_dir / "data"), [1] * 7)
+    gone = str(work_dir / "data" / "gone.hdf")
+    job = ComputeFileSizesJob(paths[:5] + [gone] + paths[5:], num_parallel_tasks=3)
+    job._sis_setup_directory()
+    job.run(0)
+    job.run(1)  # entries 2..4: all there
+    with pytest.raises(core.MissingFilesError) as exc:
+        job.run(2)
+    assert str(exc.value).startswith("part 2 of 3 (entries 5..7 of 8): 1 of 3 files are missing or unreadable")
+    assert "gone.hdf" in str(exc.value) and str(exc.value).endswith("nothing was written.")
+    assert not any(".part-0002-" in n for n in os.listdir(job._sis_path("work", abspath=True)))
+    with pytest.raises(core.MissingFilesError, match="^part 2 of 3 \\(entries 5..7 of 8\\): 1 of 3 files"):
+        job.merge()  # computes the missing part, and fails the same way
+    assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
+
+
+def test_entries_sharing_returnns_key_are_refused(work_dir):
+    with pytest.raises(ValueError, match="files has 1 RETURNN file key shared by entries with different files: "
+                                         "entries 0 \\('/data/a:/b.hdf'\\) and 2 \\(\\('/data/a', '/b.hdf'\\)\\) "
+                                         "share key '/data/a:/b.hdf'"):
+        ComputeFileSizesJob(["/data/a:/b.hdf", "/data/c.hdf", ("/data/a", "/b.hdf")])
+    ComputeFileSizesJob(["/data/a:b.hdf", "/data/a:b.hdf", ("/data/a", "/data/b"), ["/data/a", "/data/b"]])
+    # In a list file, the task finds them before it stats anything.
+    d = str(work_dir / "data")
+    list_path = str(work_dir / "list.json")
+    core.write_file_list([f"{d}/a.hdf", f"{d}/x:", [f"{d}/x:", f"{d}/y"], [f"{d}/x", f":{d}/y"]], list_path)
+    job = ComputeFileSizesJob(tk.Path(list_path))
+    with pytest.raises(ValueError, match=f"file list '{list_path}' has 1 RETURNN file key shared .*: entries 2 "
+                                         f"\\(\\['{d}/x:', '{d}/y'\\]\\) and 3 "):
+        run_job(job)
+    assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
+
+
+def test_numpy_counts_and_requests_are_plain_and_unhashed(work_dir):
+    import numpy as np
+
+    files = tk.Path("/data/corpus/files.txt")
+    job = ComputeFileSizesJob(files, num_threads=np.int64(4), num_parallel_tasks=np.int32(2),
+                              time_rqmt=np.float64(2.5), mem_rqmt=np.int64(8), cpu_rqmt=np.int64(2))
+    assert job._sis_id() == "i6_shard/jobs/sizes/ComputeFileSizesJob.v1KsfsLN7z2P"  # the pinned id
+    assert (job.num_threads, job.num_parallel_tasks) == (4, 2) and type(job.num_threads) is int
+    assert job.given_rqmt == {"time": 2.5, "mem": 8, "cpu": 2}
+    assert [type(v) for v in job.given_rqmt.values()] == [float, int, int]
+
+
+@pytest.mark.parametrize("name, value, error, match", [
+    ("time_rqmt", 0, ValueError, "time_rqmt=0 must be a positive number \\(hours\\)"),
+    ("mem_rqmt", "4G", TypeError, "mem_rqmt='4G' has type str; mem_rqmt must be a positive number \\(GB\\)"),
+    ("mem_rqmt", float("nan"), ValueError, "mem_rqmt=nan must be a positive number"),
+    ("cpu_rqmt", 1.5, TypeError, "cpu_rqmt=1.5 has type float; cpu_rqmt must be a positive int \\(CPUs\\)"),
+    ("num_threads", True, TypeError, "num_threads=True has type bool"),
+    ("num_parallel_tasks", 0, ValueError, "num_parallel_tasks=0 must be a positive int"),
+])
+def test_unhashed_arguments_are_checked_before_the_hash(work_dir, name, value, error, match):
+    files = tk.Path("/data/corpus/files.txt")
+    ComputeFileSizesJob(files)
+    # Sisyphus hands out the job it already has for this id without calling __init__: only a check
+    # in hash() sees the bad value.
+    with pytest.raises(error, match=match):
+        ComputeFileSizesJob(files, **{name: value})
+
+
+def test_requests_are_sized_from_the_entries(work_dir, monkeypatch):
+    from i6_shard.jobs.sizes import sizes_rqmt
+
+    paths = _make_files(str(work_dir / "data"), [1] * 5)
+    import sisyphus.job
+
+    small = ComputeFileSizesJob(paths)
+    (task,) = small.tasks()
+    assert task.mini_task
+    sisyphus.job.created_jobs.clear()  # requests are not hashed: the same id, another object
+    given = ComputeFileSizesJob(paths, mem_rqmt=3)
+    (task,) = given.tasks()  # a request given: a cluster task, the rest sized
+    assert not task.mini_task and task.rqmt() == {"cpu": 1, "mem": 3.0, "time": 0.5}
+    monkeypatch.setattr(ComputeFileSizesJob, "ENTRIES_PER_TASK", 2)
+    trees = [(p, p) for p in paths]  # two files per entry
+    run, merge = ComputeFileSizesJob(trees).tasks()
+    assert len(run._args) == 3 and not run.mini_task and not merge.mini_task
+    assert run.rqmt() == sizes_rqmt(num_entries=5, num_leaves=10, num_stat=4)
+    assert merge.rqmt() == sizes_rqmt(num_entries=5, num_leaves=10, num_stat=10)
+    # Memory grows with the whole list (every task reads it), time with the files a task stats.
+    # Measured (see sizes_rqmt): 1390 bytes per two-file entry of a .json list; the request has room.
+    big = sizes_rqmt(num_entries=10_000_000, num_leaves=20_000_000, num_stat=200_000)
+    assert big["mem"] >= 1.5 * 10_000_000 * 1390 / 1e9
+    assert sizes_rqmt(num_entries=10_000_000, num_leaves=20_000_000, num_stat=2_000_000)["time"] > big["time"] >= 0.5

@@ -123,7 +123,11 @@ def test_pinned_id_and_what_is_hashed(work_dir):
     }
     job = VerifyShardingJob(dataset, num_shards=8, epochs=40)
     assert job._sis_id() == "i6_shard/jobs/verify/VerifyShardingJob.Yhj54w5Fydc7"
-    assert VerifyShardingJob(dataset, num_shards=8, epochs=40, returnn_python_exe=tk.Path(sys.executable)) is job
+    # As i6_core hashes them: returnn_python_exe and returnn_root as given. A given Python is another
+    # job (it was not hashed before, so such graphs moved once); the default None keeps the old id.
+    exe = VerifyShardingJob(dataset, num_shards=8, epochs=40, returnn_python_exe=tk.Path("/usr/bin/python3"))
+    assert exe._sis_id() == "i6_shard/jobs/verify/VerifyShardingJob.2g2hwPhr5LQ2"
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=40, returnn_python_exe="/usr/bin/python3") is not exe
     rooted = VerifyShardingJob(dataset, num_shards=8, epochs=40, returnn_root=tk.Path("/opt/returnn"))
     assert rooted is not job
     other = dict(dataset, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch_dataset, seq_ordering="default"))
@@ -230,3 +234,100 @@ def test_runs_the_given_python_with_returnn_root_first_on_the_path(work_dir, hdf
     path = kwargs["env"]["PYTHONPATH"].split(os.pathsep)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert path[:2] == ["/opt/returnn", repo]  # then i6_shard's and tests.hdf_data's root
+
+
+# --- RETURNN's Python and root as i6_core's jobs take them; requests; checks before the hash ------
+
+def _dataset():
+    return sharded_dfd(tk.Path("/data/corpus/files.txt"), partition_epoch=20)
+
+
+@pytest.mark.parametrize("settings", [{}, {"RETURNN_PYTHON_EXE": "/opt/py/bin/python3", "RETURNN_ROOT": "/opt/returnn"},
+                                      {"RETURNN_ROOT": "/opt/returnn"}])
+def test_returnn_defaults_follow_i6_core(work_dir, monkeypatch, settings):
+    """The same Python and root as i6_core's ReturnnTrainingJob would take, and the same id as without
+    settings: like i6_core, the defaults from gs are not hashed."""
+    i6_core_util = pytest.importorskip("i6_core.util", reason="needs i6_core: clone github.com/rwth-i6/i6_core into "
+                                                              "recipe/ and put recipe/ on PYTHONPATH")
+    from sisyphus import gs
+
+    for name in ("RETURNN_PYTHON_EXE", "RETURNN_ROOT"):
+        monkeypatch.setattr(gs, name, settings.get(name), raising=False)
+    job = VerifyShardingJob(_dataset(), num_shards=8, epochs=40)
+    assert job.returnn_python_exe.get_path() == i6_core_util.get_returnn_python_exe(None).get_path()
+    if "RETURNN_ROOT" in settings:
+        assert job.returnn_root.get_path() == i6_core_util.get_returnn_root(None).get_path() == "/opt/returnn"
+    else:
+        assert job.returnn_root is None  # where i6_core fails: the RETURNN installed for that Python
+    assert job._sis_id() == VerifyShardingJob.__module__.replace(".", "/") + "/VerifyShardingJob." + \
+        VerifyShardingJob.hash({"train_dataset": _dataset(), "num_shards": 8, "epochs": 40, "returnn_root": None})
+    given = VerifyShardingJob(_dataset(), num_shards=8, epochs=40, returnn_python_exe=tk.Path("/usr/bin/python3"),
+                              returnn_root=tk.Path("/srv/returnn"))
+    assert given.returnn_python_exe.get_path() == i6_core_util.get_returnn_python_exe(
+        tk.Path("/usr/bin/python3")).get_path()
+    assert given.returnn_root.get_path() == "/srv/returnn"
+
+
+def test_the_run_uses_the_python_and_root_from_the_settings(work_dir, hdf_files, monkeypatch):
+    from sisyphus import gs
+
+    monkeypatch.setattr(gs, "RETURNN_PYTHON_EXE", "/opt/py/bin/python3", raising=False)
+    monkeypatch.setattr(gs, "RETURNN_ROOT", "/opt/returnn-from-settings", raising=False)
+    calls = []
+    real_popen = subprocess.Popen
+
+    def fake_popen(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        return real_popen([sys.executable, "-c", "import sys; sys.exit('no RETURNN here')"], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", fake_popen)
+    job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3), num_shards=2, epochs=3)
+    with pytest.raises(RankFailedError):
+        run_job(job)
+    (cmd, kwargs), = calls
+    assert cmd[0] == "/opt/py/bin/python3"
+    assert kwargs["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/opt/returnn-from-settings"
+
+
+def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
+    import numpy as np
+
+    job = VerifyShardingJob(_dataset(), num_shards=8, epochs=40)
+    assert VerifyShardingJob(dict(_dataset(), partition_epoch=np.int64(20), sharding_fix=np.bool_(True)),
+                             num_shards=np.int64(8), epochs=np.int32(40), cpu_rqmt=np.int64(2)) is job
+    listed = VerifyShardingJob(_dataset(), num_shards=8, epochs=[np.int64(3), 1])
+    assert listed is VerifyShardingJob(_dataset(), num_shards=8, epochs=[1, 3]) and listed.epochs == [1, 3]
+    assert [type(e) for e in listed.epochs] == [int, int] and type(job.num_shards) is int
+
+
+@pytest.mark.parametrize("options, error, match", [
+    ({"num_shards": 0}, ValueError, "num_shards=0 must be a positive int"),
+    ({"num_shards": "8"}, TypeError, "num_shards='8' has type str; .*pass num_shards=8"),
+    ({"time_rqmt": "1h"}, TypeError, "time_rqmt='1h' has type str; time_rqmt must be a positive number \\(hours\\)"),
+    ({"mem_rqmt": 0}, ValueError, "mem_rqmt=0 must be a positive number \\(GB\\)"),
+    ({"returnn_root": 3}, TypeError, "returnn_root=3 has type int; give a tk.Path"),
+    ({"returnn_python_exe": ["/usr/bin/python3"]}, TypeError, "returnn_python_exe=\\['/usr/bin/python3'\\] has type "
+                                                               "list"),
+])
+def test_every_argument_is_checked_before_the_hash(work_dir, options, error, match):
+    VerifyShardingJob(_dataset(), num_shards=8, epochs=40)
+    args = {"train_dataset": _dataset(), "num_shards": 8, "epochs": 40, **options}
+    with pytest.raises(error, match=match):
+        VerifyShardingJob.hash(dict(args, returnn_python_exe=options.get("returnn_python_exe"),
+                                    returnn_root=options.get("returnn_root")))
+    with pytest.raises(error, match=match):  # the requests are not hashed: this id exists already
+        VerifyShardingJob(**args)
+
+
+def test_requests_are_sized_from_ranks_and_sub_epochs(work_dir):
+    import sisyphus.job
+
+    from i6_shard.jobs.verify import verify_rqmt
+
+    (task,) = VerifyShardingJob(_dataset(), num_shards=8, epochs=40).tasks()
+    assert not task.mini_task and task.rqmt() == {"cpu": 1, "mem": 4.0, "time": 6.5}  # 1 h + 1 min x 8 x 40
+    assert verify_rqmt(num_shards=2, num_epochs=6) == {"cpu": 1, "mem": 4, "time": 1.25}
+    assert verify_rqmt(num_shards=16, num_epochs=40)["time"] > verify_rqmt(num_shards=8, num_epochs=40)["time"]
+    sisyphus.job.created_jobs.clear()  # requests are not hashed: the same id, another object
+    (task,) = VerifyShardingJob(_dataset(), num_shards=8, epochs=40, mem_rqmt=16, time_rqmt=24).tasks()
+    assert task.rqmt() == {"cpu": 1, "mem": 16.0, "time": 24.0}

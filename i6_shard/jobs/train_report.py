@@ -1,0 +1,160 @@
+"""TrainReportJob: what a finished training really read and dropped, per sub-epoch and rank,
+measured from RETURNN's own logs and compared with the plan (the same outputs as
+``python -m i6_shard train-report``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Sequence, Union
+
+from sisyphus import Job, tk
+
+from i6_shard import core
+from i6_shard.core.reporting import train_report
+
+from .util import check_absolute, path_str, rqmt_from_args, task_for, write_variable
+
+__all__ = ["TrainReportJob", "training_log_files"]
+
+
+def training_log_files(training: Any) -> List[tk.Path]:
+    """The log files RETURNN writes in an i6_core ``ReturnnTrainingJob``'s work dir: one per rank,
+    ``returnn.torch-distrib-<rank>-<size>.log`` under torch distributed (i6_core's ``log`` is
+    ``["./returnn.log"]`` and ``horovod_num_processes`` ranks), else ``returnn.log``. They are paths
+    of the training job (hashed by its id), so a report depends on that training.
+
+    :raises TypeError: if ``training`` is not such a job
+    :raises ValueError: if its config logs to no file
+    """
+    config = getattr(training, "returnn_config", None)
+    if not hasattr(training, "out_learning_rates") or config is None:
+        raise TypeError(f"training={training!r} is not an i6_core ReturnnTrainingJob; pass its log files as "
+                        "log_files=[...] instead")
+    logs = config.post_config.get("log", config.config.get("log"))
+    logs = [logs] if isinstance(logs, str) else list(logs or [])
+    logs = [name for name in logs if isinstance(name, str) and name != "stdout"]
+    if not logs:
+        raise ValueError("the training's config logs to no file (its 'log' is empty or only 'stdout'); "
+                         "set log = ['./returnn.log'] (i6_core's default)")
+    name = os.path.normpath(logs[0])
+    merged = {**config.config, **config.post_config}
+    num_ranks = int(getattr(training, "horovod_num_processes", None) or 1)
+    if merged.get("torch_distributed") is not None:
+        stem, ext = os.path.splitext(name)
+        names = [f"{stem}.torch-distrib-{r}-{num_ranks}{ext}" for r in range(num_ranks)]
+    else:
+        names = [name]
+    # A path of the training job, relative to its output dir: RETURNN runs in the job's work dir.
+    return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
+
+
+def _check_paths(log_files: Any) -> List[Union[tk.Path, str]]:
+    if isinstance(log_files, (str, tk.Path)) or not isinstance(log_files, (list, tuple)) or not log_files:
+        raise TypeError(f"log_files={log_files!r} must be a non-empty list of tk.Path or absolute str: the per-rank "
+                        "logs, e.g. training_log_files(training) or TrainReportJob.for_training(training)")
+    for idx, path in enumerate(log_files):
+        if not isinstance(path, (str, tk.Path)):
+            raise TypeError(f"log_files[{idx}]={path!r} must be a tk.Path or an absolute str")
+        check_absolute(path, name=f"log_files[{idx}]")
+    return list(log_files)
+
+
+class TrainReportJob(Job):
+    """Measures from a training's own RETURNN logs, per sub-epoch and rank: the files given (against
+    the plan), the sequences and frames consumed out of those available, the share dropped, the
+    steps; per full epoch the passes made; and raises alarms (files other than planned, sequences
+    read twice or never, steps far below what the files give -- RETURNN #1738 --, too much dropped).
+
+    Build it with :meth:`for_training` from an i6_core ``ReturnnTrainingJob`` (the report then runs
+    after the training), or give the logs. The training needs ``log_verbosity=5`` and
+    ``log_batch_size=True`` (``i6_shard.returnn_config.training_job_kwargs`` sets both, unhashed).
+
+    Outputs: out_report (text), out_summary (json), out_plot (png, with ``plot=True``),
+    out_dropped_fraction (tk.Variable: mean share of the frames dropped per sub-epoch, None if unknown),
+    out_num_alarms (tk.Variable).
+    """
+
+    __sis_hash_exclude__ = {"after": None}
+
+    def __init__(
+        self,
+        log_files: Sequence[Union[tk.Path, str]],
+        *,
+        plan: Optional[Union[tk.Path, str]] = None,
+        file_lengths: Optional[Union[tk.Path, str]] = None,
+        read_hdf: bool = True,
+        partition_epoch: Optional[int] = None,
+        max_dropped: float = train_report.DEFAULT_MAX_DROPPED,
+        min_steps_ratio: float = train_report.DEFAULT_MIN_STEPS_RATIO,
+        dataset_name: str = "train",
+        after: Optional[tk.Path] = None,
+        plot: bool = True,
+        time_rqmt: Optional[float] = None,
+        mem_rqmt: Optional[float] = None,
+        cpu_rqmt: Optional[int] = None,
+    ):
+        """
+        :param log_files: RETURNN's per-rank logs (or one torchrun stdout with rank prefixes)
+        :param plan: ShardPlanJob.out_plan, to compare the files with
+        :param file_lengths: JSON ``{file key: [num_seqs, num_frames]}``; else (and for keys it lacks)
+            the HDF files the logs name are read (``read_hdf``)
+        :param read_hdf: read the HDF files' ``seqLengths`` for the sequences and frames per file
+        :param partition_epoch: without a plan (else inferred from the logged files)
+        :param max_dropped: alarm above this mean dropped share of the frames per sub-epoch
+        :param min_steps_ratio: alarm where a sub-epoch's steps are below this share of what its files give
+        :param dataset_name: the DistributeFilesDataset's name in the log (its config key)
+        :param after: a path that must exist first, e.g. the training's out_learning_rates (only a dependency)
+        :param plot: write out_plot (needs matplotlib); not hashed
+        :param time_rqmt: hours; with mem_rqmt/cpu_rqmt a cluster task, else a mini task; not hashed
+        """
+        self.log_files = _check_paths(log_files)
+        for name, path in (("plan", plan), ("file_lengths", file_lengths)):
+            if path is not None:
+                check_absolute(path, name=name)
+        self.plan = plan
+        self.file_lengths = file_lengths
+        self.read_hdf = core.pure.check_bool(read_hdf, name="read_hdf")
+        self.partition_epoch = core.pure.check_optional_int(partition_epoch, name="partition_epoch", minimum=1)
+        if not 0.0 <= max_dropped <= 1.0:
+            raise ValueError(f"max_dropped={max_dropped!r} must be a share in [0, 1], e.g. 0.05")
+        if not 0.0 < min_steps_ratio <= 1.0:
+            raise ValueError(f"min_steps_ratio={min_steps_ratio!r} must be in (0, 1], e.g. 0.75")
+        self.max_dropped = float(max_dropped)
+        self.min_steps_ratio = float(min_steps_ratio)
+        self.dataset_name = dataset_name
+        self.after = after
+        self.plot = core.pure.check_bool(plot, name="plot")
+        self.rqmt = rqmt_from_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
+
+        self.out_report = self.output_path(train_report.TRAIN_REPORT_FILE)
+        self.out_summary = self.output_path(train_report.TRAIN_SUMMARY_FILE)
+        if self.plot:
+            self.out_plot = self.output_path(train_report.TRAIN_PLOT_FILE)
+        self.out_dropped_fraction = self.output_var("dropped_fraction")
+        self.out_num_alarms = self.output_var("num_alarms")
+
+    @classmethod
+    def for_training(cls, training: Any, **kwargs) -> "TrainReportJob":
+        """The report of an i6_core ``ReturnnTrainingJob``: its logs (:func:`training_log_files`),
+        run once the training has finished (after its ``out_learning_rates``)."""
+        return cls(training_log_files(training), after=training.out_learning_rates, **kwargs)
+
+    @classmethod
+    def hash(cls, parsed_args):
+        d = dict(parsed_args)
+        for name in ("plot", "time_rqmt", "mem_rqmt", "cpu_rqmt"):
+            d.pop(name, None)
+        return super().hash(d)
+
+    def tasks(self):
+        yield task_for("run", self.rqmt)
+
+    def run(self):
+        summary = train_report.write_train_report(
+            # normpath: the logs of a training are "<job>/output/../work/...", which needs no output dir this way
+            [os.path.normpath(path_str(p)) for p in self.log_files], os.path.dirname(self.out_summary.get_path()),
+            plan_path=path_str(self.plan), file_lengths_path=path_str(self.file_lengths), read_hdf=self.read_hdf,
+            partition_epoch=self.partition_epoch, max_dropped=self.max_dropped,
+            min_steps_ratio=self.min_steps_ratio, plot=self.plot, dataset_name=self.dataset_name)
+        write_variable(self.out_dropped_fraction, summary["dropped_fraction"])
+        write_variable(self.out_num_alarms, len(summary["alarms"]))

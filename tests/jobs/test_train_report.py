@@ -1,0 +1,85 @@
+"""TrainReportJob with the real Sisyphus and i6_core: built from a ReturnnTrainingJob it reads the logs
+RETURNN writes in that job's work dir and runs after it; its outputs equal `train-report`'s byte for
+byte (on real logs copied there); stable hash; clear errors."""
+
+import glob
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.jobs.conftest import SISYPHUS_REASON, run_job
+
+pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
+                                              "recipe/ on PYTHONPATH")
+
+from sisyphus import gs, tk  # noqa: E402
+
+from i6_shard import cli  # noqa: E402
+from i6_shard.jobs import TrainReportJob  # noqa: E402
+from i6_shard.jobs.train_report import training_log_files  # noqa: E402
+from i6_shard.returnn_config import sharded_files_dataset  # noqa: E402
+from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job  # noqa: E402
+
+LOGS = os.path.join(os.path.dirname(__file__), "..", "data", "returnn_logs")
+EXE = dict(returnn_python_exe=tk.Path("/usr/bin/python3"), returnn_root=tk.Path("/opt/returnn"))
+#: Pinned: a change here moves the id of every user's report job.
+PINNED_ID = "i6_shard/jobs/train_report/TrainReportJob.2jijxlJpxzS8"
+
+
+def _training(num_gpus=2):
+    train = sharded_files_dataset([f"/data/part{i:03d}.hdf" for i in range(16)],
+                                  sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+                                  partition_epoch=2)
+    rc = sharded_returnn_config({"backend": "torch", "behavior_version": 24, "batch_size": 300}, train)
+    return training_job(rc, num_gpus=num_gpus, num_epochs=4, **EXE)
+
+
+def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir):
+    training = _training()
+    job = TrainReportJob.for_training(training)
+    work = training._sis_path(gs.JOB_WORK_DIR, abspath=True)
+    assert [os.path.normpath(p.get_path()) for p in job.log_files] == [
+        os.path.normpath(os.path.join(work, f"returnn.torch-distrib-{r}-2.log")) for r in range(2)]
+    assert job.after == training.out_learning_rates
+    assert {p.creator for p in job._sis_inputs} == {training}
+    assert training.out_learning_rates in job._sis_inputs
+    assert job._sis_id() == PINNED_ID
+    assert TrainReportJob.for_training(training, plot=False, time_rqmt=1)._sis_id() == job._sis_id()
+    assert TrainReportJob.for_training(training, max_dropped=0.1)._sis_id() != job._sis_id()
+    single = training_log_files(_training(num_gpus=1))
+    assert [os.path.basename(p.get_path()) for p in single] == ["returnn.log"]
+
+
+def test_outputs_equal_the_cli_on_the_real_logs(work_dir):
+    training = _training()
+    name = "w2_nofix"
+    lengths = os.path.abspath(os.path.join(LOGS, name, "file_lengths.json"))
+    job = TrainReportJob.for_training(training, file_lengths=lengths, partition_epoch=2)
+    work = training._sis_path(gs.JOB_WORK_DIR, abspath=True)
+    os.makedirs(work)
+    for path in glob.glob(os.path.join(LOGS, name, "returnn.torch-distrib-*.log")):
+        shutil.copy(path, work)
+    run_job(job)
+    out = str(work_dir / "cli")
+    assert cli.main(["train-report", *sorted(glob.glob(os.path.join(work, "*.log"))), "--file-lengths", lengths,
+                     "--partition-epoch", "2", "-o", out]) == 0
+    for path, fn in ((job.out_report, "report.txt"), (job.out_summary, "summary.json"), (job.out_plot, "plot.png")):
+        with open(path.get_path(), "rb") as a, open(os.path.join(out, fn), "rb") as b:
+            assert a.read() == b.read(), fn
+    summary = json.loads(open(job.out_summary.get_path()).read())
+    assert job.out_num_alarms.get() == len(summary["alarms"]) >= 2
+    assert job.out_dropped_fraction.get() == summary["dropped_fraction"] > 0.5
+
+
+def test_bad_arguments_fail_at_construction(work_dir):
+    with pytest.raises(ValueError, match=r"log_files\[0\]='rel.log' is a relative path"):
+        TrainReportJob(["rel.log"])
+    with pytest.raises(TypeError, match="must be a non-empty list"):
+        TrainReportJob(tk.Path("/x/returnn.torch-distrib-0-1.log"))
+    with pytest.raises(TypeError, match="is not an i6_core ReturnnTrainingJob"):
+        TrainReportJob.for_training(object())
+    with pytest.raises(ValueError, match="min_steps_ratio=0 must be in"):
+        TrainReportJob([tk.Path("/x/a.log")], min_steps_ratio=0)
