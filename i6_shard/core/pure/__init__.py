@@ -4,11 +4,13 @@
 - distribute: RETURNN's shuffle and bin cut, mirrored exactly; balanced: i6_shard's balanced cut;
 - plan: :class:`ShardPlan`; stats: what a plan does over a training; epochs: sub-epochs vs passes;
 - file_tree: RETURNN's file trees and keys; reads: what ranks read, checked against a plan;
-- args: the type and range checks that every user-facing entry point shares.
+- args: the type and range checks that every user-facing entry point shares;
+- consumption: what a training consumed per sub-epoch and rank, measured from its logs.
 """
 
 from .args import check_bool, check_int, check_optional_int
 from .balanced import distribute_balanced
+from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
 from .cut import CUTS, cut_full_epoch
 from .distribute import (
     UNSHARDED_RANK_SEED_STRIDE,
@@ -44,4 +46,5 @@ __all__ = [
     "FileTree", "flatten", "tree_key", "check_file_trees", "leaves_and_keys",
     "SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads",
     "check_int", "check_optional_int", "check_bool",
+    "dropped_share", "expected_steps", "read_counts", "infer_partition_epoch",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from fractions import Fraction
-from typing import Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -62,26 +62,45 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     >>> np.diff(bounds).tolist()  # groups of 4 + 2 files, not RETURNN's 3 + 3 (one rank a file short)
     [2, 1, 2, 1]
     """
+    order, bounds, _, _ = _balanced_split(sizes, num_shards=num_shards, partition_epoch=partition_epoch)
+    return order, bounds
+
+
+def _balanced_split(sizes: np.ndarray, *, num_shards: int,
+                    partition_epoch: int) -> Tuple[np.ndarray, np.ndarray, Fraction, Dict[Tuple[int, int], tuple]]:
+    """:func:`distribute_balanced` with what it computed on the way: ``(order, bounds, dropped, groups)``,
+    with ``dropped`` the exact sum over sub-epochs of ``1 - W*min/sum`` of the result, and ``groups`` the
+    largest-first assignment (:func:`_assign_group`) of every contiguous group it tried, by ``(start, end)``."""
     sizes = _check_sizes(sizes)
     num_files = int(sizes.shape[0])
     check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
     cut = group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)
     groups = _assign_groups(sizes, cut, num_shards=num_shards)
+    tried = {(int(cut[s]), int(cut[s + 1])): groups[s] for s in range(partition_epoch)}
     loss = sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
     if num_shards > 1 and loss > _TRY_ALIGNED_CUT_ABOVE * partition_epoch:
         aligned = _min_group_size(((cut + num_shards // 2) // num_shards) * num_shards,
                                   num_files=num_files, min_group_size=num_shards)
         if not np.array_equal(aligned, cut):
             aligned_groups = _assign_groups(sizes, aligned, num_shards=num_shards)
+            tried.update({(int(aligned[s]), int(aligned[s + 1])): aligned_groups[s] for s in range(partition_epoch)})
             aligned_loss = sum((_dropped(loads, num_shards) for _, _, loads in aligned_groups), Fraction(0))
             if aligned_loss < loss:
                 cut, groups, loss = aligned, aligned_groups, aligned_loss
     if num_shards > 1 and loss > 0:
         returnn_bounds = distribute_evenly_by_size(sizes, num_bins=num_shards * partition_epoch)
         returnn_loads = np.add.reduceat(sizes, returnn_bounds[:-1]).reshape(num_shards, partition_epoch)
-        if sum((_dropped(returnn_loads[:, s], num_shards) for s in range(partition_epoch)), Fraction(0)) < loss:
-            return np.arange(num_files, dtype=np.int64), returnn_bounds
+        returnn_loss = sum((_dropped(returnn_loads[:, s], num_shards) for s in range(partition_epoch)), Fraction(0))
+        if returnn_loss < loss:
+            return np.arange(num_files, dtype=np.int64), returnn_bounds, returnn_loss, tried
+    order, bounds = _bins_from_groups(cut, groups, num_shards=num_shards, partition_epoch=partition_epoch)
+    return order, bounds, loss, tried
+
+
+def _bins_from_groups(cut: np.ndarray, groups: list, *, num_shards: int,
+                      partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``(order, bounds)`` in RETURNN's bin order from contiguous groups and their per-rank assignment."""
     # Bin r*P + s holds group s's files of rank r; concatenate the slices rank-major.
     pieces, counts = [], np.empty((num_shards, partition_epoch), dtype=np.int64)
     for s, (by_rank, rank_starts, _) in enumerate(groups):

@@ -3,12 +3,13 @@ partition_epoch`` bins. The one table of them; ShardPlan and the RETURNN-side da
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
+from .flexible import distribute_flexible
 
 __all__ = ["CUTS", "cut_full_epoch"]
 
@@ -18,21 +19,24 @@ def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tup
     return np.arange(len(costs), dtype=np.int64), bounds
 
 
-#: distribution name -> ``f(costs, *, num_shards, partition_epoch) -> (positions, bounds)``; the first is the
-#: default, RETURNN's own cut.
+#: distribution name -> ``f(costs, *, num_shards, partition_epoch, **options) -> (positions, bounds)``; the
+#: first is the default, RETURNN's own cut. Options: see ``PlanSettings.cut_options``.
 CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
     "returnn": _returnn,
     "balanced": distribute_balanced,
+    "flexible": distribute_flexible,
 }
 
 
-def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int,
-                   distribution: str) -> Tuple[np.ndarray, np.ndarray]:
+def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int, distribution: str,
+                   options: Optional[Mapping[str, Any]] = None) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for files whose costs are given in the shuffled order.
 
     :param costs: int64 costs in the (shuffled) order, shape [num_files]
     :param num_shards: the number of shards the cut is for (1 for each rank's own layout unsharded)
     :param distribution: a key of :data:`CUTS`
+    :param options: keyword options of that distribution (``PlanSettings.cut_options``, e.g.
+        ``max_sub_epoch_deviation`` of "flexible"); None: its defaults
     :return: ``(positions, bounds)``: int64 positions into ``costs``, shape [num_files], grouped bin by
         bin, and int64 boundaries, shape [num_shards * partition_epoch + 1]; bin ``r*P + s`` is what
         rank r reads in sub-epoch s
@@ -42,4 +46,5 @@ def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int,
     >>> positions.tolist(), bounds.tolist()
     ([0, 1, 2, 3], [0, 1, 2, 3, 4])
     """
-    return CUTS[distribution](np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch)
+    return CUTS[distribution](np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch,
+                              **(options or {}))

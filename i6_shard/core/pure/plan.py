@@ -122,7 +122,8 @@ class ShardPlan:
         """Cut the shuffled order into bins with the configured distribution."""
         s = self.settings
         positions, bounds = cut_full_epoch(self.costs[order], num_shards=s.num_bins // s.partition_epoch,
-                                           partition_epoch=s.partition_epoch, distribution=s.distribution)
+                                           partition_epoch=s.partition_epoch, distribution=s.distribution,
+                                           options=s.cut_options)
         return order[positions], bounds
 
     # --- queries -------------------------------------------------------------------------

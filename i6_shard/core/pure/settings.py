@@ -10,13 +10,15 @@ from typing import Any, Dict, Optional
 from .args import check_bool, check_int, check_optional_int
 from .cut import CUTS
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
 __all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
            "check_distribution"]
 
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
-#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch; see pure/cut.py, their one table.
+#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch; "flexible": balanced, with
+#: sub-epoch sizes that may differ from the mean by ``max_sub_epoch_deviation``; see pure/cut.py, their one table.
 DISTRIBUTIONS = tuple(CUTS)
 #: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
 #: "sharded": every rank shuffles with the same seed and reads its own bins (``distrib_shard_files=True``,
@@ -48,7 +50,7 @@ def check_distribution(distribution: Any) -> str:
     >>> check_distribution("even")
     Traceback (most recent call last):
     ...
-    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced')
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible')
     """
     if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution={distribution!r} is unknown; use one of {DISTRIBUTIONS}")
@@ -75,6 +77,8 @@ class PlanSettings:
     :ivar same_seed_on_all_ranks: unsharded only: a ``random_seed_offset`` set in the dataset dict,
         which RETURNN does not vary per rank
     :ivar distribution: how a full epoch is cut into bins, one of :data:`DISTRIBUTIONS`
+    :ivar max_sub_epoch_deviation: "flexible" only: how far a sub-epoch's size (the sum of its costs)
+        may be from the mean sub-epoch's, as a share of it, in [0, 1) (default 0.25: +-25%)
 
     >>> PlanSettings(num_shards=2, partition_epoch=5, random_seed_offset=-2)
     Traceback (most recent call last):
@@ -95,6 +99,7 @@ class PlanSettings:
     distrib_shard_files: bool = True
     same_seed_on_all_ranks: bool = False
     distribution: str = "returnn"
+    max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION
 
     def __post_init__(self):
         normalized = {
@@ -109,6 +114,7 @@ class PlanSettings:
                                                     hint="or None"),
             "distrib_shard_files": check_bool(self.distrib_shard_files, name="distrib_shard_files"),
             "same_seed_on_all_ranks": check_bool(self.same_seed_on_all_ranks, name="same_seed_on_all_ranks"),
+            "max_sub_epoch_deviation": check_max_sub_epoch_deviation(self.max_sub_epoch_deviation),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -138,6 +144,7 @@ class PlanSettings:
         """
         check_seq_ordering(self.seq_ordering)
         check_distribution(self.distribution)
+        check_max_sub_epoch_deviation(self.max_sub_epoch_deviation)
         if self.same_seed_on_all_ranks and self.distrib_shard_files:
             raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
                              "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
@@ -176,6 +183,17 @@ class PlanSettings:
         return 1 if self.distrib_shard_files else self.num_shards
 
     @property
+    def cut_options(self) -> Dict[str, Any]:
+        """Keyword options of the distribution's cut (see ``core.pure.cut.CUTS``), empty if it has none.
+
+        >>> PlanSettings(num_shards=2, partition_epoch=2, distribution="flexible").cut_options
+        {'max_sub_epoch_deviation': 0.25}
+        """
+        if self.distribution == "flexible":
+            return {"max_sub_epoch_deviation": self.max_sub_epoch_deviation}
+        return {}
+
+    @property
     def per_rank_seed_offset(self) -> bool:
         """Whether RETURNN adds ``rank * 16127`` to the seed offset (unsharded, no dataset offset)."""
         return not self.distrib_shard_files and not self.same_seed_on_all_ranks
@@ -210,8 +228,11 @@ class PlanSettings:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> Dict[str, Any]:
-        """The settings as JSON types (``same_seed_on_all_ranks`` only when True, as plan files store it)."""
+        """The settings as JSON types (``same_seed_on_all_ranks`` only when True, ``max_sub_epoch_deviation``
+        only when not the default, as plan files store them: plans without them keep their bytes)."""
         d = dataclasses.asdict(self)
         if not d["same_seed_on_all_ranks"]:
             del d["same_seed_on_all_ranks"]
+        if d["max_sub_epoch_deviation"] == DEFAULT_MAX_SUB_EPOCH_DEVIATION:
+            del d["max_sub_epoch_deviation"]
         return d

@@ -1,40 +1,18 @@
-"""ShardPlan: RETURNN's per-rank file selection re-implemented independently in the test
-from RETURNN's own shuffle and _distribute_evenly_by_size, plus invariants and errors."""
-
-from typing import List
-
-import re
+"""ShardPlan: per rank and sub-epoch the files RETURNN's own DistributeFilesDataset hands its
+sub-epoch dataset (built per rank, RETURNN deriving each rank's shard and seed itself), plus
+invariants and errors. PlanSettings: test_settings.py; the plan file: tests/core/io/test_plan_file.py."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, save_plan
+from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core.pure import check_layout
 
-distrib_files = pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
-DFD = distrib_files.DistributeFilesDataset
+pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
 
-
-def returnn_files_for(keys: List[str], sizes: List[int], *, epoch: int, shard_index: int, num_shards: int,
-                      partition_epoch: int, seq_ordering: str = "random", random_seed_offset: int = 0,
-                      fixed_random_seed=None, distrib_shard_files: bool = True,
-                      same_seed_on_all_ranks: bool = False) -> List[str]:
-    """What DistributeFilesDataset.init_seq_order picks, written out from its source. Unsharded,
-    Dataset._get_default_random_seed_offset adds rank * 16127 to the config's dataset_random_seed_offset,
-    unless the dataset sets random_seed_offset itself (same_seed_on_all_ranks)."""
-    full = (epoch - 1) // partition_epoch
-    files = list(keys)
-    if seq_ordering == "random":
-        per_rank = not distrib_shard_files and not same_seed_on_all_ranks
-        offset = random_seed_offset + shard_index * 16127 if per_rank else random_seed_offset
-        seed = fixed_random_seed if fixed_random_seed is not None else full + 1 + offset
-        np.random.RandomState(seed).shuffle(files)
-    num_bins = num_shards * partition_epoch if distrib_shard_files else partition_epoch
-    bins = DFD._distribute_evenly_by_size(num_bins=num_bins, file_sizes=dict(zip(keys, sizes)), files_order=files)
-    base = partition_epoch * shard_index if distrib_shard_files else 0
-    return bins[base + (epoch - 1) % partition_epoch]
+from ...returnn_ranks import returnn_files  # noqa: E402
 
 
 @st.composite
@@ -60,10 +38,22 @@ def plan_cases(draw):
 def test_files_for_equals_returnn_over_three_full_epochs(case):
     keys, sizes, kwargs = case
     plan = ShardPlan(keys, sizes, PlanSettings(**kwargs))
-    for epoch in range(1, 3 * kwargs["partition_epoch"] + 1):
-        for r in range(kwargs["num_shards"]):
-            assert plan.files_for(epoch=epoch, shard_index=r) == returnn_files_for(
-                keys, sizes, epoch=epoch, shard_index=r, **kwargs)
+    num_epochs = 3 * kwargs["partition_epoch"]
+    expected = returnn_files(keys, sizes, plan.settings, num_epochs=num_epochs)
+    assert [[plan.files_for(epoch=e, shard_index=r) for e in range(1, num_epochs + 1)]
+            for r in range(kwargs["num_shards"])] == expected
+
+
+def test_the_reference_is_returnns_per_rank_seed():
+    """Not vacuous: unsharded, RETURNN's own per-rank offset (which the reference lets RETURNN
+    derive) gives each rank another order, and it is the one ShardPlan predicts."""
+    keys, sizes = [f"f{i}" for i in range(8)], list(range(8))
+    per_rank = PlanSettings(num_shards=2, partition_epoch=1, distrib_shard_files=False, random_seed_offset=3)
+    got = returnn_files(keys, sizes, per_rank, num_epochs=1)
+    same_seed = per_rank.replace(same_seed_on_all_ranks=True)
+    assert got[0] == returnn_files(keys, sizes, same_seed, num_epochs=1)[0]  # rank 0: offset + 0 * stride
+    assert got[1] != got[0] and sorted(got[1][0]) == keys
+    assert got == [[ShardPlan(keys, sizes, per_rank).files_for(epoch=1, shard_index=r)] for r in range(2)]
 
 
 @settings(max_examples=100)
@@ -112,63 +102,8 @@ def test_errors_name_the_value():
         plan.files_for(epoch=0, shard_index=0)
     with pytest.raises(ValueError, match="shard_index=2"):
         plan.files_for(epoch=1, shard_index=2)
-    with pytest.raises(ValueError, match="seq_ordering='sorted'"):
-        ShardPlan(list("abcd"), [1] * 4, PlanSettings(num_shards=1, partition_epoch=1, seq_ordering="sorted"))
     with pytest.raises(ValueError, match="without trees"):
         plan.trees_for(epoch=1, shard_index=0)
-
-
-def test_plan_file_round_trip_and_numpy_only_reading(tmp_path):
-    keys = [f"/data/ü {i}\n.hdf" for i in range(30)]
-    sizes = np.random.RandomState(0).randint(0, 100, size=30)
-    for unsharded in (False, True):
-        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=4, random_seed_offset=5, distrib_shard_files=not unsharded))
-        path = tmp_path / f"plan{unsharded}.npz"
-        save_plan(plan.with_settings(num_epochs=9), path)
-        loaded = read_plan_file(path, verify=True)
-        assert loaded.num_epochs == 9 and loaded.plan.keys == keys
-        assert loaded.plan.settings.distrib_shard_files is not unsharded
-        # Reading with numpy alone, as the file format documents it.
-        with np.load(path, allow_pickle=False) as d:
-            raw_keys = bytes(d["keys_utf8"]).decode("utf-8", "surrogatepass").split("\0")
-            p = int(d["partition_epoch"])
-            for epoch in range(1, 10):
-                for r in range(3):
-                    layout = 0 if bool(d["distrib_shard_files"]) else r
-                    b = (r * p if bool(d["distrib_shard_files"]) else 0) + (epoch - 1) % p
-                    order = d["orders"][(epoch - 1) // p, layout]
-                    bnd = d["bounds"][(epoch - 1) // p, layout]
-                    got = [raw_keys[i] for i in order[bnd[b]:bnd[b + 1]].tolist()]
-                    assert got == returnn_files_for(keys, sizes.tolist(), epoch=epoch, shard_index=r, num_shards=3,
-                                                    partition_epoch=4, random_seed_offset=5,
-                                                    distrib_shard_files=not unsharded)
-
-
-def test_same_seed_on_all_ranks_is_kept_in_the_plan_file_only_when_set(tmp_path):
-    keys, sizes = [f"f{i}" for i in range(12)], list(range(12))
-    common = dict(num_shards=3, partition_epoch=2, distrib_shard_files=False, random_seed_offset=4)
-    for same in (False, True):
-        plan = ShardPlan(keys, sizes, PlanSettings(same_seed_on_all_ranks=same, **common))
-        save_plan(plan.with_settings(num_epochs=4), tmp_path / f"{same}.npz")
-        with np.load(tmp_path / f"{same}.npz") as d:
-            assert ("same_seed_on_all_ranks" in d.files) is same  # plans without it keep their old bytes
-        loaded = read_plan_file(tmp_path / f"{same}.npz", verify=True)
-        assert loaded.plan.settings.same_seed_on_all_ranks is same
-        files = [[loaded.plan.files_for(epoch=e, shard_index=r) for e in range(1, 5)] for r in range(3)]
-        assert (files[0] == files[1] == files[2]) is same
-    with pytest.raises(ValueError, match="same_seed_on_all_ranks=True models distrib_shard_files=False"):
-        ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, same_seed_on_all_ranks=True))
-
-
-def test_load_plan_rejects_other_files(tmp_path):
-    from i6_shard.core import load_plan
-    from i6_shard.core.io.npz import save_npz
-
-    save_npz(tmp_path / "x.npz", {"sizes": np.zeros(3, dtype=np.int64)})
-    with pytest.raises(ValueError, match="is not a plan file"):
-        load_plan(tmp_path / "x.npz")
-    with pytest.raises(FileNotFoundError, match="python -m i6_shard plan"):
-        load_plan(tmp_path / "missing.npz")
 
 
 GOOD = dict(num_shards=2, partition_epoch=2)
@@ -195,27 +130,6 @@ def test_negative_and_oversized_sizes_name_the_entry():
     assert ShardPlan(list("abcd"), np.array([1, 2, 3, 4], dtype=np.uint32), PlanSettings(**GOOD)).costs.dtype == np.int64
 
 
-@pytest.mark.parametrize("name, value, error", [
-    ("num_shards", None, TypeError), ("num_shards", True, TypeError), ("num_shards", 2.0, TypeError),
-    ("num_shards", 0, ValueError),
-    ("partition_epoch", None, TypeError), ("partition_epoch", 1.5, TypeError), ("partition_epoch", -1, ValueError),
-    ("random_seed_offset", None, TypeError), ("random_seed_offset", 1.7, TypeError),
-    ("random_seed_offset", True, TypeError), ("random_seed_offset", "3", TypeError),
-    ("fixed_random_seed", 2.9, TypeError), ("fixed_random_seed", False, TypeError),
-    ("distrib_shard_files", 1, TypeError), ("same_seed_on_all_ranks", 1, TypeError),
-])
-def test_settings_of_the_wrong_type_name_the_parameter(name, value, error):
-    with pytest.raises(error, match=rf"^{re.escape(f'{name}={value!r}')} (has type \w+; {name} )?must be "):
-        PlanSettings(**{**GOOD, name: value})
-
-
-def test_numpy_ints_are_ints():
-    plan = ShardPlan(list("abcd"), [1, 2, 3, 4], PlanSettings(num_shards=np.int64(2), partition_epoch=np.int32(2), random_seed_offset=np.int64(3), fixed_random_seed=np.uint8(7)))
-    s = plan.settings
-    assert (s.num_shards, s.random_seed_offset, s.fixed_random_seed) == (2, 3, 7)
-    assert all(type(v) is int for v in (s.num_shards, s.partition_epoch, s.random_seed_offset, s.fixed_random_seed))
-
-
 def test_keys_must_be_str():
     with pytest.raises(TypeError, match=r"keys\[2\]=3 is a int; keys are tree keys \(str\)"):
         ShardPlan(["a", "b", 3, "d"], [1, 2, 3, 4], PlanSettings(**GOOD))
@@ -235,49 +149,6 @@ def test_shard_index_is_checked(shard_index, error):
             query(epoch=1, shard_index=shard_index)
     with pytest.raises(TypeError, match="epoch=1.0 has type float; epoch must be a positive int"):
         plan.files_for(epoch=1.0, shard_index=0)
-
-
-def test_seed_bounds_are_numpys_and_are_checked_before_numpy_sees_them():
-    # numpy's own limits, which RETURNN's shuffle inherits:
-    np.random.RandomState(0), np.random.RandomState(2**32 - 1)
-    for bad in (-1, 2**32):
-        with pytest.raises(ValueError):
-            np.random.RandomState(bad)
-    keys, sizes = list("abcd"), [1, 2, 3, 4]
-    ShardPlan(keys, sizes, PlanSettings(random_seed_offset=-1, **GOOD)).layout(full_epoch_0idx=0)  # seed 0
-    with pytest.raises(ValueError, match=r"full epoch 0 \(epochs 1..2\) would shuffle with seed -1 "
-                                         r"\(full_epoch_0idx \+ 1 \+ random_seed_offset=-2\).*>= -1"):
-        ShardPlan(keys, sizes, PlanSettings(random_seed_offset=-2, **GOOD))
-    ShardPlan(keys, sizes, PlanSettings(random_seed_offset=-5, seq_ordering="default", **GOOD))  # no shuffle: no seed
-    for fixed in (-1, 2**32):
-        with pytest.raises(ValueError, match=rf"fixed_random_seed={fixed} is a shuffle seed"):
-            ShardPlan(keys, sizes, PlanSettings(fixed_random_seed=fixed, **GOOD))
-    ShardPlan(keys, sizes, PlanSettings(fixed_random_seed=2**32 - 1, random_seed_offset=2**40, **GOOD)).layout(full_epoch_0idx=9)
-
-    # Seeds grow with the full epoch: the last valid one is 2**32 - 1.
-    plan = ShardPlan(keys, sizes, PlanSettings(random_seed_offset=2**32 - 3, **GOOD))
-    plan.layout(full_epoch_0idx=1)
-    plan.settings.replace(num_epochs=4)  # full epochs 0 and 1
-    for call in (lambda: plan.layout(full_epoch_0idx=2), lambda: plan.files_for(epoch=5, shard_index=1),
-                 lambda: plan.settings.replace(num_epochs=5)):
-        with pytest.raises(ValueError, match=r"full epoch 2 \(epochs 5..6\) would shuffle with seed 4294967296 .*"
-                                             r"random_seed_offset=4294967293.*lower random_seed_offset or num_epochs"):
-            call()
-    with pytest.raises(ValueError, match="full epoch 0 .* with seed 4294967296 .*: lower random_seed_offset$"):
-        ShardPlan(keys, sizes, PlanSettings(random_seed_offset=2**32 - 1, **GOOD))
-
-    # Unsharded, rank r adds r*16127: the last rank's seed bounds the offset.
-    top = 2**32 - 1 - 3 * 16127 - 1  # full epoch 0 on rank 3 gets seed 2**32 - 1
-    unsharded = dict(num_shards=4, partition_epoch=1, distrib_shard_files=False)
-    ShardPlan(keys, sizes, PlanSettings(random_seed_offset=top, **unsharded)).layout(full_epoch_0idx=0, shard_index=3)
-    with pytest.raises(ValueError, match=r"full epoch 0 .*\+ rank\*16127 on rank 3\)"):
-        ShardPlan(keys, sizes, PlanSettings(random_seed_offset=top + 1, **unsharded))
-    plan = ShardPlan(keys, sizes, PlanSettings(random_seed_offset=top, **unsharded))
-    with pytest.raises(ValueError, match=r"full epoch 1 .*\+ rank\*16127 on rank 3"):
-        plan.settings.replace(num_epochs=2)
-    ShardPlan(keys, sizes, PlanSettings(random_seed_offset=top + 1, same_seed_on_all_ranks=True, **unsharded))
-    with pytest.raises(ValueError, match="num_epochs=0 must be a positive int"):
-        plan.settings.replace(num_epochs=0)
 
 
 @pytest.mark.parametrize("sharded", [False, True])
