@@ -1,0 +1,589 @@
+"""The report of a finished or running training, measured from RETURNN's own logs: per sub-epoch
+and rank the files given (against the plan), the sequences and frames consumed out of those
+available, the share dropped, the steps; per full epoch the passes made; alarms; text, JSON, plot."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..io.atomic import atomic_path, atomic_write, check_output_path
+from ..io.file_lengths import load_file_lengths, read_hdf_lengths
+from ..io.plan_file import load_plan
+from ..io.returnn_log import SubEpochLog, TrainingLog, read_training_logs
+from ..pure.consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
+from ..pure.plan import ShardPlan
+from ..pure.reads import SubEpochRead, check_reads
+from .plot import require_matplotlib
+from .report import HIGH_DROPPED_FRACTION
+
+__all__ = [
+    "TRAIN_SUMMARY_FORMAT_VERSION",
+    "DEFAULT_MAX_DROPPED",
+    "DEFAULT_MIN_STEPS_RATIO",
+    "TRAIN_REPORT_FILE",
+    "TRAIN_SUMMARY_FILE",
+    "TRAIN_PLOT_FILE",
+    "analyze_training",
+    "render_train_report",
+    "train_summary_json",
+    "plot_training",
+    "write_train_report",
+]
+
+TRAIN_SUMMARY_FORMAT_VERSION = 1
+#: Alarm when the mean dropped share of the frames per sub-epoch exceeds this.
+DEFAULT_MAX_DROPPED = HIGH_DROPPED_FRACTION
+#: Alarm when a sub-epoch makes fewer than this share of the steps its data should give (RETURNN #1738).
+DEFAULT_MIN_STEPS_RATIO = 0.75
+TRAIN_REPORT_FILE, TRAIN_SUMMARY_FILE, TRAIN_PLOT_FILE = "report.txt", "summary.json", "plot.png"
+#: Places named per alarm before "and N more".
+_MAX_PLACES = 5
+_DIGITS = 6
+
+
+def _f(x: Optional[float]) -> Optional[float]:
+    """Floats in the summary: rounded to 6 digits (fixed JSON bytes); nan and None become None."""
+    if x is None or not math.isfinite(x):
+        return None
+    return round(float(x), _DIGITS) + 0.0
+
+
+def _sum_known(values: np.ndarray) -> Optional[int]:
+    """Sum of a step array, or None if a step is unknown (-1)."""
+    if values.size and int(values.min()) < 0:
+        return None
+    return int(values.sum())
+
+
+def _places(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_MAX_PLACES])
+    return shown + (f" and {len(items) - _MAX_PLACES} more" if len(items) > _MAX_PLACES else "")
+
+
+def _complete_is_mean(log: TrainingLog) -> bool:
+    """Whether the logged ``complete`` is one value for all ranks (a mean, ``sync_complete_frac``,
+    default from behavior_version 33): at every step all ranks log the same value although their
+    datasets hold different numbers of sequences."""
+    if log.num_ranks < 2:
+        return False
+    differ = False
+    for epoch in log.epochs:
+        recs = [r.sub_epochs.get(epoch) for r in log.ranks]
+        if any(rec is None for rec in recs):
+            continue
+        counts = {rec.dataset_num_seqs for rec in recs}
+        n = min(rec.num_steps for rec in recs)
+        if n == 0:
+            continue
+        first = recs[0].step_complete[:n]
+        for rec in recs[1:]:
+            if not np.array_equal(first, rec.step_complete[:n], equal_nan=True):
+                return False
+        differ |= len(counts) > 1
+    return differ
+
+
+def _consumed_seqs(rec: SubEpochLog, *, complete_is_mean: bool) -> Tuple[Optional[int], str]:
+    """Sequences the rank consumed, and from what: the per-step counts (``log_batch_size``), else
+    the last logged ``complete`` times the dataset's sequences (only where it is the rank's own)."""
+    if rec.num_steps == 0:
+        return 0, "steps"
+    total = _sum_known(rec.step_seqs)
+    if total is not None:
+        return total, "steps"
+    last = rec.step_complete[-1] if rec.step_complete.size else float("nan")
+    if not complete_is_mean and math.isfinite(last) and rec.dataset_num_seqs is not None:
+        return int(round(last * rec.dataset_num_seqs)), "complete"
+    return None, "unknown"
+
+
+def _lengths_of(keys: Optional[Sequence[str]], lengths: Mapping[str, Tuple[int, int]]) -> Tuple[Optional[int],
+                                                                                                Optional[int]]:
+    if keys is None or any(k not in lengths for k in keys):
+        return None, None
+    return sum(lengths[k][0] for k in keys), sum(lengths[k][1] for k in keys)
+
+
+def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
+                     plan: Optional[ShardPlan] = None, partition_epoch: Optional[int] = None,
+                     max_dropped: float = DEFAULT_MAX_DROPPED,
+                     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO) -> Dict[str, Any]:
+    """The summary (JSON types) of a training from its logs.
+
+    Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
+    ``consumed_seqs``/``consumed_frames`` (summed over the logged steps), ``available_seqs``/
+    ``available_frames`` (what the rank's files hold, from ``file_lengths``; without them the
+    sequences the dataset offered and no frames), ``offered_seqs`` (the dataset's count),
+    ``steps``, ``num_files`` and ``files_match_plan`` (None without a plan). Per sub-epoch also
+    ``dropped_fraction`` (of the frames: ``1 - sum consumed / sum available``) and
+    ``expected_steps`` (the steps after which its first rank runs out at the training's mean
+    frames per step, from the plan's files when a plan is given). Top level: ``dropped_fraction``
+    (mean over finished sub-epochs), ``full_epochs``, ``passes`` (made, promised), ``alarms``
+    and ``notes`` (lists of str). Values the logs do not give are None.
+
+    :param file_lengths: tree key -> (sequences, frames) of every file, e.g. from the HDF files
+    :param plan: the plan the training should follow (its num_shards must be the number of ranks)
+    :param partition_epoch: sub-epochs per full epoch, if there is no plan (else inferred from the files)
+    :param max_dropped: alarm above this mean dropped share
+    :param min_steps_ratio: alarm where a sub-epoch's steps are below this share of the expected
+    """
+    if not 0.0 <= max_dropped <= 1.0:
+        raise ValueError(f"max_dropped={max_dropped!r} must be a share in [0, 1], e.g. 0.05")
+    if not 0.0 < min_steps_ratio <= 1.0:
+        raise ValueError(f"min_steps_ratio={min_steps_ratio!r} must be in (0, 1], e.g. 0.75")
+    lengths = dict(file_lengths or {})
+    num_ranks = log.num_ranks
+    epochs = log.epochs
+    alarms: List[str] = []
+    notes: List[str] = []
+
+    usable_plan = plan
+    if plan is not None and plan.num_shards != num_ranks:
+        alarms.append(f"the plan is for num_shards={plan.num_shards}, but the training ran {num_ranks} ranks: "
+                      "its files cannot be compared; plan with the training's number of ranks")
+        usable_plan = None
+    if plan is not None:
+        if partition_epoch is not None and partition_epoch != plan.partition_epoch:
+            raise ValueError(f"partition_epoch={partition_epoch} but the plan has {plan.partition_epoch}; "
+                             "give only the plan")
+        partition_epoch = plan.partition_epoch
+
+    complete_is_mean = _complete_is_mean(log)
+    if not log.ranks[0].frames_dim:
+        notes.append("the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
+                     "to measure frames (the builders' training_job_kwargs do)")
+        if complete_is_mean:
+            notes.append("the logged 'complete' is the mean over the ranks (sync_complete_frac, the default from "
+                         "behavior_version 33), so it does not show one rank's consumption")
+
+    # --- per (sub-epoch, rank) -----------------------------------------------------------------
+    records: List[List[Dict[str, Any]]] = []
+    keys_grid: List[List[Optional[List[str]]]] = []
+    finished: List[bool] = []
+    sources = set()
+    for epoch in epochs:
+        row, keys_row = [], []
+        for rank_log in log.ranks:
+            rec = rank_log.sub_epochs.get(epoch)
+            if rec is None:
+                row.append(None)
+                keys_row.append(None)
+                continue
+            keys = rec.file_keys
+            consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
+            sources.add(how)
+            file_seqs, file_frames = _lengths_of(keys, lengths)
+            row.append({
+                "rank": rank_log.rank,
+                "consumed_seqs": consumed_seqs,
+                "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
+                "available_seqs": file_seqs if file_seqs is not None else rec.dataset_num_seqs,
+                "available_frames": file_frames,
+                "offered_seqs": rec.dataset_num_seqs,
+                "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
+                "num_files": None if keys is None else len(keys),
+                "files_match_plan": None,
+                "finished": rec.finished,
+            })
+            keys_row.append(keys)
+        records.append(row)
+        keys_grid.append(keys_row)
+        finished.append(all(x is not None and x["finished"] for x in row))
+
+    # --- files against the plan ------------------------------------------------------------------
+    if usable_plan is not None:
+        reads, where = [], []
+        for i, epoch in enumerate(epochs):
+            for r in range(num_ranks):
+                if keys_grid[i][r] is not None:
+                    reads.append(SubEpochRead(epoch, r, tuple(keys_grid[i][r]), ()))
+                    where.append((i, r))
+                elif records[i][r] is not None:
+                    notes.append(f"sub-epoch {epoch}, rank {r}: the log does not show its files")
+        bad = {(v.epoch, v.shard_index): v for v in check_reads(reads, plan=usable_plan) if v.kind == "files"}
+        for i, r in where:
+            records[i][r]["files_match_plan"] = (epochs[i], r) not in bad
+        logged = {k for read in reads for k in read.files}
+        if logged and not logged & set(usable_plan.keys):
+            alarms.append(f"none of the {len(logged)} files in the logs is in the plan (e.g. log {min(logged)!r}, "
+                          f"plan {usable_plan.keys[0]!r}): the plan was made from another file list, or names the "
+                          "files otherwise (relative vs absolute paths); plan with the training's own file list")
+        elif bad:
+            alarms.append(f"{len(bad)} (sub-epoch, rank) read other files than planned: "
+                          + "; ".join(v.message for v in list(bad.values())[:_MAX_PLACES])
+                          + (f"; and {len(bad) - _MAX_PLACES} more" if len(bad) > _MAX_PLACES else ""))
+
+    # --- partition_epoch and sharding mode -------------------------------------------------------
+    inferred = False
+    if partition_epoch is None:
+        per_epoch = [None if any(k is None for k in row) else [key for k in row for key in k] for row in keys_grid]
+        by_number = dict(zip(epochs, per_epoch))
+        if epochs and epochs[0] == 1 and epochs == list(range(1, len(epochs) + 1)):
+            partition_epoch = infer_partition_epoch([by_number[e] for e in epochs])
+            inferred = partition_epoch is not None
+        if partition_epoch is None:
+            notes.append("partition_epoch is unknown (no plan, and the logged files do not show a full epoch): "
+                         "full epochs and passes are not reported; give the plan or partition_epoch")
+        else:
+            notes.append(f"partition_epoch={partition_epoch} inferred from the files (no plan given)")
+    if usable_plan is not None:
+        sharded = usable_plan.settings.distrib_shard_files
+    else:
+        sharded = not any(
+            sum(1 for keys in row if keys is not None and key in keys) > 1
+            for row in keys_grid for key in {k for keys in row if keys is not None for k in keys})
+
+    # --- per sub-epoch measures ------------------------------------------------------------------
+    def grid(name: str) -> np.ndarray:
+        return np.array([[-1 if x is None or x[name] is None else x[name] for x in row] for row in records],
+                        dtype=np.int64).reshape(len(epochs), num_ranks)
+
+    consumed_frames, available_frames = grid("consumed_frames"), grid("available_frames")
+    consumed_seqs, available_seqs = grid("consumed_seqs"), grid("available_seqs")
+    steps = grid("steps")
+    drop_frames = dropped_share(consumed_frames, available_frames)
+    drop_seqs = dropped_share(consumed_seqs, available_seqs)
+
+    planned_frames, planned_seqs = available_frames, available_seqs
+    if usable_plan is not None:
+        planned = [[_lengths_of(usable_plan.files_for(epoch=e, shard_index=r), lengths) for r in range(num_ranks)]
+                   for e in epochs]
+        planned_seqs, planned_frames = (
+            np.array([[-1 if v[j] is None else v[j] for v in row] for row in planned],
+                     dtype=np.int64).reshape(len(epochs), num_ranks) for j in (0, 1))
+    by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
+    exp_steps = (expected_steps(steps, consumed_frames, planned_frames) if by_frames else
+                 expected_steps(steps, consumed_seqs, planned_seqs if lengths else np.full_like(steps, -1)))
+    known = (consumed_frames >= 0) & (steps > 0)
+    frames_per_step = float(consumed_frames[known].sum() / steps[known].sum()) if known.any() else None
+
+    sub_epochs = []
+    for i, epoch in enumerate(epochs):
+        actual = int(steps[i].max()) if (steps[i] >= 0).any() else None
+        ratio = actual / exp_steps[i] if actual is not None and exp_steps[i] > 0 else None
+        sub_epochs.append({
+            "epoch": epoch,
+            "full_epoch_0idx": None if partition_epoch is None else (epoch - 1) // partition_epoch,
+            "finished": finished[i],
+            "ranks": [x if x is not None else {"rank": r, "missing": True} for r, x in enumerate(records[i])],
+            "steps": actual,
+            "expected_steps": None if math.isnan(exp_steps[i]) else int(round(exp_steps[i])),
+            "steps_ratio": _f(ratio),
+            "dropped_fraction": _f(drop_frames[i]),
+            "dropped_fraction_seqs": _f(drop_seqs[i]),
+        })
+        for x in records[i]:
+            if x is not None:
+                del x["finished"]
+
+    # --- alarms per sub-epoch --------------------------------------------------------------------
+    double = []
+    for i, epoch in enumerate(epochs):
+        for x in records[i]:
+            if x is None or x["offered_seqs"] is None or x["available_seqs"] is None:
+                continue
+            if x["offered_seqs"] < x["available_seqs"]:
+                double.append(f"sub-epoch {epoch} rank {x['rank']}: {x['offered_seqs']} of {x['available_seqs']}")
+    if double:
+        alarms.append(f"sequences never read: the dataset offered fewer sequences than the rank's files hold "
+                      f"({_places(double)}); the sub-epoch dataset shards its files again (double sharding, "
+                      "RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset")
+    over = [f"sub-epoch {epochs[i]} rank {x['rank']}" for i in range(len(epochs)) for x in records[i]
+            if x is not None and x["consumed_seqs"] is not None and x["available_seqs"] is not None
+            and x["consumed_seqs"] > x["available_seqs"]]
+    if over:
+        alarms.append(f"sequences read twice: more sequences consumed than available ({_places(over)})")
+    low = [f"sub-epoch {s['epoch']}: {s['steps']} steps, expected about {s['expected_steps']}"
+           for s in sub_epochs if s["finished"] and s["steps_ratio"] is not None and s["steps_ratio"] < min_steps_ratio]
+    if low:
+        alarms.append(f"steps far below what the {'plan' if usable_plan is not None else 'files'} should give "
+                      f"(under {min_steps_ratio:.0%}): {_places(low)}. This is the double-sharding signature "
+                      "(RETURNN #1738): check sharding_fix=True")
+    if any(s["expected_steps"] is None for s in sub_epochs):
+        notes.append("steps cannot be checked against the files for every sub-epoch: the files' lengths or the "
+                     "consumption are unknown (give the HDF files readable, or a lengths JSON, and log_batch_size)")
+
+    drops = [s["dropped_fraction"] for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None]
+    mean_drop = _f(float(np.mean(drops))) if drops else None
+    if mean_drop is not None and mean_drop > max_dropped:
+        worst = sorted((s for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None),
+                       key=lambda s: -s["dropped_fraction"])[:3]
+        alarms.append(f"high data loss: on average {100 * mean_drop:.1f}% of each sub-epoch's frames were dropped "
+                      f"(above {100 * max_dropped:.1f}%; worst: "
+                      + ", ".join(f"sub-epoch {s['epoch']} {100 * s['dropped_fraction']:.1f}%" for s in worst)
+                      + "); balance the bins (distribution='balanced', planned with ShardPlanJob) or split the "
+                        "data into more, smaller files")
+
+    # --- full epochs -----------------------------------------------------------------------------
+    full_epochs = []
+    universe = list(dict.fromkeys(usable_plan.keys)) if usable_plan is not None else list(dict.fromkeys(
+        k for row in keys_grid for keys in row if keys is not None for k in keys))
+    universe_seqs, universe_frames = _lengths_of(universe, lengths)
+    expected_reads = 1 if sharded else num_ranks
+    if partition_epoch is not None:
+        for k in sorted({(e - 1) // partition_epoch for e in epochs}):
+            idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
+            complete = (len(idx) == partition_epoch and all(finished[i] for i in idx))
+            counts = read_counts([keys_grid[i][r] for i in idx for r in range(num_ranks)])
+            twice = sorted(key for key, c in counts.items() if c > expected_reads)
+            never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete else []
+            cf = consumed_frames[idx]
+            cs = consumed_seqs[idx]
+            frames = int(cf.sum()) if (cf >= 0).all() else None
+            seqs = int(cs.sum()) if (cs >= 0).all() else None
+            entry = {
+                "full_epoch_0idx": k, "complete": complete,
+                "consumed_frames": frames, "consumed_seqs": seqs,
+                "files_read_twice": len(twice), "files_never_read": len(never),
+                "seqs_never_read": None,
+                "passes": _f(frames / universe_frames) if frames is not None and universe_frames else None,
+            }
+            if complete and seqs is not None and universe_seqs is not None and not twice:
+                entry["seqs_never_read"] = max(expected_reads * universe_seqs - seqs, 0)
+            full_epochs.append(entry)
+            if twice:
+                alarms.append(f"full epoch {k}: {len(twice)} files were given to ranks more than "
+                              f"{'once' if expected_reads == 1 else f'{expected_reads} times'}, so their sequences "
+                              f"are read twice (e.g. {', '.join(repr(t) for t in twice[:3])})")
+            if never:
+                alarms.append(f"full epoch {k}: {len(never)} of {len(universe)} files were given to no rank, so "
+                              f"their sequences are never read (e.g. {', '.join(repr(t) for t in never[:3])})")
+
+    made = None
+    done_frames = consumed_frames[[i for i in range(len(epochs)) if finished[i]]]
+    if universe_frames and done_frames.size and (done_frames >= 0).all():
+        made = _f(done_frames.sum() / universe_frames)
+    promised = None
+    if partition_epoch is not None:
+        promised = _f(sum(finished) / partition_epoch * expected_reads)
+    running = [e for e, f in zip(epochs, finished) if not f]
+    if running:
+        notes.append(f"sub-epochs {running} have not finished (running, or stopped); they are not in the means")
+
+    return {
+        "format_version": TRAIN_SUMMARY_FORMAT_VERSION,
+        "num_ranks": num_ranks,
+        "logs": [r.source for r in log.ranks],
+        "frames_dim": log.ranks[0].frames_dim,
+        "consumed_seqs_from": sorted(sources - {"unknown"}) or None,
+        "complete_is_mean": complete_is_mean,
+        "partition_epoch": partition_epoch,
+        "partition_epoch_inferred": inferred,
+        "sharded": sharded,
+        "plan": None if plan is None else {"num_shards": plan.num_shards, "partition_epoch": plan.partition_epoch,
+                                           "distribution": plan.settings.distribution, "num_files": plan.num_files},
+        "num_files": len(universe),
+        "total_seqs": universe_seqs,
+        "total_frames": universe_frames,
+        "frames_per_step": _f(frames_per_step),
+        "thresholds": {"max_dropped": _f(max_dropped), "min_steps_ratio": _f(min_steps_ratio)},
+        "sub_epochs": sub_epochs,
+        "full_epochs": full_epochs,
+        "dropped_fraction": mean_drop,
+        "dropped_fraction_max": _f(max(drops)) if drops else None,
+        "passes": {"made": made, "promised": promised},
+        "alarms": alarms,
+        "notes": notes,
+    }
+
+
+def train_summary_json(summary: Mapping[str, Any]) -> str:
+    """The summary as JSON text with sorted keys."""
+    return json.dumps(summary, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def _num(x: Optional[int]) -> str:
+    return "?" if x is None else f"{x:,}"
+
+
+def _pct(x: Optional[float]) -> str:
+    return "?" if x is None else f"{100 * x:.1f}%"
+
+
+def render_train_report(summary: Mapping[str, Any]) -> str:
+    """The text report of :func:`analyze_training`'s summary (deterministic, no times)."""
+    s = summary
+    lines: List[str] = []
+    add = lines.append
+    add("i6_shard training report (measured from RETURNN's logs)")
+    add("=======================================================")
+    add("")
+    pe = s["partition_epoch"]
+    rows = [
+        ("ranks", str(s["num_ranks"])),
+        ("partition_epoch", "unknown" if pe is None else f"{pe}" + (" (inferred from the files)"
+                                                                     if s["partition_epoch_inferred"] else "")),
+        ("mode", "sharded (each file on one rank per full epoch)" if s["sharded"] else
+         "unsharded (each rank reads every file per full epoch)"),
+        ("plan", "none" if s["plan"] is None else
+         f"{s['plan']['num_files']:,} files, num_shards={s['plan']['num_shards']}, "
+         f"partition_epoch={s['plan']['partition_epoch']}, distribution={s['plan']['distribution']}"),
+        ("files", f"{s['num_files']:,} ({_num(s['total_seqs'])} sequences, {_num(s['total_frames'])} frames)"),
+        ("frames counted on", s["frames_dim"] or "unknown (no log_batch_size)"),
+        ("frames per step", "?" if s["frames_per_step"] is None else f"{s['frames_per_step']:.1f} (mean per rank)"),
+    ]
+    lines += [f"  {k:<18} {v}" for k, v in rows]
+    add("")
+    add("Per sub-epoch and rank: frames consumed/available (sequences consumed/available), files vs plan")
+    add("  (a sub-epoch ends on every rank when the first rank runs out; dropped = what the others still held)")
+    for se in s["sub_epochs"]:
+        exp = "" if se["expected_steps"] is None else f" (expected ~{se['expected_steps']})"
+        state = "" if se["finished"] else "  [not finished]"
+        add(f"  sub-epoch {se['epoch']:>3}"
+            + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
+            + f": {_num(se['steps'])} steps{exp}, dropped {_pct(se['dropped_fraction'])} of frames, "
+              f"{_pct(se['dropped_fraction_seqs'])} of sequences{state}")
+        for x in se["ranks"]:
+            if x.get("missing"):
+                add(f"    rank {x['rank']:>2}: not in the log")
+                continue
+            match = {None: "", True: ", files as planned", False: ", FILES DIFFER FROM THE PLAN"}[x["files_match_plan"]]
+            offered = ("" if x["offered_seqs"] is None or x["offered_seqs"] == x["available_seqs"]
+                       else f", dataset offered {x['offered_seqs']:,}")
+            add(f"    rank {x['rank']:>2}: {_num(x['consumed_frames'])}/{_num(x['available_frames'])} frames "
+                f"({_num(x['consumed_seqs'])}/{_num(x['available_seqs'])} seqs{offered}), {_num(x['steps'])} steps, "
+                f"{_num(x['num_files'])} files{match}")
+    add("")
+    add("Full epochs")
+    if not s["full_epochs"]:
+        add("  none (partition_epoch unknown)")
+    for fe in s["full_epochs"]:
+        add(f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
+            f"{_num(fe['consumed_frames'])} frames, {_num(fe['consumed_seqs'])} sequences consumed, "
+            f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
+            f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
+            f"sequences never read {_num(fe['seqs_never_read'])}")
+    add("")
+    add("Whole training")
+    p = s["passes"]
+    add(f"  passes over the data made {'?' if p['made'] is None else format(p['made'], '.3f')}, "
+        f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}")
+    add(f"  dropped per sub-epoch: mean {_pct(s['dropped_fraction'])}, worst {_pct(s['dropped_fraction_max'])} "
+        "of the frames")
+    add("")
+    add("Alarms")
+    lines += [f"  - {a}" for a in s["alarms"]] or ["  none"]
+    if s["notes"]:
+        add("")
+        add("Notes")
+        lines += [f"  - {n}" for n in s["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def plot_training(summary: Mapping[str, Any], path: str) -> None:
+    """PNG: per rank and sub-epoch the share of its frames consumed (heat map), the dropped share
+    per sub-epoch, and the steps against the expected steps. Written atomically.
+
+    :raises ValueError: if ``path`` does not end in ``.png``
+    :raises ImportError: without matplotlib
+    """
+    if not os.fspath(path).lower().endswith(".png"):
+        raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    subs = summary["sub_epochs"]
+    num_ranks = summary["num_ranks"]
+    epochs = np.array([se["epoch"] for se in subs], dtype=np.int64)
+    share = np.full((num_ranks, len(subs)), np.nan)
+    for j, se in enumerate(subs):
+        for x in se["ranks"]:
+            c, a = x.get("consumed_frames"), x.get("available_frames")
+            if c is None or a is None:
+                c, a = x.get("consumed_seqs"), x.get("available_seqs")
+            if c is not None and a:
+                share[x["rank"], j] = c / a
+    drop = np.array([np.nan if se["dropped_fraction"] is None else 100 * se["dropped_fraction"] for se in subs])
+    steps = np.array([np.nan if se["steps"] is None else se["steps"] for se in subs], dtype=np.float64)
+    exp = np.array([np.nan if se["expected_steps"] is None else se["expected_steps"] for se in subs])
+
+    n = max(len(subs), 1)
+    width = float(np.clip(6 + n * 0.12, 8, 16))
+    fig = Figure(figsize=(width, 8.0), dpi=100, layout="constrained")
+    ax_map, ax_drop, ax_steps = fig.subplots(3, 1, sharex=True, height_ratios=[max(1.2, 0.3 * num_ranks), 1.6, 1.6])
+    lo, hi = (float(epochs.min()) - 0.5, float(epochs.max()) + 0.5) if len(subs) else (0.5, 1.5)
+    image = ax_map.imshow(share, aspect="auto", interpolation="nearest", origin="lower", cmap="viridis",
+                          vmin=0.0, vmax=1.0, extent=(lo, hi, -0.5, num_ranks - 0.5))
+    cbar = fig.colorbar(image, ax=ax_map, pad=0.01, fraction=0.04)
+    cbar.set_label("consumed / available")
+    ax_map.set_ylabel("rank")
+    if num_ranks <= 16:
+        ax_map.set_yticks(range(num_ranks))
+    ax_map.set_title("Share of its frames each rank consumed per sub-epoch (1: all of them)", fontsize=10,
+                     loc="left")
+    ax_drop.bar(epochs, np.nan_to_num(drop), width=0.8, color="tab:orange", label="dropped")
+    thr = summary["thresholds"]["max_dropped"]
+    if thr is not None:
+        ax_drop.axhline(100 * thr, color="tab:red", linestyle=":", linewidth=1, label=f"alarm {100 * thr:.1f}%")
+    if summary["dropped_fraction"] is not None:
+        ax_drop.axhline(100 * summary["dropped_fraction"], color="black", linestyle="--", linewidth=1,
+                        label=f"mean {100 * summary['dropped_fraction']:.2f}%")
+    ax_drop.set_ylabel("dropped %")
+    ax_drop.set_ylim(0, max(float(np.nanmax(drop)) * 1.15 if np.isfinite(drop).any() else 0.0,
+                            100 * (thr or 0) * 1.3, 0.1))
+    ax_drop.legend(loc="upper right", fontsize=8, framealpha=0.9)
+    ax_drop.set_title("Frames dropped per sub-epoch: 1 - sum consumed / sum available over the ranks",
+                      fontsize=10, loc="left")
+    ax_steps.bar(epochs, np.nan_to_num(steps), width=0.8, color="tab:blue", label="steps")
+    if np.isfinite(exp).any():
+        ax_steps.plot(epochs, exp, color="black", marker="_", markersize=14, linestyle="none",
+                      label="expected from the files")
+    ax_steps.set_ylabel("steps")
+    ax_steps.set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
+    ax_steps.legend(loc="upper right", fontsize=8, framealpha=0.9)
+    ax_steps.set_title("Steps per sub-epoch (far below the expected: double sharding, RETURNN #1738)",
+                       fontsize=10, loc="left")
+    ax_steps.set_xlim(lo, hi)
+    if len(subs) <= 40:
+        ax_steps.set_xticks(epochs)
+    pe = summary["partition_epoch"]
+    if pe:
+        for boundary in range(pe, int(epochs.max()) if len(subs) else 0, pe):
+            for ax in (ax_map, ax_drop, ax_steps):
+                ax.axvline(boundary + 0.5, color="0.3", linewidth=0.8, linestyle=":")
+    fig.suptitle(f"Training measured from RETURNN's logs: {num_ranks} ranks, {len(subs)} sub-epochs, "
+                 f"{len(summary['alarms'])} alarm{'' if len(summary['alarms']) == 1 else 's'}", fontsize=11)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def write_train_report(log_paths: Sequence[str], out_dir: str, *, plan_path: Optional[str] = None,
+                       file_lengths_path: Optional[str] = None, read_hdf: bool = True,
+                       partition_epoch: Optional[int] = None, max_dropped: float = DEFAULT_MAX_DROPPED,
+                       min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO, plot: bool = True,
+                       dataset_name: str = "train") -> Dict[str, Any]:
+    """Read the logs (and plan, lengths), analyze, and write ``out_dir``/report.txt, summary.json and
+    (with ``plot``) plot.png, each atomically; nothing is written if reading or analysis fails.
+
+    File lengths come from ``file_lengths_path`` (JSON, see :func:`~i6_shard.core.io.file_lengths.load_file_lengths`)
+    and, with ``read_hdf``, from the HDF files the logs name (relative names resolved against the
+    training's working directory from the log) for keys the JSON does not have.
+    """
+    check_output_path(out_dir, directory=True)
+    if plot:
+        require_matplotlib()
+    log = read_training_logs(list(log_paths), dataset_name=dataset_name)
+    plan = load_plan(plan_path) if plan_path is not None else None
+    lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
+    if read_hdf:
+        keys = [k for r in log.ranks for rec in r.sub_epochs.values() if rec.file_keys for k in rec.file_keys]
+        if plan is not None:
+            keys += plan.keys
+        base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
+        missing = [k for k in dict.fromkeys(keys) if k not in lengths]
+        lengths.update(read_hdf_lengths(missing, base_dir=base))
+    summary = analyze_training(log, file_lengths=lengths, plan=plan, partition_epoch=partition_epoch,
+                               max_dropped=max_dropped, min_steps_ratio=min_steps_ratio)
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
+        f.write(train_summary_json(summary))
+    with atomic_write(os.path.join(out_dir, TRAIN_REPORT_FILE), "wt", encoding="utf-8", newline="\n") as f:
+        f.write(render_train_report(summary))
+    if plot:
+        plot_training(summary, os.path.join(out_dir, TRAIN_PLOT_FILE))
+    return summary

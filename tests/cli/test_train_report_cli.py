@@ -1,0 +1,91 @@
+"""Command line `train-report` on real logs: the plan made by `plan` from the files' sizes, the same
+bytes as the core writer, the summary's public keys, errors as one line, --fail-on-alarm."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from i6_shard.cli import main
+from i6_shard.core.reporting.train_report import write_train_report
+
+LOGS = os.path.join(os.path.dirname(__file__), "..", "data", "returnn_logs")
+
+
+def _logs(name):
+    return sorted(glob.glob(os.path.join(LOGS, name, "returnn.torch-distrib-*.log")))
+
+
+def _plan(tmp_path, name):
+    with open(os.path.join(LOGS, name, "case.json")) as f:
+        c = json.load(f)
+    out = tmp_path / "plan"
+    assert main(["plan", "--sizes", os.path.join(LOGS, name, "file_sizes.npz"), "--num-shards", str(c["num_ranks"]),
+                 "--partition-epoch", str(c["partition_epoch"]), "--num-epochs", str(c["num_epochs"]),
+                 "--distribution", c["distribution"], "--no-plot", "-o", str(out)]) == 0
+    return str(out / "plan.npz")
+
+
+@pytest.mark.parametrize("name", ["w4_bv33_worker", "w2_balanced"])
+def test_train_report_writes_what_the_core_writes_and_the_files_match_the_plan(tmp_path, capsys, name):
+    plan = _plan(tmp_path, name)
+    lengths = os.path.join(LOGS, name, "file_lengths.json")
+    out = tmp_path / "out"
+    assert main(["train-report", *_logs(name), "--plan", plan, "--file-lengths", lengths, "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "i6_shard training report" in printed and f"summary -> {out / 'summary.json'}" in printed
+    ref = tmp_path / "ref"
+    write_train_report(_logs(name), str(ref), plan_path=plan, file_lengths_path=lengths)
+    for fn in ("report.txt", "summary.json", "plot.png"):
+        assert (out / fn).read_bytes() == (ref / fn).read_bytes(), fn
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) >= {"sub_epochs", "dropped_fraction", "alarms"}
+    for s in summary["sub_epochs"]:
+        assert isinstance(s["epoch"], int)
+        for x in s["ranks"]:
+            assert set(x) >= {"consumed_seqs", "available_seqs", "consumed_frames", "available_frames",
+                              "files_match_plan"}
+            assert x["files_match_plan"] is True
+            assert 0 < x["consumed_frames"] <= x["available_frames"]
+    assert 0 <= summary["dropped_fraction"] < 1
+
+
+def test_double_sharding_alarm_and_fail_on_alarm(tmp_path, capsys):
+    name = "w4_nofix"
+    plan = _plan(tmp_path, name)
+    lengths = os.path.join(LOGS, name, "file_lengths.json")
+    assert main(["train-report", *_logs(name), "--plan", plan, "--file-lengths", lengths, "--no-plot",
+                 "--fail-on-alarm", "-o", str(tmp_path / "out")]) == 1
+    printed = capsys.readouterr().out
+    assert "steps far below" in printed and "RETURNN #1738" in printed
+    assert not (tmp_path / "out" / "plot.png").exists()
+
+
+def test_interleaved_stdout_gives_the_same_numbers(tmp_path):
+    name = "w2_bv24"
+    lengths = os.path.join(LOGS, name, "file_lengths.json")
+    assert main(["train-report", os.path.join(LOGS, name, "stdout.txt"), "--file-lengths", lengths, "--no-plot",
+                 "-o", str(tmp_path / "a")]) == 0
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot",
+                 "-o", str(tmp_path / "b")]) == 0
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert a.pop("logs") != b.pop("logs")
+    assert a == b
+
+
+def test_errors_are_one_line_and_leave_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["train-report", str(tmp_path / "missing.log"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 1 log files do not exist") and err.count("\n") == 1
+    assert not out.exists()
+    bad = tmp_path / "lengths.json"
+    bad.write_text('{"data/part000.hdf": [1]}')
+    assert main(["train-report", *_logs("w2_bv24"), "--file-lengths", str(bad), "-o", str(out)]) == 2
+    assert "must be [num_seqs, num_frames]" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["train-report", *_logs("w2_bv24"), "--max-dropped", "5", "-o", str(out)]) == 2
+    assert "max_dropped=5.0 must be a share in [0, 1]" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,1 @@
+"""Real multi-rank RETURNN CPU trainings (the harness) and their tests."""
