@@ -1,4 +1,4 @@
-"""Command line: ``python -m i6_shard {sizes,plan,report,demo} ...``. Parses arguments,
+"""Command line: ``python -m i6_shard {sizes,plan,report,demo,train-report,compare-plans} ...``. Parses arguments,
 calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
@@ -10,13 +10,22 @@ from typing import List, Optional
 
 from . import core
 from .core.io import DEFAULT_NUM_THREADS, make_demo_files
+from .core.io.atomic import atomic_dir, check_output_dir
+from .core.io.plan_file import check_plan_fits_memory
+from .core.io.preflight import check_key_collisions
 from .core.pure import SEED_LIMIT
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
+from .core.reporting.outputs import PLAN_OUTPUTS, check_plan_dir, write_plan_dir
+from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, parse_bytes
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
-    core.check_output_path(args.output)  # before any stat call
+    core.check_output_path(args.output, suffix=".npz", kind="file sizes archive")  # before any stat call
     trees = core.read_file_list(args.file_list)
+    if not trees:
+        raise ValueError(f"file list {args.file_list!r} holds no entries (only blank or comment lines, or []); "
+                         "DistributeFilesDataset needs at least one file")
+    check_key_collisions(trees, where=f"file list {args.file_list!r}")
     sizes = core.collect_file_sizes(trees, num_threads=args.threads)
     core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
@@ -33,6 +42,8 @@ def _settings(args: argparse.Namespace) -> core.PlanSettings:
 
 
 _PLAN_OUTPUTS = (core.PLAN_FILE, core.SUMMARY_FILE, core.REPORT_FILE, core.PLOT_FILE)
+#: What the demo directory holds (written as one set, like a plan directory).
+_DEMO_OUTPUTS = PLAN_OUTPUTS + ("files.txt", "file_sizes.npz", "data/")
 
 
 def _check_output_dir(out: str, files=_PLAN_OUTPUTS, dirs=()) -> None:
@@ -45,30 +56,77 @@ def _check_output_dir(out: str, files=_PLAN_OUTPUTS, dirs=()) -> None:
             core.check_output_path(os.path.join(out, name), directory=True)
 
 
-def _write_and_print(plan: core.ShardPlan, *, out: str, plot: bool) -> None:
+def _plot_wanted(plot: bool) -> bool:
     if plot and not matplotlib_available():
         print(f"note: {MISSING_MATPLOTLIB}; writing no plot", file=sys.stderr)
-        plot = False
-    os.makedirs(out, exist_ok=True)
-    paths = {name: os.path.join(out, fn) for name, fn in (
-        ("plan_path", core.PLAN_FILE), ("summary_path", core.SUMMARY_FILE), ("report_path", core.REPORT_FILE))}
-    plot_path = os.path.join(out, core.PLOT_FILE) if plot else None
-    summary = core.write_plan_outputs(plan, plot_path=plot_path, **paths)
+        return False
+    return plot
+
+
+def _print_plan_outputs(summary: dict, *, out: str, plot: bool) -> None:
     print(core.render_report(summary), end="")
     print()
-    print(f"plan    -> {paths['plan_path']}")
-    print(f"summary -> {paths['summary_path']}")
-    print(f"report  -> {paths['report_path']}")
-    if plot_path is not None:
-        print(f"plot    -> {plot_path}")
+    print(f"plan    -> {os.path.join(out, core.PLAN_FILE)}")
+    print(f"summary -> {os.path.join(out, core.SUMMARY_FILE)}")
+    print(f"report  -> {os.path.join(out, core.REPORT_FILE)}")
+    if plot:
+        print(f"plot    -> {os.path.join(out, core.PLOT_FILE)}")
+
+
+def _write_and_print(plan: core.ShardPlan, *, out: str, plot: bool, **cache) -> None:
+    """The plan directory, written as one set (an earlier one is replaced whole), then the report."""
+    plot = _plot_wanted(plot)
+    _print_plan_outputs(write_plan_dir(plan, out, plot=plot, **cache), out=out, plot=plot)
+
+
+def _node_cache(args: argparse.Namespace) -> dict:
+    """The per-node cache options as write_plan_dir's keywords (none without --ranks-per-node)."""
+    if args.ranks_per_node is None:
+        given = [opt for opt, used in (("--cache-size", args.cache_size is not None),
+                                       ("--no-cached-file", args.no_cached_file),
+                                       ("--preload-next-n-sub-epochs", args.preload_next_n_sub_epochs is not None))
+                 if used]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe the per-node cache: give --ranks-per-node too")
+        return {}
+    preload = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if args.preload_next_n_sub_epochs is None \
+        else args.preload_next_n_sub_epochs
+    node_cache = NodeCache(ranks_per_node=args.ranks_per_node, preload_next_n_sub_epochs=preload,
+                           cached_file=not args.no_cached_file)
+    return {"node_cache": node_cache,
+            "cache_size": None if args.cache_size is None else parse_bytes(args.cache_size)}
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    _check_output_dir(args.output)
+    cache = _node_cache(args)
+    check_plan_dir(args.output)
     sizes = core.load_file_sizes(args.sizes)
+    check_plan_fits_memory(settings, num_files=len(sizes))
     plan = core.ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
-    _write_and_print(plan, out=args.output, plot=not args.no_plot)
+    _write_and_print(plan, out=args.output, plot=not args.no_plot, **cache)
+    return 0
+
+
+def _plan_path(path: str) -> str:
+    return os.path.join(path, core.PLAN_FILE) if os.path.isdir(path) else path
+
+
+def _cmd_compare_plans(args: argparse.Namespace) -> int:
+    from .core.pure.compare import compare_plans
+    from .core.reporting.plan_change import CHANGE_OUTPUTS, check_change_dir, render_change_report, \
+        change_summary, write_change_dir
+
+    if args.output is not None:
+        check_change_dir(args.output)
+    old, new = (core.read_plan_file(_plan_path(p)).plan for p in (args.old_plan, args.new_plan))
+    change = compare_plans(old, new, resume_epoch=args.resume_epoch)
+    summary = change_summary(change) if args.output is None else write_change_dir(change, args.output)
+    print(render_change_report(summary), end="")
+    if args.output is not None:
+        print()
+        for name in CHANGE_OUTPUTS:
+            print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
     return 0
 
 
@@ -98,19 +156,49 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise ValueError(f"--seed {args.seed}: the generator takes seeds in [0, 2**32)")
     settings = _settings(args)
     settings.validate(num_files=args.num_files)
-    _check_output_dir(out, files=_PLAN_OUTPUTS + ("files.txt", "file_sizes.npz"), dirs=("data",))
-    paths = make_demo_files(os.path.join(out, "data"), num_files=args.num_files, seed=args.seed)
-    list_path = os.path.join(out, "files.txt")
-    core.write_file_list(paths, list_path)
-    sizes = core.collect_file_sizes(core.read_file_list(list_path))
-    sizes_path = os.path.join(out, "file_sizes.npz")
-    core.save_file_sizes(sizes, sizes_path)
+    check_plan_fits_memory(settings, num_files=args.num_files)
+    check_output_dir(out, names=_DEMO_OUTPUTS, what="demo directory")
+    plot = _plot_wanted(not args.no_plot)
+    list_path, sizes_path = os.path.join(out, "files.txt"), os.path.join(out, "file_sizes.npz")
+    # Built in a temporary directory and swapped in whole; the list and the sizes name the files where they end up.
+    with atomic_dir(out, names=_DEMO_OUTPUTS, what="demo directory") as tmp:
+        made = make_demo_files(os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed)
+        paths = [os.path.join(out, "data", os.path.basename(p)) for p in made]
+        core.write_file_list(paths, os.path.join(tmp, "files.txt"))
+        stat_ed = core.collect_file_sizes(made)
+        sizes = core.FileSizes(keys=paths, sizes=stat_ed.sizes, mtimes=stat_ed.mtimes)
+        core.save_file_sizes(sizes, os.path.join(tmp, "file_sizes.npz"))
+        summary = core.write_plan_outputs(
+            core.ShardPlan(sizes.keys, sizes.sizes, settings), plan_path=os.path.join(tmp, core.PLAN_FILE),
+            summary_path=os.path.join(tmp, core.SUMMARY_FILE), report_path=os.path.join(tmp, core.REPORT_FILE),
+            plot_path=os.path.join(tmp, core.PLOT_FILE) if plot else None)
     print(f"demo: {len(paths)} generated files in {os.path.join(out, 'data')}, list {list_path}")
     print(f"file sizes: {len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {sizes_path}")
     print()
-    _write_and_print(core.ShardPlan(sizes.keys, sizes.sizes, settings), out=out, plot=not args.no_plot)
+    _print_plan_outputs(summary, out=out, plot=plot)
     print(f"\nall demo outputs are in {os.path.abspath(out)}")
     return 0
+
+
+def _cmd_train_report(args: argparse.Namespace) -> int:
+    from .core.reporting import train_report
+
+    _check_output_dir(args.output, files=(train_report.TRAIN_REPORT_FILE, train_report.TRAIN_SUMMARY_FILE,
+                                          train_report.TRAIN_PLOT_FILE))
+    plot = not args.no_plot
+    if plot and not matplotlib_available():
+        print(f"note: {MISSING_MATPLOTLIB}; writing no plot", file=sys.stderr)
+        plot = False
+    summary = train_report.write_train_report(
+        args.logs, args.output, plan_path=args.plan, file_lengths_path=args.file_lengths,
+        read_hdf=not args.no_read_hdf, partition_epoch=args.partition_epoch, max_dropped=args.max_dropped,
+        min_steps_ratio=args.min_steps_ratio, plot=plot, dataset_name=args.dataset_name)
+    print(train_report.render_train_report(summary), end="")
+    print()
+    for name in (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE) + (
+            (train_report.TRAIN_PLOT_FILE,) if plot else ()):
+        print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
+    return 1 if summary["alarms"] and args.fail_on_alarm else 0
 
 
 def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -148,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
     p.add_argument("file_list")
-    p.add_argument("-o", "--output", required=True, help="output .npz")
+    p.add_argument("-o", "--output", required=True, help="output file sizes archive (a name ending in .npz)")
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
@@ -156,8 +244,31 @@ def build_parser() -> argparse.ArgumentParser:
                                     "report and plot")
     p.add_argument("--sizes", required=True, help="file sizes .npz (from `sizes` or ComputeFileSizesJob)")
     _add_plan_options(p)
-    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--ranks-per-node", type=int, default=None,
+                   help="ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
+                        "sub-epoch (cache_peak_bytes_per_node in summary.json) and reads from the shared file system")
+    p.add_argument("--preload-next-n-sub-epochs", type=int, default=None,
+                   help=f"the dataset's preload_next_n_sub_epochs (default {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, "
+                        "RETURNN's with use_worker_proc=True; 0 with use_worker_proc=False)")
+    p.add_argument("--no-cached-file", action="store_true",
+                   help="get_sub_epoch_dataset does not wrap the files in CachedFile: every rank reads from the "
+                        "shared file system and the node caches nothing")
+    p.add_argument("--cache-size", default=None,
+                   help="bytes of each node's local cache, e.g. 800G or 1.5TiB: say whether the plan fits and which "
+                        "partition_epoch values do")
+    p.add_argument("-o", "--output", required=True,
+                   help="output directory: new, empty, or an earlier plan directory (replaced whole)")
     p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("compare-plans", help="what resuming a sharded training under another plan (e.g. another "
+                                             "num_shards) does: files read twice and never in the affected full epoch")
+    p.add_argument("old_plan", help=f"plan the training ran with (a plan directory with {core.PLAN_FILE}, or the file)")
+    p.add_argument("new_plan", help="plan it resumes with (same files and partition_epoch)")
+    p.add_argument("--resume-epoch", type=int, required=True,
+                   help="the first sub-epoch the resumed training runs (1-based, as RETURNN counts)")
+    p.add_argument("-o", "--output", default=None,
+                   help="also write summary.json, report.txt and files.json (every file read twice or never) here")
+    p.set_defaults(func=_cmd_compare_plans)
 
     p = sub.add_parser("report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
@@ -171,6 +282,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated sizes, in [0, 2**32) (default 0)")
     _add_plan_options(p, demo=True)
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("train-report", help="measure from RETURNN's training logs what each rank read and what was "
+                                            "dropped per sub-epoch, against the plan; write report, summary and plot")
+    p.add_argument("logs", nargs="+", metavar="LOG",
+                   help="RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) or the torchrun stdout "
+                        "with [default<rank>]: prefixes (i6_core's log.run.1)")
+    p.add_argument("--plan", default=None, help="plan.npz to compare the files with (ShardPlanJob or `plan`)")
+    p.add_argument("--file-lengths", default=None,
+                   help="JSON {file key: [num_seqs, num_frames]}; else the HDF files the log names are read")
+    p.add_argument("--no-read-hdf", action="store_true", help="do not read the HDF files for their lengths")
+    p.add_argument("--partition-epoch", type=int, default=None,
+                   help="sub-epochs per full epoch, without a plan (default: inferred from the files)")
+    p.add_argument("--max-dropped", type=float, default=0.05,
+                   help="alarm when the mean dropped share of frames per sub-epoch exceeds this (default 0.05)")
+    p.add_argument("--min-steps-ratio", type=float, default=0.75,
+                   help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)")
+    p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
+    p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
+    p.set_defaults(func=_cmd_train_report)
     return parser
 
 

@@ -1,8 +1,9 @@
-"""Tiny HDF files written with RETURNN's own SimpleHDFWriter, and a module-level
-``get_sub_epoch_dataset`` for them (module-level so that it pickles into a RETURNN subprocess)."""
+"""The tests' one writer of HDF files (RETURNN's own SimpleHDFWriter), the tags it writes, and
+module-level dataset helpers for them (module-level so that they pickle into a RETURNN subprocess)."""
 
+import functools
 import os
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -12,31 +13,71 @@ def hdf_sub_epoch_dataset(files: Sequence[str], *, seq_ordering: str = "random")
     return {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
 
 
-def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_seqs: int = 5) -> List[str]:
-    """``num_files`` HDF files of 1..max_seqs short sequences each, tags ``file{i}/seq{j}``
-    (unique across files); sizes vary with the number of sequences."""
+def seq_tag(file_idx: int, seq_idx: int) -> str:
+    """The tag of sequence ``seq_idx`` in file ``file_idx``: unique across files, and it names its file."""
+    return f"file{file_idx}/seq{seq_idx}"
+
+
+def file_index(tag: str) -> int:
+    """The index of the file a :func:`seq_tag` came from.
+
+    >>> file_index(seq_tag(12, 3))
+    12
+    """
+    head = tag.split("/", 1)[0]
+    if not head.startswith("file"):
+        raise ValueError(f"tag {tag!r} was not written by write_tiny_hdf_files (expected file<i>/seq<j>)")
+    return int(head[len("file"):])
+
+
+def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_seqs: int = 5,
+                         seqs_per_file: Optional[Sequence[int]] = None, frames: Tuple[int, int] = (1, 3),
+                         dim: int = 2, names: Optional[Sequence[str]] = None) -> List[str]:
+    """Write ``num_files`` HDF files into ``directory`` and return their paths, in file order.
+
+    File ``i`` is ``names[i]`` (default ``file{i:03d}.hdf``) and holds ``seqs_per_file[i]``
+    sequences (default: 1..max_seqs, drawn from ``seed``), each of ``frames[0]..frames[1]``
+    frames of ``dim`` random float32 features, tagged :func:`seq_tag` ``(i, j)``. The same
+    arguments give the same files, so sizes (and tags) vary only with the draws. An existing
+    file of the same name is replaced (SimpleHDFWriter refuses to overwrite).
+    """
     from returnn.datasets.hdf import SimpleHDFWriter
 
+    if names is not None and len(names) != num_files:
+        raise ValueError(f"{len(names)} names for num_files={num_files}: give one name per file")
+    if seqs_per_file is not None and len(seqs_per_file) != num_files:
+        raise ValueError(f"{len(seqs_per_file)} seqs_per_file for num_files={num_files}: give one count per file")
     os.makedirs(directory, exist_ok=True)
     rng = np.random.RandomState(seed)
     paths = []
     for i in range(num_files):
-        path = os.path.join(directory, f"file{i:03d}.hdf")
+        path = os.path.join(directory, names[i] if names is not None else f"file{i:03d}.hdf")
         if os.path.exists(path):
-            os.unlink(path)  # SimpleHDFWriter refuses to overwrite
-        writer = SimpleHDFWriter(path, dim=2, ndim=2)
-        for j in range(int(rng.randint(1, max_seqs + 1))):
-            n = int(rng.randint(1, 4))
-            writer.insert_batch(rng.rand(1, n, 2).astype("float32"), seq_len=[n], seq_tag=[f"file{i}/seq{j}"])
+            os.unlink(path)
+        num_seqs = int(rng.randint(1, max_seqs + 1)) if seqs_per_file is None else int(seqs_per_file[i])
+        writer = SimpleHDFWriter(path, dim=dim, ndim=2)
+        for j in range(num_seqs):
+            n = int(rng.randint(frames[0], frames[1] + 1))
+            writer.insert_batch(rng.rand(1, n, dim).astype("float32"), seq_len=[n], seq_tag=[seq_tag(i, j)])
         writer.close()
         paths.append(path)
     return paths
 
 
+def iterate_tags(dataset, epoch: int) -> List[str]:
+    """All sequence tags of one sub-epoch of an initialized RETURNN dataset, in order."""
+    dataset.init_seq_order(epoch=epoch)
+    tags = []
+    seq_idx = 0
+    while dataset.is_less_than_num_seqs(seq_idx):
+        dataset.load_seqs(seq_idx, seq_idx + 1)
+        tags.append(dataset.get_tag(seq_idx))
+        seq_idx += 1
+    return tags
+
+
 def sharded_dfd(files, *, partition_epoch: int, sharding_fix=True, **extra) -> Dict[str, Any]:
     """A sharded DistributeFilesDataset dict over HDF files (in-process sub-epoch datasets, for speed)."""
-    import functools
-
     d = {
         "class": "DistributeFilesDataset",
         "files": files,

@@ -1,6 +1,8 @@
-"""Hypothesis strategies shared by the tests: file names, file trees, sizes."""
+"""Hypothesis strategies shared by the tests: file names, file trees, sizes, plan settings."""
 
 from hypothesis import strategies as st
+
+from i6_shard.core.pure import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES, UNSHARDED_RANK_SEED_STRIDE
 
 # File names with unicode, separators (':' '/'), quotes, backslashes, blanks and newlines;
 # never empty, never NUL, no lone surrogates (see odd_names for those).
@@ -35,3 +37,94 @@ fs_names = st.text(
 
 # Sizes as RETURNN sees them: bytes, zeros and duplicates included.
 file_sizes = st.lists(st.integers(min_value=0, max_value=10**12), min_size=1, max_size=60)
+
+
+@st.composite
+def plan_settings_kwargs(draw, *, sharding=None, distribution=None, with_num_epochs=None, max_num_shards=4,
+                         max_partition_epoch=4):
+    """Keyword arguments of a valid PlanSettings, as Python ints, bools and strs.
+
+    Every sharding mode, seq ordering and distribution (unless fixed by the arguments); seeds on
+    both edges of what numpy's RandomState takes, and, where RETURNN does not shuffle with the
+    offset (``seq_ordering="default"`` or a ``fixed_random_seed``), any int64 offset.
+    """
+    sharding = draw(st.sampled_from(sorted(SHARDING_MODES))) if sharding is None else sharding
+    distrib_shard_files, same_seed = SHARDING_MODES[sharding]
+    num_shards = draw(st.integers(1, max_num_shards))
+    partition_epoch = draw(st.integers(1, max_partition_epoch))
+    if with_num_epochs is None:
+        with_num_epochs = draw(st.booleans())
+    num_epochs = draw(st.integers(1, 3 * partition_epoch + 1)) if with_num_epochs else None
+    seq_ordering = draw(st.sampled_from(SEQ_ORDERINGS))
+    fixed_random_seed = draw(st.none() | st.sampled_from([0, SEED_LIMIT - 1]) | st.integers(0, SEED_LIMIT - 1))
+    if seq_ordering == "random" and fixed_random_seed is None:  # the offset makes the seeds
+        last_full_epoch = 0 if num_epochs is None else (num_epochs - 1) // partition_epoch
+        top_rank = num_shards - 1 if not distrib_shard_files and not same_seed else 0
+        top = SEED_LIMIT - 1 - (last_full_epoch + 1) - top_rank * UNSHARDED_RANK_SEED_STRIDE
+        random_seed_offset = draw(st.sampled_from([-1, 0, top]) | st.integers(-1, top))
+    else:
+        random_seed_offset = draw(st.integers(-2**63, 2**63 - 1))
+    return dict(num_shards=num_shards, partition_epoch=partition_epoch, num_epochs=num_epochs,
+                seq_ordering=seq_ordering, random_seed_offset=random_seed_offset,
+                fixed_random_seed=fixed_random_seed, distrib_shard_files=distrib_shard_files,
+                same_seed_on_all_ranks=same_seed,
+                distribution=draw(st.sampled_from(DISTRIBUTIONS)) if distribution is None else distribution)
+
+
+@st.composite
+def returnn_dfd_setups(draw, *, files, list_file):
+    """A RETURNN config (dict) with one DistributeFilesDataset over ``files`` (or ``list_file``), alone or
+    inside a wrapper, under every distributed setting the reader models, and the number of ranks.
+    Everything that decides ``_num_shards``/``_shard_index``/``random_seed_offset`` varies."""
+    from tests.returnn_config.returnn_ranks import hdf_sub_epoch, hdf_sub_epoch_explicit_shards
+
+    maybe_offset = st.none() | st.integers(0, 50)
+    dfd = {"class": "DistributeFilesDataset", "use_worker_proc": False,
+           "get_sub_epoch_dataset": draw(st.sampled_from([hdf_sub_epoch, hdf_sub_epoch_explicit_shards]))}
+    options = {
+        "files": st.sampled_from([list(files), list_file]),
+        "distrib_shard_files": st.booleans(),
+        "sharding_fix": st.sampled_from([True, False]),
+        "random_seed_offset": maybe_offset,
+        "fixed_random_seed": st.integers(0, 9),
+        "partition_epoch": st.integers(1, 2),
+        "seq_ordering": st.sampled_from(["random", "default"]),
+    }
+    for key, values in options.items():
+        if key == "files" or draw(st.booleans()):
+            dfd[key] = draw(values)
+    wrapper = draw(st.sampled_from([None, "CombinedDataset", "ConcatDataset", "MultiEpochDataset"]))
+    if wrapper is None:
+        dataset = dfd
+    elif wrapper == "CombinedDataset":
+        dataset = {"class": wrapper, "seq_ordering": "interleave", "datasets": {"asr": dfd},
+                   "data_map": {("asr", "data"): "data"}}
+    elif wrapper == "ConcatDataset":
+        dataset = {"class": wrapper, "datasets": [dfd]}
+    else:
+        dataset = {"class": wrapper, "multi_epoch": 1, "dataset": dfd}
+    if wrapper is not None:
+        offset = draw(maybe_offset)
+        if offset is not None:
+            dataset["random_seed_offset"] = offset
+    config = {"backend": "torch"}
+    torch_distributed = draw(st.sampled_from([None, {}, {"dataset_distribution": "shard"},
+                                              {"dataset_distribution": "random_seed_offset"}]))
+    if torch_distributed is not None:
+        config["torch_distributed"] = torch_distributed
+    for key, values in (("dataset_random_seed_offset", st.integers(0, 9)), ("behavior_version", st.sampled_from([20, 26]))):
+        if draw(st.booleans()):
+            config[key] = draw(values)
+    # dev/eval: RETURNN's default seq_ordering there is "sorted", which the wrappers have rules of their own for
+    config["dev" if wrapper is None and draw(st.booleans()) else "train"] = dataset
+    return config, draw(st.integers(1, 3))
+
+
+@st.composite
+def node_caches(draw, *, max_ranks_per_node: int = 4, max_preload: int = 3):
+    """A NodeCache: ranks per node (fewer, as many or more than the ranks), RETURNN's preload_next_n_sub_epochs
+    (0, its default 1, or more) and whether the files go through CachedFile."""
+    from i6_shard.core.pure.cache import NodeCache
+
+    return NodeCache(ranks_per_node=draw(st.integers(1, max_ranks_per_node)),
+                     preload_next_n_sub_epochs=draw(st.integers(0, max_preload)), cached_file=draw(st.booleans()))

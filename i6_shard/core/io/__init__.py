@@ -3,7 +3,8 @@
 - file_sizes: the stat engine (:func:`collect_file_sizes`) and the sizes archive;
 - file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
 - plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
-- progress: progress lines on stderr; demo: generated demo files.
+- progress: progress lines on stderr; demo: generated demo files;
+- returnn_log: RETURNN's training logs per rank; file_lengths: sequences and frames per file.
 """
 
 from .atomic import atomic_path, atomic_write, check_output_path
@@ -13,6 +14,8 @@ from .file_sizes import DEFAULT_NUM_THREADS, FileSizes, MissingFilesError, colle
     save_file_sizes
 from .plan_file import PLAN_FORMAT_VERSION, PlanFile, load_plan, read_plan_file, save_plan
 from .progress import Progress
+from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
+from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
 
 __all__ = [
     "collect_file_sizes", "FileSizes", "MissingFilesError", "save_file_sizes", "load_file_sizes", "DEFAULT_NUM_THREADS",
@@ -20,4 +23,6 @@ __all__ = [
     "save_plan", "load_plan", "read_plan_file", "PlanFile", "PLAN_FORMAT_VERSION",
     "atomic_write", "atomic_path", "check_output_path", "Progress",
     "lognormal_sizes", "make_demo_files",
+    "read_training_logs", "TrainingLog", "RankLog", "SubEpochLog",
+    "FileLengths", "hdf_file_lengths", "read_hdf_lengths", "load_file_lengths", "save_file_lengths",
 ]

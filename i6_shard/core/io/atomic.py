@@ -1,20 +1,31 @@
-"""Atomic output files: write under a temporary name, then ``os.replace``, so a
-killed process never leaves a file that could pass for a finished one."""
+"""Atomic outputs: a file is written under a temporary name and renamed, a set of files is built in a
+temporary directory and swapped in whole, so a killed process never leaves output that could pass
+for a finished one, and a reader never sees a mix of two runs."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
+import secrets
+import shutil
 import tempfile
-from typing import IO, Iterator
+from typing import IO, Collection, Iterator, Optional
 
-__all__ = ["atomic_write", "atomic_path", "check_output_path"]
+__all__ = ["atomic_write", "atomic_path", "atomic_dir", "check_output_path", "check_output_dir"]
 
 #: Longest part of the target's name put into the temporary name (names are limited to 255 bytes).
 _MAX_PREFIX_CHARS = 100
+#: Write errors that say the device is full: the message names the target instead of the temporary file.
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+         errno.EFBIG: "file too large for this file system"}
+#: Entries of an output directory listed in an error before the rest is only counted.
+_MAX_LISTED_ENTRIES = 5
 
 
-def check_output_path(path: str | os.PathLike, *, directory: bool = False) -> None:
+def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffix: Optional[str] = None,
+                      kind: str = "output") -> None:
     """Raise now, with a message naming ``path``, what writing it later would raise.
 
     A file (``directory=False``): ``path`` is not a directory, and its directory exists and
@@ -22,7 +33,10 @@ def check_output_path(path: str | os.PathLike, *, directory: bool = False) -> No
     or does not exist and its nearest existing ancestor is a writable directory (it can be
     created). Run it before expensive work, so that a typo costs nothing.
 
+    :param suffix: the extension the file's format has (e.g. ``".npz"``): another one is refused
+    :param kind: what the file is, for the message about the extension (e.g. "file sizes archive")
     :raises IsADirectoryError, NotADirectoryError, FileNotFoundError, PermissionError: with the fix
+    :raises ValueError: if ``path`` does not end in ``suffix``
 
     >>> check_output_path("/nonexistent-i6-shard-dir/x.npz")
     Traceback (most recent call last):
@@ -54,6 +68,25 @@ def check_output_path(path: str | os.PathLike, *, directory: bool = False) -> No
     if not os.path.isdir(parent):
         raise NotADirectoryError(f"cannot write {path!r}: {parent!r} is not a directory; choose another path")
     _check_writable_dir(parent, target=path)
+    if suffix is not None:
+        check_suffix(path, suffix=suffix, kind=kind)
+
+
+def check_suffix(path: str | os.PathLike, *, suffix: str, kind: str) -> None:
+    """Refuse a file name whose extension is not the one of its format (no zip bytes under ``.json``).
+
+    >>> check_suffix("out.json", suffix=".npz", kind="file sizes archive")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot write 'out.json': a file sizes archive is a .npz file, but the name ends in '.json'; give a name ending in .npz, e.g. 'out.npz'
+    """
+    path = os.fspath(path)
+    if path.endswith(suffix) and len(os.path.basename(path)) > len(suffix):
+        return
+    stem, ext = os.path.splitext(path)
+    has = f"the name ends in {ext!r}" if ext else "the name has no extension"
+    raise ValueError(f"cannot write {path!r}: a {kind} is a {suffix} file, but {has}; give a name ending in "
+                     f"{suffix}, e.g. {(stem if ext else path) + suffix!r}")
 
 
 def _check_writable_dir(directory: str, *, target: str) -> None:
@@ -101,10 +134,27 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         yield tmp
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        full = _full_device_error(exc, path=path)
+        if full is not None:
+            raise full from None
         raise
+
+
+def _full_device_error(exc: BaseException, *, path: str) -> Optional[OSError]:
+    """``exc`` reworded to name ``path`` if it says the device is full (ENOSPC, EDQUOT, EFBIG), else None.
+
+    >>> print(_full_device_error(OSError(errno.ENOSPC, "No space left on device"), path="/out/plan.npz"))
+    cannot write '/out/plan.npz': no space left on device; free some space or choose another path (nothing was written there)
+    """
+    if not isinstance(exc, OSError) or exc.errno not in _FULL:
+        return None
+    new = type(exc)(f"cannot write {path!r}: {_FULL[exc.errno]}; free some space or choose another path "
+                    "(nothing was written there)")
+    new.errno = exc.errno
+    return new
 
 
 def _temp_file_error(exc: OSError, *, path: str, dirname: str) -> OSError:
@@ -132,3 +182,195 @@ def atomic_write(path: str | os.PathLike, mode: str = "wt", **open_kwargs) -> It
             yield f
             f.flush()
             os.fsync(f.fileno())
+
+
+def _is_leftover(entry: str, names: Collection[str]) -> bool:
+    """A temporary file that a killed :func:`atomic_path` writer left for one of ``names``."""
+    return entry.startswith(".") and entry.endswith(".tmp") and any(
+        entry.startswith(f".{n.rstrip('/')[:_MAX_PREFIX_CHARS]}.") for n in names)
+
+
+def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: str = "output set") -> None:
+    """Raise now what :func:`atomic_dir` would raise later: ``path`` must be a new directory, an
+    empty one, or one that holds only ``names`` (an earlier run's set, which is replaced whole),
+    must not be the working directory or hold it, and its parent must let a sibling be created.
+
+    :param names: the files of the set, and its directories with a trailing ``/`` (e.g. ``"data/"``)
+    :param what: what the set is, for the messages (e.g. "plan directory")
+    :raises NotADirectoryError, IsADirectoryError, PermissionError, FileNotFoundError, ValueError: naming
+        ``path`` and the fix
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp(); _ = open(os.path.join(d, "notes.txt"), "w").close()
+    >>> check_output_dir(d, names=["plan.npz"], what="plan directory")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot write the plan directory '...': it holds 1 entry that is not part of it ('notes.txt'); ...
+    """
+    path = os.fspath(path)
+    target = os.path.realpath(path)
+    cwd = os.path.realpath(os.getcwd())
+    if target == os.path.dirname(target) or cwd == target or cwd.startswith(target.rstrip(os.sep) + os.sep):
+        raise ValueError(f"cannot write the {what} {path!r}: it is the working directory, or holds it, and is "
+                         "replaced whole; give a new directory, e.g. a subdirectory")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"cannot write the {what} {path!r}: it exists and is not a directory; "
+                                 "remove it or choose another output directory")
+    if not os.path.isdir(target):
+        check_output_path(path, directory=True)
+        return
+    if os.path.ismount(target):
+        raise ValueError(f"cannot write the {what} {path!r}: it is a mount point, which cannot be replaced; "
+                         "give a directory inside it")
+    files = {n for n in names if not n.endswith("/")}
+    dirs = {n.rstrip("/") for n in names if n.endswith("/")}
+    others = []
+    for entry in sorted(os.listdir(target)):
+        full = os.path.join(path, entry)
+        if entry in files and os.path.isdir(full) and not os.path.islink(full):
+            raise IsADirectoryError(f"cannot write {full!r}: it is a directory, not a file of an earlier {what}; "
+                                    "remove it or choose another output directory")
+        if entry in dirs and not os.path.isdir(full):
+            raise NotADirectoryError(f"cannot write {full!r}: it is not a directory, as in an earlier {what}; "
+                                     "remove it or choose another output directory")
+        if entry not in files and entry not in dirs and not _is_leftover(entry, names):
+            others.append(entry)
+    if others:
+        shown = ", ".join(repr(e[:100]) for e in others[:_MAX_LISTED_ENTRIES])
+        more = f" and {len(others) - _MAX_LISTED_ENTRIES} more" if len(others) > _MAX_LISTED_ENTRIES else ""
+        raise ValueError(
+            f"cannot write the {what} {path!r}: it holds {len(others)} "
+            f"entr{'y' if len(others) == 1 else 'ies'} that {'is' if len(others) == 1 else 'are'} not part of "
+            f"it ({shown}{more}); the {what} is replaced whole, so give a new or empty directory, or one that an "
+            f"earlier run wrote (it holds only {', '.join(sorted(names))})")
+    parent = os.path.dirname(target)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write the {what} {path!r}: no permission to create files in {parent!r}, "
+                              "where the new set is built before it replaces the old one; make it writable or "
+                              "choose another output directory")
+
+
+def _new_sibling(parent: str, base: str, suffix: str) -> str:
+    """Create an empty directory ``.BASE.<random>SUFFIX`` in ``parent`` (mode from the umask, as ``mkdir``)."""
+    for _ in range(100):
+        name = os.path.join(parent, f".{base[:_MAX_PREFIX_CHARS]}.{secrets.token_hex(4)}{suffix}")
+        try:
+            os.mkdir(name)
+            return name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", os.path.join(parent, f".{base}.*{suffix}"))
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, *, names: Collection[str], what: str = "output set") -> Iterator[str]:
+    """Yield a new, empty temporary directory next to ``path``; on success it takes the place of
+    ``path`` as a whole, on error it is removed and ``path`` is left as it was.
+
+    The set is built in ``.NAME.<random>.tmp`` beside ``path`` (same file system) and swapped in
+    with one atomic ``renameat2(RENAME_EXCHANGE)`` (Linux 3.15+ on ext4, xfs, btrfs, tmpfs, ...), so a
+    reader of ``path`` finds the earlier set or this one, never a mix or a part; the earlier set is
+    then deleted. Where the exchange is not supported (e.g. NFS), the earlier set is first renamed
+    away and this one renamed in: a reader may then find no ``path`` for that moment, and a writer
+    killed right between the two renames leaves none, with the earlier set as ``.NAME.<random>.old``.
+    Concurrent writers each swap in a whole set; the last one stays. A killed writer leaves its
+    ``.tmp`` directory, never under ``path``'s name.
+
+    :param names: the entries the set may hold (see :func:`check_output_dir`, run first)
+    :raises OSError: naming ``path``, e.g. when the device is full
+
+    >>> import tempfile
+    >>> out = os.path.join(tempfile.mkdtemp(), "out")
+    >>> for text in ("first", "second"):
+    ...     with atomic_dir(out, names=["a.txt"]) as tmp:
+    ...         _ = open(os.path.join(tmp, "a.txt"), "w").write(text)
+    >>> os.listdir(out), open(os.path.join(out, "a.txt")).read(), len(os.listdir(os.path.dirname(out)))
+    (['a.txt'], 'second', 1)
+    """
+    path = os.fspath(path)
+    check_output_dir(path, names=names, what=what)
+    target = os.path.realpath(path)
+    parent, base = os.path.split(target)
+    os.makedirs(parent, exist_ok=True)
+    try:
+        tmp = _new_sibling(parent, base, ".tmp")
+    except OSError as exc:
+        raise _temp_file_error(exc, path=path, dirname=parent) from None
+    try:
+        yield tmp
+        check_output_dir(path, names=names, what=what)  # again: a user may have put a file there meanwhile
+        _swap_in(tmp, target)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            new = _renamed(exc, tmp=tmp, path=path)
+            if new is not exc:
+                raise new from None
+        raise
+
+
+def _renamed(exc: OSError, *, tmp: str, path: str) -> OSError:
+    """``exc`` with the set's temporary directory called by its final name ``path``, and a full device
+    reworded as :func:`atomic_path` does, naming the file under ``path``."""
+    text = str(exc)
+    if tmp in text:
+        new = type(exc)(text.replace(tmp, path))
+        new.errno = exc.errno
+        return new
+    name = exc.filename if isinstance(exc.filename, str) else ""
+    inside = os.path.abspath(name).startswith(tmp + os.sep) if name else False
+    full = _full_device_error(exc, path=os.path.join(path, os.path.relpath(os.path.abspath(name), tmp))
+                              if inside else path)
+    return exc if full is None else full
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically (``renameat2(..., RENAME_EXCHANGE)``); False where not supported."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28, or not Linux
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def _swap_in(tmp: str, target: str) -> None:
+    """Put directory ``tmp`` at ``target``; an earlier directory there is replaced and deleted."""
+    parent, base = os.path.split(target)
+    while True:
+        try:
+            os.rename(tmp, target)  # no target, or an empty one
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        try:
+            if _exchange(tmp, target):
+                shutil.rmtree(tmp, ignore_errors=True)  # now the earlier set
+                return
+        except FileNotFoundError:
+            continue  # another writer took the earlier set away meanwhile
+        old = _new_sibling(parent, base, ".old")
+        try:
+            os.rename(target, old)  # replaces the empty ``old``
+        except FileNotFoundError:
+            os.rmdir(old)
+            continue
+        try:
+            os.rename(tmp, target)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+            continue  # another writer's set arrived in between: swap again
+        shutil.rmtree(old, ignore_errors=True)
+        return

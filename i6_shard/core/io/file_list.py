@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any, List, Sequence
 
 from .atomic import atomic_write
+from .file_sizes import MAX_TREE_DEPTH, tree_depth
+from .preflight import short_repr
 from .returnn_py import RETURNN_OUT_SLACK, parse_returnn_py_literal, parse_with_output_size
 from ..pure.file_tree import FileTree, check_file_trees
 
@@ -48,25 +51,30 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
     Tuple trees never come back from a list file: JSON has no tuples and RETURNN's
     ``.py`` parser does not accept them; the tree key is the same either way.
 
+    Only a regular file is read: it is stat-ed first, and opened without blocking, so a FIFO, a
+    device (e.g. a link to ``/dev/zero``) or a directory is an error naming it, never a hang.
+    A tree nested deeper than ``MAX_TREE_DEPTH`` levels is an error naming the file.
+
     :raises FileNotFoundError: if the list file does not exist
-    :raises ValueError: on an unknown extension, a directory, unparsable content (a ``.txt`` list not
-        in the locale's encoding included), or content that is not a list
+    :raises ValueError: on an unknown extension, a directory or other file that is not a regular file,
+        unparsable content (a ``.txt`` list not in the locale's encoding included), content that is not a
+        list, or one nested too deeply
     """
     path = os.fspath(path)
     ext = os.path.splitext(path)[1]
     if ext not in FILE_LIST_EXTENSIONS:
         raise ValueError(
-            f"file list {path!r} has extension {ext!r}; RETURNN reads only {', '.join(FILE_LIST_EXTENSIONS)}: "
-            "rename it or convert it with write_file_list"
+            f"file list {short_repr(path)} has extension {ext[:20]!r}; RETURNN reads only "
+            f"{', '.join(FILE_LIST_EXTENSIONS)}: rename it or convert it with write_file_list"
         )
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"file list {path!r} does not exist")
-    if os.path.isdir(path):
-        raise ValueError(f"file list {path!r} is a directory; give the path of a {'/'.join(FILE_LIST_EXTENSIONS)} "
-                         "file that lists the files")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"file list {short_repr(path)} does not exist") from None
+    _check_regular(mode, path)
     if ext == ".txt":
         try:
-            with open(path, "rt") as f:
+            with _open_regular(path, "rt") as f:
                 lines = f.readlines()
         except UnicodeDecodeError as exc:
             raise ValueError(
@@ -77,16 +85,53 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
         return [line for line in stripped if line and not line.startswith("#")]
     try:
         if ext == ".json":
-            with open(path, "rt") as f:
+            with _open_regular(path, "rt") as f:
                 files = json.load(f)
         else:
-            with open(path, "rb") as f:
+            with _open_regular(path, "rb") as f:
                 files = parse_returnn_py_literal(f.read())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"file list {path!r} cannot be read as RETURNN reads a {ext} list: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"file list {path!r} nests lists or dicts too deeply to parse; RETURNN's file trees are a "
+                         f"few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): fix the list") from None
     if not isinstance(files, list):
         raise ValueError(f"file list {path!r} holds a {type(files).__name__}, but RETURNN needs a list of file trees")
+    for idx, tree in enumerate(files):
+        depth = tree_depth(tree)
+        if depth > MAX_TREE_DEPTH:
+            raise ValueError(f"file list {path!r}: entry {idx} is nested more than {MAX_TREE_DEPTH} levels deep; "
+                             f"RETURNN's file trees are a few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): "
+                             "fix the list")
     return files
+
+
+def _check_regular(mode: int, path: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"file list {short_repr(path)} is a directory; give the path of a "
+                         f"{'/'.join(FILE_LIST_EXTENSIONS)} file that lists the files")
+    kind = next((name for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+                 if test(mode)), "not a regular file")
+    raise ValueError(f"file list {short_repr(path)} is {kind}, not a regular file; give the path of a "
+                     f"{'/'.join(FILE_LIST_EXTENSIONS)} file that lists the files (reading it could block or never end)")
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def _open_regular(path: str, mode: str):
+    """``open(path, mode)`` that cannot block on a FIFO swapped in after the stat, and refuses it."""
+    f = open(path, mode, opener=_nonblocking)
+    try:
+        _check_regular(os.fstat(f.fileno()).st_mode, path)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def write_file_list(files: Sequence[FileTree], path: str | os.PathLike) -> None:

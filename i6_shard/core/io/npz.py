@@ -3,25 +3,39 @@ member order and timestamps, so equal inputs give equal bytes."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
+import stat
 import zipfile
-from typing import Dict, List, Mapping, Optional, Sequence
+import zlib
+from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .atomic import atomic_path
+from .atomic import atomic_path, check_suffix
 
-__all__ = ["save_npz", "load_npz", "encode_keys", "decode_keys"]
+__all__ = ["save_npz", "load_npz", "open_npz", "NpzReader", "NpyHeader", "encode_keys", "decode_keys"]
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _WRITE_CHUNK_BYTES = 16 << 20
+#: Largest ratio of a member's size to its compressed size that is read (deflate can reach ~1030).
+_MAX_RATIO = 400
+#: Bytes any member may have beyond that ratio (headers of tiny members compress badly).
+_RATIO_SLACK = 1 << 16
+#: Most members an archive may have (i6_shard's have at most a few dozen).
+_MAX_MEMBERS = 1000
 
 
-def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compress: bool = True) -> None:
+def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compress: bool = True,
+             kind: str = "npz archive") -> None:
     """Write ``arrays`` as an npz archive, atomically and with deterministic bytes.
 
     :param arrays: name -> array; no object arrays (they would need pickle to load)
+    :param kind: what the file is, for the error about a name that does not end in ``.npz``
+    :raises ValueError: if ``path`` does not end in ``.npz`` (an npz is a zip: no such bytes under ``.json``)
     """
+    check_suffix(path, suffix=".npz", kind=kind)
     with atomic_path(path) as tmp:
         with zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
             for name in sorted(arrays):
@@ -58,31 +72,146 @@ def _set_compress_level(info: zipfile.ZipInfo, level: int) -> None:
         info._compresslevel = level
 
 
-def load_npz(path: str | os.PathLike, *, kind: str = "npz archive",
-             missing: Optional[str] = None) -> Dict[str, np.ndarray]:
-    """Load every array of an npz archive into memory (no pickle).
+class NpzReader:
+    """An opened ``.npz`` archive whose members' ``.npy`` headers are read and checked, none of the
+    data yet: callers check the declared shapes (:attr:`headers`) against each other before
+    :meth:`read` inflates a member. Use :func:`open_npz`."""
+
+    def __init__(self, zf: zipfile.ZipFile, *, path: str, kind: str):
+        self._zf, self.path, self.kind = zf, path, kind
+        self._infos: Dict[str, zipfile.ZipInfo] = {}
+        self.headers: Dict[str, NpyHeader] = {}
+        infos = zf.infolist()
+        if len(infos) > _MAX_MEMBERS:
+            raise ValueError(f"{path!r} is not a {kind}: it has {len(infos)} members")
+        for info in infos:
+            name = info.filename[:-4] if info.filename.endswith(".npy") else None
+            if name is None or name in self._infos:
+                raise ValueError(f"{path!r} is not a {kind}: member {info.filename[:100]!r} is "
+                                 f"{'not an .npy array' if name is None else 'there twice'}")
+            self._infos[name] = info
+            self.headers[name] = self._header(info, name)
+
+    def _header(self, info: zipfile.ZipInfo, name: str) -> NpyHeader:
+        where = f"{self.path!r} is corrupt or crafted: member {info.filename[:100]!r}"
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ValueError(f"{where} uses zip compression method {info.compress_type}; "
+                             f"a {self.kind} has only stored or deflated members")
+        if info.file_size > _MAX_RATIO * info.compress_size + _RATIO_SLACK:
+            raise ValueError(f"{where} declares {_nbytes(info.file_size)} from {_nbytes(info.compress_size)} "
+                             f"compressed, more than {_MAX_RATIO} times as much, which no i6_shard archive "
+                             "holds; it was refused before inflating it")
+        with self._zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"{where} has .npy format version {version}, not 1.0 or 2.0")
+            header_bytes = f.tell()
+        if dtype.hasobject:
+            raise ValueError(f"{where} holds Python objects, which only pickle could load; refused")
+        data_bytes = math.prod(shape) * dtype.itemsize
+        if header_bytes + data_bytes != info.file_size:
+            raise ValueError(f"{where} declares shape {shape} of {dtype} ({_nbytes(data_bytes)}) but holds "
+                             f"{_nbytes(info.file_size - header_bytes)}; refused before allocating it")
+        return NpyHeader(shape=tuple(int(n) for n in shape), dtype=dtype, fortran_order=bool(fortran_order))
+
+    def read(self, name: str) -> np.ndarray:
+        """The array of member ``name`` (its size was checked against its header on opening)."""
+        try:
+            with self._zf.open(self._infos[name]) as f:
+                return np.lib.format.read_array(f, allow_pickle=False)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            raise ValueError(f"{self.path!r} is not a readable {self.kind}: {type(exc).__name__}: {exc}") from None
+
+
+class NpyHeader(NamedTuple):
+    """What an ``.npy`` member declares: ``shape`` and ``dtype`` (checked against the member's size)."""
+
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+    fortran_order: bool
+
+
+def _nbytes(n: int) -> str:
+    """A byte count for messages.
+
+    >>> _nbytes(8), _nbytes(8 * 10**12)
+    ('8 bytes', '8,000,000,000,000 bytes (7.3 TiB)')
+    """
+    if n < 1 << 20:
+        return f"{n:,} bytes"
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20)):
+        if n >= 1 << shift:
+            return f"{n:,} bytes ({n / (1 << shift):.1f} {unit})"
+    raise AssertionError(n)  # unreachable
+
+
+@contextlib.contextmanager
+def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
+             missing: Optional[str] = None) -> Iterator[NpzReader]:
+    """Open an npz archive for reading, its members' headers checked (see :class:`NpzReader`).
+
+    Only a regular file is opened (a FIFO or device is refused without blocking). Every member must be an
+    ``.npy`` array whose declared shape and dtype account for exactly its uncompressed size, which must be
+    at most ``400`` times its compressed size (i6_shard's writer, deflate level 1, stays below 250): so a
+    crafted header or a zip bomb is refused before anything is inflated or allocated.
 
     :param kind: what the file should be, for the error messages (e.g. "plan file")
     :param missing: the message if ``path`` does not exist (say how to make the file)
     :raises FileNotFoundError: if ``path`` does not exist
-    :raises ValueError: if it cannot be read as an npz archive (a directory, not a zip,
-        truncated, or holding pickles)
+    :raises ValueError: if it is not a regular file, not a zip, or a member's header does not fit its size
     """
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise FileNotFoundError(missing or f"{kind} {path!r} does not exist") from None
     except OSError as exc:
-        raise ValueError(f"{path!r} is not a readable {kind}: {exc}") from None
-    if magic != b"PK\x03\x04":
-        raise ValueError(f"{path!r} is not a {kind} (no zip header)")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{path!r} is not a readable {kind}: {type(exc).__name__}: {exc}") from None
+        raise ValueError(f"{path!r} is not a readable {kind}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ValueError(f"{path!r} is not a {kind}: it is {_file_type(mode)}, not a regular file")
+    with open(fd, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            raise ValueError(f"{path!r} is not a {kind} (no zip header)")
+        f.seek(0)
+        try:
+            zf = zipfile.ZipFile(f)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            raise ValueError(f"{path!r} is not a readable {kind}: {type(exc).__name__}: {exc}") from None
+        with zf:
+            try:
+                reader = NpzReader(zf, path=path, kind=kind)
+            except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                raise ValueError(f"{path!r} is not a readable {kind}: {type(exc).__name__}: {exc}") from None
+            yield reader
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def load_npz(path: str | os.PathLike, *, kind: str = "npz archive",
+             missing: Optional[str] = None) -> Dict[str, np.ndarray]:
+    """Load every array of an npz archive into memory (no pickle), each checked against its header
+    first (see :func:`open_npz`); for archives whose members must also fit each other, use
+    :func:`open_npz` and check :attr:`NpzReader.headers` before reading.
+
+    :raises FileNotFoundError: if ``path`` does not exist
+    :raises ValueError: if it cannot be read as an npz archive (a directory, not a zip,
+        truncated, crafted, or holding pickles)
+    """
+    with open_npz(path, kind=kind, missing=missing) as npz:
+        return {name: npz.read(name) for name in npz.headers}
 
 
 def encode_keys(keys: Sequence[str]) -> np.ndarray:

@@ -4,19 +4,21 @@ epoch, the file order and bin boundaries; readable with numpy alone."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
-from typing import Dict, Mapping, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .npz import decode_keys, encode_keys, load_npz, save_npz
+from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
 from ..pure.plan import ShardPlan
 from ..pure.settings import PlanSettings
 from .progress import Progress
 from ..pure.stats import num_full_epochs_for
 
-__all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "plan_arrays", "save_plan", "load_plan", "read_plan_file"]
+__all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "plan_arrays", "plan_arrays_nbytes", "check_plan_fits_memory",
+           "save_plan", "load_plan", "read_plan_file"]
 
 PLAN_FORMAT_VERSION = 1
 
@@ -27,6 +29,8 @@ _SETTINGS_ARRAYS = ("num_shards", "partition_epoch", "num_epochs", "random_seed_
                     "distrib_shard_files", "seq_ordering", "distribution")
 _ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", *_SETTINGS_ARRAYS}
 _OPTIONAL_FLAGS = ("same_seed_on_all_ranks",)
+#: Float settings stored only when not their default (PlanSettings.as_dict leaves them out then).
+_OPTIONAL_FLOATS = ("max_sub_epoch_deviation",)
 
 
 def _settings_arrays(settings: PlanSettings) -> Dict[str, np.ndarray]:
@@ -55,9 +59,60 @@ def _settings_from_arrays(data: Mapping[str, np.ndarray]) -> PlanSettings:
             kwargs[name] = bool(value)
         elif value.dtype.kind in "iu":
             kwargs[name] = int(value)
+        elif value.dtype.kind == "f":
+            kwargs[name] = float(value)
         else:
             kwargs[name] = str(value)
     return PlanSettings(**kwargs)
+
+
+def plan_arrays_nbytes(settings: PlanSettings, *, num_files: int) -> int:
+    """Bytes of the ``orders`` and ``bounds`` arrays that :func:`plan_arrays` allocates for ``num_files``
+    files with these settings (computed, nothing allocated).
+
+    >>> plan_arrays_nbytes(PlanSettings(num_shards=1, partition_epoch=1, num_epochs=4_000_000_000), num_files=1)
+    80000000000
+    """
+    if settings.num_epochs is None:
+        raise ValueError("the plan's settings have num_epochs=None; a plan file covers a fixed number of "
+                         "sub-epochs: set num_epochs in PlanSettings")
+    num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
+    per_layout = num_files * (4 if num_files < 2**32 else 8) + (settings.num_bins + 1) * 8
+    return num_full * settings.num_layouts * per_layout
+
+
+def _physical_memory() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not available on this system
+        return None
+
+
+def check_plan_fits_memory(settings: PlanSettings, *, num_files: int, memory_bytes: Optional[int] = None) -> int:
+    """Refuse, before anything is allocated, settings whose plan arrays (:func:`plan_arrays_nbytes`) are
+    larger than the machine's memory: the one rule for the command line, the job and
+    ``write_plan_outputs``.
+
+    :param memory_bytes: the limit (default: this machine's physical memory)
+    :return: the bytes the arrays take
+    :raises ValueError: naming the size, the settings and the fix
+
+    >>> check_plan_fits_memory(PlanSettings(num_shards=1, partition_epoch=1, num_epochs=4_000_000_000),
+    ...                        num_files=1, memory_bytes=2**34)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_epochs=4000000000 with 1 files needs 80,000,000,000 bytes (74.5 GiB) for the plan's arrays (4,000,000,000 full epochs x 1 layouts x (1 files + 2 bin bounds)), more than this machine's memory (17,179,869,184 bytes (16.0 GiB)); plan fewer sub-epochs (num_epochs): the balance of later full epochs is the same as that of the first few
+    """
+    need = plan_arrays_nbytes(settings, num_files=num_files)
+    limit = _physical_memory() if memory_bytes is None else memory_bytes
+    if limit is not None and need > limit:
+        num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
+        raise ValueError(
+            f"num_epochs={settings.num_epochs} with {num_files:,} files needs {_nbytes(need)} for the plan's arrays "
+            f"({num_full:,} full epochs x {settings.num_layouts} layouts x ({num_files:,} files + "
+            f"{settings.num_bins + 1} bin bounds)), more than this machine's memory ({_nbytes(limit)}); plan fewer "
+            "sub-epochs (num_epochs): the balance of later full epochs is the same as that of the first few")
+    return need
 
 
 def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
@@ -79,9 +134,7 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
     ((2, 1, 3), [0, 1, 2, 3])
     """
     settings = plan.settings
-    if settings.num_epochs is None:
-        raise ValueError("the plan's settings have num_epochs=None; a plan file covers a fixed number of "
-                         "sub-epochs: set num_epochs in PlanSettings")
+    check_plan_fits_memory(settings, num_files=plan.num_files)
     num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
     num_layouts = settings.num_layouts
     dtype = np.uint32 if plan.num_files < 2**32 else np.int64
@@ -106,7 +159,7 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
 
 def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
     """Write the plan file (atomically, deterministic bytes); see :func:`plan_arrays` for its arrays."""
-    save_npz(path, plan_arrays(plan))
+    save_npz(path, plan_arrays(plan), kind="plan file")
 
 
 @dataclass(frozen=True)
@@ -140,28 +193,42 @@ def load_plan(path: str | os.PathLike, *, verify: bool = False) -> ShardPlan:
 def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile:
     """Load a plan file with its stored layouts; ``verify`` as in :func:`load_plan`."""
     path = os.fspath(path)
-    data = load_npz(path, kind="plan file",
-                    missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
-                            "or `python -m i6_shard plan`")
-    flags = set(data) - _ARRAYS
-    if not _ARRAYS <= set(data) or not flags <= set(_OPTIONAL_FLAGS):
-        raise ValueError(f"{path!r} is not a plan file (arrays {sorted(data)})")
-    for name in flags:
-        if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
-            raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
-    version = int(data["format_version"])
-    if version != PLAN_FORMAT_VERSION:
-        raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads {PLAN_FORMAT_VERSION}")
-    sizes = data["sizes"].astype(np.int64, copy=False)
-    keys = decode_keys(data["keys_utf8"], num_keys=len(sizes), path=path)
-    plan = ShardPlan(keys, sizes, _settings_from_arrays(data))
-    settings = plan.settings
-    orders, bounds = data["orders"], data["bounds"]
-    expected = (num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch),
-                settings.num_layouts)
-    if orders.shape != expected + (plan.num_files,) or bounds.shape != expected + (settings.num_bins + 1,):
-        raise ValueError(f"{path!r} is corrupt: orders {orders.shape} and bounds {bounds.shape} do not fit "
-                         f"{expected[0]} full epochs of {plan.num_files} files")
+    big = ("keys_utf8", "sizes", "orders", "bounds")
+    with open_npz(path, kind="plan file", missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
+                                                  "or `python -m i6_shard plan`") as npz:
+        headers = npz.headers
+        flags = set(headers) - _ARRAYS - set(_OPTIONAL_FLOATS)
+        if not _ARRAYS <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
+            raise ValueError(f"{path!r} is not a plan file (arrays {sorted(headers)[:20]})")
+        for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)
+            if name not in big and math.prod(header.shape) > 1:
+                raise ValueError(f"{path!r} is corrupt: {name} has shape {header.shape}, expected a scalar")
+        data = {name: npz.read(name) for name in headers if name not in big}
+        for name in flags:
+            if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
+                raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
+        version = int(data["format_version"])
+        if version != PLAN_FORMAT_VERSION:
+            raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads {PLAN_FORMAT_VERSION}")
+        settings = _settings_from_arrays(data)
+        sizes_h, keys_h = headers["sizes"], headers["keys_utf8"]
+        if len(sizes_h.shape) != 1 or sizes_h.dtype.kind not in "iu" or keys_h.dtype != np.uint8 \
+                or len(keys_h.shape) != 1:
+            raise ValueError(f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)} and keys_utf8 "
+                             f"{keys_h.dtype}{list(keys_h.shape)}; expected integer and uint8 vectors")
+        num_files = sizes_h.shape[0]
+        expected = (num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch),
+                    settings.num_layouts)
+        orders_h, bounds_h = headers["orders"], headers["bounds"]
+        if orders_h.shape != expected + (num_files,) or bounds_h.shape != expected + (settings.num_bins + 1,) \
+                or orders_h.dtype.kind not in "iu" or bounds_h.dtype.kind not in "iu":
+            raise ValueError(f"{path!r} is corrupt: orders {orders_h.dtype}{orders_h.shape} and bounds "
+                             f"{bounds_h.dtype}{bounds_h.shape} do not fit {expected[0]} full epochs of {num_files} "
+                             "files; nothing of them was read")
+        sizes = npz.read("sizes").astype(np.int64, copy=False)
+        keys = decode_keys(npz.read("keys_utf8"), num_keys=num_files, path=path)
+        orders, bounds = npz.read("orders"), npz.read("bounds")
+    plan = ShardPlan(keys, sizes, settings)
     if verify:
         for k in range(orders.shape[0]):
             for r in range(orders.shape[1]):

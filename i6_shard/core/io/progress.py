@@ -6,28 +6,34 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Optional, TextIO
+from typing import Callable, Optional, TextIO
 
 __all__ = ["Progress"]
 
 
 class Progress:
     """Thread-safe counter that prints ``label: done/total (pct) rate/s, ETA`` at most
-    every ``interval`` seconds, the first line only after ``interval`` seconds.
+    every ``interval`` seconds, the first line only after ``interval`` seconds. ``clock`` gives
+    the time in seconds (``time.monotonic``; tests pass their own to step time without waiting).
 
     >>> p = Progress("stat", total=3, interval=3600)
     >>> p.add(3); p.close()  # fast work prints nothing
+    >>> now = [0.0]
+    >>> p = Progress("stat", total=0, interval=5, stream=sys.stdout, clock=lambda: now[0])
+    >>> now[0] = 5.0; p.add(0)  # no work at all: 100%, rate 0, no ETA
+    stat: 0/0 files (100.0%), 0 files/s, elapsed 5s, ETA infs
     """
 
     def __init__(self, label: str, *, total: int, interval: float = 5.0, unit: str = "files",
-                 stream: Optional[TextIO] = None):
+                 stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic):
         self.label = label
         self.total = total
         self.interval = interval
         self.unit = unit
         self.stream = stream
         self.done = 0
-        self._start = time.monotonic()
+        self._clock = clock
+        self._start = clock()
         self._last = self._start
         self._printed_done = -1  # done count of the last line printed; -1: none yet
         self._lock = threading.Lock()
@@ -36,7 +42,7 @@ class Progress:
         """Count ``n`` more items done; print a line if one is due."""
         with self._lock:
             self.done += n
-            now = time.monotonic()
+            now = self._clock()
             if now - self._last >= self.interval:
                 self._last = now
                 self._print(now)
@@ -45,7 +51,7 @@ class Progress:
         """Print a final line if a progress line was printed before and work was done since."""
         with self._lock:
             if 0 <= self._printed_done < self.done:
-                self._print(time.monotonic())
+                self._print(self._clock())
 
     def _print(self, now: float) -> None:
         elapsed = max(now - self._start, 1e-9)

@@ -1,14 +1,17 @@
 """The reporting part of the core: what users read. The JSON summary and text report of a plan,
-its plot, the writer of a plan's whole output set, and the verification report."""
+its plot, the writer of a plan's whole output set, the verification report, and the report of a
+training measured from its logs."""
 
 from .outputs import PLAN_FILE, PLOT_FILE, REPORT_FILE, SUMMARY_FILE, plan_summary, plot_title, write_plan_outputs
 from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, require_matplotlib
 from .report import render_report, summarize, summary_json
 from .verify import render_verify_report, verify_records
+from .train_report import analyze_training, plot_training, render_train_report, write_train_report
 
 __all__ = [
     "write_plan_outputs", "plan_summary", "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE",
     "summarize", "summary_json", "render_report",
     "plot_plan", "plot_title", "matplotlib_available", "require_matplotlib", "MISSING_MATPLOTLIB",
     "verify_records", "render_verify_report",
+    "analyze_training", "render_train_report", "plot_training", "write_train_report",
 ]

@@ -1,23 +1,29 @@
 """All outputs of a plan in one call (plan file, JSON summary, text report, plot), shared
-by the Sisyphus job and the command line so that both write the same bytes."""
+by the Sisyphus job and the command line so that both write the same bytes; as one directory
+that is replaced whole, for the command line."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from ..io.atomic import atomic_write
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_suffix
+from ..pure.cache import NodeCache, compute_cache_footprint
 from ..pure.plan import ShardPlan
 from ..pure.settings import DISTRIBUTIONS, PlanSettings
-from ..io.plan_file import plan_arrays
+from ..io.plan_file import check_plan_fits_memory, plan_arrays
 from ..io.npz import save_npz
 from .plot import plot_plan, require_matplotlib
-from .report import render_report, summarize, summary_json
+from .report import cache_summary, render_report, summarize, summary_json
 from ..pure.stats import PlanStats, compute_plan_stats
 
 __all__ = [
     "write_plan_outputs",
+    "write_plan_dir",
+    "check_plan_dir",
+    "PLAN_OUTPUTS",
     "plan_summary",
     "other_distribution_stats",
     "other_mode_stats",
@@ -34,6 +40,8 @@ __all__ = [
 COMPARE_FULL_EPOCHS = 3
 #: File names the command line uses inside its output directory.
 PLAN_FILE, SUMMARY_FILE, REPORT_FILE, PLOT_FILE = "plan.npz", "summary.json", "report.txt", "plot.png"
+#: What a plan directory may hold (``plot.png`` only if a plot was asked for).
+PLAN_OUTPUTS = (PLAN_FILE, SUMMARY_FILE, REPORT_FILE, PLOT_FILE)
 
 
 def other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, Union[PlanStats, str]]:
@@ -84,31 +92,48 @@ def compare_num_epochs_for(plan: ShardPlan, *, num_epochs: int) -> int:
 
 
 def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
-                 layout=None) -> Tuple[Dict[str, Any], PlanStats]:
+                 layout=None, cache: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], PlanStats]:
     """Summary dict (see :func:`summarize`) and stats of ``plan`` over ``num_epochs`` sub-epochs;
-    with ``compare``, the other distributions over :func:`compare_num_epochs_for` sub-epochs."""
+    with ``compare``, the other distributions over :func:`compare_num_epochs_for` sub-epochs; with ``cache``
+    (from :func:`~i6_shard.core.reporting.report.cache_summary`), the per-node cache footprint."""
     stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
     if not compare:
-        return summarize(plan, stats), stats
+        return summarize(plan, stats, cache=cache), stats
     cmp_epochs = compare_num_epochs_for(plan, num_epochs=num_epochs)
     others = other_distribution_stats(plan, num_epochs=cmp_epochs)
     mode = other_mode_stats(plan, num_epochs=cmp_epochs)
-    return summarize(plan, stats, other_distributions=others, other_mode=mode, compare_num_epochs=cmp_epochs), stats
+    return summarize(plan, stats, other_distributions=others, other_mode=mode, compare_num_epochs=cmp_epochs,
+                     cache=cache), stats
 
 
 def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, report_path: str,
-                       plot_path: Optional[str] = None) -> dict:
+                       plot_path: Optional[str] = None, node_cache: Optional[NodeCache] = None,
+                       cache_size: Optional[int] = None) -> dict:
     """Write the plan file (``.npz``, see :func:`plan_arrays`), the JSON summary, the text report and,
     if ``plot_path`` is given, the PNG plot, for sub-epochs ``1..plan.settings.num_epochs``. Every file
-    is written atomically and its bytes depend only on the plan.
+    is written atomically and its bytes depend only on the plan. The files are four: a reader may find
+    some of them from this call and some from an earlier one while it runs (a Sisyphus job's outputs
+    count only once the job has finished); :func:`write_plan_dir` writes them as one directory instead.
+
+    With ``node_cache``, the summary, report and plot also show the per-node cache footprint (and, with
+    ``cache_size`` in bytes per node, what fits it); without, the outputs are exactly as before.
 
     :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
-    :raises ValueError: before anything is written, if the settings have no ``num_epochs``
+    :raises ValueError: before anything is written, if the settings have no ``num_epochs``, the plan's
+        arrays would not fit in memory (:func:`check_plan_fits_memory`), or a path has another extension
+        than its format (``.npz``, ``.json``, ``.txt``, ``.png``)
     :raises ImportError: before anything is written, if a plot is asked for and matplotlib is missing
     """
     num_epochs = plan.settings.num_epochs
     if num_epochs is None:
         raise ValueError("the plan's settings have num_epochs=None; set how many sub-epochs to plan")
+    for path, suffix, kind in ((plan_path, ".npz", "plan file"), (summary_path, ".json", "plan summary"),
+                               (report_path, ".txt", "plan report"), (plot_path, ".png", "plot")):
+        if path is not None:
+            check_suffix(path, suffix=suffix, kind=kind)
+    check_plan_fits_memory(plan.settings, num_files=plan.num_files)
+    if cache_size is not None and node_cache is None:
+        raise ValueError(f"cache_size={cache_size!r} needs node_cache (the ranks per node) to compute the footprint")
     if plot_path is not None:
         require_matplotlib()
     arrays = plan_arrays(plan)
@@ -118,13 +143,46 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
         return orders[k, 0 if plan.settings.distrib_shard_files else r], \
             bounds[k, 0 if plan.settings.distrib_shard_files else r]
 
-    summary, stats = plan_summary(plan, num_epochs=num_epochs, layout=layout)
-    save_npz(plan_path, arrays)
+    footprint = None if node_cache is None else \
+        compute_cache_footprint(plan, node_cache=node_cache, num_epochs=num_epochs, layout=layout)
+    cache = None if footprint is None else cache_summary(plan, footprint, cache_size=cache_size)
+    summary, stats = plan_summary(plan, num_epochs=num_epochs, layout=layout, cache=cache)
+    save_npz(plan_path, arrays, kind="plan file")
     del arrays, orders, bounds
     with atomic_write(summary_path, "wt", encoding="ascii", newline="\n") as f:
         f.write(summary_json(summary))
     with atomic_write(report_path, "wt", encoding="utf-8", newline="\n") as f:
         f.write(render_report(summary))
     if plot_path is not None:
-        plot_plan(stats, plot_path, title=plot_title(plan, num_epochs=num_epochs))
+        plot_plan(stats, plot_path, title=plot_title(plan, num_epochs=num_epochs), cache=footprint,
+                  cache_size=cache_size)
     return summary
+
+
+def check_plan_dir(out_dir: str | os.PathLike) -> None:
+    """Raise now what :func:`write_plan_dir` would raise about ``out_dir`` (run it before expensive work)."""
+    check_output_dir(out_dir, names=PLAN_OUTPUTS, what="plan directory")
+
+
+def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = True,
+                   node_cache: Optional[NodeCache] = None, cache_size: Optional[int] = None) -> dict:
+    """:func:`write_plan_outputs` into ``out_dir`` as one set: ``plan.npz``, ``summary.json``,
+    ``report.txt`` and, with ``plot``, ``plot.png``, built in a temporary directory beside it and swapped
+    in whole (:func:`~i6_shard.core.io.atomic.atomic_dir`). A reader of ``out_dir`` finds an earlier
+    complete set or this one, never a mix and never a part; a set without a plot leaves no older
+    ``plot.png`` behind. ``out_dir`` must be new, empty, or an earlier plan directory.
+
+    :return: the summary, as :func:`write_plan_outputs`
+    :raises ValueError: before anything is written, as :func:`write_plan_outputs`, or if ``out_dir``
+        holds other files (they would be replaced with it)
+    """
+    out_dir = os.fspath(out_dir)
+    check_plan_fits_memory(plan.settings, num_files=plan.num_files)
+    if plot:
+        require_matplotlib()
+    with atomic_dir(out_dir, names=PLAN_OUTPUTS, what="plan directory") as tmp:
+        return write_plan_outputs(plan, plan_path=os.path.join(tmp, PLAN_FILE),
+                                  summary_path=os.path.join(tmp, SUMMARY_FILE),
+                                  report_path=os.path.join(tmp, REPORT_FILE),
+                                  plot_path=os.path.join(tmp, PLOT_FILE) if plot else None,
+                                  node_cache=node_cache, cache_size=cache_size)

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from ..io.atomic import atomic_path
+from ..pure.cache import CacheFootprint
 from ..pure.stats import PlanStats
 
 __all__ = ["matplotlib_available", "require_matplotlib", "plot_plan", "MISSING_MATPLOTLIB"]
@@ -33,19 +34,25 @@ def require_matplotlib() -> None:
         raise ImportError(MISSING_MATPLOTLIB)
 
 
-def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str] = None) -> None:
+def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str] = None,
+              cache: Optional[CacheFootprint] = None, cache_size: Optional[int] = None) -> None:
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
+    With ``cache`` (over the same sub-epochs), a third panel shows the bytes each node holds in its file
+    cache per sub-epoch, and ``cache_size`` as a line; without, the picture is the two panels alone.
 
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
     if not os.fspath(path).lower().endswith(".png"):
         raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
+    num_epochs, num_shards = stats.bytes.shape
+    if cache is not None and cache.held_bytes.shape[0] != num_epochs:
+        raise ValueError(f"the cache footprint covers {cache.held_bytes.shape[0]} sub-epochs, the stats {num_epochs}; "
+                         "compute both over the same num_epochs")
     require_matplotlib()
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
 
-    num_epochs, num_shards = stats.bytes.shape
     part = stats.partition_epoch
     mean = stats.bytes.mean(axis=1, keepdims=True)
     rel = np.divide(stats.bytes, mean, out=np.ones(stats.bytes.shape), where=mean > 0).T  # [shard, epoch]
@@ -54,8 +61,14 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
 
     width = float(np.clip(6 + num_epochs * 0.12, 8, 16))
     height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
-    fig = Figure(figsize=(width, height_map + 2.6), dpi=100, layout="constrained")
-    ax_map, ax_drop = fig.subplots(2, 1, sharex=True, height_ratios=[height_map, 2.2])
+    if cache is None:
+        fig = Figure(figsize=(width, height_map + 2.6), dpi=100, layout="constrained")
+        ax_map, ax_drop = fig.subplots(2, 1, sharex=True, height_ratios=[height_map, 2.2])
+        panels = (ax_map, ax_drop)
+    else:
+        fig = Figure(figsize=(width, height_map + 5.0), dpi=100, layout="constrained")
+        ax_map, ax_drop, ax_cache = fig.subplots(3, 1, sharex=True, height_ratios=[height_map, 2.2, 2.4])
+        panels = (ax_map, ax_drop, ax_cache)
 
     spread = max(float(np.max(np.abs(rel - 1.0))), 0.01)
     norm = TwoSlopeNorm(vmin=1.0 - spread, vcenter=1.0, vmax=1.0 + spread)
@@ -76,7 +89,7 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     ax_drop.axhline(float(drop.mean()), color="black", linestyle="--", linewidth=1,
                     label=f"mean {drop.mean():.2f}%")
     ax_drop.set_ylabel("dropped %")
-    ax_drop.set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
+    (ax_drop if cache is None else ax_cache).set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
     ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
     ax_drop.set_xlim(0.5, num_epochs + 0.5)
     ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
@@ -84,8 +97,10 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
                       fontsize=10, loc="left")
     if num_epochs <= 40:
         ax_drop.set_xticks(epochs)
+    if cache is not None:
+        _draw_cache(ax_cache, cache, cache_size=cache_size, epochs=epochs)
     for boundary in range(part, num_epochs, part):
-        for ax in (ax_map, ax_drop):
+        for ax in panels:
             ax.axvline(boundary + 0.5, color="0.3", linewidth=0.8, linestyle=":")
     num_full = -(-num_epochs // part)
     if num_full <= 12:
@@ -97,3 +112,32 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         fig.suptitle(title, fontsize=11)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def _draw_cache(ax, cache: CacheFootprint, *, cache_size: Optional[int], epochs: np.ndarray) -> None:
+    """The bytes each node holds per sub-epoch (one step line per node, up to 8; else the fullest and the
+    mean node), in binary units, with the cache size as a dashed line."""
+    peak = max(cache.peak_bytes, int(cache_size or 0), 1)
+    unit, scale = next((u, float(f)) for u, f in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10),
+                                                  ("B", 1)) if peak >= f)
+    held = cache.held_bytes / scale
+    if not cache.node_cache.cached_file:
+        ax.step(epochs, cache.shared_fs_bytes.max(axis=1) / scale, where="mid", color="tab:purple",
+                label="read from shared FS, fullest node (no CachedFile: nothing held)")
+    elif cache.num_nodes <= 8:
+        for n in range(cache.num_nodes):
+            ax.step(epochs, held[:, n], where="mid", linewidth=1, label=f"node {n}")
+    else:
+        ax.step(epochs, held.max(axis=1), where="mid", color="tab:red", label="fullest node")
+        ax.step(epochs, held.mean(axis=1), where="mid", color="tab:blue", label="mean over nodes")
+    if cache_size:
+        ax.axhline(cache_size / scale, color="black", linestyle="--", linewidth=1,
+                   label=f"cache size {cache_size / scale:.2f} {unit}")
+    ax.set_ylabel(unit)
+    ax.set_ylim(0, max(float(np.max(held)) if held.size else 0.0, (cache_size or 0) / scale,
+                       float(cache.shared_fs_bytes.max()) / scale if not cache.node_cache.cached_file else 0.0) * 1.15
+                or 1.0)
+    ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=min(4, max(1, cache.num_nodes)))
+    nc = cache.node_cache
+    ax.set_title(f"Bytes each node holds in its file cache ({nc.ranks_per_node} ranks per node, current + "
+                 f"{nc.preload_next_n_sub_epochs} preloaded sub-epochs)", fontsize=10, loc="left")

@@ -8,12 +8,15 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
+from ..pure.cache import CacheFootprint, partition_epoch_fits
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 
 __all__ = [
     "SUMMARY_FORMAT_VERSION",
     "summarize",
+    "cache_summary",
+    "CACHE_FIT_FULL_EPOCHS",
     "summary_json",
     "render_report",
     "plan_warnings",
@@ -29,6 +32,8 @@ HIGH_DROPPED_FRACTION = 0.05
 HIGH_IMBALANCE = 1.25
 #: Sub-epochs listed under "worst sub-epochs".
 NUM_WORST = 5
+#: Full epochs over which other partition_epoch values are checked against a cache size.
+CACHE_FIT_FULL_EPOCHS = 3
 _DIGITS = 6
 
 
@@ -63,7 +68,8 @@ def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
 def summarize(plan: ShardPlan, stats: PlanStats, *,
               other_distributions: Optional[Mapping[str, Any]] = None,
               other_mode: Optional[Union[PlanStats, str]] = None,
-              compare_num_epochs: Optional[int] = None) -> Dict[str, Any]:
+              compare_num_epochs: Optional[int] = None,
+              cache: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
     Top-level floats ``max_imbalance`` (max over sub-epochs of max/mean bytes across shards) and
@@ -74,6 +80,8 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     :param other_mode: stats of RETURNN's own distribution with ``distrib_shard_files`` flipped, over
         the same sub-epochs as ``other_distributions`` (or a str saying why that mode cannot plan)
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
+    :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
+        ``cache_peak_bytes_per_node`` (without it, the summary is as before)
     """
     if compare_num_epochs is None:
         compare_num_epochs = stats.num_epochs
@@ -149,8 +157,50 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
             "overlap_max": int(other_mode.overlap.max()),
             "coverage_mean": _f(other_mode.coverage.mean()),
         }
+    if cache is not None:
+        if cache.get("num_epochs") != stats.num_epochs:
+            raise ValueError(f"cache holds a footprint over {cache.get('num_epochs')} sub-epochs, but the stats are "
+                             f"over {stats.num_epochs}; compute both over the plan's num_epochs")
+        summary["cache"] = dict(cache)
+        summary["cache_peak_bytes_per_node"] = int(cache["peak_bytes"])
     summary["warnings"] = plan_warnings(plan, stats, summary)
     return summary
+
+
+def cache_summary(plan: ShardPlan, footprint: CacheFootprint, *, cache_size: Optional[int] = None) -> Dict[str, Any]:
+    """The per-node cache footprint as JSON types (``summary["cache"]``): the settings, the peak and where it
+    is reached, per sub-epoch and node the bytes held, files held and bytes read from the shared file system;
+    with ``cache_size`` (bytes per node), whether the plan fits and which ``partition_epoch`` values do (see
+    :func:`~i6_shard.core.pure.cache.partition_epochs_fitting`; only with ``cached_file``).
+    """
+    nc = footprint.node_cache
+    held, shared = footprint.held_bytes, footprint.shared_fs_bytes
+    epoch, node = footprint.peak_place
+    out: Dict[str, Any] = {
+        **nc.as_dict(),
+        "num_nodes": footprint.num_nodes,
+        "num_epochs": footprint.num_epochs,
+        "peak_bytes": footprint.peak_bytes,
+        "peak_epoch": epoch,
+        "peak_node": node,
+        "held_bytes_mean": _f(held.mean()),
+        "shared_fs_bytes_first": int(shared[0].max()),
+        "shared_fs_bytes_mean": _f(shared.mean()),
+        "shared_fs_bytes_max": int(shared.max()),
+        "shared_fs_bytes_total": int(shared.sum()),
+        "per_sub_epoch": {"held_bytes": held.tolist(), "held_files": footprint.held_files.tolist(),
+                          "shared_fs_bytes": shared.tolist()},
+    }
+    if cache_size is not None:
+        out["cache_size"] = int(cache_size)
+        out["fits"] = footprint.peak_bytes <= cache_size
+        if nc.cached_file:
+            rows = partition_epoch_fits(plan, node_cache=nc, cache_size=cache_size,
+                                        num_full_epochs=CACHE_FIT_FULL_EPOCHS)
+            own = {"partition_epoch": plan.partition_epoch, "peak_bytes": footprint.peak_bytes, "fits": out["fits"]}
+            out["partition_epochs"] = [own if r["partition_epoch"] == plan.partition_epoch else r for r in rows]
+            out["partition_epochs_num_full_epochs"] = CACHE_FIT_FULL_EPOCHS
+    return out
 
 
 def _check_compared_epochs(name: str, other: PlanStats, compare_num_epochs: int) -> None:
@@ -211,6 +261,15 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
         why = "seq_ordering='default'" if plan.settings.seq_ordering == "default" else "fixed_random_seed is set"
         out.append(f"{why}: every full epoch has the same bins, so each rank reads the same files "
                    f"in the same sub-epochs every full epoch.")
+    cache = summary.get("cache")
+    if cache is not None and cache.get("fits") is False:
+        fitting = [r["partition_epoch"] for r in cache.get("partition_epochs", ()) if r.get("fits")]
+        fix = (f"e.g. partition_epoch={min(p for p in fitting if p > plan.partition_epoch)} (the smallest of the "
+               f"values checked that fits)" if any(p > plan.partition_epoch for p in fitting) else
+               "use more nodes (fewer ranks per node), preload fewer sub-epochs or split the data into more files")
+        out.append(f"the per-node file cache needs up to {format_bytes(cache['peak_bytes'])} (sub-epoch "
+                   f"{cache['peak_epoch']}, node {cache['peak_node']}), more than the cache size "
+                   f"{format_bytes(cache['cache_size'])}: {fix}.")
     return out
 
 
@@ -309,7 +368,49 @@ def render_report(summary: Mapping[str, Any]) -> str:
                 add(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
                     f"together read {_pct(mode_row['coverage_mean'])} of the entries, up to "
                     f"{mode_row['overlap_max']:,} of them on more than one rank)")
+    if "cache" in summary:
+        add("")
+        lines += _render_cache(summary["cache"], partition_epoch=s["partition_epoch"])
     add("")
     add("Warnings")
     lines += [f"  - {w}" for w in summary["warnings"]] or ["  none"]
     return "\n".join(lines) + "\n"
+
+
+def _render_cache(c: Mapping[str, Any], *, partition_epoch: int) -> List[str]:
+    """The report's section on the per-node file cache (see :func:`cache_summary`)."""
+    rpn, nodes = c["ranks_per_node"], c["num_nodes"]
+    how = (f"preload_next_n_sub_epochs={c['preload_next_n_sub_epochs']}, files through CachedFile"
+           if c["cached_file"] else "without CachedFile: files read from the shared file system directly")
+    lines = [f"Per-node file cache ({rpn} rank{'s' if rpn != 1 else ''} per node, {nodes} node"
+             f"{'s' if nodes != 1 else ''}; {how})"]
+    rows = []
+    if c["cached_file"]:
+        rows.append(("held at once", f"peak {format_bytes(c['peak_bytes'])} (sub-epoch {c['peak_epoch']}, node "
+                                     f"{c['peak_node']}), mean {format_bytes(round(c['held_bytes_mean']))} per node "
+                                     "and sub-epoch (the node's ranks' current and preloaded sub-epochs)"))
+        rows.append(("from shared FS", f"per node: up to {format_bytes(c['shared_fs_bytes_first'])} in sub-epoch 1 "
+                                       f"(with its preloads), then per sub-epoch mean "
+                                       f"{format_bytes(round(c['shared_fs_bytes_mean']))}, max "
+                                       f"{format_bytes(c['shared_fs_bytes_max'])} (files not held in the sub-epoch "
+                                       "before)"))
+    else:
+        rows.append(("held at once", "nothing: without CachedFile the node caches no files"))
+        rows.append(("from shared FS", f"per node and sub-epoch mean {format_bytes(round(c['shared_fs_bytes_mean']))}, "
+                                       f"max {format_bytes(c['shared_fs_bytes_max'])} (each rank reads its own files)"))
+    if "cache_size" in c:
+        verdict = "fits" if c["fits"] else "does NOT fit"
+        rows.append(("cache size", f"{format_bytes(c['cache_size'])} per node: this plan {verdict}"))
+    lines += [f"  {k:<20} {v}" for k, v in rows]
+    if c.get("partition_epochs"):
+        lines.append(f"  partition_epoch values against the cache size (peak per node over the first "
+                     f"{c['partition_epochs_num_full_epochs']} full epochs; * = this plan, over all its sub-epochs)")
+        lines.append(f"    {'partition_epoch':>15} {'peak':>12} {'fits':>5}")
+        for row in c["partition_epochs"]:
+            mark = "*" if row["partition_epoch"] == partition_epoch else " "
+            if "not_applicable" in row:
+                lines.append(f"    {row['partition_epoch']:>14}{mark} {'-':>12} {'-':>5}  (too few files)")
+            else:
+                lines.append(f"    {row['partition_epoch']:>14}{mark} {format_bytes(row['peak_bytes']):>12} "
+                             f"{'yes' if row['fits'] else 'no':>5}")
+    return lines

@@ -1,0 +1,133 @@
+"""Command line `plan --ranks-per-node` (the per-node cache footprint) and `compare-plans` (a change of
+GPU count on resume): what they write, that a plan without the option is written as before, clear errors."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from i6_shard import core
+from i6_shard.cli import main
+
+from ..core.pure.test_cache import brute_force
+
+
+@pytest.fixture
+def sizes_file(tmp_path):
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(60)]
+    sizes = np.random.RandomState(3).randint(1, 10**6, size=60)
+    path = str(tmp_path / "file_sizes.npz")
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes.astype(np.int64)), path)
+    return path, keys, sizes
+
+
+PLAN = ["--num-shards", "6", "--partition-epoch", "3", "--num-epochs", "7", "--no-plot"]
+
+
+def test_plan_without_ranks_per_node_writes_the_same_bytes_as_before(tmp_path, sizes_file):
+    path, keys, sizes = sizes_file
+    assert main(["plan", "--sizes", path, *PLAN, "-o", str(tmp_path / "cli")]) == 0
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=7))
+    core.write_plan_outputs(plan, plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"),
+                            report_path=str(ref / "report.txt"))
+    for name in ("plan.npz", "summary.json", "report.txt"):
+        assert (tmp_path / "cli" / name).read_bytes() == (ref / name).read_bytes(), name
+    assert "cache" not in json.loads((ref / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("options, node_cache", [
+    (["--ranks-per-node", "4"], dict(ranks_per_node=4)),
+    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "0"],
+     dict(ranks_per_node=2, preload_next_n_sub_epochs=0)),
+    (["--ranks-per-node", "8", "--no-cached-file"], dict(ranks_per_node=8, cached_file=False)),
+])
+def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsys, options, node_cache):
+    from i6_shard.core.pure.cache import NodeCache
+
+    path, keys, sizes = sizes_file
+    assert main(["plan", "--sizes", path, *PLAN, *options, "--cache-size", "3M", "-o", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=7))
+    held, _, shared = brute_force(plan, NodeCache(**node_cache), 7)
+    assert summary["cache_peak_bytes_per_node"] == max(map(max, held))
+    assert summary["cache"]["per_sub_epoch"]["shared_fs_bytes"] == shared
+    assert summary["cache"]["cache_size"] == 3 * 2**20
+    assert "Per-node file cache" in printed and "Per-node file cache" in (tmp_path / "out" / "report.txt").read_text()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--cache-size", "1G"], "--cache-size describe the per-node cache: give --ranks-per-node too"),
+    (["--no-cached-file", "--preload-next-n-sub-epochs", "0"],
+     "--no-cached-file, --preload-next-n-sub-epochs describe the per-node cache"),
+    (["--ranks-per-node", "4", "--cache-size", "lots"], "cache size 'lots' is not a byte count"),
+    (["--ranks-per-node", "0"], "ranks_per_node=0 must be a positive int"),
+    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"], "preload_next_n_sub_epochs=-1 must be"),
+])
+def test_plan_cache_option_errors_write_nothing(tmp_path, sizes_file, capsys, options, message):
+    path, _, _ = sizes_file
+    assert main(["plan", "--sizes", path, *PLAN, *options, "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def plan_dir(tmp_path, sizes_path, name, *options):
+    out = str(tmp_path / name)
+    assert main(["plan", "--sizes", sizes_path, "--partition-epoch", "3", "--num-epochs", "9", "--no-plot", *options,
+                 "-o", out]) == 0
+    return out
+
+
+def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
+    path, keys, _ = sizes_file
+    old_dir = plan_dir(tmp_path, path, "p8", "--num-shards", "8")
+    new_dir = plan_dir(tmp_path, path, "p6", "--num-shards", "6")
+    capsys.readouterr()
+    out = tmp_path / "cmp"
+    assert main(["compare-plans", old_dir, os.path.join(new_dir, "plan.npz"), "--resume-epoch", "5",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(os.listdir(out)) == ["files.json", "report.txt", "summary.json"]
+    assert printed.startswith((out / "report.txt").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    old, new = core.load_plan(os.path.join(old_dir, "plan.npz")), core.load_plan(os.path.join(new_dir, "plan.npz"))
+    before = {k for r in range(8) for k in old.files_for(epoch=4, shard_index=r)}
+    after = {k for e in (5, 6) for r in range(6) for k in new.files_for(epoch=e, shard_index=r)}
+    (full,) = summary["full_epochs"]
+    assert (full["full_epoch_0idx"], full["old_epochs"], full["new_epochs"]) == (1, [4, 4], [5, 6])
+    assert full["read_twice"] == len(before & after) > 0
+    assert full["never_read"] == len(set(keys) - before - after) > 0
+    per_rank_twice = [sum(1 for e in (5, 6) for k in new.files_for(epoch=e, shard_index=r) if k in before)
+                      if r < 6 else 0 for r in range(8)]
+    assert [row["read_twice"] for row in full["per_rank"]] == per_rank_twice
+    files = json.loads((out / "files.json").read_text())
+    assert sorted(x["key"] for x in files["full_epochs"][0]["never_read"]) == sorted(set(keys) - before - after)
+    assert f"read twice   {full['read_twice']} of 60 files" in printed
+
+    # Without -o it prints the same report and writes nothing; at a boundary nothing is read twice or never.
+    assert main(["compare-plans", old_dir, new_dir, "--resume-epoch", "7"]) == 0
+    printed = capsys.readouterr().out
+    assert "Epoch 7 starts full epoch 2" in printed and "nothing is read twice or never" in printed
+    assert sorted(os.listdir(tmp_path)) == ["cmp", "file_sizes.npz", "p6", "p8"]
+
+
+def test_compare_plans_errors(tmp_path, sizes_file, capsys):
+    path, _, _ = sizes_file
+    old_dir = plan_dir(tmp_path, path, "p8", "--num-shards", "8")
+    unsharded = plan_dir(tmp_path, path, "u6", "--num-shards", "6", "--unsharded")
+    other_p = str(tmp_path / "p2")
+    assert main(["plan", "--sizes", path, "--num-shards", "6", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--no-plot", "-o", other_p]) == 0
+    capsys.readouterr()
+    for new, message in ((unsharded, "the new plan is unsharded"), (other_p, "partition_epoch=3 and 2"),
+                         (str(tmp_path / "missing"), "does not exist")):
+        assert main(["compare-plans", old_dir, new, "--resume-epoch", "5", "-o", str(tmp_path / "cmp")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err, err
+        assert not (tmp_path / "cmp").exists()
+    assert main(["compare-plans", old_dir, old_dir, "--resume-epoch", "0"]) == 2
+    assert "resume_epoch=0 must be a positive int" in capsys.readouterr().err

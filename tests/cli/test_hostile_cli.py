@@ -1,0 +1,167 @@
+"""The command line under hostile input: list files that are FIFOs or devices, empty lists,
+entries that share RETURNN's key, huge names, wrong output extensions, settings whose plan would
+not fit in memory, and plan directories rewritten over earlier ones. Each is one clear error line
+(exit status 2) with nothing written, or a whole new output set."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from i6_shard import core
+from i6_shard.cli import main
+from i6_shard.core.io.file_sizes import check_sample_unchanged
+
+#: A command that would block or run away must not hang the suite.
+TIMEOUT_S = 120
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "i6_shard", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=TIMEOUT_S)
+
+
+def one_error_line(res):
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, \
+        res.stderr[-2000:]
+    return res.stderr
+
+
+@pytest.fixture
+def data(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    paths = []
+    for i in range(8):
+        p = d / f"f{i}.hdf"
+        p.write_bytes(b"x" * (100 * (i + 1)))
+        paths.append(str(p))
+    return paths
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_sizes_refuses_a_list_file_that_is_a_fifo_or_a_device(tmp_path, kind):
+    path = tmp_path / "files.txt"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: reading would block forever
+    else:
+        os.symlink("/dev/zero", path)  # reading would never end
+    err = one_error_line(run_cli("sizes", path, "-o", tmp_path / "s.npz"))
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert f"file list {str(path)!r} is {what}, not a regular file" in err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_sizes_refuses_leaves_that_are_directories(tmp_path, data):
+    core.write_file_list(data + [str(tmp_path / "data")], tmp_path / "files.txt")
+    res = run_cli("sizes", tmp_path / "files.txt", "-o", tmp_path / "s.npz")
+    err = res.stderr
+    assert res.returncode == 2 and err.startswith("error: 1 of 9 files are missing or unreadable")
+    assert f"{str(tmp_path / 'data')!r}: is a directory, not a regular file" in err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_sizes_refuses_an_empty_list_like_the_job(tmp_path):
+    path = tmp_path / "files.txt"
+    path.write_text("# only a comment\n\n   \n# and another\n")
+    err = one_error_line(run_cli("sizes", path, "-o", tmp_path / "s.npz"))
+    assert f"file list {str(path)!r} holds no entries (only blank or comment lines, or [])" in err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_sizes_reports_entries_that_share_returnns_key(tmp_path):
+    a_b, a = tmp_path / "a:b", tmp_path / "a"
+    core.write_file_list([str(a_b), [str(a), "b"]], tmp_path / "files.json")  # no such files: refused before any stat
+    err = one_error_line(run_cli("sizes", tmp_path / "files.json", "-o", tmp_path / "s.npz"))
+    assert "has 1 RETURNN file key shared by entries with different files: entries 0" in err
+    assert f"share key {str(a_b)!r}" in err and "Rename the files whose names hold ':'" in err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_sizes_writes_zip_bytes_only_under_npz(tmp_path, data, monkeypatch, capsys):
+    core.write_file_list(data, tmp_path / "files.txt")
+    from i6_shard import core as core_mod
+
+    monkeypatch.setattr(core_mod, "collect_file_sizes", lambda *a, **k: pytest.fail("stat-ed before the check"))
+    for name in ("out.json", "out", "out.npz.json"):
+        assert main(["sizes", str(tmp_path / "files.txt"), "-o", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert "a file sizes archive is a .npz file, but the name" in err and "give a name ending in .npz" in err
+    assert sorted(os.listdir(tmp_path)) == ["data", "files.txt"]
+
+
+def test_huge_names_are_cut_in_the_error(tmp_path):
+    names = [f"/nonexistent/{i}-" + "n" * 2_000_000 for i in range(20)]  # 40 MB of names
+    (tmp_path / "files.txt").write_text("".join(n + "\n" for n in names))
+    res = run_cli("sizes", tmp_path / "files.txt", "-o", tmp_path / "s.npz")
+    assert res.returncode == 2 and res.stderr.startswith("error: 20 of 20 files are missing or unreadable")
+    assert len(res.stderr) < 20_000, len(res.stderr)
+    assert "chars]" in res.stderr
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_a_plan_too_large_for_memory_is_refused_up_front_naming_the_size(tmp_path):
+    core.save_file_sizes(core.FileSizes(keys=["/d/a"], sizes=np.array([5])), tmp_path / "s.npz")
+    res = run_cli("plan", "--sizes", tmp_path / "s.npz", "--num-shards", "1", "--partition-epoch", "1",
+                  "--num-epochs", "4000000000", "--no-plot", "-o", tmp_path / "out")
+    err = one_error_line(res)
+    assert "num_epochs=4000000000 with 1 files needs 80,000,000,000 bytes (74.5 GiB) for the plan's arrays" in err
+    assert "plan fewer sub-epochs" in err
+    assert sorted(os.listdir(tmp_path)) == ["s.npz"]
+    err = one_error_line(run_cli("demo", "--num-files", "4", "--num-shards", "1", "--partition-epoch", "1",
+                                 "--num-epochs", "4000000000", "-o", tmp_path / "demo"))
+    assert "num_epochs=4000000000 with 4 files needs" in err and not (tmp_path / "demo").exists()
+
+
+@pytest.fixture
+def sizes_file(tmp_path, data):
+    path = tmp_path / "sizes.npz"
+    core.save_file_sizes(core.collect_file_sizes(data), path)
+    return path
+
+
+def plan_argv(sizes_file, out, *extra):
+    return ["plan", "--sizes", str(sizes_file), "--num-shards", "2", "--partition-epoch", "2", "-o", str(out), *extra]
+
+
+def test_a_rerun_without_plot_leaves_no_older_plot(tmp_path, sizes_file, capsys):
+    out = tmp_path / "out"
+    assert main(plan_argv(sizes_file, out, "--num-epochs", "4")) == 0
+    assert (out / "plot.png").exists()
+    capsys.readouterr()
+    assert main(plan_argv(sizes_file, out, "--num-epochs", "6", "--no-plot")) == 0
+    assert sorted(os.listdir(out)) == ["plan.npz", "report.txt", "summary.json"]
+    assert core.load_plan(out / "plan.npz").settings.num_epochs == 6
+    assert "plot    ->" not in capsys.readouterr().out
+
+
+def test_plan_refuses_a_directory_with_other_files(tmp_path, sizes_file, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.log").write_text("keep\n")
+    assert main(plan_argv(sizes_file, out, "--num-epochs", "4")) == 2
+    err = capsys.readouterr().err
+    assert "it holds 1 entry that is not part of it ('train.log')" in err and err.count("\n") == 1
+    assert os.listdir(out) == ["train.log"]
+
+
+def test_demo_reruns_into_its_own_directory_as_one_set(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["demo", "--num-files", "12", "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+            "--no-plot"]
+    assert main(argv) == 0
+    assert main(argv[:-1] + ["--seed", "3"]) == 0  # with a plot now, other sizes
+    out = tmp_path / "i6_shard_demo"
+    assert sorted(os.listdir(out)) == ["data", "file_sizes.npz", "files.txt", "plan.npz", "plot.png", "report.txt",
+                                       "summary.json"]
+    listed = core.read_file_list(out / "files.txt")
+    assert listed == [os.path.join("i6_shard_demo", "data", f"part-{i:02d}.hdf") for i in range(12)]
+    sizes = core.load_file_sizes(out / "file_sizes.npz")
+    assert sizes.keys == listed and sizes.sizes.tolist() == [os.path.getsize(p) for p in listed]
+    assert sizes.sizes.tolist() == core.io.lognormal_sizes(12, seed=3).tolist()
+    assert check_sample_unchanged(sizes, trees=listed, num_samples=12) == 12  # mtimes of the files there
+    assert sorted(os.listdir(tmp_path)) == ["i6_shard_demo"]
+    assert "all demo outputs are in" in capsys.readouterr().out
