@@ -112,15 +112,42 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, 
         raise TypeError(f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
                         f"got {type(train_dataset).__name__}")
     num_shards = core.pure.check_int(args["num_shards"], name="num_shards", minimum=1, hint="the number of ranks")
+    config_opts = _checked_config_opts(args.get("config_opts"))
+    key_path = _checked_key_path(args.get("key_path"))
     if isinstance(train_dataset, dict):
         _check_picklable_functions(train_dataset)
         train_dataset = plain_numbers(train_dataset)
-        _check_dataset_dict(train_dataset, num_shards=num_shards)
+        _check_dataset_dict(train_dataset, num_shards=num_shards, config_opts=config_opts, key_path=key_path)
+    elif config_opts is not None:
+        raise ValueError("config_opts is for a train_dataset dict; a RETURNN config file holds its own options")
     check_absolute(train_dataset, name="train_dataset")
     epochs = _normalize_epochs(args["epochs"])
     _check_returnn_paths(args.get("returnn_python_exe"), args.get("returnn_root"))
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return train_dataset, num_shards, epochs, given
+
+
+def _checked_config_opts(config_opts: Any) -> Optional[Dict[str, Any]]:
+    if config_opts is None:
+        return None
+    if not isinstance(config_opts, dict):
+        raise TypeError(f"config_opts={config_opts!r} must be a dict of RETURNN config options (e.g. "
+                        "{'torch_distributed': {...}, 'behavior_version': 24}) or None")
+    opts = plain_numbers(config_opts)
+    try:
+        json.dumps(opts)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"config_opts must hold JSON values only (the RETURNN processes get them as JSON): {exc}")
+    return opts
+
+
+def _checked_key_path(key_path: Any) -> Optional[Tuple[Any, ...]]:
+    if key_path is None:
+        return None
+    if not isinstance(key_path, (list, tuple)) or not all(isinstance(k, (str, int)) for k in key_path):
+        raise TypeError(f"key_path={key_path!r} must be a list of keys into train_dataset, e.g. "
+                        "['datasets', 'asr'], or None for its only DistributeFilesDataset")
+    return tuple(key_path)
 
 
 def _check_picklable_functions(obj: Any, where: str = "train_dataset") -> None:
@@ -142,33 +169,53 @@ def _check_picklable_functions(obj: Any, where: str = "train_dataset") -> None:
                 "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)")
 
 
-def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int) -> None:
-    """What can be checked before RETURNN runs: the class, the keys RETURNN requires, absolute
-    paths, and (for an inline list) enough files for every rank and sub-epoch."""
-    cls = dataset.get("class")
-    if isinstance(cls, type):
-        if not any(c.__name__ == "DistributeFilesDataset" for c in cls.__mro__):
-            raise ValueError(f"train_dataset has class {cls.__qualname__}, not a subclass of DistributeFilesDataset; "
-                             "VerifyShardingJob checks a DistributeFilesDataset")
-    elif cls != "DistributeFilesDataset":
-        raise ValueError(f"train_dataset has class {cls!r}; VerifyShardingJob checks a DistributeFilesDataset: "
-                         "set 'class': 'DistributeFilesDataset' (or a subclass of it)")
+def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int, config_opts: Optional[Dict[str, Any]] = None,
+                        key_path: Optional[Tuple[Any, ...]] = None) -> None:
+    """What can be checked before RETURNN runs, on the DistributeFilesDataset the reader finds in the
+    dict (at its top or inside wrappers): one to check, the keys RETURNN requires, a setup RETURNN
+    would not run, absolute paths, and (for an inline list) enough files for every rank and sub-epoch."""
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
+
+    records = find_distribute_files_datasets(dataset, num_ranks=num_shards, config=config_opts)
+    found = [list(r.key_path) for r in records]
+    if key_path is not None:
+        records = [r for r in records if r.key_path == key_path]
+    if len(records) != 1:
+        if not found:
+            cls = dataset.get("class")
+            raise ValueError(f"train_dataset (class {getattr(cls, '__qualname__', cls)!r}) holds no "
+                             "DistributeFilesDataset; set 'class': 'DistributeFilesDataset' (or a subclass of it); "
+                             "VerifyShardingJob checks one: give the dict exactly as the training uses it (see "
+                             "i6_shard.returnn_config.sharded_files_dataset)")
+        raise ValueError(f"train_dataset holds DistributeFilesDatasets at {found} (key paths into the dict); "
+                         f"{'none is at key_path=' + repr(list(key_path)) if key_path is not None else 'several'}: "
+                         "name the one to verify with key_path")
+    info = records[0]
+    where = f"train_dataset{''.join(f'[{k!r}]' for k in info.key_path)}"
+    cls = info.dataset.get("class")
+    if isinstance(cls, type) and not any(c.__name__ == "DistributeFilesDataset" for c in cls.__mro__):
+        raise ValueError(f"{where} has class {cls.__qualname__}, not a subclass of DistributeFilesDataset; "
+                         "VerifyShardingJob checks a DistributeFilesDataset")
     for key in ("files", "get_sub_epoch_dataset"):
-        if key not in dataset:
-            raise ValueError(f"train_dataset has no {key!r}, which DistributeFilesDataset requires; give the dict "
+        if key not in info.dataset:
+            raise ValueError(f"{where} has no {key!r}, which DistributeFilesDataset requires; give the dict "
                              "exactly as the training uses it (see i6_shard.returnn_config.sharded_files_dataset)")
-    if not callable(dataset["get_sub_epoch_dataset"]):
-        raise TypeError(f"train_dataset['get_sub_epoch_dataset'] is {dataset['get_sub_epoch_dataset']!r}; it must be "
-                        "a function from a list of file trees to a dataset dict")
-    files = dataset["files"]
+    if not callable(info.dataset["get_sub_epoch_dataset"]):
+        raise TypeError(f"{where}['get_sub_epoch_dataset'] is {info.dataset['get_sub_epoch_dataset']!r}; it must "
+                        "be a function from a list of file trees to a dataset dict")
+    files = info.dataset["files"]
     if isinstance(files, tuple):
-        raise TypeError("train_dataset['files'] is a tuple; DistributeFilesDataset takes a list (or a list file)")
-    check_absolute(files, name="train_dataset['files']")
+        raise TypeError(f"{where}['files'] is a tuple; DistributeFilesDataset takes a list, a list file or a callable")
+    if info.returnn_fails:
+        raise ValueError(f"{where}: RETURNN would fail on this setup: {info.returnn_fails}")
+    if info.files_kind == "invalid":
+        raise TypeError(f"{where}['files'] is {type(files).__name__}; give a list of file trees, a list file "
+                        "(.txt/.json/.py) or a module-level function returning the list")
+    check_absolute(files, name=f"{where}['files']")
     if isinstance(files, list):
-        check_absolute_leaves(files, name="train_dataset['files']")
-        shards = core.pure.dfd_num_shards(distrib_shard_files=bool(dataset.get("distrib_shard_files")),
-                                          num_ranks=num_shards, explicit_num_shards=dataset.get("_num_shards"))
-        core.pure.check_enough_files(len(files), num_shards=shards, partition_epoch=dataset.get("partition_epoch") or 1)
+        check_absolute_leaves(files, name=f"{where}['files']")
+        partition_epoch = info.partition_epoch if isinstance(info.partition_epoch, int) else 1
+        core.pure.check_enough_files(len(files), num_shards=info.num_shards(), partition_epoch=partition_epoch)
 
 
 class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
@@ -185,7 +232,7 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
 
     # As i6_core hashes them: the paths as given; None (the default, resolved from gs) hashes as
     # before returnn_python_exe was hashed at all.
-    __sis_hash_exclude__ = {"returnn_python_exe": None}
+    __sis_hash_exclude__ = {"returnn_python_exe": None, "config_opts": None, "key_path": None}
 
     def __init__(
         self,
@@ -193,6 +240,8 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         *,
         num_shards: int,
         epochs: Union[int, Sequence[int]],
+        config_opts: Optional[Dict[str, Any]] = None,
+        key_path: Optional[Sequence[Union[str, int]]] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -206,6 +255,11 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         :param num_shards: number of ranks to check
         :param epochs: sub-epochs to read (1-based): an int N for 1..N, or a list; give whole
             full epochs (multiples of partition_epoch) to check exactly-once reading
+        :param config_opts: for a dataset dict: the RETURNN config options the training runs it under
+            that decide its sharding (``torch_distributed``, ``behavior_version``,
+            ``dataset_random_seed_offset``, ...); None: a torch distributed training with RETURNN's defaults
+        :param key_path: where the DistributeFilesDataset is inside a wrapping dataset dict, e.g.
+            ``["datasets", "asr"]``; None: the only one in the dict
         :param time_rqmt: hours (default: sized from ranks x sub-epochs, see :func:`verify_rqmt`); not hashed
         :param mem_rqmt: GB (default 4); not hashed
         :param cpu_rqmt: CPUs (default 1); not hashed
@@ -216,6 +270,8 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
             ``gs.RETURNN_ROOT``, else the RETURNN installed for that Python. Hashed as given
         """
         self.train_dataset, self.num_shards, self.epochs, self.given_rqmt = _checked_args(locals())
+        self.config_opts = _checked_config_opts(config_opts)
+        self.key_path = _checked_key_path(key_path)
         self.returnn_python_exe = default_returnn_python_exe(returnn_python_exe)
         self.returnn_root = default_returnn_root(returnn_root)
 
@@ -227,6 +283,9 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         # Sisyphus hashes before __init__ runs: every check happens here, and only plain values are hashed.
         d = dict(parsed_args)
         d["train_dataset"], d["num_shards"], epochs, _ = _checked_args(d)
+        d["config_opts"] = _checked_config_opts(d.get("config_opts"))
+        if d.get("key_path") is not None:
+            d["key_path"] = list(_checked_key_path(d["key_path"]))
         # epochs=4 and [1, 2, 3, 4] (in any order) are one job; 4 is how the first N were always hashed.
         d["epochs"] = len(epochs) if epochs == list(range(1, len(epochs) + 1)) else epochs
         for name in RQMT_ARGS:
@@ -265,6 +324,10 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
             out = os.path.join(work, f"rank-{rank}.json")
             cmd = [python, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", str(rank),
                    "--num-shards", str(self.num_shards), "--epochs", ",".join(map(str, self.epochs)), "--output", out]
+            if self.config_opts is not None:
+                cmd += ["--config-json", json.dumps(self.config_opts, sort_keys=True)]
+            if self.key_path is not None:
+                cmd += ["--key-path", json.dumps(["train", *self.key_path])]
             if rank == 0:
                 cmd += ["--reference", os.path.join(work, "reference.json")]
             _run_rank(cmd, rank=rank, num_shards=self.num_shards, env=pythonpath_env(roots), cwd=work)

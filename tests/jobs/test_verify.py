@@ -168,7 +168,7 @@ def test_bad_options_fail_at_graph_construction(work_dir):
 
 
 @pytest.mark.parametrize("drop, match", [
-    ("class", "train_dataset has class None; .*set 'class': 'DistributeFilesDataset'"),
+    ("class", "train_dataset \\(class None\\) holds no DistributeFilesDataset; set 'class': 'DistributeFilesDataset'"),
     ("get_sub_epoch_dataset", "train_dataset has no 'get_sub_epoch_dataset', which DistributeFilesDataset requires"),
     ("files", "train_dataset has no 'files', which DistributeFilesDataset requires"),
 ])
@@ -331,3 +331,74 @@ def test_requests_are_sized_from_ranks_and_sub_epochs(work_dir):
     sisyphus.job.created_jobs.clear()  # requests are not hashed: the same id, another object
     (task,) = VerifyShardingJob(_dataset(), num_shards=8, epochs=40, mem_rqmt=16, time_rqmt=24).tasks()
     assert task.rqmt() == {"cpu": 1, "mem": 16.0, "time": 24.0}
+
+
+def _combined(dfd, *, other_dfd=None):
+    """A CombinedDataset holding the DFD (as public i6 recipes wrap one), and optionally a second one."""
+    datasets = {"asr": dfd}
+    data_map = {("asr", "data"): "data"}
+    if other_dfd is not None:
+        datasets["lm"] = other_dfd
+        data_map[("lm", "data")] = "lm_data"
+    return {"class": "CombinedDataset", "seq_ordering": "interleave", "datasets": datasets, "data_map": data_map}
+
+
+def test_a_wrapped_dfd_is_found_and_checked_at_graph_construction(work_dir):
+    files = [f"/data/f{i}.hdf" for i in range(4)]
+    job = VerifyShardingJob(_combined(sharded_dfd(files, partition_epoch=2)), num_shards=2, epochs=2)
+    # The key path is not hashed when not given; given, it is another job.
+    assert VerifyShardingJob(_combined(sharded_dfd(files, partition_epoch=2)), num_shards=2, epochs=2,
+                             key_path=["datasets", "asr"]) is not job
+    # The file rule holds inside the wrapper too.
+    with pytest.raises(ValueError, match="4 files cannot fill num_shards\\*partition_epoch=2\\*4=8 bins"):
+        VerifyShardingJob(_combined(sharded_dfd(files, partition_epoch=4)), num_shards=2, epochs=2)
+    # Two DFDs: the job must be told which.
+    two = _combined(sharded_dfd(files, partition_epoch=2), other_dfd=sharded_dfd(files, partition_epoch=2))
+    with pytest.raises(ValueError, match="at \\[\\['datasets', 'asr'\\], \\['datasets', 'lm'\\]\\].*key_path"):
+        VerifyShardingJob(two, num_shards=2, epochs=2)
+    VerifyShardingJob(two, num_shards=2, epochs=2, key_path=("datasets", "lm"))
+    with pytest.raises(ValueError, match="none is at key_path=\\['datasets', 'nope'\\]"):
+        VerifyShardingJob(two, num_shards=2, epochs=2, key_path=["datasets", "nope"])
+    with pytest.raises(ValueError, match="class 'HDFDataset'\\) holds no DistributeFilesDataset"):
+        VerifyShardingJob(hdf_sub_epoch_dataset(files), num_shards=2, epochs=2)
+
+
+def test_config_opts_decide_the_mode_and_are_checked(work_dir):
+    files = [f"/data/f{i}.hdf" for i in range(4)]
+    unsharded = sharded_dfd(files, partition_epoch=4, distrib_shard_files=False)
+    # Unsharded, 4 files fill 4 sub-epochs on every rank; under dataset_distribution="shard" the
+    # files are split over the 2 ranks as with distrib_shard_files, so they cannot.
+    VerifyShardingJob(unsharded, num_shards=2, epochs=4)
+    with pytest.raises(ValueError, match="4 files cannot fill num_shards\\*partition_epoch=2\\*4=8 bins"):
+        VerifyShardingJob(unsharded, num_shards=2, epochs=4,
+                          config_opts={"torch_distributed": {"dataset_distribution": "shard"}})
+    with pytest.raises(TypeError, match="config_opts=.* must be a dict"):
+        VerifyShardingJob(unsharded, num_shards=2, epochs=4, config_opts=[("behavior_version", 24)])
+    with pytest.raises(ValueError, match="config_opts is for a train_dataset dict"):
+        VerifyShardingJob(tk.Path("/data/returnn.config"), num_shards=2, epochs=4, config_opts={"behavior_version": 24})
+
+
+def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
+    """The real RETURNN per rank: torch's dataset_distribution="shard" splits the files of a DFD with
+    distrib_shard_files=False over the ranks; told so by config_opts, the job proves exactly-once reading."""
+    dfd = sharded_dfd(hdf_files, partition_epoch=3, distrib_shard_files=False)
+    job = VerifyShardingJob(dfd, num_shards=3, epochs=3,
+                            config_opts={"torch_distributed": {"dataset_distribution": "shard"}})
+    run_job(job)
+    assert job.out_ok.get() is True
+    # The same dict under RETURNN's default distribution reads every file on every rank.
+    bad = VerifyShardingJob(dfd, num_shards=3, epochs=3)
+    with pytest.raises(ShardingVerificationError):
+        run_job(bad)
+    assert bad.out_ok.get() is False
+
+
+def test_verifies_a_wrapped_dfd(work_dir, hdf_files):
+    """A MultiEpochDataset around the DFD (with the random_seed_offset it needs); the runner reads the
+    DFD at the key path inside it."""
+    wrapped = {"class": "MultiEpochDataset", "multi_epoch": 1, "random_seed_offset": 0,
+               "dataset": sharded_dfd(hdf_files, partition_epoch=3)}
+    job = VerifyShardingJob(wrapped, num_shards=3, epochs=3, key_path=["dataset"])
+    run_job(job)
+    assert job.out_ok.get() is True
+    assert "full epoch 0: " in _read(job.out_report.get_path())
