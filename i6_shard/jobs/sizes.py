@@ -6,15 +6,17 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from sisyphus import Job, gs, tk
 
 from i6_shard import core
 from i6_shard.core.io.preflight import check_key_collisions, check_regular_file, file_list_digest
 
-from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute_leaves, check_rqmt_args, instantiate, round_up, \
-    sized_task
+from i6_shard.returnn_config.reader import files_kind, read_files
+
+from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute_leaves, check_picklable_functions, check_rqmt_args, \
+    instantiate, round_up, sized_task
 
 __all__ = ["ComputeFileSizesJob", "sizes_rqmt"]
 
@@ -49,6 +51,9 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[bool, Optional[int], Optional[i
             raise ValueError(f"file list {files} has extension {ext!r}; DistributeFilesDataset reads only "
                              f"{', '.join(core.FILE_LIST_EXTENSIONS)}")
         txt = ext == ".txt"
+    elif files_kind(files) == "callable":
+        check_picklable_functions(files, where="files")
+        txt = False  # the entries are known only when the task runs: a .json list holds any of them
     elif isinstance(files, (list, tuple)):
         if not files:
             raise ValueError("files=[] is empty: give the file trees of the dataset, or a tk.Path to its list file")
@@ -59,7 +64,8 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[bool, Optional[int], Optional[i
         txt = not any(core.io.file_list.txt_entry_problem(f) for f in plain)
     else:
         hint = " (wrap a list file's path in tk.Path)" if isinstance(files, str) else ""
-        raise TypeError(f"files must be a list of file trees or a tk.Path to a list file, got "
+        raise TypeError(f"files must be a list of file trees, a tk.Path to a list file or a module-level function "
+                        f"(or functools.partial of one) returning the list, got "
                         f"{type(files).__name__}{hint}")
     num_threads = core.pure.check_optional_int(args.get("num_threads"), name="num_threads", minimum=1,
                                                hint="stat threads per task, or None")
@@ -77,7 +83,8 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
 
     Outputs:
       - out_file_list: the list as RETURNN's DistributeFilesDataset reads it as ``files``
-        (``files.txt`` when every entry is a plain file name, else ``files.json``);
+        (``files.txt`` when every entry is a plain file name, else ``files.json``; always
+        ``files.json`` for a callable, whose entries are known only when the task runs);
       - out_file_sizes: ``file_sizes.npz`` (see ``i6_shard.core.save_file_sizes``).
 
     Small lists run as one mini task. Longer ones (more than ``ENTRIES_PER_TASK`` entries,
@@ -93,12 +100,15 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
     #: Upper bound on the automatic number of parallel tasks.
     MAX_AUTO_TASKS = 64
 
-    def __init__(self, files: Union[Sequence[Any], tk.Path], *, num_threads: Optional[int] = None,
+    def __init__(self, files: Union[Sequence[Any], tk.Path, Callable[[], List[Any]]], *, num_threads: Optional[int] = None,
                  num_parallel_tasks: Optional[int] = None, time_rqmt: Optional[float] = None,
                  mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
         """
         :param files: a list of file trees (leaves: tk.Path or str), or a tk.Path to a list
-            file (.txt, .json or .py, as DistributeFilesDataset reads it; the scalable way)
+            file (.txt, .json or .py, as DistributeFilesDataset reads it; the scalable way), or a
+            module-level function (or ``functools.partial`` of one) that returns the list, as RETURNN
+            takes it: hashed by name and arguments, called only in the task (never by the manager),
+            for lists that exist only when the job runs
         :param num_threads: stat threads per task (default ``core.io.DEFAULT_NUM_THREADS``); not hashed
         :param num_parallel_tasks: parallel tasks (None: one per ``ENTRIES_PER_TASK`` entries); not hashed
         :param time_rqmt: hours per task (default: sized from the entries, see :func:`sizes_rqmt`; up to
@@ -123,6 +133,12 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
     # --- tasks -------------------------------------------------------------------------------
 
     def tasks(self):
+        if self._is_callable():
+            # The list exists only when the task runs: one task, sized for a large list; the manager never calls it.
+            sized = sizes_rqmt(num_entries=self.ENTRIES_PER_TASK, num_leaves=self.ENTRIES_PER_TASK,
+                               num_stat=self.ENTRIES_PER_TASK)
+            yield sized_task("run", given=self.given_rqmt, sized=sized, mini=False)
+            return
         try:
             num_entries, num_leaves = self._count()
         except (OSError, ValueError, TypeError):
@@ -174,10 +190,21 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
     def _list_path(self) -> Optional[str]:
         return self.files.get_path() if isinstance(self.files, tk.Path) else None
 
+    def _is_callable(self) -> bool:
+        return not isinstance(self.files, (list, tuple, tk.Path))
+
     def _trees(self) -> List[Any]:
         """The entries, checked: a list file must be a regular file (stat-ed before it is opened),
         hold at least one entry, and no two entries may share RETURNN's key but not their files."""
         # Not cached on the job: the job object is pickled into its directory.
+        if self._is_callable():
+            trees = read_files(instantiate(self.files))
+            if not trees:
+                raise ValueError(f"files={self.files!r} returned an empty list; DistributeFilesDataset needs at "
+                                 "least one file")
+            core.pure.leaves_and_keys(trees)  # checks the trees, naming a bad entry
+            check_key_collisions(trees, where=f"the list returned by files={self.files!r}")
+            return trees
         list_path = self._list_path()
         if list_path is None:
             return instantiate(list(self.files))  # checked when the graph was built

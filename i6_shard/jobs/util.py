@@ -51,6 +51,25 @@ def instantiate(obj: Any) -> Any:
     return obj
 
 
+def check_picklable_functions(obj: Any, *, where: str) -> None:
+    """Functions in the dataset dict must be importable by name: the RETURNN processes unpickle
+    them, and Sisyphus hashes them by module and name. ``where`` names ``obj`` in the error."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            check_picklable_functions(v, where=f"{where}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            check_picklable_functions(v, where=f"{where}[{i}]")
+    elif isinstance(obj, functools.partial):
+        check_picklable_functions(obj.func, where=f"{where}.func")
+        check_picklable_functions(list(obj.args) + list(obj.keywords.values()), where=f"{where}.args")
+    elif isinstance(obj, types.FunctionType):
+        if "<" in obj.__qualname__ or obj.__module__ == "__main__":
+            raise ValueError(
+                f"{where} is {obj.__module__}.{obj.__qualname__}, which cannot be pickled for the RETURNN "
+                "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)")
+
+
 def plain_numbers(obj: Any) -> Any:
     """``obj`` with numpy integers and bools turned into Python ones, inside dicts, lists, tuples and
     ``functools.partial`` too; ``obj`` itself (not a copy) when it holds none, and containers of

@@ -4,7 +4,6 @@ DistributeFilesDataset reads every sequence exactly once per full epoch, as plan
 from __future__ import annotations
 
 import collections
-import functools
 import json
 import numbers
 import os
@@ -12,7 +11,6 @@ import pickle
 import subprocess
 import sys
 import time
-import types
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -21,7 +19,8 @@ from sisyphus import Job, gs, tk
 from i6_shard import core
 from i6_shard.core.reporting import verify_records
 
-from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_absolute_leaves, check_rqmt_args, \
+from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_absolute_leaves, check_picklable_functions, \
+    check_rqmt_args, \
     default_returnn_python_exe, default_returnn_root, import_roots, instantiate, path_str, plain_numbers, \
     pythonpath_env, round_up, sized_task, write_variable
 
@@ -115,7 +114,7 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, 
     config_opts = _checked_config_opts(args.get("config_opts"))
     key_path = _checked_key_path(args.get("key_path"))
     if isinstance(train_dataset, dict):
-        _check_picklable_functions(train_dataset)
+        check_picklable_functions(train_dataset, where="train_dataset")
         train_dataset = plain_numbers(train_dataset)
         _check_dataset_dict(train_dataset, num_shards=num_shards, config_opts=config_opts, key_path=key_path)
     elif config_opts is not None:
@@ -148,25 +147,6 @@ def _checked_key_path(key_path: Any) -> Optional[Tuple[Any, ...]]:
         raise TypeError(f"key_path={key_path!r} must be a list of keys into train_dataset, e.g. "
                         "['datasets', 'asr'], or None for its only DistributeFilesDataset")
     return tuple(key_path)
-
-
-def _check_picklable_functions(obj: Any, where: str = "train_dataset") -> None:
-    """Functions in the dataset dict must be importable by name: the RETURNN processes unpickle
-    them, and Sisyphus hashes them by module and name."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            _check_picklable_functions(v, f"{where}[{k!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _check_picklable_functions(v, f"{where}[{i}]")
-    elif isinstance(obj, functools.partial):
-        _check_picklable_functions(obj.func, f"{where}.func")
-        _check_picklable_functions(list(obj.args) + list(obj.keywords.values()), f"{where}.args")
-    elif isinstance(obj, types.FunctionType):
-        if "<" in obj.__qualname__ or obj.__module__ == "__main__":
-            raise ValueError(
-                f"{where} is {obj.__module__}.{obj.__qualname__}, which cannot be pickled for the RETURNN "
-                "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)")
 
 
 def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int, config_opts: Optional[Dict[str, Any]] = None,

@@ -370,3 +370,41 @@ def test_requests_are_sized_from_the_entries(work_dir, monkeypatch):
     big = sizes_rqmt(num_entries=10_000_000, num_leaves=20_000_000, num_stat=200_000)
     assert big["mem"] >= 1.5 * 10_000_000 * 1390 / 1e9
     assert sizes_rqmt(num_entries=10_000_000, num_leaves=20_000_000, num_stat=2_000_000)["time"] > big["time"] >= 0.5
+
+
+def hdf_files_in(directory, pattern="*.hdf"):
+    """A callable file list as RETURNN takes it: the files exist only when it is called."""
+    import glob
+
+    return sorted(glob.glob(os.path.join(directory, pattern)))
+
+
+def test_a_callable_list_is_called_only_in_the_task(work_dir):
+    import functools
+
+    directory = str(work_dir / "later")
+    files = functools.partial(hdf_files_in, tk.Path(directory))  # tk.Path arguments are resolved in the task
+    job = ComputeFileSizesJob(files)
+    # Hashed by function and arguments: another directory is another job, the same one the same job.
+    assert ComputeFileSizesJob(functools.partial(hdf_files_in, tk.Path(directory))) is job
+    assert ComputeFileSizesJob(functools.partial(hdf_files_in, tk.Path(directory), "*.h5")) is not job
+    # The manager asks for the tasks before the files exist: it must not call the function.
+    tasks = list(job.tasks())
+    assert [t.name() for t in tasks] == ["run"] and not tasks[0].mini_task
+    assert job.out_file_list.get_path().endswith("files.json")
+    paths = _make_files(directory, [4, 9, 2])
+    run_job(job)
+    assert json.loads(_read_bytes(job.out_file_list.get_path())) == paths
+    sizes = core.load_file_sizes(job.out_file_sizes.get_path())
+    assert sizes.sizes.tolist() == [4, 9, 2]
+
+
+def test_a_callable_list_is_checked(work_dir):
+    import functools
+
+    with pytest.raises(ValueError, match="files is .*<lambda>.*module-level function"):
+        ComputeFileSizesJob(lambda: ["/data/a.hdf"])
+    job = ComputeFileSizesJob(functools.partial(hdf_files_in, str(work_dir / "empty")))
+    with pytest.raises(ValueError, match="returned an empty list; DistributeFilesDataset needs at least one file"):
+        run_job(job)
+    assert not os.path.exists(job.out_file_sizes.get_path())
