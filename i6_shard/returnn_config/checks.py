@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..core.pure import check_enough_files
+from ..core.pure import SEQ_ORDERINGS, check_enough_files
 from ..core.pure.args import check_optional_int
 from .reader import (
     DistributeFilesDatasetInfo,
@@ -216,7 +216,7 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
         return [f"{name}: RETURNN would fail: {info.returnn_fails}"]
     problems = [p for p in (_double_sharding_problem(info), _seed_problem(info), _same_data_problem(info),
                             _batch_slicing_problem(info), _eval_problem(info)) if p]
-    if info.seq_ordering not in ("default", "random"):
+    if info.seq_ordering not in SEQ_ORDERINGS:
         default = " (RETURNN's default for dev/eval datasets)" if "seq_ordering" not in info.dataset else ""
         problems.append(f"{name}: seq_ordering={info.seq_ordering!r}{default} is not supported by "
                         "DistributeFilesDataset; set seq_ordering to 'random' (or 'default' for no shuffling)")

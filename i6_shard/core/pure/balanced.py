@@ -9,6 +9,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from .args import check_int
 from .distribute import check_enough_files, distribute_evenly_by_size
 
 __all__ = ["assign_largest_first", "distribute_balanced", "group_bounds"]
@@ -160,8 +161,7 @@ def group_bounds(sizes: np.ndarray, *, num_groups: int, min_group_size: int = 1)
     """
     sizes = _check_sizes(sizes)
     num_files = int(sizes.shape[0])
-    if not isinstance(min_group_size, (int, np.integer)) or min_group_size < 1:
-        raise ValueError(f"min_group_size={min_group_size!r} must be a positive int")
+    min_group_size = check_int(min_group_size, name="min_group_size", minimum=1)
     if num_files < num_groups * min_group_size:
         raise ValueError(f"{num_files} files cannot fill {num_groups} groups of at least {min_group_size} files; "
                          "lower partition_epoch or num_shards, or split the data into more files")
@@ -205,9 +205,7 @@ def assign_largest_first(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
     [0, 1, 0]
     """
     sizes = _check_sizes(sizes)
-    if not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
-        raise ValueError(f"num_bins={num_bins!r} must be a positive int")
-    num_bins = int(num_bins)
+    num_bins = check_int(num_bins, name="num_bins", minimum=1)
     out = np.zeros(int(sizes.shape[0]), dtype=np.int64)
     if num_bins == 1 or not sizes.size:
         return out

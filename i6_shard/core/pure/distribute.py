@@ -8,6 +8,7 @@ from typing import Optional
 
 import numpy as np
 
+from .args import check_int
 __all__ = [
     "UNSHARDED_RANK_SEED_STRIDE",
     "check_enough_files",
@@ -38,9 +39,8 @@ def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int)
     ...
     ValueError: 3 files cannot fill num_shards*partition_epoch=1*4=4 bins: every rank needs at least one file per sub-epoch. Lower partition_epoch to at most 3, or split the data into more files.
     """
-    for name, value in (("num_shards", num_shards), ("partition_epoch", partition_epoch)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive int")
+    num_shards = check_int(num_shards, name="num_shards", minimum=1)
+    partition_epoch = check_int(partition_epoch, name="partition_epoch", minimum=1)
     num_bins = num_shards * partition_epoch
     if num_files < num_bins:
         max_p = num_files // num_shards
@@ -100,9 +100,7 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
         raise ValueError(f"sizes must be 1-D, got shape {sizes.shape}")
     if sizes.size and not np.issubdtype(sizes.dtype, np.integer):
         raise TypeError(f"sizes must be integers (bytes), got dtype {sizes.dtype}")
-    if not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
-        raise ValueError(f"num_bins={num_bins!r} must be a positive int")
-    num_bins = int(num_bins)
+    num_bins = check_int(num_bins, name="num_bins", minimum=1)
     n = int(sizes.shape[0])
     if n < num_bins:
         raise ValueError(f"{n} files cannot fill num_bins={num_bins} bins; lower partition_epoch or num_shards, "

@@ -8,6 +8,7 @@ from typing import Callable, Optional, Tuple
 
 import numpy as np
 
+from .args import check_int
 from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 
@@ -21,9 +22,8 @@ def num_full_epochs_for(num_epochs: int, *, partition_epoch: int) -> int:
     >>> num_full_epochs_for(41, partition_epoch=20)
     3
     """
-    if not isinstance(num_epochs, (int, np.integer)) or isinstance(num_epochs, bool) or num_epochs < 1:
-        raise ValueError(f"num_epochs={num_epochs!r} must be a positive int (RETURNN's num_epochs counts sub-epochs)")
-    return -(-int(num_epochs) // int(partition_epoch))
+    num_epochs = check_int(num_epochs, name="num_epochs", minimum=1, hint="RETURNN's num_epochs counts sub-epochs")
+    return -(-num_epochs // check_int(partition_epoch, name="partition_epoch", minimum=1))
 
 
 def check_layout(order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_bins: int) -> None:
