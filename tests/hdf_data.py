@@ -30,6 +30,26 @@ def file_index(tag: str) -> int:
     return int(head[len("file"):])
 
 
+def write_hdf_file(path: str, features: Sequence[np.ndarray], *, tags: Sequence[str]) -> str:
+    """One RETURNN HDF file (RETURNN's SimpleHDFWriter), one sequence per ``[frames, dim]`` array of
+    ``features``, tagged ``tags``; the one HDF writer of the tests. Written under a temporary name and
+    renamed, so a file of that name is replaced whole (SimpleHDFWriter refuses to overwrite)."""
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    if len(features) != len(tags) or not features:
+        raise ValueError(f"{len(features)} sequences and {len(tags)} tags for {path}: give one tag per sequence, "
+                         "and at least one")
+    tmp = path + ".tmp.hdf"
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    writer = SimpleHDFWriter(tmp, dim=int(features[0].shape[1]), ndim=2)
+    for feats, tag in zip(features, tags):
+        writer.insert_batch(np.asarray(feats, dtype="float32")[None], seq_len=[len(feats)], seq_tag=[tag])
+    writer.close()
+    os.replace(tmp, path)
+    return path
+
+
 def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_seqs: int = 5,
                          seqs_per_file: Optional[Sequence[int]] = None, frames: Tuple[int, int] = (1, 3),
                          dim: int = 2, names: Optional[Sequence[str]] = None) -> List[str]:
@@ -39,10 +59,8 @@ def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_s
     sequences (default: 1..max_seqs, drawn from ``seed``), each of ``frames[0]..frames[1]``
     frames of ``dim`` random float32 features, tagged :func:`seq_tag` ``(i, j)``. The same
     arguments give the same files, so sizes (and tags) vary only with the draws. An existing
-    file of the same name is replaced (SimpleHDFWriter refuses to overwrite).
+    file of the same name is replaced.
     """
-    from returnn.datasets.hdf import SimpleHDFWriter
-
     if names is not None and len(names) != num_files:
         raise ValueError(f"{len(names)} names for num_files={num_files}: give one name per file")
     if seqs_per_file is not None and len(seqs_per_file) != num_files:
@@ -52,15 +70,9 @@ def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_s
     paths = []
     for i in range(num_files):
         path = os.path.join(directory, names[i] if names is not None else f"file{i:03d}.hdf")
-        if os.path.exists(path):
-            os.unlink(path)
         num_seqs = int(rng.randint(1, max_seqs + 1)) if seqs_per_file is None else int(seqs_per_file[i])
-        writer = SimpleHDFWriter(path, dim=dim, ndim=2)
-        for j in range(num_seqs):
-            n = int(rng.randint(frames[0], frames[1] + 1))
-            writer.insert_batch(rng.rand(1, n, dim).astype("float32"), seq_len=[n], seq_tag=[seq_tag(i, j)])
-        writer.close()
-        paths.append(path)
+        features = [rng.rand(int(rng.randint(frames[0], frames[1] + 1)), dim) for _ in range(num_seqs)]
+        paths.append(write_hdf_file(path, features, tags=[seq_tag(i, j) for j in range(num_seqs)]))
     return paths
 
 

@@ -113,21 +113,17 @@ def dfd_files(dataset, key_path: Sequence[Any], epoch: int) -> List[str]:
 
 
 def write_corpus(directory: str, *, num_files: int, prefix: str, seed: int = 0) -> Dict[str, List[str]]:
-    """``num_files`` small HDF files (RETURNN's SimpleHDFWriter) with 1..4 sequences each, tagged
-    ``<prefix>/<file>/<seq>`` (unique across corpora); returns file -> its tags."""
+    """``num_files`` small HDF files with 1..4 sequences each, tagged ``<prefix>/<file>/<seq>``
+    (unique across corpora); returns file -> its tags."""
     import numpy as np
-    from returnn.datasets.hdf import SimpleHDFWriter
+
+    from tests.hdf_data import write_hdf_file
 
     os.makedirs(directory, exist_ok=True)
     rng = np.random.RandomState(seed)
     out = {}
     for i in range(num_files):
-        path = os.path.join(directory, f"part{i:03d}.hdf")
-        writer = SimpleHDFWriter(path, dim=2, ndim=2)
         tags = [f"{prefix}/{i}/{j}" for j in range(int(rng.randint(1, 5)))]
-        for tag in tags:
-            n = int(rng.randint(1, 4))
-            writer.insert_batch(rng.rand(1, n, 2).astype("float32"), seq_len=[n], seq_tag=[tag])
-        writer.close()
-        out[path] = tags
+        features = [rng.rand(int(rng.randint(1, 4)), 2) for _ in tags]
+        out[write_hdf_file(os.path.join(directory, f"part{i:03d}.hdf"), features, tags=tags)] = tags
     return out

@@ -75,21 +75,10 @@ def torch_available() -> bool:
 
 
 def _write_hdf(path: str, seq_lens: Sequence[int], *, tags: Sequence[str], rng: np.random.RandomState) -> None:
-    """One HDF file written with RETURNN's SimpleHDFWriter: random features of dim FEATURE_DIM,
-    one sequence per length. The only place the harness writes HDF."""
-    from returnn.datasets.hdf import SimpleHDFWriter
+    """One HDF file: random features of dim FEATURE_DIM, one sequence per length."""
+    from tests.hdf_data import write_hdf_file
 
-    if os.path.exists(path):
-        os.unlink(path)  # SimpleHDFWriter refuses to overwrite
-    tmp = path + ".tmp.hdf"
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    lens = np.asarray(seq_lens, dtype=np.int64)
-    features = rng.rand(len(lens), int(lens.max()), FEATURE_DIM).astype("float32")
-    writer = SimpleHDFWriter(tmp, dim=FEATURE_DIM, ndim=2)
-    writer.insert_batch(features, seq_len=lens.tolist(), seq_tag=list(tags))
-    writer.close()
-    os.replace(tmp, path)
+    write_hdf_file(path, [rng.rand(int(n), FEATURE_DIM) for n in seq_lens], tags=tags)
 
 
 def write_skewed_hdf_files(directory: str, *, num_files: int, seed: int = 0, median_seqs: float = 8.0,
