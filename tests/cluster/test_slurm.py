@@ -87,6 +87,14 @@ def slurm(tmp_path_factory):
         yield env
 
 
+def test_without_slurm_the_tests_are_skipped_with_the_reason(monkeypatch, tmp_path):
+    # No Slurm binaries on the search path: the reason names them and how to install them.
+    monkeypatch.setattr(sys.modules[__name__], "_SBIN", str(tmp_path))
+    reason = _slurm_missing()
+    assert reason.startswith("Slurm is not installed (slurmctld, slurmd, munged, mungekey, sbatch, squeue, srun not "
+                             "found)") and "apt-get install -y slurm-wlm munge" in reason, reason
+
+
 def test_stopping_the_cluster_ends_its_running_jobs(tmp_path):
     reason = _slurm_missing()
     if reason:
@@ -147,6 +155,17 @@ def _run_manager(setup_dir, log_path, env):
             pytest.fail(f"`sis m -r` on Slurm did not finish within {TIMEOUT}s; log: {log_path}")
 
 
+def _job_dirs(setup_dir: str) -> list:
+    """The job directories under the setup's work dir (work/<module path>/<Job>.<hash>)."""
+    found = []
+    for root, dirs, _ in os.walk(os.path.join(setup_dir, "work")):
+        for d in list(dirs):
+            if os.path.exists(os.path.join(root, d, "info")):
+                found.append(os.path.join(root, d))
+                dirs.remove(d)
+    return found
+
+
 def _read(path, mode="rt"):
     with open(path, mode) as f:
         return f.read()
@@ -201,7 +220,7 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
 
     # The tasks went through sbatch (mini tasks only with I6_SHARD_MINI_TASKS=slurm): a Slurm job id per task
     # in the manager's log, and Slurm ran them all to the end.
-    submitted = re.findall(r"Submitted with job_id: (\d+) (\S+)", log)
+    submitted = re.findall(r"Submitted with job_id: (\d+) (\S+)", re.sub(r"\x1b\[[0-9;]*m", "", log))
     names = {name.split(".")[-3] for _, name in submitted}  # .../<JobClass>.<hash>.<task>
     if mini_tasks == "slurm":
         assert {"TinyHdfDataJob", "ComputeFileSizesJob", "ShardPlanJob", "VerifyShardingJob"} <= names, submitted
@@ -217,7 +236,21 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
         done = set(re.findall(r"_job_complete: JobId=(\d+)\S* done", f.read()))
     assert {job_id for job_id, _ in submitted} <= done
 
+    # The two parallel parts of the sizes job went out as one array job of two tasks: one submission, and
+    # Slurm's per-task logs <name>.<array job id>.<task id> of that one job id in the job's engine dir.
+    sizes_runs = [(job_id, name) for job_id, name in submitted if name.split(".")[-3:-2] == ["ComputeFileSizesJob"]
+                  and name.endswith(".run")]
+    assert len(sizes_runs) == 1, submitted
+    (sizes_job_dir,) = [d for d in _job_dirs(setup_dir) if os.path.basename(d).startswith("ComputeFileSizesJob.")]
+    logs = os.listdir(os.path.join(sizes_job_dir, "engine"))
+    array_id = sizes_runs[0][0]
+    assert {f"{sizes_runs[0][1]}.{array_id}.{i}" for i in (1, 2)} <= set(logs), logs
+
     out = os.path.join(setup_dir, "output", "sharded_training")
+    # The merged sizes are byte for byte what a local run of the command line computes for the same list.
+    local_sizes = str(tmp_path / "local_sizes.npz")
+    assert cli.main(["sizes", os.path.join(out, "files.txt"), "-o", local_sizes]) == 0
+    assert _read(os.path.join(out, "file_sizes.npz"), "rb") == _read(local_sizes, "rb")
     assert _read(os.path.join(out, "verify_ok")).strip() == "True"
     report = _read(os.path.join(out, "verify_report.txt"))
     assert report.startswith("i6_shard sharding verification: OK\n")
