@@ -95,23 +95,6 @@ def test_without_slurm_the_tests_are_skipped_with_the_reason(monkeypatch, tmp_pa
                              "found)") and "apt-get install -y slurm-wlm munge" in reason, reason
 
 
-def test_stopping_the_cluster_ends_its_running_jobs(tmp_path):
-    reason = _slurm_missing()
-    if reason:
-        pytest.skip(reason)
-    marker = f"sleep 299.{os.getpid()}"  # a command line no other process has
-    with _cluster(str(tmp_path / "state")) as env:
-        subprocess.run(["sbatch", "--mem=100M", "--time=10", "-o", str(tmp_path / "job.out"),
-                        f"--wrap=srun {marker}"], env=env, check=True, capture_output=True, cwd=str(tmp_path))
-        for _ in range(60):
-            if any(marker in cmd for _, cmd in _all_processes()):
-                break
-            time.sleep(0.25)
-        else:
-            pytest.fail("the test job did not start: " + _logs(str(tmp_path / "state")))
-    assert not any(marker in cmd for _, cmd in _all_processes())
-
-
 def _all_processes() -> list:
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -261,3 +244,21 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
     assert _read(os.path.join(out, "plan.npz"), "rb") == _read(os.path.join(cli_out, core.PLAN_FILE), "rb")
     assert _read(os.path.join(out, "plan_report.txt")) == _read(os.path.join(cli_out, core.REPORT_FILE))
     print(f"recipe example on Slurm: {took:.1f} s, {len(submitted)} sbatch submissions")
+
+
+def test_stopping_the_cluster_ends_its_running_jobs(slurm, tmp_path):
+    """Last in this module: it stops the module's cluster (whose teardown then finds it stopped)."""
+    state = os.path.dirname(slurm["SLURM_CONF"])
+    marker = f"sleep 299.{os.getpid()}"  # a command line no other process has
+    subprocess.run(["sbatch", "--mem=100M", "--time=10", "-o", str(tmp_path / "job.out"), f"--wrap=srun {marker}"],
+                   env=slurm, check=True, capture_output=True, cwd=str(tmp_path))
+    for _ in range(60):
+        if any(marker in cmd for _, cmd in _all_processes()):
+            break
+        time.sleep(0.25)
+    else:
+        pytest.fail("the test job did not start: " + _logs(state))
+    stopped = subprocess.run([SCRIPT, "stop", state], env=slurm, capture_output=True, text=True, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not any(marker in cmd for _, cmd in _all_processes())
+    assert _processes_using(state) == []
