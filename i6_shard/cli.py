@@ -108,20 +108,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_path(path: str) -> str:
-    return os.path.join(path, core.PLAN_FILE) if os.path.isdir(path) else path
-
-
 def _cmd_compare_plans(args: argparse.Namespace) -> int:
-    from .core.pure.compare import compare_plans
-    from .core.reporting.plan_change import CHANGE_OUTPUTS, check_change_dir, render_change_report, \
-        change_summary, write_change_dir
+    from .core.reporting.plan_change import CHANGE_OUTPUTS, compare_plan_files, render_change_report
 
-    if args.output is not None:
-        check_change_dir(args.output)
-    old, new = (core.read_plan_file(_plan_path(p)).plan for p in (args.old_plan, args.new_plan))
-    change = compare_plans(old, new, resume_epoch=args.resume_epoch)
-    summary = change_summary(change) if args.output is None else write_change_dir(change, args.output)
+    summary = compare_plan_files(args.old_plan, args.new_plan, resume_epoch=args.resume_epoch, out_dir=args.output)
     print(render_change_report(summary), end="")
     if args.output is not None:
         print()

@@ -28,8 +28,11 @@ from .pure import (
     SEQ_ORDERINGS,
     SHARDING_MODES,
     FileTree,
+    NodeCache,
     PlanSettings,
     ShardPlan,
+    compare_plans,
+    compute_cache_footprint,
     compute_plan_stats,
     distribute_balanced,
     distribute_evenly_by_size,
@@ -37,8 +40,8 @@ from .pure import (
     passes_for_num_epochs,
     tree_key,
 )
-from .reporting import PLAN_FILE, PLOT_FILE, REPORT_FILE, SUMMARY_FILE, plan_summary, render_report, \
-    write_plan_outputs
+from .reporting import PLAN_FILE, PLOT_FILE, REPORT_FILE, SUMMARY_FILE, compare_plan_files, plan_summary, \
+    render_report, write_plan_outputs
 
 __all__ = [
     "PlanSettings", "ShardPlan", "DISTRIBUTIONS", "SEQ_ORDERINGS", "SHARDING_MODES", "FileTree", "tree_key",
@@ -48,4 +51,5 @@ __all__ = [
     "read_file_list", "write_file_list", "FILE_LIST_EXTENSIONS",
     "save_plan", "load_plan", "read_plan_file", "PlanFile", "check_output_path",
     "write_plan_outputs", "plan_summary", "render_report", "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE",
+    "NodeCache", "compute_cache_footprint", "compare_plans", "compare_plan_files",
 ]

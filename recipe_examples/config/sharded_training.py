@@ -16,8 +16,10 @@ NUM_EPOCHS = 6  # RETURNN's num_epochs (sub-epochs): two full epochs
 def run(prefix: str = "sharded_training"):
     data = TinyHdfDataJob(num_files=24, seed=1)
 
-    # One stat pass over the list, cached; its list file is what the training reads as "files".
-    sizes = ComputeFileSizesJob(data.out_file_list)
+    # One stat pass over the list, cached; its list file is what the training reads as "files". Two parallel
+    # parts (one per 200,000 entries by default) to show the split: on a cluster engine they go out as one
+    # array job, then a mini task merges them.
+    sizes = ComputeFileSizesJob(data.out_file_list, num_parallel_tasks=2)
 
     # Which files each rank reads in each sub-epoch, before any GPU hour is spent.
     plan = ShardPlanJob(sizes.out_file_sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,

@@ -107,12 +107,17 @@ def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
     files = json.loads((out / "files.json").read_text())
     assert sorted(x["key"] for x in files["full_epochs"][0]["never_read"]) == sorted(set(keys) - before - after)
     assert f"read twice   {full['read_twice']} of 60 files" in printed
+    # The same as a function: the summary it returns is the one written, and it writes the same files.
+    fn_out = tmp_path / "fn"
+    assert core.compare_plan_files(old_dir, new_dir, resume_epoch=5, out_dir=fn_out) == summary
+    assert all((fn_out / n).read_bytes() == (out / n).read_bytes() for n in os.listdir(out))
+    assert core.compare_plan_files(os.path.join(old_dir, "plan.npz"), new_dir, resume_epoch=5) == summary
 
     # Without -o it prints the same report and writes nothing; at a boundary nothing is read twice or never.
     assert main(["compare-plans", old_dir, new_dir, "--resume-epoch", "7"]) == 0
     printed = capsys.readouterr().out
     assert "Epoch 7 starts full epoch 2" in printed and "nothing is read twice or never" in printed
-    assert sorted(os.listdir(tmp_path)) == ["cmp", "file_sizes.npz", "p6", "p8"]
+    assert sorted(os.listdir(tmp_path)) == ["cmp", "file_sizes.npz", "fn", "p6", "p8"]
 
 
 def test_compare_plans_errors(tmp_path, sizes_file, capsys):

@@ -87,21 +87,12 @@ def slurm(tmp_path_factory):
         yield env
 
 
-def test_stopping_the_cluster_ends_its_running_jobs(tmp_path):
+def test_without_slurm_the_tests_are_skipped_with_the_reason(monkeypatch, tmp_path):
+    # No Slurm binaries on the search path: the reason names them and how to install them.
+    monkeypatch.setattr(sys.modules[__name__], "_SBIN", str(tmp_path))
     reason = _slurm_missing()
-    if reason:
-        pytest.skip(reason)
-    marker = f"sleep 299.{os.getpid()}"  # a command line no other process has
-    with _cluster(str(tmp_path / "state")) as env:
-        subprocess.run(["sbatch", "--mem=100M", "--time=10", "-o", str(tmp_path / "job.out"),
-                        f"--wrap=srun {marker}"], env=env, check=True, capture_output=True, cwd=str(tmp_path))
-        for _ in range(60):
-            if any(marker in cmd for _, cmd in _all_processes()):
-                break
-            time.sleep(0.25)
-        else:
-            pytest.fail("the test job did not start: " + _logs(str(tmp_path / "state")))
-    assert not any(marker in cmd for _, cmd in _all_processes())
+    assert reason.startswith("Slurm is not installed (slurmctld, slurmd, munged, mungekey, sbatch, squeue, srun not "
+                             "found)") and "apt-get install -y slurm-wlm munge" in reason, reason
 
 
 def _all_processes() -> list:
@@ -145,6 +136,17 @@ def _run_manager(setup_dir, log_path, env):
             proc.wait()
             subprocess.run(["scancel", "--user", str(os.getuid())], env=env, capture_output=True)
             pytest.fail(f"`sis m -r` on Slurm did not finish within {TIMEOUT}s; log: {log_path}")
+
+
+def _job_dirs(setup_dir: str) -> list:
+    """The job directories under the setup's work dir (work/<module path>/<Job>.<hash>)."""
+    found = []
+    for root, dirs, _ in os.walk(os.path.join(setup_dir, "work")):
+        for d in list(dirs):
+            if os.path.exists(os.path.join(root, d, "info")):
+                found.append(os.path.join(root, d))
+                dirs.remove(d)
+    return found
 
 
 def _read(path, mode="rt"):
@@ -201,7 +203,7 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
 
     # The tasks went through sbatch (mini tasks only with I6_SHARD_MINI_TASKS=slurm): a Slurm job id per task
     # in the manager's log, and Slurm ran them all to the end.
-    submitted = re.findall(r"Submitted with job_id: (\d+) (\S+)", log)
+    submitted = re.findall(r"Submitted with job_id: (\d+) (\S+)", re.sub(r"\x1b\[[0-9;]*m", "", log))
     names = {name.split(".")[-3] for _, name in submitted}  # .../<JobClass>.<hash>.<task>
     if mini_tasks == "slurm":
         assert {"TinyHdfDataJob", "ComputeFileSizesJob", "ShardPlanJob", "VerifyShardingJob"} <= names, submitted
@@ -217,7 +219,21 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
         done = set(re.findall(r"_job_complete: JobId=(\d+)\S* done", f.read()))
     assert {job_id for job_id, _ in submitted} <= done
 
+    # The two parallel parts of the sizes job went out as one array job of two tasks: one submission, and
+    # Slurm's per-task logs <name>.<array job id>.<task id> of that one job id in the job's engine dir.
+    sizes_runs = [(job_id, name) for job_id, name in submitted if name.split(".")[-3:-2] == ["ComputeFileSizesJob"]
+                  and name.endswith(".run")]
+    assert len(sizes_runs) == 1, submitted
+    (sizes_job_dir,) = [d for d in _job_dirs(setup_dir) if os.path.basename(d).startswith("ComputeFileSizesJob.")]
+    logs = os.listdir(os.path.join(sizes_job_dir, "engine"))
+    array_id = sizes_runs[0][0]
+    assert {f"{sizes_runs[0][1]}.{array_id}.{i}" for i in (1, 2)} <= set(logs), logs
+
     out = os.path.join(setup_dir, "output", "sharded_training")
+    # The merged sizes are byte for byte what a local run of the command line computes for the same list.
+    local_sizes = str(tmp_path / "local_sizes.npz")
+    assert cli.main(["sizes", os.path.join(out, "files.txt"), "-o", local_sizes]) == 0
+    assert _read(os.path.join(out, "file_sizes.npz"), "rb") == _read(local_sizes, "rb")
     assert _read(os.path.join(out, "verify_ok")).strip() == "True"
     report = _read(os.path.join(out, "verify_report.txt"))
     assert report.startswith("i6_shard sharding verification: OK\n")
@@ -228,3 +244,21 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
     assert _read(os.path.join(out, "plan.npz"), "rb") == _read(os.path.join(cli_out, core.PLAN_FILE), "rb")
     assert _read(os.path.join(out, "plan_report.txt")) == _read(os.path.join(cli_out, core.REPORT_FILE))
     print(f"recipe example on Slurm: {took:.1f} s, {len(submitted)} sbatch submissions")
+
+
+def test_stopping_the_cluster_ends_its_running_jobs(slurm, tmp_path):
+    """Last in this module: it stops the module's cluster (whose teardown then finds it stopped)."""
+    state = os.path.dirname(slurm["SLURM_CONF"])
+    marker = f"sleep 299.{os.getpid()}"  # a command line no other process has
+    subprocess.run(["sbatch", "--mem=100M", "--time=10", "-o", str(tmp_path / "job.out"), f"--wrap=srun {marker}"],
+                   env=slurm, check=True, capture_output=True, cwd=str(tmp_path))
+    for _ in range(60):
+        if any(marker in cmd for _, cmd in _all_processes()):
+            break
+        time.sleep(0.25)
+    else:
+        pytest.fail("the test job did not start: " + _logs(state))
+    stopped = subprocess.run([SCRIPT, "stop", state], env=slurm, capture_output=True, text=True, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not any(marker in cmd for _, cmd in _all_processes())
+    assert _processes_using(state) == []

@@ -83,3 +83,31 @@ def test_bad_arguments_fail_at_construction(work_dir):
         TrainReportJob.for_training(object())
     with pytest.raises(ValueError, match="min_steps_ratio=0 must be in"):
         TrainReportJob([tk.Path("/x/a.log")], min_steps_ratio=0)
+
+
+def test_request_is_sized_from_the_bytes_of_the_logs(work_dir, monkeypatch):
+    from i6_shard.jobs import train_report as module
+
+    logs = [work_dir / f"returnn.torch-distrib-{r}-2.log" for r in range(2)]
+    for path, size in zip(logs, (300, 700)):
+        with open(path, "wb") as f:
+            f.truncate(size)
+    paths = [tk.Path(str(p)) for p in logs]
+    (task,) = TrainReportJob(paths).tasks()
+    assert task.mini_task  # 1000 bytes of logs
+    monkeypatch.setattr(module, "MINI_TASK_MAX_LOG_BYTES", 999)
+    (task,) = TrainReportJob(paths).tasks()
+    assert not task.mini_task and task.rqmt() == module.train_report_rqmt(log_bytes=1000)[0]
+    # (Sisyphus keeps one job object per id, and requests are not hashed: another max_dropped, another job.)
+    (task,) = TrainReportJob(paths, mem_rqmt=8, cpu_rqmt=2, max_dropped=0.1).tasks()
+    assert task.rqmt() == {**module.train_report_rqmt(log_bytes=1000)[0], "mem": 8, "cpu": 2}
+    monkeypatch.setattr(module, "MINI_TASK_MAX_LOG_BYTES", 10**9)
+    (task,) = TrainReportJob(paths, time_rqmt=3, max_dropped=0.2).tasks()
+    assert not task.mini_task and task.rqmt()["time"] == 3  # a request given: a cluster task
+    (task,) = TrainReportJob([tk.Path(str(work_dir / "missing.log"))]).tasks()
+    assert task.mini_task  # its run says what is missing
+    # More logs ask for more: 10 times the bytes, at least as much memory and time.
+    small, big = (module.train_report_rqmt(log_bytes=n)[0] for n in (10**9, 10**10))
+    assert big["mem"] > small["mem"] and big["time"] > small["time"]
+    with pytest.raises(ValueError, match="mem_rqmt=0 must be a positive number"):
+        TrainReportJob(paths, mem_rqmt=0)  # checked before the hash, also for a job Sisyphus already has

@@ -5,11 +5,14 @@
 - plan: :class:`ShardPlan`; stats: what a plan does over a training; epochs: sub-epochs vs passes;
 - file_tree: RETURNN's file trees and keys; reads: what ranks read, checked against a plan;
 - args: the type and range checks that every user-facing entry point shares;
-- consumption: what a training consumed per sub-epoch and rank, measured from its logs.
+- consumption: what a training consumed per sub-epoch and rank, measured from its logs;
+- cache: the per-node file cache footprint of a plan; compare: what resuming under another plan does.
 """
 
 from .args import check_bool, check_int, check_optional_int
 from .balanced import distribute_balanced
+from .cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
+from .compare import PlanChange, ResumeFullEpoch, compare_plans
 from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
 from .cut import CUTS, cut_full_epoch
 from .distribute import (
@@ -47,4 +50,6 @@ __all__ = [
     "SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads",
     "check_int", "check_optional_int", "check_bool",
     "dropped_share", "expected_steps", "read_counts", "infer_partition_epoch",
+    "NodeCache", "CacheFootprint", "compute_cache_footprint", "partition_epoch_fits",
+    "PlanChange", "ResumeFullEpoch", "compare_plans",
 ]

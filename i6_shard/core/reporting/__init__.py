@@ -1,8 +1,9 @@
 """The reporting part of the core: what users read. The JSON summary and text report of a plan,
-its plot, the writer of a plan's whole output set, the verification report, and the report of a
-training measured from its logs."""
+its plot, the writer of a plan's whole output set, the verification report, the report of a
+training measured from its logs, and the report of a change of plan on resume."""
 
 from .outputs import PLAN_FILE, PLOT_FILE, REPORT_FILE, SUMMARY_FILE, plan_summary, plot_title, write_plan_outputs
+from .plan_change import change_summary, compare_plan_files, render_change_report, write_change_dir
 from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, require_matplotlib
 from .report import render_report, summarize, summary_json
 from .verify import render_verify_report, verify_records
@@ -14,4 +15,5 @@ __all__ = [
     "plot_plan", "plot_title", "matplotlib_available", "require_matplotlib", "MISSING_MATPLOTLIB",
     "verify_records", "render_verify_report",
     "analyze_training", "render_train_report", "plot_training", "write_train_report",
+    "compare_plan_files", "change_summary", "render_change_report", "write_change_dir",
 ]

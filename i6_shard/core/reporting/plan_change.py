@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
 from ..io.atomic import atomic_dir, check_output_dir
-from ..pure.compare import PlanChange, ResumeFullEpoch
+from ..io.plan_file import read_plan_file
+from ..pure.compare import PlanChange, ResumeFullEpoch, compare_plans
+from .outputs import PLAN_FILE
 from .report import format_bytes, summary_json
 
 __all__ = ["CHANGE_FORMAT_VERSION", "CHANGE_OUTPUTS", "change_summary", "change_files", "render_change_report",
-           "check_change_dir", "write_change_dir"]
+           "check_change_dir", "write_change_dir", "compare_plan_files"]
 
 CHANGE_FORMAT_VERSION = 1
 #: What a compare-plans directory holds: the summary, the text report, every file read twice or never.
@@ -170,3 +172,21 @@ def write_change_dir(change: PlanChange, out_dir: str | os.PathLike) -> Dict[str
             with open(os.path.join(tmp, name), "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
     return summary
+
+
+def compare_plan_files(old_plan: str | os.PathLike, new_plan: str | os.PathLike, *, resume_epoch: int,
+                       out_dir: Optional[str | os.PathLike] = None) -> Dict[str, Any]:
+    """``python -m i6_shard compare-plans OLD NEW --resume-epoch E [-o DIR]`` as a function: compare the plan a
+    training ran with and the one it resumes with at ``resume_epoch`` (each a plan file, or a plan directory
+    holding one), and with ``out_dir`` write ``summary.json``, ``report.txt`` and ``files.json`` there.
+
+    :return: the summary (:func:`change_summary`): ``read_twice``/``never_read`` per affected full epoch
+    :raises ValueError: for plans that cannot be compared (see :func:`~i6_shard.core.pure.compare.compare_plans`)
+        or an ``out_dir`` that is not new, empty or an earlier compare-plans directory (checked first)
+    """
+    if out_dir is not None:
+        check_change_dir(out_dir)
+    old, new = (read_plan_file(os.path.join(p, PLAN_FILE) if os.path.isdir(p) else p).plan
+                for p in (old_plan, new_plan))
+    change = compare_plans(old, new, resume_epoch=resume_epoch)
+    return change_summary(change) if out_dir is None else write_change_dir(change, out_dir)
