@@ -100,7 +100,8 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
     #: Upper bound on the automatic number of parallel tasks.
     MAX_AUTO_TASKS = 64
 
-    def __init__(self, files: Union[Sequence[Any], tk.Path, Callable[[], List[Any]]], *, num_threads: Optional[int] = None,
+    def __init__(self, files: Union[Sequence[Any], tk.Path, Callable[[], List[Any]]], *,
+                 num_threads: Optional[int] = None,
                  num_parallel_tasks: Optional[int] = None, time_rqmt: Optional[float] = None,
                  mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
         """
@@ -290,7 +291,8 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         try:
             sizes = self._collect(trees[lo:hi])
         except core.MissingFilesError as exc:  # name the part and its entries in the whole list
-            exc.args = (f"part {part} of {num_parts} (entries {lo}..{hi - 1} of {len(trees)}): {exc}",)
+            exc.args = (f"part {part} of {num_parts} (task run.{part + 1}, entries {lo}..{hi - 1} of {len(trees)}): "
+                        f"{exc}",)
             raise
         core.save_file_sizes(sizes, self._part_path(part, num_parts, digest))
 

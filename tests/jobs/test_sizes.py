@@ -292,10 +292,10 @@ def test_a_failing_part_names_its_entries_in_the_whole_list(work_dir):
     job.run(1)  # entries 2..4: all there
     with pytest.raises(core.MissingFilesError) as exc:
         job.run(2)
-    assert str(exc.value).startswith("part 2 of 3 (entries 5..7 of 8): 1 of 3 files are missing or unreadable")
+    assert str(exc.value).startswith("part 2 of 3 (task run.3, entries 5..7 of 8): 1 of 3 files are missing or unreadable")
     assert "gone.hdf" in str(exc.value) and str(exc.value).endswith("nothing was written.")
     assert not any(".part-0002-" in n for n in os.listdir(job._sis_path("work", abspath=True)))
-    with pytest.raises(core.MissingFilesError, match="^part 2 of 3 \\(entries 5..7 of 8\\): 1 of 3 files"):
+    with pytest.raises(core.MissingFilesError, match="^part 2 of 3 \\(task run.3, entries 5..7 of 8\\): 1 of 3 files"):
         job.merge()  # computes the missing part, and fails the same way
     assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
 
