@@ -18,6 +18,7 @@ from i6_shard import core
 from i6_shard.core.io.file_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
 from i6_shard.core.pure import check_distribution
 from i6_shard.core.pure.cut import cut_full_epoch
+from i6_shard.core.pure.text import short_repr
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
@@ -183,13 +184,13 @@ def load_sizes_for_files(path: str, files: Sequence[FileTree], *, num_samples: i
             "or drop file_sizes to stat every file")
     if missing:
         raise ValueError(f"file_sizes {path!r} has no size for {len(missing)} of the {len(keys)} files "
-                         f"(first {min(len(missing), _MAX_LISTED_KEYS)}: {missing[:_MAX_LISTED_KEYS]}). {hint}.")
+                         f"(first {min(len(missing), _MAX_LISTED_KEYS)}: {_shown(missing)}). {hint}.")
     wanted = set(keys)
     extra = [k for k in loaded.keys if k not in wanted]
     if extra:
         raise ValueError(f"file_sizes {path!r} has {len(loaded.keys)} entries, {len(extra)} of them not in the "
                          f"{len(keys)} files of the dataset (first {min(len(extra), _MAX_LISTED_KEYS)}: "
-                         f"{extra[:_MAX_LISTED_KEYS]}); it was made for another file list. {hint}.")
+                         f"{_shown(extra)}); it was made for another file list. {hint}.")
     first = next((i for i, (a, b) in enumerate(zip(keys, loaded.keys)) if a != b), min(len(keys), len(loaded.keys)))
     raise ValueError(f"file_sizes {path!r} lists the dataset's files in another order or with other duplicates "
                      f"({len(loaded.keys)} entries for {len(keys)} files; first difference at entry {first}: "
@@ -198,4 +199,9 @@ def load_sizes_for_files(path: str, files: Sequence[FileTree], *, num_samples: i
 
 
 def _at(keys: List[str], idx: int) -> Any:
-    return repr(keys[idx]) if idx < len(keys) else "nothing"
+    return short_repr(keys[idx]) if idx < len(keys) else "nothing"
+
+
+def _shown(keys: List[str]) -> str:
+    """The first few keys, each cut to a bounded length."""
+    return "[" + ", ".join(map(short_repr, keys[:_MAX_LISTED_KEYS])) + "]"

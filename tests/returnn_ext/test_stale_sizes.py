@@ -5,6 +5,7 @@ resized or replaced since; k stats per rank, whatever the length of the list."""
 import os
 import pickle
 
+import numpy as np
 import pytest
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
@@ -109,3 +110,19 @@ def test_bad_sample_counts_are_refused_naming_the_option(corpus, value):
     files, sizes_path = corpus
     with pytest.raises(ValueError, match=r"file_sizes_check_samples=.* must be an int >= 0"):
         make_dataset(files, 0, file_sizes=sizes_path, file_sizes_check_samples=value)
+
+
+def test_keys_missing_from_the_archive_are_shown_cut(corpus, tmp_path):
+    files, _ = corpus
+    huge = "/data/" + "n" * 10_000_000
+    path = str(tmp_path / "other.npz")
+    core.save_file_sizes(core.FileSizes(keys=[huge] * 3, sizes=np.array([1, 2, 3])), path)
+    with pytest.raises(ValueError, match=r"has no size for 12 of the 12 files") as info:
+        make_dataset(files, 0, file_sizes=path).init_seq_order(epoch=1)
+    assert len(str(info.value)) < 3000
+    path = str(tmp_path / "extra.npz")
+    sizes = core.collect_file_sizes(files, num_threads=1, num_procs=1)
+    core.save_file_sizes(core.FileSizes(keys=sizes.keys + [huge], sizes=np.append(sizes.sizes, 1)), path)
+    with pytest.raises(ValueError, match=r"1 of them not in the 12 files .*chars\]") as info:
+        make_dataset(files, 0, file_sizes=path).init_seq_order(epoch=1)
+    assert len(str(info.value)) < 3000

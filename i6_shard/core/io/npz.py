@@ -13,6 +13,7 @@ from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ..pure.text import short_repr
 from .atomic import atomic_path, check_suffix
 
 __all__ = ["save_npz", "load_npz", "open_npz", "NpzReader", "NpyHeader", "encode_keys", "decode_keys"]
@@ -224,7 +225,7 @@ def encode_keys(keys: Sequence[str]) -> np.ndarray:
     joined = "\0".join(keys)
     if joined.count("\0") != max(len(keys) - 1, 0):
         idx = next(i for i, k in enumerate(keys) if "\0" in k)
-        raise ValueError(f"key {idx} ({keys[idx]!r}) contains a NUL byte, which no file name can hold")
+        raise ValueError(f"key {idx} ({short_repr(keys[idx])}) contains a NUL byte, which no file name can hold")
     return np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
 
 

@@ -5,7 +5,8 @@
 - plan: :class:`ShardPlan`; stats: what a plan does over a training; epochs: sub-epochs vs passes;
 - file_tree: RETURNN's file trees and keys; reads: what ranks read, checked against a plan;
 - args: the type and range checks that every user-facing entry point shares;
-- consumption: what a training consumed per sub-epoch and rank, measured from its logs.
+- consumption: what a training consumed per sub-epoch and rank, measured from its logs;
+- text: values shown in messages, cut to a bounded length.
 """
 
 from .args import check_bool, check_int, check_optional_int
@@ -34,6 +35,7 @@ from .settings import (
     check_seq_ordering,
 )
 from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for
+from .text import short_repr
 
 __all__ = [
     "PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
@@ -47,4 +49,5 @@ __all__ = [
     "SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads",
     "check_int", "check_optional_int", "check_bool",
     "dropped_share", "expected_steps", "read_counts", "infer_partition_epoch",
+    "short_repr",
 ]
