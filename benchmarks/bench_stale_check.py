@@ -16,8 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List
-
 import numpy as np
 
 from bench_sizes import build_slowstat, make_trees, returnn_size_loop, _DEFAULT_SLOWSTAT_C

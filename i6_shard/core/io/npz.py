@@ -161,8 +161,9 @@ def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
 
     Only a regular file is opened (a FIFO or device is refused without blocking). Every member must be an
     ``.npy`` array whose declared shape and dtype account for exactly its uncompressed size, which must be
-    at most ``400`` times its compressed size, which must fit in the file (i6_shard's writer, deflate level 1, stays below 250): so a
-    crafted header or a zip bomb is refused before anything is inflated or allocated.
+    at most ``400`` times its compressed size (i6_shard's writer, deflate level 1, stays below 250), which
+    must fit in the file: so a crafted header or a zip bomb is refused before anything is inflated or
+    allocated.
 
     :param kind: what the file should be, for the error messages (e.g. "plan file")
     :param missing: the message if ``path`` does not exist (say how to make the file)

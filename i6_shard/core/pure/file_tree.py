@@ -147,12 +147,14 @@ def _check_tree(tree: Any, *, idx: int, path: Tuple[Any, ...]) -> None:
             try:
                 sorted(tree)
             except TypeError:
-                raise TypeError(f"file tree entry {idx} has dict keys that cannot be sorted: {short_repr(list(tree))}") from None
+                raise TypeError(f"file tree entry {idx} has dict keys that cannot be sorted: "
+                                f"{short_repr(list(tree))}") from None
     elif isinstance(tree, (list, tuple)):
         items = list(enumerate(tree))
     else:
         raise TypeError(
-            f"file tree entry {idx} has a leaf of type {type(tree).__name__} at {where or 'top level'}: {short_repr(tree)}; "
+            f"file tree entry {idx} has a leaf of type {type(tree).__name__} at {where or 'top level'}: "
+            f"{short_repr(tree)}; "
             "leaves must be str (convert paths with str() or tk.Path.get_path())"
         )
     if not items:

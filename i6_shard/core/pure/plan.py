@@ -200,7 +200,8 @@ def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
     if arr.size and arr.dtype.kind not in "iu":
         values = arr.tolist()
         bad = next((i for i, x in enumerate(values) if isinstance(x, bool) or not isinstance(x, int)), 0)
-        raise TypeError(f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: {short_repr(values[bad])}); "
+        raise TypeError(f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: "
+                        f"{short_repr(values[bad])}); "
                         "pass int sizes as collect_file_sizes gives them")
     if arr.size and arr.dtype.kind == "u" and int(arr.max()) >= 2**63:
         raise ValueError(f"costs up to {int(arr.max())} do not fit int64; pass them in a coarser unit")

@@ -243,8 +243,8 @@ def test_a_member_claiming_more_compressed_bytes_than_the_file_has_is_refused_be
     lie_about_member_size(path, "sizes.npy", header_bytes + 8 * num)
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match=r"member 'sizes\.npy' declares 800,000,128 bytes \(762\.9 MiB\) compressed "
-                                             r"from byte [0-9,]+ on, but the file has [0-9,]+ bytes"):
+        with pytest.raises(ValueError, match=r"member 'sizes\.npy' declares 800,000,128 bytes \(762\.9 MiB\) "
+                                             r"compressed from byte [0-9,]+ on, but the file has [0-9,]+ bytes"):
             load_npz(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
