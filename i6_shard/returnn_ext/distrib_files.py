@@ -15,8 +15,10 @@ from returnn.datasets.basic import Dataset
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 
 from i6_shard import core
+from i6_shard.core.io.file_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
 from i6_shard.core.pure import check_distribution
 from i6_shard.core.pure.cut import cut_full_epoch
+from i6_shard.core.pure.text import short_repr
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
@@ -94,7 +96,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
-      rank. The stored keys must be exactly the keys of ``files``, in the same order.
+      rank. The stored keys must be exactly the keys of ``files``, in the same order. Each rank
+      stats ``file_sizes_check_samples`` random entries again at start-up (another sample per
+      rank) and fails if their size or modification time changed since the sizes were computed.
 
     Use it as the ``"class"`` of a dataset dict (RETURNN accepts the class object there)::
 
@@ -109,18 +113,22 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     _getnewargs_remap = {**DistributeFilesDataset._getnewargs_remap, "file_sizes": "file_sizes_path"}
 
     def __init__(self, *, distribution: str = "returnn", file_sizes: Optional[str | os.PathLike] = None,
-                 **kwargs):
+                 file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES, **kwargs):
         """
         :param distribution: ``"returnn"`` or ``"balanced"``
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
             stat every file as RETURNN does
+        :param file_sizes_check_samples: entries of ``file_sizes`` each rank stats again when it loads them
+            (:func:`i6_shard.core.io.check_sample_unchanged`); 0: none
         :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged
         """
         check_distribution(distribution)
         if file_sizes is not None and not isinstance(file_sizes, (str, os.PathLike)):
             raise TypeError(f"file_sizes={file_sizes!r} must be the path (str) of a file sizes archive or None; "
                             "convert a tk.Path with .get_path()")
+        check_num_samples(file_sizes_check_samples, name="file_sizes_check_samples")
         super().__init__(**kwargs)
+        self.file_sizes_check_samples = int(file_sizes_check_samples)
         self.distribution = distribution
         self.file_sizes_path: Optional[str] = None if file_sizes is None else os.fspath(file_sizes)
 
@@ -132,7 +140,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             super()._lazy_init_file_sizes()
             return
         self._lazy_init_file_list()
-        self._file_sizes = load_sizes_for_files(self.file_sizes_path, self._files)
+        self._file_sizes = load_sizes_for_files(self.file_sizes_path, self._files,
+                                                num_samples=self.file_sizes_check_samples, seed=self._shard_index)
 
     def _distribute_selected(
         self, *, num_bins: int, file_sizes: Dict[str, int], files_order: Sequence[FileTree]
@@ -155,15 +164,19 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
 
 
-def load_sizes_for_files(path: str, files: Sequence[FileTree]) -> Dict[str, int]:
+def load_sizes_for_files(path: str, files: Sequence[FileTree], *, num_samples: int = 0,
+                         seed: int = 0) -> Dict[str, int]:
     """key -> size for ``files``, from a file sizes archive whose keys must be exactly the keys
-    of ``files`` in the same order (then a plan made from the archive matches the dataset).
+    of ``files`` in the same order (then a plan made from the archive matches the dataset);
+    ``num_samples`` random entries (drawn with ``seed``) are stat-ed again and must be unchanged.
 
     :raises ValueError: naming the first missing, extra or reordered keys
+    :raises i6_shard.core.io.StaleFileSizesError: naming the sampled files that changed
     """
     loaded = core.load_file_sizes(path)
     keys = [_get_key_for_file_tree(t) for t in files]
     if keys == loaded.keys:
+        check_sample_unchanged(loaded, trees=files, num_samples=num_samples, seed=seed, source=f"file_sizes {path!r}")
         return loaded.as_dict()
     known = set(loaded.keys)
     missing = [k for k in keys if k not in known]
@@ -171,13 +184,13 @@ def load_sizes_for_files(path: str, files: Sequence[FileTree]) -> Dict[str, int]
             "or drop file_sizes to stat every file")
     if missing:
         raise ValueError(f"file_sizes {path!r} has no size for {len(missing)} of the {len(keys)} files "
-                         f"(first {min(len(missing), _MAX_LISTED_KEYS)}: {missing[:_MAX_LISTED_KEYS]}). {hint}.")
+                         f"(first {min(len(missing), _MAX_LISTED_KEYS)}: {_shown(missing)}). {hint}.")
     wanted = set(keys)
     extra = [k for k in loaded.keys if k not in wanted]
     if extra:
         raise ValueError(f"file_sizes {path!r} has {len(loaded.keys)} entries, {len(extra)} of them not in the "
                          f"{len(keys)} files of the dataset (first {min(len(extra), _MAX_LISTED_KEYS)}: "
-                         f"{extra[:_MAX_LISTED_KEYS]}); it was made for another file list. {hint}.")
+                         f"{_shown(extra)}); it was made for another file list. {hint}.")
     first = next((i for i, (a, b) in enumerate(zip(keys, loaded.keys)) if a != b), min(len(keys), len(loaded.keys)))
     raise ValueError(f"file_sizes {path!r} lists the dataset's files in another order or with other duplicates "
                      f"({len(loaded.keys)} entries for {len(keys)} files; first difference at entry {first}: "
@@ -186,4 +199,9 @@ def load_sizes_for_files(path: str, files: Sequence[FileTree]) -> Dict[str, int]
 
 
 def _at(keys: List[str], idx: int) -> Any:
-    return repr(keys[idx]) if idx < len(keys) else "nothing"
+    return short_repr(keys[idx]) if idx < len(keys) else "nothing"
+
+
+def _shown(keys: List[str]) -> str:
+    """The first few keys, each cut to a bounded length."""
+    return "[" + ", ".join(map(short_repr, keys[:_MAX_LISTED_KEYS])) + "]"

@@ -153,7 +153,7 @@ def write_file_list(files: Sequence[FileTree], path: str | os.PathLike) -> None:
         for idx, f in enumerate(files):
             problem = txt_entry_problem(f)
             if problem:
-                shown = f" ({f!r})" if isinstance(f, str) else ""
+                shown = f" ({short_repr(f)})" if isinstance(f, str) else ""
                 raise ValueError(f"file list entry {idx}{shown} {problem}; use a .json list")
         data = "".join(f + "\n" for f in files).encode("utf-8")
     elif ext in (".json", ".py"):
@@ -201,7 +201,7 @@ def _check_str_keys(tree: Any, *, idx: int) -> None:
     if isinstance(tree, dict):
         for k, v in tree.items():
             if not isinstance(k, str):
-                raise ValueError(f"file tree entry {idx} has dict key {k!r} of type {type(k).__name__}; "
+                raise ValueError(f"file tree entry {idx} has dict key {short_repr(k)} of type {type(k).__name__}; "
                                  "a .json or .py list needs str keys")
             _check_str_keys(v, idx=idx)
     elif isinstance(tree, list):

@@ -32,6 +32,8 @@ __all__ = [
     "save_file_sizes",
     "load_file_sizes",
     "check_sample_unchanged",
+    "check_num_samples",
+    "DEFAULT_CHECK_SAMPLES",
     "DEFAULT_NUM_THREADS",
     "FILE_SIZES_FORMAT_VERSION",
     "MAX_TREE_DEPTH",
@@ -41,6 +43,8 @@ DEFAULT_NUM_THREADS = 32
 #: Written when the modification times are known (format 2 adds ``mtimes_ns``); format 1 is still read.
 FILE_SIZES_FORMAT_VERSION = 2
 _ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"}}
+#: Entries :func:`check_sample_unchanged` stats again by default (per rank, at a training's start-up).
+DEFAULT_CHECK_SAMPLES = 16
 #: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
 MAX_TREE_DEPTH = 100
 _MAX_LISTED_MISSING = 20
@@ -607,7 +611,20 @@ def _when(ns: int) -> str:
     return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree], num_samples: int = 16,
+def check_num_samples(num_samples: int, *, name: str = "num_samples") -> None:
+    """Raise unless ``num_samples`` is an int >= 0 (numpy ints too).
+
+    >>> check_num_samples(-1, name="file_sizes_check_samples")
+    Traceback (most recent call last):
+    ...
+    ValueError: file_sizes_check_samples=-1 must be an int >= 0 (entries stat-ed again; 0: none)
+    """
+    if isinstance(num_samples, (bool, np.bool_)) or not isinstance(num_samples, (int, np.integer)) or num_samples < 0:
+        raise ValueError(f"{name}={short_repr(num_samples)} must be an int >= 0 (entries stat-ed again; 0: none)")
+
+
+def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
+                           num_samples: int = DEFAULT_CHECK_SAMPLES,
                            seed: int = 0, source: str = "the file sizes archive") -> int:
     """Stat the leaves of ``num_samples`` random entries again and compare with ``file_sizes``: the size
     (the sum over the leaves) and, if recorded, the modification time (the latest leaf's). Costs one
@@ -637,9 +654,8 @@ def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree], 
     if len(trees) != len(file_sizes):
         raise ValueError(f"{len(trees)} file trees for {len(file_sizes)} sizes of {source}; give the trees the "
                          "sizes were computed for, in the same order")
-    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 0:
-        raise ValueError(f"num_samples={num_samples!r} must be an int >= 0")
-    k = min(num_samples, len(trees))
+    check_num_samples(num_samples)
+    k = min(int(num_samples), len(trees))
     idxs = _sample_indices(len(trees), k, seed)
     mtimes = file_sizes.mtimes
     changed: List[Tuple[int, str]] = []

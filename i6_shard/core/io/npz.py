@@ -13,6 +13,7 @@ from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ..pure.text import short_repr
 from .atomic import atomic_path, check_suffix
 
 __all__ = ["save_npz", "load_npz", "open_npz", "NpzReader", "NpyHeader", "encode_keys", "decode_keys"]
@@ -77,8 +78,8 @@ class NpzReader:
     data yet: callers check the declared shapes (:attr:`headers`) against each other before
     :meth:`read` inflates a member. Use :func:`open_npz`."""
 
-    def __init__(self, zf: zipfile.ZipFile, *, path: str, kind: str):
-        self._zf, self.path, self.kind = zf, path, kind
+    def __init__(self, zf: zipfile.ZipFile, *, path: str, kind: str, archive_bytes: int):
+        self._zf, self.path, self.kind, self._archive_bytes = zf, path, kind, archive_bytes
         self._infos: Dict[str, zipfile.ZipInfo] = {}
         self.headers: Dict[str, NpyHeader] = {}
         infos = zf.infolist()
@@ -97,6 +98,10 @@ class NpzReader:
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise ValueError(f"{where} uses zip compression method {info.compress_type}; "
                              f"a {self.kind} has only stored or deflated members")
+        if info.header_offset + info.compress_size > self._archive_bytes:
+            raise ValueError(f"{where} declares {_nbytes(info.compress_size)} compressed from byte "
+                             f"{info.header_offset:,} on, but the file has {_nbytes(self._archive_bytes)}; it was "
+                             "refused before reading it")
         if info.file_size > _MAX_RATIO * info.compress_size + _RATIO_SLACK:
             raise ValueError(f"{where} declares {_nbytes(info.file_size)} from {_nbytes(info.compress_size)} "
                              f"compressed, more than {_MAX_RATIO} times as much, which no i6_shard archive "
@@ -156,8 +161,9 @@ def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
 
     Only a regular file is opened (a FIFO or device is refused without blocking). Every member must be an
     ``.npy`` array whose declared shape and dtype account for exactly its uncompressed size, which must be
-    at most ``400`` times its compressed size (i6_shard's writer, deflate level 1, stays below 250): so a
-    crafted header or a zip bomb is refused before anything is inflated or allocated.
+    at most ``400`` times its compressed size (i6_shard's writer, deflate level 1, stays below 250), which
+    must fit in the file: so a crafted header or a zip bomb is refused before anything is inflated or
+    allocated.
 
     :param kind: what the file should be, for the error messages (e.g. "plan file")
     :param missing: the message if ``path`` does not exist (say how to make the file)
@@ -171,7 +177,8 @@ def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
         raise FileNotFoundError(missing or f"{kind} {path!r} does not exist") from None
     except OSError as exc:
         raise ValueError(f"{path!r} is not a readable {kind}: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
+    st = os.fstat(fd)
+    mode = st.st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise ValueError(f"{path!r} is not a {kind}: it is {_file_type(mode)}, not a regular file")
@@ -185,7 +192,7 @@ def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
             raise ValueError(f"{path!r} is not a readable {kind}: {type(exc).__name__}: {exc}") from None
         with zf:
             try:
-                reader = NpzReader(zf, path=path, kind=kind)
+                reader = NpzReader(zf, path=path, kind=kind, archive_bytes=st.st_size)
             except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
                 raise ValueError(f"{path!r} is not a readable {kind}: {type(exc).__name__}: {exc}") from None
             yield reader
@@ -224,7 +231,7 @@ def encode_keys(keys: Sequence[str]) -> np.ndarray:
     joined = "\0".join(keys)
     if joined.count("\0") != max(len(keys) - 1, 0):
         idx = next(i for i, k in enumerate(keys) if "\0" in k)
-        raise ValueError(f"key {idx} ({keys[idx]!r}) contains a NUL byte, which no file name can hold")
+        raise ValueError(f"key {idx} ({short_repr(keys[idx])}) contains a NUL byte, which no file name can hold")
     return np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
 
 

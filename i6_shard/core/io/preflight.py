@@ -9,17 +9,16 @@ import json
 import os
 import stat
 import zipfile
-from typing import Any, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from ..pure.file_tree import FileTree, leaves_and_keys
+from ..pure.text import short_repr
 
 __all__ = ["check_regular_file", "file_kind", "archive_entry_count", "file_list_digest", "key_collisions",
            "check_key_collisions", "short_repr"]
 
-#: Characters of a name shown in a message before it is cut.
-_MAX_NAME_CHARS = 200
 #: Groups of colliding entries listed in an error.
 _MAX_LISTED = 3
 #: Entries JSON-encoded per digest update (bounds the memory of the digest of a huge list).
@@ -27,20 +26,6 @@ _DIGEST_CHUNK = 4096
 _FILE_TYPES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                (stat.S_ISSOCK, "a socket"))
-
-
-def short_repr(value: Any, *, limit: int = _MAX_NAME_CHARS) -> str:
-    """``repr(value)``, cut in the middle to about ``limit`` characters, saying how many were left out.
-
-    >>> short_repr("/data/" + "x" * 300 + ".hdf", limit=40)
-    "'/data/xxx...[292 chars]...xxxxx.hdf'"
-    """
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    keep = max(limit - 20, 10)
-    head, tail = text[:keep // 2], text[len(text) - (keep - keep // 2):]
-    return f"{head}...[{len(text) - len(head) - len(tail)} chars]...{tail}"
 
 
 def file_kind(mode: int) -> str:

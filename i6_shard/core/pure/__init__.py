@@ -7,6 +7,7 @@
 - args: the type and range checks that every user-facing entry point shares;
 - consumption: what a training consumed per sub-epoch and rank, measured from its logs;
 - cache: the per-node file cache footprint of a plan; compare: what resuming under another plan does.
+- text: values shown in messages, cut to a bounded length.
 """
 
 from .args import check_bool, check_int, check_optional_int
@@ -37,6 +38,7 @@ from .settings import (
     check_seq_ordering,
 )
 from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for
+from .text import short_repr
 
 __all__ = [
     "PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
@@ -52,4 +54,5 @@ __all__ = [
     "dropped_share", "expected_steps", "read_counts", "infer_partition_epoch",
     "NodeCache", "CacheFootprint", "compute_cache_footprint", "partition_epoch_fits",
     "PlanChange", "ResumeFullEpoch", "compare_plans",
+    "short_repr",
 ]

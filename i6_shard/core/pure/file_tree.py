@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence, Tuple, Union
 
+from .text import short_repr
+
 FileTree = Union[str, Tuple["FileTree", ...], List["FileTree"], Dict[Any, "FileTree"]]
 
 __all__ = ["FileTree", "flatten", "tree_key", "check_file_trees", "flatten_file_trees", "leaves_and_keys"]
@@ -131,12 +133,12 @@ def leaves_and_keys(trees: Sequence[Any]) -> Tuple[List[Sequence[str]], List[str
 
 
 def _check_tree(tree: Any, *, idx: int, path: Tuple[Any, ...]) -> None:
-    where = "".join(f"[{p!r}]" for p in path)
+    where = short_repr("".join(f"[{p!r}]" for p in path))[1:-1]
     if isinstance(tree, str):
         if not tree:
             raise ValueError(f"file tree entry {idx} has an empty file name{' at ' + where if where else ''}")
         if "\0" in tree:
-            raise ValueError(f"file tree entry {idx} has a NUL byte in file name {tree!r}")
+            raise ValueError(f"file tree entry {idx} has a NUL byte in file name {short_repr(tree)}")
         return
     if isinstance(tree, dict):
         items = list(tree.items())
@@ -145,12 +147,14 @@ def _check_tree(tree: Any, *, idx: int, path: Tuple[Any, ...]) -> None:
             try:
                 sorted(tree)
             except TypeError:
-                raise TypeError(f"file tree entry {idx} has dict keys that cannot be sorted: {list(tree)!r}") from None
+                raise TypeError(f"file tree entry {idx} has dict keys that cannot be sorted: "
+                                f"{short_repr(list(tree))}") from None
     elif isinstance(tree, (list, tuple)):
         items = list(enumerate(tree))
     else:
         raise TypeError(
-            f"file tree entry {idx} has a leaf of type {type(tree).__name__} at {where or 'top level'}: {tree!r}; "
+            f"file tree entry {idx} has a leaf of type {type(tree).__name__} at {where or 'top level'}: "
+            f"{short_repr(tree)}; "
             "leaves must be str (convert paths with str() or tk.Path.get_path())"
         )
     if not items:

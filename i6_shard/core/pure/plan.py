@@ -13,6 +13,7 @@ from .cut import cut_full_epoch
 from .distribute import shuffle_order
 from .file_tree import FileTree
 from .settings import PlanSettings
+from .text import short_repr
 
 __all__ = ["ShardPlan"]
 
@@ -186,7 +187,7 @@ def _check_keys(keys: List) -> None:
         return
     for idx, key in enumerate(keys):
         if not isinstance(key, str):
-            raise TypeError(f"keys[{idx}]={key!r} is a {type(key).__name__}; keys are tree keys (str), as in "
+            raise TypeError(f"keys[{idx}]={short_repr(key)} is a {type(key).__name__}; keys are tree keys (str), as in "
                             "FileSizes.keys or core.tree_key(tree)")
 
 
@@ -199,14 +200,15 @@ def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
     if arr.size and arr.dtype.kind not in "iu":
         values = arr.tolist()
         bad = next((i for i, x in enumerate(values) if isinstance(x, bool) or not isinstance(x, int)), 0)
-        raise TypeError(f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: {values[bad]!r}); "
+        raise TypeError(f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: "
+                        f"{short_repr(values[bad])}); "
                         "pass int sizes as collect_file_sizes gives them")
     if arr.size and arr.dtype.kind == "u" and int(arr.max()) >= 2**63:
         raise ValueError(f"costs up to {int(arr.max())} do not fit int64; pass them in a coarser unit")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.size and int(arr.min()) < 0:
         bad = int(np.argmax(arr < 0))
-        raise ValueError(f"costs must be >= 0 (bytes), but entry {bad} ({keys[bad]!r}) has {int(arr[bad])}")
+        raise ValueError(f"costs must be >= 0 (bytes), but entry {bad} ({short_repr(keys[bad])}) has {int(arr[bad])}")
     return arr
 
 

@@ -3,9 +3,11 @@ allocated; the sizes archive keeps loading its old format, records modification 
 one, and refuses negative sizes and names that are not .npz."""
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -213,3 +215,38 @@ def test_only_regular_files_are_opened_as_archives(tmp_path):
             pass
     with pytest.raises(FileNotFoundError, match="plan file .* does not exist"):
         load_npz(tmp_path / "nope.npz", kind="plan file")
+
+
+def lie_about_member_size(path, member, size):
+    """Set the central directory's compressed and uncompressed size of ``member`` to ``size``."""
+    raw = bytearray(path.read_bytes())
+    pos = 0
+    while True:
+        pos = raw.index(b"PK\x01\x02", pos)
+        name_len = struct.unpack_from("<H", raw, pos + 28)[0]
+        if raw[pos + 46:pos + 46 + name_len] == member.encode():
+            break
+        pos += 4
+    struct.pack_into("<II", raw, pos + 20, size, size)
+    path.write_bytes(bytes(raw))
+
+
+def test_a_member_claiming_more_compressed_bytes_than_the_file_has_is_refused_before_allocating(tmp_path):
+    """Stored; its declared sizes agree with its .npy header and with each other, only the file is too short
+    (a sizes archive's keys would not fit such a count: load_npz, which plan files use too, is the target)."""
+    path = tmp_path / "sizes.npz"
+    num = 10**8
+    with zipfile.ZipFile(path, "w") as zf:
+        write_member(zf, "format_version", np.array(1, dtype=np.int64))
+        write_member(zf, "sizes", header={"descr": "<i8", "fortran_order": False, "shape": (num,)}, data=bytes(8))
+    header_bytes = 128  # numpy pads the .npy header to 64-byte blocks
+    lie_about_member_size(path, "sizes.npy", header_bytes + 8 * num)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"member 'sizes\.npy' declares 800,000,128 bytes \(762\.9 MiB\) "
+                                             r"compressed from byte [0-9,]+ on, but the file has [0-9,]+ bytes"):
+            load_npz(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"{peak / 2**20:.0f} MiB allocated for a file of {os.path.getsize(path)} bytes"

@@ -203,3 +203,28 @@ def test_huge_names_are_cut_in_messages_with_their_length(tmp_path):
     assert msg.startswith("20 of 20 files are missing or unreadable")
     assert "chars]" in msg and "File name too long" in msg
     assert info.value.missing[0][0] == names[0]  # the full names stay available to code
+
+
+HUGE = "/data/" + "n" * 10_000_000
+
+
+@pytest.mark.parametrize("case", ["nul_in_name", "non_str_leaf", "negative_cost", "non_str_key", "txt_entry",
+                                  "json_dict_key"])
+def test_every_message_that_shows_an_entry_cuts_it(tmp_path, case):
+    from i6_shard.core import PlanSettings, ShardPlan, write_file_list
+
+    settings = PlanSettings(num_shards=1, partition_epoch=1)
+    calls = {
+        "nul_in_name": lambda: collect_file_sizes(["/a", HUGE + "\0"]),
+        "non_str_leaf": lambda: collect_file_sizes(["/a", [b"x" * 10_000_000]]),
+        "negative_cost": lambda: ShardPlan(["/a", HUGE], [1, -1], settings),
+        "non_str_key": lambda: ShardPlan(["/a", [HUGE]], [1, 1], settings),
+        "txt_entry": lambda: write_file_list(["/a", HUGE + "\n"], tmp_path / "l.txt"),
+        "json_dict_key": lambda: write_file_list([{(HUGE,): "/a"}], tmp_path / "l.json"),
+    }
+    with pytest.raises((ValueError, TypeError)) as info:
+        calls[case]()
+    msg = str(info.value)
+    assert len(msg) < 1000, (case, len(msg))
+    assert "chars]" in msg, msg
+    assert not os.listdir(tmp_path)
