@@ -173,16 +173,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_train_report(args: argparse.Namespace) -> int:
     from .core.reporting import train_report
 
-    _check_output_dir(args.output, files=(train_report.TRAIN_REPORT_FILE, train_report.TRAIN_SUMMARY_FILE,
-                                          train_report.TRAIN_PLOT_FILE))
+    names = (train_report.TRAIN_REPORT_FILE, train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_PLOT_FILE)
+    check_output_dir(args.output, names=names, what="training report directory")
     plot = not args.no_plot
     if plot and not matplotlib_available():
         print(f"note: {MISSING_MATPLOTLIB}; writing no plot", file=sys.stderr)
         plot = False
-    summary = train_report.write_train_report(
-        args.logs, args.output, plan_path=args.plan, file_lengths_path=args.file_lengths,
-        read_hdf=not args.no_read_hdf, partition_epoch=args.partition_epoch, max_dropped=args.max_dropped,
-        min_steps_ratio=args.min_steps_ratio, plot=plot, dataset_name=args.dataset_name)
+    # Built beside the target and swapped in whole: a rerun without a plot leaves no older plot.png.
+    with atomic_dir(args.output, names=names, what="training report directory") as tmp:
+        summary = train_report.write_train_report(
+            args.logs, tmp, plan_path=args.plan, file_lengths_path=args.file_lengths,
+            read_hdf=not args.no_read_hdf, partition_epoch=args.partition_epoch, max_dropped=args.max_dropped,
+            min_steps_ratio=args.min_steps_ratio, plot=plot, dataset_name=args.dataset_name)
     print(train_report.render_train_report(summary), end="")
     print()
     for name in (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE) + (

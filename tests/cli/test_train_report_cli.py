@@ -89,3 +89,21 @@ def test_errors_are_one_line_and_leave_nothing(tmp_path, capsys):
     assert main(["train-report", *_logs("w2_bv24"), "--max-dropped", "5", "-o", str(out)]) == 2
     assert "max_dropped=5.0 must be a share in [0, 1]" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_rerun_replaces_the_whole_directory(tmp_path, capsys):
+    """The report directory is one set: a rerun without a plot leaves no plot.png of the earlier run,
+    and a directory holding other files is refused before anything is written."""
+    name = "w2_bv24"
+    lengths = os.path.join(LOGS, name, "file_lengths.json")
+    out = tmp_path / "out"
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "-o", str(out)]) == 0
+    assert (out / "plot.png").exists()
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "-o", str(out)]) == 0
+    assert sorted(os.listdir(out)) == ["report.txt", "summary.json"]
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # nothing left beside it
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "-o", str(out)]) == 2
+    assert "holds 1 entry that is not part of it ('notes.txt')" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine"
