@@ -73,6 +73,20 @@ def _set_compress_level(info: zipfile.ZipInfo, level: int) -> None:
         info._compresslevel = level
 
 
+
+def read_npy_header(f) -> tuple:
+    """``(shape, fortran_order, dtype)`` from the header of an ``.npy`` stream at its start, leaving
+    ``f`` at the first data byte; only the header is read.
+
+    :raises ValueError: for a format version other than 1.0 and 2.0, or a corrupt header
+    """
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    raise ValueError(f".npy format version {version}, not 1.0 or 2.0")
+
 class NpzReader:
     """An opened ``.npz`` archive whose members' ``.npy`` headers are read and checked, none of the
     data yet: callers check the declared shapes (:attr:`headers`) against each other before
@@ -107,13 +121,10 @@ class NpzReader:
                              f"compressed, more than {_MAX_RATIO} times as much, which no i6_shard archive "
                              "holds; it was refused before inflating it")
         with self._zf.open(info) as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(f)
-            else:
-                raise ValueError(f"{where} has .npy format version {version}, not 1.0 or 2.0")
+            try:
+                shape, fortran_order, dtype = read_npy_header(f)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
             header_bytes = f.tell()
         if dtype.hasobject:
             raise ValueError(f"{where} holds Python objects, which only pickle could load; refused")

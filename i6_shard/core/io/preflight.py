@@ -11,10 +11,10 @@ import stat
 import zipfile
 from typing import List, Optional, Sequence
 
-import numpy as np
 
 from ..pure.file_tree import FileTree, leaves_and_keys
 from ..pure.text import short_repr
+from .npz import read_npy_header
 
 __all__ = ["check_regular_file", "file_kind", "archive_entry_count", "file_list_digest", "key_collisions",
            "check_key_collisions", "short_repr"]
@@ -75,13 +75,7 @@ def archive_entry_count(path: str | os.PathLike, *, member: str = "sizes") -> Op
     try:
         check_regular_file(path, what="archive")
         with zipfile.ZipFile(os.fspath(path)) as zf, zf.open(member + ".npy") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, _ = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, _, _ = np.lib.format.read_array_header_2_0(f)
-            else:
-                return None
+            shape, _, _ = read_npy_header(f)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     if len(shape) != 1:
