@@ -7,7 +7,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -175,16 +175,33 @@ def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
 class PlanHead:
     """What a plan file holds besides its layouts: read with :func:`read_plan_head` in memory O(files).
 
-    :ivar plan: the plan (its settings hold the ``num_epochs`` it was written for)
+    :ivar settings: the plan's settings (``num_epochs``: what it was written for)
+    :ivar keys_utf8: the keys as stored (see :func:`~i6_shard.core.io.npz.encode_keys`)
+    :ivar costs: int64 sizes, shape [num_files]
     :ivar format_version: the file's format (see :data:`PLAN_FORMAT_VERSION`)
     :ivar algorithm_version: ``CUT_VERSIONS[distribution]`` of the i6_shard that wrote it; None in format 1
     :ivar num_full_epochs: full epochs stored
+    :ivar keys: the keys, if read with ``decode_keys=True``
     """
 
-    plan: ShardPlan
+    settings: PlanSettings
+    keys_utf8: np.ndarray
+    costs: np.ndarray
     format_version: int
     algorithm_version: Optional[int]
     num_full_epochs: int
+    keys: Optional[List[str]] = None
+
+    @property
+    def num_files(self) -> int:
+        return len(self.costs)
+
+    @property
+    def plan(self) -> ShardPlan:
+        """The :class:`ShardPlan` (needs the keys decoded)."""
+        if self.keys is None:
+            raise ValueError("the plan head was read with decode_keys=False; read it with decode_keys=True")
+        return ShardPlan(self.keys, self.costs, self.settings)
 
 
 @dataclass(frozen=True)
@@ -225,7 +242,7 @@ def _open_plan(path: str):
 _BIG = ("keys_utf8", "sizes", "orders", "bounds")
 
 
-def _read_head(npz, path: str) -> PlanHead:
+def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
     """Check every header against the others, then read the settings, keys and sizes (not the layouts)."""
     headers = npz.headers
     version_h = headers.get("format_version")
@@ -262,17 +279,23 @@ def _read_head(npz, path: str) -> PlanHead:
                          f"{bounds_h.dtype}{bounds_h.shape} do not fit {expected[0]} full epochs of {num_files} "
                          "files; nothing of them was read")
     sizes = npz.read("sizes").astype(np.int64, copy=False)
-    keys = decode_keys(npz.read("keys_utf8"), num_keys=num_files, path=path)
+    blob = npz.read("keys_utf8")
+    keys = decode_keys(blob, num_keys=num_files, path=path) if decode else None
     algorithm = int(data["algorithm_version"]) if "algorithm_version" in data else None
-    return PlanHead(plan=ShardPlan(keys, sizes, settings), format_version=version, algorithm_version=algorithm,
-                    num_full_epochs=expected[0])
+    return PlanHead(settings=settings, keys_utf8=blob, costs=sizes, format_version=version,
+                    algorithm_version=algorithm, num_full_epochs=expected[0], keys=keys)
 
 
-def read_plan_head(path: str | os.PathLike) -> PlanHead:
-    """The plan, versions and number of full epochs of a plan file, without its layouts (memory O(files))."""
+def read_plan_head(path: str | os.PathLike, *, decode_keys: bool = True) -> PlanHead:
+    """The settings, keys, sizes, versions and number of full epochs of a plan file, without its layouts
+    (memory O(files)).
+
+    :param decode_keys: also decode the keys into ``PlanHead.keys`` (1M keys take a few tenths of a second;
+        to check a file list against the plan, compare ``encode_keys(keys)`` with ``keys_utf8`` instead)
+    """
     path = os.fspath(path)
     with _open_plan(path) as npz:
-        return _read_head(npz, path)
+        return _read_head(npz, path, decode=decode_keys)
 
 
 def read_plan_layout(path: str | os.PathLike, *, full_epoch_0idx: int, layout_idx: int = 0,
