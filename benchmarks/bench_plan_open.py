@@ -109,8 +109,8 @@ def main() -> None:
                                      num_epochs=args.full_epochs * PARTITION_EPOCH)
         t0 = time.perf_counter()
         core.save_plan(core.ShardPlan(keys, sizes, settings), path)
-        print(f"wrote {args.num_files:,} files x {args.full_epochs} full epochs ({os.path.getsize(path) / 2**20:.0f} MiB) "
-              f"in {time.perf_counter() - t0:.1f} s")
+        print(f"wrote {args.num_files:,} files x {args.full_epochs} full epochs "
+              f"({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s")
         del keys, sizes
         results = {}
         for mode in ("lazy", "dataset", "returnn_only", "full"):
@@ -126,8 +126,8 @@ def main() -> None:
                            ("returnn_only", "reference: RETURNN's DFD on the same list, bins given (no plan)"),
                            ("full", "reference: read_plan_file (all full epochs)")):
             r = results[mode]
-            print(f"{mode:8s} {r['seconds']:7.3f} s  peak RSS {r['peak_rss_mib']:7.0f} MiB  "
-                  f"({r['num_files_read']} files of rank {NUM_SHARDS - 1}, sub-epoch {args.full_epochs * PARTITION_EPOCH}): {what}")
+            print(f"{mode:12s} {r['seconds']:7.3f} s  peak RSS {r['peak_rss_mib']:7.0f} MiB  ({r['num_files_read']} "
+                  f"files of rank {NUM_SHARDS - 1}, sub-epoch {args.full_epochs * PARTITION_EPOCH}): {what}")
         print(f"dataset - RETURNN's own: {results['dataset']['seconds'] - results['returnn_only']['seconds']:.3f} s")
         print(f"lazy / full: time {results['lazy']['seconds'] / results['full']['seconds']:.3f}, "
               f"peak RSS {results['lazy']['peak_rss_mib'] / results['full']['peak_rss_mib']:.3f}")

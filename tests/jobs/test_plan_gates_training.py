@@ -29,7 +29,8 @@ def _graph(tmp_path, *, partition_epoch: int, plan: bool = True, v2: bool = True
     save_file_sizes(FileSizes(keys, list(range(1, 9))), sizes_path)
     write_file_list(keys, list_path)
     plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=partition_epoch, num_epochs=5)
-    dataset = sharded_files_dataset(tk.Path(list_path), sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+    dataset = sharded_files_dataset(tk.Path(list_path),
+                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
                                     partition_epoch=partition_epoch, num_shards=2,
                                     plan=plan_job.out_plan if plan else None)
     train = training_job(sharded_returnn_config(CONFIG, dataset, v2=v2), num_gpus=2, num_epochs=4,

@@ -16,7 +16,8 @@ from tests.jobs.conftest import SISYPHUS_REASON
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-pytest.importorskip("better_exchook", reason="the example's settings.py uses better_exchook: pip install better_exchook")
+pytest.importorskip("better_exchook", reason="the example's settings.py uses better_exchook: "
+                                             "pip install better_exchook")
 pytest.importorskip("torch", reason="the training needs torch: pip install torch")
 pytest.importorskip("i6_core.returnn", reason="the training job is i6_core's ReturnnTrainingJob: clone "
                                               "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH")
