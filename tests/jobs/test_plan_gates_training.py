@@ -67,9 +67,10 @@ def test_a_failing_plan_blocks_the_training(work_dir, monkeypatch):
     assert not train._sis_runnable()
 
 
-def test_plan_goes_into_the_written_config_as_its_path(work_dir):
+def test_plan_goes_into_the_written_config_as_its_path(work_dir, monkeypatch):
     plan_job, _, train = _graph(work_dir, partition_epoch=2, v2=False)
     train._sis_setup_directory()
+    monkeypatch.chdir(train._sis_path("work"))  # as the worker runs it: create_files writes rnn.sh into cwd
     train.create_files()
     with open(os.path.join(train._sis_path(), "output", "returnn.config")) as f:
         text = f.read()
