@@ -55,7 +55,7 @@ def _returnn_torch_distributed():
 
 @contextlib.contextmanager
 def as_rank(rank: int, num_shards: int, *, dataset_random_seed_offset: int = 0,
-            calls: Optional[List[int]] = None) -> Iterator[None]:
+            calls: Optional[List[int]] = None, extra_config: Optional[Dict[str, Any]] = None) -> Iterator[None]:
     """Run the body as rank ``rank`` of ``num_shards`` in a ``torch_distributed`` training.
 
     A global config has ``torch_distributed`` (RETURNN's default ``dataset_distribution``,
@@ -63,7 +63,8 @@ def as_rank(rank: int, num_shards: int, *, dataset_random_seed_offset: int = 0,
     RETURNN's module (``get_dataset_distribution`` included), except that ``get_ctx`` returns a
     stub context with the rank and size. So RETURNN's ``Dataset._get_default_random_seed_offset``
     and ``_get_distributed_rank_and_size`` see what they would see on that rank. ``calls``, if
-    given, gets the rank each time RETURNN asks for the context.
+    given, gets the rank each time RETURNN asks for the context. ``extra_config`` adds global config
+    entries (e.g. ``num_epochs``).
     """
     import returnn.torch
     from returnn.config import Config, global_config_ctx
@@ -75,7 +76,8 @@ def as_rank(rank: int, num_shards: int, *, dataset_random_seed_offset: int = 0,
             calls.append(rank)
         return StubDistributedContext(rank, num_shards)
 
-    config = Config({"torch_distributed": {}, "dataset_random_seed_offset": dataset_random_seed_offset})
+    config = Config({"torch_distributed": {}, "dataset_random_seed_offset": dataset_random_seed_offset,
+                     **(extra_config or {})})
     saved = sys.modules.get("returnn.torch.distributed")
     sys.modules["returnn.torch.distributed"] = distributed  # not mock.patch.dict: that drops modules imported inside
     try:

@@ -19,6 +19,8 @@ from .io import (
     load_plan,
     read_file_list,
     read_plan_file,
+    read_plan_head,
+    read_plan_layout,
     save_file_sizes,
     save_plan,
     write_file_list,
@@ -49,7 +51,7 @@ __all__ = [
     "passes_for_num_epochs",
     "collect_file_sizes", "FileSizes", "MissingFilesError", "save_file_sizes", "load_file_sizes",
     "read_file_list", "write_file_list", "FILE_LIST_EXTENSIONS",
-    "save_plan", "load_plan", "read_plan_file", "PlanFile", "check_output_path",
+    "save_plan", "load_plan", "read_plan_file", "read_plan_head", "read_plan_layout", "PlanFile", "check_output_path",
     "write_plan_outputs", "plan_summary", "render_report", "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE",
     "NodeCache", "compute_cache_footprint", "compare_plans", "compare_plan_files",
 ]

@@ -18,11 +18,11 @@ __all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLA
 
 #: Longer inline lists make configs (and Sisyphus hashing) slow; pass a file list path instead.
 DEFAULT_MAX_INLINE_FILES = 10_000
-#: Where the DFD subclass lives that implements ``distribution`` and ``file_sizes``.
+#: Where the DFD subclass lives that implements ``distribution``, ``file_sizes`` and ``plan``.
 SHARDED_DFD_CLASS_PATH = "i6_shard.returnn_ext.ShardedDistributeFilesDataset"
 
 _RESERVED = ("class", "files", "get_sub_epoch_dataset", "partition_epoch", "seq_ordering", "distrib_shard_files",
-             "sharding_fix", "distribution", "file_sizes", "buffer_size", "preload_next_n_sub_epochs",
+             "sharding_fix", "distribution", "file_sizes", "plan", "buffer_size", "preload_next_n_sub_epochs",
              "use_worker_proc")
 
 
@@ -103,7 +103,7 @@ def _sharded_dfd_class() -> type:
         from i6_shard.returnn_ext import ShardedDistributeFilesDataset
     except ImportError as exc:
         raise ImportError(
-            f"distribution='balanced' and file_sizes need {SHARDED_DFD_CLASS_PATH}, which needs RETURNN "
+            f"distribution='balanced', file_sizes and plan need {SHARDED_DFD_CLASS_PATH}, which needs RETURNN "
             f"importable in this process (pip install returnn, or put your RETURNN root on sys.path): {exc}"
         ) from exc
     return ShardedDistributeFilesDataset
@@ -117,6 +117,7 @@ def sharded_files_dataset(
     files_key: FilesKey = "files",
     distribution: str = "returnn",
     file_sizes: Union[str, os.PathLike, Any, None] = None,
+    plan: Union[str, os.PathLike, Any, None] = None,
     cached_file: Union[bool, Sequence[Union[int, str]]] = False,
     buffer_size: Optional[int] = None,
     preload_next_n_sub_epochs: Optional[int] = None,
@@ -151,6 +152,13 @@ def sharded_files_dataset(
         ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
+    :param plan: path of a plan file (``ShardPlanJob.out_plan`` or what ``python -m i6_shard plan`` wrote,
+        ``plan.npz``): every rank reads its bins from it instead of computing them, and checks at start-up
+        that it fits (files, ``partition_epoch``, ranks, sharding, seeds, epochs); a ``tk.Path`` makes the
+        training job depend on the job that writes the plan, so a plan that fails blocks the training.
+        Plan ``num_epochs`` as the training's plus ``preload_next_n_sub_epochs`` (RETURNN loads ahead past
+        the last sub-epoch). Uses ``ShardedDistributeFilesDataset``; not with ``file_sizes`` (the plan holds
+        the sizes); ``distribution``, if given, must be the plan's
     :param cached_file: wrap every file name in RETURNN's ``CachedFile`` in the sub-epoch dataset (True),
         or only those of the named modalities of ``files_key`` (e.g. ``[0]`` for the arrow shards of
         ``(arrow, hdf)`` trees)
@@ -169,6 +177,7 @@ def sharded_files_dataset(
     # Plain Python values only (numpy.str_, str subclasses, path objects): configs are written with repr.
     files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts = plain_value(
         (files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts))
+    plan = plain_value(plan)
     partition_epoch = check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch")
     num_shards = check_optional_int(num_shards, name="num_shards", minimum=1,
                                     hint="number of training ranks; leave it out if unknown")
@@ -185,6 +194,14 @@ def sharded_files_dataset(
                                  hint="longest list of files given inline")
     if file_sizes is not None:
         file_sizes = _path_arg(file_sizes, name="file_sizes")
+    if plan is not None:
+        plan = _path_arg(plan, name="plan")
+        if not _path_str(plan).endswith(".npz"):
+            raise ValueError(f"plan={_path_str(plan)!r} is not a plan file (plan.npz); give ShardPlanJob(...).out_plan "
+                             "or the plan.npz that `python -m i6_shard plan` wrote")
+        if file_sizes is not None:
+            raise ValueError("give plan or file_sizes, not both: with a plan the ranks take the bins (and the sizes) "
+                             "from the plan file; drop file_sizes")
     check_optional_mapping(extra_opts, name="extra_opts", example="{'name': 'train'}")
     for key in extra_opts or {}:
         if not isinstance(key, str):
@@ -225,7 +242,7 @@ def sharded_files_dataset(
                 f"file list {_path_str(files_value)!r} has extension {ext!r}; RETURNN reads only "
                 f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
             )
-    use_ext = distribution != "returnn" or file_sizes is not None
+    use_ext = distribution != "returnn" or file_sizes is not None or plan is not None
     dataset: Dict[str, Any] = {
         "class": _sharded_dfd_class() if use_ext else "DistributeFilesDataset",
         "files": files_value,
@@ -242,6 +259,8 @@ def sharded_files_dataset(
         dataset["distribution"] = distribution
     if file_sizes is not None:
         dataset["file_sizes"] = file_sizes
+    if plan is not None:
+        dataset["plan"] = plan
     if buffer_size is not None and buffer_size != 1:
         dataset["buffer_size"] = buffer_size
     worker_proc = use_worker_proc is not False  # RETURNN's default: True

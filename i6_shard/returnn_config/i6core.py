@@ -169,7 +169,8 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
       :class:`SubEpochDatasetCode` in ``python_prolog`` (the prolog runs before the config dict,
       the epilog after it) and the dict refers to them with ``CodeWrapper``.
 
-    Sisyphus paths (``files``, ``file_sizes``) stay in the dict; i6_core writes them as strings.
+    Sisyphus paths (``files``, ``file_sizes``, ``plan``) stay in the dict, so the training job depends on
+    the jobs that write them; i6_core writes them as strings.
     """
     if not isinstance(returnn_config, ReturnnConfig):
         raise TypeError(f"returnn_config must be an i6_core ReturnnConfig or ReturnnConfigV2, got "

@@ -1,24 +1,28 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn" or "balanced") and precomputed file sizes instead of a stat per file."""
+distribution, precomputed file sizes instead of a stat per file, or the bins read from a plan file."""
 
 from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence as SequenceABC
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 import returnn
 from returnn.datasets import distrib_files as _returnn_distrib_files
-from returnn.datasets.basic import Dataset
+from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 
 from i6_shard import core
 from i6_shard.core.io.file_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
 from i6_shard.core.pure import check_distribution
+from i6_shard.core.io.npz import decode_keys, encode_keys
+from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
 from i6_shard.core.pure.cut import cut_full_epoch
 from i6_shard.core.pure.text import short_repr
+from i6_shard.core.pure.settings import PlanSettings
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
@@ -47,17 +51,21 @@ def check_returnn_hooks() -> None:
     init_seq_order = dfd.__dict__.get("init_seq_order")
     used = set(getattr(getattr(init_seq_order, "__code__", None), "co_names", ()))
     for name in ("_lazy_init_file_sizes", "_distribute_evenly_by_size", "_file_sizes", "_num_shards",
-                 "_shard_index", "partition_epoch"):
+                 "_shard_index", "partition_epoch", "_files_order_cache", "preload_next_n_sub_epochs"):
         if name not in used:
             problems.append(f"DistributeFilesDataset.init_seq_order does not use {name}")
     init_params = inspect.signature(dfd.__init__).parameters
-    for name in ("distribution", "file_sizes"):
+    for name in ("distribution", "file_sizes", "plan"):
         if name in init_params:
             problems.append(f"DistributeFilesDataset.__init__ has its own {name!r} argument")
     if "_meta_info_cache" not in init_params or "_file_sizes" not in dfd.__init__.__code__.co_names:
         problems.append("DistributeFilesDataset.__init__ does not restore _file_sizes from _meta_info_cache")
     if not isinstance(getattr(Dataset, "_getnewargs_remap", None), dict) or "__reduce__" not in Dataset.__dict__:
         problems.append("Dataset.__reduce__ / Dataset._getnewargs_remap (used for pickling) are missing")
+    if not callable(_get_distributed_rank_and_size) or not callable(getattr(Dataset, "_get_random_seed_for_epoch",
+                                                                              None)):
+        problems.append("returnn.datasets.basic._get_distributed_rank_and_size or "
+                        "Dataset._get_random_seed_for_epoch is missing")
     if not callable(getattr(_returnn_distrib_files, "_get_key_for_file_tree", None)):
         problems.append("returnn.datasets.distrib_files._get_key_for_file_tree is missing")
     if problems:
@@ -87,7 +95,7 @@ class _StaticOnClassSelectedOnInstance:
 
 
 class ShardedDistributeFilesDataset(DistributeFilesDataset):
-    """RETURNN's :class:`DistributeFilesDataset`, changed in two places only:
+    """RETURNN's :class:`DistributeFilesDataset`, changed in these places only:
 
     - ``distribution``: ``"returnn"`` (default) cuts the bins exactly as RETURNN does;
       ``"balanced"`` cuts size-balanced sub-epoch groups and assigns each group's files to
@@ -99,42 +107,63 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       rank. The stored keys must be exactly the keys of ``files``, in the same order. Each rank
       stats ``file_sizes_check_samples`` random entries again at start-up (another sample per
       rank) and fails if their size or modification time changed since the sizes were computed.
+    - ``plan``: path to what ``ShardPlanJob`` / ``python -m i6_shard plan`` wrote (``plan.npz``): each
+      rank reads its bins from there, one full epoch at a time, and neither stats a file nor cuts bins.
+      When the dataset starts, it checks that the plan fits (file keys and their order,
+      ``partition_epoch``, number of ranks, sharding mode, ``seq_ordering``, distribution, seeds, and
+      the config's ``num_epochs`` plus the preloaded sub-epochs) and raises ``ValueError`` naming every
+      difference and its fix; it never falls back to computing bins.
 
     Use it as the ``"class"`` of a dataset dict (RETURNN accepts the class object there)::
 
         from i6_shard.returnn_ext import ShardedDistributeFilesDataset
         train = {"class": ShardedDistributeFilesDataset, "files": [...], "get_sub_epoch_dataset": ...,
                  "partition_epoch": 20, "distrib_shard_files": True, "sharding_fix": True,
-                 "distribution": "balanced", "file_sizes": "/path/to/file_sizes.npz"}
+                 "plan": "/path/to/plan.npz"}
     """
 
     # Dataset.__reduce__ passes each __init__ argument from the attribute "_" + name if there is one:
     # "file_sizes" would pick up DistributeFilesDataset._file_sizes (the dict), so point it at the path.
-    _getnewargs_remap = {**DistributeFilesDataset._getnewargs_remap, "file_sizes": "file_sizes_path"}
+    _getnewargs_remap = {**DistributeFilesDataset._getnewargs_remap, "file_sizes": "file_sizes_path",
+                         "plan": "plan_path"}
 
-    def __init__(self, *, distribution: str = "returnn", file_sizes: Optional[str | os.PathLike] = None,
-                 file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES, **kwargs):
+    def __init__(self, *, distribution: Optional[str] = None, file_sizes: Optional[str | os.PathLike] = None,
+                 file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES, plan: Optional[str | os.PathLike] = None,
+                 **kwargs):
         """
-        :param distribution: ``"returnn"`` or ``"balanced"``
+        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS``; None: ``"returnn"``, or with
+            ``plan``, the plan's (given with a plan, it must be the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
-            stat every file as RETURNN does
+            stat every file as RETURNN does; not read with ``plan`` (the plan holds the sizes)
         :param file_sizes_check_samples: entries of ``file_sizes`` each rank stats again when it loads them
             (:func:`i6_shard.core.io.check_sample_unchanged`); 0: none
+        :param plan: path of a plan file; None: compute the bins as the other options say
         :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged
         """
-        check_distribution(distribution)
-        if file_sizes is not None and not isinstance(file_sizes, (str, os.PathLike)):
-            raise TypeError(f"file_sizes={file_sizes!r} must be the path (str) of a file sizes archive or None; "
-                            "convert a tk.Path with .get_path()")
+        if distribution is not None:
+            check_distribution(distribution)
+        for name, value, what in (("file_sizes", file_sizes, "a file sizes archive"), ("plan", plan, "a plan file")):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"{name}={value!r} must be the path (str) of {what} or None; "
+                                "convert a tk.Path with .get_path()")
         check_num_samples(file_sizes_check_samples, name="file_sizes_check_samples")
         super().__init__(**kwargs)
         self.file_sizes_check_samples = int(file_sizes_check_samples)
-        self.distribution = distribution
+        self.distribution = distribution if distribution is not None or plan is not None else "returnn"
         self.file_sizes_path: Optional[str] = None if file_sizes is None else os.fspath(file_sizes)
+        self.plan_path: Optional[str] = None if plan is None else os.fspath(plan)
+        self._plan_settings: Optional[PlanSettings] = None  # set once the plan was checked against the dataset
+        self._plan_num_full_epochs = 0
+        self._plan_layout_and_rank: Tuple[int, int] = (0, 0)
 
     def _lazy_init_file_sizes(self):
-        """Sizes from ``file_sizes`` if given (no stat call at all), else RETURNN's own."""
+        """Sizes from ``plan`` or ``file_sizes`` if given (no stat call at all), else RETURNN's own."""
         if self._file_sizes:  # computed already, or restored from _meta_info_cache after pickling
+            return
+        if self.plan_path is not None:
+            self._lazy_init_file_list()  # RETURNN needs no sizes then: the bins come from the plan
+            if self._plan_settings is None:
+                self._check_plan()
             return
         if self.file_sizes_path is None:
             super()._lazy_init_file_sizes()
@@ -143,10 +172,97 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         self._file_sizes = load_sizes_for_files(self.file_sizes_path, self._files,
                                                 num_samples=self.file_sizes_check_samples, seed=self._shard_index)
 
+    def init_seq_order(self, epoch: Optional[int] = None, seq_list=None, seq_order=None) -> bool:
+        """RETURNN's, with the bins of this and the preloaded sub-epochs taken from ``plan`` if given:
+        RETURNN computes only the full epochs not in its cache, and the plan's are put there first."""
+        if self.plan_path is not None and epoch is not None and seq_list is None and seq_order is None:
+            self._fill_from_plan(epoch)
+        return super().init_seq_order(epoch=epoch, seq_list=seq_list, seq_order=seq_order)
+
+    def _fill_from_plan(self, epoch: int) -> None:
+        self._lazy_init_file_list()
+        if self._plan_settings is None:
+            self._check_plan()
+        settings, (layout_idx, rank) = self._plan_settings, self._plan_layout_and_rank
+        p = self.partition_epoch
+        last_needed = epoch + self.preload_next_n_sub_epochs
+        if (last_needed - 1) // p >= self._plan_num_full_epochs:
+            raise ValueError(_too_few_epochs(self.plan_path, settings, num_full_epochs=self._plan_num_full_epochs,
+                                             needed_epoch=last_needed, preload=self.preload_next_n_sub_epochs,
+                                             where=f"at sub-epoch {epoch}"))
+        for full_epoch_0idx in range((epoch - 1) // p, (last_needed - 1) // p + 1):
+            if full_epoch_0idx in self._files_order_cache:
+                continue
+            if self.seq_ordering == "random":
+                planned = settings.seed_for(full_epoch_0idx=full_epoch_0idx, shard_index=rank)
+                mine = self._get_random_seed_for_epoch(full_epoch_0idx * p + 1)
+                if planned != mine:
+                    raise ValueError(
+                        f"plan {self.plan_path!r} does not fit {self}: it shuffles full epoch {full_epoch_0idx} "
+                        f"with seed {planned}, this dataset on rank {rank} with seed {mine} (the plan's "
+                        f"random_seed_offset={settings.random_seed_offset}, fixed_random_seed="
+                        f"{settings.fixed_random_seed}, sharding {settings.sharding!r}); re-plan with the training's "
+                        "seeds (dataset random_seed_offset or config dataset_random_seed_offset, fixed_random_seed), "
+                        "or set them as planned")
+            order, bounds = read_plan_layout(self.plan_path, full_epoch_0idx=full_epoch_0idx, layout_idx=layout_idx,
+                                             num_files=len(self._files))
+            base = self._shard_index * p if settings.distrib_shard_files else 0
+            self._files_order_cache[full_epoch_0idx] = _PlanBins(self._files, order, bounds[base:base + p + 1])
+
+    def _check_plan(self) -> None:
+        """Compare the plan with this dataset once; raise ``ValueError`` naming every difference."""
+        head = read_plan_head(self.plan_path, decode_keys=False)
+        settings = head.settings
+        where = f"plan {self.plan_path!r} does not fit {self}"
+        problems: List[str] = []
+        try:
+            blob = encode_keys(self._files)  # a list of str: each is its own key
+        except TypeError:  # file trees
+            blob = encode_keys([_get_key_for_file_tree(t) for t in self._files])
+        if len(self._files) != head.num_files or not np.array_equal(blob, head.keys_utf8):
+            keys = [_get_key_for_file_tree(t) for t in self._files]
+            problems.append(_keys_difference(decode_keys(head.keys_utf8, num_keys=head.num_files,
+                                                         path=self.plan_path), keys))
+        if settings.partition_epoch != self.partition_epoch:
+            problems.append(f"the plan has partition_epoch={settings.partition_epoch}, the dataset "
+                            f"{self.partition_epoch}")
+        sharded = self.distrib_shard_files or self._num_shards > 1
+        if settings.distrib_shard_files != sharded:
+            problems.append(f"the plan is {settings.sharding!r}, the dataset {'sharded' if sharded else 'unsharded'} "
+                            f"(distrib_shard_files={self.distrib_shard_files}, num_shards={self._num_shards})")
+        rank, world = (self._shard_index, self._num_shards) if sharded else _get_distributed_rank_and_size()
+        if settings.num_shards != world:
+            problems.append(f"the plan is for {settings.num_shards} ranks, the training has {world} (distributed "
+                            "world size)")
+        if settings.seq_ordering != self.seq_ordering:
+            problems.append(f"the plan has seq_ordering={settings.seq_ordering!r}, the dataset "
+                            f"{self.seq_ordering!r}")
+        if self.distribution is not None and self.distribution != settings.distribution:
+            problems.append(f"the plan was cut with distribution={settings.distribution!r}, the dataset asks for "
+                            f"{self.distribution!r}")
+        num_epochs = _config_num_epochs()
+        if not problems and num_epochs:
+            needed = num_epochs + self.preload_next_n_sub_epochs
+            if (needed - 1) // self.partition_epoch >= head.num_full_epochs:
+                problems.append(_too_few_epochs(self.plan_path, settings, num_full_epochs=head.num_full_epochs,
+                                                needed_epoch=needed, preload=self.preload_next_n_sub_epochs,
+                                                where=f"for the config's num_epochs={num_epochs}"))
+        if problems:
+            raise ValueError(
+                f"{where}: " + "; ".join(problems) + ". Make the plan from this training's file list and settings "
+                "(ShardPlanJob on the ComputeFileSizesJob of these files, num_shards = the number of ranks, the same "
+                "partition_epoch, sharding, seq_ordering, distribution and seeds), or give the dataset the plan's "
+                "settings.")
+        self._plan_settings, self._plan_num_full_epochs = settings, head.num_full_epochs
+        self._plan_layout_and_rank = (0 if settings.distrib_shard_files else rank, rank)
+
     def _distribute_selected(
         self, *, num_bins: int, file_sizes: Dict[str, int], files_order: Sequence[FileTree]
     ) -> List[List[FileTree]]:
         """The bins of one full epoch; RETURNN gives rank r in sub-epoch s bin ``r*P + s``."""
+        if self.plan_path is not None:
+            raise RuntimeError(f"{self}: RETURNN asked to cut bins although they come from plan {self.plan_path!r}; "
+                               "this RETURNN version is not supported with plan=")
         if self.distribution == "returnn":
             return DistributeFilesDataset._distribute_evenly_by_size(
                 num_bins=num_bins, file_sizes=file_sizes, files_order=files_order)
@@ -162,6 +278,66 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
 
     _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
+
+
+class _PlanBins(SequenceABC):
+    """One rank's bins of a full epoch from a plan, as RETURNN's ``_files_order_cache`` holds them
+    (bin s = the files of sub-epoch s), built when RETURNN asks for a sub-epoch: memory O(files of the rank)."""
+
+    def __init__(self, files: Sequence[FileTree], order: np.ndarray, bounds: np.ndarray):
+        self._files = files
+        self._order = order[bounds[0]:bounds[-1]].copy()  # only this rank's files
+        self._bounds = (bounds - bounds[0]).tolist()
+
+    def __len__(self) -> int:
+        return len(self._bounds) - 1
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return [self[i] for i in range(*idx.indices(len(self)))]
+        if idx < 0:
+            idx += len(self)
+        if not 0 <= idx < len(self):
+            raise IndexError(idx)
+        files = self._files
+        return [files[i] for i in self._order[self._bounds[idx]:self._bounds[idx + 1]].tolist()]
+
+    def __eq__(self, other):
+        return isinstance(other, SequenceABC) and list(self) == list(other)
+
+    __hash__ = None
+
+
+def _config_num_epochs() -> int:
+    """RETURNN's ``num_epochs`` from the global config, 0 if there is none."""
+    from returnn.config import get_global_config
+
+    config = get_global_config(raise_exception=False)
+    return config.int("num_epochs", 0) if config else 0
+
+
+def _too_few_epochs(path: str, settings: PlanSettings, *, num_full_epochs: int, needed_epoch: int, preload: int,
+                    where: str) -> str:
+    p = settings.partition_epoch
+    return (f"plan {path!r} covers sub-epochs 1..{num_full_epochs * p} ({num_full_epochs} full epochs of "
+            f"partition_epoch={p}), but sub-epoch {needed_epoch} is needed {where} (RETURNN loads "
+            f"preload_next_n_sub_epochs={preload} sub-epochs ahead, also past the last one): plan "
+            f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch}) "
+            "(the training's num_epochs plus preload_next_n_sub_epochs)")
+
+
+def _keys_difference(planned: List[str], keys: List[str]) -> str:
+    """The first difference of the plan's keys and the dataset's, for the error message."""
+    if len(planned) != len(keys):
+        what = f"the plan has {len(planned)} files, the dataset {len(keys)}"
+    else:
+        known = set(planned)
+        missing = [k for k in keys if k not in known]
+        what = (f"{len(missing)} of the dataset's {len(keys)} files are not in the plan (first "
+                f"{min(len(missing), _MAX_LISTED_KEYS)}: {missing[:_MAX_LISTED_KEYS]})" if missing else
+                "the plan has the dataset's files in another order")
+    first = next((i for i, (a, b) in enumerate(zip(planned, keys)) if a != b), min(len(planned), len(keys)))
+    return f"{what}; first difference at entry {first}: {_at(planned, first)} in the plan, {_at(keys, first)} in files"
 
 
 def load_sizes_for_files(path: str, files: Sequence[FileTree], *, num_samples: int = 0,

@@ -304,34 +304,39 @@ def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
         check_returnn_config(merged, num_ranks=2)
 
 
-def test_readme_recipe_snippet_builds_the_jobs(tmp_path):
-    """The first code block of the README's "Config builders" section runs as it is."""
+@pytest.mark.parametrize("local", [True, False])
+def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
+    """The first code block of the README's "Config builders" section runs as it is (and with LOCAL = False):
+    the training reads the plan and depends on the plan job; local: 2 CPU ranks with gloo that fit 2 cores."""
     pytest.importorskip("i6_shard.jobs")
     import re
 
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
     section = readme[readme.index("## Config builders"):]
     snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    namespace = {
-        "hdf_files": [tk.Path(f"/data/part{i:03d}.hdf") for i in range(200)],
-        "get_model": _readme_get_model, "train_step": _readme_train_step,
-        "RETURNN_PYTHON_EXE": EXE["returnn_python_exe"], "RETURNN_ROOT": EXE["returnn_root"],
-    }
+    assert "\nLOCAL = True" in snippet
+    if not local:
+        snippet = snippet.replace("\nLOCAL = True", "\nLOCAL = False")
+    namespace = {"__name__": "readme_config"}
     exec(compile(snippet, "README.md", "exec"), namespace)
-    job = namespace["job"]
-    assert isinstance(job, ReturnnTrainingJob) and job.horovod_num_processes == 8
-    assert namespace["num_epochs"] == 200
+    jobs = []
+    make_job = namespace["training_job"]
+    namespace["training_job"] = lambda *args, **kwargs: jobs.append(make_job(*args, **kwargs)) or jobs[-1]
+    namespace["py"]()
+    (job,) = jobs
+    assert isinstance(job, ReturnnTrainingJob) and job.horovod_num_processes == (2 if local else 8)
     train = job.returnn_config.config["train"]
-    assert train["files"].get_path() == namespace["sizes"].out_file_list.get_path()
-    assert train["distribution"] == "balanced" and train["file_sizes"].get_path().endswith("file_sizes.npz")
-
-
-def _readme_get_model(**_kwargs):
-    raise NotImplementedError
-
-
-def _readme_train_step(**_kwargs):
-    raise NotImplementedError
+    plan_jobs = [p.creator for p in job._sis_inputs if type(p.creator).__name__ == "ShardPlanJob"]
+    assert len(plan_jobs) == 1 and train["plan"] == plan_jobs[0].out_plan and "file_sizes" not in train
+    assert train["distribution"] == "balanced"
+    assert job.returnn_config.config["torch_distributed"] == ({"backend": "gloo"} if local else {})
+    if local:
+        assert (job.rqmt["cpu"], job.rqmt["mem"], job.rqmt["gpu"]) == (2, 4, 0)
+        assert job.returnn_config.post_config["device"] == "cpu"
+    else:
+        assert job.rqmt["gpu"] == 8
+    # The plan holds the sub-epoch RETURNN preloads after the last one.
+    assert plan_jobs[0].num_epochs == job.returnn_config.post_config["num_epochs"] + 1
 
 
 def test_passes_follow_the_sharding_mode_the_reader_finds():

@@ -12,7 +12,8 @@ from .demo import lognormal_sizes, make_demo_files
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import DEFAULT_CHECK_SAMPLES, DEFAULT_NUM_THREADS, FileSizes, MissingFilesError, \
     StaleFileSizesError, check_sample_unchanged, collect_file_sizes, load_file_sizes, save_file_sizes
-from .plan_file import PLAN_FORMAT_VERSION, PlanFile, load_plan, read_plan_file, save_plan
+from .plan_file import (PLAN_FORMAT_VERSION, PlanFile, PlanHead, load_plan, read_plan_file, read_plan_head,
+                        read_plan_layout, save_plan)
 from .progress import Progress
 from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
 from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
@@ -21,7 +22,8 @@ __all__ = [
     "collect_file_sizes", "FileSizes", "MissingFilesError", "save_file_sizes", "load_file_sizes", "DEFAULT_NUM_THREADS",
     "check_sample_unchanged", "StaleFileSizesError", "DEFAULT_CHECK_SAMPLES",
     "read_file_list", "write_file_list", "FILE_LIST_EXTENSIONS",
-    "save_plan", "load_plan", "read_plan_file", "PlanFile", "PLAN_FORMAT_VERSION",
+    "save_plan", "load_plan", "read_plan_file", "PlanFile", "PLAN_FORMAT_VERSION", "PlanHead", "read_plan_head",
+    "read_plan_layout",
     "atomic_write", "atomic_path", "check_output_path", "Progress",
     "lognormal_sizes", "make_demo_files",
     "read_training_logs", "TrainingLog", "RankLog", "SubEpochLog",

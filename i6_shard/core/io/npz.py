@@ -7,9 +7,10 @@ import contextlib
 import math
 import os
 import stat
+import struct
 import zipfile
 import zlib
-from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Collection, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -29,10 +30,12 @@ _MAX_MEMBERS = 1000
 
 
 def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compress: bool = True,
-             kind: str = "npz archive") -> None:
+             kind: str = "npz archive", uncompressed: Collection[str] = ()) -> None:
     """Write ``arrays`` as an npz archive, atomically and with deterministic bytes.
 
     :param arrays: name -> array; no object arrays (they would need pickle to load)
+    :param uncompressed: names of arrays stored without compression even with ``compress``, so that
+        :meth:`NpzReader.read_row` reads one row of them without inflating the rows before it
     :param kind: what the file is, for the error about a name that does not end in ``.npz``
     :raises ValueError: if ``path`` does not end in ``.npz`` (an npz is a zip: no such bytes under ``.json``)
     """
@@ -44,8 +47,9 @@ def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compr
                 if arr.dtype == object:
                     raise TypeError(f"array {name!r} has dtype object, which npz cannot store without pickle")
                 info = zipfile.ZipInfo(name + ".npy", date_time=_ZIP_DATE)
-                info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-                if compress:
+                deflate = compress and name not in uncompressed
+                info.compress_type = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+                if deflate:
                     _set_compress_level(info, 1)
                 info.external_attr = 0o644 << 16
                 # Streamed member by member (numpy writes in buffered chunks): no in-memory copy
@@ -95,6 +99,7 @@ class NpzReader:
     def __init__(self, zf: zipfile.ZipFile, *, path: str, kind: str, archive_bytes: int):
         self._zf, self.path, self.kind, self._archive_bytes = zf, path, kind, archive_bytes
         self._infos: Dict[str, zipfile.ZipInfo] = {}
+        self._header_bytes: Dict[str, int] = {}
         self.headers: Dict[str, NpyHeader] = {}
         infos = zf.infolist()
         if len(infos) > _MAX_MEMBERS:
@@ -132,6 +137,7 @@ class NpzReader:
         if header_bytes + data_bytes != info.file_size:
             raise ValueError(f"{where} declares shape {shape} of {dtype} ({_nbytes(data_bytes)}) but holds "
                              f"{_nbytes(info.file_size - header_bytes)}; refused before allocating it")
+        self._header_bytes[name] = header_bytes
         return NpyHeader(shape=tuple(int(n) for n in shape), dtype=dtype, fortran_order=bool(fortran_order))
 
     def read(self, name: str) -> np.ndarray:
@@ -141,6 +147,54 @@ class NpzReader:
                 return np.lib.format.read_array(f, allow_pickle=False)
         except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
             raise ValueError(f"{self.path!r} is not a readable {self.kind}: {type(exc).__name__}: {exc}") from None
+
+
+    def read_row(self, name: str, row: int) -> np.ndarray:
+        """Row ``row`` of member ``name``, a C-order array of shape [..., n], its leading axes flattened:
+        ``read(name).reshape(-1, n)[row]``, reading only that row's bytes when the member is stored
+        uncompressed (``save_npz(..., uncompressed=...)``), else inflating the member up to that row in
+        chunks; memory O(n) either way.
+
+        >>> import tempfile; d = tempfile.mkdtemp()
+        >>> for packed in ((), ("a",)):
+        ...     save_npz(d + "/x.npz", {"a": np.arange(12).reshape(2, 2, 3)}, uncompressed=packed)
+        ...     with open_npz(d + "/x.npz") as npz:
+        ...         print(npz.read_row("a", 2).tolist())
+        [6, 7, 8]
+        [6, 7, 8]
+        """
+        header, info = self.headers[name], self._infos[name]
+        if header.fortran_order or not header.shape:
+            raise ValueError(f"{self.path!r}: member {name!r} is not a C-order array with rows")
+        width = header.shape[-1]
+        num_rows = math.prod(header.shape[:-1])
+        if not 0 <= row < num_rows:
+            raise IndexError(f"{self.path!r}: member {name!r} has {num_rows} rows, no row {row}")
+        row_bytes = width * header.dtype.itemsize
+        skip = self._header_bytes[name] + row * row_bytes
+        try:
+            if info.compress_type == zipfile.ZIP_STORED and self._zf.fp is not None:
+                fp = self._zf.fp
+                fp.seek(info.header_offset)
+                local = fp.read(30)
+                if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                    raise ValueError("bad local header")
+                name_len, extra_len = struct.unpack("<HH", local[26:30])
+                fp.seek(info.header_offset + 30 + name_len + extra_len + skip)
+                data = fp.read(row_bytes)
+            else:
+                with self._zf.open(info) as f:
+                    while skip:
+                        chunk = f.read(min(skip, _WRITE_CHUNK_BYTES))
+                        if not chunk:
+                            raise EOFError(f"member {name!r} ends before row {row}")
+                        skip -= len(chunk)
+                    data = f.read(row_bytes)
+            if len(data) != row_bytes:
+                raise EOFError(f"row {row} is truncated")
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            raise ValueError(f"{self.path!r} is not a readable {self.kind}: {type(exc).__name__}: {exc}") from None
+        return np.frombuffer(data, dtype=header.dtype).copy()
 
 
 class NpyHeader(NamedTuple):

@@ -1,5 +1,5 @@
 """The plan file: a deterministic ``.npz`` with the settings, keys, sizes and, per full
-epoch, the file order and bin boundaries; readable with numpy alone."""
+epoch, the file order and bin boundaries; readable with numpy alone, one full epoch at a time."""
 
 from __future__ import annotations
 
@@ -7,20 +7,26 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
+from ..pure.cut import CUT_VERSIONS
 from ..pure.plan import ShardPlan
 from ..pure.settings import PlanSettings
 from .progress import Progress
 from ..pure.stats import num_full_epochs_for
 
-__all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "plan_arrays", "plan_arrays_nbytes", "check_plan_fits_memory",
-           "save_plan", "load_plan", "read_plan_file"]
+__all__ = ["PLAN_FORMAT_VERSION", "READABLE_PLAN_FORMATS", "PlanFile", "PlanHead", "plan_arrays",
+           "plan_arrays_nbytes", "check_plan_fits_memory", "save_plan", "load_plan", "read_plan_file",
+           "read_plan_head", "read_plan_layout"]
 
-PLAN_FORMAT_VERSION = 1
+#: 2: adds ``algorithm_version`` (the distribution's ``CUT_VERSIONS`` entry that cut the bins) and stores
+#: ``orders`` and ``bounds`` uncompressed, so that one full epoch is read without the others.
+PLAN_FORMAT_VERSION = 2
+#: Formats this i6_shard reads; a plan keeps the bins it was written with, whatever the version.
+READABLE_PLAN_FORMATS = (1, 2)
 
 #: Scalar arrays of the plan file, one per PlanSettings field (texts as str scalars, fixed_random_seed as
 #: shape [0] or [1]); same_seed_on_all_ranks is stored only when True, so that plans without it keep
@@ -28,6 +34,8 @@ PLAN_FORMAT_VERSION = 1
 _SETTINGS_ARRAYS = ("num_shards", "partition_epoch", "num_epochs", "random_seed_offset", "fixed_random_seed",
                     "distrib_shard_files", "seq_ordering", "distribution")
 _ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", *_SETTINGS_ARRAYS}
+#: Arrays a format adds to :data:`_ARRAYS`.
+_FORMAT_ARRAYS = {1: set(), 2: {"algorithm_version"}}
 _OPTIONAL_FLAGS = ("same_seed_on_all_ranks",)
 #: Float settings stored only when not their default (PlanSettings.as_dict leaves them out then).
 _OPTIONAL_FLOATS = ("max_sub_epoch_deviation",)
@@ -150,6 +158,7 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
     return {
         **_settings_arrays(settings),
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
+        "algorithm_version": np.array(CUT_VERSIONS[settings.distribution], dtype=np.int64),
         "keys_utf8": encode_keys(plan.keys),
         "sizes": plan.costs,
         "orders": orders,
@@ -159,7 +168,40 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
 
 def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
     """Write the plan file (atomically, deterministic bytes); see :func:`plan_arrays` for its arrays."""
-    save_npz(path, plan_arrays(plan), kind="plan file")
+    save_npz(path, plan_arrays(plan), kind="plan file", uncompressed=("orders", "bounds"))
+
+
+@dataclass(frozen=True)
+class PlanHead:
+    """What a plan file holds besides its layouts: read with :func:`read_plan_head` in memory O(files).
+
+    :ivar settings: the plan's settings (``num_epochs``: what it was written for)
+    :ivar keys_utf8: the keys as stored (see :func:`~i6_shard.core.io.npz.encode_keys`)
+    :ivar costs: int64 sizes, shape [num_files]
+    :ivar format_version: the file's format (see :data:`PLAN_FORMAT_VERSION`)
+    :ivar algorithm_version: ``CUT_VERSIONS[distribution]`` of the i6_shard that wrote it; None in format 1
+    :ivar num_full_epochs: full epochs stored
+    :ivar keys: the keys, if read with ``decode_keys=True``
+    """
+
+    settings: PlanSettings
+    keys_utf8: np.ndarray
+    costs: np.ndarray
+    format_version: int
+    algorithm_version: Optional[int]
+    num_full_epochs: int
+    keys: Optional[List[str]] = None
+
+    @property
+    def num_files(self) -> int:
+        return len(self.costs)
+
+    @property
+    def plan(self) -> ShardPlan:
+        """The :class:`ShardPlan` (needs the keys decoded)."""
+        if self.keys is None:
+            raise ValueError("the plan head was read with decode_keys=False; read it with decode_keys=True")
+        return ShardPlan(self.keys, self.costs, self.settings)
 
 
 @dataclass(frozen=True)
@@ -170,6 +212,8 @@ class PlanFile:
     plan: ShardPlan
     orders: np.ndarray
     bounds: np.ndarray
+    format_version: int = PLAN_FORMAT_VERSION
+    algorithm_version: Optional[int] = None
 
     @property
     def num_epochs(self) -> int:
@@ -190,45 +234,107 @@ def load_plan(path: str | os.PathLike, *, verify: bool = False) -> ShardPlan:
     return read_plan_file(path, verify=verify).plan
 
 
+def _open_plan(path: str):
+    return open_npz(path, kind="plan file", missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
+                                                    "or `python -m i6_shard plan`")
+
+
+_BIG = ("keys_utf8", "sizes", "orders", "bounds")
+
+
+def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
+    """Check every header against the others, then read the settings, keys and sizes (not the layouts)."""
+    headers = npz.headers
+    version_h = headers.get("format_version")
+    if version_h is None or version_h.shape != () or version_h.dtype.kind not in "iu":
+        raise ValueError(f"{path!r} is not a plan file (arrays {sorted(headers)[:20]})")
+    version = int(npz.read("format_version"))
+    if version not in READABLE_PLAN_FORMATS:
+        raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads formats {READABLE_PLAN_FORMATS}: "
+                         "use the i6_shard that wrote it, or re-plan with this one")
+    required = _ARRAYS | _FORMAT_ARRAYS[version]
+    flags = set(headers) - required - set(_OPTIONAL_FLOATS)
+    if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
+        raise ValueError(f"{path!r} is not a plan file of format {version} (arrays {sorted(headers)[:20]})")
+    for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)
+        if name not in _BIG and math.prod(header.shape) > 1:
+            raise ValueError(f"{path!r} is corrupt: {name} has shape {header.shape}, expected a scalar")
+    data = {name: npz.read(name) for name in headers if name not in _BIG}
+    for name in flags:
+        if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
+            raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
+    settings = _settings_from_arrays(data)
+    sizes_h, keys_h = headers["sizes"], headers["keys_utf8"]
+    if len(sizes_h.shape) != 1 or sizes_h.dtype.kind not in "iu" or keys_h.dtype != np.uint8 \
+            or len(keys_h.shape) != 1:
+        raise ValueError(f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)} and keys_utf8 "
+                         f"{keys_h.dtype}{list(keys_h.shape)}; expected integer and uint8 vectors")
+    num_files = sizes_h.shape[0]
+    expected = (num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch),
+                settings.num_layouts)
+    orders_h, bounds_h = headers["orders"], headers["bounds"]
+    if orders_h.shape != expected + (num_files,) or bounds_h.shape != expected + (settings.num_bins + 1,) \
+            or orders_h.dtype.kind not in "iu" or bounds_h.dtype.kind not in "iu":
+        raise ValueError(f"{path!r} is corrupt: orders {orders_h.dtype}{orders_h.shape} and bounds "
+                         f"{bounds_h.dtype}{bounds_h.shape} do not fit {expected[0]} full epochs of {num_files} "
+                         "files; nothing of them was read")
+    sizes = npz.read("sizes").astype(np.int64, copy=False)
+    blob = npz.read("keys_utf8")
+    keys = decode_keys(blob, num_keys=num_files, path=path) if decode else None
+    algorithm = int(data["algorithm_version"]) if "algorithm_version" in data else None
+    return PlanHead(settings=settings, keys_utf8=blob, costs=sizes, format_version=version,
+                    algorithm_version=algorithm, num_full_epochs=expected[0], keys=keys)
+
+
+def read_plan_head(path: str | os.PathLike, *, decode_keys: bool = True) -> PlanHead:
+    """The settings, keys, sizes, versions and number of full epochs of a plan file, without its layouts
+    (memory O(files)).
+
+    :param decode_keys: also decode the keys into ``PlanHead.keys`` (1M keys take a few tenths of a second;
+        to check a file list against the plan, compare ``encode_keys(keys)`` with ``keys_utf8`` instead)
+    """
+    path = os.fspath(path)
+    with _open_plan(path) as npz:
+        return _read_head(npz, path, decode=decode_keys)
+
+
+def read_plan_layout(path: str | os.PathLike, *, full_epoch_0idx: int, layout_idx: int = 0,
+                     num_files: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """``(order, bounds)`` of one full epoch and layout of a plan file (see :func:`plan_arrays`), reading
+    only those bytes (format 2; format 1 inflates the layouts before it, in chunks): memory O(files).
+
+    :param layout_idx: 0 when sharded; the rank unsharded
+    :param num_files: if given, the number of files the caller expects (checked against the file)
+    :raises ValueError: if the file holds no such full epoch or layout, naming what it holds
+    """
+    path = os.fspath(path)
+    with _open_plan(path) as npz:
+        orders_h, bounds_h = npz.headers.get("orders"), npz.headers.get("bounds")
+        if orders_h is None or bounds_h is None or len(orders_h.shape) != 3 or len(bounds_h.shape) != 3 \
+                or orders_h.shape[:2] != bounds_h.shape[:2]:
+            raise ValueError(f"{path!r} is not a plan file: no orders/bounds of matching shape")
+        num_full, num_layouts, width = orders_h.shape
+        if num_files is not None and width != num_files:
+            raise ValueError(f"{path!r} plans {width} files, not {num_files}")
+        if not 0 <= full_epoch_0idx < num_full or not 0 <= layout_idx < num_layouts:
+            raise ValueError(f"{path!r} holds full epochs 0..{num_full - 1} of {num_layouts} layouts, not full "
+                             f"epoch {full_epoch_0idx} of layout {layout_idx}")
+        row = full_epoch_0idx * num_layouts + layout_idx
+        order, bounds = npz.read_row("orders", row), npz.read_row("bounds", row)
+    if (order.size and (int(order.min()) < 0 or int(order.max()) >= width)) or bounds[0] != 0 \
+            or bounds[-1] != width or np.any(np.diff(bounds) < 0):
+        raise ValueError(f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}) has file indices "
+                         "or bin bounds outside its files")
+    return order.astype(np.int64, copy=False), bounds.astype(np.int64, copy=False)
+
+
 def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile:
     """Load a plan file with its stored layouts; ``verify`` as in :func:`load_plan`."""
     path = os.fspath(path)
-    big = ("keys_utf8", "sizes", "orders", "bounds")
-    with open_npz(path, kind="plan file", missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
-                                                  "or `python -m i6_shard plan`") as npz:
-        headers = npz.headers
-        flags = set(headers) - _ARRAYS - set(_OPTIONAL_FLOATS)
-        if not _ARRAYS <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
-            raise ValueError(f"{path!r} is not a plan file (arrays {sorted(headers)[:20]})")
-        for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)
-            if name not in big and math.prod(header.shape) > 1:
-                raise ValueError(f"{path!r} is corrupt: {name} has shape {header.shape}, expected a scalar")
-        data = {name: npz.read(name) for name in headers if name not in big}
-        for name in flags:
-            if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
-                raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
-        version = int(data["format_version"])
-        if version != PLAN_FORMAT_VERSION:
-            raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads {PLAN_FORMAT_VERSION}")
-        settings = _settings_from_arrays(data)
-        sizes_h, keys_h = headers["sizes"], headers["keys_utf8"]
-        if len(sizes_h.shape) != 1 or sizes_h.dtype.kind not in "iu" or keys_h.dtype != np.uint8 \
-                or len(keys_h.shape) != 1:
-            raise ValueError(f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)} and keys_utf8 "
-                             f"{keys_h.dtype}{list(keys_h.shape)}; expected integer and uint8 vectors")
-        num_files = sizes_h.shape[0]
-        expected = (num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch),
-                    settings.num_layouts)
-        orders_h, bounds_h = headers["orders"], headers["bounds"]
-        if orders_h.shape != expected + (num_files,) or bounds_h.shape != expected + (settings.num_bins + 1,) \
-                or orders_h.dtype.kind not in "iu" or bounds_h.dtype.kind not in "iu":
-            raise ValueError(f"{path!r} is corrupt: orders {orders_h.dtype}{orders_h.shape} and bounds "
-                             f"{bounds_h.dtype}{bounds_h.shape} do not fit {expected[0]} full epochs of {num_files} "
-                             "files; nothing of them was read")
-        sizes = npz.read("sizes").astype(np.int64, copy=False)
-        keys = decode_keys(npz.read("keys_utf8"), num_keys=num_files, path=path)
+    with _open_plan(path) as npz:
+        head = _read_head(npz, path)
         orders, bounds = npz.read("orders"), npz.read("bounds")
-    plan = ShardPlan(keys, sizes, settings)
+    plan = head.plan
     if verify:
         for k in range(orders.shape[0]):
             for r in range(orders.shape[1]):
@@ -236,4 +342,5 @@ def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile
                 if not (np.array_equal(order, orders[k, r]) and np.array_equal(bnd, bounds[k, r])):
                     raise ValueError(f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
                                      "computes for the stored settings; re-plan with this version")
-    return PlanFile(plan=plan, orders=orders, bounds=bounds)
+    return PlanFile(plan=plan, orders=orders, bounds=bounds, format_version=head.format_version,
+                    algorithm_version=head.algorithm_version)

@@ -11,7 +11,7 @@ from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .flexible import distribute_flexible
 
-__all__ = ["CUTS", "cut_full_epoch"]
+__all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -26,6 +26,10 @@ CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
     "balanced": distribute_balanced,
     "flexible": distribute_flexible,
 }
+
+#: distribution name -> the version of its output, which plan files record: raise it with any change that
+#: moves a bin for some input (tests/core/io/test_stored_plans.py pins the bins of each version).
+CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1}
 
 
 def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int, distribution: str,

@@ -1,0 +1,83 @@
+"""Plans outlive upgrades: plan files stored in tests/data/plans (formats 1 and 2, one per distribution)
+still load with this i6_shard and give their stored bins. For "returnn" the bins are checked against
+RETURNN's own DistributeFilesDataset; for the other distributions the stored file itself is the pin, made
+once: if this i6_shard cuts them differently, the distribution changed and this test fails on purpose."""
+
+import glob
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, read_plan_head, read_plan_layout
+from i6_shard.core.pure.cut import CUTS, CUT_VERSIONS
+
+pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
+
+from ...returnn_ranks import returnn_files  # noqa: E402
+
+_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "plans")
+_spec = importlib.util.spec_from_file_location("_make_plans", os.path.join(_DIR, "make_plans.py"))
+_made = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_made)
+_STORED = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(_DIR, "*.npz")))
+
+
+def _stored_bins(path: str):
+    """[rank][epoch - 1] -> keys, from the stored arrays with numpy alone (as docs/file_formats.md describes)."""
+    with np.load(path, allow_pickle=False) as d:
+        keys = bytes(d["keys_utf8"]).decode("utf-8", "surrogatepass").split("\0")
+        p, w, sharded = int(d["partition_epoch"]), int(d["num_shards"]), bool(d["distrib_shard_files"])
+        num_epochs = int(d["num_epochs"])
+        out = [[] for _ in range(w)]
+        for epoch in range(1, num_epochs + 1):
+            for r in range(w):
+                order = d["orders"][(epoch - 1) // p, 0 if sharded else r]
+                bnd = d["bounds"][(epoch - 1) // p, 0 if sharded else r]
+                b = (r * p if sharded else 0) + (epoch - 1) % p
+                out[r].append([keys[i] for i in order[bnd[b]:bnd[b + 1]].tolist()])
+    return out
+
+
+def test_every_distribution_and_both_formats_are_pinned():
+    assert _STORED == sorted([f"format{f}_{d}" for f in (1, 2) for d in CUTS] + ["format1_returnn_unsharded"])
+
+
+@pytest.mark.parametrize("name", _STORED)
+def test_stored_plan_loads_with_its_settings_and_versions(name):
+    fmt, rest = name.split("_", 1)
+    distribution, _, mode = rest.partition("_")
+    path = os.path.join(_DIR, name + ".npz")
+    head = read_plan_head(path)
+    expected = PlanSettings.from_mode(sharding=mode or "sharded", distribution=distribution, **_made.SETTINGS)
+    assert head.plan.settings == expected
+    assert head.plan.keys == _made.KEYS and head.plan.costs.tolist() == _made.SIZES
+    assert head.format_version == int(fmt[-1])
+    assert head.algorithm_version == (None if fmt == "format1" else CUT_VERSIONS[distribution])
+    loaded = read_plan_file(path)
+    for k in range(head.num_full_epochs):
+        for r in range(expected.num_layouts):
+            order, bounds = read_plan_layout(path, full_epoch_0idx=k, layout_idx=r)
+            assert order.tolist() == loaded.orders[k, r].tolist() and bounds.tolist() == loaded.bounds[k, r].tolist()
+
+
+@pytest.mark.parametrize("name", [n for n in _STORED if "_returnn" in n])
+def test_stored_returnn_plans_are_what_returnns_own_dataset_reads(name):
+    path = os.path.join(_DIR, name + ".npz")
+    settings = read_plan_head(path).plan.settings
+    assert _stored_bins(path) == returnn_files(_made.KEYS, _made.SIZES, settings, num_epochs=settings.num_epochs)
+
+
+@pytest.mark.parametrize("name", _STORED)
+def test_this_i6_shard_still_cuts_the_stored_bins(name):
+    """Fails when a distribution's output changes: then raise its CUT_VERSIONS entry, add pinned plans of the
+    new version, and keep these (plans written before must still train their stored bins)."""
+    path = os.path.join(_DIR, name + ".npz")
+    settings = read_plan_head(path).plan.settings
+    plan = ShardPlan(_made.KEYS, _made.SIZES, settings)
+    now = [[plan.files_for(epoch=e, shard_index=r) for e in range(1, settings.num_epochs + 1)]
+           for r in range(settings.num_shards)]
+    assert now == _stored_bins(path), (
+        f"{settings.distribution!r} now cuts other bins than the stored plan {name}: raise "
+        f"CUT_VERSIONS[{settings.distribution!r}] (now {CUT_VERSIONS[settings.distribution]})")

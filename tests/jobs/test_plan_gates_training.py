@@ -1,0 +1,91 @@
+"""``sharded_files_dataset(..., plan=ShardPlanJob.out_plan)`` in the real Sisyphus and i6_core: the plan is
+an input of the ReturnnTrainingJob, so Sisyphus runs the training only after the plan job finished, and a
+plan job that fails (too few files for the bins) leaves the training waiting; without ``plan`` nothing moves."""
+
+import os
+import sys
+
+import pytest
+
+from tests.jobs.conftest import SISYPHUS_REASON, run_job
+
+pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+pytest.importorskip("i6_core.returnn", reason="needs i6_core on PYTHONPATH (clone github.com/rwth-i6/i6_core into "
+                                              "recipe/)")
+
+from sisyphus import tk  # noqa: E402
+
+from i6_shard.core import FileSizes, save_file_sizes, write_file_list  # noqa: E402
+from i6_shard.jobs import ShardPlanJob  # noqa: E402
+from i6_shard.returnn_config import sharded_files_dataset  # noqa: E402
+from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job  # noqa: E402
+
+CONFIG = {"backend": "torch", "behavior_version": 24, "batch_size": 1000}
+
+
+def _graph(tmp_path, *, partition_epoch: int, plan: bool = True, v2: bool = True):
+    keys = [str(tmp_path / f"f{i}.hdf") for i in range(8)]
+    sizes_path, list_path = str(tmp_path / "sizes.npz"), str(tmp_path / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 9))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=partition_epoch, num_epochs=5)
+    dataset = sharded_files_dataset(tk.Path(list_path),
+                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+                                    partition_epoch=partition_epoch, num_shards=2,
+                                    plan=plan_job.out_plan if plan else None)
+    train = training_job(sharded_returnn_config(CONFIG, dataset, v2=v2), num_gpus=2, num_epochs=4,
+                         returnn_version="1.20261022.211313",
+                         returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(tmp_path)))
+    return plan_job, dataset, train
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_the_training_depends_on_the_plan_job(work_dir, monkeypatch, v2):
+    from sisyphus import gs
+
+    monkeypatch.setattr(gs, "WAIT_PERIOD_BETWEEN_CHECKS", 0)  # look at the job directory on every check
+    plan_job, dataset, train = _graph(work_dir, partition_epoch=2, v2=v2)
+    assert dataset["plan"] is plan_job.out_plan
+    assert plan_job.out_plan in train._sis_inputs
+    assert plan_job in {p.creator for p in train._sis_inputs}
+    assert not train._sis_all_path_available()  # the plan job has not run
+    run_job(plan_job)
+    open(os.path.join(plan_job._sis_path(), "finished"), "w").close()  # what the Sisyphus worker marks
+    assert plan_job.out_plan.available() and train._sis_all_path_available()
+    _, _, unplanned = _graph(work_dir, partition_epoch=2, plan=False, v2=v2)
+    assert unplanned._sis_id() != train._sis_id() and plan_job.out_plan not in unplanned._sis_inputs
+
+
+def test_a_failing_plan_blocks_the_training(work_dir, monkeypatch):
+    from sisyphus import gs
+
+    monkeypatch.setattr(gs, "WAIT_PERIOD_BETWEEN_CHECKS", 0)
+    plan_job, _, train = _graph(work_dir, partition_epoch=5)  # 8 files cannot fill 2*5 bins
+    with pytest.raises(ValueError, match="8 files cannot fill num_shards\\*partition_epoch=2\\*5=10 bins"):
+        run_job(plan_job)
+    assert not os.path.exists(plan_job.out_plan.get_path()) and not plan_job.out_plan.available()
+    assert not train._sis_runnable()
+
+
+def test_plan_goes_into_the_written_config_as_its_path(work_dir, monkeypatch):
+    plan_job, _, train = _graph(work_dir, partition_epoch=2, v2=False)
+    train._sis_setup_directory()
+    monkeypatch.chdir(train._sis_path("work"))  # as the worker runs it: create_files writes rnn.sh into cwd
+    train.create_files()
+    with open(os.path.join(train._sis_path(), "output", "returnn.config")) as f:
+        text = f.read()
+    assert f"\"plan\": \"{plan_job.out_plan.get_path()}\"" in text
+
+
+def test_builder_checks_plan(tmp_path):
+    hdf = {"class": "HDFDataset", "seq_ordering": "random"}
+    d = sharded_files_dataset(["/a.hdf", "/b.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/plan.npz")
+    assert d["plan"] == "/p/plan.npz" and d["class"].__name__ == "ShardedDistributeFilesDataset"
+    assert "plan" not in sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1)
+    with pytest.raises(ValueError, match="give plan or file_sizes, not both"):
+        sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/plan.npz",
+                              file_sizes="/p/sizes.npz")
+    with pytest.raises(ValueError, match="is not a plan file"):
+        sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/report.txt")
+    with pytest.raises(ValueError, match="sharded_files_dataset"):
+        sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, extra_opts={"plan": "/x.npz"})
