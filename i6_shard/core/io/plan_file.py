@@ -31,6 +31,8 @@ _ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", *_SETTING
 _OPTIONAL_FLAGS = ("same_seed_on_all_ranks",)
 #: Float settings stored only when not their default (PlanSettings.as_dict leaves them out then).
 _OPTIONAL_FLOATS = ("max_sub_epoch_deviation",)
+#: Text settings stored only when not their default ("bytes").
+_OPTIONAL_TEXTS = ("unit",)
 
 
 def _settings_arrays(settings: PlanSettings) -> Dict[str, np.ndarray]:
@@ -197,7 +199,7 @@ def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile
     with open_npz(path, kind="plan file", missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
                                                   "or `python -m i6_shard plan`") as npz:
         headers = npz.headers
-        flags = set(headers) - _ARRAYS - set(_OPTIONAL_FLOATS)
+        flags = set(headers) - _ARRAYS - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS)
         if not _ARRAYS <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
             raise ValueError(f"{path!r} is not a plan file (arrays {sorted(headers)[:20]})")
         for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)
