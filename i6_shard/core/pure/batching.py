@@ -13,12 +13,14 @@ from .args import check_optional_int
 from .plan import ShardPlan
 from .stats import compute_plan_stats
 
-__all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "predict_dropped",
+__all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "order_variance",
+           "predict_dropped",
            "scaled_lengths", "predict_plan_drop", "DEFAULT_NUM_DRAWS"]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
 DEFAULT_NUM_DRAWS = 512
 _NO_LIMIT = 2**62
+_ORDER_SAMPLE = 512
 
 
 @dataclass(frozen=True)
@@ -110,24 +112,48 @@ def seqs_per_batch_moments(lengths: np.ndarray, batching: Batching) -> Tuple[flo
 
 
 def rank_steps(num_seqs: int, lengths: np.ndarray, batching: Batching) -> Tuple[float, float]:
-    """Mean and variance of the steps of a rank holding ``num_seqs`` sequences with lengths distributed
-    like ``lengths``, in random order: renewal theory with the moments of :func:`seqs_per_batch_moments`,
-    ``num_seqs / mu + 1/2`` (the last batch is part-full) and variance ``num_seqs * var / mu**3``.
+    """Mean and variance of the work of a rank holding ``num_seqs`` sequences with lengths distributed
+    like ``lengths``, in random order, counted in batches of mean fill: renewal theory with the moments
+    of :func:`seqs_per_batch_moments`, ``num_seqs / mu`` with variance ``num_seqs * var / mu**3``. The rank
+    makes ``ceil`` of it in whole steps, the last one part-full.
 
     >>> rank_steps(40, np.array([10]), Batching(batch_size=None, max_seqs=8))
-    (5.5, 0.0)
+    (5.0, 0.0)
     """
     if num_seqs <= 0:
         return 0.0, 0.0
     mean, var = seqs_per_batch_moments(lengths, batching)
-    return num_seqs / mean + 0.5, num_seqs * var / mean ** 3
+    return num_seqs / mean, num_seqs * var / mean ** 3
+
+
+def order_variance(lengths: np.ndarray, batching: Batching, *, num_orders: int = 24, seed: int = 0) -> float:
+    """Variance of the number of batches per sequence over random orders of the multiset ``lengths``
+    (brute force on at most 512 of them, ``num_orders`` shuffles): how much a rank's step count varies
+    with the order alone, its sequences being fixed. Times the rank's sequences, it is the variance of
+    its steps (the iid renewal variance of :func:`rank_steps` also counts the spread of the lengths
+    themselves, which a known rank does not have).
+
+    >>> order_variance(np.array([10] * 40), Batching(batch_size=None, max_seqs=8))
+    0.0
+    """
+    sample = np.asarray(lengths, dtype=np.int64)
+    rng = np.random.RandomState(seed)
+    if sample.size > _ORDER_SAMPLE:
+        sample = sample[rng.choice(sample.size, _ORDER_SAMPLE, replace=False)]
+    if sample.size < 2:
+        return 0.0
+    counts = [int(simulate_num_batches(rng.permutation(sample), batching)[-1]) + 1 for _ in range(num_orders)]
+    return float(np.var(counts, ddof=1)) / sample.size
 
 
 def predict_dropped(frames: np.ndarray, steps_mean: np.ndarray, steps_var: np.ndarray, *,
                     num_draws: int = DEFAULT_NUM_DRAWS, seed: int = 0) -> np.ndarray:
     """Per sub-epoch, the expected share of the frames dropped when every rank stops after the steps
-    of the first rank out: rank r keeps ``frames[r] * min(1, N_min / N_r)``, with step counts ``N_r``
-    drawn as whole steps (normal, rounded, at least 1) around ``steps_mean`` with ``steps_var``.
+    of the first rank out. Rank r's work ``X_r`` (in batches of mean fill, see :func:`rank_steps`) is
+    drawn normal around ``steps_mean`` with ``steps_var``; it makes ``N_r = ceil(X_r)`` whole steps, the
+    last part-full. Every rank stops after ``N_min = min_r N_r`` steps, so rank r keeps
+    ``frames[r] * min(1, N_min / X_r)``: a rank one step longer than the first loses only its part-full
+    last batch.
 
     :param frames: shape [num_epochs, num_ranks]
     :param steps_mean: shape [num_epochs, num_ranks]
@@ -136,17 +162,19 @@ def predict_dropped(frames: np.ndarray, steps_mean: np.ndarray, steps_var: np.nd
 
     >>> round(float(predict_dropped(np.array([[100, 200]]), np.array([[5.0, 10.0]]), np.zeros((1, 2)))[0]), 6)
     0.333333
+    >>> round(float(predict_dropped(np.array([[100, 110]]), np.array([[4.5, 4.95]]), np.zeros((1, 2)))[0]), 6)
+    0.0
     """
     frames = np.asarray(frames, dtype=np.float64)
     mean = np.asarray(steps_mean, dtype=np.float64)
     sd = np.sqrt(np.maximum(np.asarray(steps_var, dtype=np.float64), 0.0))
     rng = np.random.RandomState(seed)
     z = rng.standard_normal((num_draws,) + frames.shape)
-    steps = np.maximum(1.0, np.rint(mean[None] + sd[None] * z))
-    steps = np.where(frames[None] > 0, steps, np.inf)  # a rank without data holds no steps back
+    work = np.maximum(1e-9, mean[None] + sd[None] * z)
+    steps = np.where(frames[None] > 0, np.ceil(work), np.inf)  # a rank without data holds no steps back
     n_min = steps.min(axis=2, keepdims=True)
     n_min = np.where(np.isfinite(n_min), n_min, 0.0)
-    kept = (frames[None] * np.minimum(1.0, n_min / steps)).sum(axis=2)
+    kept = (frames[None] * np.minimum(1.0, n_min / work)).sum(axis=2)
     total = frames.sum(axis=1)
     out = np.zeros(frames.shape[0])
     ok = total > 0
@@ -206,14 +234,16 @@ def predict_plan_drop(plan: ShardPlan, *, num_epochs: int, num_seqs: np.ndarray,
             if file_lengths is not None:
                 idx = _files_of(layout, e, r, plan)
                 lengths = np.concatenate([np.asarray(file_lengths[i], dtype=np.int64) for i in idx])
-                mu, v = seqs_per_batch_moments(lengths, batching)
+                mu, _ = seqs_per_batch_moments(lengths, batching)
+                v = order_variance(lengths, batching)
             else:
-                key = int(round(frames[e, r] / n * 64))  # ranks of about the same mean length share a computation
+                # ranks whose mean lengths differ by < 0.5% share one computation
+                key = int(round(np.log(frames[e, r] / n) * 200))
                 if key not in cache:
-                    cache[key] = seqs_per_batch_moments(scaled_lengths(seq_length_quantiles, mean_length=key / 64),
-                                                        batching)
+                    lengths = scaled_lengths(seq_length_quantiles, mean_length=float(np.exp(key / 200)))
+                    cache[key] = (seqs_per_batch_moments(lengths, batching)[0], order_variance(lengths, batching))
                 mu, v = cache[key]
-            mean[e, r], var[e, r] = n / mu + 0.5, n * v / mu ** 3
+            mean[e, r], var[e, r] = n / mu, n * v
     dropped = predict_dropped(frames, mean, var, num_draws=num_draws)
     even = np.repeat(mean.mean(axis=1, keepdims=True), mean.shape[1], axis=1)
     even_var = np.repeat(var.mean(axis=1, keepdims=True), var.shape[1], axis=1)
