@@ -130,7 +130,9 @@ def main() -> None:
     parser.add_argument("--keep", default=None, help="keep the data and trainings in this directory")
     parser.add_argument("--reuse", action="store_true", help="with --keep: analyse trainings already there")
     parser.add_argument("--json", default=None, help="also write the per-sub-epoch figures here")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the data (default {SEED})")
     args = parser.parse_args()
+    globals()["SEED"] = args.seed
     if not torch_available():
         print("torch is not installed: no training can run; skipped")
         return
