@@ -149,7 +149,8 @@ def sharded_files_dataset(
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
     :param distribution: ``"returnn"`` (RETURNN's own bins) or ``"balanced"`` (i6_shard's
         ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
-    :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``); uses
+    :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
+        (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
     :param cached_file: wrap every file name in RETURNN's ``CachedFile`` in the sub-epoch dataset (True),
         or only those of the named modalities of ``files_key`` (e.g. ``[0]`` for the arrow shards of

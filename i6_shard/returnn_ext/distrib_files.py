@@ -94,7 +94,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
-      rank. The stored keys must be exactly the keys of ``files``, in the same order.
+      rank. The stored keys must be exactly the keys of ``files``, in the same order. A costs
+      archive (``save_file_costs`` / ``ComputeFileCostsJob``) is taken the same way: the bins are
+      then cut by its frames or sequences.
 
     Use it as the ``"class"`` of a dataset dict (RETURNN accepts the class object there)::
 
