@@ -42,7 +42,8 @@ def _cmd_costs(args: argparse.Namespace) -> int:
                          "DistributeFilesDataset needs at least one file")
     check_key_collisions(trees, where=f"file list {args.file_list!r}")
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
-    costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, num_procs=args.procs)
+    costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, frame_rate=args.frame_rate,
+                               num_procs=args.procs)
     save_file_costs(costs, args.output)
     print(f"{len(costs)} entries, {int(costs.costs.sum()):,} {args.unit} ({int(costs.num_seqs.sum()):,} sequences, "
           f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}")
@@ -273,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sizes)
 
     p = sub.add_parser("costs", help="frames or sequences per entry of a file list, read from the files' metadata "
-                                     "(RETURNN HDF seqLengths), as an archive that `plan --sizes` takes")
+                                     "(RETURNN HDF seqLengths, OggZip manifests), as an archive that `plan --sizes` "
+                                     "takes")
     p.add_argument("file_list")
     p.add_argument("--unit", choices=("frames", "seqs"), default="frames",
                    help="what a file costs: frames of --stream (default) or sequences")
@@ -282,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
                         ".hdf leaf)")
     p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
+    p.add_argument("--frame-rate", type=float, default=100.0,
+                   help="OggZip zips: feature frames per second of the manifest's durations (default 100)")
     p.add_argument("--procs", type=int, default=None, help="processes reading the files (default: CPUs, at most 8)")
     p.add_argument("-o", "--output", required=True, help="output file costs archive (a name ending in .npz)")
     p.set_defaults(func=_cmd_costs)

@@ -32,6 +32,9 @@ def _checked_args(args: Dict[str, Any]) -> bool:
     if isinstance(args["files"], (list, tuple)):
         for tree in instantiate(list(args["files"]))[:1]:  # the first tree shows a leaf that names nothing
             cost_leaf(tree, leaf=leaf)
+    frame_rate = args.get("frame_rate", 100.0)
+    if isinstance(frame_rate, bool) or not isinstance(frame_rate, (int, float)) or not frame_rate > 0:
+        raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
     stream = args.get("stream", "data")
     if not isinstance(stream, str) or not stream:
         raise ValueError(f"stream={stream!r} must name an HDF stream, e.g. 'data' or 'classes'")
@@ -42,7 +45,7 @@ def _checked_args(args: Dict[str, Any]) -> bool:
 
 class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     """Costs of the entries of a file list in frames or sequences, read from RETURNN HDF files'
-    ``seqLengths`` (the features are not read), for ShardPlanJob (``file_sizes=``), the builder and
+    ``seqLengths`` (the features are not read) or OggZip manifests, for ShardPlanJob (``file_sizes=``), the builder and
     the i6_shard dataset, which then balance by that unit.
 
     Outputs:
@@ -55,13 +58,15 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     _trees = ComputeFileSizesJob._trees
 
     def __init__(self, files: Union[Sequence[Any], tk.Path], *, unit: str = "frames",
-                 leaf: Union[None, int, str] = None, stream: str = "data", num_procs: Optional[int] = None,
+                 leaf: Union[None, int, str] = None, stream: str = "data", frame_rate: float = 100.0,
+                 num_procs: Optional[int] = None,
                  time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
         """
         :param files: a list of file trees (leaves: tk.Path or str), or a tk.Path to a list file
-        :param unit: "frames" (of ``stream``) or "sequences" ("seqs")
+        :param unit: "frames" (of ``stream``) or sequences ("seqs")
         :param leaf: multimodal trees: the leaf whose sequences count (``core.io.file_costs.cost_leaf``)
         :param stream: the HDF stream whose lengths count ("data", or a target key)
+        :param frame_rate: OggZip zips: feature frames per second of the manifest's durations
         :param num_procs: processes reading the files (default: the task's CPUs, at most 8); not hashed
         :param time_rqmt: hours (default 1; up to 20,000 entries a mini task); not hashed
         :param mem_rqmt: GB (default 2); not hashed
@@ -72,6 +77,7 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         self.unit = unit
         self.leaf = leaf
         self.stream = stream
+        self.frame_rate = frame_rate
         self.num_procs = num_procs
         self.given_rqmt = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
 
@@ -92,6 +98,7 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     def run(self):
         trees = self._trees()
         costs = collect_file_costs(trees, unit=self.unit, leaf=self.leaf, stream=self.stream,
+                                   frame_rate=self.frame_rate,
                                    num_procs=self.num_procs or min(8, max(1, len(os.sched_getaffinity(0)))))
         core.write_file_list(trees, self.out_file_list.get_path())
         save_file_costs(costs, self.out_file_costs.get_path())

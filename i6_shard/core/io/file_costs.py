@@ -21,8 +21,8 @@ from .preflight import short_repr
 from .progress import Progress
 
 __all__ = ["FileCosts", "COST_UNITS", "NUM_LENGTH_QUANTILES", "hdf_stream_names", "read_hdf_seq_lengths",
-           "cost_leaf", "collect_file_costs", "save_file_costs", "load_file_costs", "length_quantiles",
-           "MISSING_H5PY"]
+           "cost_leaf", "read_oggzip_seq_lengths", "collect_file_costs", "save_file_costs", "load_file_costs",
+           "length_quantiles", "MISSING_H5PY", "DEFAULT_FRAME_RATE"]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
 COST_UNITS = tuple(u for u in UNITS if u != "bytes")
@@ -33,6 +33,8 @@ MISSING_H5PY = ("h5py is not installed, so RETURNN HDF files cannot be read for 
 #: Files up to which the costs are read in this process: a read takes ~0.5 ms (warm), a helper process
 #: ~1 s to start and import h5py, so below this helpers cost more than they save.
 _SERIAL_MAX_FILES = 4000
+#: Feature frames per second assumed for OggZip manifests' durations (RETURNN's default step_len 10 ms).
+DEFAULT_FRAME_RATE = 100.0
 _CHUNK = 64
 _DEFAULT_MAX_PROCS = 8
 
@@ -123,10 +125,44 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
     return np.ascontiguousarray(lengths[:, names.index(stream)])
 
 
+def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE) -> np.ndarray:
+    """Frames of every sequence of an ``OggZipDataset`` zip from its manifest alone (``<name>.txt`` in the
+    zip, ``name`` the zip's base name, parsed as RETURNN parses it): ``round(duration * frame_rate)``.
+    The manifest's durations need not match the audio (RETURNN uses them only to sort), so the frames
+    are as good as they are; the number of sequences is exact.
+
+    :param frame_rate: feature frames per second (RETURNN's audio default ``step_len=0.01``: 100)
+    :return: int64, shape [num_seqs]
+    :raises ValueError: if the zip has no manifest or an entry no ``duration``
+    """
+    import zipfile
+
+    from .returnn_py import parse_returnn_py_literal
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        with zipfile.ZipFile(path) as zf:
+            text = zf.read(name + ".txt")
+    except KeyError:
+        raise ValueError(f"{short_repr(path)} has no manifest {name + '.txt'!r}; it is not an OggZipDataset zip "
+                         "(balance by bytes for files without such metadata)") from None
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"{short_repr(path)} is not a zip file ({exc})") from None
+    try:
+        entries = parse_returnn_py_literal(text)
+    except ValueError as exc:
+        raise ValueError(f"{short_repr(path)}: its manifest does not parse as RETURNN reads it ({exc})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("duration"), (int, float))
+                                                for e in entries):
+        raise ValueError(f"{short_repr(path)}: the manifest must be a list of dicts with a float 'duration'")
+    durations = np.array([float(e["duration"]) for e in entries], dtype=np.float64)
+    return np.rint(durations * frame_rate).astype(np.int64)
+
+
 def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     """The leaf of a file tree whose sequences define the entry's cost.
 
-    :param leaf: None: the only leaf, or else the only ``.hdf`` leaf; an int: that position in the
+    :param leaf: None: the only leaf, or else the only ``.hdf`` (or ``.zip``) leaf; an int: that position in the
         tree's leaves (dm-tree order, as in its key); a str: the path of dict keys and list indices to
         it, joined by ``/`` (e.g. ``"audio"`` or ``"feats/0"``)
     :raises ValueError: naming the tree and what to pass
@@ -143,7 +179,7 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     if leaf is None:
         if len(leaves) == 1:
             return leaves[0]
-        hdf = [x for x in leaves if x.endswith(".hdf")]
+        hdf = [x for x in leaves if x.endswith((".hdf", ".zip"))]
         if len(hdf) == 1:
             return hdf[0]
         example = next(iter(tree)) if isinstance(tree, dict) else 0
@@ -170,8 +206,11 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     return node
 
 
-def _read_one(args: Tuple[str, str]) -> np.ndarray:
-    path, stream = args
+def _read_one(args: Tuple[str, str, float]) -> np.ndarray:
+    """The sequence lengths of one cost leaf, by its format (its name's extension)."""
+    path, stream, frame_rate = args
+    if path.endswith(".zip"):
+        return read_oggzip_seq_lengths(path, frame_rate=frame_rate)
     return read_hdf_seq_lengths(path, stream=stream)
 
 
@@ -196,10 +235,11 @@ def length_quantiles(counts: np.ndarray) -> np.ndarray:
 
 
 def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf: Union[None, int, str] = None,
-                       stream: str = "data", num_procs: Optional[int] = None,
+                       stream: str = "data", frame_rate: float = DEFAULT_FRAME_RATE, num_procs: Optional[int] = None,
                        progress_interval: float = 5.0) -> FileCosts:
     """Frames or sequences per entry of a file list, read from the ``seqLengths`` of its RETURNN HDF
-    files (one read of a small dataset per file, no features), in list order with the entries' keys.
+    files (one read of a small dataset per file, no features) or the manifests of its ``OggZipDataset``
+    zips (``.zip``: durations times ``frame_rate``), in list order with the entries' keys.
 
     Every leaf is stat-ed first with the stat engine (:func:`collect_file_sizes`: missing files are
     listed at once, and the entries' modification times recorded). Then the cost leaf of each entry
@@ -208,6 +248,7 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     :param unit: "frames" (of ``stream``) or "seqs"
     :param leaf: which leaf of a multimodal tree defines the cost (see :func:`cost_leaf`)
     :param stream: the HDF stream whose lengths count (``"data"``, or a target key such as ``"classes"``)
+    :param frame_rate: OggZip only: feature frames per second of the manifest's durations
     :param num_procs: processes reading the files (default: usable CPUs, at most 8; 1: only this one)
     :raises ValueError: for an unknown unit, a tree without a cost leaf, or a file without the stream
     :raises MissingFilesError: as :func:`collect_file_sizes`
@@ -228,7 +269,9 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
             num_procs = max(1, min(os.cpu_count() or 1, _DEFAULT_MAX_PROCS))
     progress = Progress("file costs", total=len(unique), interval=progress_interval)
     lengths: List[np.ndarray] = []
-    items = [(p, stream) for p in unique]
+    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not frame_rate > 0:
+        raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
+    items = [(p, stream, float(frame_rate)) for p in unique]
     if num_procs == 1 or len(unique) <= _SERIAL_MAX_FILES:
         for item in items:
             lengths.append(_read_one(item))

@@ -309,7 +309,8 @@ def render_report(summary: Mapping[str, Any]) -> str:
     add("Settings")
     rows = [
         ("file entries", f"{s['num_files']:,}"),
-        ("total size", f"{fmt(s['total_bytes'])} ({s['total_bytes']:,} bytes)" if unit == "bytes" else fmt(s["total_bytes"])),
+        ("total size", f"{fmt(s['total_bytes'])} ({s['total_bytes']:,} bytes)" if unit == "bytes"
+         else fmt(s["total_bytes"])),
         ("num_shards", str(s["num_shards"])),
         ("partition_epoch", str(s["partition_epoch"])),
         ("num_epochs", f"{s['num_epochs']} sub-epochs = {s['num_full_epochs']} full epochs"

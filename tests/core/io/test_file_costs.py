@@ -98,3 +98,42 @@ def test_helper_processes_give_the_same_costs(tmp_path, monkeypatch):
     monkeypatch.setattr(fc, "_CHUNK", 2)
     parallel = collect_file_costs(paths + paths[:2], unit="frames", num_procs=2)
     assert parallel.costs.tolist() == serial.costs.tolist() + serial.costs.tolist()[:2]
+
+
+def _write_oggzip(path, durations, seed):
+    """A text-only OggZipDataset zip: its manifest (RETURNN's form) and no audio."""
+    import zipfile
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    entries = [{"text": f"utt {i}", "duration": float(d), "seq_name": f"{name}/seq{i}"}
+               for i, d in enumerate(durations)]
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{name}.txt", repr(entries))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_oggzip_seqs_equal_returnn_and_frames_from_durations(tmp_path, seed):
+    from returnn.datasets.audio import OggZipDataset
+
+    rng = np.random.RandomState(seed)
+    paths, all_durations = [], []
+    for i in range(3):
+        durations = np.round(rng.uniform(0.3, 9.0, size=rng.randint(1, 12)), 3)
+        path = str(tmp_path / f"corpus{i}.zip")
+        _write_oggzip(path, durations, seed)
+        paths.append(path)
+        all_durations.append(durations)
+    seqs = collect_file_costs(paths, unit="seqs", num_procs=1)
+    frames = collect_file_costs(paths, unit="frames", frame_rate=100.0, num_procs=1)
+    for path, durations, n, f in zip(paths, all_durations, seqs.costs.tolist(), frames.costs.tolist()):
+        ds = OggZipDataset(path=path, audio=None, targets=None)
+        ds.initialize()
+        ds.init_seq_order(epoch=1)
+        assert n == ds.num_seqs == len(durations)
+        assert f == int(np.rint(durations * 100).sum())
+    with pytest.raises(ValueError, match="has no manifest"):
+        import zipfile
+
+        with zipfile.ZipFile(str(tmp_path / "other.zip"), "w") as zf:
+            zf.writestr("x.txt", "[]")
+        collect_file_costs([str(tmp_path / "other.zip")], unit="seqs", num_procs=1)
