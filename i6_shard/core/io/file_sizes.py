@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..pure.file_tree import FileTree, flatten, leaves_and_keys, tree_key
+from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
@@ -600,8 +601,6 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
 
 def _read_unit(data: np.ndarray, *, path: str) -> str:
     """The unit of a costs archive, one of ``pure.settings.UNITS`` other than bytes."""
-    from ..pure.settings import UNITS
-
     unit = data.tobytes().decode("utf-8", "replace")
     if unit not in UNITS or unit == "bytes":
         raise ValueError(f"{path!r} is corrupt: its unit is {unit!r}; a costs archive counts one of {UNITS[1:]}")
