@@ -137,3 +137,35 @@ def test_oggzip_seqs_equal_returnn_and_frames_from_durations(tmp_path, seed):
         with zipfile.ZipFile(str(tmp_path / "other.zip"), "w") as zf:
             zf.writestr("x.txt", "[]")
         collect_file_costs([str(tmp_path / "other.zip")], unit="seqs", num_procs=1)
+
+
+def test_corrupt_costs_archives_are_refused(tmp_path):
+    from i6_shard.core.io.npz import load_npz, save_npz
+
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=3, seed=6)
+    good = str(tmp_path / "good.npz")
+    save_file_costs(collect_file_costs(paths, unit="seqs", num_procs=1), good)
+    arrays = dict(load_npz(good))
+    cases = {
+        "unit": ({"unit_utf8": np.frombuffer(b"bytes", dtype=np.uint8)}, "its unit is 'bytes'"),
+        "unit2": ({"unit_utf8": np.frombuffer(b"tokens", dtype=np.uint8)}, "its unit is 'tokens'"),
+        "quantiles": ({"seq_length_quantiles": np.zeros(5, dtype=np.int64)}, "seq_length_quantiles"),
+        "seqs": ({"num_seqs": np.zeros(2, dtype=np.int64)}, "num_seqs"),
+        "negative": ({"num_frames": np.array([1, -1, 2], dtype=np.int64)}, "negative"),
+        "missing": ({"num_frames": None}, "not a file sizes archive"),
+    }
+    for name, (change, message) in cases.items():
+        bad = {k: v for k, v in {**arrays, **change}.items() if v is not None}
+        path = str(tmp_path / f"{name}.npz")
+        save_npz(path, bad)
+        with pytest.raises(ValueError, match=message):
+            load_file_costs(path)
+
+
+def test_stale_check_of_a_costs_archive_looks_at_mtimes(tmp_path):
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=2, seed=7)
+    costs = collect_file_costs(paths, unit="frames", num_procs=1)
+    assert core.io.file_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths) == 2  # frames != bytes
+    os.utime(paths[1], ns=(1, 1))
+    with pytest.raises(core.io.file_sizes.StaleFileSizesError, match="entry 1"):
+        core.io.file_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths)
