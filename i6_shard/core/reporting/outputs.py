@@ -68,7 +68,7 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
             "unsharded_same_seed": "unsharded, same seed on all ranks"}[s.sharding]
     return (f"{plan.num_files:,} files, num_shards={s.num_shards}, partition_epoch={s.partition_epoch}, "
             f"num_epochs={num_epochs}\n{mode}, seq_ordering={s.seq_ordering}, distribution={s.distribution}"
-            + ("" if s.unit == "bytes" else f", balanced by {s.unit} (read 'bytes' below as {s.unit})"))
+            + ("" if s.unit == "bytes" else f", balanced by {s.unit}"))
 
 
 def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
