@@ -1,4 +1,4 @@
-"""Command line: ``python -m i6_shard {sizes,plan,report,demo,train-report,compare-plans} ...``. Parses arguments,
+"""Command line: ``python -m i6_shard {sizes,costs,plan,report,demo,train-report,compare-plans} ...``. Parses arguments,
 calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
@@ -30,6 +30,33 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
     core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
     return 0
+
+
+def _cmd_costs(args: argparse.Namespace) -> int:
+    from .core.io.file_costs import collect_file_costs, save_file_costs
+
+    core.check_output_path(args.output, suffix=".npz", kind="file costs archive")  # before any file is read
+    trees = core.read_file_list(args.file_list)
+    if not trees:
+        raise ValueError(f"file list {args.file_list!r} holds no entries (only blank or comment lines, or []); "
+                         "DistributeFilesDataset needs at least one file")
+    check_key_collisions(trees, where=f"file list {args.file_list!r}")
+    leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
+    costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, frame_rate=args.frame_rate,
+                               num_procs=args.procs)
+    save_file_costs(costs, args.output)
+    print(f"{len(costs)} entries, {int(costs.costs.sum()):,} {args.unit} ({int(costs.num_seqs.sum()):,} sequences, "
+          f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}")
+    return 0
+
+
+def _batching(args: argparse.Namespace):
+    """The batching limits of --batch-size / --max-seqs, or None without them."""
+    if args.batch_size is None and args.max_seqs is None:
+        return None
+    from .core.pure.batching import Batching
+
+    return Batching(batch_size=args.batch_size, max_seqs=args.max_seqs)
 
 
 def _settings(args: argparse.Namespace) -> core.PlanSettings:
@@ -101,9 +128,15 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     settings = _settings(args)
     cache = _node_cache(args)
     check_plan_dir(args.output)
+    batching = _batching(args)
     sizes = core.load_file_sizes(args.sizes)
+    settings = settings.replace(unit=sizes.unit)  # a costs archive balances by its unit
     check_plan_fits_memory(settings, num_files=len(sizes))
     plan = core.ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
+    if batching is not None:
+        from .core.io.file_costs import load_file_costs
+
+        cache.update(batching=batching, lengths=load_file_costs(args.sizes))
     _write_and_print(plan, out=args.output, plot=not args.no_plot, **cache)
     return 0
 
@@ -232,9 +265,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
+    p = sub.add_parser("costs", help="frames or sequences per entry of a file list, read from the files' metadata "
+                                     "(RETURNN HDF seqLengths, OggZip manifests), as an archive that `plan --sizes` "
+                                     "takes")
+    p.add_argument("file_list")
+    p.add_argument("--unit", choices=("frames", "seqs"), default="frames",
+                   help="what a file costs: frames of --stream (default) or sequences")
+    p.add_argument("--leaf", default=None,
+                   help="multimodal file trees: the leaf whose sequences count, as a path of dict keys / list "
+                        "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
+                        ".hdf leaf)")
+    p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
+    p.add_argument("--frame-rate", type=float, default=100.0,
+                   help="OggZip zips: feature frames per second of the manifest's durations (default 100)")
+    p.add_argument("--procs", type=int, default=None, help="processes reading the files (default: CPUs, at most 8)")
+    p.add_argument("-o", "--output", required=True, help="output file costs archive (a name ending in .npz)")
+    p.set_defaults(func=_cmd_costs)
+
     p = sub.add_parser("plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, "
                                     "report and plot")
-    p.add_argument("--sizes", required=True, help="file sizes .npz (from `sizes` or ComputeFileSizesJob)")
+    p.add_argument("--sizes", required=True,
+                   help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
+                        "ComputeFileCostsJob: the bins are balanced by its unit)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)")
+    p.add_argument("--max-seqs", type=int, default=None, help="RETURNN's max_seqs, for the prediction")
     _add_plan_options(p)
     p.add_argument("--ranks-per-node", type=int, default=None,
                    help="ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "

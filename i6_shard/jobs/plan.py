@@ -12,6 +12,8 @@ from sisyphus import Job, tk
 from i6_shard import core
 from i6_shard.core.io.preflight import archive_entry_count, check_regular_file
 
+from i6_shard.core.pure.batching import Batching
+
 from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_rqmt_args, path_str, round_up, sized_task, \
     write_variable
 
@@ -31,12 +33,20 @@ def _plan_settings(args: Dict[str, Any]) -> core.PlanSettings:
         fixed_random_seed=args.get("fixed_random_seed"), distribution=args.get("distribution", "returnn"))
 
 
+def _batching(args: Dict[str, Any]) -> Optional[Batching]:
+    """The batching limits of the prediction, or None without batch_size and max_seqs."""
+    if args.get("batch_size") is None and args.get("max_seqs") is None:
+        return None
+    return Batching(batch_size=args.get("batch_size"), max_seqs=args.get("max_seqs"))
+
+
 def _checked_args(args: Dict[str, Any]) -> Tuple[core.PlanSettings, bool, Dict[str, Union[int, float]]]:
     """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
     too): the settings, ``plot`` and the resource requests given, in plain Python values."""
     _check_file_sizes(args["file_sizes"])
     settings = _plan_settings(args)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
+    _batching(args)
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return settings, plot, given
 
@@ -79,12 +89,18 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
       - out_plot: ``plot.png`` (only declared with ``plot=True``; the task fails if matplotlib is missing);
       - out_max_imbalance, out_dropped_fraction: tk.Variables with the headline figures
         (worst max/mean bytes across shards of a sub-epoch; mean share of the data dropped
-        when every sub-epoch stops at its shortest rank), so that a graph can branch on them.
+        when every sub-epoch stops at its shortest rank), so that a graph can branch on them;
+      - out_dropped_fraction_predicted (only with ``batch_size`` or ``max_seqs``): the mean predicted
+        share dropped under RETURNN's batching.
+
+    ``file_sizes`` may be a costs archive (ComputeFileCostsJob.out_file_costs): the bins are then
+    balanced by its unit (frames or sequences), and the plan records it.
     """
 
     # Options added later go here with the value that reproduces the old behavior. plot=False is
     # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
-    __sis_hash_exclude__ = {"distribution": "returnn", "sharding": "sharded", "plot": True}
+    __sis_hash_exclude__ = {"distribution": "returnn", "sharding": "sharded", "plot": True, "batch_size": None,
+                            "max_seqs": None}
 
     def __init__(
         self,
@@ -99,6 +115,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         distribution: str = "returnn",
         sharding: str = "sharded",
         plot: bool = True,
+        batch_size: Optional[int] = None,
+        max_seqs: Optional[int] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -115,6 +133,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param sharding: how the training splits the files, a key of ``core.SHARDING_MODES``
         :param plot: declare and write ``out_plot`` (the task fails if matplotlib is missing where it runs);
             ``plot=False`` is another job (hashed), ``True`` hashes as before the option existed
+        :param batch_size: RETURNN's ``batch_size`` in frames: predict the loss under its batching
+            (``dropped_fraction_predicted`` in the summary; needs a costs archive as ``file_sizes``)
+        :param max_seqs: RETURNN's ``max_seqs``, for the prediction
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
             plan runs as a mini task unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -130,6 +151,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.fixed_random_seed = settings.fixed_random_seed
         self.distribution = settings.distribution
         self.sharding = settings.sharding
+        self.batch_size = batch_size
+        self.max_seqs = max_seqs
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)
@@ -138,6 +161,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             self.out_plot = self.output_path(core.PLOT_FILE)
         self.out_max_imbalance = self.output_var("max_imbalance")
         self.out_dropped_fraction = self.output_var("dropped_fraction")
+        if batch_size is not None or max_seqs is not None:
+            self.out_dropped_fraction_predicted = self.output_var("dropped_fraction_predicted")
 
     @classmethod
     def hash(cls, parsed_args):
@@ -148,6 +173,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             d[name] = getattr(settings, name)
         # None and 0 are the same plan: None means RETURNN's default 0.
         d["random_seed_offset"] = settings.random_seed_offset or None
+        batching = _batching(d)
+        if batching is not None:  # plain ints; an unset limit stays None, excluded from the hash
+            d["batch_size"], d["max_seqs"] = batching.batch_size, batching.max_seqs
         for name in RQMT_ARGS:
             d.pop(name, None)
         return super().hash(d)
@@ -164,9 +192,14 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                               "(plot=False: another job, without out_plot)")
         check_regular_file(path_str(self.file_sizes), what="file sizes archive")  # a FIFO would block the load
         sizes = core.load_file_sizes(path_str(self.file_sizes))
-        plan = core.ShardPlan(sizes.keys, sizes.sizes, _plan_settings(vars(self)))
+        plan = core.ShardPlan(sizes.keys, sizes.sizes, _plan_settings(vars(self)).replace(unit=sizes.unit))
+        batching = _batching(vars(self))
+        lengths = None if batching is None else core.io.load_file_costs(path_str(self.file_sizes))
         summary = core.write_plan_outputs(
             plan, plan_path=self.out_plan.get_path(), summary_path=self.out_summary.get_path(),
-            report_path=self.out_report.get_path(), plot_path=self.out_plot.get_path() if self.plot else None)
+            report_path=self.out_report.get_path(), plot_path=self.out_plot.get_path() if self.plot else None,
+            batching=batching, lengths=lengths)
         write_variable(self.out_max_imbalance, float(summary["max_imbalance"]))
         write_variable(self.out_dropped_fraction, float(summary["dropped_fraction"]))
+        if batching is not None:
+            write_variable(self.out_dropped_fraction_predicted, float(summary["dropped_fraction_predicted"]))

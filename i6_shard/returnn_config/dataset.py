@@ -150,7 +150,8 @@ def sharded_files_dataset(
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
     :param distribution: ``"returnn"`` (RETURNN's own bins) or ``"balanced"`` (i6_shard's
         ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
-    :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``); uses
+    :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
+        (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
     :param plan: path of a plan file (``ShardPlanJob.out_plan`` or what ``python -m i6_shard plan`` wrote,
         ``plan.npz``): every rank reads its bins from it instead of computing them, and checks at start-up

@@ -88,4 +88,4 @@ def plan_for_returnn_config(config: Mapping[str, Any], *, file_sizes: Union[str,
     info = find_dataset(config, num_ranks=num_ranks, key=key)
     settings = info.plan_settings(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
-    return core.ShardPlan(sizes.keys, sizes.sizes, settings)
+    return core.ShardPlan(sizes.keys, sizes.sizes, settings.replace(unit=sizes.unit))

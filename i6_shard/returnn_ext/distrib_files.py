@@ -104,7 +104,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
-      rank. The stored keys must be exactly the keys of ``files``, in the same order. Each rank
+      rank. The stored keys must be exactly the keys of ``files``, in the same order. A costs
+      archive (``save_file_costs`` / ``ComputeFileCostsJob``) is taken the same way: the bins are
+      then cut by its frames or sequences. Each rank
       stats ``file_sizes_check_samples`` random entries again at start-up (another sample per
       rank) and fails if their size or modification time changed since the sizes were computed.
     - ``plan``: path to what ``ShardPlanJob`` / ``python -m i6_shard plan`` wrote (``plan.npz``): each

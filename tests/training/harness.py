@@ -78,7 +78,10 @@ def _write_hdf(path: str, seq_lens: Sequence[int], *, tags: Sequence[str], rng: 
     """One HDF file: random features of dim FEATURE_DIM, one sequence per length."""
     from tests.hdf_data import write_hdf_file
 
-    write_hdf_file(path, [rng.rand(int(n), FEATURE_DIM) for n in seq_lens], tags=tags)
+    lens = np.asarray(seq_lens, dtype=np.int64)
+    # One draw for all sequences, padded to the longest: the committed logs were made from these draws.
+    features = rng.rand(len(lens), int(lens.max()), FEATURE_DIM)
+    write_hdf_file(path, [f[:n] for f, n in zip(features, lens.tolist())], tags=tags)
 
 
 def write_skewed_hdf_files(directory: str, *, num_files: int, seed: int = 0, median_seqs: float = 8.0,

@@ -4,7 +4,8 @@
 - file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
 - plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
 - progress: progress lines on stderr; demo: generated demo files;
-- returnn_log: RETURNN's training logs per rank; file_lengths: sequences and frames per file.
+- returnn_log: RETURNN's training logs per rank; file_lengths: sequences and frames per file;
+- file_costs: costs per file in frames or sequences and the costs archive.
 """
 
 from .atomic import atomic_path, atomic_write, check_output_path
@@ -15,6 +16,7 @@ from .file_sizes import DEFAULT_CHECK_SAMPLES, DEFAULT_NUM_THREADS, FileSizes, M
 from .plan_file import (PLAN_FORMAT_VERSION, PlanFile, PlanHead, load_plan, read_plan_file, read_plan_head,
                         read_plan_layout, save_plan)
 from .progress import Progress
+from .file_costs import FileCosts, collect_file_costs, load_file_costs, save_file_costs
 from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
 from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
 
@@ -27,5 +29,6 @@ __all__ = [
     "atomic_write", "atomic_path", "check_output_path", "Progress",
     "lognormal_sizes", "make_demo_files",
     "read_training_logs", "TrainingLog", "RankLog", "SubEpochLog",
+    "FileCosts", "collect_file_costs", "load_file_costs", "save_file_costs",
     "FileLengths", "hdf_file_lengths", "read_hdf_lengths", "load_file_lengths", "save_file_lengths",
 ]

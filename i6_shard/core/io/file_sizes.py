@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..pure.file_tree import FileTree, flatten, leaves_and_keys, tree_key
+from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
@@ -42,7 +43,13 @@ __all__ = [
 DEFAULT_NUM_THREADS = 32
 #: Written when the modification times are known (format 2 adds ``mtimes_ns``); format 1 is still read.
 FILE_SIZES_FORMAT_VERSION = 2
-_ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"}}
+#: Format 3 is a costs archive (core/io/file_costs.py): costs in another unit than bytes, the unit named in
+#: ``unit_utf8``, with the files' sequence counts, frames and sequence length quantiles.
+FILE_COSTS_FORMAT_VERSION = 3
+COSTS_ARRAYS = ("unit_utf8", "num_seqs", "num_frames", "seq_length_quantiles")
+_ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
+                   3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS}}
+_MAX_UNIT_BYTES = 64
 #: Entries :func:`check_sample_unchanged` stats again by default (per rank, at a training's start-up).
 DEFAULT_CHECK_SAMPLES = 16
 #: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
@@ -73,11 +80,13 @@ class FileSizes:
     :ivar sizes: int64 bytes per entry, shape [num_files]
     :ivar mtimes: int64 modification time per entry in ns since the epoch (the latest of its leaves'),
         shape [num_files]; None where unknown (an archive of format 1)
+    :ivar unit: what ``sizes`` counts: "bytes", or the unit of a costs archive ("frames", "seqs", ...)
     """
 
     keys: List[str]
     sizes: np.ndarray
     mtimes: Optional[np.ndarray] = None
+    unit: str = "bytes"
 
     def __post_init__(self):
         if len(self.keys) != len(self.sizes):
@@ -505,6 +514,9 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
     :raises ValueError: if ``path`` does not end in ``.npz``, a key holds a NUL byte, or the sizes are
         not integers in [0, 2**63)
     """
+    if file_sizes.unit != "bytes":
+        raise ValueError(f"these are costs in {file_sizes.unit}, not sizes in bytes; write them with "
+                         "core.io.file_costs.save_file_costs, which records the unit")
     sizes = np.asarray(file_sizes.sizes)
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
         raise ValueError(f"sizes must be a vector of integers, got {sizes.dtype}{list(sizes.shape)}")
@@ -553,7 +565,13 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         names = set(headers)
         if names not in _ARCHIVE_ARRAYS.values():
             raise ValueError(f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
-                             "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns)")
+                             "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "
+                             f"also {', '.join(COSTS_ARRAYS)})")
+        unit_h = headers.get("unit_utf8")
+        if unit_h is not None and (unit_h.dtype != np.uint8 or len(unit_h.shape) != 1
+                                   or not 0 < unit_h.shape[0] <= _MAX_UNIT_BYTES):
+            raise ValueError(f"{path!r} is corrupt: unit_utf8 is {unit_h.dtype}{list(unit_h.shape)}, expected a "
+                             f"uint8 vector of 1..{_MAX_UNIT_BYTES} bytes")
         version_h, keys_h, sizes_h = headers["format_version"], headers["keys_utf8"], headers["sizes"]
         if version_h.shape != () or version_h.dtype.kind not in "iu":
             raise ValueError(f"{path!r} is corrupt: format_version is {version_h.dtype}{list(version_h.shape)}")
@@ -573,14 +591,24 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         version = npz.read("format_version")
         if int(version) not in _ARCHIVE_ARRAYS or _ARCHIVE_ARRAYS[int(version)] != names:
             raise ValueError(f"{path!r} has file sizes format {int(version)} with arrays {sorted(names)}; this "
-                             f"i6_shard reads formats {sorted(_ARCHIVE_ARRAYS)} ({FILE_SIZES_FORMAT_VERSION}: with "
-                             "mtimes_ns)")
+                             f"i6_shard reads formats {sorted(set(_ARCHIVE_ARRAYS) - {FILE_COSTS_FORMAT_VERSION})} "
+                             f"({FILE_SIZES_FORMAT_VERSION}: with mtimes_ns) and costs archives (format "
+                             f"{FILE_COSTS_FORMAT_VERSION})")
         sizes = npz.read("sizes")
         keys = decode_keys(npz.read("keys_utf8"), num_keys=num, path=path)
         mtimes = npz.read("mtimes_ns") if mtimes_h is not None else None
+        unit = "bytes" if unit_h is None else _read_unit(npz.read("unit_utf8"), path=path)
     _check_not_negative(sizes, keys, where=f"{path!r} is corrupt: sizes must be >= 0 (bytes), but",
                         fix="compute the sizes again (ComputeFileSizesJob or `python -m i6_shard sizes`)")
-    return FileSizes(keys=keys, sizes=sizes, mtimes=mtimes)
+    return FileSizes(keys=keys, sizes=sizes, mtimes=mtimes, unit=unit)
+
+
+def _read_unit(data: np.ndarray, *, path: str) -> str:
+    """The unit of a costs archive, one of ``pure.settings.UNITS`` other than bytes."""
+    unit = data.tobytes().decode("utf-8", "replace")
+    if unit not in UNITS or unit == "bytes":
+        raise ValueError(f"{path!r} is corrupt: its unit is {unit!r}; a costs archive counts one of {UNITS[1:]}")
+    return unit
 
 
 class StaleFileSizesError(ValueError):
@@ -671,7 +699,7 @@ def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
             continue
         size, mtime = sum(st.st_size for st in stats), max(st.st_mtime_ns for st in stats)
         what = []
-        if size != int(file_sizes.sizes[i]):
+        if file_sizes.unit == "bytes" and size != int(file_sizes.sizes[i]):  # costs: the mtimes tell
             what.append(f"{int(file_sizes.sizes[i]):,} bytes then, {size:,} now")
         if mtimes is not None and mtime != int(mtimes[i]):
             what.append(f"modified {_when(int(mtimes[i]))} then, {_when(mtime)} now")

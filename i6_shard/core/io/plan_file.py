@@ -39,6 +39,8 @@ _FORMAT_ARRAYS = {1: set(), 2: {"algorithm_version"}}
 _OPTIONAL_FLAGS = ("same_seed_on_all_ranks",)
 #: Float settings stored only when not their default (PlanSettings.as_dict leaves them out then).
 _OPTIONAL_FLOATS = ("max_sub_epoch_deviation",)
+#: Text settings stored only when not their default ("bytes").
+_OPTIONAL_TEXTS = ("unit",)
 
 
 def _settings_arrays(settings: PlanSettings) -> Dict[str, np.ndarray]:
@@ -253,7 +255,7 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads formats {READABLE_PLAN_FORMATS}: "
                          "use the i6_shard that wrote it, or re-plan with this one")
     required = _ARRAYS | _FORMAT_ARRAYS[version]
-    flags = set(headers) - required - set(_OPTIONAL_FLOATS)
+    flags = set(headers) - required - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS)
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file of format {version} (arrays {sorted(headers)[:20]})")
     for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)

@@ -12,8 +12,8 @@ from .cut import CUTS
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
-__all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
-           "check_distribution"]
+__all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "UNITS",
+           "check_seq_ordering", "check_distribution", "check_unit"]
 
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
@@ -28,6 +28,9 @@ DISTRIBUTIONS = tuple(CUTS)
 SHARDING_MODES = {"sharded": (True, False), "unsharded": (False, False), "unsharded_same_seed": (False, True)}
 #: numpy.random.RandomState, RETURNN's shuffle, takes seeds in [0, SEED_LIMIT).
 SEED_LIMIT = 2**32
+#: What a file's cost counts (see docs/units.md): "bytes" (RETURNN's own measure), "frames" and "seqs" (read
+#: from the files' metadata, core/io/file_costs.py).
+UNITS = ("bytes", "frames", "seqs")
 
 
 def check_seq_ordering(seq_ordering: Any) -> str:
@@ -57,6 +60,19 @@ def check_distribution(distribution: Any) -> str:
     return distribution
 
 
+def check_unit(unit: Any) -> str:
+    """``unit`` if it is one of :data:`UNITS`, else ``ValueError`` naming the choices.
+
+    >>> check_unit("tokens")
+    Traceback (most recent call last):
+    ...
+    ValueError: unit='tokens' is unknown; use one of ('bytes', 'frames', 'seqs')
+    """
+    if not isinstance(unit, str) or unit not in UNITS:
+        raise ValueError(f"unit={unit!r} is unknown; use one of {UNITS}")
+    return unit
+
+
 @dataclass(frozen=True)
 class PlanSettings:
     """The settings of a shard plan. Construction validates every rule that does not depend on
@@ -79,6 +95,8 @@ class PlanSettings:
     :ivar distribution: how a full epoch is cut into bins, one of :data:`DISTRIBUTIONS`
     :ivar max_sub_epoch_deviation: "flexible" only: how far a sub-epoch's size (the sum of its costs)
         may be from the mean sub-epoch's, as a share of it, in [0, 1) (default 0.25: +-25%)
+    :ivar unit: what the plan's costs count, one of :data:`UNITS` (default "bytes"); the bins are balanced
+        by the costs, so this names the unit of every cost figure of the plan
 
     >>> PlanSettings(num_shards=2, partition_epoch=5, random_seed_offset=-2)
     Traceback (most recent call last):
@@ -100,6 +118,7 @@ class PlanSettings:
     same_seed_on_all_ranks: bool = False
     distribution: str = "returnn"
     max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION
+    unit: str = "bytes"
 
     def __post_init__(self):
         normalized = {
@@ -145,6 +164,7 @@ class PlanSettings:
         check_seq_ordering(self.seq_ordering)
         check_distribution(self.distribution)
         check_max_sub_epoch_deviation(self.max_sub_epoch_deviation)
+        check_unit(self.unit)
         if self.same_seed_on_all_ranks and self.distrib_shard_files:
             raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
                              "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
@@ -229,10 +249,12 @@ class PlanSettings:
 
     def as_dict(self) -> Dict[str, Any]:
         """The settings as JSON types (``same_seed_on_all_ranks`` only when True, ``max_sub_epoch_deviation``
-        only when not the default, as plan files store them: plans without them keep their bytes)."""
+        and ``unit`` only when not the default, as plan files store them: plans without them keep their bytes)."""
         d = dataclasses.asdict(self)
         if not d["same_seed_on_all_ranks"]:
             del d["same_seed_on_all_ranks"]
         if d["max_sub_epoch_deviation"] == DEFAULT_MAX_SUB_EPOCH_DEVIATION:
             del d["max_sub_epoch_deviation"]
+        if d["unit"] == "bytes":
+            del d["unit"]
         return d

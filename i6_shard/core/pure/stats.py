@@ -84,15 +84,18 @@ def dropped_fraction(bytes_per_shard: np.ndarray) -> np.ndarray:
 class PlanStats:
     """What a plan does over ``num_epochs`` sub-epochs (RETURNN's ``num_epochs``).
 
-    Bytes stand in for sequence lengths, as in RETURNN's own balancing.
+    The plan's costs stand in for sequence lengths: bytes, as in RETURNN's own balancing, or the
+    frames or sequences of a costs archive (``unit``).
 
-    :ivar bytes: int64, shape [num_epochs, num_shards]: bytes rank r reads in sub-epoch e (row e-1)
+    :ivar bytes: int64, shape [num_epochs, num_shards]: the costs (in ``unit``; bytes by default) rank r
+        reads in sub-epoch e (row e-1)
     :ivar files: int64, shape [num_epochs, num_shards]: number of file entries, likewise
     :ivar passes: int64, shape [num_files]: how often each file entry is scheduled over the training,
         summed over ranks
     :ivar overlap: int64, shape [num_epochs]: entries read by more than one rank in that sub-epoch
         (always 0 when sharded)
     :ivar coverage: float64, shape [num_epochs]: fraction of entries read by some rank in that sub-epoch
+    :ivar unit: what the costs count, the plan's ``settings.unit``
     """
 
     num_shards: int
@@ -105,6 +108,7 @@ class PlanStats:
     passes: np.ndarray
     overlap: np.ndarray
     coverage: np.ndarray
+    unit: str = "bytes"
 
     @property
     def num_full_epochs(self) -> int:
@@ -188,7 +192,7 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
     return PlanStats(
         num_shards=num_shards, partition_epoch=part, num_epochs=int(num_epochs), num_files=n,
         total_bytes=int(sizes.sum()), bytes=out_bytes[:num_epochs], files=out_files[:num_epochs],
-        passes=passes, overlap=overlap[:num_epochs], coverage=coverage[:num_epochs],
+        passes=passes, overlap=overlap[:num_epochs], coverage=coverage[:num_epochs], unit=plan.settings.unit,
     )
 
 

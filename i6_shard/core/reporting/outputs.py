@@ -15,7 +15,10 @@ from ..pure.plan import ShardPlan
 from ..pure.settings import DISTRIBUTIONS, PlanSettings
 from ..io.plan_file import check_plan_fits_memory, plan_arrays
 from ..io.npz import save_npz
+from ..io.file_costs import FileCosts
+from ..pure.batching import Batching
 from .plot import plot_plan, require_matplotlib
+from .prediction import prediction_summary
 from .report import cache_summary, render_report, summarize, summary_json
 from ..pure.stats import PlanStats, compute_plan_stats
 
@@ -64,7 +67,8 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
     mode = {"sharded": "sharded", "unsharded": "unsharded",
             "unsharded_same_seed": "unsharded, same seed on all ranks"}[s.sharding]
     return (f"{plan.num_files:,} files, num_shards={s.num_shards}, partition_epoch={s.partition_epoch}, "
-            f"num_epochs={num_epochs}\n{mode}, seq_ordering={s.seq_ordering}, distribution={s.distribution}")
+            f"num_epochs={num_epochs}\n{mode}, seq_ordering={s.seq_ordering}, distribution={s.distribution}"
+            + ("" if s.unit == "bytes" else f", balanced by {s.unit}"))
 
 
 def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
@@ -108,7 +112,8 @@ def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
 
 def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, report_path: str,
                        plot_path: Optional[str] = None, node_cache: Optional[NodeCache] = None,
-                       cache_size: Optional[int] = None) -> dict:
+                       cache_size: Optional[int] = None, batching: Optional[Batching] = None,
+                       lengths: Optional[FileCosts] = None) -> dict:
     """Write the plan file (``.npz``, see :func:`plan_arrays`), the JSON summary, the text report and,
     if ``plot_path`` is given, the PNG plot, for sub-epochs ``1..plan.settings.num_epochs``. Every file
     is written atomically and its bytes depend only on the plan. The files are four: a reader may find
@@ -117,6 +122,9 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
 
     With ``node_cache``, the summary, report and plot also show the per-node cache footprint (and, with
     ``cache_size`` in bytes per node, what fits it); without, the outputs are exactly as before.
+    With ``batching`` and ``lengths`` (a costs archive's sequence counts, frames and length quantiles, in
+    the plan's key order), the summary and report also hold the predicted loss under RETURNN's batching
+    (``dropped_fraction_predicted``, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`).
 
     :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
     :raises ValueError: before anything is written, if the settings have no ``num_epochs``, the plan's
@@ -132,6 +140,7 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
         if path is not None:
             check_suffix(path, suffix=suffix, kind=kind)
     check_plan_fits_memory(plan.settings, num_files=plan.num_files)
+    check_prediction_inputs(plan, batching=batching, lengths=lengths)
     if cache_size is not None and node_cache is None:
         raise ValueError(f"cache_size={cache_size!r} needs node_cache (the ranks per node) to compute the footprint")
     if plot_path is not None:
@@ -147,6 +156,10 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
         compute_cache_footprint(plan, node_cache=node_cache, num_epochs=num_epochs, layout=layout)
     cache = None if footprint is None else cache_summary(plan, footprint, cache_size=cache_size)
     summary, stats = plan_summary(plan, num_epochs=num_epochs, layout=layout, cache=cache)
+    if batching is not None:
+        summary.update(prediction_summary(plan, num_epochs=num_epochs, batching=batching, num_seqs=lengths.num_seqs,
+                                          num_frames=lengths.num_frames,
+                                          seq_length_quantiles=lengths.seq_length_quantiles, layout=layout))
     save_npz(plan_path, arrays, kind="plan file")
     del arrays, orders, bounds
     with atomic_write(summary_path, "wt", encoding="ascii", newline="\n") as f:
@@ -159,13 +172,24 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
     return summary
 
 
+def check_prediction_inputs(plan: ShardPlan, *, batching: Optional[Batching], lengths: Optional[FileCosts]) -> None:
+    """ValueError unless batching and lengths come together and the lengths belong to the plan's files."""
+    if (batching is None) != (lengths is None):
+        raise ValueError("the predicted loss needs both the batching limits (batch_size / max_seqs) and the files' "
+                         "sequence lengths (a costs archive: `python -m i6_shard costs` or ComputeFileCostsJob)")
+    if lengths is not None and lengths.keys != plan.keys:
+        raise ValueError(f"the costs archive lists {len(lengths.keys)} files, not the plan's {plan.num_files} in its "
+                         "order; compute the costs for the same file list")
+
+
 def check_plan_dir(out_dir: str | os.PathLike) -> None:
     """Raise now what :func:`write_plan_dir` would raise about ``out_dir`` (run it before expensive work)."""
     check_output_dir(out_dir, names=PLAN_OUTPUTS, what="plan directory")
 
 
 def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = True,
-                   node_cache: Optional[NodeCache] = None, cache_size: Optional[int] = None) -> dict:
+                   node_cache: Optional[NodeCache] = None, cache_size: Optional[int] = None,
+                   batching: Optional[Batching] = None, lengths: Optional[FileCosts] = None) -> dict:
     """:func:`write_plan_outputs` into ``out_dir`` as one set: ``plan.npz``, ``summary.json``,
     ``report.txt`` and, with ``plot``, ``plot.png``, built in a temporary directory beside it and swapped
     in whole (:func:`~i6_shard.core.io.atomic.atomic_dir`). A reader of ``out_dir`` finds an earlier
@@ -185,4 +209,5 @@ def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = 
                                   summary_path=os.path.join(tmp, SUMMARY_FILE),
                                   report_path=os.path.join(tmp, REPORT_FILE),
                                   plot_path=os.path.join(tmp, PLOT_FILE) if plot else None,
-                                  node_cache=node_cache, cache_size=cache_size)
+                                  node_cache=node_cache, cache_size=cache_size, batching=batching,
+                                  lengths=lengths)

@@ -75,11 +75,12 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     image = ax_map.imshow(rel, aspect="auto", interpolation="nearest", origin="lower", cmap="RdBu_r", norm=norm,
                           extent=(0.5, num_epochs + 0.5, -0.5, num_shards - 0.5))
     cbar = fig.colorbar(image, ax=ax_map, pad=0.01, fraction=0.04)
-    cbar.set_label("bytes / mean of shards")
+    unit = getattr(stats, "unit", "bytes")
+    cbar.set_label(f"{unit} / mean of shards")
     ax_map.set_ylabel("shard_index")
     if num_shards <= 16:
         ax_map.set_yticks(range(num_shards))
-    ax_map.set_title("Bytes each shard reads per sub-epoch, relative to the mean over shards "
+    ax_map.set_title(f"{unit.capitalize()} each shard reads per sub-epoch, relative to the mean over shards "
                      "(red: more, blue: less)", fontsize=10, loc="left")
 
     if num_epochs <= 240:
@@ -93,7 +94,7 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
     ax_drop.set_xlim(0.5, num_epochs + 0.5)
     ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
-    ax_drop.set_title("Data dropped when the first rank finishes: 1 - num_shards * min / sum (bytes)",
+    ax_drop.set_title(f"Data dropped when the first rank finishes: 1 - num_shards * min / sum ({unit})",
                       fontsize=10, loc="left")
     if num_epochs <= 40:
         ax_drop.set_xticks(epochs)

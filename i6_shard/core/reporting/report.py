@@ -11,6 +11,7 @@ import numpy as np
 from ..pure.cache import CacheFootprint, partition_epoch_fits
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
+from .prediction import render_prediction
 
 __all__ = [
     "SUMMARY_FORMAT_VERSION",
@@ -21,6 +22,7 @@ __all__ = [
     "render_report",
     "plan_warnings",
     "format_bytes",
+    "format_cost",
 ]
 
 SUMMARY_FORMAT_VERSION = 1
@@ -54,6 +56,15 @@ def format_bytes(num_bytes: int) -> str:
             return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def format_cost(value: int, unit: str) -> str:
+    """A cost in its unit: bytes as :func:`format_bytes`, other units as a plain count.
+
+    >>> format_cost(1536, "bytes"), format_cost(1536, "frames")
+    ('1.50 KiB', '1,536 frames')
+    """
+    return format_bytes(value) if unit == "bytes" else f"{int(value):,} {unit}"
 
 
 def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
@@ -111,6 +122,7 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
             "num_epochs": stats.num_epochs,
             "num_full_epochs": stats.num_full_epochs,
         },
+        "unit": plan.settings.unit,
         "max_imbalance": _f(ratio.max()),
         "dropped_fraction": _f(drop.mean()),
         "dropped_fraction_max": _f(drop.max()),
@@ -280,6 +292,11 @@ def _pct(x: float) -> str:
 def render_report(summary: Mapping[str, Any]) -> str:
     """The text report of a summary from :func:`summarize` (deterministic, no paths, no times)."""
     s = summary["settings"]
+    unit = summary.get("unit", "bytes")
+
+    def fmt(value: int) -> str:
+        return format_cost(value, unit)
+
     lines: List[str] = []
     add = lines.append
     mode = ("sharded (distrib_shard_files=True)" if s["distrib_shard_files"] else
@@ -292,7 +309,8 @@ def render_report(summary: Mapping[str, Any]) -> str:
     add("Settings")
     rows = [
         ("file entries", f"{s['num_files']:,}"),
-        ("total size", f"{format_bytes(s['total_bytes'])} ({s['total_bytes']:,} bytes)"),
+        ("total size", f"{fmt(s['total_bytes'])} ({s['total_bytes']:,} bytes)" if unit == "bytes"
+         else fmt(s["total_bytes"])),
         ("num_shards", str(s["num_shards"])),
         ("partition_epoch", str(s["partition_epoch"])),
         ("num_epochs", f"{s['num_epochs']} sub-epochs = {s['num_full_epochs']} full epochs"
@@ -302,7 +320,7 @@ def render_report(summary: Mapping[str, Any]) -> str:
         ("random_seed_offset", str(s["random_seed_offset"])),
         ("fixed_random_seed", "none" if s["fixed_random_seed"] is None else str(s["fixed_random_seed"])),
         ("distribution", s["distribution"]),
-    ]
+    ] + ([("unit", f"{unit} (the costs the bins are balanced by)")] if unit != "bytes" else [])
     lines += [f"  {k:<20} {v}" for k, v in rows]
     add("")
     add("Totals")
@@ -312,9 +330,9 @@ def render_report(summary: Mapping[str, Any]) -> str:
         ("bins per full epoch", f"{bins}" + (f" ({s['num_shards']} shards x {s['partition_epoch']} sub-epochs)"
                                              if s["distrib_shard_files"] else " per rank")),
         ("files per bin", f"min {fpb['min']:,}, mean {fpb['mean']:,.1f}, max {fpb['max']:,}"),
-        ("bytes per bin", f"min {format_bytes(bpb['min'])}, mean {format_bytes(round(bpb['mean']))}, "
-                          f"max {format_bytes(bpb['max'])}"),
-        ("scheduled reads", f"{format_bytes(summary['scheduled_bytes'])} over all ranks and sub-epochs"),
+        (f"{unit} per bin", f"min {fmt(bpb['min'])}, mean {fmt(round(bpb['mean']))}, "
+                          f"max {fmt(bpb['max'])}"),
+        ("scheduled reads", f"{fmt(summary['scheduled_bytes'])} over all ranks and sub-epochs"),
         ("passes per entry", f"min {passes['min']}, mean {passes['mean']:.2f}, max {passes['max']}"),
         ("coverage", f"{_pct(summary['coverage'])} of entries scheduled at least once"),
     ]
@@ -323,22 +341,22 @@ def render_report(summary: Mapping[str, Any]) -> str:
                                 f"{summary['overlap']['mean']:,.1f}) read by several ranks in one sub-epoch"))
     lines += [f"  {k:<20} {v}" for k, v in rows]
     add("")
-    add("Balance per shard (bytes over all sub-epochs)")
-    add(f"  {'shard':>5} {'files':>10} {'bytes':>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}")
+    add(f"Balance per shard ({unit} over all sub-epochs)")
+    add(f"  {'shard':>5} {'files':>10} {unit:>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}")
     for row in summary["per_shard"]:
-        add(f"  {row['shard_index']:>5} {row['files']:>10,} {format_bytes(row['bytes']):>14} "
-            f"{row['bytes_over_mean']:>8.3f} {format_bytes(row['min_bytes']):>14} {format_bytes(row['max_bytes']):>14}")
+        add(f"  {row['shard_index']:>5} {row['files']:>10,} {fmt(row['bytes']):>14} "
+            f"{row['bytes_over_mean']:>8.3f} {fmt(row['min_bytes']):>14} {fmt(row['max_bytes']):>14}")
     add("")
-    add("Worst sub-epochs (by max/mean bytes across shards)")
-    add(f"  {'epoch':>6} {'full epoch':>10} {'min bytes':>12} {'max bytes':>12} {'max/mean':>9} {'dropped':>8}")
+    add(f"Worst sub-epochs (by max/mean {unit} across shards)")
+    add(f"  {'epoch':>6} {'full epoch':>10} {'min ' + unit:>12} {'max ' + unit:>12} {'max/mean':>9} {'dropped':>8}")
     for row in summary["worst_sub_epochs"]:
         add(f"  {row['epoch']:>6} {(row['epoch'] - 1) // s['partition_epoch']:>10} "
-            f"{format_bytes(row['min_bytes']):>12} {format_bytes(row['max_bytes']):>12} "
+            f"{fmt(row['min_bytes']):>12} {fmt(row['max_bytes']):>12} "
             f"{row['max_over_mean']:>9.3f} {_pct(row['dropped_fraction']):>8}")
     add("")
-    add("Dropped data estimate (a sub-epoch ends when its first rank runs out; bytes stand in for length)")
+    add(f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)")
     add(f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst {_pct(summary['dropped_fraction_max'])}, "
-        f"in total about {format_bytes(summary['dropped_bytes'])} of {format_bytes(summary['scheduled_bytes'])}")
+        f"in total about {fmt(summary['dropped_bytes'])} of {fmt(summary['scheduled_bytes'])}")
     add("")
     cmp_epochs = summary["distributions_num_epochs"]
     window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"
@@ -368,6 +386,7 @@ def render_report(summary: Mapping[str, Any]) -> str:
                 add(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
                     f"together read {_pct(mode_row['coverage_mean'])} of the entries, up to "
                     f"{mode_row['overlap_max']:,} of them on more than one rank)")
+    lines += render_prediction(summary)
     if "cache" in summary:
         add("")
         lines += _render_cache(summary["cache"], partition_epoch=s["partition_epoch"])

@@ -1,0 +1,350 @@
+"""Costs per file in what the training counts (frames or sequences) read from the files' metadata, in
+parallel with progress lines, and the costs archive that ``plan --sizes``, ShardPlanJob, the builder and
+the RETURNN-side dataset accept in place of a sizes archive; bytes stay the fallback (file_sizes.py)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..pure.file_tree import FileTree, flatten
+from ..pure.settings import UNITS
+from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, FileSizes, _leaves_and_keys, collect_file_sizes, \
+    load_file_sizes
+from .npz import encode_keys, open_npz, save_npz
+from .preflight import short_repr
+from .progress import Progress
+
+__all__ = ["FileCosts", "COST_UNITS", "NUM_LENGTH_QUANTILES", "hdf_stream_names", "read_hdf_seq_lengths",
+           "cost_leaf", "read_oggzip_seq_lengths", "collect_file_costs", "save_file_costs", "load_file_costs",
+           "length_quantiles", "MISSING_H5PY", "DEFAULT_FRAME_RATE"]
+
+#: The units read from the files (bytes come from the stat engine, file_sizes.py).
+COST_UNITS = tuple(u for u in UNITS if u != "bytes")
+#: Points of the pooled sequence length distribution a costs archive keeps (quantiles 0, 1/256, ..., 1).
+NUM_LENGTH_QUANTILES = 257
+MISSING_H5PY = ("h5py is not installed, so RETURNN HDF files cannot be read for their sequence lengths: "
+                "pip install h5py into the Python that runs this, or balance by bytes (`sizes`)")
+#: Files up to which the costs are read in this process: a read takes ~0.5 ms (warm), a helper process
+#: ~1 s to start and import h5py, so below this helpers cost more than they save.
+_SERIAL_MAX_FILES = 4000
+#: Feature frames per second assumed for OggZip manifests' durations (RETURNN's default step_len 10 ms).
+DEFAULT_FRAME_RATE = 100.0
+_CHUNK = 64
+_DEFAULT_MAX_PROCS = 8
+
+
+@dataclass(frozen=True)
+class FileCosts:
+    """Costs of the entries of a file list, in list order (the order and keys of their sizes).
+
+    :ivar keys: tree keys, one per entry
+    :ivar costs: int64 cost per entry in ``unit``, shape [num_files]
+    :ivar unit: one of :data:`COST_UNITS`
+    :ivar num_seqs: int64 sequences per entry, shape [num_files]
+    :ivar num_frames: int64 frames of the cost stream per entry, shape [num_files]
+    :ivar seq_length_quantiles: int64, shape [NUM_LENGTH_QUANTILES]: quantiles 0, 1/256, ..., 1 of the
+        sequence lengths (frames of the cost stream) pooled over all entries; the batching model
+        (core/pure/batching.py) takes the shape of the length distribution from it
+    :ivar mtimes: int64 modification time per entry in ns (the latest of its leaves'), shape [num_files]
+    """
+
+    keys: List[str]
+    costs: np.ndarray
+    unit: str
+    num_seqs: np.ndarray
+    num_frames: np.ndarray
+    seq_length_quantiles: np.ndarray
+    mtimes: Optional[np.ndarray] = None
+
+    def __post_init__(self):
+        if self.unit not in COST_UNITS:
+            raise ValueError(f"unit={self.unit!r}: a costs archive counts one of {COST_UNITS} (bytes: FileSizes)")
+        n = len(self.keys)
+        for name in ("costs", "num_seqs", "num_frames") + (("mtimes",) if self.mtimes is not None else ()):
+            if np.shape(getattr(self, name)) != (n,):
+                raise ValueError(f"{name} has shape {np.shape(getattr(self, name))} for {n} keys; they must pair up")
+        if np.shape(self.seq_length_quantiles) != (NUM_LENGTH_QUANTILES,):
+            raise ValueError(f"seq_length_quantiles has shape {np.shape(self.seq_length_quantiles)}, expected "
+                             f"({NUM_LENGTH_QUANTILES},)")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def as_file_sizes(self) -> FileSizes:
+        """The costs in the form every consumer of sizes takes (``FileSizes`` with its ``unit``)."""
+        return FileSizes(keys=self.keys, sizes=self.costs, mtimes=self.mtimes, unit=self.unit)
+
+
+def hdf_stream_names(h5file) -> List[str]:
+    """Names of the columns of a RETURNN HDF file's ``seqLengths``, as RETURNN's ``HDFDataset.add_file``
+    reads them: ``"data"`` if the file has ``inputs``, then the target keys, sorted (``"classes"`` stands
+    for the dummy column of a file without ``targets``)."""
+    names = ["data"] if "inputs" in h5file else []
+    if "targets" in h5file:
+        names += sorted(set(h5file["targets/data"].keys()) | set(h5file["targets/size"].attrs.keys()))
+    else:
+        names += ["classes"]
+    return names
+
+
+def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
+    """Frames of every sequence of a RETURNN HDF file in ``stream`` (a data key of HDFDataset: ``"data"``
+    or a target key), from ``seqLengths`` alone: the features are not read.
+
+    :return: int64, shape [num_seqs]
+    :raises ImportError: without h5py
+    :raises ValueError: if the file has no ``seqLengths`` or no such stream (naming the streams it has)
+    """
+    try:
+        import h5py
+    except ImportError as exc:
+        raise ImportError(MISSING_H5PY) from exc
+    with h5py.File(path, "r") as f:
+        try:
+            lengths = f["seqLengths"][...]
+        except KeyError:
+            raise ValueError(f"{short_repr(path)} has no seqLengths dataset; it is not a RETURNN HDF file "
+                             "(balance by bytes for files without such metadata)") from None
+        if stream == "data" and lengths.ndim == 2 and "inputs" in f:  # the common case: column 0
+            return lengths[:, 0].astype(np.int64)
+        names = hdf_stream_names(f)
+    lengths = lengths.astype(np.int64)
+    if lengths.ndim == 1:  # old files: one column that every stream shares
+        lengths = np.repeat(lengths[:, None], len(names), axis=1)
+    if lengths.ndim != 2 or lengths.shape[1] != len(names):
+        raise ValueError(f"{short_repr(path)}: seqLengths has shape {list(lengths.shape)} for the streams {names}")
+    if stream not in names:
+        raise ValueError(f"{short_repr(path)} has no stream {stream!r}; its streams are {names}: pass one of them "
+                         "as the cost stream")
+    return np.ascontiguousarray(lengths[:, names.index(stream)])
+
+
+def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE) -> np.ndarray:
+    """Frames of every sequence of an ``OggZipDataset`` zip from its manifest alone (``<name>.txt`` in the
+    zip, ``name`` the zip's base name, parsed as RETURNN parses it): ``round(duration * frame_rate)``.
+    The manifest's durations need not match the audio (RETURNN uses them only to sort), so the frames
+    are as good as they are; the number of sequences is exact.
+
+    :param frame_rate: feature frames per second (RETURNN's audio default ``step_len=0.01``: 100)
+    :return: int64, shape [num_seqs]
+    :raises ValueError: if the zip has no manifest or an entry no ``duration``
+    """
+    import zipfile
+
+    from .returnn_py import parse_returnn_py_literal
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        with zipfile.ZipFile(path) as zf:
+            text = zf.read(name + ".txt")
+    except KeyError:
+        raise ValueError(f"{short_repr(path)} has no manifest {name + '.txt'!r}; it is not an OggZipDataset zip "
+                         "(balance by bytes for files without such metadata)") from None
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"{short_repr(path)} is not a zip file ({exc})") from None
+    try:
+        entries = parse_returnn_py_literal(text)
+    except ValueError as exc:
+        raise ValueError(f"{short_repr(path)}: its manifest does not parse as RETURNN reads it ({exc})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("duration"), (int, float))
+                                                for e in entries):
+        raise ValueError(f"{short_repr(path)}: the manifest must be a list of dicts with a float 'duration'")
+    durations = np.array([float(e["duration"]) for e in entries], dtype=np.float64)
+    return np.rint(durations * frame_rate).astype(np.int64)
+
+
+def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
+    """The leaf of a file tree whose sequences define the entry's cost.
+
+    :param leaf: None: the only leaf, or else the only ``.hdf`` (or ``.zip``) leaf; an int: that position in the
+        tree's leaves (dm-tree order, as in its key); a str: the path of dict keys and list indices to
+        it, joined by ``/`` (e.g. ``"audio"`` or ``"feats/0"``)
+    :raises ValueError: naming the tree and what to pass
+
+    >>> tree = {"audio": "a.hdf", "text": "t.hdf"}
+    >>> cost_leaf(tree, leaf="audio"), cost_leaf(tree, leaf=1), cost_leaf("x.hdf")
+    ('a.hdf', 't.hdf', 'x.hdf')
+    >>> cost_leaf(tree)
+    Traceback (most recent call last):
+    ...
+    ValueError: file tree {'audio': 'a.hdf', 'text': 't.hdf'} has 2 .hdf leaves; name the one that defines the cost (leaf='audio' or another path of dict keys / list indices, or its position 0..1)
+    """
+    leaves = flatten(tree)
+    if leaf is None:
+        if len(leaves) == 1:
+            return leaves[0]
+        hdf = [x for x in leaves if x.endswith((".hdf", ".zip"))]
+        if len(hdf) == 1:
+            return hdf[0]
+        example = next(iter(tree)) if isinstance(tree, dict) else 0
+        raise ValueError(f"file tree {short_repr(tree)} has {len(hdf)} .hdf leaves; name the one that defines the "
+                         f"cost (leaf={example!r} or another path of dict keys / list indices, or its position "
+                         f"0..{len(leaves) - 1})")
+    if isinstance(leaf, int) and not isinstance(leaf, bool):
+        if not 0 <= leaf < len(leaves):
+            raise ValueError(f"leaf={leaf} is out of range for file tree {short_repr(tree)} with {len(leaves)} leaves")
+        return leaves[leaf]
+    if not isinstance(leaf, str):
+        raise TypeError(f"leaf={leaf!r} must be None, an int (position among the leaves) or a str (path)")
+    node = tree
+    for part in leaf.split("/"):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, (list, tuple)) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise ValueError(f"file tree {short_repr(tree)} has no leaf at {leaf!r} (stuck at {part!r}); give a "
+                             "path of dict keys / list indices joined by '/'")
+    if not isinstance(node, str):
+        raise ValueError(f"{leaf!r} names a subtree of {short_repr(tree)}, not a file; go down to one leaf")
+    return node
+
+
+def _read_one(args: Tuple[str, str, float]) -> np.ndarray:
+    """The sequence lengths of one cost leaf, by its format (its name's extension)."""
+    path, stream, frame_rate = args
+    if path.endswith(".zip"):
+        return read_oggzip_seq_lengths(path, frame_rate=frame_rate)
+    return read_hdf_seq_lengths(path, stream=stream)
+
+
+def _read_chunk(items: Sequence[Tuple[str, str]]) -> List[np.ndarray]:
+    return [_read_one(x) for x in items]
+
+
+def length_quantiles(counts: np.ndarray) -> np.ndarray:
+    """Quantiles 0, 1/256, ..., 1 of a length distribution given as a bincount (``counts[l]``: sequences
+    of length l): for each q the smallest length with at least ``q * n`` sequences at or below it.
+
+    >>> length_quantiles(np.array([0, 2, 0, 2]))[[0, 128, 129, 256]].tolist()
+    [1, 1, 3, 3]
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    if n == 0:
+        return np.zeros(NUM_LENGTH_QUANTILES, dtype=np.int64)
+    cum = np.cumsum(counts)
+    targets = np.maximum(1, np.ceil(np.linspace(0.0, 1.0, NUM_LENGTH_QUANTILES) * n)).astype(np.int64)
+    return np.searchsorted(cum, targets, side="left").astype(np.int64)
+
+
+def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf: Union[None, int, str] = None,
+                       stream: str = "data", frame_rate: float = DEFAULT_FRAME_RATE, num_procs: Optional[int] = None,
+                       progress_interval: float = 5.0) -> FileCosts:
+    """Frames or sequences per entry of a file list, read from the ``seqLengths`` of its RETURNN HDF
+    files (one read of a small dataset per file, no features) or the manifests of its ``OggZipDataset``
+    zips (``.zip``: durations times ``frame_rate``), in list order with the entries' keys.
+
+    Every leaf is stat-ed first with the stat engine (:func:`collect_file_sizes`: missing files are
+    listed at once, and the entries' modification times recorded). Then the cost leaf of each entry
+    (:func:`cost_leaf`) is read once, in ``num_procs`` helper processes for a list of more than 4000 files.
+
+    :param unit: "frames" (of ``stream``) or "seqs"
+    :param leaf: which leaf of a multimodal tree defines the cost (see :func:`cost_leaf`)
+    :param stream: the HDF stream whose lengths count (``"data"``, or a target key such as ``"classes"``)
+    :param frame_rate: OggZip only: feature frames per second of the manifest's durations
+    :param num_procs: processes reading the files (default: usable CPUs, at most 8; 1: only this one)
+    :raises ValueError: for an unknown unit, a tree without a cost leaf, or a file without the stream
+    :raises MissingFilesError: as :func:`collect_file_sizes`
+    """
+    if unit not in COST_UNITS:
+        raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
+                         "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)")
+    if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
+        raise ValueError(f"num_procs={num_procs!r} must be a positive int")
+    _, keys = _leaves_and_keys(trees)
+    cost_paths = [cost_leaf(t, leaf=leaf) for t in trees]
+    sizes = collect_file_sizes(trees, progress_interval=progress_interval)  # existence, readability, mtimes
+    unique = list(dict.fromkeys(cost_paths))
+    if num_procs is None:
+        try:
+            num_procs = max(1, min(len(os.sched_getaffinity(0)), _DEFAULT_MAX_PROCS))
+        except AttributeError:
+            num_procs = max(1, min(os.cpu_count() or 1, _DEFAULT_MAX_PROCS))
+    progress = Progress("file costs", total=len(unique), interval=progress_interval)
+    lengths: List[np.ndarray] = []
+    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not frame_rate > 0:
+        raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
+    items = [(p, stream, float(frame_rate)) for p in unique]
+    if num_procs == 1 or len(unique) <= _SERIAL_MAX_FILES:
+        for item in items:
+            lengths.append(_read_one(item))
+            progress.add(1)
+    else:
+        chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=num_procs, mp_context=ctx) as pool:
+            for part in pool.map(_read_chunk, chunks):
+                lengths.extend(part)
+                progress.add(len(part))
+    progress.close()
+    index = dict(zip(unique, range(len(unique))))
+    per_file = [lengths[index[p]] for p in cost_paths]
+    num_seqs = np.fromiter((len(x) for x in per_file), dtype=np.int64, count=len(per_file))
+    num_frames = np.fromiter((int(x.sum()) for x in per_file), dtype=np.int64, count=len(per_file))
+    bad = next((p for p, x in zip(unique, lengths) if len(x) and int(x.min()) < 0), None)
+    if bad is not None:
+        raise ValueError(f"{short_repr(bad)} has negative sequence lengths in seqLengths; it is corrupt")
+    counts = np.bincount(np.concatenate(lengths)) if lengths else np.zeros(1, dtype=np.int64)
+    costs = num_frames if unit == "frames" else num_seqs
+    return FileCosts(keys=keys, costs=costs.copy(), unit=unit, num_seqs=num_seqs, num_frames=num_frames,
+                     seq_length_quantiles=length_quantiles(counts), mtimes=sizes.mtimes)
+
+
+def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
+    """Store costs as a deterministic ``.npz`` (atomically): a file sizes archive of format 3, whose
+    ``sizes`` hold the costs, plus ``unit_utf8`` (the unit, UTF-8), ``num_seqs``, ``num_frames`` (int64
+    per entry) and ``seq_length_quantiles`` (int64 [257]). ``load_file_sizes`` reads it as sizes in
+    that unit, so everything that takes a sizes archive takes it.
+
+    :raises ValueError: if ``path`` does not end in ``.npz`` or a cost is negative
+    """
+    arrays = {name: np.asarray(getattr(costs, name), dtype=np.int64)
+              for name in ("num_seqs", "num_frames", "seq_length_quantiles")}
+    values = np.asarray(costs.costs, dtype=np.int64)
+    for name, arr in (("costs", values), *arrays.items()):
+        if arr.size and int(arr.min()) < 0:
+            raise ValueError(f"{name} must be >= 0, but entry {int(np.argmax(arr < 0))} is {int(arr.min())}; "
+                             "nothing was written")
+    mtimes = costs.mtimes if costs.mtimes is not None else np.zeros(len(costs), dtype=np.int64)
+    arrays.update({
+        "format_version": np.array(FILE_COSTS_FORMAT_VERSION, dtype=np.int64),
+        "keys_utf8": encode_keys(costs.keys),
+        "sizes": values,
+        "mtimes_ns": np.asarray(mtimes, dtype=np.int64),
+        "unit_utf8": np.frombuffer(costs.unit.encode("utf-8"), dtype=np.uint8),
+    })
+    save_npz(path, arrays, kind="file costs archive")
+
+
+def load_file_costs(path: str | os.PathLike) -> FileCosts:
+    """Load what :func:`save_file_costs` wrote.
+
+    :raises ValueError: for a sizes archive in bytes (it has no lengths: compute costs with `costs`), or a
+        corrupt archive
+    """
+    path = os.fspath(path)
+    sizes = load_file_sizes(path)  # every check of the common arrays
+    if sizes.unit == "bytes":
+        raise ValueError(f"{path!r} holds sizes in bytes, without sequence lengths; compute the costs with "
+                         "`python -m i6_shard costs` or ComputeFileCostsJob")
+    n = len(sizes)
+    with open_npz(path, kind="file costs archive") as npz:
+        headers = npz.headers
+        for name in COSTS_ARRAYS[1:]:
+            want = (NUM_LENGTH_QUANTILES,) if name == "seq_length_quantiles" else (n,)
+            if headers[name].dtype != np.int64 or tuple(headers[name].shape) != want:
+                raise ValueError(f"{path!r} is corrupt: {name} is {headers[name].dtype}{list(headers[name].shape)}, "
+                                 f"expected int64{list(want)}")
+        extra = {name: npz.read(name) for name in COSTS_ARRAYS[1:]}
+    for name, arr in extra.items():
+        if arr.size and int(arr.min()) < 0:
+            raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
+    return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, **extra)

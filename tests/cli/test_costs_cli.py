@@ -1,0 +1,50 @@
+"""`python -m i6_shard costs` and `plan --sizes COSTS --batch-size --max-seqs`: the archive the plan takes,
+balanced by its unit, the unit recorded in plan and summary, and the predicted loss."""
+
+import json
+
+import pytest
+
+from i6_shard import core
+from i6_shard.cli import main
+from tests.hdf_data import write_tiny_hdf_files
+
+pytest.importorskip("h5py")
+pytest.importorskip("returnn")
+
+
+@pytest.fixture
+def hdf_list(tmp_path):
+    paths = write_tiny_hdf_files(str(tmp_path / "data"), num_files=16, seed=2, max_seqs=25, frames=(3, 70))
+    list_path = str(tmp_path / "files.txt")
+    core.write_file_list(paths, list_path)
+    return list_path
+
+
+def test_costs_then_plan_by_frames_with_prediction(tmp_path, hdf_list, capsys):
+    costs = str(tmp_path / "costs.npz")
+    assert main(["costs", hdf_list, "--unit", "frames", "-o", costs]) == 0
+    out = str(tmp_path / "plan")
+    assert main(["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--distribution", "balanced", "--batch-size", "500", "--max-seqs", "10", "--no-plot", "-o", out]) == 0
+    text = capsys.readouterr().out
+    assert "unit                 frames" in text and "Predicted loss under RETURNN's batching" in text
+    with open(f"{out}/summary.json") as f:
+        summary = json.load(f)
+    assert summary["unit"] == "frames" and 0 <= summary["dropped_fraction_predicted"] <= 1
+    plan = core.load_plan(f"{out}/plan.npz")
+    assert plan.settings.unit == "frames"
+    assert plan.costs.tolist() == core.load_file_sizes(costs).sizes.tolist()
+
+
+def test_prediction_needs_a_costs_archive(tmp_path, hdf_list, capsys):
+    sizes = str(tmp_path / "sizes.npz")
+    assert main(["sizes", hdf_list, "-o", sizes]) == 0
+    code = main(["plan", "--sizes", sizes, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--max-seqs", "10", "--no-plot", "-o", str(tmp_path / "plan")])
+    assert code == 2 and "holds sizes in bytes" in capsys.readouterr().err
+    assert main(["plan", "--sizes", sizes, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--no-plot", "-o", str(tmp_path / "plan")]) == 0
+    with open(tmp_path / "plan" / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["unit"] == "bytes" and "dropped_fraction_predicted" not in summary

@@ -1,0 +1,171 @@
+"""Costs per file read from RETURNN HDF files equal what RETURNN's HDFDataset delivers, and the costs
+archive is taken wherever a sizes archive is."""
+
+import os
+
+import numpy as np
+import pytest
+
+from i6_shard import core
+from i6_shard.core.io.file_costs import cost_leaf, collect_file_costs, load_file_costs, save_file_costs
+from tests.hdf_data import write_tiny_hdf_files
+
+h5py = pytest.importorskip("h5py")
+pytest.importorskip("returnn")
+
+
+def _returnn_counts(path, *, key="data"):
+    """Sequences and frames of ``key`` that RETURNN's HDFDataset delivers from one file, going over every sequence."""
+    from returnn.datasets.hdf import HDFDataset
+
+    ds = HDFDataset(files=[path], seq_ordering="default")
+    ds.initialize()
+    ds.init_seq_order(epoch=1)
+    seqs = frames = 0
+    while ds.is_less_than_num_seqs(seqs):
+        ds.load_seqs(seqs, seqs + 1)
+        frames += int(ds.get_data(seqs, key).shape[0])
+        seqs += 1
+    return seqs, frames
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_frames_and_seqs_equal_returnn_hdf_dataset(tmp_path, seed):
+    rng = np.random.RandomState(seed)
+    num_files = int(rng.randint(2, 6))
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=num_files, seed=seed, max_seqs=int(rng.randint(1, 9)),
+                                 frames=(1, int(rng.randint(1, 40))))
+    frames = collect_file_costs(paths, unit="frames", num_procs=1)
+    seqs = collect_file_costs(paths, unit="seqs", num_procs=1)
+    expected = [_returnn_counts(p) for p in paths]
+    assert seqs.costs.tolist() == [s for s, _ in expected]
+    assert frames.costs.tolist() == [f for _, f in expected]
+    assert frames.keys == paths == seqs.keys
+    assert frames.num_seqs.tolist() == seqs.costs.tolist() and seqs.num_frames.tolist() == frames.costs.tolist()
+
+
+def test_target_stream_and_multimodal_leaf(tmp_path):
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    path = str(tmp_path / "t.hdf")
+    writer = SimpleHDFWriter(path, dim=2, ndim=2)
+    for n in (3, 5):
+        writer.insert_batch(np.zeros((1, n, 2), "float32"), seq_len=[n], seq_tag=[f"s{n}"],
+                            extra={"classes": np.zeros((1, n), "int32")})
+    writer.close()
+    other = write_tiny_hdf_files(str(tmp_path / "o"), num_files=1, seqs_per_file=[7])[0]
+    tree = {"audio": path, "other": other}
+    costs = collect_file_costs([tree], unit="frames", leaf="audio", stream="classes", num_procs=1)
+    assert costs.costs.tolist() == [_returnn_counts(path, key="classes")[1]] == [8]
+    assert collect_file_costs([tree], unit="seqs", leaf="other", num_procs=1).costs.tolist() == [7]
+    with pytest.raises(ValueError, match="no stream 'words'"):
+        collect_file_costs([path], unit="frames", stream="words", num_procs=1)
+    with pytest.raises(ValueError, match="name the one that defines the cost"):
+        cost_leaf(tree)
+
+
+def test_archive_round_trip_is_a_sizes_archive(tmp_path):
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=5, seed=3)
+    costs = collect_file_costs(paths, unit="frames", num_procs=1)
+    out = str(tmp_path / "costs.npz")
+    save_file_costs(costs, out)
+    loaded = load_file_costs(out)
+    assert loaded.unit == "frames" and loaded.keys == costs.keys
+    for name in ("costs", "num_seqs", "num_frames", "seq_length_quantiles", "mtimes"):
+        assert getattr(loaded, name).tolist() == getattr(costs, name).tolist()
+    as_sizes = core.load_file_sizes(out)
+    assert as_sizes.unit == "frames" and as_sizes.sizes.tolist() == costs.costs.tolist()
+    with open(out, "rb") as f:
+        first = f.read()
+    save_file_costs(costs, out)
+    with open(out, "rb") as f:
+        assert f.read() == first  # deterministic bytes
+    sizes_path = str(tmp_path / "sizes.npz")
+    core.save_file_sizes(core.collect_file_sizes(paths), sizes_path)
+    assert core.load_file_sizes(sizes_path).unit == "bytes"
+    with pytest.raises(ValueError, match="holds sizes in bytes"):
+        load_file_costs(sizes_path)
+    with pytest.raises(ValueError, match="records the unit"):
+        core.save_file_sizes(costs.as_file_sizes(), str(tmp_path / "x.npz"))
+
+
+def test_helper_processes_give_the_same_costs(tmp_path, monkeypatch):
+    import i6_shard.core.io.file_costs as fc
+
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=9, seed=4)
+    serial = collect_file_costs(paths, unit="frames", num_procs=1)
+    monkeypatch.setattr(fc, "_SERIAL_MAX_FILES", 2)
+    monkeypatch.setattr(fc, "_CHUNK", 2)
+    parallel = collect_file_costs(paths + paths[:2], unit="frames", num_procs=2)
+    assert parallel.costs.tolist() == serial.costs.tolist() + serial.costs.tolist()[:2]
+
+
+def _write_oggzip(path, durations, seed):
+    """A text-only OggZipDataset zip: its manifest (RETURNN's form) and no audio."""
+    import zipfile
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    entries = [{"text": f"utt {i}", "duration": float(d), "seq_name": f"{name}/seq{i}"}
+               for i, d in enumerate(durations)]
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{name}.txt", repr(entries))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_oggzip_seqs_equal_returnn_and_frames_from_durations(tmp_path, seed):
+    from returnn.datasets.audio import OggZipDataset
+
+    rng = np.random.RandomState(seed)
+    paths, all_durations = [], []
+    for i in range(3):
+        durations = np.round(rng.uniform(0.3, 9.0, size=rng.randint(1, 12)), 3)
+        path = str(tmp_path / f"corpus{i}.zip")
+        _write_oggzip(path, durations, seed)
+        paths.append(path)
+        all_durations.append(durations)
+    seqs = collect_file_costs(paths, unit="seqs", num_procs=1)
+    frames = collect_file_costs(paths, unit="frames", frame_rate=100.0, num_procs=1)
+    for path, durations, n, f in zip(paths, all_durations, seqs.costs.tolist(), frames.costs.tolist()):
+        ds = OggZipDataset(path=path, audio=None, targets=None)
+        ds.initialize()
+        ds.init_seq_order(epoch=1)
+        assert n == ds.num_seqs == len(durations)
+        assert f == int(np.rint(durations * 100).sum())
+    with pytest.raises(ValueError, match="has no manifest"):
+        import zipfile
+
+        with zipfile.ZipFile(str(tmp_path / "other.zip"), "w") as zf:
+            zf.writestr("x.txt", "[]")
+        collect_file_costs([str(tmp_path / "other.zip")], unit="seqs", num_procs=1)
+
+
+def test_corrupt_costs_archives_are_refused(tmp_path):
+    from i6_shard.core.io.npz import load_npz, save_npz
+
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=3, seed=6)
+    good = str(tmp_path / "good.npz")
+    save_file_costs(collect_file_costs(paths, unit="seqs", num_procs=1), good)
+    arrays = dict(load_npz(good))
+    cases = {
+        "unit": ({"unit_utf8": np.frombuffer(b"bytes", dtype=np.uint8)}, "its unit is 'bytes'"),
+        "unit2": ({"unit_utf8": np.frombuffer(b"tokens", dtype=np.uint8)}, "its unit is 'tokens'"),
+        "quantiles": ({"seq_length_quantiles": np.zeros(5, dtype=np.int64)}, "seq_length_quantiles"),
+        "seqs": ({"num_seqs": np.zeros(2, dtype=np.int64)}, "num_seqs"),
+        "negative": ({"num_frames": np.array([1, -1, 2], dtype=np.int64)}, "negative"),
+        "missing": ({"num_frames": None}, "not a file sizes archive"),
+    }
+    for name, (change, message) in cases.items():
+        bad = {k: v for k, v in {**arrays, **change}.items() if v is not None}
+        path = str(tmp_path / f"{name}.npz")
+        save_npz(path, bad)
+        with pytest.raises(ValueError, match=message):
+            load_file_costs(path)
+
+
+def test_stale_check_of_a_costs_archive_looks_at_mtimes(tmp_path):
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=2, seed=7)
+    costs = collect_file_costs(paths, unit="frames", num_procs=1)
+    assert core.io.file_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths) == 2  # frames != bytes
+    os.utime(paths[1], ns=(1, 1))
+    with pytest.raises(core.io.file_sizes.StaleFileSizesError, match="entry 1"):
+        core.io.file_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths)
