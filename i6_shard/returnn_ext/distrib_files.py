@@ -1,5 +1,5 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn" or "balanced") and precomputed file sizes instead of a stat per file."""
+distribution ("returnn", "balanced" or "flexible") and precomputed file sizes instead of a stat per file."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from i6_shard import core
 from i6_shard.core.pure import check_distribution
 from i6_shard.core.pure.cut import cut_full_epoch
+from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
@@ -49,7 +50,7 @@ def check_returnn_hooks() -> None:
         if name not in used:
             problems.append(f"DistributeFilesDataset.init_seq_order does not use {name}")
     init_params = inspect.signature(dfd.__init__).parameters
-    for name in ("distribution", "file_sizes"):
+    for name in ("distribution", "file_sizes", "max_sub_epoch_deviation"):
         if name in init_params:
             problems.append(f"DistributeFilesDataset.__init__ has its own {name!r} argument")
     if "_meta_info_cache" not in init_params or "_file_sizes" not in dfd.__init__.__code__.co_names:
@@ -91,6 +92,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       ``"balanced"`` cuts size-balanced sub-epoch groups and assigns each group's files to
       the ranks largest first (:func:`i6_shard.core.distribute_balanced`), so that ranks
       finish their sub-epochs at nearly the same time and little data is dropped.
+      ``"flexible"`` also lets the sub-epochs differ in size by up to ``max_sub_epoch_deviation``
+      (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`).
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
@@ -109,19 +112,23 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     _getnewargs_remap = {**DistributeFilesDataset._getnewargs_remap, "file_sizes": "file_sizes_path"}
 
     def __init__(self, *, distribution: str = "returnn", file_sizes: Optional[str | os.PathLike] = None,
-                 **kwargs):
+                 max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION, **kwargs):
         """
-        :param distribution: ``"returnn"`` or ``"balanced"``
+        :param distribution: one of ``core.DISTRIBUTIONS``: ``"returnn"``, ``"balanced"`` or ``"flexible"``
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
             stat every file as RETURNN does
+        :param max_sub_epoch_deviation: ``"flexible"`` only: how far a sub-epoch's size may be from the
+            mean sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``)
         :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged
         """
         check_distribution(distribution)
+        max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
         if file_sizes is not None and not isinstance(file_sizes, (str, os.PathLike)):
             raise TypeError(f"file_sizes={file_sizes!r} must be the path (str) of a file sizes archive or None; "
                             "convert a tk.Path with .get_path()")
         super().__init__(**kwargs)
         self.distribution = distribution
+        self.max_sub_epoch_deviation = max_sub_epoch_deviation
         self.file_sizes_path: Optional[str] = None if file_sizes is None else os.fspath(file_sizes)
 
     def _lazy_init_file_sizes(self):
@@ -147,8 +154,11 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                                f"{num_shards}*{self.partition_epoch}; this RETURNN version is not supported")
         sizes = np.fromiter((file_sizes[t if type(t) is str else _get_key_for_file_tree(t)] for t in files_order),
                             dtype=np.int64, count=len(files_order))  # a str is its own key
+        options = None  # the one option of a cut so far: "flexible"'s bound (PlanSettings.cut_options)
+        if self.distribution == "flexible":
+            options = {"max_sub_epoch_deviation": self.max_sub_epoch_deviation}
         order, bounds = cut_full_epoch(sizes, num_shards=num_shards, partition_epoch=self.partition_epoch,
-                                       distribution=self.distribution)
+                                       distribution=self.distribution, options=options)
         order_list, bounds_list = order.tolist(), bounds.tolist()
         return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
 

@@ -403,3 +403,61 @@ def test_returnn_dataset_cuts_as_the_plan(tmp_path):
                                               files_order=files_order)
     plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible"))
     assert bins == [plan.files_for(epoch=s + 1, shard_index=r) for r in range(3) for s in range(2)]
+
+
+def _skewed(num_files=40, seed=9):
+    """Lognormal sizes with one file of twice a rank's share of a sub-epoch (3 ranks, 2 sub-epochs), where
+    the bound decides how far a sub-epoch may grow."""
+    sizes = lognormal_sizes(num_files, seed=seed, sigma=1.0)
+    sizes[11] = int(sizes.sum()) // 3
+    return [f"/data/part-{i:02d}.hdf" for i in range(num_files)], sizes
+
+
+def test_returnn_dataset_takes_the_bound_and_keeps_it_when_pickled():
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+    import pickle
+
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    keys, sizes = _skewed()
+    files_order = [keys[i] for i in shuffle_order(len(keys), seed=1)]
+    bins = {}
+    for bound in (0.05, 0.5):
+        dataset = ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
+                                                distribution="flexible", max_sub_epoch_deviation=bound,
+                                                _num_shards=3, _shard_index=0)
+        dataset = pickle.loads(pickle.dumps(dataset))  # RETURNN pickles datasets into worker processes
+        assert dataset.max_sub_epoch_deviation == bound
+        bins[bound] = dataset._distribute_evenly_by_size(num_bins=6, file_sizes=dict(zip(keys, sizes.tolist())),
+                                                         files_order=files_order)
+        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible",
+                                                   max_sub_epoch_deviation=bound))
+        assert bins[bound] == [plan.files_for(epoch=s + 1, shard_index=r) for r in range(3) for s in range(2)]
+    assert bins[0.05] != bins[0.5]
+    with pytest.raises(ValueError, match=r"max_sub_epoch_deviation=1.5 must be in \[0, 1\)"):
+        ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
+                                      distribution="flexible", max_sub_epoch_deviation=1.5)
+
+
+def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads_it():
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+    from i6_shard.returnn_config import find_distribute_files_datasets, sharded_files_dataset
+
+    hdf = {"class": "HDFDataset", "seq_ordering": "default"}
+    files = [f"/data/part-{i}.hdf" for i in range(8)]
+    default = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible")
+    assert "max_sub_epoch_deviation" not in default
+    explicit = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
+                                     max_sub_epoch_deviation=0.25)
+    assert set(explicit) == set(default)
+    wider = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
+                                  max_sub_epoch_deviation=np.float32(0.5))
+    assert wider["max_sub_epoch_deviation"] == 0.5 and type(wider["max_sub_epoch_deviation"]) is float
+    for value, error in ((1.0, ValueError), ("0.5", TypeError), (True, TypeError)):
+        with pytest.raises(error, match="max_sub_epoch_deviation="):
+            sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
+                                  max_sub_epoch_deviation=value)
+    for d, bound in ((default, 0.25), (wider, 0.5)):
+        (record,) = find_distribute_files_datasets(d, num_ranks=2)
+        settings = record.plan_settings(num_epochs=4)
+        assert (settings.distribution, settings.max_sub_epoch_deviation) == ("flexible", bound)
