@@ -197,6 +197,10 @@ def sharded_files_dataset(
                             "str keys, e.g. {'name': 'train'}")
     check_distribution(distribution)
     max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
+    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION and distribution != "flexible":
+        raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
+                         f"distribution='flexible' only, but distribution={distribution!r}: use "
+                         "distribution='flexible', or drop max_sub_epoch_deviation")
     check_seq_ordering(seq_ordering)
     if not isinstance(sub_epoch_dataset, Mapping):
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")

@@ -458,6 +458,10 @@ def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads
         with pytest.raises(error, match="max_sub_epoch_deviation="):
             sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
                                   max_sub_epoch_deviation=value)
+    with pytest.raises(ValueError, match="max_sub_epoch_deviation=0.5 bounds the sub-epoch sizes of "
+                                         "distribution='flexible' only, but distribution='balanced'"):
+        sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="balanced",
+                              max_sub_epoch_deviation=0.5)
     for d, bound in ((default, 0.25), (wider, 0.5)):
         (record,) = find_distribute_files_datasets(d, num_ranks=2)
         settings = record.plan_settings(num_epochs=4)
