@@ -65,7 +65,8 @@ def _settings(args: argparse.Namespace) -> core.PlanSettings:
         num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=args.num_epochs,
         seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
         fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
-        same_seed_on_all_ranks=args.same_seed_on_all_ranks, distribution=args.distribution)
+        same_seed_on_all_ranks=args.same_seed_on_all_ranks, distribution=args.distribution,
+        max_sub_epoch_deviation=args.max_sub_epoch_deviation)
 
 
 _PLAN_OUTPUTS = (core.PLAN_FILE, core.SUMMARY_FILE, core.REPORT_FILE, core.PLOT_FILE)
@@ -248,6 +249,9 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
                         "unchanged on every rank, so all ranks read the same files (the report shows the overlap)")
     p.add_argument("--distribution", choices=core.DISTRIBUTIONS, default="returnn",
                    help="how bins are cut (default: returnn, what DistributeFilesDataset does)")
+    p.add_argument("--max-sub-epoch-deviation", type=float, default=core.PlanSettings.max_sub_epoch_deviation,
+                   help="with --distribution flexible: how far a sub-epoch's size may be from the mean sub-epoch's, "
+                        "as a share of it, in [0, 1) (default %(default)s: +-25%%)")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
 
 

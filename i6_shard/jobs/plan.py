@@ -22,6 +22,7 @@ __all__ = ["ShardPlanJob"]
 #: Files x full epochs (x layouts: one per rank unsharded) up to which the plan runs as a mini task.
 #: Measured on one core: 1M files x 20 full epochs (20M) plan, report and plot in 23 s, 0.5 GB peak.
 MINI_TASK_MAX_WORK = 20_000_000
+_DEFAULT_DEVIATION = core.PlanSettings.max_sub_epoch_deviation  # the settings' default, hashed as before
 
 
 def _plan_settings(args: Dict[str, Any]) -> core.PlanSettings:
@@ -30,7 +31,8 @@ def _plan_settings(args: Dict[str, Any]) -> core.PlanSettings:
         sharding=args.get("sharding", "sharded"), num_shards=args["num_shards"],
         partition_epoch=args["partition_epoch"], num_epochs=args["num_epochs"],
         seq_ordering=args.get("seq_ordering", "random"), random_seed_offset=args.get("random_seed_offset") or 0,
-        fixed_random_seed=args.get("fixed_random_seed"), distribution=args.get("distribution", "returnn"))
+        fixed_random_seed=args.get("fixed_random_seed"), distribution=args.get("distribution", "returnn"),
+        max_sub_epoch_deviation=args.get("max_sub_epoch_deviation", _DEFAULT_DEVIATION))
 
 
 def _batching(args: Dict[str, Any]) -> Optional[Batching]:
@@ -100,7 +102,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
     # Options added later go here with the value that reproduces the old behavior. plot=False is
     # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
     __sis_hash_exclude__ = {"distribution": "returnn", "sharding": "sharded", "plot": True, "batch_size": None,
-                            "max_seqs": None}
+                            "max_seqs": None, "max_sub_epoch_deviation": _DEFAULT_DEVIATION}
 
     def __init__(
         self,
@@ -113,6 +115,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         random_seed_offset: Optional[int] = None,
         fixed_random_seed: Optional[int] = None,
         distribution: str = "returnn",
+        max_sub_epoch_deviation: float = _DEFAULT_DEVIATION,
         sharding: str = "sharded",
         plot: bool = True,
         batch_size: Optional[int] = None,
@@ -130,6 +133,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param random_seed_offset: the seed offset (see ``core.PlanSettings``; None: RETURNN's default 0)
         :param fixed_random_seed: the dataset's fixed_random_seed, if any
         :param distribution: "returnn" (RETURNN's own cut) or another of ``core.DISTRIBUTIONS``
+        :param max_sub_epoch_deviation: with ``distribution="flexible"``: how far a sub-epoch's size may be
+            from the mean sub-epoch's, as a share of it, in [0, 1) (``core.PlanSettings``; default 0.25)
         :param sharding: how the training splits the files, a key of ``core.SHARDING_MODES``
         :param plot: declare and write ``out_plot`` (the task fails if matplotlib is missing where it runs);
             ``plot=False`` is another job (hashed), ``True`` hashes as before the option existed
@@ -150,6 +155,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.random_seed_offset = random_seed_offset if random_seed_offset is None else settings.random_seed_offset
         self.fixed_random_seed = settings.fixed_random_seed
         self.distribution = settings.distribution
+        self.max_sub_epoch_deviation = settings.max_sub_epoch_deviation
         self.sharding = settings.sharding
         self.batch_size = batch_size
         self.max_seqs = max_seqs
@@ -169,7 +175,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         # Sisyphus hashes before __init__ runs: check everything here, and hash plain Python values.
         d = dict(parsed_args)
         settings, d["plot"], _ = _checked_args(d)
-        for name in ("num_shards", "partition_epoch", "num_epochs", "fixed_random_seed"):
+        for name in ("num_shards", "partition_epoch", "num_epochs", "fixed_random_seed", "max_sub_epoch_deviation"):
             d[name] = getattr(settings, name)
         # None and 0 are the same plan: None means RETURNN's default 0.
         d["random_seed_offset"] = settings.random_seed_offset or None

@@ -71,7 +71,8 @@ def check_picklable_functions(obj: Any, *, where: str) -> None:
 
 
 def plain_numbers(obj: Any) -> Any:
-    """``obj`` with numpy integers and bools turned into Python ones, inside dicts, lists, tuples and
+    """``obj`` with numpy integers, bools and floats other than ``np.float64`` (a ``float`` already)
+    turned into Python ones, inside dicts, lists, tuples and
     ``functools.partial`` too; ``obj`` itself (not a copy) when it holds none, and containers of
     other types are left alone, so that whatever hashed before hashes the same.
 
@@ -80,6 +81,8 @@ def plain_numbers(obj: Any) -> Any:
     """
     if isinstance(obj, (np.integer, np.bool_)):
         return obj.item()
+    if isinstance(obj, np.floating) and not isinstance(obj, float):  # np.float64 is a float and hashes as before
+        return float(obj)
     if type(obj) is dict:
         items = {k: plain_numbers(v) for k, v in obj.items()}
         return obj if all(items[k] is v for k, v in obj.items()) else items

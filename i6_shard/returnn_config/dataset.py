@@ -9,6 +9,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 from ..core import FILE_LIST_EXTENSIONS
 from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
+from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import PyCode, is_sisyphus_path, plain_value
 from .reader import files_kind, find_distribute_files_datasets
@@ -22,8 +23,8 @@ DEFAULT_MAX_INLINE_FILES = 10_000
 SHARDED_DFD_CLASS_PATH = "i6_shard.returnn_ext.ShardedDistributeFilesDataset"
 
 _RESERVED = ("class", "files", "get_sub_epoch_dataset", "partition_epoch", "seq_ordering", "distrib_shard_files",
-             "sharding_fix", "distribution", "file_sizes", "plan", "buffer_size", "preload_next_n_sub_epochs",
-             "use_worker_proc")
+             "sharding_fix", "distribution", "max_sub_epoch_deviation", "file_sizes", "plan", "buffer_size",
+             "preload_next_n_sub_epochs", "use_worker_proc")
 
 
 def _is_path_like(value: Any) -> bool:
@@ -117,6 +118,7 @@ def sharded_files_dataset(
     files_key: FilesKey = "files",
     distribution: str = "returnn",
     file_sizes: Union[str, os.PathLike, Any, None] = None,
+    max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     plan: Union[str, os.PathLike, Any, None] = None,
     cached_file: Union[bool, Sequence[Union[int, str]]] = False,
     buffer_size: Optional[int] = None,
@@ -148,11 +150,14 @@ def sharded_files_dataset(
     :param partition_epoch: sub-epochs per full epoch
     :param files_key: where the files go in ``sub_epoch_dataset``: a key or key path, or
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
-    :param distribution: ``"returnn"`` (RETURNN's own bins) or ``"balanced"`` (i6_shard's
+    :param distribution: ``"returnn"`` (RETURNN's own bins), ``"balanced"`` or ``"flexible"`` (i6_shard's
         ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
         (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
+    :param max_sub_epoch_deviation: ``"flexible"`` only: how far a sub-epoch's size may be from the mean
+        sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``); in the dict only
+        when not the default 0.25
     :param plan: path of a plan file (``ShardPlanJob.out_plan`` or what ``python -m i6_shard plan`` wrote,
         ``plan.npz``): every rank reads its bins from it instead of computing them, and checks at start-up
         that it fits (files, ``partition_epoch``, ranks, sharding, seeds, epochs); a ``tk.Path`` makes the
@@ -209,6 +214,11 @@ def sharded_files_dataset(
             raise TypeError(f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
                             "str keys, e.g. {'name': 'train'}")
     check_distribution(distribution)
+    max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
+    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION and distribution != "flexible":
+        raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
+                         f"distribution='flexible' only, but distribution={distribution!r}: use "
+                         "distribution='flexible', or drop max_sub_epoch_deviation")
     check_seq_ordering(seq_ordering)
     if not isinstance(sub_epoch_dataset, Mapping):
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
@@ -258,6 +268,8 @@ def sharded_files_dataset(
     dataset["sharding_fix"] = True
     if distribution != "returnn":
         dataset["distribution"] = distribution
+    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:
+        dataset["max_sub_epoch_deviation"] = max_sub_epoch_deviation
     if file_sizes is not None:
         dataset["file_sizes"] = file_sizes
     if plan is not None:

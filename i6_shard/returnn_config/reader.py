@@ -14,6 +14,7 @@ from ..core import FILE_LIST_EXTENSIONS
 from ..core.pure import SHARDING_MODES, PlanSettings
 from ..core.pure.args import check_optional_int
 from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
+from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -205,6 +206,12 @@ class DistributeFilesDatasetInfo:
         return self.dataset.get("distribution", "returnn") if self.is_i6_shard else "returnn"
 
     @property
+    def max_sub_epoch_deviation(self) -> Any:
+        """The ``"flexible"`` distribution's bound on the sub-epoch sizes: the class's option, or its default."""
+        default = DEFAULT_MAX_SUB_EPOCH_DEVIATION
+        return self.dataset.get("max_sub_epoch_deviation", default) if self.is_i6_shard else default
+
+    @property
     def shuffles(self) -> bool:
         """Whether the file order depends on a seed at all (``seq_ordering="random"``)."""
         return self.seq_ordering == "random"
@@ -295,7 +302,8 @@ class DistributeFilesDatasetInfo:
         return PlanSettings.from_mode(
             sharding=info._mode(), num_shards=info.num_ranks, partition_epoch=info.partition_epoch,
             num_epochs=num_epochs, seq_ordering=info.seq_ordering, random_seed_offset=info.seed.base,
-            fixed_random_seed=info.fixed_random_seed, distribution=distribution or info.distribution)
+            fixed_random_seed=info.fixed_random_seed, distribution=distribution or info.distribution,
+            max_sub_epoch_deviation=info.max_sub_epoch_deviation)
 
 
 # --- class and option reading ----------------------------------------------------------------

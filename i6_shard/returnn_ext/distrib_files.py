@@ -1,5 +1,6 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution, precomputed file sizes instead of a stat per file, or the bins read from a plan file."""
+distribution ("returnn", "balanced" or "flexible"), precomputed file sizes instead of a stat per file, or
+the bins read from a plan file."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
 from i6_shard.core.pure.cut import cut_full_epoch
 from i6_shard.core.pure.text import short_repr
 from i6_shard.core.pure.settings import PlanSettings
+from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5
@@ -55,7 +57,7 @@ def check_returnn_hooks() -> None:
         if name not in used:
             problems.append(f"DistributeFilesDataset.init_seq_order does not use {name}")
     init_params = inspect.signature(dfd.__init__).parameters
-    for name in ("distribution", "file_sizes", "plan"):
+    for name in ("distribution", "file_sizes", "plan", "max_sub_epoch_deviation"):
         if name in init_params:
             problems.append(f"DistributeFilesDataset.__init__ has its own {name!r} argument")
     if "_meta_info_cache" not in init_params or "_file_sizes" not in dfd.__init__.__code__.co_names:
@@ -101,6 +103,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       ``"balanced"`` cuts size-balanced sub-epoch groups and assigns each group's files to
       the ranks largest first (:func:`i6_shard.core.distribute_balanced`), so that ranks
       finish their sub-epochs at nearly the same time and little data is dropped.
+      ``"flexible"`` also lets the sub-epochs differ in size by up to ``max_sub_epoch_deviation``
+      (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`).
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
@@ -131,19 +135,23 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
 
     def __init__(self, *, distribution: Optional[str] = None, file_sizes: Optional[str | os.PathLike] = None,
                  file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES, plan: Optional[str | os.PathLike] = None,
-                 **kwargs):
+                 max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION, **kwargs):
         """
-        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS``; None: ``"returnn"``, or with
-            ``plan``, the plan's (given with a plan, it must be the plan's)
+        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"`` or
+            ``"flexible"``); None: ``"returnn"``, or with ``plan``, the plan's (given with a plan, it must be
+            the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
             stat every file as RETURNN does; not read with ``plan`` (the plan holds the sizes)
         :param file_sizes_check_samples: entries of ``file_sizes`` each rank stats again when it loads them
             (:func:`i6_shard.core.io.check_sample_unchanged`); 0: none
         :param plan: path of a plan file; None: compute the bins as the other options say
+        :param max_sub_epoch_deviation: ``"flexible"`` only: how far a sub-epoch's size may be from the
+            mean sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``)
         :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged
         """
         if distribution is not None:
             check_distribution(distribution)
+        max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
         for name, value, what in (("file_sizes", file_sizes, "a file sizes archive"), ("plan", plan, "a plan file")):
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise TypeError(f"{name}={value!r} must be the path (str) of {what} or None; "
@@ -152,6 +160,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         super().__init__(**kwargs)
         self.file_sizes_check_samples = int(file_sizes_check_samples)
         self.distribution = distribution if distribution is not None or plan is not None else "returnn"
+        self.max_sub_epoch_deviation = max_sub_epoch_deviation
         self.file_sizes_path: Optional[str] = None if file_sizes is None else os.fspath(file_sizes)
         self.plan_path: Optional[str] = None if plan is None else os.fspath(plan)
         self._plan_settings: Optional[PlanSettings] = None  # set once the plan was checked against the dataset
@@ -274,8 +283,11 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                                f"{num_shards}*{self.partition_epoch}; this RETURNN version is not supported")
         sizes = np.fromiter((file_sizes[t if type(t) is str else _get_key_for_file_tree(t)] for t in files_order),
                             dtype=np.int64, count=len(files_order))  # a str is its own key
+        options = None  # the one option of a cut so far: "flexible"'s bound (PlanSettings.cut_options)
+        if self.distribution == "flexible":
+            options = {"max_sub_epoch_deviation": self.max_sub_epoch_deviation}
         order, bounds = cut_full_epoch(sizes, num_shards=num_shards, partition_epoch=self.partition_epoch,
-                                       distribution=self.distribution)
+                                       distribution=self.distribution, options=options)
         order_list, bounds_list = order.tolist(), bounds.tolist()
         return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
 

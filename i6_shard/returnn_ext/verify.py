@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from i6_shard.core.io.atomic import atomic_write
 from i6_shard.core.pure.distribute import check_enough_files
+from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 
 __all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "find_dfd", "check_dataset_files", "simulate_rank",
@@ -224,6 +225,9 @@ def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: 
             "sharding_fix": getattr(dataset, "sharding_fix", None),
             "distribution": getattr(dataset, "distribution", "returnn"),
         }
+        deviation = getattr(dataset, "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
+        if deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:  # as plan files: only when not the default
+            settings["max_sub_epoch_deviation"] = float(deviation)
         sub_epochs = []
         for epoch in epochs:
             start = time.monotonic()

@@ -114,6 +114,8 @@ def test_bad_output_paths_fail_before_anything_is_planned_or_written(tmp_path, s
      "full epoch 2 (epochs 7..9) would shuffle with seed 4294967296"),
     (["--fixed-random-seed", "-1"], "fixed_random_seed=-1 is a shuffle seed"),
     (["--same-seed-on-all-ranks"], "same_seed_on_all_ranks=True models distrib_shard_files=False"),
+    (["--distribution", "flexible", "--max-sub-epoch-deviation", "1"], "max_sub_epoch_deviation=1.0 must be in [0, 1)"),
+    (["--max-sub-epoch-deviation", "nan"], "max_sub_epoch_deviation=nan must be in [0, 1)"),
 ])
 def test_plan_checks_every_setting_before_creating_the_output(tmp_path, sizes_file, capsys, option, message):
     path, _, _ = sizes_file
@@ -163,3 +165,30 @@ def test_unsharded_same_seed_on_all_ranks_reports_the_overlap(tmp_path, sizes_fi
     plan = core.load_plan(out / "plan.npz", verify=True)
     assert plan.settings.same_seed_on_all_ranks and plan.settings.random_seed_offset == 7
     assert plan.files_for(epoch=3, shard_index=0) == plan.files_for(epoch=3, shard_index=2)
+
+
+def test_plan_takes_the_flexible_bound(tmp_path, capsys):
+    """--max-sub-epoch-deviation reaches the flexible cut: the stored plan has that bound and its bins,
+    which differ from those of the default bound on files beyond a rank's share."""
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(24)]
+    sizes = core.io.lognormal_sizes(24, seed=5, sigma=1.0)
+    sizes[7] = int(sizes.sum()) // 4  # twice a rank's share of a sub-epoch (2 ranks, 2 sub-epochs)
+    path = str(tmp_path / "file_sizes.npz")
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes), path)
+    plans = {}
+    for bound in ("0.05", "0.5"):
+        out = tmp_path / bound
+        assert main(["plan", "--sizes", path, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "8",
+                     "--distribution", "flexible", "--max-sub-epoch-deviation", bound, "--no-plot",
+                     "-o", str(out)]) == 0
+        plans[bound] = core.load_plan(str(out / "plan.npz"), verify=True)
+        settings = core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=8, distribution="flexible",
+                                     max_sub_epoch_deviation=float(bound))
+        assert plans[bound].settings == settings
+        expected = core.ShardPlan(keys, sizes, settings)
+        for k in range(4):
+            got, want = plans[bound].layout(full_epoch_0idx=k), expected.layout(full_epoch_0idx=k)
+            assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    capsys.readouterr()
+    layouts = [[p.layout(full_epoch_0idx=k)[1].tolist() for k in range(4)] for p in plans.values()]
+    assert layouts[0] != layouts[1]

@@ -33,6 +33,8 @@ def _read(path):
     ({}, []),
     ({"seq_ordering": "default"}, ["--seq-ordering", "default"]),
     ({"random_seed_offset": 5, "distribution": "balanced"}, ["--random-seed-offset", "5", "--distribution", "balanced"]),
+    ({"distribution": "flexible", "max_sub_epoch_deviation": 0.1},
+     ["--distribution", "flexible", "--max-sub-epoch-deviation", "0.1"]),
 ])
 def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
     sizes_path = _sizes_file(str(work_dir))
@@ -139,6 +141,23 @@ def test_pinned_ids_and_what_is_hashed(work_dir):
     assert len({job._sis_id(), balanced._sis_id(), other._sis_id()}) == 3
 
 
+def test_flexible_bound_hashes_only_when_not_the_default(work_dir):
+    sizes = tk.Path("/data/corpus/file_sizes.npz")
+    flexible = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible")
+    assert flexible._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.cvqcuxHHeS7R"
+    for same in (0.25, np.float64(0.25)):
+        assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible",
+                            max_sub_epoch_deviation=same) is flexible
+    plain = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, max_sub_epoch_deviation=0.25)
+    assert plain._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
+    wider = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible",
+                         max_sub_epoch_deviation=np.float32(0.5))
+    assert wider._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.WWb5tAnslYwl"
+    assert type(wider.max_sub_epoch_deviation) is float
+    assert wider is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible",
+                                 max_sub_epoch_deviation=0.5)
+
+
 def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
     sizes = tk.Path("/data/corpus/file_sizes.npz")
     job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
@@ -157,6 +176,8 @@ def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
     ({"plot": "no"}, TypeError, "plot='no' has type str; plot must be True or False"),
     ({"time_rqmt": -1}, ValueError, "time_rqmt=-1 must be a positive number \\(hours\\)"),
     ({"cpu_rqmt": 0}, ValueError, "cpu_rqmt=0 must be a positive int \\(CPUs\\)"),
+    ({"max_sub_epoch_deviation": 1.0}, ValueError, "max_sub_epoch_deviation=1.0 must be in \\[0, 1\\)"),
+    ({"max_sub_epoch_deviation": "0.1"}, TypeError, "max_sub_epoch_deviation='0.1' must be a float"),
 ])
 def test_every_argument_is_checked_before_the_hash(work_dir, options, error, match):
     sizes = tk.Path("/data/corpus/file_sizes.npz")

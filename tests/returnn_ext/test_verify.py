@@ -196,3 +196,24 @@ def test_a_dfd_inside_a_wrapper_is_found_and_verified(tmp_path, hdf_files, offse
     assert (violations == []) is ok, report
     if not ok:
         assert "ranks disagree on random_seed_offset" in report
+
+
+def test_flexible_bound_travels_from_the_dataset_into_the_checked_plan(tmp_path):
+    """The recorder takes the bound from ShardedDistributeFilesDataset and the check plans with it: a
+    file of three times the others' size makes the bins of bound 0.05 differ from the default's."""
+    from i6_shard import core
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    files = write_tiny_hdf_files(str(tmp_path / "hdf"), num_files=10, seed=1, frames=(40, 40), dim=8,
+                                 seqs_per_file=[3, 1, 4, 2, 5, 200, 3, 2, 4, 1])
+    sizes = core.collect_file_sizes(files).sizes
+    layouts = [core.ShardPlan(files, sizes, core.PlanSettings(
+        num_shards=2, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=d)).layout(full_epoch_0idx=0)
+        for d in (0.05, 0.25)]
+    assert layouts[0][1].tolist() != layouts[1][1].tolist()  # else this test could not tell the bounds apart
+    dataset = sharded_dfd(files, partition_epoch=2, **{"class": ShardedDistributeFilesDataset,
+                                                      "distribution": "flexible", "max_sub_epoch_deviation": 0.05})
+    ranks, ref = _record(tmp_path, _pickled(tmp_path, dataset), num_shards=2, epochs=[1, 2])
+    assert ranks[0]["settings"]["max_sub_epoch_deviation"] == 0.05
+    violations, report = verify_records(ranks, ref, num_shards=2)
+    assert violations == [], report

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import numpy as np
 
 from ..pure.cache import CacheFootprint, partition_epoch_fits
+from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from .prediction import render_prediction
@@ -289,6 +290,17 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
+def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
+    """Bytes of every sub-epoch of the complete full epochs over the mean sub-epoch of its full epoch,
+    shape [num_full_epochs * P]; None without a complete full epoch or bytes."""
+    part = summary["settings"]["partition_epoch"]
+    table = np.asarray(summary["per_sub_epoch"]["bytes"], dtype=np.float64).sum(axis=1)
+    table = table[:len(table) // part * part].reshape(-1, part)
+    if table.size == 0 or not (table.sum(axis=1) > 0).all():
+        return None
+    return (table / table.mean(axis=1, keepdims=True)).ravel()
+
+
 def render_report(summary: Mapping[str, Any]) -> str:
     """The text report of a summary from :func:`summarize` (deterministic, no paths, no times)."""
     s = summary["settings"]
@@ -357,6 +369,11 @@ def render_report(summary: Mapping[str, Any]) -> str:
     add(f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)")
     add(f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst {_pct(summary['dropped_fraction_max'])}, "
         f"in total about {fmt(summary['dropped_bytes'])} of {fmt(summary['scheduled_bytes'])}")
+    sizes = _sub_epoch_sizes(summary) if s["distribution"] == "flexible" else None
+    if sizes is not None:
+        bound = s.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
+        add(f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to {sizes.max():.3f} "
+            f"(max_sub_epoch_deviation={bound:g})")
     add("")
     cmp_epochs = summary["distributions_num_epochs"]
     window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"

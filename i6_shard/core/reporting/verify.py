@@ -7,6 +7,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ..io.file_sizes import collect_file_sizes
 from ..pure.file_tree import tree_key
+from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.settings import PlanSettings
 from ..pure.reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
@@ -63,7 +64,8 @@ def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, A
     plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(
         num_shards=num_shards, partition_epoch=first["partition_epoch"], seq_ordering=first["seq_ordering"],
         random_seed_offset=first["random_seed_offset"], fixed_random_seed=first["fixed_random_seed"],
-        distribution=first.get("distribution", "returnn")))
+        distribution=first.get("distribution", "returnn"),
+        max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)))
     file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
     reads = [SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
              for rec in ranks for se in rec["sub_epochs"]]

@@ -4,6 +4,7 @@ plain references, the setting in PlanSettings and the plan file, and that every 
 
 import itertools
 import json
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -403,3 +404,120 @@ def test_returnn_dataset_cuts_as_the_plan(tmp_path):
                                               files_order=files_order)
     plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible"))
     assert bins == [plan.files_for(epoch=s + 1, shard_index=r) for r in range(3) for s in range(2)]
+
+
+def _skewed(num_files=40, seed=9):
+    """Lognormal sizes with one file of twice a rank's share of a sub-epoch (3 ranks, 2 sub-epochs), where
+    the bound decides how far a sub-epoch may grow."""
+    sizes = lognormal_sizes(num_files, seed=seed, sigma=1.0)
+    sizes[11] = int(sizes.sum()) // 3
+    return [f"/data/part-{i:02d}.hdf" for i in range(num_files)], sizes
+
+
+def test_returnn_dataset_takes_the_bound_and_keeps_it_when_pickled():
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+    import pickle
+
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    keys, sizes = _skewed()
+    files_order = [keys[i] for i in shuffle_order(len(keys), seed=1)]
+    bins = {}
+    for bound in (0.05, 0.5):
+        dataset = ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
+                                                distribution="flexible", max_sub_epoch_deviation=bound,
+                                                _num_shards=3, _shard_index=0)
+        dataset = pickle.loads(pickle.dumps(dataset))  # RETURNN pickles datasets into worker processes
+        assert dataset.max_sub_epoch_deviation == bound
+        bins[bound] = dataset._distribute_evenly_by_size(num_bins=6, file_sizes=dict(zip(keys, sizes.tolist())),
+                                                         files_order=files_order)
+        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible",
+                                                   max_sub_epoch_deviation=bound))
+        assert bins[bound] == [plan.files_for(epoch=s + 1, shard_index=r) for r in range(3) for s in range(2)]
+    assert bins[0.05] != bins[0.5]
+    with pytest.raises(ValueError, match=r"max_sub_epoch_deviation=1.5 must be in \[0, 1\)"):
+        ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
+                                      distribution="flexible", max_sub_epoch_deviation=1.5)
+
+
+def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads_it():
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+    from i6_shard.returnn_config import find_distribute_files_datasets, sharded_files_dataset
+
+    hdf = {"class": "HDFDataset", "seq_ordering": "default"}
+    files = [f"/data/part-{i}.hdf" for i in range(8)]
+    default = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible")
+    assert "max_sub_epoch_deviation" not in default
+    explicit = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
+                                     max_sub_epoch_deviation=0.25)
+    assert set(explicit) == set(default)
+    wider = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
+                                  max_sub_epoch_deviation=np.float32(0.5))
+    assert wider["max_sub_epoch_deviation"] == 0.5 and type(wider["max_sub_epoch_deviation"]) is float
+    for value, error in ((1.0, ValueError), ("0.5", TypeError), (True, TypeError)):
+        with pytest.raises(error, match="max_sub_epoch_deviation="):
+            sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
+                                  max_sub_epoch_deviation=value)
+    with pytest.raises(ValueError, match="max_sub_epoch_deviation=0.5 bounds the sub-epoch sizes of "
+                                         "distribution='flexible' only, but distribution='balanced'"):
+        sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="balanced",
+                              max_sub_epoch_deviation=0.5)
+    for d, bound in ((default, 0.25), (wider, 0.5)):
+        (record,) = find_distribute_files_datasets(d, num_ranks=2)
+        settings = record.plan_settings(num_epochs=4)
+        assert (settings.distribution, settings.max_sub_epoch_deviation) == ("flexible", bound)
+
+
+# --- the report's comparison row ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("distribution", ["returnn", "balanced"])
+def test_report_compares_flexible_only_where_the_balanced_split_drops_enough(tmp_path, distribution):
+    from i6_shard.core import compute_plan_stats, write_plan_outputs
+    from i6_shard.core.reporting.outputs import FLEXIBLE_COMPARE_MIN_DROPPED
+
+    def outputs_of(sizes, name):
+        keys = [f"/corpus/{name}-{i:03d}.hdf" for i in range(len(sizes))]
+        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, num_epochs=6,
+                                                   distribution=distribution))
+        paths = {k: str(tmp_path / f"{name}.{k[:-5]}.{ext}") for k, ext in
+                 (("plan_path", "npz"), ("summary_path", "json"), ("report_path", "txt"))}
+        summary = write_plan_outputs(plan, **paths)
+        with open(paths["report_path"], encoding="utf-8") as f:
+            report = f.read()
+        drops = {d: compute_plan_stats(plan.with_settings(distribution=d), num_epochs=6).dropped_fraction.mean()
+                 for d in ("balanced", "flexible")}
+        return summary["distributions"]["flexible"], report, drops
+
+    # Many similar files: the balanced split drops almost nothing, so flexible cannot gain more than that.
+    row, report, drops = outputs_of(lognormal_sizes(400, seed=2, sigma=0.3), "even")
+    assert drops["balanced"] < FLEXIBLE_COMPARE_MIN_DROPPED
+    assert row == (f"the balanced split drops only {100 * drops['balanced']:.2f}% here, all that flexible sub-epochs "
+                   "could save (not computed; plan with distribution='flexible' to see it)")
+    assert re.search(r"^  flexible +not applicable: " + re.escape(row) + "$", report, flags=re.M)
+    # A file beyond a rank's share: the balanced split drops more, and the row holds the flexible plan's numbers.
+    keys, sizes = _skewed()
+    row, report, drops = outputs_of(sizes, "skewed")
+    assert drops["balanced"] >= FLEXIBLE_COMPARE_MIN_DROPPED
+    assert row["dropped_fraction"] == pytest.approx(drops["flexible"], abs=1e-6)
+    assert drops["flexible"] < drops["balanced"]
+
+
+@pytest.mark.parametrize("deviation", [0.25, 0.1])
+def test_report_of_a_flexible_plan_shows_its_sub_epoch_sizes(tmp_path, deviation):
+    from i6_shard.core import compute_plan_stats, write_plan_outputs
+
+    keys, sizes = _skewed()
+    plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, num_epochs=7, distribution="flexible",
+                                               max_sub_epoch_deviation=deviation))
+    write_plan_outputs(plan, plan_path=str(tmp_path / "p.npz"), summary_path=str(tmp_path / "s.json"),
+                       report_path=str(tmp_path / "r.txt"))
+    per_sub_epoch = compute_plan_stats(plan, num_epochs=6).bytes.sum(axis=1).reshape(3, 2)  # complete full epochs
+    ratio = per_sub_epoch / per_sub_epoch.mean(axis=1, keepdims=True)
+    assert ratio.max() > 1.01  # the sizes do differ here
+    line = (f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {ratio.min():.3f} to {ratio.max():.3f} "
+            f"(max_sub_epoch_deviation={deviation:g})\n")
+    assert line in (tmp_path / "r.txt").read_text(encoding="utf-8")
+    other = plan.with_settings(distribution="balanced")
+    write_plan_outputs(other, plan_path=str(tmp_path / "b.npz"), summary_path=str(tmp_path / "b.json"),
+                       report_path=str(tmp_path / "b.txt"))
+    assert "sub-epoch sizes over" not in (tmp_path / "b.txt").read_text(encoding="utf-8")
