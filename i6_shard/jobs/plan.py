@@ -42,6 +42,25 @@ def _batching(args: Dict[str, Any]) -> Optional[Batching]:
     return Batching(batch_size=args.get("batch_size"), max_seqs=args.get("max_seqs"))
 
 
+def _node_cache(args: Dict[str, Any]) -> Tuple[Optional[core.NodeCache], Optional[int]]:
+    """The per-node cache of the footprint report and the cache size in bytes, or (None, None)
+    without ``ranks_per_node``; the other cache options need it."""
+    if args.get("ranks_per_node") is None:
+        given = [name for name, default in (("preload_next_n_sub_epochs", None), ("cached_file", True),
+                                            ("cache_size", None)) if args.get(name, default) != default]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe the per-node cache; give ranks_per_node too (GPUs per "
+                             "node), or leave them out")
+        return None, None
+    preload = args.get("preload_next_n_sub_epochs")
+    node_cache = core.NodeCache(
+        ranks_per_node=args["ranks_per_node"], cached_file=args.get("cached_file", True),
+        preload_next_n_sub_epochs=core.pure.cache.DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if preload is None else preload)
+    cache_size = core.pure.check_optional_int(args.get("cache_size"), name="cache_size", minimum=1,
+                                              hint="bytes of file cache per node, or None")
+    return node_cache, cache_size
+
+
 def _checked_args(args: Dict[str, Any]) -> Tuple[core.PlanSettings, bool, Dict[str, Union[int, float]]]:
     """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
     too): the settings, ``plot`` and the resource requests given, in plain Python values."""
@@ -49,6 +68,7 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[core.PlanSettings, bool, Dict[s
     settings = _plan_settings(args)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
     _batching(args)
+    _node_cache(args)
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return settings, plot, given
 
@@ -102,7 +122,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
     # Options added later go here with the value that reproduces the old behavior. plot=False is
     # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
     __sis_hash_exclude__ = {"distribution": "returnn", "sharding": "sharded", "plot": True, "batch_size": None,
-                            "max_seqs": None, "max_sub_epoch_deviation": _DEFAULT_DEVIATION}
+                            "max_seqs": None, "max_sub_epoch_deviation": _DEFAULT_DEVIATION, "ranks_per_node": None,
+                            "preload_next_n_sub_epochs": None, "cached_file": True, "cache_size": None}
 
     def __init__(
         self,
@@ -120,6 +141,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         plot: bool = True,
         batch_size: Optional[int] = None,
         max_seqs: Optional[int] = None,
+        ranks_per_node: Optional[int] = None,
+        preload_next_n_sub_epochs: Optional[int] = None,
+        cached_file: bool = True,
+        cache_size: Optional[int] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -141,6 +166,12 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param batch_size: RETURNN's ``batch_size`` in frames: predict the loss under its batching
             (``dropped_fraction_predicted`` in the summary; needs a costs archive as ``file_sizes``)
         :param max_seqs: RETURNN's ``max_seqs``, for the prediction
+        :param ranks_per_node: GPUs per node: the summary, report and plot add the per-node cache footprint
+            (``cache_peak_bytes_per_node``, also as ``out_cache_peak_bytes_per_node``) and the bytes each node
+            reads from the shared file system per sub-epoch (``core.NodeCache``)
+        :param preload_next_n_sub_epochs: the dataset's option (None: RETURNN's default), with ranks_per_node
+        :param cached_file: the files go through ``CachedFile`` (one copy per node), with ranks_per_node
+        :param cache_size: bytes of file cache per node: the report says which partition_epoch values fit
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
             plan runs as a mini task unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -159,6 +190,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.sharding = settings.sharding
         self.batch_size = batch_size
         self.max_seqs = max_seqs
+        self.ranks_per_node = ranks_per_node
+        self.preload_next_n_sub_epochs = preload_next_n_sub_epochs
+        self.cached_file = cached_file
+        self.cache_size = cache_size
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)
@@ -169,6 +204,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.out_dropped_fraction = self.output_var("dropped_fraction")
         if batch_size is not None or max_seqs is not None:
             self.out_dropped_fraction_predicted = self.output_var("dropped_fraction_predicted")
+        if ranks_per_node is not None:
+            self.out_cache_peak_bytes_per_node = self.output_var("cache_peak_bytes_per_node")
 
     @classmethod
     def hash(cls, parsed_args):
@@ -182,6 +219,12 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         batching = _batching(d)
         if batching is not None:  # plain ints; an unset limit stays None, excluded from the hash
             d["batch_size"], d["max_seqs"] = batching.batch_size, batching.max_seqs
+        node_cache, cache_size = _node_cache(d)
+        if node_cache is not None:  # plain values, as given (None and True stay excluded from the hash)
+            d["ranks_per_node"], d["cache_size"] = node_cache.ranks_per_node, cache_size
+            if d.get("preload_next_n_sub_epochs") is not None:
+                d["preload_next_n_sub_epochs"] = node_cache.preload_next_n_sub_epochs
+            d["cached_file"] = node_cache.cached_file
         for name in RQMT_ARGS:
             d.pop(name, None)
         return super().hash(d)
@@ -201,11 +244,14 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         plan = core.ShardPlan(sizes.keys, sizes.sizes, _plan_settings(vars(self)).replace(unit=sizes.unit))
         batching = _batching(vars(self))
         lengths = None if batching is None else core.io.load_file_costs(path_str(self.file_sizes))
+        node_cache, cache_size = _node_cache(vars(self))
         summary = core.write_plan_outputs(
             plan, plan_path=self.out_plan.get_path(), summary_path=self.out_summary.get_path(),
             report_path=self.out_report.get_path(), plot_path=self.out_plot.get_path() if self.plot else None,
-            batching=batching, lengths=lengths)
+            batching=batching, lengths=lengths, node_cache=node_cache, cache_size=cache_size)
         write_variable(self.out_max_imbalance, float(summary["max_imbalance"]))
         write_variable(self.out_dropped_fraction, float(summary["dropped_fraction"]))
         if batching is not None:
             write_variable(self.out_dropped_fraction_predicted, float(summary["dropped_fraction_predicted"]))
+        if node_cache is not None:
+            write_variable(self.out_cache_peak_bytes_per_node, int(summary["cache_peak_bytes_per_node"]))

@@ -35,6 +35,9 @@ def _read(path):
     ({"random_seed_offset": 5, "distribution": "balanced"}, ["--random-seed-offset", "5", "--distribution", "balanced"]),
     ({"distribution": "flexible", "max_sub_epoch_deviation": 0.1},
      ["--distribution", "flexible", "--max-sub-epoch-deviation", "0.1"]),
+    ({"ranks_per_node": 2, "cache_size": 600_000_000}, ["--ranks-per-node", "2", "--cache-size", "600000000"]),
+    ({"ranks_per_node": 3, "preload_next_n_sub_epochs": 0, "cached_file": False},
+     ["--ranks-per-node", "3", "--preload-next-n-sub-epochs", "0", "--no-cached-file"]),
 ])
 def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
     sizes_path = _sizes_file(str(work_dir))
@@ -53,6 +56,12 @@ def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
     assert job.out_max_imbalance.get() == summary["max_imbalance"]
     assert job.out_dropped_fraction.get() == summary["dropped_fraction"]
     assert isinstance(job.out_max_imbalance.get(), float)
+    if "ranks_per_node" in options:
+        # Without CachedFile the node caches nothing: a peak of 0.
+        peak = summary["cache_peak_bytes_per_node"]
+        assert job.out_cache_peak_bytes_per_node.get() == peak and (peak > 0) == options.get("cached_file", True)
+    else:
+        assert not hasattr(job, "out_cache_peak_bytes_per_node") and "cache_peak_bytes_per_node" not in summary
 
 
 def test_plan_is_returnns_cut(work_dir):
@@ -256,3 +265,19 @@ def test_requests_are_sized_from_files_times_full_epochs(work_dir, monkeypatch):
     (task,) = ShardPlanJob(tk.Path(str(work_dir / "missing.npz")), num_shards=2, partition_epoch=2,
                            num_epochs=4).tasks()
     assert task.mini_task
+
+
+def test_cache_options_hash_only_when_given_and_need_ranks_per_node(work_dir):
+    sizes = tk.Path("/data/sizes/file_sizes.npz")
+    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40)
+    cached = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4)
+    assert cached is not job
+    # The defaults of the other cache options hash as if absent; numpy numbers are plain.
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=np.int64(4),
+                        cached_file=True) is cached
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4,
+                        cache_size=10**9) is not cached
+    with pytest.raises(ValueError, match="cache_size describe the per-node cache; give ranks_per_node too"):
+        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, cache_size=10**9)
+    with pytest.raises(ValueError, match="ranks_per_node=0 must be a positive int"):
+        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=0)
