@@ -12,17 +12,18 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..pure.batching import Batching, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
-from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, FileSizes, _leaves_and_keys, collect_file_sizes, \
-    load_file_sizes
+from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, _leaves_and_keys, \
+    collect_file_sizes, load_file_sizes
 from .npz import encode_keys, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
 
 __all__ = ["FileCosts", "COST_UNITS", "NUM_LENGTH_QUANTILES", "hdf_stream_names", "read_hdf_seq_lengths",
            "cost_leaf", "read_oggzip_seq_lengths", "collect_file_costs", "save_file_costs", "load_file_costs",
-           "length_quantiles", "MISSING_H5PY", "DEFAULT_FRAME_RATE"]
+           "length_quantiles", "prediction_batching", "MISSING_H5PY", "DEFAULT_FRAME_RATE"]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
 COST_UNITS = tuple(u for u in UNITS if u != "bytes")
@@ -52,6 +53,8 @@ class FileCosts:
         sequence lengths (frames of the cost stream) pooled over all entries; the batching model
         (core/pure/batching.py) takes the shape of the length distribution from it
     :ivar mtimes: int64 modification time per entry in ns (the latest of its leaves'), shape [num_files]
+    :ivar batching: unit "steps" only (and there required): the batching limits the costs count the expected
+        steps under, in milli-steps (``core.pure.batching.file_millisteps``)
     """
 
     keys: List[str]
@@ -61,10 +64,14 @@ class FileCosts:
     num_frames: np.ndarray
     seq_length_quantiles: np.ndarray
     mtimes: Optional[np.ndarray] = None
+    batching: Optional[Batching] = None
 
     def __post_init__(self):
         if self.unit not in COST_UNITS:
             raise ValueError(f"unit={self.unit!r}: a costs archive counts one of {COST_UNITS} (bytes: FileSizes)")
+        if (self.batching is not None) != (self.unit == "steps"):
+            raise ValueError(f"unit={self.unit!r} with batching={self.batching!r}: costs in steps need the batching "
+                             "limits they were counted under (batch_size / max_seqs), other units none")
         n = len(self.keys)
         for name in ("costs", "num_seqs", "num_frames") + (("mtimes",) if self.mtimes is not None else ()):
             if np.shape(getattr(self, name)) != (n,):
@@ -79,6 +86,19 @@ class FileCosts:
     def as_file_sizes(self) -> FileSizes:
         """The costs in the form every consumer of sizes takes (``FileSizes`` with its ``unit``)."""
         return FileSizes(keys=self.keys, sizes=self.costs, mtimes=self.mtimes, unit=self.unit)
+
+
+def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optional[Batching]:
+    """The batching limits a plan of ``costs`` predicts its loss under: the given ones, or for costs in
+    steps the limits they were counted under (a plan by steps always records them in its summary).
+
+    :raises ValueError: if costs in steps were counted under other limits than the given ones
+    """
+    if costs.batching is None or batching is None or batching == costs.batching:
+        return batching if batching is not None else costs.batching
+    raise ValueError(f"the costs count steps under {costs.batching.as_dict()}, but the prediction was asked for "
+                     f"{batching.as_dict()}: give the same batch_size / max_seqs, or compute the costs again with "
+                     "these")
 
 
 def hdf_stream_names(h5file) -> List[str]:
@@ -236,7 +256,7 @@ def length_quantiles(counts: np.ndarray) -> np.ndarray:
 
 def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf: Union[None, int, str] = None,
                        stream: str = "data", frame_rate: float = DEFAULT_FRAME_RATE, num_procs: Optional[int] = None,
-                       progress_interval: float = 5.0) -> FileCosts:
+                       progress_interval: float = 5.0, batching: Optional[Batching] = None) -> FileCosts:
     """Frames or sequences per entry of a file list, read from the ``seqLengths`` of its RETURNN HDF
     files (one read of a small dataset per file, no features) or the manifests of its ``OggZipDataset``
     zips (``.zip``: durations times ``frame_rate``), in list order with the entries' keys.
@@ -245,17 +265,25 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     listed at once, and the entries' modification times recorded). Then the cost leaf of each entry
     (:func:`cost_leaf`) is read once, in ``num_procs`` helper processes for a list of more than 4000 files.
 
-    :param unit: "frames" (of ``stream``) or "seqs"
+    :param unit: "frames" (of ``stream``), "seqs", or "steps": per file the expected steps of its sequences
+        under ``batching`` in milli-steps (``core.pure.batching.file_millisteps``, from the file's own lengths)
     :param leaf: which leaf of a multimodal tree defines the cost (see :func:`cost_leaf`)
     :param stream: the HDF stream whose lengths count (``"data"``, or a target key such as ``"classes"``)
     :param frame_rate: OggZip only: feature frames per second of the manifest's durations
     :param num_procs: processes reading the files (default: usable CPUs, at most 8; 1: only this one)
-    :raises ValueError: for an unknown unit, a tree without a cost leaf, or a file without the stream
+    :param batching: unit "steps" only (and there required): RETURNN's batch_size (frames) and max_seqs
+    :raises ValueError: for an unknown unit, batching without unit "steps" or the reverse, a tree without a cost
+        leaf, or a file without the stream
     :raises MissingFilesError: as :func:`collect_file_sizes`
     """
     if unit not in COST_UNITS:
         raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
                          "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)")
+    if (batching is not None) != (unit == "steps"):
+        raise ValueError(f"unit={unit!r} with batching={batching!r}: give the batching limits (batch_size / max_seqs) "
+                         "with unit='steps', and only there")
+    if batching is not None and not isinstance(batching, Batching):
+        raise TypeError(f"batching={batching!r} must be a core.pure.batching.Batching")
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
     _, keys = _leaves_and_keys(trees)
@@ -293,15 +321,19 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if bad is not None:
         raise ValueError(f"{short_repr(bad)} has negative sequence lengths in seqLengths; it is corrupt")
     counts = np.bincount(np.concatenate(lengths)) if lengths else np.zeros(1, dtype=np.int64)
-    costs = num_frames if unit == "frames" else num_seqs
-    return FileCosts(keys=keys, costs=costs.copy(), unit=unit, num_seqs=num_seqs, num_frames=num_frames,
-                     seq_length_quantiles=length_quantiles(counts), mtimes=sizes.mtimes)
+    if unit == "steps":
+        costs = file_millisteps(per_file, batching)
+    else:
+        costs = (num_frames if unit == "frames" else num_seqs).copy()
+    return FileCosts(keys=keys, costs=costs, unit=unit, num_seqs=num_seqs, num_frames=num_frames,
+                     seq_length_quantiles=length_quantiles(counts), mtimes=sizes.mtimes, batching=batching)
 
 
 def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
     """Store costs as a deterministic ``.npz`` (atomically): a file sizes archive of format 3, whose
     ``sizes`` hold the costs, plus ``unit_utf8`` (the unit, UTF-8), ``num_seqs``, ``num_frames`` (int64
-    per entry) and ``seq_length_quantiles`` (int64 [257]). ``load_file_sizes`` reads it as sizes in
+    per entry) and ``seq_length_quantiles`` (int64 [257]); in steps also ``steps_batching`` (int64
+    [batch_size, max_seqs], 0: no limit). ``load_file_sizes`` reads it as sizes in
     that unit, so everything that takes a sizes archive takes it.
 
     :raises ValueError: if ``path`` does not end in ``.npz`` or a cost is negative
@@ -321,6 +353,9 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
         "mtimes_ns": np.asarray(mtimes, dtype=np.int64),
         "unit_utf8": np.frombuffer(costs.unit.encode("utf-8"), dtype=np.uint8),
     })
+    if costs.batching is not None:
+        arrays[STEPS_BATCHING_ARRAY] = np.array([costs.batching.batch_size or 0, costs.batching.max_seqs or 0],
+                                                dtype=np.int64)
     save_npz(path, arrays, kind="file costs archive")
 
 
@@ -344,7 +379,19 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
                 raise ValueError(f"{path!r} is corrupt: {name} is {headers[name].dtype}{list(headers[name].shape)}, "
                                  f"expected int64{list(want)}")
         extra = {name: npz.read(name) for name in COSTS_ARRAYS[1:]}
+        batching = None
+        if sizes.unit == "steps":
+            h = headers[STEPS_BATCHING_ARRAY]
+            if h.dtype != np.int64 or tuple(h.shape) != (2,):
+                raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} is {h.dtype}{list(h.shape)}, expected "
+                                 "int64[2]")
+            limits = [int(x) for x in npz.read(STEPS_BATCHING_ARRAY)]
+            try:
+                batching = Batching(batch_size=limits[0] or None, max_seqs=limits[1] or None)
+            except ValueError as exc:
+                raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} {limits}: {exc}") from None
     for name, arr in extra.items():
         if arr.size and int(arr.min()) < 0:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
-    return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, **extra)
+    return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching,
+                     **extra)
