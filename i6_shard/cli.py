@@ -49,7 +49,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
                          "unit steps needs --batch-size and/or --max-seqs (the limits its steps are counted under), "
                          "the other units take neither")
     costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, frame_rate=args.frame_rate,
-                               num_procs=args.procs, batching=batching)
+                               num_procs=args.procs, batching=batching, length_column=args.length_column)
     save_file_costs(costs, args.output)
     total = format_cost(int(costs.costs.sum()), args.unit)
     print(f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
@@ -277,9 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
-    p = sub.add_parser("costs", help="frames or sequences per entry of a file list, read from the files' metadata "
-                                     "(RETURNN HDF seqLengths, OggZip manifests), as an archive that `plan --sizes` "
-                                     "takes")
+    p = sub.add_parser("costs", help="frames, sequences or expected steps per entry of a file list, read from the "
+                                     "files' metadata (RETURNN HDF seqLengths, OggZip manifests, arrow shards), as an "
+                                     "archive that `plan --sizes` takes")
     p.add_argument("file_list")
     p.add_argument("--unit", choices=("frames", "seqs", "steps"), default="frames",
                    help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
@@ -292,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
                         ".hdf leaf)")
     p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
+    p.add_argument("--length-column", default=None,
+                   help="arrow shards (.arrow): the column of each row's length, an int column or a list column whose "
+                        "lengths count (needed for frames and steps; without it a shard counts its rows)")
     p.add_argument("--frame-rate", type=float, default=100.0,
                    help="OggZip zips: feature frames per second of the manifest's durations (default 100)")
     p.add_argument("--procs", type=int, default=None, help="processes reading the files (default: CPUs, at most 8)")

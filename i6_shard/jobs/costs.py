@@ -41,6 +41,9 @@ def _checked_args(args: Dict[str, Any]) -> bool:
         raise ValueError(f"stream={stream!r} must name an HDF stream, e.g. 'data' or 'classes'")
     core.pure.check_optional_int(args.get("num_procs"), name="num_procs", minimum=1, hint="or None")
     _steps_batching(args)
+    length_column = args.get("length_column")
+    if length_column is not None and (not isinstance(length_column, str) or not length_column):
+        raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
     check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return txt
 
@@ -56,9 +59,10 @@ def _steps_batching(args: Dict[str, Any]) -> Optional[Batching]:
 
 
 class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
-    """Costs of the entries of a file list in frames or sequences, read from RETURNN HDF files'
-    ``seqLengths`` (the features are not read) or OggZip manifests, for ShardPlanJob (``file_sizes=``), the builder and
-    the i6_shard dataset, which then balance by that unit.
+    """Costs of the entries of a file list in frames, sequences or expected steps, read from RETURNN HDF
+    files' ``seqLengths`` (the features are not read), OggZip manifests or arrow shards (rows, a length
+    column), for ShardPlanJob (``file_sizes=``), the builder and the i6_shard dataset, which then balance by
+    that unit.
 
     Outputs:
       - out_file_list: the list as DistributeFilesDataset reads it (as ComputeFileSizesJob's);
@@ -69,11 +73,11 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     _list_path = ComputeFileSizesJob._list_path
     _trees = ComputeFileSizesJob._trees
     _is_callable = ComputeFileSizesJob._is_callable
-    __sis_hash_exclude__ = {"batch_size": None, "max_seqs": None}
+    __sis_hash_exclude__ = {"batch_size": None, "max_seqs": None, "length_column": None}
 
     def __init__(self, files: Union[Sequence[Any], tk.Path], *, unit: str = "frames",
                  leaf: Union[None, int, str] = None, stream: str = "data", frame_rate: float = 100.0,
-                 batch_size: Optional[int] = None, max_seqs: Optional[int] = None,
+                 batch_size: Optional[int] = None, max_seqs: Optional[int] = None, length_column: Optional[str] = None,
                  num_procs: Optional[int] = None,
                  time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
         """
@@ -85,6 +89,8 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         :param frame_rate: OggZip zips: feature frames per second of the manifest's durations
         :param batch_size: unit "steps" only: RETURNN's batch_size in frames (padding included)
         :param max_seqs: unit "steps" only: RETURNN's max_seqs
+        :param length_column: arrow shards (``.arrow``): the column of each row's length (an int column, or a
+            list column whose lengths count); needed for frames and steps, without it a shard counts its rows
         :param num_procs: processes reading the files (default: the task's CPUs, at most 8); not hashed
         :param time_rqmt: hours (default 1; up to 20,000 entries a mini task); not hashed
         :param mem_rqmt: GB (default 2); not hashed
@@ -98,6 +104,7 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         self.frame_rate = frame_rate
         self.batch_size = batch_size
         self.max_seqs = max_seqs
+        self.length_column = length_column
         self.num_procs = num_procs
         self.given_rqmt = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
 
@@ -119,6 +126,7 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         trees = self._trees()
         costs = collect_file_costs(trees, unit=self.unit, leaf=self.leaf, stream=self.stream,
                                    frame_rate=self.frame_rate, batching=_steps_batching(vars(self)),
+                                   length_column=self.length_column,
                                    num_procs=self.num_procs or min(8, max(1, len(os.sched_getaffinity(0)))))
         core.write_file_list(trees, self.out_file_list.get_path())
         save_file_costs(costs, self.out_file_costs.get_path())

@@ -43,8 +43,10 @@ def test_job_equals_cli_and_plans_by_its_unit(work_dir, unit):
         assert ComputeFileCostsJob(tk.Path(list_path), unit=unit, batch_size=600, max_seqs=9)._sis_id() \
             != job._sis_id()
     else:
-        explicit = ComputeFileCostsJob(tk.Path(list_path), unit=unit, batch_size=None, max_seqs=None)
-        assert explicit._sis_id() == job._sis_id()  # the steps options leave the other units' job ids
+        explicit = ComputeFileCostsJob(tk.Path(list_path), unit=unit, batch_size=None, max_seqs=None,
+                                       length_column=None)
+        assert explicit._sis_id() == job._sis_id()  # the steps and arrow options leave the other units' job ids
+        assert ComputeFileCostsJob(tk.Path(list_path), unit=unit, length_column="n")._sis_id() != job._sis_id()
     run_job(job)
     cli_out = str(work_dir / "cli.npz")
     cli_extra = ["--batch-size", "600", "--max-seqs", "8"] if unit == "steps" else []
@@ -98,6 +100,23 @@ def test_bad_options(work_dir):
         ComputeFileCostsJob(["/abs/a.hdf"], unit="frames", max_seqs=3)
     with pytest.raises(ValueError, match="max_seqs"):
         ComputeFileCostsJob(["/abs/a.hdf"], unit="steps", max_seqs=0)
+    with pytest.raises(ValueError, match="length_column=''"):
+        ComputeFileCostsJob(["/abs/a.arrow"], unit="seqs", length_column="")
+
+
+def test_job_reads_arrow_shards(work_dir):
+    pa = pytest.importorskip("pyarrow", reason="arrow shards need pyarrow: pip install pyarrow")
+    import pyarrow.ipc
+
+    paths = []
+    for i, lengths in enumerate([[3, 5], [7], [1, 1, 1]]):
+        paths.append(str(work_dir / f"s{i}.arrow"))
+        with pa.OSFile(paths[-1], "wb") as sink, pa.ipc.new_stream(sink, pa.schema([("n", pa.int64())])) as w:
+            w.write_batch(pa.record_batch([pa.array(lengths)], names=["n"]))
+    job = ComputeFileCostsJob(paths, unit="frames", length_column="n")
+    run_job(job)
+    costs = load_file_costs(job.out_file_costs.get_path())
+    assert costs.costs.tolist() == [8, 7, 3] and costs.num_seqs.tolist() == [2, 1, 3]
     with pytest.raises(ValueError, match="unit='bytes' cannot be read"):
         ComputeFileCostsJob(["/abs/a.hdf"], unit="bytes")
     with pytest.raises(ValueError, match="no leaf at 'video'"):
