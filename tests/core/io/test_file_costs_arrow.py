@@ -91,3 +91,33 @@ def test_cli_costs_of_arrow_shards_then_plan(tmp_path, shards, capsys):
     assert main(["plan", "--sizes", out, "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2",
                  "--distribution", "balanced", "--batch-size", "300", "--no-plot", "-o", str(tmp_path / "plan")]) == 0
     assert "unit                 frames" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rows_and_frames_equal_returnn_huggingface_dataset(tmp_path, seed):
+    """Shards written by HuggingFace ``save_to_disk``: per shard, the rows and the length column's values equal
+    the sequences and their lengths as RETURNN's HuggingFaceDataset delivers them."""
+    datasets = pytest.importorskip("datasets", reason="HuggingFace datasets writes the shards: pip install datasets")
+    hf = pytest.importorskip("returnn.datasets.huggingface", reason="needs RETURNN: pip install returnn")
+    rng = np.random.RandomState(seed)
+    num = int(rng.randint(5, 40))
+    lens = [int(x) for x in rng.randint(1, 60, size=num)]
+    data = datasets.Dataset.from_dict({"id": [f"seq-{i}" for i in range(num)], "feat": [[0.5] * n for n in lens],
+                                       "num_frames": lens})
+    data.save_to_disk(str(tmp_path / "hf"), num_shards=int(rng.randint(1, 4)))
+    files = hf.get_arrow_shard_files_from_hf_dataset_dir(str(tmp_path / "hf"))
+    costs = collect_file_costs(files, unit="frames", length_column="feat", num_procs=1)
+    for i, path in enumerate(files):
+        dataset = hf.HuggingFaceDataset(dataset_opts=[path], data_format={"feat": {"dtype": "float64",
+                                                                                   "shape": [None]}})
+        dataset.initialize()
+        dataset.init_seq_order(epoch=1)
+        lengths = []
+        while dataset.is_less_than_num_seqs(len(lengths)):
+            dataset.load_seqs(len(lengths), len(lengths) + 1)
+            lengths.append(int(dataset.get_data(len(lengths), "feat").shape[0]))
+        assert read_arrow_seq_lengths(path) == dataset.num_seqs == len(lengths)
+        assert read_arrow_seq_lengths(path, length_column="feat").tolist() == lengths
+        assert read_arrow_seq_lengths(path, length_column="num_frames").tolist() == lengths
+        assert int(costs.costs[i]) == sum(lengths) and int(costs.num_seqs[i]) == len(lengths)
+    assert sum(int(c) for c in costs.num_seqs) == num
