@@ -192,9 +192,9 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
 def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     """The leaf of a file tree whose sequences define the entry's cost.
 
-    :param leaf: None: the only leaf, or else the only ``.hdf`` (or ``.zip``, ``.arrow``) leaf; an int: that position in the
-        tree's leaves (dm-tree order, as in its key); a str: the path of dict keys and list indices to
-        it, joined by ``/`` (e.g. ``"audio"`` or ``"feats/0"``)
+    :param leaf: None: the only leaf, or else the only ``.hdf`` (or ``.zip``, ``.arrow``) leaf; an int: that
+        position in the tree's leaves (dm-tree order, as in its key); a str: the path of dict keys and list
+        indices to it, joined by ``/`` (e.g. ``"audio"`` or ``"feats/0"``)
     :raises ValueError: naming the tree and what to pass
 
     >>> tree = {"audio": "a.hdf", "text": "t.hdf"}
