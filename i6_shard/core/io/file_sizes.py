@@ -623,9 +623,10 @@ class StaleFileSizesError(ValueError):
     """Files changed since their sizes were computed (:func:`check_sample_unchanged`); ``changed``
     lists (entry index, what changed)."""
 
-    def __init__(self, message: str, changed: List[Tuple[int, str]]):
+    def __init__(self, message: str, changed: Optional[List[Tuple[int, str]]] = None):
         super().__init__(message)
-        self.changed = changed
+        # optional: pickling (a DataLoader worker re-raising it in the main process) rebuilds it from the message
+        self.changed = list(changed or [])
 
 
 def _sample_indices(num: int, k: int, seed: int) -> List[int]:
