@@ -1,5 +1,5 @@
-"""Benchmark: balancing by bytes, frames or sequences, and the predicted versus the measured drop, in real
-multi-rank RETURNN trainings on the CPU (torchrun, gloo, 4 ranks, one training at a time).
+"""Benchmark: balancing by bytes, frames, sequences or expected steps, and the predicted versus the measured
+drop, in real multi-rank RETURNN trainings on the CPU (torchrun, gloo, 4 ranks, one training at a time).
 
 Skewed HDF files (lognormal sequence counts and lengths), ``batch_size`` in frames and ``max_seqs``.
 Each unit trains the balanced split (``distribution="balanced"``) fed with that unit's archive through
@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -35,6 +35,22 @@ from i6_shard.core.pure.stats import dropped_fraction  # noqa: E402
 from i6_shard.core.reporting.train_report import write_train_report  # noqa: E402
 from tests.training.harness import hdf_seq_lengths, run_sharded_training, torch_available, \
     write_skewed_hdf_files  # noqa: E402
+import tests.training.harness as harness  # noqa: E402
+
+_write_files = harness.write_skewed_hdf_files
+
+
+def write_skewed_hdf_files(directory: str, *, num_files: int, seed: int, **kwargs) -> List[str]:
+    """The harness's files, written only when missing: the same seed writes the same files, and writing
+    them again for every training would change their modification times, which the costs archives
+    recorded (a rank then refuses them as stale)."""
+    paths = [os.path.abspath(os.path.join(directory, f"part{i:03d}.hdf")) for i in range(num_files)]
+    if all(os.path.isfile(p) for p in paths):
+        return paths
+    return _write_files(directory, num_files=num_files, seed=seed, **kwargs)
+
+
+harness.write_skewed_hdf_files = write_skewed_hdf_files  # run_sharded_training writes through it
 
 NUM_FILES, NUM_RANKS, PARTITION_EPOCH, NUM_EPOCHS = 64, 4, 3, 12
 BATCHING = Batching(batch_size=2000, max_seqs=20)
@@ -43,7 +59,8 @@ DATA = {"median_seqs": 60.0, "seqs_sigma": 1.0, "max_seqs_per_file": 1000, "medi
 SEED = 13
 #: name: (distribution, unit of the archive given as file_sizes; None: RETURNN stats the files itself)
 RUNS = {"returnn cut (bytes)": ("returnn", None), "balanced by bytes": ("balanced", "bytes"),
-        "balanced by frames": ("balanced", "frames"), "balanced by seqs": ("balanced", "seqs")}
+        "balanced by frames": ("balanced", "frames"), "balanced by seqs": ("balanced", "seqs"),
+        "balanced by steps": ("balanced", "steps")}
 QUICK = ["balanced by bytes", "balanced by frames"]
 
 
@@ -57,13 +74,13 @@ def make_archives(base: str) -> Dict[str, Any]:
     out = {"keys": keys, "paths": paths, "t_stat": t_stat}
     core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes.sizes, mtimes=sizes.mtimes),
                          os.path.join(base, "bytes.npz"))
-    for unit in ("frames", "seqs"):
+    for unit in ("frames", "seqs", "steps"):
         t0 = time.perf_counter()
-        costs = collect_file_costs(paths, unit=unit, num_procs=1)
+        costs = collect_file_costs(paths, unit=unit, num_procs=1, batching=BATCHING if unit == "steps" else None)
         out[f"t_{unit}"] = time.perf_counter() - t0
         save_file_costs(FileCosts(keys=keys, costs=costs.costs, unit=unit, num_seqs=costs.num_seqs,
                                   num_frames=costs.num_frames, seq_length_quantiles=costs.seq_length_quantiles,
-                                  mtimes=costs.mtimes), os.path.join(base, f"{unit}.npz"))
+                                  mtimes=costs.mtimes, batching=costs.batching), os.path.join(base, f"{unit}.npz"))
     return out
 
 
@@ -75,7 +92,7 @@ def train(name: str, base: str, reuse: bool) -> str:
     os.makedirs(work, exist_ok=True)
     if not os.path.exists(os.path.join(work, "data")):
         os.symlink(os.path.join(base, "data"), os.path.join(work, "data"))
-    # run_sharded_training writes the same files again (same seed): the archives stay valid
+    # run_sharded_training finds the files there (written once, see write_skewed_hdf_files): the archives stay valid
     run_sharded_training(work, num_ranks=NUM_RANKS, num_files=NUM_FILES, seed=SEED, partition_epoch=PARTITION_EPOCH,
                          num_epochs=NUM_EPOCHS, distribution=distribution, data_kwargs=DATA,
                          file_sizes=None if unit is None else os.path.join(base, f"{unit}.npz"),
@@ -85,7 +102,7 @@ def train(name: str, base: str, reuse: bool) -> str:
 
 def analyse(name: str, work: str, base: str, keys) -> Dict[str, Any]:
     distribution, unit = RUNS[name]
-    costs_of = {u: core.load_file_sizes(os.path.join(base, f"{u}.npz")) for u in ("bytes", "frames", "seqs")}
+    costs_of = {u: core.load_file_sizes(os.path.join(base, f"{u}.npz")) for u in ("bytes", "frames", "seqs", "steps")}
     frames_costs = load_file_costs(os.path.join(base, "frames.npz"))
     unit = unit or "bytes"
     settings = core.PlanSettings(num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS,
@@ -131,6 +148,8 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="with --keep: analyse trainings already there")
     parser.add_argument("--json", default=None, help="also write the per-sub-epoch figures here")
     parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the data (default {SEED})")
+    parser.add_argument("--only", action="append", choices=list(RUNS), default=None,
+                        help="train only this split (repeatable; with --keep --reuse the others kept are analysed)")
     args = parser.parse_args()
     globals()["SEED"] = args.seed
     if not torch_available():
@@ -144,6 +163,10 @@ def main() -> None:
     print(f"stat pass {info['t_stat'] * 1e3:.1f} ms; costs pass: frames {info['t_frames'] * 1e3:.1f} ms "
           f"({info['t_frames'] / info['t_stat']:.1f}x the stat pass, stat included), seqs {info['t_seqs'] * 1e3:.1f} ms")
     names = QUICK if args.quick else list(RUNS)
+    if args.only:
+        kept = [n for n in names if args.reuse and os.path.isfile(os.path.join(
+            base, n.replace(" ", "_").replace("(", "").replace(")", ""), f"returnn.torch-distrib-0-{NUM_RANKS}.log"))]
+        names = [n for n in names if n in args.only or n in kept]
     results = []
     for name in names:
         t0 = time.monotonic()

@@ -3,7 +3,8 @@ over the same files, in this process and in helper processes. Files are warm in 
 this measures the CPU side; on a network file system each open adds a round trip to both passes.
 
 Run from the repository root: ``python benchmarks/bench_costs_pass.py [--num-files N] [--dir DIR]``
-(needs h5py and returnn, whose SimpleHDFWriter writes the files).
+(needs h5py and returnn, whose SimpleHDFWriter writes the files); ``--arrow``: Arrow IPC stream shards
+(as HuggingFace datasets writes them; needs pyarrow), rows only and with a list length column.
 """
 
 from __future__ import annotations
@@ -31,12 +32,53 @@ def best_of(fn, repeat: int = 3) -> float:
     return min(times)
 
 
+def write_arrow_shards(directory: str, num_files: int):
+    """Arrow IPC streams of 1..50 rows each: a list<float32> feature column (5..200 frames of 8 values,
+    flattened: the lengths are 8 times the frames) and an int column of the frames."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.ipc
+
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.RandomState(0)
+    schema = pa.schema([("feat", pa.list_(pa.float32())), ("num_frames", pa.int32())])
+    paths = []
+    for i in range(num_files):
+        frames = rng.randint(5, 200, size=int(rng.randint(1, 50)))
+        path = os.path.join(directory, f"f{i:06d}.arrow")
+        if not os.path.exists(path):
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+                writer.write_batch(pa.record_batch([
+                    pa.array([np.zeros(8 * int(n), "float32") for n in frames], type=pa.list_(pa.float32())),
+                    pa.array(frames.astype("int32"))], schema=schema))
+        paths.append(path)
+    return paths
+
+
+def bench_arrow(directory: str, num_files: int) -> None:
+    paths = write_arrow_shards(directory, num_files)
+    stat = best_of(lambda: core.collect_file_sizes(paths, num_procs=1))
+    rows = best_of(lambda: collect_file_costs(paths, unit="seqs", num_procs=1))
+    ints = best_of(lambda: collect_file_costs(paths, unit="frames", length_column="num_frames", num_procs=1))
+    lists = best_of(lambda: collect_file_costs(paths, unit="frames", length_column="feat", num_procs=1))
+    n = len(paths)
+    print(f"{n} arrow shards ({sum(os.path.getsize(p) for p in paths) / 2**20:.1f} MiB), one process")
+    for label, t in (("stat pass", stat), ("rows (seqs)", rows), ("int length column", ints),
+                     ("list length column", lists)):
+        print(f"  {label:<22} {t * 1e3:9.1f} ms  ({t / n * 1e6:7.1f} us/file)  {t / stat:.1f}x")
+    print(f"files in {directory}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-files", type=int, default=2000)
     parser.add_argument("--dir", default=None, help="write (or reuse) the files here")
+    parser.add_argument("--arrow", action="store_true", help="arrow shards instead of HDF files")
     args = parser.parse_args()
     directory = args.dir or tempfile.mkdtemp(prefix="i6_shard_bench_costs_pass_")
+    if args.arrow:
+        bench_arrow(directory, args.num_files)
+        return
     names = [f"f{i:06d}.hdf" for i in range(args.num_files)]
     if all(os.path.exists(os.path.join(directory, n)) for n in names):
         paths = [os.path.join(directory, n) for n in names]

@@ -16,6 +16,7 @@ from .core.io.preflight import check_key_collisions
 from .core.pure import SEED_LIMIT
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
 from .core.reporting.outputs import PLAN_OUTPUTS, check_plan_dir, write_plan_dir
+from .core.reporting.report import format_cost
 from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, parse_bytes
 
 
@@ -42,10 +43,16 @@ def _cmd_costs(args: argparse.Namespace) -> int:
                          "DistributeFilesDataset needs at least one file")
     check_key_collisions(trees, where=f"file list {args.file_list!r}")
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
+    batching = _batching(args)
+    if (batching is not None) != (args.unit == "steps"):
+        raise ValueError(f"--unit {args.unit} with --batch-size {args.batch_size} --max-seqs {args.max_seqs}: the "
+                         "unit steps needs --batch-size and/or --max-seqs (the limits its steps are counted under), "
+                         "the other units take neither")
     costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, frame_rate=args.frame_rate,
-                               num_procs=args.procs)
+                               num_procs=args.procs, batching=batching, length_column=args.length_column)
     save_file_costs(costs, args.output)
-    print(f"{len(costs)} entries, {int(costs.costs.sum()):,} {args.unit} ({int(costs.num_seqs.sum()):,} sequences, "
+    total = format_cost(int(costs.costs.sum()), args.unit)
+    print(f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
           f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}")
     return 0
 
@@ -134,10 +141,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     settings = settings.replace(unit=sizes.unit)  # a costs archive balances by its unit
     check_plan_fits_memory(settings, num_files=len(sizes))
     plan = core.ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
-    if batching is not None:
-        from .core.io.file_costs import load_file_costs
+    if batching is not None or sizes.unit == "steps":  # a plan by steps predicts under the steps' limits
+        from .core.io.file_costs import load_file_costs, prediction_batching
 
-        cache.update(batching=batching, lengths=load_file_costs(args.sizes))
+        lengths = load_file_costs(args.sizes)
+        cache.update(batching=prediction_batching(lengths, batching), lengths=lengths)
     _write_and_print(plan, out=args.output, plot=not args.no_plot, **cache)
     return 0
 
@@ -269,17 +277,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
-    p = sub.add_parser("costs", help="frames or sequences per entry of a file list, read from the files' metadata "
-                                     "(RETURNN HDF seqLengths, OggZip manifests), as an archive that `plan --sizes` "
-                                     "takes")
+    p = sub.add_parser("costs", help="frames, sequences or expected steps per entry of a file list, read from the "
+                                     "files' metadata (RETURNN HDF seqLengths, OggZip manifests, arrow shards), as an "
+                                     "archive that `plan --sizes` takes")
     p.add_argument("file_list")
-    p.add_argument("--unit", choices=("frames", "seqs"), default="frames",
-                   help="what a file costs: frames of --stream (default) or sequences")
+    p.add_argument("--unit", choices=("frames", "seqs", "steps"), default="frames",
+                   help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
+                        "sequences under --batch-size / --max-seqs (stored in milli-steps)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="--unit steps: RETURNN's batch_size in frames (padding included)")
+    p.add_argument("--max-seqs", type=int, default=None, help="--unit steps: RETURNN's max_seqs")
     p.add_argument("--leaf", default=None,
                    help="multimodal file trees: the leaf whose sequences count, as a path of dict keys / list "
                         "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
                         ".hdf leaf)")
     p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
+    p.add_argument("--length-column", default=None,
+                   help="arrow shards (.arrow): the column of each row's length, an int column or a list column whose "
+                        "lengths count (needed for frames and steps; without it a shard counts its rows)")
     p.add_argument("--frame-rate", type=float, default=100.0,
                    help="OggZip zips: feature frames per second of the manifest's durations (default 100)")
     p.add_argument("--procs", type=int, default=None, help="processes reading the files (default: CPUs, at most 8)")

@@ -1,4 +1,4 @@
-"""ComputeFileCostsJob: frames or sequences of every entry of a DistributeFilesDataset file list, read
+"""ComputeFileCostsJob: frames, sequences or expected steps of every entry of a DistributeFilesDataset file list, read
 from the files' metadata once, as a cached Sisyphus output that ShardPlanJob, the builder and the
 RETURNN-side dataset take where they take sizes."""
 
@@ -11,6 +11,7 @@ from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.io.file_costs import COST_UNITS, collect_file_costs, cost_leaf, save_file_costs
+from i6_shard.core.pure.batching import Batching
 
 from .sizes import ComputeFileSizesJob, _checked_args as _checked_list_args
 from .util import RQMT_ARGS, PlainNumbersJobType, check_rqmt_args, instantiate, sized_task
@@ -39,14 +40,29 @@ def _checked_args(args: Dict[str, Any]) -> bool:
     if not isinstance(stream, str) or not stream:
         raise ValueError(f"stream={stream!r} must name an HDF stream, e.g. 'data' or 'classes'")
     core.pure.check_optional_int(args.get("num_procs"), name="num_procs", minimum=1, hint="or None")
+    _steps_batching(args)
+    length_column = args.get("length_column")
+    if length_column is not None and (not isinstance(length_column, str) or not length_column):
+        raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
     check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return txt
 
 
+def _steps_batching(args: Dict[str, Any]) -> Optional[Batching]:
+    """The batching limits of unit "steps" (required there, refused elsewhere), or None."""
+    batch_size, max_seqs = args.get("batch_size"), args.get("max_seqs")
+    if (batch_size is None and max_seqs is None) == (args.get("unit", "frames") == "steps"):
+        raise ValueError(f"unit={args.get('unit', 'frames')!r} with batch_size={batch_size!r}, max_seqs={max_seqs!r}: "
+                         "unit='steps' needs batch_size and/or max_seqs (the limits its steps are counted under), the "
+                         "other units take neither")
+    return None if batch_size is None and max_seqs is None else Batching(batch_size=batch_size, max_seqs=max_seqs)
+
+
 class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
-    """Costs of the entries of a file list in frames or sequences, read from RETURNN HDF files'
-    ``seqLengths`` (the features are not read) or OggZip manifests, for ShardPlanJob (``file_sizes=``), the builder and
-    the i6_shard dataset, which then balance by that unit.
+    """Costs of the entries of a file list in frames, sequences or expected steps, read from RETURNN HDF
+    files' ``seqLengths`` (the features are not read), OggZip manifests or arrow shards (rows, a length
+    column), for ShardPlanJob (``file_sizes=``), the builder and the i6_shard dataset, which then balance by
+    that unit.
 
     Outputs:
       - out_file_list: the list as DistributeFilesDataset reads it (as ComputeFileSizesJob's);
@@ -57,17 +73,24 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     _list_path = ComputeFileSizesJob._list_path
     _trees = ComputeFileSizesJob._trees
     _is_callable = ComputeFileSizesJob._is_callable
+    __sis_hash_exclude__ = {"batch_size": None, "max_seqs": None, "length_column": None}
 
     def __init__(self, files: Union[Sequence[Any], tk.Path], *, unit: str = "frames",
                  leaf: Union[None, int, str] = None, stream: str = "data", frame_rate: float = 100.0,
+                 batch_size: Optional[int] = None, max_seqs: Optional[int] = None, length_column: Optional[str] = None,
                  num_procs: Optional[int] = None,
                  time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
         """
         :param files: a list of file trees (leaves: tk.Path or str), or a tk.Path to a list file
-        :param unit: "frames" (of ``stream``) or sequences ("seqs")
+        :param unit: "frames" (of ``stream``), sequences ("seqs"), or "steps": the expected steps of each
+            file's sequences under ``batch_size``/``max_seqs``, in milli-steps
         :param leaf: multimodal trees: the leaf whose sequences count (``core.io.file_costs.cost_leaf``)
         :param stream: the HDF stream whose lengths count ("data", or a target key)
         :param frame_rate: OggZip zips: feature frames per second of the manifest's durations
+        :param batch_size: unit "steps" only: RETURNN's batch_size in frames (padding included)
+        :param max_seqs: unit "steps" only: RETURNN's max_seqs
+        :param length_column: arrow shards (``.arrow``): the column of each row's length (an int column, or a
+            list column whose lengths count); needed for frames and steps, without it a shard counts its rows
         :param num_procs: processes reading the files (default: the task's CPUs, at most 8); not hashed
         :param time_rqmt: hours (default 1; up to 20,000 entries a mini task); not hashed
         :param mem_rqmt: GB (default 2); not hashed
@@ -79,6 +102,9 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         self.leaf = leaf
         self.stream = stream
         self.frame_rate = frame_rate
+        self.batch_size = batch_size
+        self.max_seqs = max_seqs
+        self.length_column = length_column
         self.num_procs = num_procs
         self.given_rqmt = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
 
@@ -99,7 +125,8 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     def run(self):
         trees = self._trees()
         costs = collect_file_costs(trees, unit=self.unit, leaf=self.leaf, stream=self.stream,
-                                   frame_rate=self.frame_rate,
+                                   frame_rate=self.frame_rate, batching=_steps_batching(vars(self)),
+                                   length_column=self.length_column,
                                    num_procs=self.num_procs or min(8, max(1, len(os.sched_getaffinity(0)))))
         core.write_file_list(trees, self.out_file_list.get_path())
         save_file_costs(costs, self.out_file_costs.get_path())

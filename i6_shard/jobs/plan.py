@@ -243,7 +243,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         sizes = core.load_file_sizes(path_str(self.file_sizes))
         plan = core.ShardPlan(sizes.keys, sizes.sizes, _plan_settings(vars(self)).replace(unit=sizes.unit))
         batching = _batching(vars(self))
-        lengths = None if batching is None else core.io.load_file_costs(path_str(self.file_sizes))
+        lengths = None
+        if batching is not None or sizes.unit == "steps":  # a plan by steps predicts under the steps' limits
+            lengths = core.io.load_file_costs(path_str(self.file_sizes))
+            batching = core.io.file_costs.prediction_batching(lengths, batching)
         node_cache, cache_size = _node_cache(vars(self))
         summary = core.write_plan_outputs(
             plan, plan_path=self.out_plan.get_path(), summary_path=self.out_summary.get_path(),
@@ -251,7 +254,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             batching=batching, lengths=lengths, node_cache=node_cache, cache_size=cache_size)
         write_variable(self.out_max_imbalance, float(summary["max_imbalance"]))
         write_variable(self.out_dropped_fraction, float(summary["dropped_fraction"]))
-        if batching is not None:
+        if hasattr(self, "out_dropped_fraction_predicted"):
             write_variable(self.out_dropped_fraction_predicted, float(summary["dropped_fraction_predicted"]))
         if node_cache is not None:
             write_variable(self.out_cache_peak_bytes_per_node, int(summary["cache_peak_bytes_per_node"]))

@@ -48,3 +48,30 @@ def test_prediction_needs_a_costs_archive(tmp_path, hdf_list, capsys):
     with open(tmp_path / "plan" / "summary.json") as f:
         summary = json.load(f)
     assert summary["unit"] == "bytes" and "dropped_fraction_predicted" not in summary
+
+
+def test_costs_in_steps_then_plan_predicts_under_their_limits(tmp_path, hdf_list, capsys):
+    costs = str(tmp_path / "steps.npz")
+    assert main(["costs", hdf_list, "--unit", "steps", "--batch-size", "500", "--max-seqs", "10", "-o", costs]) == 0
+    assert " steps (" in capsys.readouterr().out
+    archive = core.io.load_file_costs(costs)
+    assert archive.unit == "steps" and archive.batching.as_dict() == {"batch_size": 500, "max_seqs": 10}
+    assert archive.costs.dtype.kind == "i" and (archive.costs > 0).all()
+    out = str(tmp_path / "plan")
+    assert main(["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--distribution", "balanced", "--no-plot", "-o", out]) == 0
+    text = capsys.readouterr().out
+    assert "unit                 steps" in text and "milli-steps" in text and "batch_size=500, max_seqs=10" in text
+    with open(f"{out}/summary.json") as f:
+        summary = json.load(f)
+    assert summary["unit"] == "steps" and summary["batching"]["batch_size"] == 500
+    assert core.load_plan(f"{out}/plan.npz").settings.unit == "steps"
+    code = main(["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+                 "--batch-size", "400", "--max-seqs", "10", "--no-plot", "-o", str(tmp_path / "other")])
+    assert code == 2 and "count steps under" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--unit", "steps"], ["--unit", "frames", "--max-seqs", "4"]])
+def test_steps_and_batching_come_together(tmp_path, hdf_list, capsys, argv):
+    assert main(["costs", hdf_list, *argv, "-o", str(tmp_path / "c.npz")]) == 2
+    assert "the unit steps needs --batch-size" in capsys.readouterr().err

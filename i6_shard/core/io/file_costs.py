@@ -1,4 +1,5 @@
-"""Costs per file in what the training counts (frames or sequences) read from the files' metadata, in
+"""Costs per file in what the training counts (frames, sequences or expected steps) read from the files' metadata
+(RETURNN HDF, OggZip manifests, HuggingFace/arrow shards), in
 parallel with progress lines, and the costs archive that ``plan --sizes``, ShardPlanJob, the builder and
 the RETURNN-side dataset accept in place of a sizes archive; bytes stay the fallback (file_sizes.py)."""
 
@@ -12,17 +13,19 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..pure.batching import Batching, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
-from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, FileSizes, _leaves_and_keys, collect_file_sizes, \
-    load_file_sizes
+from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, _leaves_and_keys, \
+    collect_file_sizes, load_file_sizes
 from .npz import encode_keys, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
 
 __all__ = ["FileCosts", "COST_UNITS", "NUM_LENGTH_QUANTILES", "hdf_stream_names", "read_hdf_seq_lengths",
            "cost_leaf", "read_oggzip_seq_lengths", "collect_file_costs", "save_file_costs", "load_file_costs",
-           "length_quantiles", "MISSING_H5PY", "DEFAULT_FRAME_RATE"]
+           "length_quantiles", "prediction_batching", "read_arrow_seq_lengths", "MISSING_H5PY", "MISSING_PYARROW",
+           "DEFAULT_FRAME_RATE"]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
 COST_UNITS = tuple(u for u in UNITS if u != "bytes")
@@ -30,6 +33,10 @@ COST_UNITS = tuple(u for u in UNITS if u != "bytes")
 NUM_LENGTH_QUANTILES = 257
 MISSING_H5PY = ("h5py is not installed, so RETURNN HDF files cannot be read for their sequence lengths: "
                 "pip install h5py into the Python that runs this, or balance by bytes (`sizes`)")
+MISSING_PYARROW = ("pyarrow is not installed, so arrow shards cannot be read for their rows: pip install pyarrow "
+                   "(or i6_shard[arrow]) into the Python that runs this, or balance by bytes (`sizes`)")
+#: The first bytes of an Arrow IPC *file* (an IPC stream, as HuggingFace datasets writes ``.arrow``, has none).
+_ARROW_FILE_MAGIC = b"ARROW1"
 #: Files up to which the costs are read in this process: a read takes ~0.5 ms (warm), a helper process
 #: ~1 s to start and import h5py, so below this helpers cost more than they save.
 _SERIAL_MAX_FILES = 4000
@@ -52,6 +59,8 @@ class FileCosts:
         sequence lengths (frames of the cost stream) pooled over all entries; the batching model
         (core/pure/batching.py) takes the shape of the length distribution from it
     :ivar mtimes: int64 modification time per entry in ns (the latest of its leaves'), shape [num_files]
+    :ivar batching: unit "steps" only (and there required): the batching limits the costs count the expected
+        steps under, in milli-steps (``core.pure.batching.file_millisteps``)
     """
 
     keys: List[str]
@@ -61,10 +70,14 @@ class FileCosts:
     num_frames: np.ndarray
     seq_length_quantiles: np.ndarray
     mtimes: Optional[np.ndarray] = None
+    batching: Optional[Batching] = None
 
     def __post_init__(self):
         if self.unit not in COST_UNITS:
             raise ValueError(f"unit={self.unit!r}: a costs archive counts one of {COST_UNITS} (bytes: FileSizes)")
+        if (self.batching is not None) != (self.unit == "steps"):
+            raise ValueError(f"unit={self.unit!r} with batching={self.batching!r}: costs in steps need the batching "
+                             "limits they were counted under (batch_size / max_seqs), other units none")
         n = len(self.keys)
         for name in ("costs", "num_seqs", "num_frames") + (("mtimes",) if self.mtimes is not None else ()):
             if np.shape(getattr(self, name)) != (n,):
@@ -79,6 +92,23 @@ class FileCosts:
     def as_file_sizes(self) -> FileSizes:
         """The costs in the form every consumer of sizes takes (``FileSizes`` with its ``unit``)."""
         return FileSizes(keys=self.keys, sizes=self.costs, mtimes=self.mtimes, unit=self.unit)
+
+
+def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optional[Batching]:
+    """The batching limits a plan of ``costs`` predicts its loss under: the given ones, or for costs in
+    steps the limits they were counted under (a plan by steps always records them in its summary).
+
+    :raises ValueError: if costs in steps were counted under other limits than the given ones
+    """
+    if batching is not None and int(costs.num_frames.sum()) == 0 and int(costs.num_seqs.sum()) > 0:
+        raise ValueError("the costs archive knows no sequence lengths (arrow shards without a length column), so no "
+                         "loss can be predicted under batch_size / max_seqs: compute the costs with a length column "
+                         "(`costs --length-column NAME`, ComputeFileCostsJob(length_column=...))")
+    if costs.batching is None or batching is None or batching == costs.batching:
+        return batching if batching is not None else costs.batching
+    raise ValueError(f"the costs count steps under {costs.batching.as_dict()}, but the prediction was asked for "
+                     f"{batching.as_dict()}: give the same batch_size / max_seqs, or compute the costs again with "
+                     "these")
 
 
 def hdf_stream_names(h5file) -> List[str]:
@@ -162,9 +192,9 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
 def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     """The leaf of a file tree whose sequences define the entry's cost.
 
-    :param leaf: None: the only leaf, or else the only ``.hdf`` (or ``.zip``) leaf; an int: that position in the
-        tree's leaves (dm-tree order, as in its key); a str: the path of dict keys and list indices to
-        it, joined by ``/`` (e.g. ``"audio"`` or ``"feats/0"``)
+    :param leaf: None: the only leaf, or else the only ``.hdf`` (or ``.zip``, ``.arrow``) leaf; an int: that
+        position in the tree's leaves (dm-tree order, as in its key); a str: the path of dict keys and list
+        indices to it, joined by ``/`` (e.g. ``"audio"`` or ``"feats/0"``)
     :raises ValueError: naming the tree and what to pass
 
     >>> tree = {"audio": "a.hdf", "text": "t.hdf"}
@@ -179,7 +209,7 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     if leaf is None:
         if len(leaves) == 1:
             return leaves[0]
-        hdf = [x for x in leaves if x.endswith((".hdf", ".zip"))]
+        hdf = [x for x in leaves if x.endswith((".hdf", ".zip", ".arrow"))]
         if len(hdf) == 1:
             return hdf[0]
         example = next(iter(tree)) if isinstance(tree, dict) else 0
@@ -206,15 +236,69 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     return node
 
 
-def _read_one(args: Tuple[str, str, float]) -> np.ndarray:
-    """The sequence lengths of one cost leaf, by its format (its name's extension)."""
-    path, stream, frame_rate = args
+def read_arrow_seq_lengths(path: str, *, length_column: Optional[str] = None) -> Union[int, np.ndarray]:
+    """Rows of an Arrow IPC stream (``.arrow`` as HuggingFace ``datasets`` writes it, e.g.
+    ``data-00000-of-00001.arrow``) or IPC file, and with ``length_column`` each row's length.
+
+    The file is memory-mapped: the row count is the sum of the record batches' lengths from their
+    metadata, and of the data only the length column's buffers are touched (a list column's offsets).
+
+    :param length_column: None: only the rows; the name of an integer column (each row's length) or of a
+        list column (each row's list length, e.g. the frames of a list of feature vectors)
+    :return: the number of rows (an int) without ``length_column``, else int64 lengths, shape [num_rows]
+    :raises ImportError: without pyarrow
+    :raises ValueError: if the file is no Arrow IPC stream/file, or the column is missing, of another type or
+        has nulls (naming the columns it has)
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.ipc
+    except ImportError as exc:
+        raise ImportError(MISSING_PYARROW) from exc
+    with open(path, "rb") as f:
+        is_file = f.read(len(_ARROW_FILE_MAGIC)) == _ARROW_FILE_MAGIC
+    try:
+        with pa.memory_map(path, "r") as source:
+            reader = pa.ipc.open_file(source) if is_file else pa.ipc.open_stream(source)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) if is_file else reader
+            if length_column is None:
+                return sum(b.num_rows for b in batches)
+            idx = reader.schema.get_field_index(length_column)
+            if idx < 0:
+                raise ValueError(f"{short_repr(path)} has no column {length_column!r}; its columns are "
+                                 f"{short_repr(reader.schema.names)}: name one of them as the length column")
+            kind = reader.schema.field(idx).type
+            is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+            if not (is_list or pa.types.is_integer(kind)):
+                raise ValueError(f"{short_repr(path)}: column {length_column!r} is {kind}; the length column must "
+                                 "hold ints (each row's length) or lists (whose lengths count)")
+            parts = []
+            for batch in batches:
+                column = batch.column(idx)
+                if column.null_count:
+                    raise ValueError(f"{short_repr(path)}: column {length_column!r} has {column.null_count} nulls; "
+                                     "every row needs a length")
+                values = pc.list_value_length(column) if is_list else column
+                parts.append(values.to_numpy(zero_copy_only=False).astype(np.int64))
+    except pa.ArrowInvalid as exc:
+        raise ValueError(f"{short_repr(path)} is not an Arrow IPC stream or file ({exc}); balance by bytes for "
+                         "files without such metadata") from None
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndarray]:
+    """The sequence lengths of one cost leaf, by its format (its name's extension); an arrow shard read
+    without a length column gives only its number of rows (an int)."""
+    path, stream, frame_rate, length_column = args
+    if path.endswith(".arrow"):
+        return read_arrow_seq_lengths(path, length_column=length_column)
     if path.endswith(".zip"):
         return read_oggzip_seq_lengths(path, frame_rate=frame_rate)
     return read_hdf_seq_lengths(path, stream=stream)
 
 
-def _read_chunk(items: Sequence[Tuple[str, str]]) -> List[np.ndarray]:
+def _read_chunk(items: Sequence[Tuple[str, str, float, Optional[str]]]) -> List[Union[int, np.ndarray]]:
     return [_read_one(x) for x in items]
 
 
@@ -236,26 +320,40 @@ def length_quantiles(counts: np.ndarray) -> np.ndarray:
 
 def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf: Union[None, int, str] = None,
                        stream: str = "data", frame_rate: float = DEFAULT_FRAME_RATE, num_procs: Optional[int] = None,
-                       progress_interval: float = 5.0) -> FileCosts:
-    """Frames or sequences per entry of a file list, read from the ``seqLengths`` of its RETURNN HDF
-    files (one read of a small dataset per file, no features) or the manifests of its ``OggZipDataset``
-    zips (``.zip``: durations times ``frame_rate``), in list order with the entries' keys.
+                       progress_interval: float = 5.0, batching: Optional[Batching] = None,
+                       length_column: Optional[str] = None) -> FileCosts:
+    """Frames, sequences or expected steps per entry of a file list, read from the ``seqLengths`` of its
+    RETURNN HDF files (one read of a small dataset per file, no features), the manifests of its
+    ``OggZipDataset`` zips (``.zip``: durations times ``frame_rate``) or its HuggingFace/arrow shards
+    (``.arrow``: rows, and the length column's values; :func:`read_arrow_seq_lengths`), in list order with
+    the entries' keys.
 
     Every leaf is stat-ed first with the stat engine (:func:`collect_file_sizes`: missing files are
     listed at once, and the entries' modification times recorded). Then the cost leaf of each entry
     (:func:`cost_leaf`) is read once, in ``num_procs`` helper processes for a list of more than 4000 files.
 
-    :param unit: "frames" (of ``stream``) or "seqs"
+    :param unit: "frames" (of ``stream``), "seqs", or "steps": per file the expected steps of its sequences
+        under ``batching`` in milli-steps (``core.pure.batching.file_millisteps``, from the file's own lengths)
     :param leaf: which leaf of a multimodal tree defines the cost (see :func:`cost_leaf`)
     :param stream: the HDF stream whose lengths count (``"data"``, or a target key such as ``"classes"``)
     :param frame_rate: OggZip only: feature frames per second of the manifest's durations
     :param num_procs: processes reading the files (default: usable CPUs, at most 8; 1: only this one)
-    :raises ValueError: for an unknown unit, a tree without a cost leaf, or a file without the stream
+    :param batching: unit "steps" only (and there required): RETURNN's batch_size (frames) and max_seqs
+    :param length_column: arrow shards: the column holding each row's length (an int column, or a list
+        column whose lengths count); needed for frames and steps. Without it a shard's sequences are its
+        rows and its frames unknown (0 in the archive, and no loss can be predicted from it)
+    :raises ValueError: for an unknown unit, arrow shards without a length column for frames or steps,
+        batching without unit "steps" or the reverse, a tree without a cost leaf, or a file without the stream
     :raises MissingFilesError: as :func:`collect_file_sizes`
     """
     if unit not in COST_UNITS:
         raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
                          "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)")
+    if (batching is not None) != (unit == "steps"):
+        raise ValueError(f"unit={unit!r} with batching={batching!r}: give the batching limits (batch_size / max_seqs) "
+                         "with unit='steps', and only there")
+    if batching is not None and not isinstance(batching, Batching):
+        raise TypeError(f"batching={batching!r} must be a core.pure.batching.Batching")
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
     _, keys = _leaves_and_keys(trees)
@@ -271,7 +369,13 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     lengths: List[np.ndarray] = []
     if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not frame_rate > 0:
         raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
-    items = [(p, stream, float(frame_rate)) for p in unique]
+    if length_column is not None and (not isinstance(length_column, str) or not length_column):
+        raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
+    if unit != "seqs" and length_column is None and any(p.endswith(".arrow") for p in unique):
+        raise ValueError(f"unit={unit!r} needs each arrow shard's sequence lengths: name its length column "
+                         "(length_column=..., `costs --length-column NAME`: an int column or a list column), or "
+                         "balance by seqs (the rows)")
+    items = [(p, stream, float(frame_rate), length_column) for p in unique]
     if num_procs == 1 or len(unique) <= _SERIAL_MAX_FILES:
         for item in items:
             lengths.append(_read_one(item))
@@ -287,21 +391,29 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     progress.close()
     index = dict(zip(unique, range(len(unique))))
     per_file = [lengths[index[p]] for p in cost_paths]
-    num_seqs = np.fromiter((len(x) for x in per_file), dtype=np.int64, count=len(per_file))
-    num_frames = np.fromiter((int(x.sum()) for x in per_file), dtype=np.int64, count=len(per_file))
-    bad = next((p for p, x in zip(unique, lengths) if len(x) and int(x.min()) < 0), None)
+    known = [x for x in lengths if not isinstance(x, int)]  # an int: the rows of an arrow shard, lengths unknown
+    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in per_file), dtype=np.int64,
+                           count=len(per_file))
+    num_frames = np.fromiter((0 if isinstance(x, int) else int(x.sum()) for x in per_file), dtype=np.int64,
+                             count=len(per_file))
+    bad = next((p for p, x in zip(unique, lengths) if not isinstance(x, int) and len(x) and int(x.min()) < 0), None)
     if bad is not None:
-        raise ValueError(f"{short_repr(bad)} has negative sequence lengths in seqLengths; it is corrupt")
-    counts = np.bincount(np.concatenate(lengths)) if lengths else np.zeros(1, dtype=np.int64)
-    costs = num_frames if unit == "frames" else num_seqs
-    return FileCosts(keys=keys, costs=costs.copy(), unit=unit, num_seqs=num_seqs, num_frames=num_frames,
-                     seq_length_quantiles=length_quantiles(counts), mtimes=sizes.mtimes)
+        raise ValueError(f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it "
+                         "is corrupt")
+    counts = np.bincount(np.concatenate(known)) if known else np.zeros(1, dtype=np.int64)
+    if unit == "steps":
+        costs = file_millisteps(per_file, batching)
+    else:
+        costs = (num_frames if unit == "frames" else num_seqs).copy()
+    return FileCosts(keys=keys, costs=costs, unit=unit, num_seqs=num_seqs, num_frames=num_frames,
+                     seq_length_quantiles=length_quantiles(counts), mtimes=sizes.mtimes, batching=batching)
 
 
 def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
     """Store costs as a deterministic ``.npz`` (atomically): a file sizes archive of format 3, whose
     ``sizes`` hold the costs, plus ``unit_utf8`` (the unit, UTF-8), ``num_seqs``, ``num_frames`` (int64
-    per entry) and ``seq_length_quantiles`` (int64 [257]). ``load_file_sizes`` reads it as sizes in
+    per entry) and ``seq_length_quantiles`` (int64 [257]); in steps also ``steps_batching`` (int64
+    [batch_size, max_seqs], 0: no limit). ``load_file_sizes`` reads it as sizes in
     that unit, so everything that takes a sizes archive takes it.
 
     :raises ValueError: if ``path`` does not end in ``.npz`` or a cost is negative
@@ -321,6 +433,9 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
         "mtimes_ns": np.asarray(mtimes, dtype=np.int64),
         "unit_utf8": np.frombuffer(costs.unit.encode("utf-8"), dtype=np.uint8),
     })
+    if costs.batching is not None:
+        arrays[STEPS_BATCHING_ARRAY] = np.array([costs.batching.batch_size or 0, costs.batching.max_seqs or 0],
+                                                dtype=np.int64)
     save_npz(path, arrays, kind="file costs archive")
 
 
@@ -344,7 +459,19 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
                 raise ValueError(f"{path!r} is corrupt: {name} is {headers[name].dtype}{list(headers[name].shape)}, "
                                  f"expected int64{list(want)}")
         extra = {name: npz.read(name) for name in COSTS_ARRAYS[1:]}
+        batching = None
+        if sizes.unit == "steps":
+            h = headers[STEPS_BATCHING_ARRAY]
+            if h.dtype != np.int64 or tuple(h.shape) != (2,):
+                raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} is {h.dtype}{list(h.shape)}, expected "
+                                 "int64[2]")
+            limits = [int(x) for x in npz.read(STEPS_BATCHING_ARRAY)]
+            try:
+                batching = Batching(batch_size=limits[0] or None, max_seqs=limits[1] or None)
+            except ValueError as exc:
+                raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} {limits}: {exc}") from None
     for name, arr in extra.items():
         if arr.size and int(arr.min()) < 0:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
-    return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, **extra)
+    return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching,
+                     **extra)

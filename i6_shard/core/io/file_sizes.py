@@ -47,6 +47,8 @@ FILE_SIZES_FORMAT_VERSION = 2
 #: ``unit_utf8``, with the files' sequence counts, frames and sequence length quantiles.
 FILE_COSTS_FORMAT_VERSION = 3
 COSTS_ARRAYS = ("unit_utf8", "num_seqs", "num_frames", "seq_length_quantiles")
+#: A costs archive in steps also holds the batching limits of its steps: int64 [batch_size, max_seqs], 0: no limit.
+STEPS_BATCHING_ARRAY = "steps_batching"
 _ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
                    3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS}}
 _MAX_UNIT_BYTES = 64
@@ -563,6 +565,9 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
                                           "ComputeFileSizesJob or `python -m i6_shard sizes`") as npz:
         headers = npz.headers
         names = set(headers)
+        has_batching = STEPS_BATCHING_ARRAY in names and "unit_utf8" in names
+        if has_batching:
+            names.discard(STEPS_BATCHING_ARRAY)  # checked with the unit below
         if names not in _ARCHIVE_ARRAYS.values():
             raise ValueError(f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
                              "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "
@@ -598,6 +603,9 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         keys = decode_keys(npz.read("keys_utf8"), num_keys=num, path=path)
         mtimes = npz.read("mtimes_ns") if mtimes_h is not None else None
         unit = "bytes" if unit_h is None else _read_unit(npz.read("unit_utf8"), path=path)
+    if has_batching != (unit == "steps"):
+        raise ValueError(f"{path!r} is corrupt: a costs archive holds {STEPS_BATCHING_ARRAY} if and only if its unit "
+                         f"is steps (its unit is {unit!r})")
     _check_not_negative(sizes, keys, where=f"{path!r} is corrupt: sizes must be >= 0 (bytes), but",
                         fix="compute the sizes again (ComputeFileSizesJob or `python -m i6_shard sizes`)")
     return FileSizes(keys=keys, sizes=sizes, mtimes=mtimes, unit=unit)
@@ -615,9 +623,10 @@ class StaleFileSizesError(ValueError):
     """Files changed since their sizes were computed (:func:`check_sample_unchanged`); ``changed``
     lists (entry index, what changed)."""
 
-    def __init__(self, message: str, changed: List[Tuple[int, str]]):
+    def __init__(self, message: str, changed: Optional[List[Tuple[int, str]]] = None):
         super().__init__(message)
-        self.changed = changed
+        # optional: pickling (a DataLoader worker re-raising it in the main process) rebuilds it from the message
+        self.changed = list(changed or [])
 
 
 def _sample_indices(num: int, k: int, seed: int) -> List[int]:

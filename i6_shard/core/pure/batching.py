@@ -15,10 +15,12 @@ from .stats import compute_plan_stats
 
 __all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "order_variance",
            "predict_dropped",
-           "scaled_lengths", "predict_plan_drop", "DEFAULT_NUM_DRAWS"]
+           "scaled_lengths", "predict_plan_drop", "file_millisteps", "MILLISTEPS_PER_STEP", "DEFAULT_NUM_DRAWS"]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
 DEFAULT_NUM_DRAWS = 512
+#: The ``steps`` unit counts milli-steps: a file's expected steps times this, rounded to an int (the split needs ints).
+MILLISTEPS_PER_STEP = 1000
 _NO_LIMIT = 2**62
 _ORDER_SAMPLE = 512
 
@@ -124,6 +126,27 @@ def rank_steps(num_seqs: int, lengths: np.ndarray, batching: Batching) -> Tuple[
         return 0.0, 0.0
     mean, var = seqs_per_batch_moments(lengths, batching)
     return num_seqs / mean, num_seqs * var / mean ** 3
+
+
+def file_millisteps(file_lengths: Sequence[np.ndarray], batching: Batching) -> np.ndarray:
+    """The cost of the ``steps`` unit: per file, the expected steps its sequences take under
+    ``batching`` in random order, ``num_seqs / E[K]`` of :func:`rank_steps` with the file's own lengths
+    (batches of mean fill; a rank's ``ceil`` of its files' sum is its whole steps), in milli-steps.
+
+    :param file_lengths: one int array of sequence lengths (frames) per file
+    :return: int64 milli-steps (:data:`MILLISTEPS_PER_STEP` per step), shape [num_files]; 0 for a file
+        without sequences
+
+    >>> file_millisteps([np.array([10] * 40), np.array([], dtype=np.int64), np.array([1, 1, 9])],
+    ...                 Batching(batch_size=None, max_seqs=8)).tolist()
+    [5000, 0, 375]
+    """
+    out = np.zeros(len(file_lengths), dtype=np.int64)
+    for i, lengths in enumerate(file_lengths):
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.size:
+            out[i] = int(round(rank_steps(int(lengths.size), lengths, batching)[0] * MILLISTEPS_PER_STEP))
+    return out
 
 
 def order_variance(lengths: np.ndarray, batching: Batching, *, num_orders: int = 24, seed: int = 0) -> float:

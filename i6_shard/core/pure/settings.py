@@ -29,8 +29,9 @@ SHARDING_MODES = {"sharded": (True, False), "unsharded": (False, False), "unshar
 #: numpy.random.RandomState, RETURNN's shuffle, takes seeds in [0, SEED_LIMIT).
 SEED_LIMIT = 2**32
 #: What a file's cost counts (see docs/units.md): "bytes" (RETURNN's own measure), "frames" and "seqs" (read
-#: from the files' metadata, core/io/file_costs.py).
-UNITS = ("bytes", "frames", "seqs")
+#: from the files' metadata, core/io/file_costs.py), "steps" (expected steps under a costs archive's batching
+#: limits, in milli-steps: core/pure/batching.py file_millisteps).
+UNITS = ("bytes", "frames", "seqs", "steps")
 
 
 def check_seq_ordering(seq_ordering: Any) -> str:
@@ -66,7 +67,7 @@ def check_unit(unit: Any) -> str:
     >>> check_unit("tokens")
     Traceback (most recent call last):
     ...
-    ValueError: unit='tokens' is unknown; use one of ('bytes', 'frames', 'seqs')
+    ValueError: unit='tokens' is unknown; use one of ('bytes', 'frames', 'seqs', 'steps')
     """
     if not isinstance(unit, str) or unit not in UNITS:
         raise ValueError(f"unit={unit!r} is unknown; use one of {UNITS}")

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
+from ..pure.batching import MILLISTEPS_PER_STEP
 from ..pure.cache import CacheFootprint, partition_epoch_fits
 from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
@@ -60,11 +61,14 @@ def format_bytes(num_bytes: int) -> str:
 
 
 def format_cost(value: int, unit: str) -> str:
-    """A cost in its unit: bytes as :func:`format_bytes`, other units as a plain count.
+    """A cost in its unit: bytes as :func:`format_bytes`, steps (stored in milli-steps) with three decimals,
+    other units as a plain count.
 
-    >>> format_cost(1536, "bytes"), format_cost(1536, "frames")
-    ('1.50 KiB', '1,536 frames')
+    >>> format_cost(1536, "bytes"), format_cost(1536, "frames"), format_cost(1536, "steps")
+    ('1.50 KiB', '1,536 frames', '1.536 steps')
     """
+    if unit == "steps":
+        return f"{int(value) / MILLISTEPS_PER_STEP:,.3f} steps"
     return format_bytes(value) if unit == "bytes" else f"{int(value):,} {unit}"
 
 
@@ -332,7 +336,9 @@ def render_report(summary: Mapping[str, Any]) -> str:
         ("random_seed_offset", str(s["random_seed_offset"])),
         ("fixed_random_seed", "none" if s["fixed_random_seed"] is None else str(s["fixed_random_seed"])),
         ("distribution", s["distribution"]),
-    ] + ([("unit", f"{unit} (the costs the bins are balanced by)")] if unit != "bytes" else [])
+    ] + ([("unit", f"{unit} (the costs the bins are balanced by"
+                   + ("; the plan and summary count milli-steps" if unit == "steps" else "") + ")")]
+         if unit != "bytes" else [])
     lines += [f"  {k:<20} {v}" for k, v in rows]
     add("")
     add("Totals")

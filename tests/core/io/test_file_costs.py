@@ -89,6 +89,29 @@ def test_archive_round_trip_is_a_sizes_archive(tmp_path):
         core.save_file_sizes(costs.as_file_sizes(), str(tmp_path / "x.npz"))
 
 
+def test_steps_archive_keeps_its_batching(tmp_path):
+    from i6_shard.core.pure.batching import Batching, file_millisteps
+    from i6_shard.core.io.file_costs import read_hdf_seq_lengths
+
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=4, seed=8, frames=(2, 80))
+    batching = Batching(batch_size=None, max_seqs=3)
+    costs = collect_file_costs(paths, unit="steps", batching=batching, num_procs=1)
+    # no batch_size: a file of n sequences takes n / 3 steps of 3 sequences on average
+    assert costs.costs.tolist() == [round(1000 * n / 3) for n in costs.num_seqs.tolist()]
+    costs = collect_file_costs(paths, unit="steps", batching=Batching(batch_size=200, max_seqs=8), num_procs=1)
+    assert costs.costs.tolist() == file_millisteps([read_hdf_seq_lengths(p) for p in paths],
+                                                   Batching(batch_size=200, max_seqs=8)).tolist()
+    out = str(tmp_path / "steps.npz")
+    save_file_costs(costs, out)
+    loaded = load_file_costs(out)
+    assert loaded.unit == "steps" and loaded.batching == Batching(batch_size=200, max_seqs=8)
+    assert core.load_file_sizes(out).unit == "steps"
+    with pytest.raises(ValueError, match="give the batching limits"):
+        collect_file_costs(paths, unit="steps", num_procs=1)
+    with pytest.raises(ValueError, match="give the batching limits"):
+        collect_file_costs(paths, unit="frames", batching=batching, num_procs=1)
+
+
 def test_helper_processes_give_the_same_costs(tmp_path, monkeypatch):
     import i6_shard.core.io.file_costs as fc
 
@@ -153,6 +176,12 @@ def test_corrupt_costs_archives_are_refused(tmp_path):
         "seqs": ({"num_seqs": np.zeros(2, dtype=np.int64)}, "num_seqs"),
         "negative": ({"num_frames": np.array([1, -1, 2], dtype=np.int64)}, "negative"),
         "missing": ({"num_frames": None}, "not a file sizes archive"),
+        "steps_unit": ({"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8)}, "if and only if its unit is steps"),
+        "batching_not_steps": ({"steps_batching": np.array([100, 4], dtype=np.int64)}, "if and only if"),
+        "batching_none": ({"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8),
+                           "steps_batching": np.array([0, 0], dtype=np.int64)}, "both None"),
+        "batching_shape": ({"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8),
+                            "steps_batching": np.array([100], dtype=np.int64)}, r"expected int64\[2\]"),
     }
     for name, (change, message) in cases.items():
         bad = {k: v for k, v in {**arrays, **change}.items() if v is not None}

@@ -137,3 +137,14 @@ def test_trees_that_do_not_fit_the_sizes_are_refused(files):
         check_sample_unchanged(fs, trees=files[1:], num_samples=3)
     with pytest.raises(ValueError, match="has another key than the file sizes archive"):
         check_sample_unchanged(fs, trees=files[::-1], num_samples=40)
+
+
+def test_stale_error_survives_pickling():
+    """A DataLoader worker re-raises it in the main process through pickle (and torch's ExceptionWrapper
+    rebuilds it from the message alone): both must keep the message instead of failing with a TypeError."""
+    import pickle
+
+    err = StaleFileSizesError("file_sizes 'x.npz' is stale: entry 1", [(1, "modified")])
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and isinstance(back, StaleFileSizesError)
+    assert str(StaleFileSizesError(str(err))) == str(err)

@@ -3,8 +3,10 @@ BatchingIterDataPipe, and the predicted steps and dropped share match simulation
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from i6_shard.core.pure.batching import Batching, order_variance, predict_dropped, rank_steps, \
+from i6_shard.core.pure.batching import Batching, file_millisteps, order_variance, predict_dropped, rank_steps, \
     seqs_per_batch_moments, simulate_num_batches
 
 
@@ -118,3 +120,50 @@ def test_plan_prediction_matches_simulation_of_its_sub_epochs():
     assert float(np.mean(np.abs(predicted - brute))) < 0.02, (predicted.tolist(), brute)
     # From totals alone the model cannot see which rank drew the long sequences (more padding): coarser.
     assert abs(float(from_totals.mean()) - float(brute.mean())) < 0.025, (from_totals.tolist(), brute)
+
+
+def _files(seed):
+    """Files of few to many sequences whose lengths scale differently: frames, sequences and steps order them
+    differently."""
+    rng = np.random.RandomState(seed)
+    return [np.clip(np.round(rng.lognormal(np.log(rng.choice([5, 20, 60, 150])), 0.7,
+                                           size=int(rng.randint(1, 120)))), 1, 400).astype(np.int64)
+            for _ in range(8)]
+
+
+def _brute_steps(lengths, batching, rng, trials=30):
+    """Mean number of batches of RETURNN's batching over random orders of the file's sequences."""
+    return float(np.mean([simulate_num_batches(rng.permutation(lengths), batching)[-1] + 1 for _ in range(trials)]))
+
+
+def _misordered(cost, brute, *, margin):
+    """Pairs of files that brute force orders by more than ``margin`` (relative + 1 step) but ``cost`` not."""
+    return [(i, j) for i in range(len(cost)) for j in range(len(cost))
+            if brute[i] > brute[j] + margin * max(brute[i], brute[j]) + 1.0 and not cost[i] > cost[j]]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), batch_size=st.sampled_from([None, 300, 1000, 4000]),
+       max_seqs=st.sampled_from([None, 4, 20, 100]))
+def test_steps_cost_orders_files_like_brute_force_batching(seed, batch_size, max_seqs):
+    if batch_size is None and max_seqs is None:
+        max_seqs = 10
+    batching = Batching(batch_size=batch_size, max_seqs=max_seqs)
+    files = _files(seed)
+    cost = file_millisteps(files, batching)
+    brute = [_brute_steps(x, batching, np.random.RandomState(seed % 1000)) for x in files]
+    assert cost.dtype == np.int64
+    assert not _misordered(cost, brute, margin=0.1), (cost.tolist(), brute)
+
+
+def test_steps_order_files_where_frames_and_seqs_do_not():
+    """Not vacuous: on the same files, frames and sequences misorder pairs that the steps cost orders."""
+    batching = Batching(batch_size=1000, max_seqs=20)
+    wrong = {"frames": 0, "seqs": 0, "steps": 0}
+    for seed in range(6):
+        files = _files(seed)
+        brute = [_brute_steps(x, batching, np.random.RandomState(seed)) for x in files]
+        for name, cost in (("frames", [int(x.sum()) for x in files]), ("seqs", [len(x) for x in files]),
+                           ("steps", file_millisteps(files, batching).tolist())):
+            wrong[name] += len(_misordered(cost, brute, margin=0.1))
+    assert wrong["steps"] == 0 and wrong["frames"] > 0 and wrong["seqs"] > 0, wrong
