@@ -4,11 +4,12 @@ is a TypeError or ValueError that names the argument, the value and what to pass
 from __future__ import annotations
 
 import numbers
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping"]
+__all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping",
+           "check_choice"]
 
 
 def check_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> int:
@@ -65,4 +66,19 @@ def check_optional_mapping(value: Any, *, name: str, example: str) -> Optional[M
     """
     if value is not None and not isinstance(value, Mapping):
         raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be a dict, e.g. {example}")
+    return value
+
+
+def check_choice(value: Any, *, name: str, choices: Sequence[str], problem: str = "is unknown") -> str:
+    """``value`` if it is one of the str ``choices``, else ``ValueError`` naming them.
+
+    :param problem: what is wrong with another value, e.g. "is not supported by DistributeFilesDataset"
+
+    >>> check_choice("even", name="distribution", choices=("returnn", "balanced"))
+    Traceback (most recent call last):
+    ...
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced')
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}={value!r} {problem}; use one of {tuple(choices)}")
     return value

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from .args import check_bool, check_int, check_optional_int
+from .args import check_bool, check_choice, check_int, check_optional_int
 from .cut import CUTS
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
@@ -42,10 +42,8 @@ def check_seq_ordering(seq_ordering: Any) -> str:
     ...
     ValueError: seq_ordering='laplace:.1000' is not supported by DistributeFilesDataset; use one of ('random', 'default')
     """
-    if not isinstance(seq_ordering, str) or seq_ordering not in SEQ_ORDERINGS:
-        raise ValueError(f"seq_ordering={seq_ordering!r} is not supported by DistributeFilesDataset; "
-                         f"use one of {SEQ_ORDERINGS}")
-    return seq_ordering
+    return check_choice(seq_ordering, name="seq_ordering", choices=SEQ_ORDERINGS,
+                        problem="is not supported by DistributeFilesDataset")
 
 
 def check_distribution(distribution: Any) -> str:
@@ -56,9 +54,7 @@ def check_distribution(distribution: Any) -> str:
     ...
     ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible')
     """
-    if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution={distribution!r} is unknown; use one of {DISTRIBUTIONS}")
-    return distribution
+    return check_choice(distribution, name="distribution", choices=DISTRIBUTIONS)
 
 
 def check_unit(unit: Any) -> str:
@@ -69,9 +65,7 @@ def check_unit(unit: Any) -> str:
     ...
     ValueError: unit='tokens' is unknown; use one of ('bytes', 'frames', 'seqs', 'steps')
     """
-    if not isinstance(unit, str) or unit not in UNITS:
-        raise ValueError(f"unit={unit!r} is unknown; use one of {UNITS}")
-    return unit
+    return check_choice(unit, name="unit", choices=UNITS)
 
 
 @dataclass(frozen=True)
