@@ -189,6 +189,9 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
     return np.rint(durations * frame_rate).astype(np.int64)
 
 
+#: Leaves whose costs can be read: RETURNN HDF, OggZip zips, arrow shards.
+_COST_SUFFIXES = (".hdf", ".zip", ".arrow")
+
 def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     """The leaf of a file tree whose sequences define the entry's cost.
 
@@ -203,17 +206,18 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     >>> cost_leaf(tree)
     Traceback (most recent call last):
     ...
-    ValueError: file tree {'audio': 'a.hdf', 'text': 't.hdf'} has 2 .hdf leaves; name the one that defines the cost (leaf='audio' or another path of dict keys / list indices, or its position 0..1)
+    ValueError: file tree {'audio': 'a.hdf', 'text': 't.hdf'} has 2 leaves whose costs can be read (.hdf, .zip, .arrow); name the one that defines the cost (leaf='audio' or another path of dict keys / list indices, or its position 0..1)
     """
     leaves = flatten(tree)
     if leaf is None:
         if len(leaves) == 1:
             return leaves[0]
-        hdf = [x for x in leaves if x.endswith((".hdf", ".zip", ".arrow"))]
-        if len(hdf) == 1:
-            return hdf[0]
+        readable = [x for x in leaves if x.endswith(_COST_SUFFIXES)]
+        if len(readable) == 1:
+            return readable[0]
         example = next(iter(tree)) if isinstance(tree, dict) else 0
-        raise ValueError(f"file tree {short_repr(tree)} has {len(hdf)} .hdf leaves; name the one that defines the "
+        raise ValueError(f"file tree {short_repr(tree)} has {len(readable)} leaves whose costs can be read "
+                         f"({', '.join(_COST_SUFFIXES)}); name the one that defines the "
                          f"cost (leaf={example!r} or another path of dict keys / list indices, or its position "
                          f"0..{len(leaves) - 1})")
     if isinstance(leaf, int) and not isinstance(leaf, bool):

@@ -292,9 +292,13 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
     if not paths:
         raise ValueError("no log files given; pass RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) "
                          "or the torchrun stdout of the training")
-    missing = [p for p in paths if not os.path.isfile(p)]
+    missing = [p for p in paths if not os.path.exists(p)]
     if missing:
         raise FileNotFoundError(f"{len(missing)} log files do not exist: {missing[:5]}")
+    irregular = [p for p in paths if not os.path.isfile(p)]
+    if irregular:
+        raise ValueError(f"{len(irregular)} log files are not regular files (a directory, FIFO or device; reading "
+                         f"could block): {irregular[:5]}; give RETURNN's log files")
     ranks: Dict[int, RankLog] = {}
     sizes = set()
     for path in paths:

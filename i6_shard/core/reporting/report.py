@@ -236,18 +236,20 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any]) -> List[str]:
     """Plain-language warnings about a plan (empty if nothing stands out)."""
     out: List[str] = []
+    unit = summary.get("unit", "bytes")
+    balance = "the byte balance" if unit == "bytes" else f"the balance by {unit}"
     fpb = summary["files_per_bin"]
     if fpb["min"] < FEW_FILES_PER_BIN:
         out.append(f"few files per bin: as few as {fpb['min']} (mean {fpb['mean']:.1f}) file entries per "
-                   f"(shard, sub-epoch); with so few files the byte balance is coarse and the shuffle weak. "
+                   f"(shard, sub-epoch); with so few files {balance} is coarse and the shuffle weak. "
                    f"Lower partition_epoch, use fewer shards or split the data into more, smaller files.")
     if summary["dropped_fraction"] > HIGH_DROPPED_FRACTION:
         out.append(f"high expected data loss: on average {100 * summary['dropped_fraction']:.1f}% of each "
-                   f"sub-epoch's bytes lie beyond the shortest rank's share and are dropped when it finishes.")
+                   f"sub-epoch's {unit} lie beyond the shortest rank's share and are dropped when it finishes.")
     if summary["max_imbalance"] > HIGH_IMBALANCE:
         e = summary["worst_sub_epochs"][0]["epoch"]
         out.append(f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
-                   f"the mean bytes of all shards.")
+                   f"the mean {unit} of all shards.")
     if stats.num_epochs % plan.partition_epoch:
         out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
                    f"the last full epoch is cut short, so entries are scheduled between "

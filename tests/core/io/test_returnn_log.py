@@ -146,6 +146,10 @@ def test_bad_inputs_fail_naming_the_fix(tmp_path):
         read_training_logs([logs[0], logs[0]] + logs[1:])
     with pytest.raises(FileNotFoundError, match="1 log files do not exist"):
         read_training_logs([str(tmp_path / "nope.log")])
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)  # would block a reader: refused without opening it
+    with pytest.raises(ValueError, match="1 log files are not regular files .*FIFO"):
+        read_training_logs([str(fifo)])
     plain = tmp_path / "returnn.log"
     plain.write_text("RETURNN starting up\n")
     with pytest.raises(ValueError, match="neither a per-rank RETURNN log .* --tee=3"):

@@ -194,3 +194,19 @@ def test_plot_path_must_name_a_png(tmp_path):
     assert not (tmp_path / "out.jpg").exists()
     plot_plan(stats, str(tmp_path / "out.png"))
     assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_warnings_speak_of_the_plans_unit(tmp_path):
+    """A plan balanced by frames warns about frames, not bytes (the byte plan's text stays as it was)."""
+    keys = [f"/corpus/part-{i:02d}.hdf" for i in range(8)]
+    costs = [1, 1, 1, 1, 1, 1, 1, 50]  # one huge file: high loss, unbalanced, 2 files per bin
+    texts = {}
+    for unit in ("bytes", "frames"):
+        plan = core.ShardPlan(keys, costs, core.PlanSettings(num_shards=2, partition_epoch=2, unit=unit))
+        write_outputs(plan, str(tmp_path / unit), num_epochs=2)
+        texts[unit] = (tmp_path / unit / "report.txt").read_text()
+    assert "sub-epoch's bytes lie beyond" in texts["bytes"] and "the byte balance is coarse" in texts["bytes"]
+    assert "sub-epoch's frames lie beyond" in texts["frames"] and "the balance by frames is coarse" in texts["frames"]
+    assert "the mean frames of all shards" in texts["frames"]
+    warnings = texts["frames"].split("Warnings", 1)[1]
+    assert "bytes" not in warnings and "byte " not in warnings
