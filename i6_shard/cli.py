@@ -14,6 +14,7 @@ from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import check_key_collisions
 from .core.pure import SEED_LIMIT
+from .core.pure.flexible import check_bound_is_used
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
 from .core.reporting.outputs import PLAN_OUTPUTS, check_plan_dir, write_plan_dir
 from .core.reporting.report import format_cost
@@ -68,12 +69,14 @@ def _batching(args: argparse.Namespace):
 
 def _settings(args: argparse.Namespace) -> core.PlanSettings:
     """The CLI's plan options as validated PlanSettings (raises before any file is touched)."""
-    return core.PlanSettings(
+    settings = core.PlanSettings(
         num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=args.num_epochs,
         seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
         fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
         same_seed_on_all_ranks=args.same_seed_on_all_ranks, distribution=args.distribution,
         max_sub_epoch_deviation=args.max_sub_epoch_deviation)
+    check_bound_is_used(settings.max_sub_epoch_deviation, distribution=settings.distribution)
+    return settings
 
 
 _PLAN_OUTPUTS = (core.PLAN_FILE, core.SUMMARY_FILE, core.REPORT_FILE, core.PLOT_FILE)

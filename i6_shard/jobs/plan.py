@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 from sisyphus import Job, tk
 
 from i6_shard import core
+from i6_shard.core.pure.flexible import check_bound_is_used
 from i6_shard.core.io.preflight import archive_entry_count, check_regular_file
 
 from i6_shard.core.pure.batching import Batching
@@ -66,6 +67,7 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[core.PlanSettings, bool, Dict[s
     too): the settings, ``plot`` and the resource requests given, in plain Python values."""
     _check_file_sizes(args["file_sizes"])
     settings = _plan_settings(args)
+    check_bound_is_used(settings.max_sub_epoch_deviation, distribution=settings.distribution)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
     _batching(args)
     _node_cache(args)

@@ -9,7 +9,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 from ..core import FILE_LIST_EXTENSIONS
 from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
-from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
+from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import PyCode, is_sisyphus_path, plain_value
 from .reader import files_kind, find_distribute_files_datasets
@@ -215,10 +215,7 @@ def sharded_files_dataset(
                             "str keys, e.g. {'name': 'train'}")
     check_distribution(distribution)
     max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
-    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION and distribution != "flexible":
-        raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
-                         f"distribution='flexible' only, but distribution={distribution!r}: use "
-                         "distribution='flexible', or drop max_sub_epoch_deviation")
+    check_bound_is_used(max_sub_epoch_deviation, distribution=distribution)
     check_seq_ordering(seq_ordering)
     if not isinstance(sub_epoch_dataset, Mapping):
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")

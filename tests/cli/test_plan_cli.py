@@ -192,3 +192,13 @@ def test_plan_takes_the_flexible_bound(tmp_path, capsys):
     capsys.readouterr()
     layouts = [[p.layout(full_epoch_0idx=k)[1].tolist() for k in range(4)] for p in plans.values()]
     assert layouts[0] != layouts[1]
+
+
+def test_a_bound_without_the_flexible_distribution_is_refused(tmp_path, capsys):
+    from i6_shard.cli import main
+
+    assert main(["plan", "--sizes", str(tmp_path / "missing.npz"), "--num-shards", "2", "--partition-epoch", "2",
+                 "--num-epochs", "2", "--max-sub-epoch-deviation", "0.1", "-o", str(tmp_path / "out")]) == 2
+    assert "max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of distribution='flexible' only, but " \
+           "distribution='returnn'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -281,3 +281,11 @@ def test_cache_options_hash_only_when_given_and_need_ranks_per_node(work_dir):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, cache_size=10**9)
     with pytest.raises(ValueError, match="ranks_per_node=0 must be a positive int"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=0)
+
+
+def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):
+    sizes = tk.Path("/data/sizes/file_sizes.npz")
+    with pytest.raises(ValueError, match="max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of "
+                                         "distribution='flexible' only, but distribution='balanced'"):
+        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, distribution="balanced",
+                     max_sub_epoch_deviation=0.1)
