@@ -225,6 +225,10 @@ def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: 
             "sharding_fix": getattr(dataset, "sharding_fix", None),
             "distribution": getattr(dataset, "distribution", "returnn"),
         }
+        # What the dataset's bins come from besides its settings: the reference plan is built from the same.
+        for name, attr in (("file_sizes", "file_sizes_path"), ("plan", "plan_path")):
+            if getattr(dataset, attr, None) is not None:
+                settings[name] = os.path.abspath(os.fspath(getattr(dataset, attr)))
         deviation = getattr(dataset, "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
         if deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:  # as plan files: only when not the default
             settings["max_sub_epoch_deviation"] = float(deviation)

@@ -402,3 +402,55 @@ def test_verifies_a_wrapped_dfd(work_dir, hdf_files):
     run_job(job)
     assert job.out_ok.get() is True
     assert "full epoch 0: " in _read(job.out_report.get_path())
+
+
+@pytest.fixture(scope="module")
+def skewed_files(tmp_path_factory):
+    """HDF files whose frames vary far more than their bytes (the HDF structure dominates small files)."""
+    return write_tiny_hdf_files(str(tmp_path_factory.mktemp("skewed")), num_files=12, seed=5,
+                                seqs_per_file=[1, 30, 2, 25, 3, 1, 20, 2, 1, 15, 4, 1], frames=(1, 60))
+
+
+@pytest.fixture(scope="module")
+def frame_costs(skewed_files, tmp_path_factory):
+    """A costs archive in frames of the skewed files."""
+    from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
+
+    path = str(tmp_path_factory.mktemp("costs") / "costs.npz")
+    save_file_costs(collect_file_costs(list(skewed_files), unit="frames", num_procs=1), path)
+    return path
+
+
+def test_the_reference_is_the_datasets_own_costs_archive(work_dir, skewed_files, frame_costs):
+    """A dataset balanced by a frames archive is checked against the plan of that archive, not of the bytes on
+    disk (which cut other bins: the verification would report files that were right)."""
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    by_frames = core.ShardPlan(*_keys_and_costs(frame_costs), core.PlanSettings(
+        num_shards=3, partition_epoch=3, distribution="balanced", unit="frames"))
+    by_bytes = core.ShardPlan(*_keys_and_costs(None, skewed_files), core.PlanSettings(
+        num_shards=3, partition_epoch=3, distribution="balanced"))
+    assert any(by_frames.files_for(epoch=e, shard_index=r) != by_bytes.files_for(epoch=e, shard_index=r)
+               for e in (1, 2, 3) for r in range(3)), "pick files whose frames and bytes balance differently"
+    dataset = sharded_dfd(skewed_files, partition_epoch=3, distribution="balanced", file_sizes=frame_costs,
+                          **{"class": ShardedDistributeFilesDataset})
+    job = VerifyShardingJob(dataset, num_shards=3, epochs=3)
+    run_job(job)
+    assert job.out_ok.get() is True
+
+
+def test_the_reference_is_the_datasets_own_plan_file(work_dir, skewed_files, frame_costs):
+    from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+
+    plan_path = str(work_dir / "plan.npz")
+    core.io.save_plan(core.ShardPlan(*_keys_and_costs(frame_costs), core.PlanSettings(
+        num_shards=3, partition_epoch=3, num_epochs=4, distribution="balanced", unit="frames")), plan_path)
+    dataset = sharded_dfd(skewed_files, partition_epoch=3, plan=plan_path, **{"class": ShardedDistributeFilesDataset})
+    job = VerifyShardingJob(dataset, num_shards=3, epochs=3)
+    run_job(job)
+    assert job.out_ok.get() is True
+
+
+def _keys_and_costs(costs_path, files=None):
+    sizes = core.load_file_sizes(costs_path) if costs_path else core.collect_file_sizes(list(files))
+    return sizes.keys, sizes.sizes

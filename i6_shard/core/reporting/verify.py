@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ..io.file_sizes import collect_file_sizes
+from ..io.file_sizes import collect_file_sizes, load_file_sizes
+from ..io.plan_file import load_plan
 from ..pure.file_tree import tree_key
 from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
@@ -43,11 +44,29 @@ def render_verify_report(summary: Mapping[str, Any], violations: Sequence[Violat
     return "\n".join(lines) + "\n"
 
 
+def _reference_plan(first: Mapping[str, Any], files: Sequence[Any], *, num_shards: int,
+                    num_threads: Optional[int]) -> ShardPlan:
+    """The plan the ranks must follow: the dataset's own plan file if it reads one; else the plan of its
+    settings over its sizes archive (in the archive's unit) if it has one, or over the sizes on disk."""
+    if first.get("plan"):
+        return load_plan(first["plan"])
+    if first.get("file_sizes"):
+        sizes = load_file_sizes(first["file_sizes"])
+    else:
+        sizes = collect_file_sizes(files, num_threads=num_threads)
+    return ShardPlan(sizes.keys, sizes.sizes, PlanSettings(
+        num_shards=num_shards, partition_epoch=first["partition_epoch"], seq_ordering=first["seq_ordering"],
+        random_seed_offset=first["random_seed_offset"], fixed_random_seed=first["fixed_random_seed"],
+        distribution=first.get("distribution", "returnn"), unit=sizes.unit,
+        max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)))
+
+
 def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, Any], *, num_shards: int,
                    num_threads: Optional[int] = None) -> Tuple[List[Violation], str]:
     """Check the records of ``python -m i6_shard.returnn_ext.verify`` (one per rank, and the
-    reference with the file list and each file's sequence tags) against the plan computed
-    from the dataset's own settings (rank 0's) and the files' sizes on disk.
+    reference with the file list and each file's sequence tags) against the plan the dataset
+    follows: its plan file, or the plan of its own settings (rank 0's) over its sizes archive or the
+    files' sizes on disk.
 
     :param ranks: the rank records (``rank``, ``settings``, ``sub_epochs``)
     :param reference: ``files`` (as RETURNN loaded them) and ``file_tags`` (one list per file)
@@ -59,13 +78,8 @@ def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, A
     files = reference["files"]
     if len(reference["file_tags"]) != len(files):
         raise ValueError(f"reference has {len(files)} files but {len(reference['file_tags'])} tag lists")
-    sizes = collect_file_sizes(files, num_threads=num_threads)
     first = settings[min(settings)]
-    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(
-        num_shards=num_shards, partition_epoch=first["partition_epoch"], seq_ordering=first["seq_ordering"],
-        random_seed_offset=first["random_seed_offset"], fixed_random_seed=first["fixed_random_seed"],
-        distribution=first.get("distribution", "returnn"),
-        max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)))
+    plan = _reference_plan(first, files, num_shards=num_shards, num_threads=num_threads)
     file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
     reads = [SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
              for rec in ranks for se in rec["sub_epochs"]]
