@@ -14,12 +14,13 @@ from sisyphus.hash import sis_hash_helper
 from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
+from ..core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
 from ..core.pure.epochs import num_epochs_for_passes
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config
 from .plan import find_dataset
 from .pycode import PyCode, i6_shard_import_code, plain_str, resolve_paths
-from .reader import files_kind
+from .reader import files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -230,6 +231,30 @@ def sharded_returnn_config(config: Mapping[str, Any], dataset: Mapping[str, Any]
     return returnn_config
 
 
+def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: int) -> None:
+    """A DistributeFilesDataset that reads its bins from a ``ShardPlanJob``'s plan (``plan=job.out_plan``)
+    must fit that job's settings: the same ``partition_epoch``, the training's ranks when sharded, and
+    the training's ``num_epochs`` plus the sub-epochs RETURNN loads ahead. Checked when the graph is
+    built, where the dataset would otherwise fail at start-up on every rank."""
+    for info in find_distribute_files_datasets(config, num_ranks=num_ranks):
+        job = getattr(info.dataset.get("plan"), "creator", None)
+        if job is None or not all(hasattr(job, n) for n in ("num_epochs", "num_shards", "partition_epoch")):
+            continue
+        problems = []
+        if isinstance(info.partition_epoch, int) and job.partition_epoch != info.partition_epoch:
+            problems.append(f"partition_epoch={info.partition_epoch}, but the plan job has {job.partition_epoch}")
+        if info.sharded and job.num_shards != num_ranks:
+            problems.append(f"{num_ranks} ranks train, but the plan job has num_shards={job.num_shards}")
+        preload = info.dataset.get("preload_next_n_sub_epochs", DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS)
+        if isinstance(preload, int) and job.num_epochs < num_epochs + preload:
+            problems.append(f"the training reads sub-epochs up to {num_epochs + preload} (num_epochs={num_epochs} "
+                            f"plus preload_next_n_sub_epochs={preload}), but the plan job has "
+                            f"num_epochs={job.num_epochs}: give it num_epochs={num_epochs + preload}")
+        if problems:
+            raise ValueError(f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
+                             + "; ".join(problems))
+
+
 def training_job_kwargs(
     returnn_config: ReturnnConfig,
     *,
@@ -303,6 +328,7 @@ def training_job_kwargs(
 
     check_returnn_config(merged, num_ranks=num_gpus, returnn_version=returnn_version,
                          returnn_root=job_kwargs.get("returnn_root") if returnn_version is None else None)
+    _check_plan_jobs(merged, num_ranks=num_gpus, num_epochs=num_epochs)
 
     # What `python -m i6_shard train-report` reads: the files per sub-epoch (log_verbosity >= 4) and each
     # step's sequences and frames (log_batch_size, printed at log_verbosity 5). Unhashed: post_config and

@@ -89,3 +89,26 @@ def test_builder_checks_plan(tmp_path):
         sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/report.txt")
     with pytest.raises(ValueError, match="sharded_files_dataset"):
         sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, extra_opts={"plan": "/x.npz"})
+
+
+@pytest.mark.parametrize("plan_opts, match", [
+    ({"num_epochs": 4}, "reads sub-epochs up to 5 \\(num_epochs=4 plus preload_next_n_sub_epochs=1\\), but the plan "
+                        "job has num_epochs=4: give it num_epochs=5"),
+    ({"num_shards": 4}, "2 ranks train, but the plan job has num_shards=4"),
+    ({"partition_epoch": 4}, "partition_epoch=2, but the plan job has 4"),
+])
+def test_a_plan_job_that_does_not_fit_the_training_fails_when_the_graph_is_built(work_dir, plan_opts, match):
+    """Where the dataset would fail at start-up on every rank, the training job is refused at graph time."""
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(tk.Path(sizes_path), **{"num_shards": 2, "partition_epoch": 2, "num_epochs": 5,
+                                                    **plan_opts})
+    dataset = sharded_files_dataset(tk.Path(list_path),
+                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+                                    partition_epoch=2, num_shards=2, plan=plan_job.out_plan)
+    with pytest.raises(ValueError, match=match):
+        training_job(sharded_returnn_config(CONFIG, dataset), num_gpus=2, num_epochs=4,
+                     returnn_version="1.20261022.211313",
+                     returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(work_dir)))
