@@ -83,7 +83,7 @@ def iterate_tags(dataset, epoch: int) -> List[str]:
     seq_idx = 0
     while dataset.is_less_than_num_seqs(seq_idx):
         dataset.load_seqs(seq_idx, seq_idx + 1)
-        tags.append(dataset.get_tag(seq_idx))
+        tags.append(str(dataset.get_tag(seq_idx)))
         seq_idx += 1
     return tags
 

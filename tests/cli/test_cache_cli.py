@@ -13,15 +13,6 @@ from i6_shard.cli import main
 from ..core.pure.test_cache import brute_force
 
 
-@pytest.fixture
-def sizes_file(tmp_path):
-    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(60)]
-    sizes = np.random.RandomState(3).randint(1, 10**6, size=60)
-    path = str(tmp_path / "file_sizes.npz")
-    core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes.astype(np.int64)), path)
-    return path, keys, sizes
-
-
 PLAN = ["--num-shards", "6", "--partition-epoch", "3", "--num-epochs", "7", "--no-plot"]
 
 

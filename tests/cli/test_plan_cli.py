@@ -10,15 +10,6 @@ from i6_shard import core
 from i6_shard.cli import main
 
 
-@pytest.fixture
-def sizes_file(tmp_path):
-    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(60)]
-    sizes = np.random.RandomState(3).randint(1, 10**6, size=60)
-    path = str(tmp_path / "file_sizes.npz")
-    core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes.astype(np.int64)), path)
-    return path, keys, sizes
-
-
 def test_plan_writes_what_write_plan_outputs_writes(tmp_path, sizes_file, capsys):
     path, keys, sizes = sizes_file
     out = tmp_path / "out"

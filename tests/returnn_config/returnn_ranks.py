@@ -90,14 +90,9 @@ def build_train(config: Dict[str, Any], *, rank: int, num_ranks: int, key: str =
 
 
 def read_tags(dataset, epoch: int) -> List[str]:
-    dataset.init_seq_order(epoch=epoch)
-    tags = []
-    idx = 0
-    while dataset.is_less_than_num_seqs(idx):
-        dataset.load_seqs(idx, idx + 1)
-        tags.append(str(dataset.get_tag(idx)))
-        idx += 1
-    return tags
+    from tests.hdf_data import iterate_tags
+
+    return iterate_tags(dataset, epoch)
 
 
 def dfd_files(dataset, key_path: Sequence[Any], epoch: int) -> List[str]:
