@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.blocking import returns_within, unblock_fifo
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
@@ -187,30 +188,6 @@ def test_txt_lists_are_counted_without_being_read_as_trees(work_dir, monkeypatch
 
 # --- non-regular list files, list versions, split errors, key collisions, requests ---------------
 
-def _within(fn, seconds=10.0, unblock=None):
-    """fn()'s result (or its error), failing instead of hanging if it blocks; ``unblock`` then frees it."""
-    import threading
-
-    result = {}
-
-    def target():
-        try:
-            result["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - raised again below
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        if unblock:
-            unblock()
-        pytest.fail(f"blocked for {seconds}s")
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
 def test_a_list_file_that_is_no_regular_file_fails_in_the_task_naming_it(work_dir, kind):
     list_path = str(work_dir / "files.txt")
@@ -218,11 +195,7 @@ def test_a_list_file_that_is_no_regular_file_fails_in_the_task_naming_it(work_di
     if kind == "fifo":
         os.mkfifo(list_path)
 
-        def unblock():  # frees a reader blocked in open
-            try:
-                os.close(os.open(list_path, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError:
-                pass
+        unblock = unblock_fifo(list_path)
         what = "a FIFO \\(named pipe\\)"
     elif kind == "device":
         os.symlink("/dev/zero", list_path)  # would never end when read
@@ -233,11 +206,11 @@ def test_a_list_file_that_is_no_regular_file_fails_in_the_task_naming_it(work_di
     job = ComputeFileSizesJob(tk.Path(list_path))
     # The manager calls tasks(): it must neither block nor raise (that would stop the manager and
     # every other job); one task runs, and fails naming the list.
-    tasks = _within(lambda: list(job.tasks()), unblock=unblock)
+    tasks = returns_within(lambda: list(job.tasks()), unblock=unblock)
     assert [(t.name(), len(t._args), t.mini_task) for t in tasks] == [("run", 1, True)]
     job._sis_setup_directory()
     with pytest.raises(ValueError, match=f"file list '{list_path}' is {what}, not a regular file"):
-        _within(job.run, unblock=unblock)
+        returns_within(job.run, unblock=unblock)
     assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
 
 

@@ -2,7 +2,6 @@
 from a sizes archive's header, list digests, and key collisions exactly as RETURNN keys file trees."""
 
 import os
-import threading
 import zipfile
 
 import numpy as np
@@ -13,40 +12,8 @@ from hypothesis import strategies as st
 from i6_shard import core
 from i6_shard.core.io.preflight import archive_entry_count, check_key_collisions, check_regular_file, \
     file_list_digest, key_collisions, short_repr
+from tests.blocking import returns_within as _returns_within, unblock_fifo as _unblock_fifo
 from tests.strategies import file_trees
-
-
-def _returns_within(fn, seconds=10.0, unblock=None):
-    """fn()'s result, run in a thread: fails (instead of hanging) if it blocks, then ``unblock()`` frees it."""
-    result = {}
-
-    def target():
-        try:
-            result["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        if unblock:
-            unblock()
-        thread.join(5)
-        pytest.fail(f"{fn} blocked for {seconds}s")
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
-def _unblock_fifo(path):
-    """Open the FIFO for writing (and close it), which releases a reader blocked in open."""
-    def unblock():
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            pass
-    return unblock
 
 
 def test_regular_file_passes(tmp_path):
