@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.jobs.conftest import SISYPHUS_REASON
+from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytestmark = pytest.mark.slurm
 
@@ -116,17 +116,9 @@ def _logs(state: str) -> str:
     return "\n".join(out)
 
 
-def _sis_command():
-    here = os.path.join(os.path.dirname(sys.executable), "sis")
-    found = here if os.path.isfile(here) else shutil.which("sis")
-    if not found:
-        pytest.skip("the `sis` command of Sisyphus is not installed next to this Python or on PATH")
-    return [found]
-
-
 def _run_manager(setup_dir, log_path, env):
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(_sis_command() + ["m", "-r"], cwd=setup_dir, env=env, stdin=subprocess.PIPE,
+        proc = subprocess.Popen(sis_command() + ["m", "-r"], cwd=setup_dir, env=env, stdin=subprocess.PIPE,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.communicate(b"", timeout=TIMEOUT)

@@ -1,9 +1,23 @@
 """Job tests in i6_core's pattern: a temporary Sisyphus work dir, then each task run in-process."""
 
+import os
+import shutil
+import sys
+from typing import List
+
 import pytest
 
 SISYPHUS_REASON = ("needs the real Sisyphus: pip install it from its source repository "
                    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
+
+
+def sis_command() -> List[str]:
+    """The ``sis`` script of this Python (what a user types), else the one on PATH; skips the test without one."""
+    here = os.path.join(os.path.dirname(sys.executable), "sis")
+    found = here if os.path.isfile(here) else shutil.which("sis")
+    if not found:
+        pytest.skip("the `sis` command of Sisyphus is not installed next to this Python or on PATH")
+    return [found]
 
 
 @pytest.fixture

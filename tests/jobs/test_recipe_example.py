@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.jobs.conftest import SISYPHUS_REASON
+from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
@@ -23,20 +23,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TIMEOUT = 240
 
 
-def _sis_command():
-    """The ``sis`` script of this Python (what a user types), else the one on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "sis")
-    found = here if os.path.isfile(here) else shutil.which("sis")
-    if not found:
-        pytest.skip("the `sis` command of Sisyphus is not installed next to this Python or on PATH")
-    return [found]
-
-
 def _run_manager(setup_dir, log_path, answer=""):
     """``sis m -r`` in ``setup_dir``; ``answer`` goes to its stdin (it asks only when all is done)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(_sis_command() + ["m", "-r"], cwd=setup_dir, env=env, stdin=subprocess.PIPE,
+        proc = subprocess.Popen(sis_command() + ["m", "-r"], cwd=setup_dir, env=env, stdin=subprocess.PIPE,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.communicate(answer.encode(), timeout=TIMEOUT)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.jobs.conftest import SISYPHUS_REASON
+from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
@@ -42,16 +42,8 @@ def _returnn_root():
                 "unpacked); the wheel has no rnn.py")
 
 
-def _sis():
-    here = os.path.join(os.path.dirname(sys.executable), "sis")
-    found = here if os.path.isfile(here) else shutil.which("sis")
-    if not found:
-        pytest.skip("the `sis` command of Sisyphus is not installed next to this Python or on PATH")
-    return found
-
-
 def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
-    root, sis = _returnn_root(), _sis()
+    root, sis = _returnn_root(), sis_command()[0]
     setup = str(tmp_path / "setup")
     shutil.copytree(os.path.join(REPO, "recipe_examples"), setup,
                     ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"))
