@@ -1,0 +1,87 @@
+"""A small corpus of real RETURNN HDF files with skewed sizes, to try sharding on: the demo's data and
+``python -m i6_shard make-data``. Written with h5py in the layout of RETURNN's ``SimpleHDFWriter``."""
+
+from __future__ import annotations
+
+import os
+from typing import List
+
+import numpy as np
+
+from .atomic import atomic_path
+
+__all__ = ["write_hdf_corpus", "hdf_corpus_seq_counts", "MISSING_H5PY_FOR_DATA"]
+
+MISSING_H5PY_FOR_DATA = ("h5py is not installed, so no HDF files can be written: pip install h5py (or "
+                         "pip install 'i6_shard[demo]')")
+#: Frames of one sequence: uniform in this range.
+SEQ_FRAMES = (20, 120)
+
+
+def hdf_corpus_seq_counts(num_files: int, *, seed: int = 0, median_seqs: int = 8, sigma: float = 1.0) -> np.ndarray:
+    """Sequences per file: lognormal around ``median_seqs`` (so a few files are much larger than the rest),
+    each at least 1; the first draws of ``RandomState(seed)``.
+
+    >>> hdf_corpus_seq_counts(4, seed=1, median_seqs=8).tolist()
+    [40, 4, 4, 2]
+    """
+    if num_files < 1:
+        raise ValueError(f"num_files={num_files}: write at least one file")
+    if median_seqs < 1:
+        raise ValueError(f"median_seqs={median_seqs}: a file holds at least one sequence")
+    rng = np.random.RandomState(seed)
+    counts = np.exp(rng.normal(np.log(median_seqs), sigma, size=num_files))
+    return np.maximum(1, counts.astype(np.int64))
+
+
+def _write_hdf(path: str, features: List[np.ndarray], tags: List[str]) -> None:
+    """One file in RETURNN's HDF layout (what ``SimpleHDFWriter`` writes for dense float inputs and
+    what ``HDFDataset`` reads as its ``data`` stream), atomically."""
+    import h5py
+
+    lengths = np.array([len(f) for f in features], dtype=np.int32)
+    dim = int(features[0].shape[1])
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["numTimesteps"] = int(lengths.sum())
+            f.attrs["inputPattSize"] = dim
+            f.attrs["numDims"] = 1
+            f.attrs["numLabels"] = dim
+            f.attrs["numSeqs"] = len(features)
+            f.create_dataset("labels", (0,), dtype="S5")
+            seq_lengths = np.zeros((len(features), 2), dtype=np.int32)
+            seq_lengths[:, 0] = lengths
+            f.create_dataset("seqLengths", data=seq_lengths)
+            f.create_dataset("seqTags", data=tags, dtype=h5py.special_dtype(vlen=str))
+            f.create_dataset("inputs", data=np.concatenate(features).astype(np.float32))
+
+
+def write_hdf_corpus(directory: str, *, num_files: int = 32, seed: int = 0, feature_dim: int = 8,
+                     median_seqs: int = 8, sigma: float = 1.0) -> List[str]:
+    """Write ``num_files`` RETURNN HDF files ``part-<i>.hdf`` into ``directory`` and return their paths, in
+    file order. File ``i`` holds :func:`hdf_corpus_seq_counts` sequences of 20..120 frames of ``feature_dim``
+    random float32 features (the ``data`` stream of RETURNN's ``HDFDataset``), tagged ``corpus/file<i>/seq<j>``.
+    The same arguments give the same files. Each file is written under a temporary name and renamed, so a
+    killed run leaves no part file that could pass for a finished one.
+
+    :raises ImportError: without h5py, with the install command
+    :raises ValueError: for a count or dimension below 1
+    """
+    if feature_dim < 1:
+        raise ValueError(f"feature_dim={feature_dim}: give at least one feature per frame")
+    counts = hdf_corpus_seq_counts(num_files, seed=seed, median_seqs=median_seqs, sigma=sigma)
+    try:
+        import h5py  # noqa: F401
+    except ImportError:
+        raise ImportError(MISSING_H5PY_FOR_DATA) from None
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.RandomState(seed + 1)
+    width = len(str(num_files - 1))
+    paths = []
+    for i, num_seqs in enumerate(counts.tolist()):
+        frames = rng.randint(SEQ_FRAMES[0], SEQ_FRAMES[1] + 1, size=num_seqs)
+        features = [rng.rand(int(n), feature_dim).astype(np.float32) for n in frames]
+        path = os.path.join(directory, f"part-{i:0{width}d}.hdf")
+        _write_hdf(path, features, [f"corpus/file{i}/seq{j}" for j in range(num_seqs)])
+        paths.append(path)
+    return paths
