@@ -8,8 +8,9 @@ import os
 import sys
 from typing import List, Optional
 
-from . import core
-from .core.io import DEFAULT_NUM_THREADS, make_demo_files
+from . import __version__, core
+from .core.io import DEFAULT_NUM_THREADS
+from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import check_key_collisions
@@ -197,7 +198,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     list_path, sizes_path = os.path.join(out, "files.txt"), os.path.join(out, "file_sizes.npz")
     # Built in a temporary directory and swapped in whole; the list and the sizes name the files where they end up.
     with atomic_dir(out, names=_DEMO_OUTPUTS, what="demo directory") as tmp:
-        made = make_demo_files(os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed)
+        made = write_hdf_corpus(os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed)
         paths = [os.path.join(out, "data", os.path.basename(p)) for p in made]
         core.write_file_list(paths, os.path.join(tmp, "files.txt"))
         stat_ed = core.collect_file_sizes(made)
@@ -207,11 +208,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             core.ShardPlan(sizes.keys, sizes.sizes, settings), plan_path=os.path.join(tmp, core.PLAN_FILE),
             summary_path=os.path.join(tmp, core.SUMMARY_FILE), report_path=os.path.join(tmp, core.REPORT_FILE),
             plot_path=os.path.join(tmp, core.PLOT_FILE) if plot else None)
-    print(f"demo: {len(paths)} generated files in {os.path.join(out, 'data')}, list {list_path}")
+    print(f"demo: {len(paths)} generated RETURNN HDF files in {os.path.join(out, 'data')}, list {list_path}")
     print(f"file sizes: {len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {sizes_path}")
     print()
     _print_plan_outputs(summary, out=out, plot=plot)
     print(f"\nall demo outputs are in {os.path.abspath(out)}")
+    return 0
+
+
+#: What make-data writes into its output directory (as one set, like the demo's).
+_DATA_OUTPUTS = ("files.txt", "data/")
+
+
+def _cmd_make_data(args: argparse.Namespace) -> int:
+    out = os.path.abspath(args.output)
+    check_output_dir(out, names=_DATA_OUTPUTS, what="data directory")  # the options are checked before writing
+    with atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
+        made = write_hdf_corpus(os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed,
+                                feature_dim=args.feature_dim)
+        paths = [os.path.join(out, "data", os.path.basename(p)) for p in made]
+        core.write_file_list(paths, os.path.join(tmp, "files.txt"))
+    list_path = os.path.join(out, "files.txt")
+    print(f"{len(paths)} RETURNN HDF files ({args.feature_dim} features per frame, skewed sizes) in "
+          f"{os.path.join(out, 'data')}")
+    print(f"file list -> {list_path}")
     return 0
 
 
@@ -266,13 +286,29 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
 
 
+def _prog() -> str:
+    """How the user called the command line: ``python -m i6_shard``, or the console script's name."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m i6_shard" if name in ("", "__main__.py", "-c") else name
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m i6_shard",
+        prog=_prog(),
         description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
                     "(distrib_shard_files=True) before any training runs.",
         epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.")
+    parser.add_argument("--version", action="version", version=f"i6_shard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("make-data", help="write a small corpus of real RETURNN HDF files with skewed sizes and "
+                                         "their list, to try sharding on")
+    p.add_argument("-o", "--output", default="i6_shard_data",
+                   help="output directory: data/part-*.hdf and files.txt (default: ./i6_shard_data)")
+    p.add_argument("--num-files", type=int, default=32, help="HDF files to write (default 32)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    p.add_argument("--feature-dim", type=int, default=8, help="features per frame (default 8)")
+    p.set_defaults(func=_cmd_make_data)
 
     p = sub.add_parser("sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
     p.add_argument("file_list")

@@ -13,6 +13,7 @@ import pytest
 from i6_shard import core
 from i6_shard.cli import main
 from i6_shard.core.io.file_sizes import check_sample_unchanged
+from i6_shard.core.io.hdf_corpus import hdf_corpus_seq_counts
 
 #: A command that would block or run away must not hang the suite.
 TIMEOUT_S = 120
@@ -161,7 +162,14 @@ def test_demo_reruns_into_its_own_directory_as_one_set(tmp_path, capsys, monkeyp
     assert listed == [os.path.join("i6_shard_demo", "data", f"part-{i:02d}.hdf") for i in range(12)]
     sizes = core.load_file_sizes(out / "file_sizes.npz")
     assert sizes.keys == listed and sizes.sizes.tolist() == [os.path.getsize(p) for p in listed]
-    assert sizes.sizes.tolist() == core.io.lognormal_sizes(12, seed=3).tolist()
+    seqs = hdf_corpus_seq_counts(12, seed=3).tolist()  # real HDF files of that seed
+    assert [_num_seqs(p) for p in listed] == seqs
     assert check_sample_unchanged(sizes, trees=listed, num_samples=12) == 12  # mtimes of the files there
     assert sorted(os.listdir(tmp_path)) == ["i6_shard_demo"]
     assert "all demo outputs are in" in capsys.readouterr().out
+
+
+def _num_seqs(path):
+    h5py = pytest.importorskip("h5py", reason="the demo writes HDF files with h5py: pip install h5py")
+    with h5py.File(path, "r") as f:
+        return int(f.attrs["numSeqs"])

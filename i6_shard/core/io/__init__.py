@@ -3,13 +3,14 @@
 - file_sizes: the stat engine (:func:`collect_file_sizes`) and the sizes archive;
 - file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
 - plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
-- progress: progress lines on stderr; demo: generated demo files;
+- progress: progress lines on stderr; demo: generated sparse files; hdf_corpus: a small real HDF corpus;
 - returnn_log: RETURNN's training logs per rank; file_lengths: sequences and frames per file;
 - file_costs: costs per file in frames or sequences and the costs archive.
 """
 
 from .atomic import atomic_path, atomic_write, check_output_path
 from .demo import lognormal_sizes, make_demo_files
+from .hdf_corpus import write_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import DEFAULT_CHECK_SAMPLES, DEFAULT_NUM_THREADS, FileSizes, MissingFilesError, \
     StaleFileSizesError, check_sample_unchanged, collect_file_sizes, load_file_sizes, save_file_sizes
@@ -27,7 +28,7 @@ __all__ = [
     "save_plan", "load_plan", "read_plan_file", "PlanFile", "PLAN_FORMAT_VERSION", "PlanHead", "read_plan_head",
     "read_plan_layout",
     "atomic_write", "atomic_path", "check_output_path", "Progress",
-    "lognormal_sizes", "make_demo_files",
+    "lognormal_sizes", "make_demo_files", "write_hdf_corpus",
     "read_training_logs", "TrainingLog", "RankLog", "SubEpochLog",
     "FileCosts", "collect_file_costs", "load_file_costs", "save_file_costs",
     "FileLengths", "hdf_file_lengths", "read_hdf_lengths", "load_file_lengths", "save_file_lengths",

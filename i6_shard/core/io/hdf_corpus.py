@@ -25,11 +25,20 @@ def hdf_corpus_seq_counts(num_files: int, *, seed: int = 0, median_seqs: int = 8
     >>> hdf_corpus_seq_counts(4, seed=1, median_seqs=8).tolist()
     [40, 4, 4, 2]
     """
+    return _seq_counts(_rng(seed), num_files=num_files, median_seqs=median_seqs, sigma=sigma)
+
+
+def _rng(seed: int) -> np.random.RandomState:
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"seed={seed}: numpy's RandomState takes seeds in [0, 2**32); choose one in that range")
+    return np.random.RandomState(seed)
+
+
+def _seq_counts(rng: np.random.RandomState, *, num_files: int, median_seqs: int, sigma: float) -> np.ndarray:
     if num_files < 1:
         raise ValueError(f"num_files={num_files}: write at least one file")
     if median_seqs < 1:
         raise ValueError(f"median_seqs={median_seqs}: a file holds at least one sequence")
-    rng = np.random.RandomState(seed)
     counts = np.exp(rng.normal(np.log(median_seqs), sigma, size=num_files))
     return np.maximum(1, counts.astype(np.int64))
 
@@ -65,17 +74,17 @@ def write_hdf_corpus(directory: str, *, num_files: int = 32, seed: int = 0, feat
     killed run leaves no part file that could pass for a finished one.
 
     :raises ImportError: without h5py, with the install command
-    :raises ValueError: for a count or dimension below 1
+    :raises ValueError: for a count or dimension below 1, or a seed outside [0, 2**32)
     """
     if feature_dim < 1:
         raise ValueError(f"feature_dim={feature_dim}: give at least one feature per frame")
-    counts = hdf_corpus_seq_counts(num_files, seed=seed, median_seqs=median_seqs, sigma=sigma)
+    rng = _rng(seed)  # the counts first, as hdf_corpus_seq_counts draws them, then the features
+    counts = _seq_counts(rng, num_files=num_files, median_seqs=median_seqs, sigma=sigma)
     try:
         import h5py  # noqa: F401
     except ImportError:
         raise ImportError(MISSING_H5PY_FOR_DATA) from None
     os.makedirs(directory, exist_ok=True)
-    rng = np.random.RandomState(seed + 1)
     width = len(str(num_files - 1))
     paths = []
     for i, num_seqs in enumerate(counts.tolist()):

@@ -65,6 +65,7 @@ def test_sizes_are_skewed_and_reproducible(tmp_path):
     ({"num_files": 0}, "num_files=0: write at least one file"),
     ({"num_files": 2, "feature_dim": 0}, "feature_dim=0: give at least one feature per frame"),
     ({"num_files": 2, "median_seqs": 0}, "median_seqs=0: a file holds at least one sequence"),
+    ({"num_files": 2, "seed": 2**32}, r"seed=4294967296: numpy's RandomState takes seeds in \[0, 2\*\*32\)"),
 ])
 def test_bad_arguments_are_named_and_nothing_is_written(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
