@@ -19,7 +19,7 @@ from .dataset import DEFAULT_MAX_INLINE_FILES, sharded_files_dataset
 from .plan import plan_for_returnn_config
 from .pycode import config_code, write_returnn_config
 from .reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
-from .sub_epoch import bind_sub_epoch_dataset, get_sub_epoch_dataset, normalize_files_key
+from .sub_epoch import bind_sub_epoch_dataset, normalize_files_key
 
 _I6CORE_EXPORTS = (
     "add_sharded_dataset",

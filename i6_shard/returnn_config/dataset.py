@@ -11,16 +11,17 @@ from ..core.pure import check_distribution, check_enough_files, check_file_trees
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
 from .checks import check_dataset_dict, check_sub_epoch_dataset
-from .pycode import PyCode, is_sisyphus_path, plain_value
+from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value
 from .reader import files_kind, find_distribute_files_datasets
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
-__all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLASS_PATH"]
+__all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES", "SHARDED_DFD_CLASS"]
 
 #: Longer inline lists make configs (and Sisyphus hashing) slow; pass a file list path instead.
 DEFAULT_MAX_INLINE_FILES = 10_000
-#: Where the DFD subclass lives that implements ``distribution``, ``file_sizes`` and ``plan``.
-SHARDED_DFD_CLASS_PATH = "i6_shard.returnn_ext.ShardedDistributeFilesDataset"
+#: The DFD subclass that implements ``distribution``, ``file_sizes`` and ``plan``, by reference: it runs inside
+#: RETURNN, and the manager that builds the graph need not have RETURNN. Hashed as the class itself.
+SHARDED_DFD_CLASS = ImportRef("i6_shard.returnn_ext.distrib_files", "ShardedDistributeFilesDataset", kind="class")
 
 _RESERVED = ("class", "files", "get_sub_epoch_dataset", "partition_epoch", "seq_ordering", "distrib_shard_files",
              "sharding_fix", "distribution", "max_sub_epoch_deviation", "file_sizes", "plan", "buffer_size",
@@ -99,17 +100,6 @@ def _shadow(tree: Any) -> Any:
     return tree
 
 
-def _sharded_dfd_class() -> type:
-    try:
-        from i6_shard.returnn_ext import ShardedDistributeFilesDataset
-    except ImportError as exc:
-        raise ImportError(
-            f"distribution='balanced', file_sizes and plan need {SHARDED_DFD_CLASS_PATH}, which needs RETURNN "
-            f"importable in this process (pip install returnn, or put your RETURNN root on sys.path): {exc}"
-        ) from exc
-    return ShardedDistributeFilesDataset
-
-
 def sharded_files_dataset(
     files: Union[Sequence[Any], str, os.PathLike, Any],
     *,
@@ -151,7 +141,7 @@ def sharded_files_dataset(
     :param files_key: where the files go in ``sub_epoch_dataset``: a key or key path, or
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
     :param distribution: ``"returnn"`` (RETURNN's own bins), ``"balanced"`` or ``"flexible"`` (i6_shard's
-        ``ShardedDistributeFilesDataset``, imported lazily, needs RETURNN in this process)
+        ``ShardedDistributeFilesDataset``, named by reference: RETURNN imports it when it loads the config)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
         (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
@@ -252,7 +242,7 @@ def sharded_files_dataset(
             )
     use_ext = distribution != "returnn" or file_sizes is not None or plan is not None
     dataset: Dict[str, Any] = {
-        "class": _sharded_dfd_class() if use_ext else "DistributeFilesDataset",
+        "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
         "files": files_value,
         "get_sub_epoch_dataset": bind_sub_epoch_dataset(sub_epoch_dataset, files_key=norm_key,
                                                         cached_file=cached_file),

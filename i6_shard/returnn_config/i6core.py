@@ -19,7 +19,7 @@ from ..core.pure.epochs import num_epochs_for_passes
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config
 from .plan import find_dataset
-from .pycode import PyCode, i6_shard_import_code, plain_str, resolve_paths
+from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
 from .reader import files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
@@ -113,7 +113,7 @@ class SubEpochDatasetCode(DelayedBase):
     The hash covers the names and the bound arguments, not where i6_shard is installed."""
 
     def __init__(self, *, function_name: str, sub_epoch_partial: functools.partial,
-                 class_name: Optional[str] = None, dataset_class: Optional[type] = None,
+                 class_name: Optional[str] = None, dataset_class: Any = None,
                  files_name: Optional[str] = None, files_callable: Any = None):
         super().__init__(None)
         if not is_sub_epoch_partial(sub_epoch_partial):
@@ -202,7 +202,7 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
         raise ValueError("a classic ReturnnConfig with hash_full_python_code=True cannot hold delayed prolog code; "
                          "use ReturnnConfigV2, or hash_full_python_code=False")
     function_name = f"_i6_shard_{key}_get_sub_epoch_dataset"
-    dataset_class = entry["class"] if isinstance(entry["class"], type) else None
+    dataset_class = entry["class"] if isinstance(entry["class"], (type, ImportRef)) else None
     class_name = f"_i6_shard_{key}_dataset_class" if dataset_class is not None else None
     files_name = f"_i6_shard_{key}_files" if files_callable is not None else None
     prolog = SubEpochDatasetCode(function_name=function_name, sub_epoch_partial=partial, class_name=class_name,

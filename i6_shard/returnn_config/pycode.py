@@ -17,8 +17,8 @@ from typing import Any, Dict, Mapping, Optional
 
 from ..core.io.atomic import atomic_write
 
-__all__ = ["PyCode", "config_code", "write_returnn_config", "i6_shard_root", "i6_shard_import_code",
-           "is_sisyphus_path", "resolve_paths", "plain_str", "plain_value"]
+__all__ = ["PyCode", "ImportRef", "resolve_import", "resolve_refs", "config_code", "write_returnn_config", "i6_shard_root",
+           "i6_shard_import_code", "is_sisyphus_path", "resolve_paths", "plain_str", "plain_value"]
 
 _ALIAS_PREFIX = "_i6_shard_"
 #: Characters of an unsupported value shown in an error.
@@ -173,7 +173,102 @@ def resolve_paths(value: Any) -> Any:
     return value
 
 
+def resolve_import(module: str, qualname: str) -> Any:
+    """The object ``qualname`` of ``module``, imported now: what an :class:`ImportRef` stands for.
+
+    >>> resolve_import("os.path", "join") is os.path.join
+    True
+    """
+    import importlib
+
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class ImportRef:
+    """A module-level class or function named by module and qualname, imported only where it is used.
+
+    The builders put it where the object itself would go (a dataset dict's ``"class"``, the function a
+    ``functools.partial`` binds), so that a Sisyphus manager builds graphs without importing what it names
+    (i6_shard's RETURNN-side code, which needs RETURNN). It is written into configs as an import (classic
+    configs through :class:`PyCode`) or as a call of :func:`resolve_import` (i6_core's V2 serializer and
+    pickle, through ``__reduce__``), so RETURNN gets the object itself; called, it imports and calls it.
+    Sisyphus hashes it exactly as the object it names (``hash_as``: the name the object had when job
+    hashes were first made, so that moving it moves no job id).
+
+    >>> ref = ImportRef("os.path", "join", kind="function")
+    >>> ref("a", "b"), ref.resolve() is os.path.join
+    ('a/b', True)
+    """
+
+    __slots__ = ("module", "qualname", "kind", "hash_as")
+
+    def __init__(self, module: str, qualname: str, *, kind: str, hash_as: Optional[tuple] = None):
+        if kind not in ("class", "function"):
+            raise ValueError(f"kind={kind!r}: an ImportRef names a 'class' or a 'function'")
+        self.module, self.qualname, self.kind = module, qualname, kind
+        self.hash_as = tuple(hash_as) if hash_as is not None else (module, qualname)
+
+    def resolve(self) -> Any:
+        """The object, imported now (needs what its module needs, e.g. RETURNN)."""
+        return resolve_import(self.module, self.qualname)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    def __reduce__(self):  # pickle and i6_core's V2 serializer: the object itself where it is loaded
+        return resolve_import, (self.module, self.qualname)
+
+    def __copy__(self) -> "ImportRef":  # a reference stays one (copy would otherwise go through __reduce__)
+        return self
+
+    def __deepcopy__(self, memo: Any) -> "ImportRef":
+        return self
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ImportRef) and (self.module, self.qualname) == (other.module, other.qualname)
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.qualname))
+
+    def __repr__(self) -> str:
+        return f"ImportRef({self.module}.{self.qualname})"
+
+    def _sis_hash(self) -> bytes:
+        """The bytes ``sisyphus.hash.sis_hash_helper`` gives the named class (of metaclass ``type``) or function."""
+        from sisyphus.hash import sis_hash_helper
+
+        type_name = b"type" if self.kind == "class" else b"function"
+        return b"(" + type_name + b", " + sis_hash_helper(self.hash_as) + b")"
+
+
+def resolve_refs(value: Any) -> Any:
+    """A copy of a dict/list/tuple structure (``functools.partial`` included) with every :class:`ImportRef`
+    replaced by the object it names, imported now: a builder's dataset dict as RETURNN gets it from a written
+    config, for in-process use (``init_dataset(resolve_refs(d))``, in a Python that has RETURNN).
+
+    >>> resolve_refs({"f": [ImportRef("os.path", "join", kind="function")]})["f"][0] is os.path.join
+    True
+    """
+    if isinstance(value, ImportRef):
+        return value.resolve()
+    if isinstance(value, dict):
+        return {k: resolve_refs(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_refs(v) for v in value]
+    if type(value) is tuple:
+        return tuple(resolve_refs(v) for v in value)
+    if isinstance(value, functools.partial):
+        return functools.partial(resolve_refs(value.func), *resolve_refs(list(value.args)),
+                                 **resolve_refs(dict(value.keywords)))
+    return value
+
+
 def _importable_name(obj: Any) -> Optional[tuple]:
+    if isinstance(obj, ImportRef):
+        return obj.module, obj.qualname
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
         return None
@@ -259,7 +354,7 @@ class PyCode:
                 args.append(f"{k}={v_code}" if k.isidentifier() and not keyword.iskeyword(k)
                             else f"**{{{ascii(k)}: {v_code}}}")
             return f"{self.ref(functools.partial)}({', '.join(args)})"
-        if isinstance(value, type) or callable(value) and _importable_name(value) is not None:
+        if isinstance(value, (type, ImportRef)) or callable(value) and _importable_name(value) is not None:
             return self.ref(value)
         raise TypeError(
             f"{where}: {type(value).__name__} {_shown(value)} has no safe literal for a RETURNN config; "

@@ -15,6 +15,7 @@ from ..core.pure import SHARDING_MODES, PlanSettings
 from ..core.pure.args import check_optional_int
 from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from .pycode import ImportRef
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -320,6 +321,8 @@ def dataset_class_name(cls: Any) -> Optional[str]:
         return cls.rsplit(".", 1)[-1]
     if isinstance(cls, type):
         return cls.__name__
+    if isinstance(cls, ImportRef):
+        return cls.qualname.rsplit(".", 1)[-1]
     code = getattr(cls, "code", None)  # i6_core CodeWrapper
     if isinstance(code, str):
         return code.rsplit(".", 1)[-1]
@@ -349,6 +352,8 @@ def _is_i6_shard_class(cls: Any) -> bool:
     if isinstance(cls, type):
         return any(c.__name__ == "ShardedDistributeFilesDataset" and c.__module__.startswith("i6_shard.")
                    for c in cls.__mro__)
+    if isinstance(cls, ImportRef):
+        return cls.module.startswith("i6_shard.") and cls.qualname == "ShardedDistributeFilesDataset"
     return dataset_class_name(cls) == "ShardedDistributeFilesDataset"
 
 

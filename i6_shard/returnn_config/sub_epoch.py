@@ -1,16 +1,19 @@
-"""The ``get_sub_epoch_dataset`` that i6_shard configs use: a module-level function bound to a
-sub-dataset template with ``functools.partial`` (picklable, hashable by Sisyphus), which puts each
-sub-epoch's files, split per modality, under the template's ``files`` keys."""
+"""Binding the ``get_sub_epoch_dataset`` that i6_shard configs use to a sub-dataset template with
+``functools.partial`` (picklable, hashable by Sisyphus), and checking where the files go; the function
+itself, which puts each sub-epoch's files under the template's ``files`` keys, runs inside RETURNN
+(:mod:`i6_shard.returnn_ext.sub_epoch`)."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Tuple, Union
+
+from .pycode import ImportRef
 
 __all__ = [
     "Placement",
     "FilesKey",
-    "get_sub_epoch_dataset",
+    "GET_SUB_EPOCH_DATASET",
     "bind_sub_epoch_dataset",
     "normalize_files_key",
     "check_files_placement",
@@ -69,7 +72,7 @@ def normalize_files_key(files_key: FilesKey) -> Union[Placement, Dict[Union[int,
     return _normalize_placement(files_key, what="files_key")
 
 
-def _walk_to_parent(dataset: Any, placement: Placement, *, where: str) -> Dict[str, Any]:
+def walk_to_parent(dataset: Any, placement: Placement, *, where: str) -> Dict[str, Any]:
     node = dataset
     for depth, key in enumerate(placement[:-1]):
         if not isinstance(node, dict) or not isinstance(node.get(key), dict):
@@ -95,7 +98,7 @@ def check_files_placement(template: Mapping[str, Any], files_key: FilesKey) -> N
     norm = normalize_files_key(files_key)
     placements = list(norm.values()) if isinstance(norm, dict) else [norm]
     for placement in placements:
-        parent = _walk_to_parent(template, placement, where="files_key")
+        parent = walk_to_parent(template, placement, where="files_key")
         existing = parent.get(placement[-1])
         if existing not in (None, [], ()):
             raise ValueError(
@@ -104,25 +107,15 @@ def check_files_placement(template: Mapping[str, Any], files_key: FilesKey) -> N
             )
 
 
-def _copy_plain(value: Any) -> Any:
+def copy_structure(value: Any) -> Any:
     """Copy the dict/list/tuple structure; leaves (str, numbers, other objects) are shared."""
     if isinstance(value, dict):
-        return {k: _copy_plain(v) for k, v in value.items()}
+        return {k: copy_structure(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy_plain(v) for v in value]
+        return [copy_structure(v) for v in value]
     if type(value) is tuple:
-        return tuple(_copy_plain(v) for v in value)
+        return tuple(copy_structure(v) for v in value)
     return value
-
-
-def _wrap_cached(tree: Any, cached_file_cls: Any) -> Any:
-    if isinstance(tree, str):
-        return cached_file_cls(tree)
-    if isinstance(tree, dict):
-        return {k: _wrap_cached(v, cached_file_cls) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_wrap_cached(v, cached_file_cls) for v in tree)
-    return tree
 
 
 def normalize_cached_file(cached_file: Any, files_key: FilesKey) -> CachedFiles:
@@ -152,63 +145,11 @@ def normalize_cached_file(cached_file: Any, files_key: FilesKey) -> CachedFiles:
     return tuple(sorted(set(cached_file)))  # all of one type, as files_key's modalities are
 
 
-def _select(tree: Any, modality: Union[int, str], *, idx: int) -> Any:
-    try:
-        if isinstance(modality, int) and isinstance(tree, (list, tuple)):
-            return tree[modality]
-        if isinstance(modality, str) and isinstance(tree, dict):
-            return tree[modality]
-    except (IndexError, KeyError):
-        pass
-    raise ValueError(
-        f"file tree {idx} of this sub-epoch ({tree!r}) has no part {modality!r}, "
-        "which files_key places; every entry of the file list needs every modality"
-    )
-
-
-def get_sub_epoch_dataset(
-    files_subepoch: Sequence[Any],
-    *,
-    template: Mapping[str, Any],
-    files_key: FilesKey = ("files",),
-    cached_file: CachedFiles = False,
-) -> Dict[str, Any]:
-    """The sub-epoch dataset dict for RETURNN's ``DistributeFilesDataset``: a copy of
-    ``template`` with this sub-epoch's files at ``files_key``.
-
-    With one placement, the file trees go there as they are. With one placement per
-    modality (like the alignments + features example in RETURNN's DistributeFilesDataset
-    docstring), part ``m`` of every tree goes to ``files_key[m]``, in sub-epoch order.
-    With ``cached_file=True``, every file name is wrapped in RETURNN's ``CachedFile``; with a tuple of
-    modalities, only the files of those modalities (e.g. cache the arrow shards, not the HDFs).
-    Bind it with :func:`bind_sub_epoch_dataset`; RETURNN then calls it with the files only.
-
-    >>> get_sub_epoch_dataset(["a.hdf", "b.hdf"], template={"class": "HDFDataset", "seq_ordering": "random"})
-    {'class': 'HDFDataset', 'seq_ordering': 'random', 'files': ['a.hdf', 'b.hdf']}
-    >>> meta = {"class": "MetaDataset", "seq_order_control_dataset": "align",
-    ...         "datasets": {"align": {"class": "HDFDataset"}, "feat": {"class": "HDFDataset"}}}
-    >>> get_sub_epoch_dataset([("a1", "f1"), ("a2", "f2")], template=meta,
-    ...     files_key={0: ("datasets", "align", "files"), 1: ("datasets", "feat", "files")})["datasets"]
-    {'align': {'class': 'HDFDataset', 'files': ['a1', 'a2']}, 'feat': {'class': 'HDFDataset', 'files': ['f1', 'f2']}}
-    """
-    norm = normalize_files_key(files_key)
-    dataset = _copy_plain(dict(template))
-    wrap = None
-    if cached_file:
-        from returnn.util.file_cache import CachedFile
-
-        wrap = CachedFile
-    files = list(files_subepoch)
-    if isinstance(norm, dict):
-        for modality, placement in norm.items():
-            parts: List[Any] = [_select(t, modality, idx=i) for i, t in enumerate(files)]
-            parent = _walk_to_parent(dataset, placement, where="get_sub_epoch_dataset")
-            cache_this = wrap is not None and (cached_file is True or modality in cached_file)
-            parent[placement[-1]] = [_wrap_cached(p, wrap) for p in parts] if cache_this else parts
-    else:
-        parent = _walk_to_parent(dataset, norm, where="get_sub_epoch_dataset")
-        parent[norm[-1]] = [_wrap_cached(t, wrap) for t in files] if wrap else files
-    return dataset
+#: i6_shard's ``get_sub_epoch_dataset``, which runs inside RETURNN (:mod:`i6_shard.returnn_ext.sub_epoch`), by
+#: reference: the builders bind it without importing it, and Sisyphus hashes it by the name it had before it moved
+#: there, so no job id moved with it.
+GET_SUB_EPOCH_DATASET = ImportRef("i6_shard.returnn_ext.sub_epoch", "get_sub_epoch_dataset", kind="function",
+                                  hash_as=("i6_shard.returnn_config.sub_epoch", "get_sub_epoch_dataset"))
 
 
 def bind_sub_epoch_dataset(
@@ -218,11 +159,12 @@ def bind_sub_epoch_dataset(
 
     The template is checked (it must be a dataset dict with a ``"class"``, the placements
     must exist and be empty) and its dict/list structure copied, so later changes to the
-    caller's dict do not leak in. The result pickles by reference to this module and
-    Sisyphus hashes it by function name and arguments.
+    caller's dict do not leak in. The function is bound by reference (:data:`GET_SUB_EPOCH_DATASET`), so
+    binding it imports nothing of RETURNN; the result pickles as that function and Sisyphus hashes it by
+    function name and arguments.
 
     >>> p = bind_sub_epoch_dataset({"class": "HDFDataset", "seq_ordering": "random"})
-    >>> p.func.__name__, p.keywords["files_key"], p(["x.hdf"])["files"]
+    >>> p.func.qualname, p.keywords["files_key"], p(["x.hdf"])["files"]
     ('get_sub_epoch_dataset', ('files',), ['x.hdf'])
     """
     if not isinstance(template, Mapping) or "class" not in template:
@@ -233,8 +175,8 @@ def bind_sub_epoch_dataset(
     cached_file = normalize_cached_file(cached_file, files_key)
     check_files_placement(template, files_key)
     return functools.partial(
-        get_sub_epoch_dataset,
-        template=_copy_plain(dict(template)),
+        GET_SUB_EPOCH_DATASET,
+        template=copy_structure(dict(template)),
         files_key=normalize_files_key(files_key),
         cached_file=cached_file,
     )
@@ -242,4 +184,4 @@ def bind_sub_epoch_dataset(
 
 def is_sub_epoch_partial(value: Any) -> bool:
     """Whether ``value`` is a ``get_sub_epoch_dataset`` bound by :func:`bind_sub_epoch_dataset`."""
-    return isinstance(value, functools.partial) and value.func is get_sub_epoch_dataset
+    return isinstance(value, functools.partial) and value.func == GET_SUB_EPOCH_DATASET

@@ -80,7 +80,7 @@ def test_plan_goes_into_the_written_config_as_its_path(work_dir, monkeypatch):
 def test_builder_checks_plan(tmp_path):
     hdf = {"class": "HDFDataset", "seq_ordering": "random"}
     d = sharded_files_dataset(["/a.hdf", "/b.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/plan.npz")
-    assert d["plan"] == "/p/plan.npz" and d["class"].__name__ == "ShardedDistributeFilesDataset"
+    assert d["plan"] == "/p/plan.npz" and d["class"].qualname == "ShardedDistributeFilesDataset"
     assert "plan" not in sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1)
     with pytest.raises(ValueError, match="give plan or file_sizes, not both"):
         sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/plan.npz",

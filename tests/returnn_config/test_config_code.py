@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.returnn_config import config_code, sharded_files_dataset, write_returnn_config
-from i6_shard.returnn_config.sub_epoch import get_sub_epoch_dataset
+from i6_shard.returnn_config.sub_epoch import GET_SUB_EPOCH_DATASET
 
 from ..strategies import file_names, file_trees
 
@@ -69,7 +69,7 @@ def test_any_file_names_round_trip(tmp_path_factory, names, template_value, part
     assert {k: v for k, v in train.items() if k != "get_sub_epoch_dataset"} == {
         k: v for k, v in d.items() if k != "get_sub_epoch_dataset"}
     partial = train["get_sub_epoch_dataset"]
-    assert partial.func is get_sub_epoch_dataset
+    assert partial.func is GET_SUB_EPOCH_DATASET.resolve()  # the function itself, imported by the config
     assert partial.keywords == d["get_sub_epoch_dataset"].keywords
     assert config.typed_value("__debug_dummy_distributed_rank_and_size") == (1, 2)
 

@@ -7,7 +7,9 @@ import pytest
 
 from i6_shard.core import write_file_list
 from i6_shard.returnn_config import ConfigCheckError, sharded_files_dataset
-from i6_shard.returnn_config.sub_epoch import get_sub_epoch_dataset
+from i6_shard.returnn_config.sub_epoch import GET_SUB_EPOCH_DATASET
+from i6_shard.returnn_config.dataset import SHARDED_DFD_CLASS
+from i6_shard.returnn_config.pycode import resolve_refs
 
 from ..hdf_data import iterate_tags, write_tiny_hdf_files
 
@@ -38,7 +40,7 @@ def test_simplest_call_exact_dict():
         "distrib_shard_files": True,
         "sharding_fix": True,
     }
-    assert partial.func is get_sub_epoch_dataset
+    assert partial.func == GET_SUB_EPOCH_DATASET
     assert partial.keywords == {"template": HDF, "files_key": ("files",), "cached_file": False}
 
 
@@ -213,11 +215,12 @@ def test_numpy_integers_become_python_ints():
 def test_balanced_and_file_sizes_use_the_extension_class():
     ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files")
     d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, distribution="balanced")
-    assert d["class"] is ext.ShardedDistributeFilesDataset and d["distribution"] == "balanced"
+    assert d["class"] == SHARDED_DFD_CLASS and d["distribution"] == "balanced"
+    assert resolve_refs(d)["class"] is ext.ShardedDistributeFilesDataset
     assert "file_sizes" not in d
     d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1,
                               file_sizes=pathlib.Path("/x/sizes.npz"))
-    assert d["class"] is ext.ShardedDistributeFilesDataset and d["file_sizes"] == os.fspath("/x/sizes.npz")
+    assert d["class"] == SHARDED_DFD_CLASS and d["file_sizes"] == os.fspath("/x/sizes.npz")
     assert "distribution" not in d
 
 

@@ -6,13 +6,14 @@ import pickle
 
 import pytest
 
-from i6_shard.returnn_config import sub_epoch
 from i6_shard.returnn_config.sub_epoch import (
+    GET_SUB_EPOCH_DATASET,
     bind_sub_epoch_dataset,
     check_files_placement,
-    get_sub_epoch_dataset,
     normalize_files_key,
 )
+from i6_shard.returnn_ext import sub_epoch
+from i6_shard.returnn_ext.sub_epoch import get_sub_epoch_dataset
 
 META = {
     "class": "MetaDataset",
@@ -71,11 +72,24 @@ def test_cached_file_wraps_every_leaf():
 
 def test_partial_pickles_by_reference():
     bound = bind_sub_epoch_dataset(META, files_key=META_KEY)
+    assert bound.func == GET_SUB_EPOCH_DATASET  # bound by reference: binding imports nothing of RETURNN
     blob = pickle.dumps(bound)
-    assert b"i6_shard.returnn_config.sub_epoch" in blob and b"get_sub_epoch_dataset" in blob
-    again = pickle.loads(blob)
+    assert b"i6_shard.returnn_ext.sub_epoch" in blob and b"get_sub_epoch_dataset" in blob
+    again = pickle.loads(blob)  # where it is unpickled (RETURNN's processes), it is the function itself
     assert isinstance(again, functools.partial) and again.func is sub_epoch.get_sub_epoch_dataset
     assert again([("a", "f")]) == bound([("a", "f")])
+
+
+def test_the_reference_hashes_as_the_function_did_before_it_moved():
+    hashing = pytest.importorskip("sisyphus.hash", reason="needs the real Sisyphus: pip install it from its "
+                                  "source repository (github.com/rwth-i6/sisyphus)")
+
+    def get_sub_epoch_dataset():  # the name the function had when job hashes were made
+        pass
+
+    get_sub_epoch_dataset.__module__ = "i6_shard.returnn_config.sub_epoch"
+    get_sub_epoch_dataset.__qualname__ = "get_sub_epoch_dataset"
+    assert hashing.sis_hash_helper(GET_SUB_EPOCH_DATASET) == hashing.sis_hash_helper(get_sub_epoch_dataset)
 
 
 def test_normalize_files_key_errors():

@@ -7,6 +7,8 @@ import os
 import numpy as np
 import pytest
 
+from i6_shard.returnn_config.pycode import resolve_refs
+
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 pytest.importorskip("h5py")
 
@@ -49,7 +51,7 @@ def test_balanced_by_costs_reads_its_plan(tmp_path, monkeypatch, unit):
                                   use_worker_proc=False, num_shards=NUM_SHARDS)
     for rank in range(NUM_SHARDS):
         with global_config_ctx(Config({"__debug_dummy_distributed_rank_and_size": (rank, NUM_SHARDS)})):
-            from_builder = init_dataset(built)
+            from_builder = init_dataset(resolve_refs(built))  # as RETURNN loads it from a config
         for dataset in (make_dataset(corpus, rank, distribution="balanced", file_sizes=path), from_builder):
             for epoch in epochs:
                 read, _ = read_sub_epoch(dataset, epoch)
