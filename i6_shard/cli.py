@@ -14,7 +14,7 @@ from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import check_key_collisions
-from .core.pure import SEED_LIMIT
+from .core.pure import SEED_LIMIT, check_int
 from .core.pure.flexible import check_bound_is_used
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
 from .core.reporting.outputs import PLAN_OUTPUTS, check_plan_dir, write_plan_dir
@@ -68,10 +68,23 @@ def _batching(args: argparse.Namespace):
     return Batching(batch_size=args.batch_size, max_seqs=args.max_seqs)
 
 
+def _preload(args: argparse.Namespace) -> int:
+    """The sub-epochs RETURNN loads after the training's last, which the plan holds too."""
+    preload = getattr(args, "preload_next_n_sub_epochs", None)
+    return DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if preload is None else preload
+
+
 def _settings(args: argparse.Namespace) -> core.PlanSettings:
-    """The CLI's plan options as validated PlanSettings (raises before any file is touched)."""
+    """The CLI's plan options as validated PlanSettings (raises before any file is touched); the plan holds
+    the training's --num-epochs and the sub-epochs RETURNN preloads after the last."""
+    preload = _preload(args)
+    if preload < 0:
+        raise ValueError(f"--preload-next-n-sub-epochs {preload}: give 0 or more (the dataset's "
+                         "preload_next_n_sub_epochs; RETURNN's default is 1)")
+    num_epochs = check_int(args.num_epochs, name="num_epochs", minimum=1, hint="the training's num_epochs")
     settings = core.PlanSettings(
-        num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=args.num_epochs,
+        num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=num_epochs + preload,
+        preloaded_sub_epochs=preload,
         seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
         fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
         same_seed_on_all_ranks=args.same_seed_on_all_ranks, distribution=args.distribution,
@@ -122,8 +135,7 @@ def _node_cache(args: argparse.Namespace) -> dict:
     """The per-node cache options as write_plan_dir's keywords (none without --ranks-per-node)."""
     if args.ranks_per_node is None:
         given = [opt for opt, used in (("--cache-size", args.cache_size is not None),
-                                       ("--no-cached-file", args.no_cached_file),
-                                       ("--preload-next-n-sub-epochs", args.preload_next_n_sub_epochs is not None))
+                                       ("--no-cached-file", args.no_cached_file))
                  if used]
         if given:
             raise ValueError(f"{', '.join(given)} describe the per-node cache: give --ranks-per-node too")
@@ -264,7 +276,8 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
     p.add_argument("--partition-epoch", type=int, required=not demo, default=4 if demo else None,
                    help="sub-epochs per full epoch" + (" (default 4)" if demo else ""))
     p.add_argument("--num-epochs", type=int, required=not demo, default=12 if demo else None,
-                   help="RETURNN's num_epochs, counted in sub-epochs" + (" (default 12)" if demo else ""))
+                   help="the training's num_epochs, counted in sub-epochs; the plan also holds the sub-epochs "
+                        "RETURNN preloads after the last" + (" (default 12)" if demo else ""))
     p.add_argument("--seq-ordering", choices=core.SEQ_ORDERINGS, default="random")
     p.add_argument("--random-seed-offset", type=int, default=0,
                    help="sharded: the dataset's random_seed_offset, or else the config's dataset_random_seed_offset "
@@ -354,7 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "sub-epoch (cache_peak_bytes_per_node in summary.json) and reads from the shared file system")
     p.add_argument("--preload-next-n-sub-epochs", type=int, default=None,
                    help=f"the dataset's preload_next_n_sub_epochs (default {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, "
-                        "RETURNN's with use_worker_proc=True; 0 with use_worker_proc=False)")
+                        "RETURNN's with use_worker_proc=True; 0 with use_worker_proc=False): the plan holds these "
+                        "sub-epochs after the training's last, and with --ranks-per-node the node cache holds them")
     p.add_argument("--no-cached-file", action="store_true",
                    help="get_sub_epoch_dataset does not wrap the files in CachedFile: every rank reads from the "
                         "shared file system and the node caches nothing")

@@ -26,11 +26,23 @@ MINI_TASK_MAX_WORK = 20_000_000
 _DEFAULT_DEVIATION = core.PlanSettings.max_sub_epoch_deviation  # the settings' default, hashed as before
 
 
+def _preload(args: Dict[str, Any]) -> int:
+    """The sub-epochs RETURNN loads after the training's last, which the plan holds too."""
+    preload = args.get("preload_next_n_sub_epochs")
+    preload = core.pure.cache.DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if preload is None else preload
+    return core.pure.check_int(preload, name="preload_next_n_sub_epochs", minimum=0,
+                               hint="the dataset's preload_next_n_sub_epochs, or None for RETURNN's default 1")
+
+
 def _plan_settings(args: Dict[str, Any]) -> core.PlanSettings:
-    """The job's arguments as validated PlanSettings (numpy ints become ints); raises naming the argument."""
+    """The job's arguments as validated PlanSettings (numpy ints become ints); raises naming the argument.
+    The plan holds the training's ``num_epochs`` and the sub-epochs RETURNN preloads after the last."""
+    num_epochs = core.pure.check_int(args["num_epochs"], name="num_epochs", minimum=1,
+                                     hint="the training's num_epochs, counted in sub-epochs")
+    preload = _preload(args)
     return core.PlanSettings.from_mode(
         sharding=args.get("sharding", "sharded"), num_shards=args["num_shards"],
-        partition_epoch=args["partition_epoch"], num_epochs=args["num_epochs"],
+        partition_epoch=args["partition_epoch"], num_epochs=num_epochs + preload, preloaded_sub_epochs=preload,
         seq_ordering=args.get("seq_ordering", "random"), random_seed_offset=args.get("random_seed_offset") or 0,
         fixed_random_seed=args.get("fixed_random_seed"), distribution=args.get("distribution", "returnn"),
         max_sub_epoch_deviation=args.get("max_sub_epoch_deviation", _DEFAULT_DEVIATION))
@@ -47,8 +59,8 @@ def _node_cache(args: Dict[str, Any]) -> Tuple[Optional[core.NodeCache], Optiona
     """The per-node cache of the footprint report and the cache size in bytes, or (None, None)
     without ``ranks_per_node``; the other cache options need it."""
     if args.get("ranks_per_node") is None:
-        given = [name for name, default in (("preload_next_n_sub_epochs", None), ("cached_file", True),
-                                            ("cache_size", None)) if args.get(name, default) != default]
+        given = [name for name, default in (("cached_file", True), ("cache_size", None))
+                 if args.get(name, default) != default]
         if given:
             raise ValueError(f"{', '.join(given)} describe the per-node cache; give ranks_per_node too (GPUs per "
                              "node), or leave them out")
@@ -155,7 +167,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param file_sizes: ComputeFileSizesJob.out_file_sizes (or ``python -m i6_shard sizes`` output)
         :param num_shards: number of ranks (GPUs) in the training
         :param partition_epoch: the DistributeFilesDataset's partition_epoch
-        :param num_epochs: RETURNN's num_epochs (sub-epochs) to plan
+        :param num_epochs: the training's ``num_epochs`` (sub-epochs); the plan also holds the
+            ``preload_next_n_sub_epochs`` sub-epochs RETURNN loads after the last one (and hashes as an earlier
+            ShardPlanJob given their sum, so that a recipe that added them itself keeps its job ids by
+            dropping them)
         :param seq_ordering: the DistributeFilesDataset's seq_ordering (one of ``core.SEQ_ORDERINGS``)
         :param random_seed_offset: the seed offset (see ``core.PlanSettings``; None: RETURNN's default 0)
         :param fixed_random_seed: the dataset's fixed_random_seed, if any
@@ -171,7 +186,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param ranks_per_node: GPUs per node: the summary, report and plot add the per-node cache footprint
             (``cache_peak_bytes_per_node``, also as ``out_cache_peak_bytes_per_node``) and the bytes each node
             reads from the shared file system per sub-epoch (``core.NodeCache``)
-        :param preload_next_n_sub_epochs: the dataset's option (None: RETURNN's default), with ranks_per_node
+        :param preload_next_n_sub_epochs: the dataset's option (None: RETURNN's default 1): the sub-epochs the
+            plan holds after the training's last, and, with ranks_per_node, what the node cache holds ahead
         :param cached_file: the files go through ``CachedFile`` (one copy per node), with ranks_per_node
         :param cache_size: bytes of file cache per node: the report says which partition_epoch values fit
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
@@ -183,7 +199,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.file_sizes = file_sizes
         self.num_shards = settings.num_shards
         self.partition_epoch = settings.partition_epoch
-        self.num_epochs = settings.num_epochs
+        self.num_epochs = settings.training_num_epochs
         self.seq_ordering = settings.seq_ordering
         self.random_seed_offset = random_seed_offset if random_seed_offset is None else settings.random_seed_offset
         self.fixed_random_seed = settings.fixed_random_seed
@@ -215,17 +231,17 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         d = dict(parsed_args)
         settings, d["plot"], _ = _checked_args(d)
         for name in ("num_shards", "partition_epoch", "num_epochs", "fixed_random_seed", "max_sub_epoch_deviation"):
-            d[name] = getattr(settings, name)
+            d[name] = getattr(settings, name)  # num_epochs: the planned sub-epochs, the preloaded included
         # None and 0 are the same plan: None means RETURNN's default 0.
         d["random_seed_offset"] = settings.random_seed_offset or None
         batching = _batching(d)
         if batching is not None:  # plain ints; an unset limit stays None, excluded from the hash
             d["batch_size"], d["max_seqs"] = batching.batch_size, batching.max_seqs
+        if d.get("preload_next_n_sub_epochs") is not None:  # plain int, as given (None stays excluded)
+            d["preload_next_n_sub_epochs"] = _preload(d)
         node_cache, cache_size = _node_cache(d)
         if node_cache is not None:  # plain values, as given (None and True stay excluded from the hash)
             d["ranks_per_node"], d["cache_size"] = node_cache.ranks_per_node, cache_size
-            if d.get("preload_next_n_sub_epochs") is not None:
-                d["preload_next_n_sub_epochs"] = node_cache.preload_next_n_sub_epochs
             d["cached_file"] = node_cache.cached_file
         for name in RQMT_ARGS:
             d.pop(name, None)

@@ -246,10 +246,15 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
         if info.sharded and job.num_shards != num_ranks:
             problems.append(f"{num_ranks} ranks train, but the plan job has num_shards={job.num_shards}")
         preload = info.dataset.get("preload_next_n_sub_epochs", DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS)
-        if isinstance(preload, int) and job.num_epochs < num_epochs + preload:
+        job_preload = getattr(job, "preload_next_n_sub_epochs", None)
+        planned = job.num_epochs + (DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if job_preload is None else job_preload)
+        if isinstance(preload, int) and planned < num_epochs + preload:
             problems.append(f"the training reads sub-epochs up to {num_epochs + preload} (num_epochs={num_epochs} "
-                            f"plus preload_next_n_sub_epochs={preload}), but the plan job has "
-                            f"num_epochs={job.num_epochs}: give it num_epochs={num_epochs + preload}")
+                            f"plus preload_next_n_sub_epochs={preload}), but the plan job holds {planned} "
+                            f"(num_epochs={job.num_epochs} plus {planned - job.num_epochs} preloaded): give it the "
+                            f"training's num_epochs={num_epochs}"
+                            + (f" and preload_next_n_sub_epochs={preload}" if preload > planned - job.num_epochs
+                               else ""))
         if problems:
             raise ValueError(f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
                              + "; ".join(problems))

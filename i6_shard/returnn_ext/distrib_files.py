@@ -336,8 +336,9 @@ def _too_few_epochs(path: str, settings: PlanSettings, *, num_full_epochs: int, 
     return (f"plan {path!r} covers sub-epochs 1..{num_full_epochs * p} ({num_full_epochs} full epochs of "
             f"partition_epoch={p}), but sub-epoch {needed_epoch} is needed {where} (RETURNN loads "
             f"preload_next_n_sub_epochs={preload} sub-epochs ahead, also past the last one): plan "
-            f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch}) "
-            "(the training's num_epochs plus preload_next_n_sub_epochs)")
+            f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch - preload}) "
+            f"or `python -m i6_shard plan --num-epochs {needed_epoch - preload}` (the training's num_epochs: both "
+            "plan the preloaded sub-epochs themselves)")
 
 
 def _keys_difference(planned: List[str], keys: List[str]) -> str:

@@ -20,7 +20,6 @@ from shard_example import TinyHdfDataJob
 NUM_RANKS = 2  # torchrun processes, one per CPU core here
 PARTITION_EPOCH = 3  # sub-epochs per full epoch
 NUM_EPOCHS = 6  # RETURNN's num_epochs (sub-epochs): two full epochs
-PRELOAD = 1  # RETURNN's preload_next_n_sub_epochs with a worker process: the plan holds one sub-epoch more
 FEATURE_DIM = 8  # TinyHdfDataJob's features
 
 
@@ -46,7 +45,7 @@ def run(prefix: str = "planned_training"):
     data = TinyHdfDataJob(num_files=24, seed=1)
     sizes = ComputeFileSizesJob(data.out_file_list)
     plan = ShardPlanJob(sizes.out_file_sizes, num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH,
-                        num_epochs=NUM_EPOCHS + PRELOAD, distribution="balanced")
+                        num_epochs=NUM_EPOCHS, distribution="balanced")
     train = sharded_files_dataset(
         sizes.out_file_list, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
         partition_epoch=PARTITION_EPOCH, num_shards=NUM_RANKS, distribution="balanced", plan=plan.out_plan)

@@ -21,7 +21,9 @@ def test_plan_without_ranks_per_node_writes_the_same_bytes_as_before(tmp_path, s
     assert main(["plan", "--sizes", path, *PLAN, "-o", str(tmp_path / "cli")]) == 0
     ref = tmp_path / "ref"
     ref.mkdir()
-    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=7))
+    # The training's 7 sub-epochs and the one RETURNN preloads after them.
+    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=8,
+                                                         preloaded_sub_epochs=1))
     core.write_plan_outputs(plan, plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"),
                             report_path=str(ref / "report.txt"))
     for name in ("plan.npz", "summary.json", "report.txt"):
@@ -42,8 +44,10 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
     assert main(["plan", "--sizes", path, *PLAN, *options, "--cache-size", "3M", "-o", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=7))
-    held, _, shared = brute_force(plan, NodeCache(**node_cache), 7)
+    planned = 7 + node_cache.get("preload_next_n_sub_epochs", 1)  # the plan holds the preloaded sub-epochs too
+    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=planned,
+                                                         preloaded_sub_epochs=planned - 7))
+    held, _, shared = brute_force(plan, NodeCache(**node_cache), planned)
     assert summary["cache_peak_bytes_per_node"] == max(map(max, held))
     assert summary["cache"]["per_sub_epoch"]["shared_fs_bytes"] == shared
     assert summary["cache"]["cache_size"] == 3 * 2**20
@@ -52,11 +56,10 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
 
 @pytest.mark.parametrize("options, message", [
     (["--cache-size", "1G"], "--cache-size describe the per-node cache: give --ranks-per-node too"),
-    (["--no-cached-file", "--preload-next-n-sub-epochs", "0"],
-     "--no-cached-file, --preload-next-n-sub-epochs describe the per-node cache"),
+    (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "--no-cached-file describe the per-node cache"),
     (["--ranks-per-node", "4", "--cache-size", "lots"], "cache size 'lots' is not a byte count"),
     (["--ranks-per-node", "0"], "ranks_per_node=0 must be a positive int"),
-    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"], "preload_next_n_sub_epochs=-1 must be"),
+    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"], "--preload-next-n-sub-epochs -1: give 0 or more"),
 ])
 def test_plan_cache_option_errors_write_nothing(tmp_path, sizes_file, capsys, options, message):
     path, _, _ = sizes_file

@@ -20,7 +20,7 @@ def test_plan_writes_what_write_plan_outputs_writes(tmp_path, sizes_file, capsys
     ref = tmp_path / "ref"
     ref.mkdir()
     plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=2, partition_epoch=3, random_seed_offset=4))
-    core.write_plan_outputs(plan.with_settings(num_epochs=7), plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"), report_path=str(ref / "report.txt"), plot_path=str(ref / "plot.png"))
+    core.write_plan_outputs(plan.with_settings(num_epochs=8, preloaded_sub_epochs=1), plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"), report_path=str(ref / "report.txt"), plot_path=str(ref / "plot.png"))
     for name in ("plan.npz", "summary.json", "report.txt", "plot.png"):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
     assert (out / "report.txt").read_text() in printed
@@ -101,7 +101,7 @@ def test_bad_output_paths_fail_before_anything_is_planned_or_written(tmp_path, s
     (["--num-epochs", "0"], "num_epochs=0 must be a positive int"),
     (["--random-seed-offset", "-5"], "full epoch 0 (epochs 1..3) would shuffle with seed -4 "
                                      "(full_epoch_0idx + 1 + random_seed_offset=-5)"),
-    (["--random-seed-offset", str(2**32 - 3), "--num-epochs", "9"],
+    (["--random-seed-offset", str(2**32 - 3), "--num-epochs", "8"],  # and 1 preloaded
      "full epoch 2 (epochs 7..9) would shuffle with seed 4294967296"),
     (["--fixed-random-seed", "-1"], "fixed_random_seed=-1 is a shuffle seed"),
     (["--same-seed-on-all-ranks"], "same_seed_on_all_ranks=True models distrib_shard_files=False"),
@@ -173,8 +173,8 @@ def test_plan_takes_the_flexible_bound(tmp_path, capsys):
                      "--distribution", "flexible", "--max-sub-epoch-deviation", bound, "--no-plot",
                      "-o", str(out)]) == 0
         plans[bound] = core.load_plan(str(out / "plan.npz"), verify=True)
-        settings = core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=8, distribution="flexible",
-                                     max_sub_epoch_deviation=float(bound))
+        settings = core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=9, distribution="flexible",
+                                     max_sub_epoch_deviation=float(bound), preloaded_sub_epochs=1)
         assert plans[bound].settings == settings
         expected = core.ShardPlan(keys, sizes, settings)
         for k in range(4):

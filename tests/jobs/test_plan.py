@@ -136,46 +136,50 @@ def test_equivalent_seed_offsets_share_one_job(work_dir):
 
 
 def test_pinned_ids_and_what_is_hashed(work_dir):
+    """The ids were pinned when num_epochs had to include the preloaded sub-epoch: num_epochs=99 (the training's)
+    with RETURNN's one preloaded sub-epoch is the job that num_epochs=100 was, so a recipe keeps its ids."""
     sizes = tk.Path("/data/corpus/file_sizes.npz")
-    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
+    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99)
     assert job._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
     # An option added later keeps old hashes at its default value.
-    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="returnn") is job
-    args = {"file_sizes": sizes, "num_shards": 8, "partition_epoch": 20, "num_epochs": 100, "seq_ordering": "random",
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="returnn") is job
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=98, preload_next_n_sub_epochs=2) \
+        is not job  # the preload, once given, is hashed
+    args = {"file_sizes": sizes, "num_shards": 8, "partition_epoch": 20, "num_epochs": 99, "seq_ordering": "random",
             "random_seed_offset": None, "fixed_random_seed": None}
     assert job._sis_id().endswith("." + ShardPlanJob.hash(args))
-    balanced = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="balanced")
+    balanced = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="balanced")
     assert balanced._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.D9ofqMsIxKtP"
-    other = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, random_seed_offset=1)
+    other = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, random_seed_offset=1)
     assert len({job._sis_id(), balanced._sis_id(), other._sis_id()}) == 3
 
 
 def test_flexible_bound_hashes_only_when_not_the_default(work_dir):
     sizes = tk.Path("/data/corpus/file_sizes.npz")
-    flexible = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible")
+    flexible = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible")
     assert flexible._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.cvqcuxHHeS7R"
     for same in (0.25, np.float64(0.25)):
-        assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible",
+        assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible",
                             max_sub_epoch_deviation=same) is flexible
-    plain = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, max_sub_epoch_deviation=0.25)
+    plain = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, max_sub_epoch_deviation=0.25)
     assert plain._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
-    wider = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible",
+    wider = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible",
                          max_sub_epoch_deviation=np.float32(0.5))
     assert wider._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.WWb5tAnslYwl"
     assert type(wider.max_sub_epoch_deviation) is float
-    assert wider is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, distribution="flexible",
+    assert wider is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible",
                                  max_sub_epoch_deviation=0.5)
 
 
 def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
     sizes = tk.Path("/data/corpus/file_sizes.npz")
-    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
-    assert ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=np.int32(20), num_epochs=np.uint16(100),
+    job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99)
+    assert ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=np.int32(20), num_epochs=np.uint16(99),
                         random_seed_offset=np.int64(0), plot=np.bool_(True), mem_rqmt=np.float64(2)) is job
     assert job._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
-    seeded = ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=20, num_epochs=100,
+    seeded = ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=20, num_epochs=99,
                           fixed_random_seed=np.int64(7))
-    assert seeded is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, fixed_random_seed=7)
+    assert seeded is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, fixed_random_seed=7)
     assert type(seeded.num_shards) is int and type(seeded.fixed_random_seed) is int
 
 
@@ -210,7 +214,7 @@ def test_plot_false_declares_no_plot_and_is_its_own_job(work_dir):
     assert sorted(os.listdir(os.path.dirname(without.out_plan.get_path()))) == [
         "dropped_fraction", "max_imbalance", "plan.npz", "report.txt", "summary.json"]
     sizes = tk.Path("/data/corpus/file_sizes.npz")
-    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100, plot=False)._sis_id() == \
+    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, plot=False)._sis_id() == \
         "i6_shard/jobs/plan/ShardPlanJob.LRHWQLLDatCg"  # plot=False: a new id
 
 
@@ -234,10 +238,10 @@ def test_requests_are_sized_from_files_times_full_epochs(work_dir, monkeypatch):
     from i6_shard.jobs import plan as plan_module
 
     sizes = tk.Path(_sizes_file(str(work_dir), num_files=40))
-    (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4).tasks()
-    assert task.mini_task  # 40 files x 2 full epochs
+    (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=3).tasks()
+    assert task.mini_task  # 40 files x 2 full epochs (3 sub-epochs and 1 preloaded)
     sisyphus.job.created_jobs.clear()  # requests are not hashed: the same id, another object
-    (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4, time_rqmt=2).tasks()
+    (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=3, time_rqmt=2).tasks()
     assert not task.mini_task and task.rqmt()["time"] == 2.0 and task.rqmt()["cpu"] == 1
 
     # Above the mini-task bound, a cluster task; the number of files comes from the archive's header.
@@ -245,7 +249,7 @@ def test_requests_are_sized_from_files_times_full_epochs(work_dir, monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(plan_module, "MINI_TASK_MAX_WORK", bound)
             sisyphus.job.created_jobs.clear()
-            (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4).tasks()
+            (task,) = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=3).tasks()
         assert task.mini_task is mini
     settings = core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=4)
     assert task.rqmt() == plan_module.plan_rqmt(num_files=40, settings=settings)[0]
@@ -263,7 +267,7 @@ def test_requests_are_sized_from_files_times_full_epochs(work_dir, monkeypatch):
     # An archive whose header cannot be read: a mini task, whose run says what is wrong.
     sisyphus.job.created_jobs.clear()
     (task,) = ShardPlanJob(tk.Path(str(work_dir / "missing.npz")), num_shards=2, partition_epoch=2,
-                           num_epochs=4).tasks()
+                           num_epochs=3).tasks()
     assert task.mini_task
 
 

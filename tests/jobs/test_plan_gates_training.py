@@ -92,8 +92,11 @@ def test_builder_checks_plan(tmp_path):
 
 
 @pytest.mark.parametrize("plan_opts, match", [
-    ({"num_epochs": 4}, "reads sub-epochs up to 5 \\(num_epochs=4 plus preload_next_n_sub_epochs=1\\), but the plan "
-                        "job has num_epochs=4: give it num_epochs=5"),
+    ({"num_epochs": 3}, "reads sub-epochs up to 5 \\(num_epochs=4 plus preload_next_n_sub_epochs=1\\), but the plan "
+                        "job holds 4 \\(num_epochs=3 plus 1 preloaded\\): give it the training's num_epochs=4$"),
+    ({"num_epochs": 4, "preload_next_n_sub_epochs": 0},
+     "but the plan job holds 4 \\(num_epochs=4 plus 0 preloaded\\): give it the training's num_epochs=4 and "
+     "preload_next_n_sub_epochs=1"),
     ({"num_shards": 4}, "2 ranks train, but the plan job has num_shards=4"),
     ({"partition_epoch": 4}, "partition_epoch=2, but the plan job has 4"),
 ])
@@ -103,7 +106,7 @@ def test_a_plan_job_that_does_not_fit_the_training_fails_when_the_graph_is_built
     sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
     save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
     write_file_list(keys, list_path)
-    plan_job = ShardPlanJob(tk.Path(sizes_path), **{"num_shards": 2, "partition_epoch": 2, "num_epochs": 5,
+    plan_job = ShardPlanJob(tk.Path(sizes_path), **{"num_shards": 2, "partition_epoch": 2, "num_epochs": 4,
                                                     **plan_opts})
     dataset = sharded_files_dataset(tk.Path(list_path),
                                     sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},

@@ -160,7 +160,7 @@ def test_epochs_beyond_the_plan_say_how_many_to_plan(planned):
         for epoch in range(1, 6):
             dataset.init_seq_order(epoch=epoch)
         with pytest.raises(ValueError, match=r"sub-epoch 7 is needed at sub-epoch 6 .* plan 3 full epochs, "
-                                             r"e.g. ShardPlanJob\(..., num_epochs=7\)"):
+                                             r"e.g. ShardPlanJob\(..., num_epochs=6\)"):
             dataset.init_seq_order(epoch=6)
     with as_rank(0, 2, dataset_random_seed_offset=1, extra_config={"num_epochs": 5}):
         dataset = _dataset(files, path, settings, preload_next_n_sub_epochs=1)

@@ -41,6 +41,8 @@ _OPTIONAL_FLAGS = ("same_seed_on_all_ranks",)
 _OPTIONAL_FLOATS = ("max_sub_epoch_deviation",)
 #: Text settings stored only when not their default ("bytes").
 _OPTIONAL_TEXTS = ("unit",)
+#: Int settings stored only when not their default (0).
+_OPTIONAL_INTS = ("preloaded_sub_epochs",)
 
 
 def _settings_arrays(settings: PlanSettings) -> Dict[str, np.ndarray]:
@@ -255,7 +257,7 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads formats {READABLE_PLAN_FORMATS}: "
                          "use the i6_shard that wrote it, or re-plan with this one")
     required = _ARRAYS | _FORMAT_ARRAYS[version]
-    flags = set(headers) - required - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS)
+    flags = set(headers) - required - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS) - set(_OPTIONAL_INTS)
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file of format {version} (arrays {sorted(headers)[:20]})")
     for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)

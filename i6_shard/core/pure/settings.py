@@ -92,6 +92,9 @@ class PlanSettings:
         may be from the mean sub-epoch's, as a share of it, in [0, 1) (default 0.25: +-25%)
     :ivar unit: what the plan's costs count, one of :data:`UNITS` (default "bytes"); the bins are balanced
         by the costs, so this names the unit of every cost figure of the plan
+    :ivar preloaded_sub_epochs: of ``num_epochs``, the last sub-epochs that RETURNN only loads ahead
+        (``preload_next_n_sub_epochs`` after the training's last) and never trains on; the training's
+        ``num_epochs`` is ``num_epochs - preloaded_sub_epochs`` (default 0)
 
     >>> PlanSettings(num_shards=2, partition_epoch=5, random_seed_offset=-2)
     Traceback (most recent call last):
@@ -114,6 +117,7 @@ class PlanSettings:
     distribution: str = "returnn"
     max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION
     unit: str = "bytes"
+    preloaded_sub_epochs: int = 0
 
     def __post_init__(self):
         normalized = {
@@ -129,6 +133,8 @@ class PlanSettings:
             "distrib_shard_files": check_bool(self.distrib_shard_files, name="distrib_shard_files"),
             "same_seed_on_all_ranks": check_bool(self.same_seed_on_all_ranks, name="same_seed_on_all_ranks"),
             "max_sub_epoch_deviation": check_max_sub_epoch_deviation(self.max_sub_epoch_deviation),
+            "preloaded_sub_epochs": check_int(self.preloaded_sub_epochs, name="preloaded_sub_epochs", minimum=0,
+                                              hint="RETURNN's preload_next_n_sub_epochs, 0 or more"),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -160,6 +166,10 @@ class PlanSettings:
         check_distribution(self.distribution)
         check_max_sub_epoch_deviation(self.max_sub_epoch_deviation)
         check_unit(self.unit)
+        if self.preloaded_sub_epochs and (self.num_epochs is None or self.preloaded_sub_epochs >= self.num_epochs):
+            raise ValueError(f"num_epochs={self.num_epochs} with preloaded_sub_epochs={self.preloaded_sub_epochs} leaves "
+                             f"the training {self.training_num_epochs} sub-epochs: the training's num_epochs must be "
+                             "1 or more (the preloaded sub-epochs come after its last)")
         if self.same_seed_on_all_ranks and self.distrib_shard_files:
             raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
                              "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
@@ -238,13 +248,19 @@ class PlanSettings:
                 f"shuffle, takes seeds in [0, 2**32): {fix}")
         return seed
 
+    @property
+    def training_num_epochs(self) -> Optional[int]:
+        """The training's ``num_epochs``: the planned sub-epochs without the preloaded ones (None if not fixed)."""
+        return None if self.num_epochs is None else self.num_epochs - self.preloaded_sub_epochs
+
     def replace(self, **changes: Any) -> "PlanSettings":
         """A copy with ``changes`` (validated again), e.g. another distribution to compare with."""
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> Dict[str, Any]:
-        """The settings as JSON types (``same_seed_on_all_ranks`` only when True, ``max_sub_epoch_deviation``
-        and ``unit`` only when not the default, as plan files store them: plans without them keep their bytes)."""
+        """The settings as JSON types (``same_seed_on_all_ranks`` only when True, ``max_sub_epoch_deviation``,
+        ``unit`` and ``preloaded_sub_epochs`` only when not the default, as plan files store them: plans
+        without them keep their bytes)."""
         d = dataclasses.asdict(self)
         if not d["same_seed_on_all_ranks"]:
             del d["same_seed_on_all_ranks"]
@@ -252,4 +268,6 @@ class PlanSettings:
             del d["max_sub_epoch_deviation"]
         if d["unit"] == "bytes":
             del d["unit"]
+        if not d["preloaded_sub_epochs"]:
+            del d["preloaded_sub_epochs"]
         return d

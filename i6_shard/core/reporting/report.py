@@ -250,8 +250,9 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
         e = summary["worst_sub_epochs"][0]["epoch"]
         out.append(f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
                    f"the mean {unit} of all shards.")
-    if stats.num_epochs % plan.partition_epoch:
-        out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
+    trained = plan.settings.training_num_epochs if plan.settings.preloaded_sub_epochs else stats.num_epochs
+    if trained % plan.partition_epoch:
+        out.append(f"num_epochs={trained} is not a multiple of partition_epoch={plan.partition_epoch}: "
                    f"the last full epoch is cut short, so entries are scheduled between "
                    f"{summary['passes']['min']} and {summary['passes']['max']} times.")
     num_zero = int(np.count_nonzero(plan.costs == 0))
@@ -307,6 +308,17 @@ def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
     return (table / table.mean(axis=1, keepdims=True)).ravel()
 
 
+def _num_epochs_row(s: Dict[str, Any]) -> str:
+    """The report's num_epochs: the planned sub-epochs and full epochs, and, where the plan holds sub-epochs
+    that RETURNN only preloads, the training's own (only whose full epochs may be partial)."""
+    preloaded = s.get("preloaded_sub_epochs", 0)
+    trained = s["num_epochs"] - preloaded
+    text = f"{s['num_epochs']} sub-epochs = {s['num_full_epochs']} full epochs"
+    if preloaded:
+        text += f" (the training's {trained} and {preloaded} preloaded after its last)"
+    return text + ("" if trained % s["partition_epoch"] == 0 else " (last one partial)")
+
+
 def render_report(summary: Mapping[str, Any]) -> str:
     """The text report of a summary from :func:`summarize` (deterministic, no paths, no times)."""
     s = summary["settings"]
@@ -331,8 +343,7 @@ def render_report(summary: Mapping[str, Any]) -> str:
          else fmt(s["total_bytes"])),
         ("num_shards", str(s["num_shards"])),
         ("partition_epoch", str(s["partition_epoch"])),
-        ("num_epochs", f"{s['num_epochs']} sub-epochs = {s['num_full_epochs']} full epochs"
-                       + ("" if s["num_epochs"] % s["partition_epoch"] == 0 else " (last one partial)")),
+        ("num_epochs", _num_epochs_row(s)),
         ("mode", mode),
         ("seq_ordering", s["seq_ordering"]),
         ("random_seed_offset", str(s["random_seed_offset"])),

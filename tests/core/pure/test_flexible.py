@@ -394,7 +394,7 @@ def test_returnn_dataset_cuts_as_the_plan(tmp_path):
 
     d = sharded_files_dataset(["a", "b"], sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "default"},
                               partition_epoch=1, distribution="flexible")
-    assert d["class"] is ShardedDistributeFilesDataset and d["distribution"] == "flexible"
+    assert d["class"].resolve() is ShardedDistributeFilesDataset and d["distribution"] == "flexible"
     keys = [f"/data/part-{i:02d}.hdf" for i in range(40)]
     sizes = lognormal_sizes(40, seed=9, sigma=2.0)
     dataset = ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,

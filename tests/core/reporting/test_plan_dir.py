@@ -88,7 +88,8 @@ _WRITER = """
     from i6_shard.cli import main
     sizes, out, num_epochs, repeats = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     for _ in range(repeats):
-        assert main(["plan", "--sizes", sizes, "--num-shards", "2", "--partition-epoch", "3", "--num-epochs",
+        assert main(["plan", "--sizes", sizes, "--num-shards", "2", "--partition-epoch", "3",
+                     "--preload-next-n-sub-epochs", "0", "--num-epochs",
                      num_epochs, "--no-plot", "-o", out]) == 0
 """
 
@@ -137,7 +138,8 @@ def test_sigkill_while_writing_leaves_the_earlier_set_whole(tmp_path):
     sizes = tmp_path / "sizes.npz"
     core.save_file_sizes(core.FileSizes(keys=[f"/d/f{i}" for i in range(30)], sizes=np.arange(1, 31)), sizes)
     out = tmp_path / "out"
-    common = ["plan", "--sizes", str(sizes), "--num-shards", "2", "--partition-epoch", "3", "-o", str(out)]
+    common = ["plan", "--sizes", str(sizes), "--num-shards", "2", "--partition-epoch", "3", "-o", str(out),
+              "--preload-next-n-sub-epochs", "0"]
     from i6_shard.cli import main
 
     assert main(common + ["--num-epochs", "6", "--no-plot"]) == 0
