@@ -100,21 +100,59 @@ def _shadow(tree: Any) -> Any:
     return tree
 
 
+#: What a plan job decides that the dataset must agree with: (job attribute, builder argument, default).
+_PLAN_JOB_SETTINGS = (("partition_epoch", "partition_epoch", None), ("num_shards", "num_shards", None),
+                      ("distribution", "distribution", "returnn"),
+                      ("max_sub_epoch_deviation", "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
+                      ("seq_ordering", "seq_ordering", "random"))
+
+
+def _is_plan_job(value: Any) -> bool:
+    """A ``ShardPlanJob`` (duck-typed: the builders never import the jobs): it has ``out_plan`` and the settings."""
+    return hasattr(value, "out_plan") and all(hasattr(value, name) for name, _, _ in _PLAN_JOB_SETTINGS)
+
+
+def _plan_and_its_settings(plan: Any) -> tuple:
+    """The plan file (a plan job's ``out_plan``) and, for a plan job, its settings by builder argument."""
+    if _is_plan_job(plan):
+        if getattr(plan, "sharding", "sharded") != "sharded":
+            raise ValueError(f"plan={plan} plans sharding={plan.sharding!r}, but sharded_files_dataset shards the "
+                             "files (distrib_shard_files=True); give the plan job sharding='sharded' (the default)")
+        return plan.out_plan, {arg: getattr(plan, name) for name, arg, _ in _PLAN_JOB_SETTINGS}
+    return plain_value(plan), None
+
+
+def _take_from_plan(settings_of_plan: Optional[Dict[str, Any]], **given: Any) -> tuple:
+    """The settings the plan job decides, where not given; given values must agree with the job's. Without a plan
+    job, the defaults of what is not given."""
+    out = []
+    for _, arg, default in _PLAN_JOB_SETTINGS:
+        value = given[arg]
+        if settings_of_plan is not None:
+            planned = settings_of_plan[arg]
+            if value is not None and plain_value(value) != planned:
+                raise ValueError(f"{arg}={value!r}, but the plan job has {arg}={planned!r}: the dataset reads that "
+                                 f"plan, so leave {arg} out (it is taken from the plan job) or plan with {arg}={value!r}")
+            value = planned
+        out.append(default if value is None else value)
+    return tuple(out)
+
+
 def sharded_files_dataset(
     files: Union[Sequence[Any], str, os.PathLike, Any],
     *,
     sub_epoch_dataset: Mapping[str, Any],
-    partition_epoch: int,
+    partition_epoch: Optional[int] = None,
     files_key: FilesKey = "files",
-    distribution: str = "returnn",
+    distribution: Optional[str] = None,
     file_sizes: Union[str, os.PathLike, Any, None] = None,
-    max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    max_sub_epoch_deviation: Optional[float] = None,
     plan: Union[str, os.PathLike, Any, None] = None,
     cached_file: Union[bool, Sequence[Union[int, str]]] = False,
     buffer_size: Optional[int] = None,
     preload_next_n_sub_epochs: Optional[int] = None,
     use_worker_proc: Optional[bool] = None,
-    seq_ordering: str = "random",
+    seq_ordering: Optional[str] = None,
     distrib_shard_files: bool = True,
     num_shards: Optional[int] = None,
     num_files: Optional[int] = None,
@@ -137,18 +175,21 @@ def sharded_files_dataset(
         directories that exist only then); it is hashed by name and arguments and never called here
     :param sub_epoch_dataset: the dataset dict each sub-epoch's files go into, e.g.
         ``{"class": "HDFDataset", "seq_ordering": "random"}``; needs an explicit seq order
-    :param partition_epoch: sub-epochs per full epoch
+    :param partition_epoch: sub-epochs per full epoch (required unless ``plan`` is a plan job)
     :param files_key: where the files go in ``sub_epoch_dataset``: a key or key path, or
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
-    :param distribution: ``"returnn"`` (RETURNN's own bins), ``"balanced"`` or ``"flexible"`` (i6_shard's
+    :param distribution: ``"returnn"`` (RETURNN's own bins, the default), ``"balanced"`` or ``"flexible"`` (i6_shard's
         ``ShardedDistributeFilesDataset``, named by reference: RETURNN imports it when it loads the config)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
         (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
     :param max_sub_epoch_deviation: ``"flexible"`` only: how far a sub-epoch's size may be from the mean
-        sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``); in the dict only
-        when not the default 0.25
-    :param plan: path of a plan file (``ShardPlanJob.out_plan`` or what ``python -m i6_shard plan`` wrote,
+        sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``, default 0.25); in the
+        dict only when not the default
+    :param plan: a ``ShardPlanJob``, whose settings (``num_shards``, ``partition_epoch``, ``distribution``,
+        ``max_sub_epoch_deviation``, ``seq_ordering``) the dict then takes, so a recipe states them once
+        (values given here must agree), or the path of a plan file (``ShardPlanJob.out_plan`` or what
+        ``python -m i6_shard plan`` wrote,
         ``plan.npz``): every rank reads its bins from it instead of computing them, and checks at start-up
         that it fits (files, ``partition_epoch``, ranks, sharding, seeds, epochs); a ``tk.Path`` makes the
         training job depend on the job that writes the plan, so a plan that fails blocks the training.
@@ -162,7 +203,7 @@ def sharded_files_dataset(
     :param preload_next_n_sub_epochs: DFD option (RETURNN default: 1 with worker process, else 0;
         a value equal to that default is left out of the dict)
     :param use_worker_proc: DFD option (RETURNN default True)
-    :param seq_ordering: file shuffling of DFD: ``"random"`` or ``"default"``
+    :param seq_ordering: file shuffling of DFD: ``"random"`` (the default) or ``"default"``
     :param distrib_shard_files: shard the files over the ranks (False: every rank reads all files)
     :param num_shards: number of training ranks, if known: enables the too-few-files check
     :param num_files: number of entries in a file list given by path, if known (for the same check)
@@ -173,7 +214,13 @@ def sharded_files_dataset(
     # Plain Python values only (numpy.str_, str subclasses, path objects): configs are written with repr.
     files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts = plain_value(
         (files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts))
-    plan = plain_value(plan)
+    plan, settings_of_plan = _plan_and_its_settings(plan)
+    partition_epoch, num_shards, distribution, max_sub_epoch_deviation, seq_ordering = _take_from_plan(
+        settings_of_plan, partition_epoch=partition_epoch, num_shards=num_shards, distribution=distribution,
+        max_sub_epoch_deviation=max_sub_epoch_deviation, seq_ordering=seq_ordering)
+    if partition_epoch is None:
+        raise TypeError("sharded_files_dataset() needs partition_epoch (sub-epochs per full epoch), or plan= a "
+                        "ShardPlanJob to take it from")
     partition_epoch = check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch")
     num_shards = check_optional_int(num_shards, name="num_shards", minimum=1,
                                     hint="number of training ranks; leave it out if unknown")

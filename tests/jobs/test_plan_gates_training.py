@@ -115,3 +115,31 @@ def test_a_plan_job_that_does_not_fit_the_training_fails_when_the_graph_is_built
         training_job(sharded_returnn_config(CONFIG, dataset), num_gpus=2, num_epochs=4,
                      returnn_version="1.20261022.211313",
                      returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(work_dir)))
+
+
+def test_the_dataset_takes_its_settings_from_the_plan_job(work_dir):
+    """plan= a ShardPlanJob: the recipe states num_shards, partition_epoch and the distribution once; values
+    that disagree with the job are refused when the graph is built."""
+    hdf = {"class": "HDFDataset", "seq_ordering": "random"}
+    job = ShardPlanJob(tk.Path("/data/costs.npz"), num_shards=4, partition_epoch=3, num_epochs=6,
+                       distribution="flexible", max_sub_epoch_deviation=0.1)
+    d = sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job)
+    assert d["plan"] == job.out_plan and d["partition_epoch"] == 3 and d["distribution"] == "flexible"
+    assert d["max_sub_epoch_deviation"] == 0.1 and d["class"].qualname == "ShardedDistributeFilesDataset"
+    same = sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, num_shards=4,
+                                 partition_epoch=3, distribution="flexible")
+    assert {k: v for k, v in same.items() if k != "get_sub_epoch_dataset"} == {
+        k: v for k, v in d.items() if k != "get_sub_epoch_dataset"}
+    with pytest.raises(ValueError, match="partition_epoch=2, but the plan job has partition_epoch=3: the dataset "
+                                         "reads that plan, so leave partition_epoch out"):
+        sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, partition_epoch=2)
+    with pytest.raises(ValueError, match="num_shards=8, but the plan job has num_shards=4"):
+        sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, num_shards=8)
+    with pytest.raises(ValueError, match="distribution='balanced', but the plan job has distribution='flexible'"):
+        sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, distribution="balanced")
+    with pytest.raises(TypeError, match="needs partition_epoch .* or plan= a ShardPlanJob"):
+        sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf)
+    unsharded = ShardPlanJob(tk.Path("/data/costs.npz"), num_shards=4, partition_epoch=3, num_epochs=6,
+                             sharding="unsharded")
+    with pytest.raises(ValueError, match="plans sharding='unsharded'"):
+        sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=unsharded)

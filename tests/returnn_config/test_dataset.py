@@ -195,7 +195,7 @@ def test_argument_errors():
     ({"extra_opts": [("name", "train")]}, TypeError, r"extra_opts=\[\('name', 'train'\)\] has type list; .*dict"),
     ({"extra_opts": {1: "x"}}, TypeError, r"extra_opts key 1 has type int; dataset options are named by str"),
     ({"distribution": ["balanced"]}, ValueError, r"distribution=\['balanced'\] is unknown"),
-    ({"seq_ordering": None}, ValueError, r"seq_ordering=None is not supported"),
+    ({"seq_ordering": 3}, ValueError, r"seq_ordering=3 is not supported"),  # None: the default, or the plan job's
 ])
 @pytest.mark.parametrize("files", [["a", "b", "c", "d"], "files.txt"], ids=["inline", "file_list"])
 def test_every_argument_is_checked_naming_the_value(files, kwargs, error, match):
