@@ -1,0 +1,95 @@
+"""The README's recipe as written: its settings.py and config/train.py, extracted from the README, on data from
+``python -m i6_shard make-data``, run by the real Sisyphus manager with i6_core and RETURNN (a 2-rank torchrun
+training on the CPU). The outputs the README names exist, the plan is what the ranks read, and the training
+report finds every rank's files as planned."""
+
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.jobs.conftest import SISYPHUS_REASON, sis_command
+
+pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
+pytest.importorskip("torch", reason="the training needs torch: pip install torch (the CPU wheel suffices)")
+pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
+pytest.importorskip("i6_core.returnn", reason="the training job is i6_core's ReturnnTrainingJob: clone "
+                                              "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH")
+pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+
+from i6_shard import core  # noqa: E402
+from i6_shard.core.io.returnn_log import read_training_logs  # noqa: E402
+
+from .harness import _training_lock  # noqa: E402
+from .test_planned_training_example import _returnn_root  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TIMEOUT = 900
+
+
+def _readme_blocks():
+    """The code blocks of the README's recipe section: config/train.py and settings.py."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("## Config builders"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    (config,) = [b for b in blocks if b.startswith("# config/train.py")]
+    (settings,) = [b for b in blocks if b.startswith("# settings.py")]
+    return config, settings
+
+
+def test_the_readme_recipe_trains_and_reports(tmp_path):
+    import i6_core
+
+    root, sis = _returnn_root(), sis_command()[0]
+    config, settings = _readme_blocks()
+    setup = tmp_path / "setup"
+    (setup / "config").mkdir(parents=True)
+    (setup / "recipe").mkdir()
+    (setup / "work").mkdir()  # as docs/tutorial.md makes it: sis asks for a missing one
+    os.symlink(os.path.dirname(os.path.abspath(i6_core.__file__)), setup / "recipe" / "i6_core")
+    (setup / "config" / "__init__.py").write_text("")
+    (setup / "config" / "train.py").write_text(config)
+    (setup / "settings.py").write_text(settings)
+    env = dict(os.environ, RETURNN_ROOT=root, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, "-m", "i6_shard", "make-data", "-o", "data"], cwd=setup, env=env, check=True,
+                   capture_output=True)
+    log_path = tmp_path / "sis.log"
+    with _training_lock(timeout=1800), open(log_path, "ab") as log:
+        proc = subprocess.Popen([sis, "m", "-r", "config/train.py"], cwd=setup, env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"`sis m -r` did not finish within {TIMEOUT}s; log: {log_path}")
+    sis_log = log_path.read_text(encoding="utf-8", errors="replace")
+    assert "All output calculated" in sis_log, sis_log[-5000:]
+
+    out = setup / "output"
+    plan = core.load_plan(str(out / "sharding" / "plan.npz"))
+    s = plan.settings
+    assert (s.num_shards, s.partition_epoch, s.distribution, s.unit) == (2, 2, "balanced", "frames")
+    assert (s.training_num_epochs, s.preloaded_sub_epochs) == (4, 1)  # 2 passes, and the preloaded sub-epoch
+    assert "the training's 4 and 1 preloaded after its last" in (out / "sharding" / "report.txt").read_text()
+    (train_dir,) = glob.glob(str(setup / "work" / "i6_core" / "returnn" / "training" / "ReturnnTrainingJob.*"))
+    training = read_training_logs(sorted(glob.glob(os.path.join(train_dir, "work", "returnn.torch-distrib-*-2.log"))))
+    assert training.num_ranks == 2 and training.epochs == [1, 2, 3, 4]
+    for rank_log in training.ranks:
+        for epoch in training.epochs:
+            assert rank_log.sub_epochs[epoch].file_keys == plan.files_for(epoch=epoch, shard_index=rank_log.rank)
+    report = (out / "train" / "sharding_report.txt").read_text()
+    assert report.count("files as planned") == 2 * 4, report
+    assert "Alarms\n  none" in report, report
+    assert (out / "train" / "learning_rates").exists()
+    shutil.rmtree(setup / "work", ignore_errors=True)  # the training's checkpoints
