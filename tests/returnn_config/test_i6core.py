@@ -314,7 +314,7 @@ def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
     section = readme[readme.index("## Config builders"):]
     snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    assert "\nLOCAL = True" in snippet
+    assert "\nLOCAL = True" in snippet and snippet.startswith("# config/train.py")
     if not local:
         snippet = snippet.replace("\nLOCAL = True", "\nLOCAL = False")
     namespace = {"__name__": "readme_config"}
@@ -335,8 +335,9 @@ def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
         assert job.returnn_config.post_config["device"] == "cpu"
     else:
         assert job.rqmt["gpu"] == 8
-    # The plan holds the sub-epoch RETURNN preloads after the last one.
-    assert plan_jobs[0].num_epochs == job.returnn_config.post_config["num_epochs"] + 1
+    # The plan job takes the training's num_epochs and holds the sub-epoch RETURNN preloads after the last one.
+    assert plan_jobs[0].num_epochs == job.returnn_config.post_config["num_epochs"]
+    assert plan_jobs[0].preload_next_n_sub_epochs is None  # RETURNN's default 1, planned by the job
 
 
 def test_passes_follow_the_sharding_mode_the_reader_finds():
