@@ -130,3 +130,25 @@ def test_compare_plans_errors(tmp_path, sizes_file, capsys):
         assert not (tmp_path / "cmp").exists()
     assert main(["compare-plans", old_dir, old_dir, "--resume-epoch", "0"]) == 2
     assert "resume_epoch=0 must be a positive int" in capsys.readouterr().err
+    # Past the plans' sub-epochs (9 and the preloaded 10th): nothing to resume there.
+    assert main(["compare-plans", old_dir, old_dir, "--resume-epoch", "99"]) == 2
+    assert "resume_epoch=99, but the old plan holds sub-epochs 1..10" in capsys.readouterr().err
+
+
+def test_compare_plans_counts_in_the_plans_unit(tmp_path, capsys):
+    """Plans balanced by frames report what is read twice or never in frames, not as bytes."""
+    keys = [f"/c/part-{i:02d}.hdf" for i in range(40)]
+    frames = core.io.lognormal_sizes(40, seed=2, median_bytes=5000)
+    dirs = []
+    for num_shards in (4, 3):
+        plan = core.ShardPlan(keys, frames, core.PlanSettings(num_shards=num_shards, partition_epoch=2, num_epochs=4,
+                                                               unit="frames"))
+        out = tmp_path / f"p{num_shards}"
+        out.mkdir()
+        core.write_plan_outputs(plan, plan_path=str(out / "plan.npz"), summary_path=str(out / "summary.json"),
+                                report_path=str(out / "report.txt"))
+        dirs.append(str(out))
+    assert main(["compare-plans", *dirs, "--resume-epoch", "2"]) == 0
+    printed = capsys.readouterr().out
+    twice = next(line for line in printed.splitlines() if line.strip().startswith("read twice"))
+    assert " frames)" in twice and "iB" not in twice, twice

@@ -152,6 +152,11 @@ def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int) -> PlanC
     resume_epoch = check_int(resume_epoch, name="resume_epoch", minimum=1,
                              hint="the first sub-epoch the resumed training runs, 1-based as RETURNN counts")
     _check_comparable(old, new)
+    for which, plan in (("old", old), ("new", new)):
+        planned = plan.settings.num_epochs
+        if planned is not None and resume_epoch > planned:
+            raise ValueError(f"resume_epoch={resume_epoch}, but the {which} plan holds sub-epochs 1..{planned}: give "
+                             f"the first sub-epoch the resumed training runs, at most {planned}")
     part = new.partition_epoch
     affected = _affected(old, new, resume_epoch)
     k = (resume_epoch - 1) // part

@@ -14,7 +14,7 @@ from ..io.atomic import atomic_dir, check_output_dir
 from ..io.plan_file import read_plan_file
 from ..pure.compare import PlanChange, ResumeFullEpoch, compare_plans
 from .outputs import PLAN_FILE
-from .report import format_bytes, summary_json
+from .report import format_cost, summary_json
 
 __all__ = ["CHANGE_FORMAT_VERSION", "CHANGE_OUTPUTS", "change_summary", "change_files", "render_change_report",
            "check_change_dir", "write_change_dir", "compare_plan_files"]
@@ -105,6 +105,7 @@ def render_change_report(summary: Mapping[str, Any]) -> str:
     """The text report of :func:`change_summary` (deterministic, no paths)."""
     old, new = summary["old"], summary["new"]
     e, part = summary["resume_epoch"], summary["partition_epoch"]
+    unit = new.get("unit", "bytes")  # what the plans' costs count (a frames-balanced plan counts frames)
     k = (e - 1) // part
     title = f"i6_shard plan change: resume at epoch {e}, num_shards {old['num_shards']} -> {new['num_shards']}"
     lines = [title, "=" * len(title), "", f"  old plan  {_describe(old)}", f"  new plan  {_describe(new)}",
@@ -120,9 +121,9 @@ def render_change_report(summary: Mapping[str, Any]) -> str:
         add(f"Full epoch {full['full_epoch_0idx']} (epochs {full['first_epoch']}..{full['last_epoch']}): epochs "
             f"{a}..{b} were read under the old plan ({old['num_shards']} ranks), epochs {c}..{d} are read under the "
             f"new one ({new['num_shards']} ranks), which cuts the full epoch anew")
-        add(f"  read twice   {full['read_twice']:,} of {n:,} files ({format_bytes(full['read_twice_bytes'])}): read "
+        add(f"  read twice   {full['read_twice']:,} of {n:,} files ({format_cost(full['read_twice_bytes'], unit)}): read "
             "before the resume and again after it")
-        add(f"  never read   {full['never_read']:,} of {n:,} files ({format_bytes(full['never_read_bytes'])}): in "
+        add(f"  never read   {full['never_read']:,} of {n:,} files ({format_cost(full['never_read_bytes'], unit)}): in "
             "neither part")
         add(f"  {'rank':>6} {'files before':>12} {'files after':>11} {'read twice':>10} {'never read':>10}")
         for row in full["per_rank"]:
