@@ -107,3 +107,13 @@ def test_a_rerun_replaces_the_whole_directory(tmp_path, capsys):
     assert main(["train-report", *_logs(name), "--file-lengths", lengths, "-o", str(out)]) == 2
     assert "holds 1 entry that is not part of it ('notes.txt')" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("content", [b"hello world\n", bytes(range(256)) * 12])
+def test_a_file_that_is_not_a_returnn_log_is_an_error(tmp_path, capsys, content):
+    log = tmp_path / "returnn.torch-distrib-0-1.log"
+    log.write_bytes(content)
+    assert main(["train-report", str(log), "-o", str(tmp_path / "out"), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 1 of the logs hold no line of a RETURNN training") and err.count("\n") == 1, err
+    assert "returnn.torch-distrib-0-1.log" in err and not (tmp_path / "out").exists()

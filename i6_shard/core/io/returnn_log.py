@@ -332,6 +332,11 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
     extra = sorted(set(ranks) - set(range(expected)))
     if extra:
         raise ValueError(f"ranks {extra} are outside the world size {expected}")
+    empty = [r.source for r in ranks.values() if not r.sub_epochs and not r.num_starts]
+    if empty:
+        raise ValueError(f"{len(empty)} of the logs hold no line of a RETURNN training (no start-up line, no files "
+                         f"of a sub-epoch of {dataset_name!r}): {empty[:5]}; give RETURNN's own per-rank logs "
+                         "(returnn.torch-distrib-<rank>-<size>.log in the training's work dir) or its torchrun stdout")
     dims = {r.frames_dim for r in ranks.values() if r.frames_dim is not None}
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")

@@ -536,8 +536,9 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
     ax_steps.set_ylabel("steps")
     ax_steps.set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
     ax_steps.legend(loc="upper right", fontsize=8, framealpha=0.9)
-    ax_steps.set_title("Steps per sub-epoch (far below the expected: double sharding, RETURNN #1738)",
-                       fontsize=10, loc="left")
+    too_few = any(a.startswith("steps far below") for a in summary["alarms"])  # the alarm, only where it was raised
+    ax_steps.set_title("Steps per sub-epoch and those the files should give" + (
+        ": far below them, as with double sharding (RETURNN #1738)" if too_few else ""), fontsize=10, loc="left")
     ax_steps.set_xlim(lo, hi)
     if len(subs) <= 40:
         ax_steps.set_xticks(epochs)

@@ -200,3 +200,20 @@ def test_hdf_lengths_are_read_from_the_training_directory(tmp_path):
     assert from_hdf["total_frames"] == from_json["total_frames"] == sum(v[1] for v in lengths_of(name).values())
     assert [s["dropped_fraction"] for s in from_hdf["sub_epochs"]] == [s["dropped_fraction"]
                                                                        for s in from_json["sub_epochs"]]
+
+
+@pytest.mark.parametrize("name, too_few", [("w2_balanced", False), ("w2_nofix", True)])
+def test_the_steps_panel_speaks_of_double_sharding_only_with_its_alarm(name, too_few, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib", reason="the plot needs matplotlib: pip install matplotlib")
+    import matplotlib.figure
+
+    from i6_shard.core.reporting.train_report import plot_training
+
+    titles = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, *a, **k: titles.extend(ax.get_title(loc="left") for ax in fig.axes))
+    summary = analyze_training(read_training_logs(logs_of(name)), file_lengths=lengths_of(name), plan=plan_of(name))
+    assert any(a.startswith("steps far below") for a in summary["alarms"]) is too_few
+    plot_training(summary, str(tmp_path / "plot.png"))
+    (steps_title,) = [t for t in titles if t.startswith("Steps per sub-epoch")]
+    assert ("double sharding" in steps_title) is too_few, steps_title
