@@ -47,7 +47,7 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
     planned = 7 + node_cache.get("preload_next_n_sub_epochs", 1)  # the plan holds the preloaded sub-epochs too
     plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=planned,
                                                          preloaded_sub_epochs=planned - 7))
-    held, _, shared = brute_force(plan, NodeCache(**node_cache), planned)
+    held, _, shared = brute_force(plan, NodeCache(**node_cache), 7)  # the training's sub-epochs
     assert summary["cache_peak_bytes_per_node"] == max(map(max, held))
     assert summary["cache"]["per_sub_epoch"]["shared_fs_bytes"] == shared
     assert summary["cache"]["cache_size"] == 3 * 2**20

@@ -81,7 +81,8 @@ def test_the_readme_recipe_trains_and_reports(tmp_path):
     s = plan.settings
     assert (s.num_shards, s.partition_epoch, s.distribution, s.unit) == (2, 2, "balanced", "frames")
     assert (s.training_num_epochs, s.preloaded_sub_epochs) == (4, 1)  # 2 passes, and the preloaded sub-epoch
-    assert "the training's 4 and 1 preloaded after its last" in (out / "sharding" / "report.txt").read_text()
+    assert "4 sub-epochs = 2 full epochs; the plan also holds the 1 after them that RETURNN preloads" in (
+        out / "sharding" / "report.txt").read_text()
     (train_dir,) = glob.glob(str(setup / "work" / "i6_core" / "returnn" / "training" / "ReturnnTrainingJob.*"))
     training = read_training_logs(sorted(glob.glob(os.path.join(train_dir, "work", "returnn.torch-distrib-*-2.log"))))
     assert training.num_ranks == 2 and training.epochs == [1, 2, 3, 4]

@@ -221,7 +221,9 @@ class PlanFile:
 
     @property
     def num_epochs(self) -> int:
-        return self.plan.settings.num_epochs
+        """The training's sub-epochs the plan was written for (those its report covers; the plan also holds the
+        ``preloaded_sub_epochs`` after them)."""
+        return self.plan.settings.training_num_epochs
 
     def layout(self, full_epoch_0idx: int, shard_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
         """Stored ``(order, bounds)`` of a full epoch, like :meth:`ShardPlan.layout`."""

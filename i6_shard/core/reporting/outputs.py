@@ -83,10 +83,11 @@ def other_distribution_stats(plan: ShardPlan, *, num_epochs: int,
 def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
     """The plot's title line: the settings that shape the picture."""
     s = plan.settings
+    preloaded = f" (and {s.preloaded_sub_epochs} preloaded, planned)" if s.preloaded_sub_epochs else ""
     mode = {"sharded": "sharded", "unsharded": "unsharded",
             "unsharded_same_seed": "unsharded, same seed on all ranks"}[s.sharding]
     return (f"{plan.num_files:,} files, num_shards={s.num_shards}, partition_epoch={s.partition_epoch}, "
-            f"num_epochs={num_epochs}\n{mode}, seq_ordering={s.seq_ordering}, distribution={s.distribution}"
+            f"num_epochs={num_epochs}{preloaded}\n{mode}, seq_ordering={s.seq_ordering}, distribution={s.distribution}"
             + ("" if s.unit == "bytes" else f", balanced by {s.unit}"))
 
 
@@ -151,9 +152,9 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
         than its format (``.npz``, ``.json``, ``.txt``, ``.png``)
     :raises ImportError: before anything is written, if a plot is asked for and matplotlib is missing
     """
-    num_epochs = plan.settings.num_epochs
-    if num_epochs is None:
+    if plan.settings.num_epochs is None:
         raise ValueError("the plan's settings have num_epochs=None; set how many sub-epochs to plan")
+    num_epochs = plan.settings.training_num_epochs  # what the report covers; the plan file also holds the preloaded
     for path, suffix, kind in ((plan_path, ".npz", "plan file"), (summary_path, ".json", "plan summary"),
                                (report_path, ".txt", "plan report"), (plot_path, ".png", "plot")):
         if path is not None:

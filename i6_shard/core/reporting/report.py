@@ -250,9 +250,8 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
         e = summary["worst_sub_epochs"][0]["epoch"]
         out.append(f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
                    f"the mean {unit} of all shards.")
-    trained = plan.settings.training_num_epochs if plan.settings.preloaded_sub_epochs else stats.num_epochs
-    if trained % plan.partition_epoch:
-        out.append(f"num_epochs={trained} is not a multiple of partition_epoch={plan.partition_epoch}: "
+    if stats.num_epochs % plan.partition_epoch:
+        out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
                    f"the last full epoch is cut short, so entries are scheduled between "
                    f"{summary['passes']['min']} and {summary['passes']['max']} times.")
     num_zero = int(np.count_nonzero(plan.costs == 0))
@@ -309,14 +308,12 @@ def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
 
 
 def _num_epochs_row(s: Dict[str, Any]) -> str:
-    """The report's num_epochs: the planned sub-epochs and full epochs, and, where the plan holds sub-epochs
-    that RETURNN only preloads, the training's own (only whose full epochs may be partial)."""
-    preloaded = s.get("preloaded_sub_epochs", 0)
-    trained = s["num_epochs"] - preloaded
+    """The report's num_epochs: the training's sub-epochs (those the report covers) and full epochs, and the
+    sub-epochs RETURNN only preloads after them, which the plan holds too."""
     text = f"{s['num_epochs']} sub-epochs = {s['num_full_epochs']} full epochs"
-    if preloaded:
-        text += f" (the training's {trained} and {preloaded} preloaded after its last)"
-    return text + ("" if trained % s["partition_epoch"] == 0 else " (last one partial)")
+    text += "" if s["num_epochs"] % s["partition_epoch"] == 0 else " (last one partial)"
+    preloaded = s.get("preloaded_sub_epochs", 0)
+    return text + (f"; the plan also holds the {preloaded} after them that RETURNN preloads" if preloaded else "")
 
 
 def render_report(summary: Mapping[str, Any]) -> str:
