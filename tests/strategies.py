@@ -2,6 +2,15 @@
 
 from hypothesis import strategies as st
 
+#: The quick tier (``-m "not slow"``, set by tests/conftest.py before the test modules are imported) runs every
+#: invariant with a tenth of its examples.
+QUICK = False
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples of a test: ``n``, or a tenth of it (at least 5) in the quick tier."""
+    return max(5, n // 10) if QUICK else n
+
 from i6_shard.core.pure import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES, UNSHARDED_RANK_SEED_STRIDE
 
 # File names with unicode, separators (':' '/'), quotes, backslashes, blanks and newlines;

@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from i6_shard import core
 from i6_shard.cli import main
 from i6_shard.core.io.file_sizes import check_sample_unchanged
@@ -128,6 +130,7 @@ def plan_argv(sizes_file, out, *extra):
     return ["plan", "--sizes", str(sizes_file), "--num-shards", "2", "--partition-epoch", "2", "-o", str(out), *extra]
 
 
+@needs_matplotlib
 def test_a_rerun_without_plot_leaves_no_older_plot(tmp_path, sizes_file, capsys):
     out = tmp_path / "out"
     assert main(plan_argv(sizes_file, out, "--num-epochs", "4")) == 0
@@ -149,6 +152,7 @@ def test_plan_refuses_a_directory_with_other_files(tmp_path, sizes_file, capsys)
     assert os.listdir(out) == ["train.log"]
 
 
+@needs_matplotlib
 def test_demo_reruns_into_its_own_directory_as_one_set(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["demo", "--num-files", "12", "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",

@@ -6,10 +6,13 @@ import os
 import numpy as np
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from i6_shard import core
 from i6_shard.cli import main
 
 
+@needs_matplotlib
 def test_plan_writes_what_write_plan_outputs_writes(tmp_path, sizes_file, capsys):
     path, keys, sizes = sizes_file
     out = tmp_path / "out"
@@ -26,6 +29,7 @@ def test_plan_writes_what_write_plan_outputs_writes(tmp_path, sizes_file, capsys
     assert (out / "report.txt").read_text() in printed
 
 
+@needs_matplotlib
 def test_report_reprints_and_verifies_a_plan_directory(tmp_path, sizes_file, capsys):
     path, _, _ = sizes_file
     out = tmp_path / "out"
@@ -49,6 +53,7 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, sizes_file, capsys):
     assert "python -m i6_shard plan" in capsys.readouterr().err
 
 
+@needs_matplotlib
 def test_demo_prints_the_report_and_writes_the_plot(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--num-files", "60", "--num-shards", "2", "--partition-epoch", "3", "--num-epochs", "6"]) == 0

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from i6_shard.cli import main
 from i6_shard.core.reporting.train_report import write_train_report
 
@@ -27,6 +29,7 @@ def _plan(tmp_path, name):
     return str(out / "plan.npz")
 
 
+@needs_matplotlib
 @pytest.mark.parametrize("name", ["w4_bv33_worker", "w2_balanced"])
 def test_train_report_writes_what_the_core_writes_and_the_files_match_the_plan(tmp_path, capsys, name):
     plan = _plan(tmp_path, name)
@@ -75,6 +78,7 @@ def test_interleaved_stdout_gives_the_same_numbers(tmp_path):
     assert a == b
 
 
+@needs_matplotlib
 def test_errors_are_one_line_and_leave_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["train-report", str(tmp_path / "missing.log"), "-o", str(out)]) == 2
@@ -91,6 +95,7 @@ def test_errors_are_one_line_and_leave_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
+@needs_matplotlib
 def test_a_rerun_replaces_the_whole_directory(tmp_path, capsys):
     """The report directory is one set: a rerun without a plot leaves no plot.png of the earlier run,
     and a directory holding other files is refused before anything is written."""

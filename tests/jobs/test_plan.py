@@ -7,6 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
@@ -39,6 +41,7 @@ def _read(path):
     ({"ranks_per_node": 3, "preload_next_n_sub_epochs": 0, "cached_file": False},
      ["--ranks-per-node", "3", "--preload-next-n-sub-epochs", "0", "--no-cached-file"]),
 ])
+@needs_matplotlib
 def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
     sizes_path = _sizes_file(str(work_dir))
     job = ShardPlanJob(tk.Path(sizes_path), num_shards=4, partition_epoch=3, num_epochs=7, **options)
@@ -64,6 +67,7 @@ def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
         assert not hasattr(job, "out_cache_peak_bytes_per_node") and "cache_peak_bytes_per_node" not in summary
 
 
+@needs_matplotlib
 def test_plan_is_returnns_cut(work_dir):
     """The stored plan gives, per rank and sub-epoch, the bins of RETURNN's own function."""
     from returnn.datasets.distrib_files import DistributeFilesDataset
@@ -84,6 +88,7 @@ def test_plan_is_returnns_cut(work_dir):
                 assert plan.files_for(epoch=epoch, shard_index=rank) == bins[rank * 2 + sub]
 
 
+@needs_matplotlib
 def test_rerun_is_idempotent_and_leaves_no_temp_files(work_dir):
     job = ShardPlanJob(tk.Path(_sizes_file(str(work_dir))), num_shards=2, partition_epoch=2, num_epochs=4)
     run_job(job)
@@ -95,6 +100,7 @@ def test_rerun_is_idempotent_and_leaves_no_temp_files(work_dir):
     assert {"plan.npz", "summary.json", "report.txt", "max_imbalance", "dropped_fraction"} <= set(before)
 
 
+@needs_matplotlib
 def test_too_few_files_fail_clearly_and_write_nothing(work_dir):
     job = ShardPlanJob(tk.Path(_sizes_file(str(work_dir), num_files=10)), num_shards=4, partition_epoch=3,
                        num_epochs=3)

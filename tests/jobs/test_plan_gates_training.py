@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
@@ -39,6 +41,7 @@ def _graph(tmp_path, *, partition_epoch: int, plan: bool = True, v2: bool = True
     return plan_job, dataset, train
 
 
+@needs_matplotlib
 @pytest.mark.parametrize("v2", [True, False])
 def test_the_training_depends_on_the_plan_job(work_dir, monkeypatch, v2):
     from sisyphus import gs
@@ -56,6 +59,7 @@ def test_the_training_depends_on_the_plan_job(work_dir, monkeypatch, v2):
     assert unplanned._sis_id() != train._sis_id() and plan_job.out_plan not in unplanned._sis_inputs
 
 
+@needs_matplotlib
 def test_a_failing_plan_blocks_the_training(work_dir, monkeypatch):
     from sisyphus import gs
 

@@ -43,6 +43,7 @@ def _read(path, mode="rt"):
         return f.read()
 
 
+@pytest.mark.slow
 def test_recipe_example_with_the_real_manager(tmp_path):
     setup_dir = str(tmp_path / "setup")
     shutil.copytree(os.path.join(REPO, "recipe_examples"), setup_dir,

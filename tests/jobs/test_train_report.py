@@ -9,6 +9,8 @@ import shutil
 
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
@@ -53,6 +55,7 @@ def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir
     assert [os.path.basename(p.get_path()) for p in single] == ["returnn.log"]
 
 
+@needs_matplotlib
 def test_outputs_equal_the_cli_on_the_real_logs(work_dir):
     training = _training()
     name = "w2_nofix"

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.returnn_config import config_code, sharded_files_dataset, write_returnn_config
 from i6_shard.returnn_config.sub_epoch import GET_SUB_EPOCH_DATASET
 
@@ -54,7 +56,7 @@ def test_injection_attempts_round_trip_and_do_not_run(tmp_path):
     assert loaded["get_sub_epoch_dataset"](names)["files"] == names
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(names=st.lists(file_names, min_size=1, max_size=6),
        template_value=file_names, partition_epoch=st.integers(1, 3))
 def test_any_file_names_round_trip(tmp_path_factory, names, template_value, partition_epoch):
@@ -74,7 +76,7 @@ def test_any_file_names_round_trip(tmp_path_factory, names, template_value, part
     assert config.typed_value("__debug_dummy_distributed_rank_and_size") == (1, 2)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(trees=st.lists(file_trees(), min_size=1, max_size=4))
 def test_file_trees_round_trip_with_tuples_and_dicts(tmp_path_factory, trees):
     path = tmp_path_factory.mktemp("cfg") / "returnn.config"

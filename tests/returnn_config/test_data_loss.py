@@ -193,6 +193,7 @@ def test_checks_flag_exactly_what_breaks_in_returnn(name, corpora, monkeypatch):
     _check_setup(name, make, expected, corpora, monkeypatch)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SLOW_SETUPS))
 def test_multi_proc_sub_epoch_dataset(name, corpora, monkeypatch):
     make, expected = SLOW_SETUPS[name]

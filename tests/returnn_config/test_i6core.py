@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 pytest.importorskip("sisyphus.job", reason="needs the real Sisyphus: pip install it from its source repository "
                                            "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
 pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
@@ -209,7 +211,7 @@ def _write_and_load(rc, path):
     return config.typed_value("train")
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(names=st.lists(file_names, min_size=2, max_size=5), v2=st.booleans())
 def test_returnn_config_write_round_trips_any_file_name(tmp_path_factory, names, v2):
     train = sharded_files_dataset(names, sub_epoch_dataset={**HDF, "note": names[0]}, partition_epoch=2)

@@ -7,6 +7,7 @@ import functools
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+
 from i6_shard.core import write_file_list
 from i6_shard.returnn_config import find_distribute_files_datasets, read_files, sharded_files_dataset
 from i6_shard.returnn_config.reader import files_kind, is_distribute_files_dataset
@@ -213,6 +214,7 @@ def test_reader_predicts_what_returnn_gives_every_rank(hdf, monkeypatch):
     files, list_file = hdf
     seen = set()
 
+    # Not scaled down in the quick tier: the assertion below needs the examples to reach every sharding mode.
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(setup=returnn_dfd_setups(files=files, list_file=list_file))
     def check(setup):

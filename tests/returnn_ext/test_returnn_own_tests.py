@@ -76,6 +76,7 @@ def _run(tests_dir: str, names: list, tmp_path, *, substitute: bool) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_returnn_dfd_tests_pass_on_the_subclass(tmp_path):
     tests_dir = _sdist_tests_dir()
     names = _dfd_tests(tests_dir)

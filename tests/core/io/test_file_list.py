@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core.io.file_list import normalize_file_tree
 from i6_shard.core import read_file_list, write_file_list
 from i6_shard.core.io.file_list import parse_returnn_py_literal
@@ -60,7 +62,7 @@ def tmpdir_m():
         yield d
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(file_trees(), min_size=1, max_size=6), st.sampled_from([".json", ".py"]))
 def test_json_and_py_lists_read_back_by_returnn(tmpdir_m, trees, ext):
     path = os.path.join(tmpdir_m, "list" + ext)
@@ -74,7 +76,7 @@ def test_json_and_py_lists_read_back_by_returnn(tmpdir_m, trees, ext):
         [distrib_files._get_key_for_file_tree(t) for t in trees]
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(st.lists(odd_names, min_size=1, max_size=4), st.sampled_from([".json", ".py"]))
 def test_names_with_lone_surrogates_survive_json_and_py(tmpdir_m, names, ext):
     path = os.path.join(tmpdir_m, "odd" + ext)
@@ -82,7 +84,7 @@ def test_names_with_lone_surrogates_survive_json_and_py(tmpdir_m, names, ext):
     assert returnn_reads(path) == names == read_file_list(path)
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80))
 @given(st.lists(file_names | odd_names, min_size=1, max_size=5))
 def test_txt_list_holds_exactly_what_returnn_reads_back(tmpdir_m, names):
     """Names the .txt writer accepts come back from RETURNN unchanged; for names it
@@ -111,7 +113,7 @@ def test_txt_with_comments_blank_lines_and_blanks_parses_as_returnn(tmpdir_m):
     assert read_file_list(path) == returnn_reads(path) == ["/data/a.hdf", "/data/b c.hdf", "/data/#c.hdf"]
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(st.lists(st.text(alphabet="ab #\t\r\n é", max_size=8), max_size=8).map("\n".join))
 def test_any_txt_content_reads_as_returnn(tmpdir_m, text):
     path = os.path.join(tmpdir_m, "any.txt")
@@ -120,7 +122,7 @@ def test_any_txt_content_reads_as_returnn(tmpdir_m, text):
     assert read_file_list(path) == returnn_reads(path)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(st.recursive(st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=5),
                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
                     max_leaves=8).map(lambda x: [x]))
@@ -164,7 +166,7 @@ _NUM_CHARS = "+-.0123456789"
 _noise = st.sampled_from(["'", '"', "\\", "[", "]", "{", "}", ",", ":", " ", "#", "(", "N", "x", "\n", "\xff"])
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(_py_text, st.lists(st.tuples(st.integers(0, 10**6), _noise), max_size=2), st.sampled_from(["", " junk", "\n"]))
 def test_py_parser_matches_returnn_on_fuzzed_text(text, noise, tail):
     for pos, ch in noise:

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import FileSizes, MissingFilesError, collect_file_sizes, load_file_sizes, save_file_sizes
 from i6_shard.core.io import file_sizes as file_sizes_mod
 from i6_shard.core.io.npz import save_npz
@@ -103,7 +105,7 @@ def trees_over(leaves):
 
 
 @pytest.mark.parametrize("mode", ["serial", "threads"])
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(data=st.data())
 def test_parity_with_returnn_on_pool_trees(pool, mode, data):
     _, paths = pool
@@ -112,7 +114,7 @@ def test_parity_with_returnn_on_pool_trees(pool, mode, data):
         assert_parity(trees, **kwargs)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(names=st.lists(fs_names, min_size=1, max_size=6, unique=True), data=st.data())
 def test_parity_with_returnn_on_fuzzed_file_names(names, data):
     with tempfile.TemporaryDirectory() as d:
@@ -251,7 +253,7 @@ def test_progress_lines_for_slow_work_and_silence_for_fast_work(pool, mode, capf
 keys_st = st.text(alphabet=st.characters(blacklist_characters="\0"), max_size=10)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(st.tuples(keys_st, st.integers(0, 2**63 - 1)), max_size=20))
 def test_save_load_round_trip_is_exact(pairs):
     fs = FileSizes(keys=[k for k, _ in pairs], sizes=np.array([s for _, s in pairs], dtype=np.int64))

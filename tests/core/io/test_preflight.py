@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard import core
 from i6_shard.core.io.preflight import archive_entry_count, check_key_collisions, check_regular_file, \
     file_list_digest, key_collisions, short_repr
@@ -99,7 +101,7 @@ def _brute_force_collisions(trees):
     return groups
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(file_trees(leaves=st.sampled_from(["a", "b", "a:b", "b:a", ":", "a:", ":b", "c"]), max_leaves=3),
                 min_size=1, max_size=8), st.lists(st.integers(min_value=0, max_value=7), max_size=3))
 def test_key_collisions_equal_returnns_keys(trees, spliced):

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan, distribute_evenly_by_size
 from i6_shard.core.io import lognormal_sizes
 from i6_shard.core.pure import shuffle_order
@@ -46,7 +48,7 @@ sizes_and_bins = st.tuples(
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(sizes_and_bins)
 def test_assign_largest_first_is_exactly_lpt(case):
     sizes, num_bins = case
@@ -54,7 +56,7 @@ def test_assign_largest_first_is_exactly_lpt(case):
     assert got == lpt_reference(sizes, num_bins)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(sizes_and_bins, st.sampled_from([_lpt_heap, _lpt_runs]), st.integers(0, 40))
 def test_both_lpt_loops_are_exactly_lpt_for_any_number_of_bins(case, loop, more_bins):
     # assign_largest_first picks the heap loop below 32 bins and runs above; check both everywhere.
@@ -66,7 +68,7 @@ def test_both_lpt_loops_are_exactly_lpt_for_any_number_of_bins(case, loop, more_
     assert got == [ref[i] for i in by_size]
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(st.floats(-3, 3), min_size=1, max_size=200), st.integers(1, 40))
 def test_never_worse_than_textbook_lpt_on_continuous_sizes(log_sizes, num_bins):
     # Claim: with sizes drawn from a continuous distribution (no equal loads), the result is
@@ -91,7 +93,7 @@ layouts = st.integers(1, 6).flatmap(lambda w: st.integers(1, 5).flatmap(lambda p
               st.lists(st.integers(1, 3), min_size=w * p, max_size=w * p + 20).map(lambda s: [10**9] + s)))))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(layouts)
 def test_distribute_balanced_invariants(case):
     num_shards, partition_epoch, sizes = case
@@ -114,7 +116,7 @@ def test_distribute_balanced_invariants(case):
     assert order.tobytes() == order2.tobytes() and bounds.tobytes() == bounds2.tobytes()
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(layouts)
 def test_groups_are_returnns_cut_unless_too_small(case):
     num_shards, partition_epoch, sizes = case
@@ -132,7 +134,7 @@ def mean_dropped(loads_per_sub_epoch):
     return sum(fracs) / len(fracs)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(layouts)
 def test_never_drops_more_than_lpt_on_returnns_cut(case):
     num_shards, partition_epoch, sizes = case
@@ -162,7 +164,7 @@ def balanced_sub_epoch_loads(sizes, num_shards, partition_epoch):
     return [[bins[r * partition_epoch + s] for r in range(num_shards)] for s in range(partition_epoch)]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(layouts)
 def test_never_drops_more_than_returnns_distribution(case):
     num_shards, partition_epoch, sizes = case
@@ -230,7 +232,7 @@ def test_balanced_beats_returnn_on_skewed_sizes():
     assert bal < 0.02 < ret
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 40), st.integers(0, 3), st.booleans())
 def test_shard_plan_balanced_full_epochs(num_shards, partition_epoch, extra, seed, shard_files):
     num_files = num_shards * partition_epoch + extra

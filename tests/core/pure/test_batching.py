@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core.pure.batching import Batching, file_millisteps, order_variance, predict_dropped, rank_steps, \
     seqs_per_batch_moments, simulate_num_batches
 
@@ -142,7 +144,7 @@ def _misordered(cost, brute, *, margin):
             if brute[i] > brute[j] + margin * max(brute[i], brute[j]) + 1.0 and not cost[i] > cost[j]]
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), batch_size=st.sampled_from([None, 300, 1000, 4000]),
        max_seqs=st.sampled_from([None, 4, 20, 100]))
 def test_steps_cost_orders_files_like_brute_force_batching(seed, batch_size, max_seqs):

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core.pure import PlanSettings, ShardPlan
 from i6_shard.core.pure.cache import (
     DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
@@ -66,7 +68,7 @@ def footprint_cases(draw):
     return ShardPlan(keys, sizes, settings_), draw(node_caches(max_ranks_per_node=kwargs["num_shards"] + 1))
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(footprint_cases())
 def test_footprint_equals_a_brute_force_count_over_the_bins(case):
     plan, node_cache = case
@@ -87,7 +89,7 @@ def test_footprint_equals_a_brute_force_count_over_the_bins(case):
     assert held[epoch - 1][node] == fp.peak_bytes
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(footprint_cases())
 def test_stored_layouts_give_the_same_footprint(case):
     plan, node_cache = case
@@ -211,7 +213,7 @@ def _returnn_held_files(keys, sizes, settings_, *, preload, num_epochs):
     return per_rank
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(num_shards=st.integers(1, 4), partition_epoch=st.integers(1, 3), ranks_per_node=st.integers(1, 3),
        preload=st.integers(0, 2), extra=st.integers(0, 6), seed=st.integers(0, 2**16))
 def test_held_files_are_those_of_the_sub_epoch_datasets_returnn_keeps(num_shards, partition_epoch, ranks_per_node,

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core.pure import PlanSettings, ShardPlan
 from i6_shard.core.pure.compare import compare_plans
 
@@ -69,7 +71,7 @@ def resume_cases(draw):
     return old, new, draw(st.integers(1, 3 * partition_epoch + 1))
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(resume_cases())
 def test_compare_equals_a_brute_force_count_over_files_for(case):
     old, new, resume = case
@@ -144,7 +146,7 @@ def returnn_reads(paths, *, num_shards, partition_epoch, epochs, seed_offset):
     return out
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(partition_epoch=st.integers(2, 4), extra=st.integers(0, 20), seed=st.integers(0, 2**16),
        seed_offset=st.integers(0, 9), data=st.data())
 def test_8_to_6_ranks_agrees_with_what_returnn_reads(partition_epoch, extra, seed, seed_offset, data):

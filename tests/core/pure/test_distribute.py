@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core.pure import check_enough_files, full_epoch_seed, shuffle_order
 from i6_shard.core import distribute_evenly_by_size
 from tests.strategies import file_sizes
@@ -83,14 +85,14 @@ def parity_cases(draw):
     return files, {f"f{i}": s for i, s in enumerate(name_sizes)}, num_bins
 
 
-@settings(max_examples=2500)
+@settings(max_examples=examples(2500))
 @given(parity_cases())
 def test_parity_with_returnn_fuzzed(case):
     files, by_name, num_bins = case
     assert our_bins(files, by_name, num_bins) == returnn_bins(files, by_name, num_bins)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(file_sizes, st.data())
 def test_bins_are_contiguous_nonempty_and_cover_everything(sizes, data):
     num_bins = data.draw(st.integers(1, len(sizes)))
@@ -143,7 +145,7 @@ def test_the_hint_for_too_few_files_works_when_followed(num_files, num_shards, p
             check_enough_files(num_files, num_shards=int(max_w[1]) + 1, partition_epoch=1)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.integers(0, 40), st.integers(0, 2**32 - 1))
 def test_shuffle_order_is_returnn_list_shuffle(num_files, seed):
     files = [f"x{i}" for i in range(num_files)]

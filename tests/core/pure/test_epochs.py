@@ -7,11 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core.pure.epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(
     num_shards=st.integers(1, 4),
     partition_epoch=st.integers(1, 4),

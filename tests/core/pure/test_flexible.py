@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, save_plan
 from i6_shard.core.io import lognormal_sizes
 from i6_shard.core.pure import DISTRIBUTIONS, cut_full_epoch, distribute_evenly_by_size, shuffle_order
@@ -54,7 +56,7 @@ layouts = st.integers(1, 5).flatmap(lambda w: st.integers(1, 4).flatmap(lambda p
     st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9]))))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(layouts)
 def test_invariants_and_never_worse_than_balanced(case):
     num_shards, partition_epoch, sizes, deviation = case
@@ -154,7 +156,7 @@ small_layouts = st.integers(2, 3).flatmap(lambda w: st.integers(1, 3).flatmap(la
                   lambda s: st.integers(0, len(s) - 1).map(lambda i: s[:i] + [15] + s[i + 1:]))))))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(small_layouts)
 def test_each_sub_epochs_smallest_rank_is_within_the_largest_first_bound_of_the_best(case):
     # Stated bound: the smallest rank of every sub-epoch holds at least (3W-1)/(4W-2) of what the
@@ -171,7 +173,7 @@ def test_each_sub_epochs_smallest_rank_is_within_the_largest_first_bound_of_the_
         assert Fraction(min(loads)) >= Fraction(3 * num_shards - 1, 4 * num_shards - 2) * best
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(small_layouts)
 def test_between_the_exact_optimum_and_the_balanced_split(case):
     # The exact optimum over contiguous splits within the size bound can only be better when the
@@ -210,7 +212,7 @@ def test_reaches_the_exact_optimum_on_most_small_inputs():
     assert hits >= 40 and hits > balanced_hits and worst <= Fraction(5, 100), (hits, balanced_hits, float(worst))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=7), st.integers(2, 4))
 def test_the_search_bound_is_an_upper_bound_for_every_assignment(sizes, num_shards):
     # W*U/S with U = min over k of (S - k largest) / (W - k) is never below what the best assignment keeps.
@@ -223,7 +225,7 @@ def test_the_search_bound_is_an_upper_bound_for_every_assignment(sizes, num_shar
 
 # --- helpers against plain references ------------------------------------------------------------------
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.integers(0, 10**15), max_size=30), st.lists(st.integers(0, 10**15), max_size=40),
        st.integers(1, 6))
 def test_running_top_k_is_the_sorted_prefix(initial, seg, k):
@@ -233,7 +235,7 @@ def test_running_top_k_is_the_sorted_prefix(initial, seg, k):
         assert got[:, i].tolist() == expected + [0] * (k - len(expected))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.integers(1, 45))
 def test_most_loaded_is_a_stable_descending_sort(loads, k):
     k = min(k, len(loads))
@@ -241,7 +243,7 @@ def test_most_loaded_is_a_stable_descending_sort(loads, k):
     assert _most_loaded(np.array(loads, dtype=np.int64), k).tolist() == expected
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.integers(0, 100), min_size=2, max_size=40), st.integers(2, 6), st.integers(0, 2**31))
 def test_raising_the_smallest_rank_never_lowers_it_nor_empties_a_rank(sizes, num_shards, seed):
     num_shards = min(num_shards, len(sizes))

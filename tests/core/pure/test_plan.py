@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core.pure import check_layout
 
@@ -33,7 +35,7 @@ def plan_cases(draw):
     return [f"/d/file-{i}.hdf" for i in range(num_files)], sizes, kwargs
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120))
 @given(plan_cases())
 def test_files_for_equals_returnn_over_three_full_epochs(case):
     keys, sizes, kwargs = case
@@ -56,7 +58,7 @@ def test_the_reference_is_returnns_per_rank_seed():
     assert got == [[ShardPlan(keys, sizes, per_rank).files_for(epoch=1, shard_index=r)] for r in range(2)]
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(plan_cases(), st.integers(0, 5))
 def test_each_full_epoch_covers_every_entry_once(case, full):
     keys, sizes, kwargs = case

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core.pure.reads import (
     SubEpochRead,
@@ -37,7 +39,7 @@ def _reads(plan, tags, epochs, *, keep=lambda seqs, rank: seqs):
     return out
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(num_files=st.integers(4, 30), num_shards=st.integers(1, 4), partition_epoch=st.integers(1, 3),
        seed=st.integers(0, 100))
 def test_faithful_reads_pass(num_files, num_shards, partition_epoch, seed):
@@ -49,7 +51,7 @@ def test_faithful_reads_pass(num_files, num_shards, partition_epoch, seed):
     assert check_reads(reads, plan=plan) == []
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(num_shards=st.integers(2, 4), partition_epoch=st.integers(1, 3), seed=st.integers(0, 100))
 def test_double_sharding_is_caught(num_shards, partition_epoch, seed):
     # RETURNN without sharding_fix: the sub-epoch dataset shards its sequences again by rank.

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, save_plan
 from i6_shard.core.pure import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES
 
@@ -79,7 +81,7 @@ def invalid_fields(draw):
     return kwargs, name, draw(st.integers(max_value=-2) | st.integers(min_value=SEED_LIMIT)), ValueError
 
 
-@settings(max_examples=250)
+@settings(max_examples=examples(250))
 @given(invalid_fields())
 def test_every_invalid_field_is_an_error_naming_it_also_in_replace(case):
     kwargs, name, value, error = case
@@ -92,7 +94,7 @@ def test_every_invalid_field_is_an_error_naming_it_also_in_replace(case):
     assert str(in_replace.value) == str(at_construction.value)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(plan_settings_kwargs(), plan_settings_kwargs())
 def test_replace_equals_building_the_settings_anew(kwargs, other):
     changes = {k: v for k, v in other.items() if k in ("num_shards", "partition_epoch", "distribution")}
@@ -114,7 +116,7 @@ def test_the_combined_rule_is_checked_in_replace_too():
 
 # -- numpy scalars ---------------------------------------------------------------------------------
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(plan_settings_kwargs(), st.data())
 def test_numpy_scalars_give_the_same_settings_as_python_ints(kwargs, data):
     as_numpy = dict(kwargs)
@@ -186,7 +188,7 @@ def test_seed_bounds_are_numpys_and_are_checked_before_numpy_sees_them():
 # -- the plan file ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sharding", sorted(SHARDING_MODES))
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(data=st.data())
 def test_settings_survive_the_plan_file_round_trip(sharding, data):
     kwargs = data.draw(plan_settings_kwargs(sharding=sharding, with_num_epochs=True, max_num_shards=3,

@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
+
 from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
 from i6_shard.core.pure import check_layout
 
@@ -20,7 +22,7 @@ def stats_cases(draw):
     return plan, draw(st.integers(1, 3 * partition_epoch + 2))
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120))
 @given(stats_cases())
 def test_stats_equal_brute_force_over_files_for(case):
     plan, num_epochs = case

@@ -14,6 +14,8 @@ import time
 import numpy as np
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from i6_shard import core
 from i6_shard.core.io import atomic
 from i6_shard.core.io.atomic import atomic_dir
@@ -49,6 +51,7 @@ def read_set(out):
     return plan_epochs, summary["settings"]["num_epochs"], report == core.render_report(summary)
 
 
+@needs_matplotlib
 def test_a_rerun_replaces_the_whole_set_and_leaves_no_stale_plot(tmp_path):
     out = tmp_path / "out"
     write_plan_dir(small_plan(6), out, plot=True)

@@ -7,6 +7,8 @@ import os
 import numpy as np
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from i6_shard import core
 from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
 from i6_shard.core.reporting import outputs, plot_plan
@@ -46,6 +48,7 @@ def test_golden_report_and_summary(tmp_path, monkeypatch, name, kwargs):
     assert json.loads(text) == summary
 
 
+@needs_matplotlib
 def test_outputs_are_byte_identical_and_headline_numbers_follow_the_table(tmp_path):
     plan = golden_plan()
     first, paths_a = write_outputs(plan, str(tmp_path / "a"), plot=True)

@@ -11,6 +11,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.deps import needs_matplotlib
+
 from i6_shard import core
 from i6_shard.core.io.file_lengths import load_file_lengths
 from i6_shard.core.io.returnn_log import read_training_logs
@@ -163,6 +165,7 @@ def test_golden_report_of_a_real_4_rank_training():
     check_golden("train_report_w4.txt", render_train_report(summary))
 
 
+@needs_matplotlib
 def test_outputs_are_deterministic_and_nothing_is_written_on_failure(tmp_path):
     name = "w2_nofix"
     plan_path = str(tmp_path / "plan.npz")
