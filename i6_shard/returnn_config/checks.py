@@ -33,6 +33,7 @@ __all__ = [
     "check_returnn_config",
     "check_returnn_version",
     "dataset_problems",
+    "dataset_warnings",
     "parse_returnn_version",
     "returnn_version_of",
     "returnn_version_info",
@@ -148,17 +149,44 @@ def _cause_of_sharding(info: DistributeFilesDatasetInfo) -> str:
 
 
 def _double_sharding_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
-    again = info.sub_epoch_shards_again
-    if again is False:
+    if info.sub_epoch_shards_again is not True:
         return None
-    unknown = "" if again else (" (unless get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which "
-                                "could not be told before RETURNN runs)")
     fix = "set sharding_fix=True (or '_num_shards': 1, '_shard_index': 0 in the sub-epoch dataset dict)"
     if info.sharding_fix is False:
         return (f"{info.name}: sharding_fix=False keeps RETURNN's legacy double sharding (each rank then reads only "
-                f"1/num_shards of its own files, silently){unknown}; {fix}")
+                f"1/num_shards of its own files, silently); {fix}")
+    if info.behavior_version >= 26:
+        return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: the dataset is read in the "
+                f"{info.reading_process}, where behavior_version {info.behavior_version} does not apply "
+                f"(BehaviorVersion.get() is {info.effective_behavior_version} there; RETURNN passes it to DataLoader "
+                "and MultiProcDataset workers only from behavior_version 31 or with "
+                "propagate_behavior_version_to_subprocs=True), so every rank reads only 1/num_shards of its own "
+                f"files; {fix}")
     return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: below behavior_version 26 every rank "
-            f"reads only 1/num_shards of its own files{unknown}; {fix}")
+            f"reads only 1/num_shards of its own files; {fix}")
+
+
+def _double_sharding_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    """The sub-epoch dict could not be told: fine only if get_sub_epoch_dataset sets _num_shards itself."""
+    if info.sub_epoch_shards_again is not None:
+        return None
+    return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix (in the {info.reading_process}, "
+            f"behavior version {info.effective_behavior_version}): the sub-epoch dataset shards again unless "
+            "get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which cannot be told before RETURNN "
+            "runs; confirm with VerifyShardingJob, or set sharding_fix=True")
+
+
+def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
+    """What may lose data in one DistributeFilesDataset but cannot be told before RETURNN runs, or what
+    changes what a rank reads without losing files, each saying how to confirm or change it."""
+    if info.returnn_fails:
+        return []
+    out = [w for w in (_double_sharding_warning(info),) if w]
+    if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
+        out.append(f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
+                   f"inits it with epoch = full epoch, i.e. training epochs 1..{info.partition_epoch} are its "
+                   "epoch 1), not the training's sub-epochs; give its epoch ranges in full epochs")
+    return out
 
 
 def _seed_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
@@ -290,7 +318,7 @@ def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] =
                    "DistributeFilesDataset setups only"], where=name)
     problems = [p for r in records for p in dataset_problems(r)]
     _raise_if(problems, where=name)
-    messages = _reader_warnings(records)
+    messages = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=messages))
 
 
@@ -466,8 +494,9 @@ def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] 
         returnn_version, reason = returnn_version_info(returnn_root)
     version_problems, version_warnings = _version_check(returnn_version, reason=reason)
     _raise_if(problems + version_problems, where="the RETURNN config")
-    loud = _reader_warnings(records) + (version_warnings if returnn_root is not None else [])
-    messages = _reader_warnings(records) + version_warnings
+    dfd_warnings = [w for r in records for w in dataset_warnings(r)]
+    loud = _reader_warnings(records) + dfd_warnings + (version_warnings if returnn_root is not None else [])
+    messages = _reader_warnings(records) + dfd_warnings + version_warnings
     if not records:
         messages.append("no DistributeFilesDataset in the config (train, dev, eval, eval_datasets, or other keys)")
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=loud))
