@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.pure import SEQ_ORDERINGS, check_enough_files
 from ..core.pure.args import check_optional_int
+from ..core.pure.returnn_features import MIN_RETURNN_VERSION, features_missing_before
 from .reader import (
     DistributeFilesDatasetInfo,
     dataset_class_name,
@@ -22,6 +23,7 @@ from .reader import (
 )
 
 __all__ = [
+    "MIN_RETURNN_VERSION",
     "SHARDING_FIX_RETURNN_VERSION",
     "SHARDING_FIX_RETURNN_COMMIT",
     "UNKNOWN_RETURNN_VERSION",
@@ -345,11 +347,12 @@ def parse_returnn_version(version: str) -> Tuple[int, int, int]:
 
 
 def _version_check(returnn_version: Optional[str], *, reason: Optional[str] = None) -> Tuple[List[str], List[str]]:
-    """``(problems, warnings)`` of the sharding_fix version check."""
+    """``(problems, warnings)`` of the version check: RETURNN must have every feature of
+    ``core.pure.returnn_features.RETURNN_FEATURES`` (the subclass checks them again by feature at import)."""
     if returnn_version is None:
         why = reason or "it was not given"
-        return [], [f"the RETURNN version is unknown ({why}), so whether RETURNN has DistributeFilesDataset's "
-                    f"sharding_fix (added in {SHARDING_FIX_RETURNN_VERSION}) was not checked"]
+        return [], [f"the RETURNN version is unknown ({why}), so whether RETURNN has what i6_shard needs "
+                    f"(RETURNN >= {MIN_RETURNN_VERSION}) was not checked"]
     if not isinstance(returnn_version, str):
         raise TypeError(f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give "
                         "RETURNN's version string, e.g. '1.20260611.014531' (returnn.__version__), or None")
@@ -357,28 +360,30 @@ def _version_check(returnn_version: Optional[str], *, reason: Optional[str] = No
     if parsed == parse_returnn_version(UNKNOWN_RETURNN_VERSION):
         return [], [f"RETURNN reports version {returnn_version}, its fallback when it cannot tell its own version "
                     "(no _setup_info_generated.py and no git metadata, e.g. an exported copy), so whether it has "
-                    "DistributeFilesDataset's sharding_fix was not checked"]
-    if parsed < parse_returnn_version(SHARDING_FIX_RETURNN_VERSION):
+                    f"what i6_shard needs (RETURNN >= {MIN_RETURNN_VERSION}) was not checked here; the dataset "
+                    "checks it by feature when RETURNN imports it"]
+    missing = features_missing_before(".".join(map(str, parsed)))
+    if missing:
         return [
-            f"RETURNN {returnn_version} predates DistributeFilesDataset's sharding_fix option "
-            f"(added in {SHARDING_FIX_RETURNN_VERSION}, commit {SHARDING_FIX_RETURNN_COMMIT[:12]}); "
-            "the dataset would fail with an unexpected keyword argument: update RETURNN"
+            f"RETURNN {returnn_version} predates what i6_shard needs: {'; '.join(missing)}; install RETURNN >= "
+            f"{MIN_RETURNN_VERSION} (pip install -U 'returnn>={MIN_RETURNN_VERSION}', or a checkout of that date "
+            "or later)"
         ], []
     return [], []
 
 
 def check_returnn_version(returnn_version: Optional[str], *, reason: Optional[str] = None) -> CheckResult:
-    """Raise if a known RETURNN version is too old for ``sharding_fix``. An unknown version (None, or
+    """Raise if a known RETURNN version predates a feature i6_shard needs. An unknown version (None, or
     RETURNN's fallback ``"1.0.0"``) passes with a warning in the result saying that the check was
     skipped and why (``reason``: why it is None, e.g. from :func:`returnn_version_info`).
 
     >>> check_returnn_version("1.0.0").warnings[0][:60]
     'RETURNN reports version 1.0.0, its fallback when it cannot t'
-    >>> check_returnn_version("1.20250101.000000")
+    >>> check_returnn_version("1.20260822.041010")
     Traceback (most recent call last):
     ...
     i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in the RETURNN version:
-      - RETURNN 1.20250101.000000 predates DistributeFilesDataset's sharding_fix option (added in 1.20260611.014531, commit 7803cb188f22); the dataset would fail with an unexpected keyword argument: update RETURNN
+      - RETURNN 1.20260822.041010 predates what i6_shard needs: DistributeFilesDataset's use_worker_proc option; Dataset.get_default_kwargs_train (the train dataset's _num_shards/_shard_index); returnn.datasets.basic._get_distributed_rank_and_size; the config's dataset_random_seed_offset (Dataset._get_default_random_seed_offset); install RETURNN >= 1.20261022.211313 (pip install -U 'returnn>=1.20261022.211313', or a checkout of that date or later)
     """
     problems, messages = _version_check(returnn_version, reason=reason)
     _raise_if(problems, where="the RETURNN version")

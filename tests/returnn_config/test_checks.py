@@ -18,7 +18,7 @@ from i6_shard.returnn_config import (
     sharded_files_dataset,
 )
 from i6_shard.returnn_config import ConfigCheckWarning, returnn_version_info
-from i6_shard.returnn_config.checks import SHARDING_FIX_RETURNN_COMMIT
+from i6_shard.returnn_config.checks import MIN_RETURNN_VERSION, SHARDING_FIX_RETURNN_COMMIT
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 #: Environment variable naming a git clone of RETURNN with its full history (normal or bare).
@@ -172,13 +172,18 @@ def test_returnn_config_checks_every_dfd_in_it():
 
 
 def test_version_boundary():
+    """The minimum is set by the features i6_shard uses, the newest of which came after sharding_fix."""
     assert parse_returnn_version(SHARDING_FIX_RETURNN_VERSION) == (1, 20260611, 14531)
-    check_returnn_version(SHARDING_FIX_RETURNN_VERSION)
+    check_returnn_version(MIN_RETURNN_VERSION)
     check_returnn_version("1.20261022.211313+git.a6e5adc")
     check_returnn_version(None)
-    check_returnn_version("1.20260611.014531+git.7803cb1")  # the commit that added sharding_fix, as pip names it
-    for older in ("1.20260611.014530", "1.20260610.235959+git.0000000", "1.20250101.000000"):
-        with pytest.raises(ConfigCheckError, match="predates DistributeFilesDataset's sharding_fix"):
+    for older, missing in (("1.20260822.041010", "Dataset.get_default_kwargs_train"),  # a checkout of 2026-08
+                           ("1.20261022.211312", "_get_distributed_rank_and_size"),
+                           ("1.20260611.014531+git.7803cb1", "dataset_random_seed_offset"),
+                           ("1.20260610.235959+git.0000000", "sharding_fix option"),
+                           ("1.20250101.000000", "use_worker_proc")):
+        with pytest.raises(ConfigCheckError, match=f"predates what i6_shard needs: .*{missing}.*install RETURNN >= "
+                                                   f"{MIN_RETURNN_VERSION}"):
             check_returnn_version(older)
     with pytest.raises(ValueError, match="not of the form 1.YYYYMMDD.HHMMSS"):
         check_returnn_version("latest")
@@ -272,7 +277,7 @@ def test_returnn_without_readable_version_skips_the_check_and_says_why(tmp_path)
     assert version is None and "no git metadata" in reason, reason
     with pytest.warns(ConfigCheckWarning, match="the RETURNN version is unknown .*no git metadata.*was not checked"):
         result = check_returnn_config({}, returnn_root=str(root))
-    assert any("sharding_fix" in w and "not checked" in w for w in result.warnings)
+    assert any(MIN_RETURNN_VERSION in w and "not checked" in w for w in result.warnings)
     assert returnn_version_of(str(root)) is None
     # Given, but unreadable: the check says so too (a warning, not an error).
     assert "returnn_root" in returnn_version_info(str(tmp_path / "nope"))[1]
