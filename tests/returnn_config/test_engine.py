@@ -55,3 +55,50 @@ def test_multi_proc_dedicated_around_a_dfd_crashes_in_returnn_and_is_rejected(co
     with pytest.raises(ConfigCheckError, match=message) as info:
         check_returnn_config(seq_order, num_ranks=2)
     assert "use sharding_method='dedicated'" not in str(info.value)
+
+
+@pytest.mark.parametrize("multi_epoch", [1, 2])
+def test_multi_epoch_dataset_remaps_the_dfd_epochs(corpus, monkeypatch, multi_epoch):
+    """Training epoch 1 reads the DFD's epochs 1..multi_epoch: the plan's epochs are not the training's."""
+    from returnn.config import global_config_ctx
+
+    from i6_shard.returnn_ext import verify
+
+    config = {"backend": "torch", "torch_distributed": {}, "train": {
+        "class": "MultiEpochDataset", "multi_epoch": multi_epoch, "random_seed_offset": 0,
+        "dataset": sharded_files_dataset(list(corpus), sub_epoch_dataset=HDF, partition_epoch=2,
+                                         use_worker_proc=False)}}
+    (record,) = find_distribute_files_datasets(config, num_ranks=2)
+    with returnn_process(monkeypatch):
+        dataset, returnn_config = build_train(config, rank=0, num_ranks=2)
+        with global_config_ctx(returnn_config):
+            read_tags(dataset, 1)
+            dfd_epoch = verify._locate(dataset, record.key_path[1:]).epoch
+            dataset.finish_epoch(free_resources=True)
+    assert dfd_epoch == multi_epoch == record.epoch_multiplier
+    assert (record.plan_problem() is None) is (multi_epoch == 1)
+
+
+def test_the_sub_epoch_dataset_sees_full_epochs(corpus, monkeypatch):
+    """DistributeFilesDataset inits its sub-epoch dataset with epoch = full epoch + 1, which is what an
+    epoch_wise_filter there counts in."""
+    from returnn.config import global_config_ctx
+
+    config = {"backend": "torch", "torch_distributed": {}, "train": sharded_files_dataset(
+        list(corpus), sub_epoch_dataset=HDF, partition_epoch=2, use_worker_proc=False)}
+    seen = []
+    with returnn_process(monkeypatch):
+        dataset, returnn_config = build_train(config, rank=0, num_ranks=2)
+        with global_config_ctx(returnn_config):
+            for epoch in (1, 2, 3):
+                dataset.init_seq_order(epoch=epoch)
+                seen.append(dataset._workers[epoch].dataset.epoch)
+            dataset.finish_epoch(free_resources=True)
+    assert seen == [1, 1, 2]  # training epochs 1, 2 are the sub-epoch dataset's epoch 1
+    ogg = {"class": "OggZipDataset", "seq_ordering": "random", "epoch_wise_filter": {(1, 1): {"max_mean_len": 9}}}
+    config["train"] = sharded_files_dataset(list(corpus), sub_epoch_dataset=ogg, files_key="path", partition_epoch=2)
+    (record,) = find_distribute_files_datasets(config, num_ranks=2)
+    assert record.sub_epoch_epoch_wise_filter
+    from i6_shard.returnn_config.checks import dataset_warnings
+
+    assert any("epoch_wise_filter, which sees full epochs" in w for w in dataset_warnings(record))
