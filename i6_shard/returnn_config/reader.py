@@ -21,6 +21,7 @@ __all__ = [
     "DistributeFilesDatasetInfo",
     "SeedRule",
     "ShardRule",
+    "SyncRule",
     "find_distribute_files_datasets",
     "is_distribute_files_dataset",
     "dataset_class_name",
@@ -122,6 +123,81 @@ class ShardRule:
 
 
 @dataclass(frozen=True)
+class SyncRule:
+    """How the torch ranks synchronize, as ``returnn.torch.distributed.DistributedContext.__init__`` reads
+    ``torch_distributed``: ``reduce_type`` ``"grad"`` (DistributedDataParallel, the default),
+    ``"grad_explicit"``, ``"param"`` (params averaged every ``param_sync_step`` steps) or ``sync`` levels.
+    The engine's control sync (``Engine.train_epoch``, ``control_sync_levels``) ends the epoch of a group
+    when one of its ranks runs out, at that group's syncs only: under grad sync in every step; under a
+    param level a rank that runs out stops, and the others go on to their next sync
+    (``DistributedContext.step_after_epoch`` then evens out the checkpoint state).
+
+    :ivar reduce_type: ``"grad"``, ``"grad_explicit"``, ``"param"`` or ``"sync"`` (``sync`` levels given)
+    :ivar levels: ``((group, type, every), ...)``, inner to outer, as ``_parse_sync_levels`` gets them
+        (empty for ``"grad"``: DistributedDataParallel syncs every step)
+    :ivar sync_complete_frac: the option, or its default ``behavior_version >= 33``
+    :ivar sync_at_epoch_end: the option, or its default ``behavior_version >= 38``
+    """
+
+    reduce_type: str = "grad"
+    levels: Tuple[Tuple[Any, str, int], ...] = ()
+    sync_complete_frac: bool = False
+    sync_at_epoch_end: bool = False
+
+    @property
+    def ranks_stop_together(self) -> bool:
+        """Whether every rank ends the epoch in the step in which the first runs out (a world grad sync
+        in every step), rather than at its group's next param sync."""
+        if self.reduce_type in ("grad", "grad_explicit"):
+            return True
+        return bool(self.levels) and self.levels[0][1] == "grad" and self.levels[0][0] == "world"
+
+    @property
+    def param_sync_every(self) -> Optional[int]:
+        """Steps between the outermost param syncs (None: no param level)."""
+        every = [e for _, kind, e in self.levels if kind == "param"]
+        return every[-1] if every else None
+
+
+def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
+    """``DistributedContext.__init__``'s reading of the sync options (None: no torch_distributed).
+
+    >>> _sync_rule({"reduce_type": "param", "param_sync_step": 100}, behavior_version=24).levels
+    (('world', 'param', 100),)
+    """
+    if not isinstance(opts, Mapping):
+        return None
+    reduce_type, spec = opts.get("reduce_type"), opts.get("sync")
+    if spec is not None:
+        if reduce_type is not None:
+            raise ValueError(f"torch_distributed: sync and reduce_type={reduce_type!r} are exclusive; give one")
+        if not isinstance(spec, (list, tuple)) or not spec or not all(isinstance(x, Mapping) for x in spec):
+            raise TypeError(f"torch_distributed sync={spec!r} must be a non-empty list of level dicts, e.g. "
+                            "[{'group': 'node', 'type': 'grad'}, {'group': 'world', 'type': 'param', 'every': 100}]")
+        reduce_type = "sync"
+        levels = tuple((x.get("group"), x.get("type"), x.get("every", 1)) for x in spec)
+    else:
+        reduce_type = reduce_type or "grad"
+        if reduce_type == "param":
+            step = opts.get("param_sync_step")
+            if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+                raise ValueError(f"torch_distributed reduce_type 'param' needs param_sync_step as a positive int, "
+                                 f"got {step!r}")
+            levels = (("world", "param", step),)
+        elif reduce_type == "grad_explicit":
+            levels = (("world", "grad", 1),)
+        elif reduce_type == "grad":
+            levels = ()
+        else:
+            raise ValueError(f"torch_distributed reduce_type={reduce_type!r}; RETURNN takes 'grad', 'grad_explicit' "
+                             "or 'param'")
+    complete, at_end = opts.get("sync_complete_frac"), opts.get("sync_at_epoch_end")
+    return SyncRule(reduce_type=reduce_type, levels=levels,
+                    sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),
+                    sync_at_epoch_end=behavior_version >= 38 if at_end is None else bool(at_end))
+
+
+@dataclass(frozen=True)
 class DistributeFilesDatasetInfo:
     """One DistributeFilesDataset of a config or dataset dict, as RETURNN would build it.
 
@@ -162,6 +238,7 @@ class DistributeFilesDatasetInfo:
         (from i6_shard's template, or the user function's dict for the first file)
     :ivar sub_epoch_cache_manager: the sub-epoch dataset copies its files with ``use_cache_manager``
     :ivar sub_epoch_epoch_wise_filter: the sub-epoch dataset has an ``epoch_wise_filter``
+    :ivar sync: how the torch ranks synchronize (:class:`SyncRule`; None: not torch distributed)
     """
 
     key_path: Tuple[Any, ...]
@@ -194,6 +271,7 @@ class DistributeFilesDatasetInfo:
     sub_epoch_constant_files: Tuple[str, ...] = ()
     sub_epoch_cache_manager: bool = False
     sub_epoch_epoch_wise_filter: bool = False
+    sync: Optional[SyncRule] = None
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -470,6 +548,7 @@ class _Context:
     #: the behavior version, and the process, where the torch engine reads its datasets
     loader_behavior_version: int = 0
     loader_process: str = "main process"
+    sync: Optional[SyncRule] = None
 
     @classmethod
     def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
@@ -500,7 +579,8 @@ class _Context:
                    behavior_version=behavior_version, batching=config.get("batching"),
                    loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
                    num_ranks=num_ranks, propagate_behavior_version=propagate,
-                   loader_behavior_version=loader_bv, loader_process=loader_process)
+                   loader_behavior_version=loader_bv, loader_process=loader_process,
+                   sync=_sync_rule(torch_opts, behavior_version=behavior_version))
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
         """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
@@ -809,7 +889,7 @@ def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
         batch_slicing=ctx.distributed == "horovod" and ctx.dataset_distribution == "shard" and given.role == "train",
         returnn_fails=fails, num_ranks=ctx.num_ranks, notes=tuple(notes),
         process_behavior_version=given.behavior_version, reading_process=given.process,
-        epoch_multiplier=given.epoch_multiplier,
+        epoch_multiplier=given.epoch_multiplier, sync=ctx.sync,
         sub_epoch_constant_files=tuple(sorted({f for path, v in sub_entries if path[-1] in _FILE_KEYS
                                                for f in _string_leaves(v) if f not in bin_files})),
         sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),

@@ -314,3 +314,39 @@ def test_where_the_engine_reads_the_dataset():
     assert read(behavior_version=31, propagate_behavior_version_to_subprocs=False).effective_behavior_version == 0
     (other,) = find_distribute_files_datasets({"behavior_version": 26, "my_data": dict(DFD)})
     assert other.effective_behavior_version == 26 and other.reading_process == "main process"
+
+
+def test_sync_modes():
+    def sync(**opts):
+        return find_distribute_files_datasets({"torch_distributed": opts, "behavior_version": 33,
+                                               "train": dict(DFD)}, num_ranks=2)[0].sync
+
+    assert sync().ranks_stop_together and sync().param_sync_every is None and sync().sync_complete_frac
+    param = sync(reduce_type="param", param_sync_step=100)
+    assert (param.levels, param.ranks_stop_together, param.param_sync_every) == ((("world", "param", 100),), False, 100)
+    assert not param.sync_at_epoch_end and sync(reduce_type="param", param_sync_step=1, sync_at_epoch_end=True) \
+        .sync_at_epoch_end
+    levels = sync(sync=[{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 50}])
+    assert (levels.reduce_type, levels.ranks_stop_together, levels.param_sync_every) == ("sync", False, 50)
+    assert sync(reduce_type="grad_explicit").ranks_stop_together
+    with pytest.raises(ValueError, match="param_sync_step as a positive int"):
+        sync(reduce_type="param")
+    assert find_distribute_files_datasets({"train": dict(DFD)})[0].sync is None
+
+
+def test_sync_rule_follows_returnn(monkeypatch):
+    """The levels the reader records are the ones RETURNN's DistributedContext parses (rank 0 of 1)."""
+    pytest.importorskip("torch", reason="RETURNN's DistributedContext needs torch: pip install torch")
+    import returnn.torch.distributed as distributed
+
+    from i6_shard.returnn_ext import verify
+
+    for opts in ({}, {"reduce_type": "param", "param_sync_step": 7}, {"reduce_type": "grad_explicit"},
+                 {"sync": [{"group": "world", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}):
+        monkeypatch.setenv(verify._TORCH_INIT_INFO_ENV, repr({"rank": 0, "size": 1, "hostnames": None}))
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+        ctx = distributed.DistributedContext(dict(opts))
+        rule = find_distribute_files_datasets({"torch_distributed": opts, "train": dict(DFD)}, num_ranks=1)[0].sync
+        assert [(lv.sync_type, lv.every) for lv in ctx._sync_levels] == [(t, e) for _, t, e in rule.levels], opts
+        assert ctx._reduce_type == rule.reduce_type
