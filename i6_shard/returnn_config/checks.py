@@ -16,6 +16,7 @@ from ..core.pure.args import check_optional_int
 from ..core.pure.returnn_features import MIN_RETURNN_VERSION, features_missing_before
 from .reader import (
     DistributeFilesDatasetInfo,
+    _flatten_with_path,
     dataset_class_name,
     find_distribute_files_datasets,
     is_distribute_files_dataset,
@@ -91,18 +92,6 @@ def _warn(messages: List[str], *, loud: List[str]) -> Tuple[str, ...]:
 
 
 # --- the sub-epoch dataset (DistributeFilesDataset._get_sub_dataset_dict) ---------------------
-
-
-def _flatten_with_path(value: Any, path: Tuple[Any, ...] = ()):
-    """(key path, value) of every dict entry in nested dicts/lists/tuples, like RETURNN's
-    ``tree.flatten_with_path`` over the sub-dataset dict."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield path + (k,), v
-            yield from _flatten_with_path(v, path + (k,))
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _flatten_with_path(v, path + (i,))
 
 
 def _sub_epoch_problems(template: Mapping[str, Any]) -> List[str]:
