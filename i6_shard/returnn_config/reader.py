@@ -22,6 +22,7 @@ __all__ = [
     "SeedRule",
     "ShardRule",
     "SyncRule",
+    "EngineBatching",
     "find_distribute_files_datasets",
     "is_distribute_files_dataset",
     "dataset_class_name",
@@ -159,6 +160,59 @@ class SyncRule:
         return every[-1] if every else None
 
 
+@dataclass(frozen=True)
+class EngineBatching:
+    """How the torch engine batches the train data, as ``Engine.__init__`` (``min_seq_length``,
+    ``max_seq_length``: ``LenFilterDataPipe`` drops sequences), ``Engine._create_data_loader``
+    (``chunking``, ``online_shuffle_batches``), ``get_batching_iterable_dataset_from_config`` (``batch_size``
+    or ``batch_size_train``, ``max_seqs``, ``packed_batch_size``, a custom ``torch_batching``) and
+    ``Engine.train_epoch`` (``accum_grad_multiple_step``: an optimizer update, and a param sync count, every
+    N steps) read them. None: not set.
+    """
+
+    batch_size: Any = None
+    max_seqs: Any = None
+    min_seq_length: Any = None
+    max_seq_length: Any = None
+    packed_batch_size: Any = None
+    torch_batching: Any = None
+    chunking: Any = None
+    online_shuffle_batches: Any = None
+    accum_grad_multiple_step: Any = None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> "EngineBatching":
+        def train(key):
+            return config.get(f"{key}_train", config.get(key))
+
+        return cls(batch_size=train("batch_size"), max_seqs=config.get("max_seqs"),
+                   min_seq_length=config.get("min_seq_length"), max_seq_length=config.get("max_seq_length"),
+                   packed_batch_size=train("packed_batch_size"), torch_batching=config.get("torch_batching"),
+                   chunking=config.get("chunking"), online_shuffle_batches=config.get("online_shuffle_batches"),
+                   accum_grad_multiple_step=config.get("accum_grad_multiple_step"))
+
+    def unmodelled(self) -> List[str]:
+        """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
+        kept, one update per step) does not cover here.
+
+        >>> EngineBatching(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2).unmodelled()
+        ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
+        """
+        out = []
+        for key in ("min_seq_length", "max_seq_length"):
+            if getattr(self, key) is not None:
+                out.append(f"{key}={getattr(self, key)!r} drops sequences")
+        for key, what in (("packed_batch_size", "packed batches"), ("torch_batching", "custom batching"),
+                          ("chunking", "chunks instead of sequences")):
+            if getattr(self, key) is not None:
+                out.append(f"{key}={getattr(self, key)!r} ({what})")
+        accum = self.accum_grad_multiple_step
+        if accum not in (None, 1):
+            out.append(f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
+                       if isinstance(accum, int) else f"accum_grad_multiple_step={accum!r} (a callable)")
+        return out
+
+
 def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
     """``DistributedContext.__init__``'s reading of the sync options (None: no torch_distributed).
 
@@ -239,6 +293,7 @@ class DistributeFilesDatasetInfo:
     :ivar sub_epoch_cache_manager: the sub-epoch dataset copies its files with ``use_cache_manager``
     :ivar sub_epoch_epoch_wise_filter: the sub-epoch dataset has an ``epoch_wise_filter``
     :ivar sync: how the torch ranks synchronize (:class:`SyncRule`; None: not torch distributed)
+    :ivar engine_batching: how the torch engine batches and filters the train data (:class:`EngineBatching`)
     """
 
     key_path: Tuple[Any, ...]
@@ -272,6 +327,7 @@ class DistributeFilesDatasetInfo:
     sub_epoch_cache_manager: bool = False
     sub_epoch_epoch_wise_filter: bool = False
     sync: Optional[SyncRule] = None
+    engine_batching: EngineBatching = EngineBatching()
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -313,6 +369,16 @@ class DistributeFilesDatasetInfo:
     def same_seed_on_all_ranks(self) -> bool:
         """Whether every rank shuffles the files with the same seed."""
         return self.fixed_random_seed is not None or self.seed.rank_stride == 0 or not self.shuffles
+
+    def prediction_gaps(self) -> List[str]:
+        """What the step and drop prediction does not model for this dataset: the engine's batching
+        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose
+        ``seq_ordering`` is not random (laplace or sorted orders batch differently)."""
+        out = self.engine_batching.unmodelled() if self.role == "train" else []
+        orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
+        if orders and not str(orders[0]).startswith("random"):
+            out.append(f"the sub-epoch dataset's seq_ordering={orders[0]!r} (not random)")
+        return out
 
     @property
     def effective_behavior_version(self) -> int:
@@ -549,6 +615,7 @@ class _Context:
     loader_behavior_version: int = 0
     loader_process: str = "main process"
     sync: Optional[SyncRule] = None
+    engine_batching: EngineBatching = EngineBatching()
 
     @classmethod
     def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
@@ -580,7 +647,8 @@ class _Context:
                    loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
                    num_ranks=num_ranks, propagate_behavior_version=propagate,
                    loader_behavior_version=loader_bv, loader_process=loader_process,
-                   sync=_sync_rule(torch_opts, behavior_version=behavior_version))
+                   sync=_sync_rule(torch_opts, behavior_version=behavior_version),
+                   engine_batching=EngineBatching.of(config))
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
         """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
@@ -889,7 +957,7 @@ def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
         batch_slicing=ctx.distributed == "horovod" and ctx.dataset_distribution == "shard" and given.role == "train",
         returnn_fails=fails, num_ranks=ctx.num_ranks, notes=tuple(notes),
         process_behavior_version=given.behavior_version, reading_process=given.process,
-        epoch_multiplier=given.epoch_multiplier, sync=ctx.sync,
+        epoch_multiplier=given.epoch_multiplier, sync=ctx.sync, engine_batching=ctx.engine_batching,
         sub_epoch_constant_files=tuple(sorted({f for path, v in sub_entries if path[-1] in _FILE_KEYS
                                                for f in _string_leaves(v) if f not in bin_files})),
         sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),

@@ -350,3 +350,15 @@ def test_sync_rule_follows_returnn(monkeypatch):
         rule = find_distribute_files_datasets({"torch_distributed": opts, "train": dict(DFD)}, num_ranks=1)[0].sync
         assert [(lv.sync_type, lv.every) for lv in ctx._sync_levels] == [(t, e) for _, t, e in rule.levels], opts
         assert ctx._reduce_type == rule.reduce_type
+
+
+def test_what_the_prediction_does_not_model():
+    config = {"torch_distributed": {}, "batch_size": 2000, "max_seqs": 20, "train": dict(DFD)}
+    (record,) = find_distribute_files_datasets(config, num_ranks=2)
+    assert record.engine_batching.batch_size == 2000 and record.prediction_gaps() == []
+    laplace = dict(DFD, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch, seq_ordering="laplace:.100"))
+    (record,) = find_distribute_files_datasets({**config, "max_seq_length": {"data": 800}, "accum_grad_multiple_step": 2,
+                                                "batch_size_train": 5000, "train": laplace}, num_ranks=2)
+    assert record.engine_batching.batch_size == 5000
+    gaps = record.prediction_gaps()
+    assert len(gaps) == 3 and "max_seq_length" in gaps[0] and "every 2 steps" in gaps[1] and "laplace" in gaps[2]
