@@ -13,8 +13,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.pure import SEQ_ORDERINGS, check_enough_files
 from ..core.pure.args import check_optional_int
+from ..core.pure.returnn_features import MIN_RETURNN_VERSION, features_missing_before
 from .reader import (
     DistributeFilesDatasetInfo,
+    _flatten_with_path,
     dataset_class_name,
     find_distribute_files_datasets,
     is_distribute_files_dataset,
@@ -22,6 +24,7 @@ from .reader import (
 )
 
 __all__ = [
+    "MIN_RETURNN_VERSION",
     "SHARDING_FIX_RETURNN_VERSION",
     "SHARDING_FIX_RETURNN_COMMIT",
     "UNKNOWN_RETURNN_VERSION",
@@ -33,6 +36,7 @@ __all__ = [
     "check_returnn_config",
     "check_returnn_version",
     "dataset_problems",
+    "dataset_warnings",
     "parse_returnn_version",
     "returnn_version_of",
     "returnn_version_info",
@@ -90,18 +94,6 @@ def _warn(messages: List[str], *, loud: List[str]) -> Tuple[str, ...]:
 # --- the sub-epoch dataset (DistributeFilesDataset._get_sub_dataset_dict) ---------------------
 
 
-def _flatten_with_path(value: Any, path: Tuple[Any, ...] = ()):
-    """(key path, value) of every dict entry in nested dicts/lists/tuples, like RETURNN's
-    ``tree.flatten_with_path`` over the sub-dataset dict."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield path + (k,), v
-            yield from _flatten_with_path(v, path + (k,))
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _flatten_with_path(v, path + (i,))
-
-
 def _sub_epoch_problems(template: Mapping[str, Any]) -> List[str]:
     problems = []
     entries = list(_flatten_with_path(dict(template)))
@@ -148,17 +140,44 @@ def _cause_of_sharding(info: DistributeFilesDatasetInfo) -> str:
 
 
 def _double_sharding_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
-    again = info.sub_epoch_shards_again
-    if again is False:
+    if info.sub_epoch_shards_again is not True:
         return None
-    unknown = "" if again else (" (unless get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which "
-                                "could not be told before RETURNN runs)")
     fix = "set sharding_fix=True (or '_num_shards': 1, '_shard_index': 0 in the sub-epoch dataset dict)"
     if info.sharding_fix is False:
         return (f"{info.name}: sharding_fix=False keeps RETURNN's legacy double sharding (each rank then reads only "
-                f"1/num_shards of its own files, silently){unknown}; {fix}")
+                f"1/num_shards of its own files, silently); {fix}")
+    if info.behavior_version >= 26:
+        return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: the dataset is read in the "
+                f"{info.reading_process}, where behavior_version {info.behavior_version} does not apply "
+                f"(BehaviorVersion.get() is {info.effective_behavior_version} there; RETURNN passes it to DataLoader "
+                "and MultiProcDataset workers only from behavior_version 31 or with "
+                "propagate_behavior_version_to_subprocs=True), so every rank reads only 1/num_shards of its own "
+                f"files; {fix}")
     return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: below behavior_version 26 every rank "
-            f"reads only 1/num_shards of its own files{unknown}; {fix}")
+            f"reads only 1/num_shards of its own files; {fix}")
+
+
+def _double_sharding_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    """The sub-epoch dict could not be told: fine only if get_sub_epoch_dataset sets _num_shards itself."""
+    if info.sub_epoch_shards_again is not None:
+        return None
+    return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix (in the {info.reading_process}, "
+            f"behavior version {info.effective_behavior_version}): the sub-epoch dataset shards again unless "
+            "get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which cannot be told before RETURNN "
+            "runs; confirm with VerifyShardingJob, or set sharding_fix=True")
+
+
+def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
+    """What may lose data in one DistributeFilesDataset but cannot be told before RETURNN runs, or what
+    changes what a rank reads without losing files, each saying how to confirm or change it."""
+    if info.returnn_fails:
+        return []
+    out = [w for w in (_double_sharding_warning(info),) if w]
+    if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
+        out.append(f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
+                   f"inits it with epoch = full epoch, i.e. training epochs 1..{info.partition_epoch} are its "
+                   "epoch 1), not the training's sub-epochs; give its epoch ranges in full epochs")
+    return out
 
 
 def _seed_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
@@ -290,7 +309,7 @@ def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] =
                    "DistributeFilesDataset setups only"], where=name)
     problems = [p for r in records for p in dataset_problems(r)]
     _raise_if(problems, where=name)
-    messages = _reader_warnings(records)
+    messages = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=messages))
 
 
@@ -317,11 +336,12 @@ def parse_returnn_version(version: str) -> Tuple[int, int, int]:
 
 
 def _version_check(returnn_version: Optional[str], *, reason: Optional[str] = None) -> Tuple[List[str], List[str]]:
-    """``(problems, warnings)`` of the sharding_fix version check."""
+    """``(problems, warnings)`` of the version check: RETURNN must have every feature of
+    ``core.pure.returnn_features.RETURNN_FEATURES`` (the subclass checks them again by feature at import)."""
     if returnn_version is None:
         why = reason or "it was not given"
-        return [], [f"the RETURNN version is unknown ({why}), so whether RETURNN has DistributeFilesDataset's "
-                    f"sharding_fix (added in {SHARDING_FIX_RETURNN_VERSION}) was not checked"]
+        return [], [f"the RETURNN version is unknown ({why}), so whether RETURNN has what i6_shard needs "
+                    f"(RETURNN >= {MIN_RETURNN_VERSION}) was not checked"]
     if not isinstance(returnn_version, str):
         raise TypeError(f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give "
                         "RETURNN's version string, e.g. '1.20260611.014531' (returnn.__version__), or None")
@@ -329,28 +349,30 @@ def _version_check(returnn_version: Optional[str], *, reason: Optional[str] = No
     if parsed == parse_returnn_version(UNKNOWN_RETURNN_VERSION):
         return [], [f"RETURNN reports version {returnn_version}, its fallback when it cannot tell its own version "
                     "(no _setup_info_generated.py and no git metadata, e.g. an exported copy), so whether it has "
-                    "DistributeFilesDataset's sharding_fix was not checked"]
-    if parsed < parse_returnn_version(SHARDING_FIX_RETURNN_VERSION):
+                    f"what i6_shard needs (RETURNN >= {MIN_RETURNN_VERSION}) was not checked here; the dataset "
+                    "checks it by feature when RETURNN imports it"]
+    missing = features_missing_before(".".join(map(str, parsed)))
+    if missing:
         return [
-            f"RETURNN {returnn_version} predates DistributeFilesDataset's sharding_fix option "
-            f"(added in {SHARDING_FIX_RETURNN_VERSION}, commit {SHARDING_FIX_RETURNN_COMMIT[:12]}); "
-            "the dataset would fail with an unexpected keyword argument: update RETURNN"
+            f"RETURNN {returnn_version} predates what i6_shard needs: {'; '.join(missing)}; install RETURNN >= "
+            f"{MIN_RETURNN_VERSION} (pip install -U 'returnn>={MIN_RETURNN_VERSION}', or a checkout of that date "
+            "or later)"
         ], []
     return [], []
 
 
 def check_returnn_version(returnn_version: Optional[str], *, reason: Optional[str] = None) -> CheckResult:
-    """Raise if a known RETURNN version is too old for ``sharding_fix``. An unknown version (None, or
+    """Raise if a known RETURNN version predates a feature i6_shard needs. An unknown version (None, or
     RETURNN's fallback ``"1.0.0"``) passes with a warning in the result saying that the check was
     skipped and why (``reason``: why it is None, e.g. from :func:`returnn_version_info`).
 
     >>> check_returnn_version("1.0.0").warnings[0][:60]
     'RETURNN reports version 1.0.0, its fallback when it cannot t'
-    >>> check_returnn_version("1.20250101.000000")
+    >>> check_returnn_version("1.20260822.041010")
     Traceback (most recent call last):
     ...
     i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in the RETURNN version:
-      - RETURNN 1.20250101.000000 predates DistributeFilesDataset's sharding_fix option (added in 1.20260611.014531, commit 7803cb188f22); the dataset would fail with an unexpected keyword argument: update RETURNN
+      - RETURNN 1.20260822.041010 predates what i6_shard needs: DistributeFilesDataset's use_worker_proc option; Dataset.get_default_kwargs_train (the train dataset's _num_shards/_shard_index); returnn.datasets.basic._get_distributed_rank_and_size; the config's dataset_random_seed_offset (Dataset._get_default_random_seed_offset); install RETURNN >= 1.20261022.211313 (pip install -U 'returnn>=1.20261022.211313', or a checkout of that date or later)
     """
     problems, messages = _version_check(returnn_version, reason=reason)
     _raise_if(problems, where="the RETURNN version")
@@ -466,8 +488,9 @@ def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] 
         returnn_version, reason = returnn_version_info(returnn_root)
     version_problems, version_warnings = _version_check(returnn_version, reason=reason)
     _raise_if(problems + version_problems, where="the RETURNN config")
-    loud = _reader_warnings(records) + (version_warnings if returnn_root is not None else [])
-    messages = _reader_warnings(records) + version_warnings
+    dfd_warnings = [w for r in records for w in dataset_warnings(r)]
+    loud = _reader_warnings(records) + dfd_warnings + (version_warnings if returnn_root is not None else [])
+    messages = _reader_warnings(records) + dfd_warnings + version_warnings
     if not records:
         messages.append("no DistributeFilesDataset in the config (train, dev, eval, eval_datasets, or other keys)")
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=loud))

@@ -22,6 +22,8 @@ __all__ = [
     "DistributeFilesDatasetInfo",
     "SeedRule",
     "ShardRule",
+    "SyncRule",
+    "EngineBatching",
     "find_distribute_files_datasets",
     "is_distribute_files_dataset",
     "dataset_class_name",
@@ -123,6 +125,134 @@ class ShardRule:
 
 
 @dataclass(frozen=True)
+class SyncRule:
+    """How the torch ranks synchronize, as ``returnn.torch.distributed.DistributedContext.__init__`` reads
+    ``torch_distributed``: ``reduce_type`` ``"grad"`` (DistributedDataParallel, the default),
+    ``"grad_explicit"``, ``"param"`` (params averaged every ``param_sync_step`` steps) or ``sync`` levels.
+    The engine's control sync (``Engine.train_epoch``, ``control_sync_levels``) ends the epoch of a group
+    when one of its ranks runs out, at that group's syncs only: under grad sync in every step; under a
+    param level a rank that runs out stops, and the others go on to their next sync
+    (``DistributedContext.step_after_epoch`` then evens out the checkpoint state).
+
+    :ivar reduce_type: ``"grad"``, ``"grad_explicit"``, ``"param"`` or ``"sync"`` (``sync`` levels given)
+    :ivar levels: ``((group, type, every), ...)``, inner to outer, as ``_parse_sync_levels`` gets them
+        (empty for ``"grad"``: DistributedDataParallel syncs every step)
+    :ivar sync_complete_frac: the option, or its default ``behavior_version >= 33``
+    :ivar sync_at_epoch_end: the option, or its default ``behavior_version >= 38``
+    """
+
+    reduce_type: str = "grad"
+    levels: Tuple[Tuple[Any, str, int], ...] = ()
+    sync_complete_frac: bool = False
+    sync_at_epoch_end: bool = False
+
+    @property
+    def ranks_stop_together(self) -> bool:
+        """Whether every rank ends the epoch in the step in which the first runs out (a world grad sync
+        in every step), rather than at its group's next param sync."""
+        if self.reduce_type in ("grad", "grad_explicit"):
+            return True
+        return bool(self.levels) and self.levels[0][1] == "grad" and self.levels[0][0] == "world"
+
+    @property
+    def param_sync_every(self) -> Optional[int]:
+        """Steps between the outermost param syncs (None: no param level)."""
+        every = [e for _, kind, e in self.levels if kind == "param"]
+        return every[-1] if every else None
+
+
+@dataclass(frozen=True)
+class EngineBatching:
+    """How the torch engine batches the train data, as ``Engine.__init__`` (``min_seq_length``,
+    ``max_seq_length``: ``LenFilterDataPipe`` drops sequences), ``Engine._create_data_loader``
+    (``chunking``, ``online_shuffle_batches``), ``get_batching_iterable_dataset_from_config`` (``batch_size``
+    or ``batch_size_train``, ``max_seqs``, ``packed_batch_size``, a custom ``torch_batching``) and
+    ``Engine.train_epoch`` (``accum_grad_multiple_step``: an optimizer update, and a param sync count, every
+    N steps) read them. None: not set.
+    """
+
+    batch_size: Any = None
+    max_seqs: Any = None
+    min_seq_length: Any = None
+    max_seq_length: Any = None
+    packed_batch_size: Any = None
+    torch_batching: Any = None
+    chunking: Any = None
+    online_shuffle_batches: Any = None
+    accum_grad_multiple_step: Any = None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> "EngineBatching":
+        def train(key):
+            return config.get(f"{key}_train", config.get(key))
+
+        return cls(batch_size=train("batch_size"), max_seqs=config.get("max_seqs"),
+                   min_seq_length=config.get("min_seq_length"), max_seq_length=config.get("max_seq_length"),
+                   packed_batch_size=train("packed_batch_size"), torch_batching=config.get("torch_batching"),
+                   chunking=config.get("chunking"), online_shuffle_batches=config.get("online_shuffle_batches"),
+                   accum_grad_multiple_step=config.get("accum_grad_multiple_step"))
+
+    def unmodelled(self) -> List[str]:
+        """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
+        kept, one update per step) does not cover here.
+
+        >>> EngineBatching(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2).unmodelled()
+        ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
+        """
+        out = []
+        for key in ("min_seq_length", "max_seq_length"):
+            if getattr(self, key) is not None:
+                out.append(f"{key}={getattr(self, key)!r} drops sequences")
+        for key, what in (("packed_batch_size", "packed batches"), ("torch_batching", "custom batching"),
+                          ("chunking", "chunks instead of sequences")):
+            if getattr(self, key) is not None:
+                out.append(f"{key}={getattr(self, key)!r} ({what})")
+        accum = self.accum_grad_multiple_step
+        if accum not in (None, 1):
+            out.append(f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
+                       if isinstance(accum, int) else f"accum_grad_multiple_step={accum!r} (a callable)")
+        return out
+
+
+def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
+    """``DistributedContext.__init__``'s reading of the sync options (None: no torch_distributed).
+
+    >>> _sync_rule({"reduce_type": "param", "param_sync_step": 100}, behavior_version=24).levels
+    (('world', 'param', 100),)
+    """
+    if not isinstance(opts, Mapping):
+        return None
+    reduce_type, spec = opts.get("reduce_type"), opts.get("sync")
+    if spec is not None:
+        if reduce_type is not None:
+            raise ValueError(f"torch_distributed: sync and reduce_type={reduce_type!r} are exclusive; give one")
+        if not isinstance(spec, (list, tuple)) or not spec or not all(isinstance(x, Mapping) for x in spec):
+            raise TypeError(f"torch_distributed sync={spec!r} must be a non-empty list of level dicts, e.g. "
+                            "[{'group': 'node', 'type': 'grad'}, {'group': 'world', 'type': 'param', 'every': 100}]")
+        reduce_type = "sync"
+        levels = tuple((x.get("group"), x.get("type"), x.get("every", 1)) for x in spec)
+    else:
+        reduce_type = reduce_type or "grad"
+        if reduce_type == "param":
+            step = opts.get("param_sync_step")
+            if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+                raise ValueError(f"torch_distributed reduce_type 'param' needs param_sync_step as a positive int, "
+                                 f"got {step!r}")
+            levels = (("world", "param", step),)
+        elif reduce_type == "grad_explicit":
+            levels = (("world", "grad", 1),)
+        elif reduce_type == "grad":
+            levels = ()
+        else:
+            raise ValueError(f"torch_distributed reduce_type={reduce_type!r}; RETURNN takes 'grad', 'grad_explicit' "
+                             "or 'param'")
+    complete, at_end = opts.get("sync_complete_frac"), opts.get("sync_at_epoch_end")
+    return SyncRule(reduce_type=reduce_type, levels=levels,
+                    sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),
+                    sync_at_epoch_end=behavior_version >= 38 if at_end is None else bool(at_end))
+
+
+@dataclass(frozen=True)
 class DistributeFilesDatasetInfo:
     """One DistributeFilesDataset of a config or dataset dict, as RETURNN would build it.
 
@@ -154,6 +284,17 @@ class DistributeFilesDatasetInfo:
     :ivar returnn_fails: why RETURNN would fail on this setup (None if it would not)
     :ivar num_ranks: the number of ranks it was read for (None: not given)
     :ivar notes: what the reader could not look into
+    :ivar process_behavior_version: the behavior version RETURNN's code sees in the process that reads this
+        dataset (None: the config's): 0 in a torch DataLoader worker or MultiProcDataset worker that RETURNN
+        does not hand it to (see :func:`_worker_behavior_version`)
+    :ivar reading_process: where the dataset is read, e.g. ``"main process"`` or ``"DataLoader worker"``
+    :ivar epoch_multiplier: the dataset's epochs per training epoch (``MultiEpochDataset``'s ``multi_epoch``)
+    :ivar sub_epoch_constant_files: files the sub-epoch dataset reads in every sub-epoch besides the bin's
+        (from i6_shard's template, or the user function's dict for the first file)
+    :ivar sub_epoch_cache_manager: the sub-epoch dataset copies its files with ``use_cache_manager``
+    :ivar sub_epoch_epoch_wise_filter: the sub-epoch dataset has an ``epoch_wise_filter``
+    :ivar sync: how the torch ranks synchronize (:class:`SyncRule`; None: not torch distributed)
+    :ivar engine_batching: how the torch engine batches and filters the train data (:class:`EngineBatching`)
     """
 
     key_path: Tuple[Any, ...]
@@ -180,6 +321,14 @@ class DistributeFilesDatasetInfo:
     returnn_fails: Optional[str]
     num_ranks: Optional[int]
     notes: Tuple[str, ...] = ()
+    process_behavior_version: Optional[int] = None
+    reading_process: str = "main process"
+    epoch_multiplier: int = 1
+    sub_epoch_constant_files: Tuple[str, ...] = ()
+    sub_epoch_cache_manager: bool = False
+    sub_epoch_epoch_wise_filter: bool = False
+    sync: Optional[SyncRule] = None
+    engine_batching: EngineBatching = EngineBatching()
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -222,16 +371,32 @@ class DistributeFilesDatasetInfo:
         """Whether every rank shuffles the files with the same seed."""
         return self.fixed_random_seed is not None or self.seed.rank_stride == 0 or not self.shuffles
 
+    def prediction_gaps(self) -> List[str]:
+        """What the step and drop prediction does not model for this dataset: the engine's batching
+        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose
+        ``seq_ordering`` is not random (laplace or sorted orders batch differently)."""
+        out = self.engine_batching.unmodelled() if self.role == "train" else []
+        orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
+        if orders and not str(orders[0]).startswith("random"):
+            out.append(f"the sub-epoch dataset's seq_ordering={orders[0]!r} (not random)")
+        return out
+
+    @property
+    def effective_behavior_version(self) -> int:
+        """The behavior version where RETURNN reads this dataset (see ``process_behavior_version``)."""
+        return self.behavior_version if self.process_behavior_version is None else self.process_behavior_version
+
     @property
     def sub_epoch_shards_again(self) -> Optional[bool]:
         """Whether the sub-epoch dataset shards its sequences again (RETURNN's legacy double sharding),
-        as ``DistributeFilesDataset._get_sub_dataset_dict`` decides: only if this dataset has
-        ``_num_shards > 1``, the sub-epoch dict sets no ``_num_shards``/``_shard_index`` itself, and
-        the fix is off (``sharding_fix=False``, or None below ``behavior_version`` 26). None: unknown
-        (the sub-epoch dict could not be told and the fix is off)."""
+        as ``DistributeFilesDataset._get_sub_dataset_dict`` decides in the process that reads the dataset:
+        only if this dataset has ``_num_shards > 1``, the sub-epoch dict sets no ``_num_shards``/
+        ``_shard_index`` itself, and the fix is off (``sharding_fix=False``, or None while
+        ``BehaviorVersion.get() < 26`` there, e.g. in a DataLoader worker below behavior_version 31).
+        None: unknown (the sub-epoch dict could not be told and the fix is off)."""
         if not self.shards.more_than_one(self.num_ranks if self.distributed else 1):
             return False
-        if self.sharding_fix is True or (self.sharding_fix is None and self.behavior_version >= 26):
+        if self.sharding_fix is True or (self.sharding_fix is None and self.effective_behavior_version >= 26):
             return False
         if self.sub_epoch_explicit_shards is None:
             return None
@@ -275,6 +440,10 @@ class DistributeFilesDatasetInfo:
         """Why no ``ShardPlan`` describes what the ranks read (None if one does)."""
         if self.returnn_fails:
             return f"RETURNN would fail: {self.returnn_fails}"
+        if self.epoch_multiplier != 1:
+            return (f"a MultiEpochDataset with multi_epoch={self.epoch_multiplier} reads this dataset's epochs "
+                    f"(e-1)*{self.epoch_multiplier}+1 .. e*{self.epoch_multiplier} in training epoch e, so the "
+                    "plan's epochs are not the training's; use multi_epoch=1 or no MultiEpochDataset")
         if self.shards.shards_per_rank != 1:
             return (f"each rank splits its part over {self.shards.shards_per_rank} instances (MultiProcDataset "
                     "'dedicated' workers or DataLoader workers); a ShardPlan has one instance per rank")
@@ -445,6 +614,13 @@ class _Context:
     batching: Optional[str]
     loader_workers: int
     num_ranks: Optional[int]
+    #: ``propagate_behavior_version_to_subprocs`` as the config sets it (None: RETURNN's default)
+    propagate_behavior_version: Optional[bool] = None
+    #: the behavior version, and the process, where the torch engine reads its datasets
+    loader_behavior_version: int = 0
+    loader_process: str = "main process"
+    sync: Optional[SyncRule] = None
+    engine_batching: EngineBatching = EngineBatching()
 
     @classmethod
     def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
@@ -467,10 +643,17 @@ class _Context:
         behavior_version = config.get("behavior_version")
         behavior_version = behavior_version if isinstance(behavior_version, int) else 0
         torch = distributed == "torch" or config.get("backend") == "torch"
+        propagate = config.get("propagate_behavior_version_to_subprocs")
+        propagate = None if propagate is None else _is_true(propagate)
+        loader_bv, loader_process = _loader_behavior_version(
+            config, behavior_version=behavior_version, torch=torch, propagate=propagate)
         return cls(distributed=distributed, dataset_distribution=dist, base_offset=base,
                    behavior_version=behavior_version, batching=config.get("batching"),
                    loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
-                   num_ranks=num_ranks)
+                   num_ranks=num_ranks, propagate_behavior_version=propagate,
+                   loader_behavior_version=loader_bv, loader_process=loader_process,
+                   sync=_sync_rule(torch_opts, behavior_version=behavior_version),
+                   engine_batching=EngineBatching.of(config))
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
         """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
@@ -502,6 +685,49 @@ def _is_true(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"))
 
 
+def _worker_behavior_version(behavior_version: int, *, propagate: Optional[bool]) -> int:
+    """The behavior version in a subprocess that RETURNN starts with ``SubProcCopyGlobalConfigPreInitFunc``
+    (torch DataLoader workers, MultiProcDataset workers): its ``__init__`` passes the parent's on only
+    with the config's ``propagate_behavior_version_to_subprocs``, by default only from behavior_version 31;
+    otherwise the worker has a fresh ``BehaviorVersion``, whose ``get()`` is 0.
+
+    >>> [_worker_behavior_version(v, propagate=None) for v in (26, 30, 31)], _worker_behavior_version(26, propagate=True)
+    ([0, 0, 31], 26)
+    """
+    if propagate is None:
+        propagate = behavior_version >= 31
+    return behavior_version if propagate else 0
+
+
+def _loader_behavior_version(config: Mapping[str, Any], *, behavior_version: int, torch: bool,
+                             propagate: Optional[bool]) -> Tuple[int, str]:
+    """``(behavior version, process)`` where the torch engine reads a dataset, as
+    ``returnn.torch.data.pipeline.create_data_loader_from_batches`` sets up the DataLoader: in
+    ``num_workers`` worker processes (default 1; 0: the main process), started by default with
+    ``NonDaemonicSpawnContext(process_pre_init_func=SubProcCopyGlobalConfigPreInitFunc())`` (see
+    :func:`_worker_behavior_version`); a ``"fork"`` context inherits the main process's state, any
+    other context starts a fresh process without it.
+
+    >>> _loader_behavior_version({"torch_dataloader_opts": {"num_workers": 0}}, behavior_version=26, torch=True,
+    ...                          propagate=None)
+    (26, 'main process (torch_dataloader_opts num_workers=0)')
+    """
+    if not torch:
+        return behavior_version, "main process"
+    opts = config.get("torch_dataloader_opts") or {}
+    opts = opts if isinstance(opts, Mapping) else {}
+    if not opts.get("num_workers", 1):
+        return behavior_version, "main process (torch_dataloader_opts num_workers=0)"
+    context = opts.get("multiprocessing_context", "spawn_non_daemonic")
+    if context == "fork":
+        return behavior_version, "torch DataLoader worker (forked: it inherits the behavior version)"
+    if context == "spawn_non_daemonic":
+        version = _worker_behavior_version(behavior_version, propagate=propagate)
+        how = "which gets it" if version == behavior_version else "which RETURNN does not give it below 31"
+        return version, f"torch DataLoader worker ({how})"
+    return 0, f"torch DataLoader worker (multiprocessing_context={context!r}: a fresh process without it)"
+
+
 def _loader_shard_workers(config: Mapping[str, Any], *, behavior_version: int, torch: bool) -> int:
     """DataLoader workers that each read their own shard of the train dataset:
     ``ReturnnDatasetIterDataPipe.reset`` shards over ``num_workers`` when it is > 1 and
@@ -529,6 +755,9 @@ class _Given:
     wrappers: Tuple[str, ...]
     role: str
     fails: Optional[str] = None
+    behavior_version: Optional[int] = None  # where it is built (None: the config's)
+    process: str = "main process"
+    epoch_multiplier: int = 1
 
 
 def _own_seed(dataset: Mapping[str, Any], given: _Given, ctx: _Context, *, custom_sharding: bool,
@@ -582,8 +811,15 @@ def _walk(dataset: Any, path: Tuple[Any, ...], given: _Given, ctx: _Context,
     if not fails and name in _SHARDING_UNSUPPORTED and shards.more_than_one(ctx.num_ranks if ctx.distributed else 1):
         fails = (f"{name} does not support sharding, but gets _num_shards > 1 (from {shards.source}); "
                  "RETURNN asserts in init_seq_order")
+    bv, process, multiplier = given.behavior_version, given.process, given.epoch_multiplier
+    if name == "MultiProcDataset":  # its workers: NonDaemonicSpawnContext(SubProcCopyGlobalConfigPreInitFunc())
+        bv = _worker_behavior_version(ctx.behavior_version if bv is None else bv, propagate=ctx.propagate_behavior_version)
+        process = "MultiProcDataset worker"
+    elif name == "MultiEpochDataset":  # MultiEpochDataset.init_seq_order: inner epochs (e-1)*M+1 .. e*M
+        multi_epoch = dataset.get("multi_epoch")
+        multiplier *= multi_epoch if isinstance(multi_epoch, int) and multi_epoch > 0 else 1
     base = _Given(defaults={}, seed=child_seed, shards=child_shards, wrappers=given.wrappers + (name,),
-                  role=given.role, fails=fails)
+                  role=given.role, fails=fails, behavior_version=bv, process=process, epoch_multiplier=multiplier)
     for child_path, child, fails, child_defaults, workers in _children(dataset, name, path, shards, ctx):
         _walk(child, child_path, dataclasses.replace(
             base, defaults=child_defaults, shards=base.shards.with_workers(workers), fails=base.fails or fails),
@@ -614,10 +850,21 @@ def _children(dataset: Mapping[str, Any], name: str, path: Tuple[Any, ...], shar
         # each worker its own shard, "seq_order" hands seq orders to the workers.
         defaults = {k: v for k, v in dataset.items() if k not in _MULTI_PROC_OWN + _INHERITED}
         method = dataset.get("sharding_method", "seq_order")
-        fails = None if method == "dedicated" else (
-            "MultiProcDataset's sharding_method 'seq_order' needs get_current_seq_order, which "
-            "DistributeFilesDataset does not implement; use sharding_method='dedicated'")
-        workers = dataset.get("num_workers", 1) if method == "dedicated" else 1
+        num_workers = dataset.get("num_workers", 1)
+        instead = ("put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or "
+                   "load in parallel with torch_dataloader_opts num_workers")
+        fails = None
+        if method != "dedicated":
+            fails = ("MultiProcDataset's sharding_method 'seq_order' needs get_current_seq_order, which "
+                     f"DistributeFilesDataset does not implement; {instead}")
+        elif not isinstance(num_workers, int) or num_workers > 1:
+            # MultiProcDataset._collect_single_seq takes seq i from worker i % num_workers, so every worker
+            # must hold as many seqs as the others (+-1); with its own bins of files, each holds what they hold.
+            fails = (f"MultiProcDataset's sharding_method 'dedicated' with num_workers={num_workers!r} gives each "
+                     "worker its own files (_num_shards x num_workers) but takes the sequences round-robin "
+                     "(_collect_single_seq: seq i from worker i % num_workers), so it gets a None sequence mid-epoch "
+                     f"once a worker's files hold fewer sequences than the others'; {instead}")
+        workers = num_workers if method == "dedicated" else 1
         yield path + ("dataset",), dataset.get("dataset"), fails, defaults, workers if isinstance(workers, int) else 1
     elif name == "PostprocessingDataset":
         yield (path + ("dataset",), dataset.get("dataset"),
@@ -701,6 +948,8 @@ def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
         fails = f"files={files!r} is neither a list, a callable, nor a .txt/.json/.py list file"
     sub = _sub_epoch_dataset(dataset, notes)
     explicit = None if sub is None else ("_num_shards" in sub or "_shard_index" in sub)
+    sub_entries = list(_flatten_with_path(sub)) if sub is not None else []
+    bin_files = set(_string_leaves(files[0])) if kind == "inline" and files and _sub_from_user_function(dataset) else set()
     fixed_seed = opts.get("fixed_random_seed")
     return DistributeFilesDatasetInfo(
         key_path=path, dataset=dataset, class_name=dataset_class_name(dataset.get("class")) or "?",
@@ -711,7 +960,47 @@ def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
         sharding_fix=sharding_fix, behavior_version=ctx.behavior_version, sub_epoch_dataset=sub,
         sub_epoch_explicit_shards=explicit,
         batch_slicing=ctx.distributed == "horovod" and ctx.dataset_distribution == "shard" and given.role == "train",
-        returnn_fails=fails, num_ranks=ctx.num_ranks, notes=tuple(notes))
+        returnn_fails=fails, num_ranks=ctx.num_ranks, notes=tuple(notes),
+        process_behavior_version=given.behavior_version, reading_process=given.process,
+        epoch_multiplier=given.epoch_multiplier, sync=ctx.sync, engine_batching=ctx.engine_batching,
+        sub_epoch_constant_files=tuple(sorted({f for path, v in sub_entries if path[-1] in _FILE_KEYS
+                                               for f in _string_leaves(v) if f not in bin_files})),
+        sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),
+        sub_epoch_epoch_wise_filter=any(path[-1] == "epoch_wise_filter" and v for path, v in sub_entries))
+
+
+#: Options of RETURNN datasets that name the files they read.
+_FILE_KEYS = ("files", "file", "path", "filename")
+
+
+def _sub_from_user_function(dataset: Mapping[str, Any]) -> bool:
+    """Whether the sub-epoch dict came from a user function called with the first file (not a template)."""
+    return sub_epoch_partial(dataset.get("get_sub_epoch_dataset")) is None
+
+
+def _flatten_with_path(value: Any, path: Tuple[Any, ...] = ()) -> Iterator[Tuple[Tuple[Any, ...], Any]]:
+    """(key path, value) of every dict entry in nested dicts/lists/tuples, like ``tree.flatten_with_path``."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield path + (k,), v
+            yield from _flatten_with_path(v, path + (k,))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _flatten_with_path(v, path + (i,))
+
+
+def _string_leaves(value: Any) -> Iterator[str]:
+    """The file names in a file tree or file option (str, PathLike, Sisyphus path, nested lists/dicts)."""
+    if isinstance(value, (str, os.PathLike)):
+        yield os.fspath(value)
+    elif callable(getattr(value, "get_path", None)):
+        yield str(value.get_path())
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _string_leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _string_leaves(v)
 
 
 def _top_level(key: str, dataset: Mapping[str, Any], ctx: _Context, *, role: str) -> _Given:
@@ -724,7 +1013,8 @@ def _top_level(key: str, dataset: Mapping[str, Any], ctx: _Context, *, role: str
         shards = ShardRule(per_rank=True, source="dataset_distribution shard")
     if role == "eval" and key in ("dev", "eval"):
         defaults["seq_ordering"] = _EVAL_SEQ_ORDERING
-    return _Given(defaults=defaults, seed=None, shards=shards, wrappers=(), role=role)
+    return _Given(defaults=defaults, seed=None, shards=shards, wrappers=(), role=role,
+                  behavior_version=ctx.loader_behavior_version, process=ctx.loader_process)
 
 
 def find_distribute_files_datasets(config_or_dataset_dict: Mapping[str, Any], *, num_ranks: Optional[int] = None,
@@ -767,8 +1057,9 @@ def find_distribute_files_datasets(config_or_dataset_dict: Mapping[str, Any], *,
             _walk(value, (key,), _top_level(key, value, ctx, role=role), ctx, out)
         elif key == "eval_datasets" and isinstance(value, Mapping):
             for name, sub in value.items():  # torch Engine: init_dataset(opts, default_kwargs={"name": ...})
-                _walk(sub, (key, name), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="eval"), ctx,
-                      out)
+                _walk(sub, (key, name), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="eval",
+                                               behavior_version=ctx.loader_behavior_version,
+                                               process=ctx.loader_process), ctx, out)
         elif isinstance(key, str) and isinstance(value, Mapping) and "class" in value:
             _walk(value, (key,), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="other"), ctx, out)
     return out

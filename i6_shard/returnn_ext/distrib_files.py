@@ -11,7 +11,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-import returnn
+from i6_shard.returnn_ext.version import require_returnn_features
+
+require_returnn_features()  # one clear error for an older RETURNN, before the imports below fail bare
+
+import returnn  # noqa: E402
 from returnn.datasets import distrib_files as _returnn_distrib_files
 from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree

@@ -1,8 +1,9 @@
 """Runs inside a RETURNN Python for VerifyShardingJob: builds the train dataset as rank r of W, the way
 RETURNN's ``__main__.load_data`` does (``__debug_dummy_distributed_rank_and_size``, and RETURNN's own
 torch DistributedContext for rank r), reads the given sub-epochs of its DistributeFilesDataset (found by
-the reader, also inside wrappers) and records per sub-epoch the files RETURNN chose and the tags it
-delivered, as JSON."""
+the reader, also inside wrappers) the way the engine reads them (under the torch backend: through the
+engine's DataLoader and its worker processes) and records per sub-epoch the files RETURNN chose and the
+tags it delivered, as JSON."""
 
 from __future__ import annotations
 
@@ -195,6 +196,49 @@ def _read_tags(dataset) -> List[str]:
     return tags
 
 
+def _uses_torch_engine(config) -> bool:
+    return config.value("backend", None) == "torch" or config.typed_value("torch_distributed") is not None
+
+
+class _EngineReader:
+    """Reads a dataset the way RETURNN's torch ``Engine._create_data_loader`` does, up to the batching:
+    ``ReturnnDatasetIterDataPipe`` with the engine's ``ReturnnDatasetResetMpSharedEpochCallback`` (the
+    epoch through a manager value), one sequence per batch, and ``create_data_loader_from_batches`` with
+    the config's ``torch_dataloader_opts``: by default one persistent DataLoader worker process, started
+    with what RETURNN hands it (the global config; the behavior version only from 31), where the dataset
+    runs ``init_seq_order`` and its sub-epoch datasets. Length filters and chunking are left out: they
+    drop or split sequences the dataset delivered."""
+
+    def __init__(self, dataset, config):
+        import sys as _sys
+
+        import torch.multiprocessing
+        from returnn.torch.data import pipeline, returnn_dataset_wrapper
+
+        self._manager = torch.multiprocessing.Manager()
+        self._epoch = self._manager.Value("i", 0)
+        reset = returnn_dataset_wrapper.ReturnnDatasetResetMpSharedEpochCallback(dataset=dataset,
+                                                                                 epoch_mp_shared=self._epoch)
+        wrapped = returnn_dataset_wrapper.ReturnnDatasetIterDataPipe(
+            dataset, reset_callback=reset, shard_workers=config.typed_value("torch_dataloader_shard_workers", None))
+        batches = pipeline.BatchingIterDataPipe(wrapped, batch_size=_sys.maxsize, max_seqs=1)
+        self.loader = pipeline.create_data_loader_from_batches(batches, config.typed_value("torch_dataloader_opts")
+                                                               or {})
+
+    def read_tags(self, epoch: int) -> List[str]:
+        self._epoch.value = epoch
+        tags = []
+        for batch in self.loader:
+            tags.extend(str(t) for t in batch["seq_tag"].reshape(-1))
+        return tags
+
+    def close(self) -> None:
+        from returnn.torch.data.pipeline import shutdown_data_loader
+
+        shutdown_data_loader(self.loader)
+        self._manager.shutdown()
+
+
 def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: int, epochs: Sequence[int],
                 config_key: str = "train", key_path: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
     """Read ``epochs`` as rank ``rank`` of ``num_shards``: the dataset is built as RETURNN builds its
@@ -232,21 +276,33 @@ def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: 
         deviation = getattr(dataset, "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
         if deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:  # as plan files: only when not the default
             settings["max_sub_epoch_deviation"] = float(deviation)
+        # Under the torch backend the engine reads the data in its DataLoader worker(s): so do we. The files
+        # come from this process's copy, which draws the same ones (the worker's copy has them in its process).
+        engine = _EngineReader(dataset, config) if _uses_torch_engine(config) else None
         sub_epochs = []
-        for epoch in epochs:
-            start = time.monotonic()
-            dataset.init_seq_order(epoch=epoch)
-            p = dataset.partition_epoch
-            files = dataset._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]
-            tags = _read_tags(dataset)
-            sub_epochs.append({"epoch": int(epoch), "files": [_get_key_for_file_tree(t) for t in files],
-                               "seq_tags": tags})
-            dataset.finish_epoch()
-            print(f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
-                  f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)", flush=True)
+        try:
+            for epoch in epochs:
+                start = time.monotonic()
+                dataset.init_seq_order(epoch=epoch)
+                p = dataset.partition_epoch
+                files = dataset._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]
+                if engine is None:
+                    tags = _read_tags(dataset)
+                else:
+                    dataset.finish_epoch(free_resources=True)
+                    tags = engine.read_tags(epoch)
+                sub_epochs.append({"epoch": int(epoch), "files": [_get_key_for_file_tree(t) for t in files],
+                                   "seq_tags": tags})
+                dataset.finish_epoch()
+                print(f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
+                      f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)", flush=True)
+        finally:
+            if engine is not None:
+                engine.close()
         top.finish_epoch(free_resources=True)
     return {"format_version": RECORD_FORMAT_VERSION, "rank": rank, "num_shards": num_shards,
-            "settings": settings, "sub_epochs": sub_epochs}
+            "read_by": "torch DataLoader" if engine is not None else "the dataset", "settings": settings,
+            "sub_epochs": sub_epochs}
 
 
 def record_reference(dataset_dict: Dict[str, Any], config, *, config_key: str = "train",

@@ -56,9 +56,10 @@ def bound(template: Dict[str, Any], **kwargs) -> functools.partial:
 
 
 @contextlib.contextmanager
-def returnn_process(monkeypatch, *, behavior_version=None):
+def returnn_process(monkeypatch, *, behavior_version=None, behavior_version_state=None):
     """Undo what building datasets as several ranks changes in this process: the environment the
-    rank is simulated with, RETURNN's cached torch DistributedContext and its behavior version."""
+    rank is simulated with, RETURNN's cached torch DistributedContext and its behavior version
+    (``behavior_version_state``: ``(version, min_version)`` as :func:`engine_behavior_version` gives it)."""
     import returnn.torch.distributed as distributed
     from returnn.util.basic import BehaviorVersion
 
@@ -69,6 +70,9 @@ def returnn_process(monkeypatch, *, behavior_version=None):
     monkeypatch.setattr(distributed, "_is_set_up", False)
     monkeypatch.setattr(distributed, "_ctx", None)
     monkeypatch.setattr(BehaviorVersion, "_behavior_version", behavior_version)
+    monkeypatch.setattr(BehaviorVersion, "_min_behavior_version", 0)
+    if behavior_version_state is not None:
+        BehaviorVersion._behavior_version, BehaviorVersion._min_behavior_version = behavior_version_state
     yield
 
 
@@ -122,3 +126,43 @@ def write_corpus(directory: str, *, num_files: int, prefix: str, seed: int = 0) 
         features = [rng.rand(int(rng.randint(1, 4)), 2) for _ in tags]
         out[write_hdf_file(os.path.join(directory, f"part{i:03d}.hdf"), features, tags=tags)] = tags
     return out
+
+
+def engine_behavior_version(config: Dict[str, Any]):
+    """The behavior version state (``BehaviorVersion._get_state()``, None: a fresh one) in the process where
+    RETURNN's torch engine reads the datasets of ``config``, as RETURNN's own
+    ``create_data_loader_from_batches`` sets up the DataLoader worker (its ``SubProcCopyGlobalConfigPreInitFunc``
+    decides what is handed over); without a DataLoader worker, the main process's."""
+    import torch
+    from returnn.config import Config, global_config_ctx
+    from returnn.torch.data.pipeline import create_data_loader_from_batches
+    from returnn.util.basic import BehaviorVersion
+
+    state = (config.get("behavior_version"), 0)
+    if config.get("backend") != "torch" and config.get("torch_distributed") is None:
+        return state
+    returnn_config = Config()
+    for k, v in config.items():
+        returnn_config.set(k, v)
+    saved = BehaviorVersion._get_state()
+    try:
+        BehaviorVersion._reset(state)
+        with global_config_ctx(returnn_config):
+            loader = create_data_loader_from_batches(_NoBatches(),
+                                                     returnn_config.typed_value("torch_dataloader_opts") or {})
+    finally:
+        BehaviorVersion._reset(saved)
+    if not loader.num_workers:
+        return state
+    context = loader.multiprocessing_context
+    init = getattr(context, "process_pre_init_func", None)
+    if init is not None:
+        return init.behavior_version_state
+    return state if getattr(context, "get_start_method", lambda: None)() == "fork" else None
+
+
+class _NoBatches:
+    """An iterable dataset without batches: only the DataLoader's setup is looked at."""
+
+    def __iter__(self):
+        return iter(())

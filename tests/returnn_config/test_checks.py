@@ -18,7 +18,7 @@ from i6_shard.returnn_config import (
     sharded_files_dataset,
 )
 from i6_shard.returnn_config import ConfigCheckWarning, returnn_version_info
-from i6_shard.returnn_config.checks import SHARDING_FIX_RETURNN_COMMIT
+from i6_shard.returnn_config.checks import MIN_RETURNN_VERSION, SHARDING_FIX_RETURNN_COMMIT
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 #: Environment variable naming a git clone of RETURNN with its full history (normal or bare).
@@ -38,8 +38,30 @@ def test_sharding_fix_false_and_missing():
         check_dataset_dict(_dfd(distrib_shard_files=True, sharding_fix=False))
     with pytest.raises(ConfigCheckError, match="without sharding_fix: below behavior_version 26"):
         check_dataset_dict(_dfd(distrib_shard_files=True))
-    check_dataset_dict(_dfd(distrib_shard_files=True), behavior_version=26)
+    check_dataset_dict(_dfd(distrib_shard_files=True), behavior_version=31)
     check_dataset_dict(_dfd(distrib_shard_files=True, sharding_fix=True))
+
+
+@pytest.mark.parametrize("version", [26, 30])
+def test_behavior_version_26_to_30_does_not_reach_the_dataloader_worker(version):
+    """RETURNN's torch engine reads the data in a DataLoader worker (num_workers defaults to 1), which gets
+    the behavior version only from 31 (SubProcCopyGlobalConfigPreInitFunc): sharding_fix is off there."""
+    torch = {"backend": "torch", "torch_distributed": {}, "behavior_version": version}
+    with pytest.raises(ConfigCheckError, match=f"torch DataLoader worker.*behavior_version {version} does not apply"):
+        check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2, config=torch)
+    with pytest.raises(ConfigCheckError, match="MultiProcDataset worker"):
+        check_returnn_config({**torch, "torch_dataloader_opts": {"num_workers": 0}, "train": {
+            "class": "MultiProcDataset", "num_workers": 1, "sharding_method": "dedicated",
+            "dataset": _dfd(distrib_shard_files=True)}}, num_ranks=2)
+    for fine in ({"propagate_behavior_version_to_subprocs": True}, {"torch_dataloader_opts": {"num_workers": 0}},
+                 {"torch_dataloader_opts": {"multiprocessing_context": "fork"}}, {"behavior_version": 31},
+                 {"backend": "tensorflow", "torch_distributed": None, "use_horovod": True,
+                  "horovod_dataset_distribution": "random_seed_offset"}):
+        check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2, config={**torch, **fine})
+    with pytest.raises(ConfigCheckError, match="multiprocessing_context='spawn'"):
+        check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2, config={
+            **torch, "behavior_version": 31, "torch_dataloader_opts": {"multiprocessing_context": "spawn"}})
+    check_dataset_dict(_dfd(distrib_shard_files=True, sharding_fix=True), num_ranks=2, config=torch)
 
 
 @pytest.mark.parametrize("key", ["random_seed_offset", "fixed_random_seed"])
@@ -150,13 +172,18 @@ def test_returnn_config_checks_every_dfd_in_it():
 
 
 def test_version_boundary():
+    """The minimum is set by the features i6_shard uses, the newest of which came after sharding_fix."""
     assert parse_returnn_version(SHARDING_FIX_RETURNN_VERSION) == (1, 20260611, 14531)
-    check_returnn_version(SHARDING_FIX_RETURNN_VERSION)
+    check_returnn_version(MIN_RETURNN_VERSION)
     check_returnn_version("1.20261022.211313+git.a6e5adc")
     check_returnn_version(None)
-    check_returnn_version("1.20260611.014531+git.7803cb1")  # the commit that added sharding_fix, as pip names it
-    for older in ("1.20260611.014530", "1.20260610.235959+git.0000000", "1.20250101.000000"):
-        with pytest.raises(ConfigCheckError, match="predates DistributeFilesDataset's sharding_fix"):
+    for older, missing in (("1.20260822.041010", "Dataset.get_default_kwargs_train"),  # a checkout of 2026-08
+                           ("1.20261022.211312", "_get_distributed_rank_and_size"),
+                           ("1.20260611.014531+git.7803cb1", "dataset_random_seed_offset"),
+                           ("1.20260610.235959+git.0000000", "sharding_fix option"),
+                           ("1.20250101.000000", "use_worker_proc")):
+        with pytest.raises(ConfigCheckError, match=f"predates what i6_shard needs: .*{missing}.*install RETURNN >= "
+                                                   f"{MIN_RETURNN_VERSION}"):
             check_returnn_version(older)
     with pytest.raises(ValueError, match="not of the form 1.YYYYMMDD.HHMMSS"):
         check_returnn_version("latest")
@@ -250,8 +277,31 @@ def test_returnn_without_readable_version_skips_the_check_and_says_why(tmp_path)
     assert version is None and "no git metadata" in reason, reason
     with pytest.warns(ConfigCheckWarning, match="the RETURNN version is unknown .*no git metadata.*was not checked"):
         result = check_returnn_config({}, returnn_root=str(root))
-    assert any("sharding_fix" in w and "not checked" in w for w in result.warnings)
+    assert any(MIN_RETURNN_VERSION in w and "not checked" in w for w in result.warnings)
     assert returnn_version_of(str(root)) is None
     # Given, but unreadable: the check says so too (a warning, not an error).
     assert "returnn_root" in returnn_version_info(str(tmp_path / "nope"))[1]
     assert "was not given" in check_returnn_version(None).warnings[0]
+
+
+def _user_sub_epoch(files):
+    return {"class": "HDFDataset", "files": files, "seq_ordering": "random"}
+
+
+def test_a_sub_epoch_dict_that_cannot_be_told_is_a_warning_naming_verify_sharding_job():
+    d = {"class": "DistributeFilesDataset", "files": "files.txt", "partition_epoch": 2, "distrib_shard_files": True,
+         "get_sub_epoch_dataset": _user_sub_epoch}
+    with pytest.warns(ConfigCheckWarning, match="VerifyShardingJob"):
+        result = check_dataset_dict(d, num_ranks=2)
+    assert any("VerifyShardingJob" in w for w in result.warnings)
+    with pytest.raises(ConfigCheckError, match="without sharding_fix"):  # told: an error as before
+        check_dataset_dict(dict(d, files=["a.hdf", "b.hdf", "c.hdf", "d.hdf"]), num_ranks=2)
+    assert not check_dataset_dict(dict(d, sharding_fix=True), num_ranks=2).warnings
+
+
+def test_epoch_wise_filter_in_the_sub_epoch_dataset_is_a_warning():
+    sub = {**HDF, "epoch_wise_filter": {(1, 4): {"max_mean_len": 50}}}
+    d = _dfd(get_sub_epoch_dataset=sharded_files_dataset(["a"], sub_epoch_dataset=sub, partition_epoch=1)[
+        "get_sub_epoch_dataset"], sharding_fix=True, distrib_shard_files=True)
+    with pytest.warns(ConfigCheckWarning, match="epoch_wise_filter, which sees full epochs"):
+        check_dataset_dict(d, num_ranks=2)

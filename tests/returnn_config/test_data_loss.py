@@ -29,6 +29,7 @@ from .returnn_ranks import (  # noqa: E402
     META_FILES_KEY,
     build_train,
     dfd_files,
+    engine_behavior_version,
     file_pairs,
     meta_template,
     multi_proc_template,
@@ -76,7 +77,15 @@ SETUPS = {
         _pairs(c)(), meta_template(), files_key=META_FILES_KEY)}, "ok"),
     "sharded without sharding_fix": (lambda c: {**TORCH, "train": _dfd(list(c["a"]), sharding_fix=False)}, "broken"),
     "sharded without sharding_fix, behavior_version 26": (lambda c: {**TORCH, "behavior_version": 26, "train": _dfd(
+        list(c["a"]), sharding_fix=False)}, "broken"),  # the DataLoader worker does not get behavior_version 26
+    "sharded without sharding_fix, behavior_version 31": (lambda c: {**TORCH, "behavior_version": 31, "train": _dfd(
         list(c["a"]), sharding_fix=False)}, "ok"),
+    "sharded without sharding_fix, behavior_version 26, propagated": (lambda c: {
+        **TORCH, "behavior_version": 26, "propagate_behavior_version_to_subprocs": True, "train": _dfd(
+            list(c["a"]), sharding_fix=False)}, "ok"),
+    "sharded without sharding_fix, behavior_version 26, no DataLoader worker": (lambda c: {
+        **TORCH, "behavior_version": 26, "torch_dataloader_opts": {"num_workers": 0}, "train": _dfd(
+            list(c["a"]), sharding_fix=False)}, "ok"),
     "explicit _num_shards 1 in the sub-epoch dataset, no sharding_fix": (lambda c: {**TORCH, "train": _dfd(
         list(c["a"]), {**HDF, "_num_shards": 1, "_shard_index": 0}, sharding_fix=False)}, "ok"),
     "dataset_distribution shard, random_seed_offset in the dataset": (lambda c: {**TORCH_SHARD, "train": _dfd(
@@ -171,7 +180,8 @@ def _predicted(config):
 
 def _check_setup(name, make, observed_expected, corpora, monkeypatch):
     config = make(corpora)
-    with returnn_process(monkeypatch, behavior_version=config.get("behavior_version")):
+    # RETURNN reads the data in the DataLoader worker, with the behavior version it hands over there
+    with returnn_process(monkeypatch, behavior_version_state=engine_behavior_version(config)):
         observed, _, files = _observe(config, corpora)
     assert observed == observed_expected, f"RETURNN itself: {name} is {observed}"
     assert _predicted(config) == observed, name

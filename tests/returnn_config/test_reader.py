@@ -116,7 +116,10 @@ def test_multi_proc_passes_its_options_and_dedicated_workers():
     assert record.partition_epoch == 5  # MultiProcDataset.__init__: dataset.setdefault(k, v) for its other options
     assert record.shards.shards_per_rank == 3 and record.num_shards() == 6
     assert [record.shard_index_for(1, w) for w in range(3)] == [3, 4, 5]
-    assert "3 instances" in record.plan_problem()
+    assert "round-robin" in record.returnn_fails and "RETURNN would fail" in record.plan_problem()
+    one = {**config, "train": {**config["train"], "num_workers": 1}}
+    (record,) = find_distribute_files_datasets(one, num_ranks=2)
+    assert record.returnn_fails is None and record.num_shards() == 2
 
 
 def test_dataloader_workers_shard_since_behavior_version_37():
@@ -179,8 +182,11 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
 
     from i6_shard.returnn_ext import verify
 
-    from .returnn_ranks import build_train, returnn_process
+    from returnn.util.basic import BehaviorVersion
 
+    from .returnn_ranks import build_train, engine_behavior_version, returnn_process
+
+    engine_state = engine_behavior_version(config)
     (record,) = find_distribute_files_datasets(config, num_ranks=num_ranks)
     key = record.key_path[0]
     with monkeypatch.context() as m, returnn_process(m, behavior_version=config.get("behavior_version")):
@@ -201,7 +207,12 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
             assert got == predicted, (repr(config), rank)
             with global_config_ctx(returnn_config):
                 dfd._lazy_init_file_list()
-                sub = dfd._get_sub_dataset_dict([dfd._files[0]])
+                saved = BehaviorVersion._get_state()
+                BehaviorVersion._reset(engine_state)  # where the engine reads it: e.g. the DataLoader worker
+                try:
+                    sub = dfd._get_sub_dataset_dict([dfd._files[0]])
+                finally:
+                    BehaviorVersion._reset(saved)
             if record.sub_epoch_shards_again is not None:  # None: a list file and a user function, not called
                 assert (sub.get("_num_shards", 1) > 1) is record.sub_epoch_shards_again, (repr(config), rank, sub)
                 seen.add(("again", record.sub_epoch_shards_again))
@@ -255,3 +266,101 @@ def test_reader_predicts_returnn_on_the_cases_that_matter(name, hdf, monkeypatch
     seen = set()
     _check_parity(config, 2, monkeypatch, seen)
     assert expected <= seen, seen
+
+
+def _sub_epoch_with_constants(files):
+    return {"class": "MetaDataset", "seq_order_control_dataset": "feat",
+            "data_map": {"data": ("feat", "data"), "lm": ("lm", "data")},
+            "datasets": {"feat": {"class": "HDFDataset", "files": list(files), "use_cache_manager": True,
+                                  "seq_ordering": "random"},
+                         "lm": {"class": "HDFDataset", "files": ["/data/lm.hdf"],
+                                "epoch_wise_filter": {(1, 5): {"max_mean_len": 100}}}}}
+
+
+def test_what_the_sub_epoch_dataset_adds_and_filters():
+    (record,) = find_distribute_files_datasets(dict(DFD, get_sub_epoch_dataset=_sub_epoch_with_constants))
+    assert record.sub_epoch_constant_files == ("/data/lm.hdf",)  # not the bin's file "a"
+    assert record.sub_epoch_cache_manager and record.sub_epoch_epoch_wise_filter
+    template = sharded_files_dataset(["a"], sub_epoch_dataset={
+        "class": "MetaDataset", "seq_order_control_dataset": "x", "data_map": {"data": ("x", "data")},
+        "datasets": {"x": {"class": "HDFDataset", "seq_ordering": "random"},
+                     "y": {"class": "HDFDataset", "files": ["/c/1.hdf", "/c/2.hdf"]}}},
+        files_key=("datasets", "x", "files"), partition_epoch=1)
+    (record,) = find_distribute_files_datasets(template)
+    assert record.sub_epoch_constant_files == ("/c/1.hdf", "/c/2.hdf")
+    assert not record.sub_epoch_cache_manager and not record.sub_epoch_epoch_wise_filter
+    (plain,) = find_distribute_files_datasets(dict(DFD))
+    assert plain.sub_epoch_constant_files == () and not plain.sub_epoch_cache_manager
+
+
+def test_multi_epoch_remaps_the_epochs():
+    def record(multi_epoch):
+        config = {"torch_distributed": {}, "train": {"class": "MultiEpochDataset", "multi_epoch": multi_epoch,
+                                                     "random_seed_offset": 0, "dataset": dict(DFD)}}
+        return find_distribute_files_datasets(config, num_ranks=2)[0]
+
+    assert record(1).epoch_multiplier == 1 and record(1).plan_problem() is None
+    assert record(3).epoch_multiplier == 3 and "multi_epoch=3" in record(3).plan_problem()
+
+
+def test_where_the_engine_reads_the_dataset():
+    def read(**config):
+        return find_distribute_files_datasets({"backend": "torch", "torch_distributed": {}, "train": dict(DFD),
+                                               **config}, num_ranks=2)[0]
+
+    assert (read(behavior_version=30).effective_behavior_version, read(behavior_version=31).effective_behavior_version) \
+        == (0, 31)
+    assert "DataLoader worker" in read().reading_process
+    assert read(behavior_version=26, torch_dataloader_opts={"num_workers": 0}).effective_behavior_version == 26
+    assert read(behavior_version=26, propagate_behavior_version_to_subprocs=True).effective_behavior_version == 26
+    assert read(behavior_version=31, propagate_behavior_version_to_subprocs=False).effective_behavior_version == 0
+    (other,) = find_distribute_files_datasets({"behavior_version": 26, "my_data": dict(DFD)})
+    assert other.effective_behavior_version == 26 and other.reading_process == "main process"
+
+
+def test_sync_modes():
+    def sync(**opts):
+        return find_distribute_files_datasets({"torch_distributed": opts, "behavior_version": 33,
+                                               "train": dict(DFD)}, num_ranks=2)[0].sync
+
+    assert sync().ranks_stop_together and sync().param_sync_every is None and sync().sync_complete_frac
+    param = sync(reduce_type="param", param_sync_step=100)
+    assert (param.levels, param.ranks_stop_together, param.param_sync_every) == ((("world", "param", 100),), False, 100)
+    assert not param.sync_at_epoch_end and sync(reduce_type="param", param_sync_step=1, sync_at_epoch_end=True) \
+        .sync_at_epoch_end
+    levels = sync(sync=[{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 50}])
+    assert (levels.reduce_type, levels.ranks_stop_together, levels.param_sync_every) == ("sync", False, 50)
+    assert sync(reduce_type="grad_explicit").ranks_stop_together
+    with pytest.raises(ValueError, match="param_sync_step as a positive int"):
+        sync(reduce_type="param")
+    assert find_distribute_files_datasets({"train": dict(DFD)})[0].sync is None
+
+
+def test_sync_rule_follows_returnn(monkeypatch):
+    """The levels the reader records are the ones RETURNN's DistributedContext parses (rank 0 of 1)."""
+    pytest.importorskip("torch", reason="RETURNN's DistributedContext needs torch: pip install torch")
+    import returnn.torch.distributed as distributed
+
+    from i6_shard.returnn_ext import verify
+
+    for opts in ({}, {"reduce_type": "param", "param_sync_step": 7}, {"reduce_type": "grad_explicit"},
+                 {"sync": [{"group": "world", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}):
+        monkeypatch.setenv(verify._TORCH_INIT_INFO_ENV, repr({"rank": 0, "size": 1, "hostnames": None}))
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+        ctx = distributed.DistributedContext(dict(opts))
+        rule = find_distribute_files_datasets({"torch_distributed": opts, "train": dict(DFD)}, num_ranks=1)[0].sync
+        assert [(lv.sync_type, lv.every) for lv in ctx._sync_levels] == [(t, e) for _, t, e in rule.levels], opts
+        assert ctx._reduce_type == rule.reduce_type
+
+
+def test_what_the_prediction_does_not_model():
+    config = {"torch_distributed": {}, "batch_size": 2000, "max_seqs": 20, "train": dict(DFD)}
+    (record,) = find_distribute_files_datasets(config, num_ranks=2)
+    assert record.engine_batching.batch_size == 2000 and record.prediction_gaps() == []
+    laplace = dict(DFD, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch, seq_ordering="laplace:.100"))
+    (record,) = find_distribute_files_datasets({**config, "max_seq_length": {"data": 800}, "accum_grad_multiple_step": 2,
+                                                "batch_size_train": 5000, "train": laplace}, num_ranks=2)
+    assert record.engine_batching.batch_size == 5000
+    gaps = record.prediction_gaps()
+    assert len(gaps) == 3 and "max_seq_length" in gaps[0] and "every 2 steps" in gaps[1] and "laplace" in gaps[2]

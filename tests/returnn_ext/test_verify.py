@@ -217,3 +217,24 @@ def test_flexible_bound_travels_from_the_dataset_into_the_checked_plan(tmp_path)
     assert ranks[0]["settings"]["max_sub_epoch_deviation"] == 0.05
     violations, report = verify_records(ranks, ref, num_shards=2)
     assert violations == [], report
+
+
+@pytest.mark.parametrize("extra, ok", [
+    ("behavior_version = 26\n", False),  # the DataLoader worker does not get 26: sharding_fix is off there
+    ("behavior_version = 31\n", True),
+    ("behavior_version = 26\npropagate_behavior_version_to_subprocs = True\n", True),
+    ("behavior_version = 26\ntorch_dataloader_opts = {'num_workers': 0}\n", True),
+])
+def test_reads_through_the_engines_dataloader_worker(tmp_path, hdf_files, extra, ok):
+    """Under the torch backend the data is read in the engine's DataLoader worker, which RETURNN hands the
+    behavior version only from 31: behavior_version 26-30 without sharding_fix double-shards there."""
+    pytest.importorskip("torch", reason="the torch engine's DataLoader needs torch: pip install torch")
+    source = _config_file(tmp_path, f"loader{len(extra)}.config",
+                          "backend = 'torch'\ntorch_distributed = {}\n" + extra +
+                          f"train = dfd({hdf_files!r}, distrib_shard_files=True, sharding_fix=None)\n")
+    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2])
+    violations, report = verify_records(ranks, ref, num_shards=2)
+    assert (violations == []) is ok, report
+    assert [r["read_by"] for r in ranks] == ["torch DataLoader"] * 2
+    if not ok:
+        assert {v.kind for v in violations} >= {"seqs", "missing"} and "files" not in {v.kind for v in violations}

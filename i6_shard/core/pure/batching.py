@@ -14,7 +14,7 @@ from .plan import ShardPlan
 from .stats import compute_plan_stats
 
 __all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "order_variance",
-           "predict_dropped",
+           "predict_dropped", "sync_stop",
            "scaled_lengths", "predict_plan_drop", "file_millisteps", "MILLISTEPS_PER_STEP", "DEFAULT_NUM_DRAWS"]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
@@ -169,14 +169,29 @@ def order_variance(lengths: np.ndarray, batching: Batching, *, num_orders: int =
     return float(np.var(counts, ddof=1)) / sample.size
 
 
+def sync_stop(n_min: np.ndarray, *, sync_every: int = 1) -> np.ndarray:
+    """Steps after which the ranks that still have data stop, when the first rank out has ``n_min`` steps:
+    RETURNN's control sync (``DistributedContext.control_sync_levels``) runs in step 0 and then in the
+    steps ``s`` with ``s % sync_every == sync_every - 1`` (a param level's ``fires``; every step under grad
+    sync, ``sync_every=1``); the rank out of data joins the next one, where the others stop.
+
+    >>> sync_stop(np.array([0, 3, 5, 8]), sync_every=4).tolist(), sync_stop(np.array([5]), sync_every=1).tolist()
+    ([0.0, 3.0, 7.0, 11.0], [5.0])
+    """
+    n_min = np.asarray(n_min, dtype=np.float64)
+    return np.where(n_min <= 0, 0.0, np.ceil((n_min + 1) / sync_every) * sync_every - 1)
+
+
 def predict_dropped(frames: np.ndarray, steps_mean: np.ndarray, steps_var: np.ndarray, *,
-                    num_draws: int = DEFAULT_NUM_DRAWS, seed: int = 0) -> np.ndarray:
-    """Per sub-epoch, the expected share of the frames dropped when every rank stops after the steps
-    of the first rank out. Rank r's work ``X_r`` (in batches of mean fill, see :func:`rank_steps`) is
-    drawn normal around ``steps_mean`` with ``steps_var``; it makes ``N_r = ceil(X_r)`` whole steps, the
-    last part-full. Every rank stops after ``N_min = min_r N_r`` steps, so rank r keeps
-    ``frames[r] * min(1, N_min / X_r)``: a rank one step longer than the first loses only its part-full
-    last batch.
+                    num_draws: int = DEFAULT_NUM_DRAWS, seed: int = 0, sync_every: int = 1) -> np.ndarray:
+    """Per sub-epoch, the expected share of the frames dropped when every rank stops at the control
+    sync after the first rank runs out. Rank r's work ``X_r`` (in batches of mean fill, see
+    :func:`rank_steps`) is drawn normal around ``steps_mean`` with ``steps_var``; it makes
+    ``N_r = ceil(X_r)`` whole steps, the last part-full. Under grad sync (``sync_every=1``) every rank stops
+    after ``N_min = min_r N_r`` steps, so rank r keeps ``frames[r] * min(1, N_min / X_r)``: a rank one step
+    longer than the first loses only its part-full last batch. Under param sync every ``sync_every``
+    steps (``torch_distributed`` ``reduce_type="param"``, ``param_sync_step``, one optimizer update per
+    step) the others run on to their next sync, :func:`sync_stop`.
 
     :param frames: shape [num_epochs, num_ranks]
     :param steps_mean: shape [num_epochs, num_ranks]
@@ -197,6 +212,8 @@ def predict_dropped(frames: np.ndarray, steps_mean: np.ndarray, steps_var: np.nd
     steps = np.where(frames[None] > 0, np.ceil(work), np.inf)  # a rank without data holds no steps back
     n_min = steps.min(axis=2, keepdims=True)
     n_min = np.where(np.isfinite(n_min), n_min, 0.0)
+    if sync_every != 1:
+        n_min = sync_stop(n_min, sync_every=sync_every)
     kept = (frames[None] * np.minimum(1.0, n_min / work)).sum(axis=2)
     total = frames.sum(axis=1)
     out = np.zeros(frames.shape[0])
@@ -224,7 +241,7 @@ def predict_plan_drop(plan: ShardPlan, *, num_epochs: int, num_seqs: np.ndarray,
                       batching: Batching, seq_length_quantiles: Optional[np.ndarray] = None,
                       file_lengths: Optional[Sequence[np.ndarray]] = None,
                       layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
-                      num_draws: int = DEFAULT_NUM_DRAWS) -> Dict[str, np.ndarray]:
+                      num_draws: int = DEFAULT_NUM_DRAWS, sync_every: int = 1) -> Dict[str, np.ndarray]:
     """The predicted steps and dropped share of every sub-epoch of ``plan`` under ``batching``.
 
     A rank's sequences are taken in random order (the sub-epoch dataset's ``seq_ordering="random"``).
@@ -233,6 +250,8 @@ def predict_plan_drop(plan: ShardPlan, *, num_epochs: int, num_seqs: np.ndarray,
 
     :param num_seqs: int, sequences per file, shape [num_files] (in the plan's key order)
     :param num_frames: int, frames per file, shape [num_files]
+    :param sync_every: steps between the ranks' control syncs: 1 under grad sync, ``param_sync_step``
+        under param sync (see :func:`predict_dropped`)
     :return: ``steps_mean``, ``steps_var``, ``frames`` (shape [num_epochs, num_shards]); ``dropped``
         (shape [num_epochs]); ``floor`` (shape [num_epochs]): the drop of the same sub-epoch split evenly,
         from whole steps and the spread of batching alone
@@ -267,10 +286,10 @@ def predict_plan_drop(plan: ShardPlan, *, num_epochs: int, num_seqs: np.ndarray,
                     cache[key] = (seqs_per_batch_moments(lengths, batching)[0], order_variance(lengths, batching))
                 mu, v = cache[key]
             mean[e, r], var[e, r] = n / mu, n * v
-    dropped = predict_dropped(frames, mean, var, num_draws=num_draws)
+    dropped = predict_dropped(frames, mean, var, num_draws=num_draws, sync_every=sync_every)
     even = np.repeat(mean.mean(axis=1, keepdims=True), mean.shape[1], axis=1)
     even_var = np.repeat(var.mean(axis=1, keepdims=True), var.shape[1], axis=1)
-    floor = predict_dropped(np.ones_like(frames), even, even_var, num_draws=num_draws, seed=1)
+    floor = predict_dropped(np.ones_like(frames), even, even_var, num_draws=num_draws, seed=1, sync_every=sync_every)
     return {"steps_mean": mean, "steps_var": var, "frames": frames, "dropped": dropped, "floor": floor}
 
 
