@@ -378,9 +378,11 @@ def test_config_opts_decide_the_mode_and_are_checked(work_dir):
         VerifyShardingJob(tk.Path("/data/returnn.config"), num_shards=2, epochs=4, config_opts={"behavior_version": 24})
 
 
+@pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     """The real RETURNN per rank: torch's dataset_distribution="shard" splits the files of a DFD with
     distrib_shard_files=False over the ranks; told so by config_opts, the job proves exactly-once reading."""
+    pytest.importorskip("torch", reason="the shard mode is torch's: pip install torch (the CPU wheel suffices)")
     dfd = sharded_dfd(hdf_files, partition_epoch=3, distrib_shard_files=False)
     job = VerifyShardingJob(dfd, num_shards=3, epochs=3,
                             config_opts={"torch_distributed": {"dataset_distribution": "shard"}})

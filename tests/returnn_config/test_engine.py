@@ -29,6 +29,7 @@ def _dfd(files, **kwargs):
                                  distrib_shard_files=False, **kwargs)
 
 
+@pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_multi_proc_dedicated_around_a_dfd_crashes_in_returnn_and_is_rejected(corpus, monkeypatch):
     """Each dedicated worker gets its own files, MultiProcDataset takes seqs round-robin: a None mid-epoch."""
     from returnn.config import global_config_ctx

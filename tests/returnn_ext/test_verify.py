@@ -168,6 +168,7 @@ def _config_file(tmp_path, name, body):
     return ["--config", str(path)]
 
 
+@pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
     """torch_distributed stays in the config: RETURNN shards the train dataset itself and gives every rank
     the same seed (the runner simulates each rank with RETURNN's own DistributedContext)."""
@@ -181,6 +182,7 @@ def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
     assert [r["settings"]["random_seed_offset"] for r in ranks] == [3, 3]
 
 
+@pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 @pytest.mark.parametrize("offset, ok", [("", False), (", random_seed_offset=0", True)])
 def test_a_dfd_inside_a_wrapper_is_found_and_verified(tmp_path, hdf_files, offset, ok):
     """Inside CombinedDataset a sharded DFD takes the wrapper's per-rank seed unless it sets its own."""
@@ -225,6 +227,7 @@ def test_flexible_bound_travels_from_the_dataset_into_the_checked_plan(tmp_path)
     ("behavior_version = 26\npropagate_behavior_version_to_subprocs = True\n", True),
     ("behavior_version = 26\ntorch_dataloader_opts = {'num_workers': 0}\n", True),
 ])
+@pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_reads_through_the_engines_dataloader_worker(tmp_path, hdf_files, extra, ok):
     """Under the torch backend the data is read in the engine's DataLoader worker, which RETURNN hands the
     behavior version only from 31: behavior_version 26-30 without sharding_fix double-shards there."""
