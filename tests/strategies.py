@@ -85,7 +85,7 @@ def returnn_dfd_setups(draw, *, files, list_file):
     """A RETURNN config (dict) with one DistributeFilesDataset over ``files`` (or ``list_file``), alone or
     inside a wrapper, under every distributed setting the reader models, and the number of ranks.
     Everything that decides ``_num_shards``/``_shard_index``/``random_seed_offset`` varies."""
-    from tests.returnn_config.returnn_ranks import hdf_sub_epoch, hdf_sub_epoch_explicit_shards
+    from tests.returnn_config.config_ranks import hdf_sub_epoch, hdf_sub_epoch_explicit_shards
 
     maybe_offset = st.none() | st.integers(0, 50)
     dfd = {"class": "DistributeFilesDataset", "use_worker_proc": False,

@@ -24,7 +24,7 @@ from i6_shard.returnn_config import (  # noqa: E402
     sharded_files_dataset,
 )
 
-from .returnn_ranks import (  # noqa: E402
+from .config_ranks import (  # noqa: E402
     HDF,
     META_FILES_KEY,
     build_train,

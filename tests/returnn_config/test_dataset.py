@@ -227,7 +227,7 @@ def test_balanced_and_file_sizes_use_the_extension_class():
 def _pairs_callable(directory):
     import functools
 
-    from .returnn_ranks import file_pairs
+    from .config_ranks import file_pairs
 
     return functools.partial(file_pairs, feat_dir=str(directory / "feat"), align_dir=str(directory / "align"))
 
@@ -235,14 +235,14 @@ def _pairs_callable(directory):
 def test_callable_files_are_kept_not_called(tmp_path):
     from i6_shard.returnn_config import config_code
 
-    from .returnn_ranks import META_FILES_KEY, meta_template
+    from .config_ranks import META_FILES_KEY, meta_template
 
     pairs = _pairs_callable(tmp_path / "missing")  # the directories exist only when the training runs
     d = sharded_files_dataset(pairs, sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY, partition_epoch=2,
                               num_files=8, num_shards=2)
     assert d["files"] is pairs
     code = config_code({"train": d})
-    assert "from tests.returnn_config.returnn_ranks import file_pairs as _i6_shard_file_pairs" in code
+    assert "from tests.returnn_config.config_ranks import file_pairs as _i6_shard_file_pairs" in code
     with pytest.raises(ValueError, match=r"8 files cannot fill num_shards\*partition_epoch=2\*5=10 bins"):
         sharded_files_dataset(pairs, sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY, partition_epoch=5,
                               num_files=8, num_shards=2)
@@ -268,7 +268,7 @@ def test_callable_files_must_be_importable(files, match):
 def test_cached_file_names_modalities():
     from returnn.util.file_cache import CachedFile
 
-    from .returnn_ranks import META_FILES_KEY, meta_template
+    from .config_ranks import META_FILES_KEY, meta_template
 
     d = sharded_files_dataset([("f1", "a1"), ("f2", "a2")], sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY,
                               partition_epoch=1, cached_file=[1])
@@ -294,7 +294,7 @@ def test_callable_files_and_one_cached_modality_in_returnn(tmp_path):
     from returnn.config import Config, global_config_ctx
     from returnn.datasets.basic import init_dataset
 
-    from .returnn_ranks import META_FILES_KEY, meta_template, write_corpus
+    from .config_ranks import META_FILES_KEY, meta_template, write_corpus
 
     feat = write_corpus(str(tmp_path / "feat"), num_files=4, prefix="m", seed=2)
     align = write_corpus(str(tmp_path / "align"), num_files=4, prefix="m", seed=2)

@@ -1,4 +1,5 @@
-"""The ``>>>`` examples of the config builders run (setup.cfg collects doctests only from i6_shard/core)."""
+"""The ``>>>`` examples of the config builders and of the RETURNN-side code run (setup.cfg collects doctests only
+from i6_shard/core)."""
 
 import contextlib
 import doctest
@@ -15,3 +16,9 @@ def test_doctests(module):
     assert result.attempted > 0, f"{module.__name__} has no doctests: add one or drop it from this list"
     assert result.failed == 0
 
+
+
+def test_returnn_ext_doctests():
+    module = pytest.importorskip("i6_shard.returnn_ext.sub_epoch", reason="needs RETURNN: pip install returnn dm-tree")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

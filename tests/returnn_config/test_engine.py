@@ -14,7 +14,7 @@ from i6_shard.returnn_config import (  # noqa: E402
     sharded_files_dataset,
 )
 
-from .returnn_ranks import HDF, build_train, read_tags, returnn_process, write_corpus  # noqa: E402
+from .config_ranks import HDF, build_train, read_tags, returnn_process, write_corpus  # noqa: E402
 
 TORCH_SHARD = {"backend": "torch", "torch_distributed": {"dataset_distribution": "shard"}}
 

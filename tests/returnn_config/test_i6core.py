@@ -359,7 +359,7 @@ def test_callable_files_in_written_configs(tmp_path, v2):
     written as code that RETURNN calls when it runs."""
     import functools
 
-    from .returnn_ranks import META_FILES_KEY, file_pairs, meta_template
+    from .config_ranks import META_FILES_KEY, file_pairs, meta_template
 
     def pairs(feat):
         return functools.partial(file_pairs, feat_dir=tk.Path(feat), align_dir=tk.Path(str(tmp_path / "align")))

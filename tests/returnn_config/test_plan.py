@@ -11,7 +11,7 @@ pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives ea
 from i6_shard import core  # noqa: E402
 from i6_shard.returnn_config import plan_for_returnn_config  # noqa: E402
 
-from .returnn_ranks import build_train, dfd_files, hdf_sub_epoch, read_tags, returnn_process, write_corpus  # noqa: E402
+from .config_ranks import build_train, dfd_files, hdf_sub_epoch, read_tags, returnn_process, write_corpus  # noqa: E402
 
 NUM_RANKS, PARTITION_EPOCH = 3, 2
 NUM_EPOCHS = 2 * PARTITION_EPOCH + 1  # two full epochs and the first sub-epoch of the third

@@ -13,7 +13,7 @@ from i6_shard.returnn_config import find_distribute_files_datasets, read_files, 
 from i6_shard.returnn_config.reader import files_kind, is_distribute_files_dataset
 
 from ..strategies import returnn_dfd_setups
-from .returnn_ranks import HDF, file_pairs, hdf_sub_epoch
+from .config_ranks import HDF, file_pairs, hdf_sub_epoch
 
 DFD = {"class": "DistributeFilesDataset", "files": ["a", "b", "c", "d"], "partition_epoch": 2,
        "seq_ordering": "random", "get_sub_epoch_dataset": hdf_sub_epoch}
@@ -166,7 +166,7 @@ def test_class_given_as_object_name_or_subclass():
 
 @pytest.fixture(scope="module")
 def hdf(tmp_path_factory):
-    from .returnn_ranks import write_corpus
+    from .config_ranks import write_corpus
 
     directory = tmp_path_factory.mktemp("reader_hdf")
     files = list(write_corpus(str(directory), num_files=6, prefix="r"))
@@ -184,7 +184,7 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
 
     from returnn.util.basic import BehaviorVersion
 
-    from .returnn_ranks import build_train, engine_behavior_version, returnn_process
+    from .config_ranks import build_train, engine_behavior_version, returnn_process
 
     engine_state = engine_behavior_version(config)
     (record,) = find_distribute_files_datasets(config, num_ranks=num_ranks)

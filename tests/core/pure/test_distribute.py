@@ -14,12 +14,12 @@ from i6_shard.core.pure import check_enough_files, full_epoch_seed, shuffle_orde
 from i6_shard.core import distribute_evenly_by_size
 from tests.strategies import file_sizes
 
-distrib_files = pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
-DFD = distrib_files.DistributeFilesDataset
-
-
 def returnn_bins(files: List[str], sizes_by_name: dict, num_bins: int) -> List[List[str]]:
-    return DFD._distribute_evenly_by_size(num_bins=num_bins, file_sizes=sizes_by_name, files_order=files)
+    """RETURNN's own bins; only the parity tests need RETURNN, the invariants run without it."""
+    distrib_files = pytest.importorskip("returnn.datasets.distrib_files",
+                                        reason="parity tests need RETURNN: pip install returnn dm-tree")
+    return distrib_files.DistributeFilesDataset._distribute_evenly_by_size(
+        num_bins=num_bins, file_sizes=sizes_by_name, files_order=files)
 
 
 def our_bins(files: List[str], sizes_by_name: dict, num_bins: int) -> List[List[str]]:
@@ -155,7 +155,8 @@ def test_shuffle_order_is_returnn_list_shuffle(num_files, seed):
 
 
 def test_full_epoch_seed_matches_returnn_dataset():
-    from returnn.datasets.basic import Dataset
+    Dataset = pytest.importorskip("returnn.datasets.basic", reason="parity tests need RETURNN: pip install returnn "
+                                  "dm-tree").Dataset
 
     for partition_epoch, offset, fixed in [(1, 0, None), (5, 0, None), (3, 16127, None), (4, 0, 42)]:
         ds = Dataset(partition_epoch=partition_epoch, random_seed_offset=offset, fixed_random_seed=fixed)
