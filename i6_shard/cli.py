@@ -14,12 +14,13 @@ from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import check_key_collisions
-from .core.pure import SEED_LIMIT, check_int
-from .core.pure.flexible import check_bound_is_used
+from .core.pure import SEED_LIMIT
+from .core.pure.batching import batching_of, check_batching_for_unit
+from .core.pure.settings import sharding_mode
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
-from .core.reporting.outputs import PLAN_OUTPUTS, check_plan_dir, write_plan_dir
+from .core.reporting.outputs import PLAN_OUTPUTS, make_plan_dir
 from .core.reporting.report import format_cost
-from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, parse_bytes
+from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, parse_bytes
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
@@ -45,11 +46,8 @@ def _cmd_costs(args: argparse.Namespace) -> int:
                          "DistributeFilesDataset needs at least one file")
     check_key_collisions(trees, where=f"file list {args.file_list!r}")
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
-    batching = _batching(args)
-    if (batching is not None) != (args.unit == "steps"):
-        raise ValueError(f"--unit {args.unit} with --batch-size {args.batch_size} --max-seqs {args.max_seqs}: the "
-                         "unit steps needs --batch-size and/or --max-seqs (the limits its steps are counted under), "
-                         "the other units take neither")
+    batching = batching_of(args.batch_size, args.max_seqs)
+    check_batching_for_unit(args.unit, batching)
     costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, frame_rate=args.frame_rate,
                                num_procs=args.procs, batching=batching, length_column=args.length_column)
     save_file_costs(costs, args.output)
@@ -59,53 +57,25 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _batching(args: argparse.Namespace):
-    """The batching limits of --batch-size / --max-seqs, or None without them."""
-    if args.batch_size is None and args.max_seqs is None:
-        return None
-    from .core.pure.batching import Batching
-
-    return Batching(batch_size=args.batch_size, max_seqs=args.max_seqs)
-
-
-def _preload(args: argparse.Namespace) -> int:
-    """The sub-epochs RETURNN loads after the training's last, which the plan holds too."""
-    preload = getattr(args, "preload_next_n_sub_epochs", None)
-    return DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if preload is None else preload
-
-
-def _settings(args: argparse.Namespace) -> core.PlanSettings:
-    """The CLI's plan options as validated PlanSettings (raises before any file is touched); the plan holds
-    the training's --num-epochs and the sub-epochs RETURNN preloads after the last."""
-    preload = _preload(args)
-    if preload < 0:
-        raise ValueError(f"--preload-next-n-sub-epochs {preload}: give 0 or more (the dataset's "
-                         "preload_next_n_sub_epochs; RETURNN's default is 1)")
-    num_epochs = check_int(args.num_epochs, name="num_epochs", minimum=1, hint="the training's num_epochs")
-    settings = core.PlanSettings(
-        num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=num_epochs + preload,
-        preloaded_sub_epochs=preload,
+def _request(args: argparse.Namespace) -> core.PlanRequest:
+    """The plan options as a validated PlanRequest (raises before any file is touched)."""
+    cache_size = getattr(args, "cache_size", None)
+    return core.PlanRequest.from_options(
+        num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=args.num_epochs,
         seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
-        fixed_random_seed=args.fixed_random_seed, distrib_shard_files=not args.unsharded,
-        same_seed_on_all_ranks=args.same_seed_on_all_ranks, distribution=args.distribution,
-        max_sub_epoch_deviation=args.max_sub_epoch_deviation)
-    check_bound_is_used(settings.max_sub_epoch_deviation, distribution=settings.distribution)
-    return settings
+        fixed_random_seed=args.fixed_random_seed, distribution=args.distribution,
+        max_sub_epoch_deviation=args.max_sub_epoch_deviation,
+        sharding=sharding_mode(distrib_shard_files=not args.unsharded,
+                               same_seed_on_all_ranks=args.same_seed_on_all_ranks),
+        batch_size=getattr(args, "batch_size", None), max_seqs=getattr(args, "max_seqs", None),
+        ranks_per_node=getattr(args, "ranks_per_node", None),
+        preload_next_n_sub_epochs=getattr(args, "preload_next_n_sub_epochs", None),
+        cached_file=not getattr(args, "no_cached_file", False),
+        cache_size=None if cache_size is None else parse_bytes(cache_size))
 
 
-_PLAN_OUTPUTS = (core.PLAN_FILE, core.SUMMARY_FILE, core.REPORT_FILE, core.PLOT_FILE)
 #: What the demo directory holds (written as one set, like a plan directory).
 _DEMO_OUTPUTS = PLAN_OUTPUTS + ("files.txt", "file_sizes.npz", "data/")
-
-
-def _check_output_dir(out: str, files=_PLAN_OUTPUTS, dirs=()) -> None:
-    """The output directory can be created or written, and none of the names in it is in the way."""
-    core.check_output_path(out, directory=True)
-    if os.path.isdir(out):
-        for name in files:
-            core.check_output_path(os.path.join(out, name))
-        for name in dirs:
-            core.check_output_path(os.path.join(out, name), directory=True)
 
 
 def _plot_wanted(plot: bool) -> bool:
@@ -125,44 +95,11 @@ def _print_plan_outputs(summary: dict, *, out: str, plot: bool) -> None:
         print(f"plot    -> {os.path.join(out, core.PLOT_FILE)}")
 
 
-def _write_and_print(plan: core.ShardPlan, *, out: str, plot: bool, **cache) -> None:
-    """The plan directory, written as one set (an earlier one is replaced whole), then the report."""
-    plot = _plot_wanted(plot)
-    _print_plan_outputs(write_plan_dir(plan, out, plot=plot, **cache), out=out, plot=plot)
-
-
-def _node_cache(args: argparse.Namespace) -> dict:
-    """The per-node cache options as write_plan_dir's keywords (none without --ranks-per-node)."""
-    if args.ranks_per_node is None:
-        given = [opt for opt, used in (("--cache-size", args.cache_size is not None),
-                                       ("--no-cached-file", args.no_cached_file))
-                 if used]
-        if given:
-            raise ValueError(f"{', '.join(given)} describe the per-node cache: give --ranks-per-node too")
-        return {}
-    preload = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if args.preload_next_n_sub_epochs is None \
-        else args.preload_next_n_sub_epochs
-    node_cache = NodeCache(ranks_per_node=args.ranks_per_node, preload_next_n_sub_epochs=preload,
-                           cached_file=not args.no_cached_file)
-    return {"node_cache": node_cache,
-            "cache_size": None if args.cache_size is None else parse_bytes(args.cache_size)}
-
-
 def _cmd_plan(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    cache = _node_cache(args)
-    check_plan_dir(args.output)
-    batching = _batching(args)
-    sizes = core.load_file_sizes(args.sizes)
-    settings = settings.replace(unit=sizes.unit)  # a costs archive balances by its unit
-    check_plan_fits_memory(settings, num_files=len(sizes))
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
-    if batching is not None or sizes.unit == "steps":  # a plan by steps predicts under the steps' limits
-        from .core.io.file_costs import load_file_costs, prediction_batching
-
-        lengths = load_file_costs(args.sizes)
-        cache.update(batching=prediction_batching(lengths, batching), lengths=lengths)
-    _write_and_print(plan, out=args.output, plot=not args.no_plot, **cache)
+    request = _request(args)
+    plot = _plot_wanted(not args.no_plot)
+    summary = make_plan_dir(args.sizes, request, args.output, plot=plot)
+    _print_plan_outputs(summary, out=args.output, plot=plot)
     return 0
 
 
@@ -202,7 +139,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise ValueError(f"--num-files {args.num_files}: generate at least one file")
     if not 0 <= args.seed < SEED_LIMIT:
         raise ValueError(f"--seed {args.seed}: the generator takes seeds in [0, 2**32)")
-    settings = _settings(args)
+    settings = _request(args).settings
     settings.validate(num_files=args.num_files)
     check_plan_fits_memory(settings, num_files=args.num_files)
     check_output_dir(out, names=_DEMO_OUTPUTS, what="demo directory")

@@ -11,7 +11,7 @@ from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.io.file_costs import COST_UNITS, collect_file_costs, cost_leaf, save_file_costs
-from i6_shard.core.pure.batching import Batching
+from i6_shard.core.pure.batching import Batching, batching_of, check_batching_for_unit
 
 from .sizes import ComputeFileSizesJob, _checked_args as _checked_list_args
 from .util import RQMT_ARGS, PlainNumbersJobType, check_rqmt_args, instantiate, sized_task
@@ -50,12 +50,9 @@ def _checked_args(args: Dict[str, Any]) -> bool:
 
 def _steps_batching(args: Dict[str, Any]) -> Optional[Batching]:
     """The batching limits of unit "steps" (required there, refused elsewhere), or None."""
-    batch_size, max_seqs = args.get("batch_size"), args.get("max_seqs")
-    if (batch_size is None and max_seqs is None) == (args.get("unit", "frames") == "steps"):
-        raise ValueError(f"unit={args.get('unit', 'frames')!r} with batch_size={batch_size!r}, max_seqs={max_seqs!r}: "
-                         "unit='steps' needs batch_size and/or max_seqs (the limits its steps are counted under), the "
-                         "other units take neither")
-    return None if batch_size is None and max_seqs is None else Batching(batch_size=batch_size, max_seqs=max_seqs)
+    batching = batching_of(args.get("batch_size"), args.get("max_seqs"))
+    check_batching_for_unit(args.get("unit", "frames"), batching)
+    return batching
 
 
 class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):

@@ -10,10 +10,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 from sisyphus import Job, tk
 
 from i6_shard import core
-from i6_shard.core.pure.flexible import check_bound_is_used
-from i6_shard.core.io.preflight import archive_entry_count, check_regular_file
-
-from i6_shard.core.pure.batching import Batching
+from i6_shard.core.io.preflight import archive_entry_count
 
 from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_rqmt_args, path_str, round_up, sized_task, \
     write_variable
@@ -23,68 +20,37 @@ __all__ = ["ShardPlanJob"]
 #: Files x full epochs (x layouts: one per rank unsharded) up to which the plan runs as a mini task.
 #: Measured on one core: 1M files x 20 full epochs (20M) plan, report and plot in 23 s, 0.5 GB peak.
 MINI_TASK_MAX_WORK = 20_000_000
-_DEFAULT_DEVIATION = core.PlanSettings.max_sub_epoch_deviation  # the settings' default, hashed as before
+_D = core.PLAN_OPTION_DEFAULTS  # each plan option's default, written once (core.pure.request)
+#: The plan options of the job, in core.PlanRequest.from_options' names.
+_PLAN_OPTIONS = ("num_shards", "partition_epoch", "num_epochs", *core.PLAN_OPTION_DEFAULTS)
 
 
-def _preload(args: Dict[str, Any]) -> int:
-    """The sub-epochs RETURNN loads after the training's last, which the plan holds too."""
-    preload = args.get("preload_next_n_sub_epochs")
-    preload = core.pure.cache.DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if preload is None else preload
-    return core.pure.check_int(preload, name="preload_next_n_sub_epochs", minimum=0,
-                               hint="the dataset's preload_next_n_sub_epochs, or None for RETURNN's default 1")
+def _request(args: Dict[str, Any]) -> core.PlanRequest:
+    """The job's plan options as a validated PlanRequest (numpy numbers become Python numbers); raises naming
+    the option. ``args``: the job's arguments by name (Sisyphus' parsed arguments, or the job's attributes)."""
+    return core.PlanRequest.from_options(**{name: args[name] for name in _PLAN_OPTIONS if name in args})
 
 
-def _plan_settings(args: Dict[str, Any]) -> core.PlanSettings:
-    """The job's arguments as validated PlanSettings (numpy ints become ints); raises naming the argument.
-    The plan holds the training's ``num_epochs`` and the sub-epochs RETURNN preloads after the last."""
-    num_epochs = core.pure.check_int(args["num_epochs"], name="num_epochs", minimum=1,
-                                     hint="the training's num_epochs, counted in sub-epochs")
-    preload = _preload(args)
-    return core.PlanSettings.from_mode(
-        sharding=args.get("sharding", "sharded"), num_shards=args["num_shards"],
-        partition_epoch=args["partition_epoch"], num_epochs=num_epochs + preload, preloaded_sub_epochs=preload,
-        seq_ordering=args.get("seq_ordering", "random"), random_seed_offset=args.get("random_seed_offset") or 0,
-        fixed_random_seed=args.get("fixed_random_seed"), distribution=args.get("distribution", "returnn"),
-        max_sub_epoch_deviation=args.get("max_sub_epoch_deviation", _DEFAULT_DEVIATION))
+def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str, Any]:
+    """The batching and cache options of the request as plain Python values, None and the defaults where
+    not used (``preload_next_n_sub_epochs`` stays None where it was not given: RETURNN's default)."""
+    batching, node_cache = request.batching, request.node_cache
+    return {"batch_size": None if batching is None else batching.batch_size,
+            "max_seqs": None if batching is None else batching.max_seqs,
+            "ranks_per_node": None if node_cache is None else node_cache.ranks_per_node,
+            "cached_file": True if node_cache is None else node_cache.cached_file,
+            "cache_size": request.cache_size,
+            "preload_next_n_sub_epochs": None if given_preload is None else request.settings.preloaded_sub_epochs}
 
 
-def _batching(args: Dict[str, Any]) -> Optional[Batching]:
-    """The batching limits of the prediction, or None without batch_size and max_seqs."""
-    if args.get("batch_size") is None and args.get("max_seqs") is None:
-        return None
-    return Batching(batch_size=args.get("batch_size"), max_seqs=args.get("max_seqs"))
-
-
-def _node_cache(args: Dict[str, Any]) -> Tuple[Optional[core.NodeCache], Optional[int]]:
-    """The per-node cache of the footprint report and the cache size in bytes, or (None, None)
-    without ``ranks_per_node``; the other cache options need it."""
-    if args.get("ranks_per_node") is None:
-        given = [name for name, default in (("cached_file", True), ("cache_size", None))
-                 if args.get(name, default) != default]
-        if given:
-            raise ValueError(f"{', '.join(given)} describe the per-node cache; give ranks_per_node too (GPUs per "
-                             "node), or leave them out")
-        return None, None
-    preload = args.get("preload_next_n_sub_epochs")
-    node_cache = core.NodeCache(
-        ranks_per_node=args["ranks_per_node"], cached_file=args.get("cached_file", True),
-        preload_next_n_sub_epochs=core.pure.cache.DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if preload is None else preload)
-    cache_size = core.pure.check_optional_int(args.get("cache_size"), name="cache_size", minimum=1,
-                                              hint="bytes of file cache per node, or None")
-    return node_cache, cache_size
-
-
-def _checked_args(args: Dict[str, Any]) -> Tuple[core.PlanSettings, bool, Dict[str, Union[int, float]]]:
+def _checked(args: Dict[str, Any]) -> Tuple[core.PlanRequest, bool, Dict[str, Union[int, float]]]:
     """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
-    too): the settings, ``plot`` and the resource requests given, in plain Python values."""
+    too): the request, ``plot`` and the resource requests given, in plain Python values."""
     _check_file_sizes(args["file_sizes"])
-    settings = _plan_settings(args)
-    check_bound_is_used(settings.max_sub_epoch_deviation, distribution=settings.distribution)
+    request = _request(args)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
-    _batching(args)
-    _node_cache(args)
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
-    return settings, plot, given
+    return request, plot, given
 
 
 def plan_rqmt(*, num_files: Optional[int], settings: core.PlanSettings) -> Tuple[Dict[str, Union[int, float]], bool]:
@@ -135,9 +101,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
 
     # Options added later go here with the value that reproduces the old behavior. plot=False is
     # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
-    __sis_hash_exclude__ = {"distribution": "returnn", "sharding": "sharded", "plot": True, "batch_size": None,
-                            "max_seqs": None, "max_sub_epoch_deviation": _DEFAULT_DEVIATION, "ranks_per_node": None,
-                            "preload_next_n_sub_epochs": None, "cached_file": True, "cache_size": None}
+    __sis_hash_exclude__ = {"plot": True, **{name: _D[name] for name in (
+        "distribution", "sharding", "batch_size", "max_seqs", "max_sub_epoch_deviation", "ranks_per_node",
+        "preload_next_n_sub_epochs", "cached_file", "cache_size")}}
 
     def __init__(
         self,
@@ -146,19 +112,19 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         num_shards: int,
         partition_epoch: int,
         num_epochs: int,
-        seq_ordering: str = "random",
-        random_seed_offset: Optional[int] = None,
-        fixed_random_seed: Optional[int] = None,
-        distribution: str = "returnn",
-        max_sub_epoch_deviation: float = _DEFAULT_DEVIATION,
-        sharding: str = "sharded",
+        seq_ordering: str = _D["seq_ordering"],
+        random_seed_offset: Optional[int] = _D["random_seed_offset"],
+        fixed_random_seed: Optional[int] = _D["fixed_random_seed"],
+        distribution: str = _D["distribution"],
+        max_sub_epoch_deviation: float = _D["max_sub_epoch_deviation"],
+        sharding: str = _D["sharding"],
         plot: bool = True,
-        batch_size: Optional[int] = None,
-        max_seqs: Optional[int] = None,
-        ranks_per_node: Optional[int] = None,
-        preload_next_n_sub_epochs: Optional[int] = None,
-        cached_file: bool = True,
-        cache_size: Optional[int] = None,
+        batch_size: Optional[int] = _D["batch_size"],
+        max_seqs: Optional[int] = _D["max_seqs"],
+        ranks_per_node: Optional[int] = _D["ranks_per_node"],
+        preload_next_n_sub_epochs: Optional[int] = _D["preload_next_n_sub_epochs"],
+        cached_file: bool = _D["cached_file"],
+        cache_size: Optional[int] = _D["cache_size"],
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -195,7 +161,14 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
         :param cpu_rqmt: CPUs (default 1); not hashed
         """
-        settings, self.plot, self.given_rqmt = _checked_args(locals())
+        request, self.plot, self.given_rqmt = _checked(dict(
+            file_sizes=file_sizes, num_shards=num_shards, partition_epoch=partition_epoch, num_epochs=num_epochs,
+            seq_ordering=seq_ordering, random_seed_offset=random_seed_offset, fixed_random_seed=fixed_random_seed,
+            distribution=distribution, max_sub_epoch_deviation=max_sub_epoch_deviation, sharding=sharding, plot=plot,
+            batch_size=batch_size, max_seqs=max_seqs, ranks_per_node=ranks_per_node,
+            preload_next_n_sub_epochs=preload_next_n_sub_epochs, cached_file=cached_file, cache_size=cache_size,
+            time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
+        settings = request.settings
         self.file_sizes = file_sizes
         self.num_shards = settings.num_shards
         self.partition_epoch = settings.partition_epoch
@@ -206,12 +179,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.distribution = settings.distribution
         self.max_sub_epoch_deviation = settings.max_sub_epoch_deviation
         self.sharding = settings.sharding
-        self.batch_size = batch_size
-        self.max_seqs = max_seqs
-        self.ranks_per_node = ranks_per_node
-        self.preload_next_n_sub_epochs = preload_next_n_sub_epochs
-        self.cached_file = cached_file
-        self.cache_size = cache_size
+        plain = _plain_options(request, given_preload=preload_next_n_sub_epochs)
+        self.batch_size, self.max_seqs = plain["batch_size"], plain["max_seqs"]
+        self.ranks_per_node, self.cached_file = plain["ranks_per_node"], plain["cached_file"]
+        self.preload_next_n_sub_epochs, self.cache_size = plain["preload_next_n_sub_epochs"], plain["cache_size"]
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)
@@ -229,50 +200,38 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
     def hash(cls, parsed_args):
         # Sisyphus hashes before __init__ runs: check everything here, and hash plain Python values.
         d = dict(parsed_args)
-        settings, d["plot"], _ = _checked_args(d)
+        request, d["plot"], _ = _checked(d)
+        settings = request.settings
         for name in ("num_shards", "partition_epoch", "num_epochs", "fixed_random_seed", "max_sub_epoch_deviation"):
             d[name] = getattr(settings, name)  # num_epochs: the planned sub-epochs, the preloaded included
         # None and 0 are the same plan: None means RETURNN's default 0.
         d["random_seed_offset"] = settings.random_seed_offset or None
-        batching = _batching(d)
-        if batching is not None:  # plain ints; an unset limit stays None, excluded from the hash
-            d["batch_size"], d["max_seqs"] = batching.batch_size, batching.max_seqs
-        if d.get("preload_next_n_sub_epochs") is not None:  # plain int, as given (None stays excluded)
-            d["preload_next_n_sub_epochs"] = _preload(d)
-        node_cache, cache_size = _node_cache(d)
-        if node_cache is not None:  # plain values, as given (None and True stay excluded from the hash)
-            d["ranks_per_node"], d["cache_size"] = node_cache.ranks_per_node, cache_size
-            d["cached_file"] = node_cache.cached_file
+        for name, value in _plain_options(request, given_preload=d.get("preload_next_n_sub_epochs")).items():
+            if name in d:  # given: hashed as a plain value (at its default, excluded from the hash)
+                d[name] = value
         for name in RQMT_ARGS:
             d.pop(name, None)
         return super().hash(d)
 
+    def _request(self) -> core.PlanRequest:
+        return _request({name: getattr(self, name) for name in _PLAN_OPTIONS})
+
     def tasks(self):
         # Only the header of the sizes archive is read (the manager calls this): its number of files.
         sized, mini = plan_rqmt(num_files=archive_entry_count(path_str(self.file_sizes)),
-                                settings=_plan_settings(vars(self)))
+                                settings=self._request().settings)
         yield sized_task("run", given=self.given_rqmt, sized=sized, mini=mini)
 
     def run(self):
         if self.plot and not core.reporting.matplotlib_available():  # fail before anything is written
             raise ImportError(f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
                               "(plot=False: another job, without out_plot)")
-        check_regular_file(path_str(self.file_sizes), what="file sizes archive")  # a FIFO would block the load
-        sizes = core.load_file_sizes(path_str(self.file_sizes))
-        plan = core.ShardPlan(sizes.keys, sizes.sizes, _plan_settings(vars(self)).replace(unit=sizes.unit))
-        batching = _batching(vars(self))
-        lengths = None
-        if batching is not None or sizes.unit == "steps":  # a plan by steps predicts under the steps' limits
-            lengths = core.io.load_file_costs(path_str(self.file_sizes))
-            batching = core.io.file_costs.prediction_batching(lengths, batching)
-        node_cache, cache_size = _node_cache(vars(self))
-        summary = core.write_plan_outputs(
-            plan, plan_path=self.out_plan.get_path(), summary_path=self.out_summary.get_path(),
-            report_path=self.out_report.get_path(), plot_path=self.out_plot.get_path() if self.plot else None,
-            batching=batching, lengths=lengths, node_cache=node_cache, cache_size=cache_size)
+        summary = core.make_plan(path_str(self.file_sizes), self._request(), plan_path=self.out_plan.get_path(),
+                                 summary_path=self.out_summary.get_path(), report_path=self.out_report.get_path(),
+                                 plot_path=self.out_plot.get_path() if self.plot else None)
         write_variable(self.out_max_imbalance, float(summary["max_imbalance"]))
         write_variable(self.out_dropped_fraction, float(summary["dropped_fraction"]))
         if hasattr(self, "out_dropped_fraction_predicted"):
             write_variable(self.out_dropped_fraction_predicted, float(summary["dropped_fraction_predicted"]))
-        if node_cache is not None:
+        if hasattr(self, "out_cache_peak_bytes_per_node"):
             write_variable(self.out_cache_peak_bytes_per_node, int(summary["cache_peak_bytes_per_node"]))

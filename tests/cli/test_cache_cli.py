@@ -55,11 +55,12 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--cache-size", "1G"], "--cache-size describe the per-node cache: give --ranks-per-node too"),
-    (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "--no-cached-file describe the per-node cache"),
+    # One rule for the command line and ShardPlanJob (core.PlanRequest), naming the options by their Python names.
+    (["--cache-size", "1G"], "cache_size describe the per-node cache: give ranks_per_node too"),
+    (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "cached_file describe the per-node cache"),
     (["--ranks-per-node", "4", "--cache-size", "lots"], "cache size 'lots' is not a byte count"),
     (["--ranks-per-node", "0"], "ranks_per_node=0 must be a positive int"),
-    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"], "--preload-next-n-sub-epochs -1: give 0 or more"),
+    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"], "preload_next_n_sub_epochs=-1 must be a non-negative int"),
 ])
 def test_plan_cache_option_errors_write_nothing(tmp_path, sizes_file, capsys, options, message):
     path, _, _ = sizes_file

@@ -74,4 +74,4 @@ def test_costs_in_steps_then_plan_predicts_under_their_limits(tmp_path, hdf_list
 @pytest.mark.parametrize("argv", [["--unit", "steps"], ["--unit", "frames", "--max-seqs", "4"]])
 def test_steps_and_batching_come_together(tmp_path, hdf_list, capsys, argv):
     assert main(["costs", hdf_list, *argv, "-o", str(tmp_path / "c.npz")]) == 2
-    assert "the unit steps needs --batch-size" in capsys.readouterr().err
+    assert "unit='steps' needs batch_size and/or max_seqs" in capsys.readouterr().err

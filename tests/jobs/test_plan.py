@@ -287,7 +287,7 @@ def test_cache_options_hash_only_when_given_and_need_ranks_per_node(work_dir):
                         cached_file=True) is cached
     assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4,
                         cache_size=10**9) is not cached
-    with pytest.raises(ValueError, match="cache_size describe the per-node cache; give ranks_per_node too"):
+    with pytest.raises(ValueError, match="cache_size describe the per-node cache: give ranks_per_node too"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, cache_size=10**9)
     with pytest.raises(ValueError, match="ranks_per_node=0 must be a positive int"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=0)
@@ -299,3 +299,37 @@ def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):
                                          "distribution='flexible' only, but distribution='balanced'"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, distribution="balanced",
                      max_sub_epoch_deviation=0.1)
+
+
+@pytest.mark.parametrize("options, cli_args, message", [
+    ({"cache_size": 10**9}, ["--cache-size", "1000000000"],
+     "cache_size describe the per-node cache: give ranks_per_node too"),
+    ({"distribution": "balanced", "max_sub_epoch_deviation": 0.1},
+     ["--distribution", "balanced", "--max-sub-epoch-deviation", "0.1"], "max_sub_epoch_deviation=0.1 bounds"),
+    ({"preload_next_n_sub_epochs": -1}, ["--preload-next-n-sub-epochs", "-1"],
+     "preload_next_n_sub_epochs=-1 must be a non-negative int"),
+    ({"num_epochs": 0}, ["--num-epochs", "0"], "num_epochs=0 must be a positive int"),
+])
+def test_the_command_line_and_the_job_refuse_alike(work_dir, capsys, options, cli_args, message):
+    """One PlanRequest checks the options of both: the same bad value, the same message."""
+    sizes_path = _sizes_file(str(work_dir))
+    args = {"num_shards": 2, "partition_epoch": 2, "num_epochs": 4, **options}
+    with pytest.raises(ValueError) as info:
+        ShardPlanJob(tk.Path(sizes_path), **args)
+    assert message in str(info.value)
+    argv = ["plan", "--sizes", sizes_path, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
+            *cli_args, "-o", str(work_dir / "cli")]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == f"error: {info.value}\n"
+
+
+def test_each_option_default_is_the_requests():
+    """The job's hash exclusions are the options' defaults, as core.PlanRequest writes them."""
+    for name, default in ShardPlanJob.__sis_hash_exclude__.items():
+        if name != "plot":
+            assert core.PLAN_OPTION_DEFAULTS[name] == default, name
+    import inspect
+
+    params = inspect.signature(ShardPlanJob.__init__).parameters
+    for name, default in core.PLAN_OPTION_DEFAULTS.items():
+        assert params[name].default == default, name

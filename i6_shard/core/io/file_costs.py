@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..pure.batching import Batching, file_millisteps
+from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
 from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, _leaves_and_keys, \
@@ -75,9 +75,7 @@ class FileCosts:
     def __post_init__(self):
         if self.unit not in COST_UNITS:
             raise ValueError(f"unit={self.unit!r}: a costs archive counts one of {COST_UNITS} (bytes: FileSizes)")
-        if (self.batching is not None) != (self.unit == "steps"):
-            raise ValueError(f"unit={self.unit!r} with batching={self.batching!r}: costs in steps need the batching "
-                             "limits they were counted under (batch_size / max_seqs), other units none")
+        check_batching_for_unit(self.unit, self.batching)
         n = len(self.keys)
         for name in ("costs", "num_seqs", "num_frames") + (("mtimes",) if self.mtimes is not None else ()):
             if np.shape(getattr(self, name)) != (n,):
@@ -353,11 +351,9 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if unit not in COST_UNITS:
         raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
                          "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)")
-    if (batching is not None) != (unit == "steps"):
-        raise ValueError(f"unit={unit!r} with batching={batching!r}: give the batching limits (batch_size / max_seqs) "
-                         "with unit='steps', and only there")
     if batching is not None and not isinstance(batching, Batching):
         raise TypeError(f"batching={batching!r} must be a core.pure.batching.Batching")
+    check_batching_for_unit(unit, batching)
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
     _, keys = _leaves_and_keys(trees)

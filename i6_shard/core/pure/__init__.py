@@ -1,6 +1,7 @@
 """The pure part of the core: arrays and integers in, arrays out; no file, process or print.
 
-- settings: :class:`PlanSettings` (every rule of the settings) and the supported values;
+- settings: :class:`PlanSettings` (every rule of the settings) and the supported values; request:
+  :class:`PlanRequest`, the settings with the batching and node cache of a plan's outputs;
 - distribute: RETURNN's shuffle and bin cut, mirrored exactly; balanced: i6_shard's balanced cut;
 - plan: :class:`ShardPlan`; stats: what a plan does over a training; epochs: sub-epochs vs passes;
 - file_tree: RETURNN's file trees and keys; reads: what ranks read, checked against a plan;
@@ -27,6 +28,7 @@ from .distribute import (
 from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
 from .plan import ShardPlan
+from .request import PLAN_OPTION_DEFAULTS, PlanRequest
 from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 from .settings import (
     DISTRIBUTIONS,
@@ -43,7 +45,7 @@ from .text import short_repr
 __all__ = [
     "PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "check_seq_ordering",
     "check_distribution",
-    "ShardPlan", "PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for", "CUTS", "cut_full_epoch",
+    "ShardPlan", "PlanRequest", "PLAN_OPTION_DEFAULTS", "PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for", "CUTS", "cut_full_epoch",
     "distribute_evenly_by_size", "distribute_balanced", "shuffle_order", "full_epoch_seed", "check_enough_files",
     "dfd_num_shards",
     "UNSHARDED_RANK_SEED_STRIDE",

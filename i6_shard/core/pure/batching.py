@@ -60,6 +60,30 @@ class Batching:
         return {"batch_size": self.batch_size, "max_seqs": self.max_seqs}
 
 
+def batching_of(batch_size: Optional[int], max_seqs: Optional[int]) -> Optional[Batching]:
+    """The limits as a :class:`Batching`, or None where neither is given.
+
+    >>> batching_of(None, None), batching_of(2000, None).batch_size
+    (None, 2000)
+    """
+    return None if batch_size is None and max_seqs is None else Batching(batch_size=batch_size, max_seqs=max_seqs)
+
+
+def check_batching_for_unit(unit: str, batching: Optional[Batching]) -> None:
+    """Costs in steps are counted under batching limits, costs in other units under none.
+
+    >>> check_batching_for_unit("frames", Batching(batch_size=2000, max_seqs=None))
+    Traceback (most recent call last):
+    ...
+    ValueError: unit='frames' with batch_size=2000, max_seqs=None: unit='steps' needs batch_size and/or max_seqs (the limits its steps are counted under), the other units take neither
+    """
+    if (batching is not None) != (unit == "steps"):
+        limits = batching.as_dict() if batching is not None else {"batch_size": None, "max_seqs": None}
+        raise ValueError(f"unit={unit!r} with batch_size={limits['batch_size']!r}, max_seqs={limits['max_seqs']!r}: "
+                         "unit='steps' needs batch_size and/or max_seqs (the limits its steps are counted under), "
+                         "the other units take neither")
+
+
 def simulate_num_batches(lengths: Sequence[int] | np.ndarray, batching: Batching) -> np.ndarray:
     """Brute force: the batch of every sequence in the given order, exactly as RETURNN's
     ``BatchingIterDataPipe.__iter__`` cuts one data key (``batch_size`` on ``num_seqs * max length``,

@@ -13,7 +13,7 @@ from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epo
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
 __all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "UNITS",
-           "check_seq_ordering", "check_distribution", "check_unit"]
+           "check_seq_ordering", "check_distribution", "check_unit", "sharding_mode"]
 
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
@@ -32,6 +32,22 @@ SEED_LIMIT = 2**32
 #: from the files' metadata, core/io/file_costs.py), "steps" (expected steps under a costs archive's batching
 #: limits, in milli-steps: core/pure/batching.py file_millisteps).
 UNITS = ("bytes", "frames", "seqs", "steps")
+
+
+def sharding_mode(*, distrib_shard_files: bool, same_seed_on_all_ranks: bool) -> str:
+    """The name of a sharding mode (a key of :data:`SHARDING_MODES`) from its two flags.
+
+    >>> sharding_mode(distrib_shard_files=True, same_seed_on_all_ranks=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: drop same_seed_on_all_ranks
+    """
+    if same_seed_on_all_ranks and distrib_shard_files:
+        raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
+                         "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
+                         "drop same_seed_on_all_ranks")
+    return next(name for name, flags in SHARDING_MODES.items()
+                if flags == (bool(distrib_shard_files), bool(same_seed_on_all_ranks)))
 
 
 def check_seq_ordering(seq_ordering: Any) -> str:
@@ -170,10 +186,7 @@ class PlanSettings:
             raise ValueError(f"num_epochs={self.num_epochs} with preloaded_sub_epochs={self.preloaded_sub_epochs} leaves "
                              f"the training {self.training_num_epochs} sub-epochs: the training's num_epochs must be "
                              "1 or more (the preloaded sub-epochs come after its last)")
-        if self.same_seed_on_all_ranks and self.distrib_shard_files:
-            raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
-                             "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
-                             "drop same_seed_on_all_ranks")
+        sharding_mode(distrib_shard_files=self.distrib_shard_files, same_seed_on_all_ranks=self.same_seed_on_all_ranks)
         if self.seq_ordering == "random":  # only then does RETURNN shuffle, i.e. use the seeds
             if self.fixed_random_seed is not None:
                 if not 0 <= self.fixed_random_seed < SEED_LIMIT:
@@ -194,8 +207,8 @@ class PlanSettings:
     @property
     def sharding(self) -> str:
         """The sharding mode's name, a key of :data:`SHARDING_MODES`."""
-        return next(name for name, flags in SHARDING_MODES.items()
-                    if flags == (self.distrib_shard_files, self.same_seed_on_all_ranks))
+        return sharding_mode(distrib_shard_files=self.distrib_shard_files,
+                             same_seed_on_all_ranks=self.same_seed_on_all_ranks)
 
     @property
     def num_bins(self) -> int:

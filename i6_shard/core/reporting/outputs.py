@@ -15,7 +15,10 @@ from ..pure.plan import ShardPlan
 from ..pure.settings import DISTRIBUTIONS, PlanSettings
 from ..io.plan_file import check_plan_fits_memory, plan_arrays
 from ..io.npz import save_npz
-from ..io.file_costs import FileCosts
+from ..io.file_costs import FileCosts, load_file_costs, prediction_batching
+from ..io.file_sizes import load_file_sizes
+from ..io.preflight import check_regular_file
+from ..pure.request import PlanRequest
 from ..pure.batching import Batching
 from .plot import plot_plan, require_matplotlib
 from .prediction import prediction_summary
@@ -23,6 +26,8 @@ from .report import cache_summary, render_report, summarize, summary_json
 from ..pure.stats import PlanStats, compute_plan_stats
 
 __all__ = [
+    "make_plan",
+    "make_plan_dir",
     "write_plan_outputs",
     "write_plan_dir",
     "check_plan_dir",
@@ -231,3 +236,43 @@ def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = 
                                   plot_path=os.path.join(tmp, PLOT_FILE) if plot else None,
                                   node_cache=node_cache, cache_size=cache_size, batching=batching,
                                   lengths=lengths)
+
+
+def _plan_inputs(archive_path: str | os.PathLike, request: PlanRequest) -> Tuple[ShardPlan, Dict[str, Any]]:
+    """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit), and the keywords
+    its outputs are written with: the per-node cache, and the batching and lengths of the predicted loss (a plan
+    by steps always predicts, under the limits its costs count)."""
+    archive_path = os.fspath(archive_path)
+    check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
+    sizes = load_file_sizes(archive_path)
+    settings = request.settings.replace(unit=sizes.unit)
+    check_plan_fits_memory(settings, num_files=len(sizes))
+    plan = ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
+    extra: Dict[str, Any] = {"node_cache": request.node_cache, "cache_size": request.cache_size}
+    if request.batching is not None or sizes.unit == "steps":
+        lengths = load_file_costs(archive_path)
+        extra.update(batching=prediction_batching(lengths, request.batching), lengths=lengths)
+    return plan, extra
+
+
+def make_plan(archive_path: str | os.PathLike, request: PlanRequest, *, plan_path: str, summary_path: str,
+              report_path: str, plot_path: Optional[str] = None) -> dict:
+    """The one way from a sizes or costs archive to a plan's outputs (``ShardPlanJob``, the command line and
+    the builders call it): the plan of ``request`` balanced by the archive's unit, written by
+    :func:`write_plan_outputs` to the given paths.
+
+    :return: the summary, as :func:`write_plan_outputs`
+    """
+    plan, extra = _plan_inputs(archive_path, request)
+    return write_plan_outputs(plan, plan_path=plan_path, summary_path=summary_path, report_path=report_path,
+                              plot_path=plot_path, **extra)
+
+
+def make_plan_dir(archive_path: str | os.PathLike, request: PlanRequest, out_dir: str | os.PathLike, *,
+                  plot: bool = True) -> dict:
+    """:func:`make_plan` into ``out_dir`` as one set (:func:`write_plan_dir`); ``out_dir`` is checked before the
+    archive is read."""
+    check_plan_dir(out_dir)
+    plan, extra = _plan_inputs(archive_path, request)
+    return write_plan_dir(plan, out_dir, plot=plot, **extra)
+

@@ -106,9 +106,9 @@ def test_steps_archive_keeps_its_batching(tmp_path):
     loaded = load_file_costs(out)
     assert loaded.unit == "steps" and loaded.batching == Batching(batch_size=200, max_seqs=8)
     assert core.load_file_sizes(out).unit == "steps"
-    with pytest.raises(ValueError, match="give the batching limits"):
+    with pytest.raises(ValueError, match="unit=.steps. needs batch_size and/or max_seqs"):
         collect_file_costs(paths, unit="steps", num_procs=1)
-    with pytest.raises(ValueError, match="give the batching limits"):
+    with pytest.raises(ValueError, match="unit=.steps. needs batch_size and/or max_seqs"):
         collect_file_costs(paths, unit="frames", batching=batching, num_procs=1)
 
 

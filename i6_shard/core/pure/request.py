@@ -1,0 +1,112 @@
+"""PlanRequest: everything a plan and its outputs are made from besides the files (the settings, the batching
+limits of the prediction, the per-node cache), in one frozen object with one ``validate()``, built from the same
+keyword options by the command line, ``ShardPlanJob`` and the builders; each option's default is written here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from .args import check_bool, check_int, check_optional_int
+from .batching import Batching
+from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
+from .settings import PlanSettings
+
+__all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS"]
+
+#: The optional plan options and their defaults, the one place they are written: ``PlanRequest.from_options``
+#: applies them, the command line shows them, ``ShardPlanJob`` hashes an option at its default as if absent.
+PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
+    "seq_ordering": "random",
+    "random_seed_offset": None,  # RETURNN's default 0
+    "fixed_random_seed": None,
+    "distribution": "returnn",
+    "max_sub_epoch_deviation": DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    "sharding": "sharded",
+    "batch_size": None,
+    "max_seqs": None,
+    "ranks_per_node": None,
+    "preload_next_n_sub_epochs": None,  # RETURNN's default, DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
+    "cached_file": True,
+    "cache_size": None,
+}
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A plan to make: its settings, and what its outputs add.
+
+    :ivar settings: the plan's settings; ``num_epochs`` holds the training's sub-epochs and the
+        ``preloaded_sub_epochs`` RETURNN loads after them
+    :ivar batching: RETURNN's ``batch_size``/``max_seqs``: the outputs predict the loss under them (needs a costs
+        archive); None: no prediction, unless the costs count steps (then under their own limits)
+    :ivar node_cache: the ranks per node and how they cache files: the outputs add the per-node cache footprint
+    :ivar cache_size: bytes of each node's cache: the outputs say whether the plan fits (needs ``node_cache``)
+
+    >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
+    Traceback (most recent call last):
+    ...
+    ValueError: cache_size describe the per-node cache: give ranks_per_node too (GPUs per node), or leave them out
+    """
+
+    settings: PlanSettings
+    batching: Optional[Batching] = None
+    node_cache: Optional[NodeCache] = None
+    cache_size: Optional[int] = None
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``TypeError``/``ValueError`` naming the option and the fix for a request that cannot be made;
+        the settings and their parts validate themselves when they are built."""
+        if not isinstance(self.settings, PlanSettings):
+            raise TypeError(f"settings has type {type(self.settings).__name__}; give a PlanSettings")
+        check_bound_is_used(self.settings.max_sub_epoch_deviation, distribution=self.settings.distribution)
+        if self.cache_size is not None:
+            check_int(self.cache_size, name="cache_size", minimum=1, hint="bytes of file cache per node, or None")
+            if self.node_cache is None:
+                raise ValueError(f"cache_size={self.cache_size} needs node_cache (the ranks per node) to compute the "
+                                 "footprint it is compared with")
+
+    @classmethod
+    def from_options(cls, *, num_shards: int, partition_epoch: int, num_epochs: int, **options: Any) -> "PlanRequest":
+        """The request of the plan options as the command line and ``ShardPlanJob`` take them: ``num_epochs`` is
+        the training's, the plan also holds the ``preload_next_n_sub_epochs`` after them; the other options are
+        those of :data:`PLAN_OPTION_DEFAULTS` (None where an option is not given means its default).
+        """
+        unknown = sorted(set(options) - set(PLAN_OPTION_DEFAULTS))
+        if unknown:
+            raise TypeError(f"unknown plan options {unknown}; the options are {sorted(PLAN_OPTION_DEFAULTS)}")
+        o = {name: default if options.get(name) is None else options[name]
+             for name, default in PLAN_OPTION_DEFAULTS.items()}
+        num_epochs = check_int(num_epochs, name="num_epochs", minimum=1,
+                               hint="the training's num_epochs, counted in sub-epochs")
+        preload = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if o["preload_next_n_sub_epochs"] is None else check_int(
+            o["preload_next_n_sub_epochs"], name="preload_next_n_sub_epochs", minimum=0,
+            hint=f"the dataset's preload_next_n_sub_epochs; RETURNN's default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}")
+        settings = PlanSettings.from_mode(
+            sharding=o["sharding"], num_shards=num_shards, partition_epoch=partition_epoch,
+            num_epochs=num_epochs + preload, preloaded_sub_epochs=preload, seq_ordering=o["seq_ordering"],
+            random_seed_offset=o["random_seed_offset"] or 0, fixed_random_seed=o["fixed_random_seed"],
+            distribution=o["distribution"], max_sub_epoch_deviation=o["max_sub_epoch_deviation"])
+        batching = None if o["batch_size"] is None and o["max_seqs"] is None else \
+            Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
+        return cls(settings, batching, *_node_cache(o, preload=preload))
+
+
+def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
+    """The per-node cache and the cache size of the options; the cache options need ``ranks_per_node``."""
+    cached_file = check_bool(o["cached_file"], name="cached_file")
+    cache_size = check_optional_int(o["cache_size"], name="cache_size", minimum=1,
+                                    hint="bytes of file cache per node, or None")
+    if o["ranks_per_node"] is None:
+        given = [name for name, used in (("cached_file", not cached_file), ("cache_size", cache_size is not None))
+                 if used]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe the per-node cache: give ranks_per_node too (GPUs per "
+                             "node), or leave them out")
+        return None, None
+    return NodeCache(ranks_per_node=o["ranks_per_node"], preload_next_n_sub_epochs=preload,
+                     cached_file=cached_file), cache_size
