@@ -13,7 +13,7 @@ from .core.io import DEFAULT_NUM_THREADS
 from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
-from .core.io.preflight import check_key_collisions
+from .core.io.preflight import read_training_file_list
 from .core.pure import SEED_LIMIT
 from .core.pure.batching import batching_of, check_batching_for_unit
 from .core.pure.settings import sharding_mode
@@ -25,11 +25,7 @@ from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, parse_bytes
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
     core.check_output_path(args.output, suffix=".npz", kind="file sizes archive")  # before any stat call
-    trees = core.read_file_list(args.file_list)
-    if not trees:
-        raise ValueError(f"file list {args.file_list!r} holds no entries (only blank or comment lines, or []); "
-                         "DistributeFilesDataset needs at least one file")
-    check_key_collisions(trees, where=f"file list {args.file_list!r}")
+    trees = read_training_file_list(args.file_list)
     sizes = core.collect_file_sizes(trees, num_threads=args.threads)
     core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
@@ -40,11 +36,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     from .core.io.file_costs import collect_file_costs, save_file_costs
 
     core.check_output_path(args.output, suffix=".npz", kind="file costs archive")  # before any file is read
-    trees = core.read_file_list(args.file_list)
-    if not trees:
-        raise ValueError(f"file list {args.file_list!r} holds no entries (only blank or comment lines, or []); "
-                         "DistributeFilesDataset needs at least one file")
-    check_key_collisions(trees, where=f"file list {args.file_list!r}")
+    trees = read_training_file_list(args.file_list)
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
     batching = batching_of(args.batch_size, args.max_seqs)
     check_batching_for_unit(args.unit, batching)
@@ -242,15 +234,7 @@ def _prog() -> str:
     return "python -m i6_shard" if name in ("", "__main__.py", "-c") else name
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=_prog(),
-        description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
-                    "(distrib_shard_files=True) before any training runs.",
-        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.")
-    parser.add_argument("--version", action="version", version=f"i6_shard {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_make_data(sub) -> None:
     p = sub.add_parser("make-data", help="write a small corpus of real RETURNN HDF files with skewed sizes and "
                                          "their list, to try sharding on")
     p.add_argument("-o", "--output", default="i6_shard_data",
@@ -260,12 +244,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feature-dim", type=int, default=8, help="features per frame (default 8)")
     p.set_defaults(func=_cmd_make_data)
 
+
+def _add_sizes(sub) -> None:
     p = sub.add_parser("sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
     p.add_argument("file_list")
     p.add_argument("-o", "--output", required=True, help="output file sizes archive (a name ending in .npz)")
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
     p.set_defaults(func=_cmd_sizes)
 
+
+def _add_costs(sub) -> None:
     p = sub.add_parser("costs", help="frames, sequences or expected steps per entry of a file list, read from the "
                                      "files' metadata (RETURNN HDF seqLengths, OggZip manifests, arrow shards), as an "
                                      "archive that `plan --sizes` takes")
@@ -290,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output file costs archive (a name ending in .npz)")
     p.set_defaults(func=_cmd_costs)
 
+
+def _add_plan(sub) -> None:
     p = sub.add_parser("plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, "
                                     "report and plot")
     p.add_argument("--sizes", required=True,
@@ -316,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output directory: new, empty, or an earlier plan directory (replaced whole)")
     p.set_defaults(func=_cmd_plan)
 
+
+def _add_compare_plans(sub) -> None:
     p = sub.add_parser("compare-plans", help="what resuming a sharded training under another plan (e.g. another "
                                              "num_shards) does: files read twice and never in the affected full epoch")
     p.add_argument("old_plan", help=f"plan the training ran with (a plan directory with {core.PLAN_FILE}, or the file)")
@@ -326,12 +318,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write summary.json, report.txt and files.json (every file read twice or never) here")
     p.set_defaults(func=_cmd_compare_plans)
 
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
     p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
     p.add_argument("--plot", default=None, help="also write the plot to this path (PNG; the name must end in .png)")
     p.set_defaults(func=_cmd_report)
 
+
+def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="generate a small file set and run the whole pipeline on it")
     p.add_argument("-o", "--output", default="i6_shard_demo", help="output directory (default: ./i6_shard_demo)")
     p.add_argument("--num-files", type=int, default=200, help="files to generate (default 200)")
@@ -339,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan_options(p, demo=True)
     p.set_defaults(func=_cmd_demo)
 
+
+def _add_train_report(sub) -> None:
     p = sub.add_parser("train-report", help="measure from RETURNN's training logs what each rank read and what was "
                                             "dropped per sub-epoch, against the plan; write report, summary and plot")
     p.add_argument("logs", nargs="+", metavar="LOG",
@@ -359,6 +357,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
     p.set_defaults(func=_cmd_train_report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=_prog(),
+        description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
+                    "(distrib_shard_files=True) before any training runs.",
+        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.")
+    parser.add_argument("--version", action="version", version=f"i6_shard {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_make_data(sub)
+    _add_sizes(sub)
+    _add_costs(sub)
+    _add_plan(sub)
+    _add_compare_plans(sub)
+    _add_report(sub)
+    _add_demo(sub)
+    _add_train_report(sub)
     return parser
 
 

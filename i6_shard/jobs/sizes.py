@@ -11,7 +11,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from sisyphus import Job, gs, tk
 
 from i6_shard import core
-from i6_shard.core.io.preflight import check_key_collisions, check_regular_file, file_list_digest
+from i6_shard.core.io.preflight import check_key_collisions, check_regular_file, file_list_digest, \
+    read_training_file_list
 
 from i6_shard.returnn_config.reader import files_kind, read_files
 
@@ -209,13 +210,7 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         list_path = self._list_path()
         if list_path is None:
             return instantiate(list(self.files))  # checked when the graph was built
-        check_regular_file(list_path, what="file list")
-        trees = core.read_file_list(list_path)
-        if not trees:
-            raise ValueError(f"file list {list_path!r} holds no entries (only blank or comment lines, or []); "
-                             "DistributeFilesDataset needs at least one file")
-        check_key_collisions(trees, where=f"file list {list_path!r}")
-        return trees
+        return read_training_file_list(list_path)
 
     def _count(self) -> Tuple[int, int]:
         """The number of entries and of files (leaves) in all. A .txt list is only counted, line by

@@ -155,3 +155,22 @@ def check_key_collisions(trees: Sequence[FileTree], *, where: str = "file list",
         f"different files{more}: {'; '.join(listed)}. DistributeFilesDataset keys a file tree by its file names "
         "joined with ':', and keeps one size per key, so it would give these entries one size between them. "
         "Rename the files whose names hold ':', then compute the sizes again.")
+
+
+def read_training_file_list(path: str | os.PathLike) -> List[FileTree]:
+    """The file trees of a list file that a DistributeFilesDataset can train on: a regular file (a FIFO would
+    block), at least one entry, and no two entries RETURNN would give the same key; each problem named.
+
+    :raises ValueError: naming the list and the problem
+    """
+    from .file_list import read_file_list
+
+    path = os.fspath(path)
+    check_regular_file(path, what="file list")
+    trees = read_file_list(path)
+    if not trees:
+        raise ValueError(f"file list {path!r} holds no entries (only blank or comment lines, or []); "
+                         "DistributeFilesDataset needs at least one file")
+    check_key_collisions(trees, where=f"file list {path!r}")
+    return trees
+
