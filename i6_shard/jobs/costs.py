@@ -4,7 +4,6 @@ RETURNN-side dataset take where they take sizes."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Optional, Sequence, Union
 
 from sisyphus import Job, tk
@@ -22,7 +21,7 @@ __all__ = ["ComputeFileCostsJob"]
 def _checked_args(args: Dict[str, Any]) -> bool:
     """Every argument checked before hashing; returns whether out_file_list is a .txt list."""
     txt, _, _, _ = _checked_list_args({"files": args["files"]})
-    unit = args.get("unit", "frames")
+    unit = args["unit"]
     if unit not in COST_UNITS:
         raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: "
                          "ComputeFileSizesJob)")
@@ -33,10 +32,10 @@ def _checked_args(args: Dict[str, Any]) -> bool:
     if isinstance(args["files"], (list, tuple)):
         for tree in instantiate(list(args["files"]))[:1]:  # the first tree shows a leaf that names nothing
             cost_leaf(tree, leaf=leaf)
-    frame_rate = args.get("frame_rate", 100.0)
+    frame_rate = args["frame_rate"]
     if isinstance(frame_rate, bool) or not isinstance(frame_rate, (int, float)) or not frame_rate > 0:
         raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
-    stream = args.get("stream", "data")
+    stream = args["stream"]
     if not isinstance(stream, str) or not stream:
         raise ValueError(f"stream={stream!r} must name an HDF stream, e.g. 'data' or 'classes'")
     core.pure.check_optional_int(args.get("num_procs"), name="num_procs", minimum=1, hint="or None")
@@ -51,7 +50,7 @@ def _checked_args(args: Dict[str, Any]) -> bool:
 def _steps_batching(args: Dict[str, Any]) -> Optional[Batching]:
     """The batching limits of unit "steps" (required there, refused elsewhere), or None."""
     batching = batching_of(args.get("batch_size"), args.get("max_seqs"))
-    check_batching_for_unit(args.get("unit", "frames"), batching)
+    check_batching_for_unit(args["unit"], batching)
     return batching
 
 
@@ -93,7 +92,10 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         :param mem_rqmt: GB (default 2); not hashed
         :param cpu_rqmt: CPUs (default 1); not hashed
         """
-        txt = _checked_args(locals())
+        txt = _checked_args(dict(
+            files=files, unit=unit, leaf=leaf, stream=stream, frame_rate=frame_rate, batch_size=batch_size,
+            max_seqs=max_seqs, length_column=length_column, num_procs=num_procs, time_rqmt=time_rqmt,
+            mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
         self.files = files
         self.unit = unit
         self.leaf = leaf
@@ -124,6 +126,6 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         costs = collect_file_costs(trees, unit=self.unit, leaf=self.leaf, stream=self.stream,
                                    frame_rate=self.frame_rate, batching=_steps_batching(vars(self)),
                                    length_column=self.length_column,
-                                   num_procs=self.num_procs or min(8, max(1, len(os.sched_getaffinity(0)))))
+                                   num_procs=self.num_procs)  # None: the task's CPUs (default_num_procs)
         core.write_file_list(trees, self.out_file_list.get_path())
         save_file_costs(costs, self.out_file_costs.get_path())

@@ -118,7 +118,9 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         :param mem_rqmt: GB per task (default: sized from the entries); not hashed
         :param cpu_rqmt: CPUs per task (default 1); not hashed
         """
-        txt, self.num_threads, self.num_parallel_tasks, self.given_rqmt = _checked_args(locals())
+        txt, self.num_threads, self.num_parallel_tasks, self.given_rqmt = _checked_args(dict(
+            files=files, num_threads=num_threads, num_parallel_tasks=num_parallel_tasks, time_rqmt=time_rqmt,
+            mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
         self.files = files
 
         self.out_file_list = self.output_path("files.txt" if txt else "files.json")

@@ -249,7 +249,10 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         :param returnn_root: RETURNN checkout put first on PYTHONPATH; None: as i6_core's jobs,
             ``gs.RETURNN_ROOT``, else the RETURNN installed for that Python. Hashed as given
         """
-        self.train_dataset, self.num_shards, self.epochs, self.given_rqmt = _checked_args(locals())
+        self.train_dataset, self.num_shards, self.epochs, self.given_rqmt = _checked_args(dict(
+            train_dataset=train_dataset, num_shards=num_shards, epochs=epochs, config_opts=config_opts,
+            key_path=key_path, time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt,
+            returnn_python_exe=returnn_python_exe, returnn_root=returnn_root))
         self.config_opts = _checked_config_opts(config_opts)
         self.key_path = _checked_key_path(key_path)
         self.returnn_python_exe = default_returnn_python_exe(returnn_python_exe)

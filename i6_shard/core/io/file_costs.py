@@ -17,7 +17,7 @@ from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
 from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, _leaves_and_keys, \
-    collect_file_sizes, load_file_sizes
+    collect_file_sizes, default_num_procs, load_file_sizes
 from .npz import encode_keys, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
@@ -356,25 +356,22 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     check_batching_for_unit(unit, batching)
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
-    _, keys = _leaves_and_keys(trees)
-    cost_paths = [cost_leaf(t, leaf=leaf) for t in trees]
-    sizes = collect_file_sizes(trees, progress_interval=progress_interval)  # existence, readability, mtimes
-    unique = list(dict.fromkeys(cost_paths))
-    if num_procs is None:
-        try:
-            num_procs = max(1, min(len(os.sched_getaffinity(0)), _DEFAULT_MAX_PROCS))
-        except AttributeError:
-            num_procs = max(1, min(os.cpu_count() or 1, _DEFAULT_MAX_PROCS))
-    progress = Progress("file costs", total=len(unique), interval=progress_interval)
-    lengths: List[np.ndarray] = []
+    # The options are checked before any file is stat-ed or read.
     if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not frame_rate > 0:
         raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
     if length_column is not None and (not isinstance(length_column, str) or not length_column):
         raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
+    _, keys = _leaves_and_keys(trees)
+    cost_paths = [cost_leaf(t, leaf=leaf) for t in trees]
+    unique = list(dict.fromkeys(cost_paths))
     if unit != "seqs" and length_column is None and any(p.endswith(".arrow") for p in unique):
         raise ValueError(f"unit={unit!r} needs each arrow shard's sequence lengths: name its length column "
                          "(length_column=..., `costs --length-column NAME`: an int column or a list column), or "
                          "balance by seqs (the rows)")
+    sizes = collect_file_sizes(trees, progress_interval=progress_interval)  # existence, readability, mtimes
+    num_procs = default_num_procs(_DEFAULT_MAX_PROCS) if num_procs is None else num_procs
+    progress = Progress("file costs", total=len(unique), interval=progress_interval)
+    lengths: List[np.ndarray] = []
     items = [(p, stream, float(frame_rate), length_column) for p in unique]
     if num_procs == 1 or len(unique) <= _SERIAL_MAX_FILES:
         for item in items:

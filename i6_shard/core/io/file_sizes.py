@@ -224,7 +224,7 @@ def collect_file_sizes(
     ([3, 6], True, True)
     """
     num_threads = DEFAULT_NUM_THREADS if num_threads is None else num_threads
-    num_procs = _default_num_procs() if num_procs is None else num_procs
+    num_procs = default_num_procs() if num_procs is None else num_procs
     for name, value in (("num_threads", num_threads), ("num_procs", num_procs)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}={value!r} must be a positive int")
@@ -286,12 +286,14 @@ def tree_depth(tree: object, *, limit: int = MAX_TREE_DEPTH) -> int:
     return deepest
 
 
-def _default_num_procs() -> int:
+def default_num_procs(maximum: int = _MAX_PROCS) -> int:
+    """Helper processes by default: the CPUs this process may use (its affinity, where the OS tells), at most
+    ``maximum``; the one definition for the stat engine, the costs pass and the jobs that run them."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, _MAX_PROCS))
+    return max(1, min(cpus, maximum))
 
 
 def _file_type(mode: int) -> str:
