@@ -138,6 +138,116 @@ def _take_from_plan(settings_of_plan: Optional[Dict[str, Any]], **given: Any) ->
     return tuple(out)
 
 
+def _checked_sizes_and_plan(file_sizes: Any, plan: Any) -> tuple:
+    """``file_sizes`` and ``plan`` as paths for the dict (each None if not given); not both, and a plan is a
+    ``.npz``."""
+    if file_sizes is not None:
+        file_sizes = _path_arg(file_sizes, name="file_sizes")
+    if plan is not None:
+        plan = _path_arg(plan, name="plan")
+        if not _path_str(plan).endswith(".npz"):
+            raise ValueError(f"plan={_path_str(plan)!r} is not a plan file (plan.npz); give ShardPlanJob(...).out_plan "
+                             "or the plan.npz that `python -m i6_shard plan` wrote")
+        if file_sizes is not None:
+            raise ValueError("give plan or file_sizes, not both: with a plan the ranks take the bins (and the sizes) "
+                             "from the plan file; drop file_sizes")
+    return file_sizes, plan
+
+
+def _check_extra_opts(extra_opts: Any) -> None:
+    check_optional_mapping(extra_opts, name="extra_opts", example="{'name': 'train'}")
+    for key in extra_opts or {}:
+        if not isinstance(key, str):
+            raise TypeError(f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
+                            "str keys, e.g. {'name': 'train'}")
+
+
+def _checked_files(files: Any, norm_key: Any, *, max_inline_files: int, num_files: Optional[int]) -> tuple:
+    """``files`` as it goes into the dict (a list inline, a callable, or a list file's path), and the number of
+    entries where it is known."""
+    if isinstance(files, (list, tuple)):
+        if len(files) > max_inline_files:
+            raise ValueError(
+                f"{len(files)} files inline exceed max_inline_files={max_inline_files}: the config would be huge "
+                "and slow to hash; write them with i6_shard.core.write_file_list (or use "
+                "ComputeFileSizesJob(...).out_file_list) and pass that path as files"
+            )
+        files_value: Any = list(files)
+        _check_inline_trees(files_value, norm_key)
+        if num_files is not None and num_files != len(files_value):
+            raise ValueError(f"num_files={num_files} but {len(files_value)} files are given inline; drop num_files")
+        num_files = len(files_value)
+    elif files_kind(files) == "callable":
+        _check_files_callable(files)
+        files_value = files
+    else:
+        if not _is_path_like(files):
+            raise TypeError(f"files has type {type(files).__name__} ({files!r}); give a list of file trees (inline) "
+                            "or the path of a file list (str, os.PathLike or tk.Path), or a module-level function "
+                            "returning the list")
+        files_value = _path_arg(files, name="files")
+        ext = os.path.splitext(_path_str(files_value))[1]
+        if ext not in FILE_LIST_EXTENSIONS:
+            raise ValueError(
+                f"file list {_path_str(files_value)!r} has extension {ext!r}; RETURNN reads only "
+                f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
+            )
+    return files_value, num_files
+
+
+def _options_not_at_returnns_defaults(*, seq_ordering: str, distrib_shard_files: bool, distribution: str,
+                                      max_sub_epoch_deviation: float, file_sizes: Any, plan: Any,
+                                      buffer_size: Optional[int], preload_next_n_sub_epochs: Optional[int],
+                                      use_worker_proc: Optional[bool]) -> Dict[str, Any]:
+    """The DFD options that differ from RETURNN's defaults (so that new options move no hash), with
+    ``sharding_fix=True`` always."""
+    dataset: Dict[str, Any] = {}
+    if seq_ordering != "default":
+        dataset["seq_ordering"] = seq_ordering
+    if distrib_shard_files:
+        dataset["distrib_shard_files"] = True
+    dataset["sharding_fix"] = True
+    if distribution != "returnn":
+        dataset["distribution"] = distribution
+    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:
+        dataset["max_sub_epoch_deviation"] = max_sub_epoch_deviation
+    if file_sizes is not None:
+        dataset["file_sizes"] = file_sizes
+    if plan is not None:
+        dataset["plan"] = plan
+    if buffer_size is not None and buffer_size != 1:
+        dataset["buffer_size"] = buffer_size
+    worker_proc = use_worker_proc is not False  # RETURNN's default: True
+    if preload_next_n_sub_epochs is not None and preload_next_n_sub_epochs != (1 if worker_proc else 0):
+        dataset["preload_next_n_sub_epochs"] = preload_next_n_sub_epochs  # RETURNN's default depends on worker_proc
+    if not worker_proc:
+        dataset["use_worker_proc"] = False
+    return dataset
+
+
+def _checked_numbers(*, partition_epoch: Any, num_shards: Any, num_files: Any, buffer_size: Any,
+                     preload_next_n_sub_epochs: Any, use_worker_proc: Any, distrib_shard_files: Any,
+                     max_inline_files: Any) -> tuple:
+    """The builder's numbers and flags as plain Python values, each checked with its meaning in the message."""
+    if partition_epoch is None:
+        raise TypeError("sharded_files_dataset() needs partition_epoch (sub-epochs per full epoch), or plan= a "
+                        "ShardPlanJob to take it from")
+    check_bool(distrib_shard_files, name="distrib_shard_files")
+    return (
+        check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch"),
+        check_optional_int(num_shards, name="num_shards", minimum=1,
+                           hint="number of training ranks; leave it out if unknown"),
+        check_optional_int(num_files, name="num_files", minimum=1,
+                           hint="entries in the file list; leave it out if unknown"),
+        check_optional_int(buffer_size, name="buffer_size", minimum=1,
+                           hint="sequences each DFD worker process prefetches; RETURNN's default is 1"),
+        check_optional_int(preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
+                           hint="sub-epoch datasets to load ahead; RETURNN's default is 1 with a worker process, "
+                                "else 0"),
+        check_optional_bool(use_worker_proc, name="use_worker_proc"),
+        check_int(max_inline_files, name="max_inline_files", minimum=1, hint="longest list of files given inline"))
+
+
 def sharded_files_dataset(
     files: Union[Sequence[Any], str, os.PathLike, Any],
     *,
@@ -218,38 +328,13 @@ def sharded_files_dataset(
     partition_epoch, num_shards, distribution, max_sub_epoch_deviation, seq_ordering = _take_from_plan(
         settings_of_plan, partition_epoch=partition_epoch, num_shards=num_shards, distribution=distribution,
         max_sub_epoch_deviation=max_sub_epoch_deviation, seq_ordering=seq_ordering)
-    if partition_epoch is None:
-        raise TypeError("sharded_files_dataset() needs partition_epoch (sub-epochs per full epoch), or plan= a "
-                        "ShardPlanJob to take it from")
-    partition_epoch = check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch")
-    num_shards = check_optional_int(num_shards, name="num_shards", minimum=1,
-                                    hint="number of training ranks; leave it out if unknown")
-    num_files = check_optional_int(num_files, name="num_files", minimum=1,
-                                   hint="entries in the file list; leave it out if unknown")
-    buffer_size = check_optional_int(buffer_size, name="buffer_size", minimum=1,
-                                     hint="sequences each DFD worker process prefetches; RETURNN's default is 1")
-    preload_next_n_sub_epochs = check_optional_int(
-        preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
-        hint="sub-epoch datasets to load ahead; RETURNN's default is 1 with a worker process, else 0")
-    use_worker_proc = check_optional_bool(use_worker_proc, name="use_worker_proc")
-    check_bool(distrib_shard_files, name="distrib_shard_files")
-    max_inline_files = check_int(max_inline_files, name="max_inline_files", minimum=1,
-                                 hint="longest list of files given inline")
-    if file_sizes is not None:
-        file_sizes = _path_arg(file_sizes, name="file_sizes")
-    if plan is not None:
-        plan = _path_arg(plan, name="plan")
-        if not _path_str(plan).endswith(".npz"):
-            raise ValueError(f"plan={_path_str(plan)!r} is not a plan file (plan.npz); give ShardPlanJob(...).out_plan "
-                             "or the plan.npz that `python -m i6_shard plan` wrote")
-        if file_sizes is not None:
-            raise ValueError("give plan or file_sizes, not both: with a plan the ranks take the bins (and the sizes) "
-                             "from the plan file; drop file_sizes")
-    check_optional_mapping(extra_opts, name="extra_opts", example="{'name': 'train'}")
-    for key in extra_opts or {}:
-        if not isinstance(key, str):
-            raise TypeError(f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
-                            "str keys, e.g. {'name': 'train'}")
+    partition_epoch, num_shards, num_files, buffer_size, preload_next_n_sub_epochs, use_worker_proc, \
+        max_inline_files = _checked_numbers(
+            partition_epoch=partition_epoch, num_shards=num_shards, num_files=num_files, buffer_size=buffer_size,
+            preload_next_n_sub_epochs=preload_next_n_sub_epochs, use_worker_proc=use_worker_proc,
+            distrib_shard_files=distrib_shard_files, max_inline_files=max_inline_files)
+    file_sizes, plan = _checked_sizes_and_plan(file_sizes, plan)
+    _check_extra_opts(extra_opts)
     check_distribution(distribution)
     max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
     check_bound_is_used(max_sub_epoch_deviation, distribution=distribution)
@@ -260,33 +345,7 @@ def sharded_files_dataset(
     norm_key = normalize_files_key(files_key)
     cached_file = normalize_cached_file(cached_file, norm_key)
 
-    if isinstance(files, (list, tuple)):
-        if len(files) > max_inline_files:
-            raise ValueError(
-                f"{len(files)} files inline exceed max_inline_files={max_inline_files}: the config would be huge "
-                "and slow to hash; write them with i6_shard.core.write_file_list (or use "
-                "ComputeFileSizesJob(...).out_file_list) and pass that path as files"
-            )
-        files_value: Any = list(files)
-        _check_inline_trees(files_value, norm_key)
-        if num_files is not None and num_files != len(files_value):
-            raise ValueError(f"num_files={num_files} but {len(files_value)} files are given inline; drop num_files")
-        num_files = len(files_value)
-    elif files_kind(files) == "callable":
-        _check_files_callable(files)
-        files_value = files
-    else:
-        if not _is_path_like(files):
-            raise TypeError(f"files has type {type(files).__name__} ({files!r}); give a list of file trees (inline) "
-                            "or the path of a file list (str, os.PathLike or tk.Path), or a module-level function "
-                            "returning the list")
-        files_value = _path_arg(files, name="files")
-        ext = os.path.splitext(_path_str(files_value))[1]
-        if ext not in FILE_LIST_EXTENSIONS:
-            raise ValueError(
-                f"file list {_path_str(files_value)!r} has extension {ext!r}; RETURNN reads only "
-                f"{', '.join(FILE_LIST_EXTENSIONS)}: give a list of files, or a file list with one of these"
-            )
+    files_value, num_files = _checked_files(files, norm_key, max_inline_files=max_inline_files, num_files=num_files)
     use_ext = distribution != "returnn" or file_sizes is not None or plan is not None
     dataset: Dict[str, Any] = {
         "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
@@ -295,26 +354,10 @@ def sharded_files_dataset(
                                                         cached_file=cached_file),
         "partition_epoch": partition_epoch,
     }
-    if seq_ordering != "default":
-        dataset["seq_ordering"] = seq_ordering
-    if distrib_shard_files:
-        dataset["distrib_shard_files"] = True
-    dataset["sharding_fix"] = True
-    if distribution != "returnn":
-        dataset["distribution"] = distribution
-    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:
-        dataset["max_sub_epoch_deviation"] = max_sub_epoch_deviation
-    if file_sizes is not None:
-        dataset["file_sizes"] = file_sizes
-    if plan is not None:
-        dataset["plan"] = plan
-    if buffer_size is not None and buffer_size != 1:
-        dataset["buffer_size"] = buffer_size
-    worker_proc = use_worker_proc is not False  # RETURNN's default: True
-    if preload_next_n_sub_epochs is not None and preload_next_n_sub_epochs != (1 if worker_proc else 0):
-        dataset["preload_next_n_sub_epochs"] = preload_next_n_sub_epochs  # RETURNN's default depends on worker_proc
-    if not worker_proc:
-        dataset["use_worker_proc"] = False
+    dataset.update(_options_not_at_returnns_defaults(
+        seq_ordering=seq_ordering, distrib_shard_files=distrib_shard_files, distribution=distribution,
+        max_sub_epoch_deviation=max_sub_epoch_deviation, file_sizes=file_sizes, plan=plan, buffer_size=buffer_size,
+        preload_next_n_sub_epochs=preload_next_n_sub_epochs, use_worker_proc=use_worker_proc))
     for key, value in (extra_opts or {}).items():
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
