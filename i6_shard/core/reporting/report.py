@@ -317,27 +317,35 @@ def _num_epochs_row(s: Dict[str, Any]) -> str:
 
 
 def render_report(summary: Mapping[str, Any]) -> str:
-    """The text report of a summary from :func:`summarize` (deterministic, no paths, no times)."""
-    s = summary["settings"]
+    """The text report of a summary from :func:`summarize` (deterministic, no paths, no times): one
+    section per function below."""
     unit = summary.get("unit", "bytes")
+    s = summary["settings"]
+    lines = ["i6_shard plan report", "====================", ""]
+    for section in (_settings_section, _totals_section, _balance_section, _worst_section, _dropped_section,
+                    _distributions_section):
+        lines += section(summary, unit)
+    lines += render_prediction(summary)
+    if "cache" in summary:
+        lines += [""] + _render_cache(summary["cache"], partition_epoch=s["partition_epoch"])
+    lines += ["", "Warnings"] + ([f"  - {w}" for w in summary["warnings"]] or ["  none"])
+    return "\n".join(lines) + "\n"
 
-    def fmt(value: int) -> str:
-        return format_cost(value, unit)
 
-    lines: List[str] = []
-    add = lines.append
+def _rows(rows: List[tuple]) -> List[str]:
+    return [f"  {k:<20} {v}" for k, v in rows]
+
+
+def _settings_section(summary: Mapping[str, Any], unit: str) -> List[str]:
+    s = summary["settings"]
     mode = ("sharded (distrib_shard_files=True)" if s["distrib_shard_files"] else
             "unsharded (distrib_shard_files=False, the same random_seed_offset on every rank)"
             if s.get("same_seed_on_all_ranks") else
             "unsharded (distrib_shard_files=False, per-rank seed offset rank*16127)")
-    add("i6_shard plan report")
-    add("====================")
-    add("")
-    add("Settings")
     rows = [
         ("file entries", f"{s['num_files']:,}"),
-        ("total size", f"{fmt(s['total_bytes'])} ({s['total_bytes']:,} bytes)" if unit == "bytes"
-         else fmt(s["total_bytes"])),
+        ("total size", f"{format_cost(s['total_bytes'], unit)} ({s['total_bytes']:,} bytes)" if unit == "bytes"
+         else format_cost(s["total_bytes"], unit)),
         ("num_shards", str(s["num_shards"])),
         ("partition_epoch", str(s["partition_epoch"])),
         ("num_epochs", _num_epochs_row(s)),
@@ -349,84 +357,100 @@ def render_report(summary: Mapping[str, Any]) -> str:
     ] + ([("unit", f"{unit} (the costs the bins are balanced by"
                    + ("; the plan and summary count milli-steps" if unit == "steps" else "") + ")")]
          if unit != "bytes" else [])
-    lines += [f"  {k:<20} {v}" for k, v in rows]
-    add("")
-    add("Totals")
+    return ["Settings"] + _rows(rows)
+
+
+def _totals_section(summary: Mapping[str, Any], unit: str) -> List[str]:
+    s = summary["settings"]
     fpb, bpb, passes = summary["files_per_bin"], summary["bytes_per_bin"], summary["passes"]
     bins = s["num_shards"] * s["partition_epoch"] if s["distrib_shard_files"] else s["partition_epoch"]
     rows = [
         ("bins per full epoch", f"{bins}" + (f" ({s['num_shards']} shards x {s['partition_epoch']} sub-epochs)"
                                              if s["distrib_shard_files"] else " per rank")),
         ("files per bin", f"min {fpb['min']:,}, mean {fpb['mean']:,.1f}, max {fpb['max']:,}"),
-        (f"{unit} per bin", f"min {fmt(bpb['min'])}, mean {fmt(round(bpb['mean']))}, "
-                          f"max {fmt(bpb['max'])}"),
-        ("scheduled reads", f"{fmt(summary['scheduled_bytes'])} over all ranks and sub-epochs"),
+        (f"{unit} per bin", f"min {format_cost(bpb['min'], unit)}, mean {format_cost(round(bpb['mean']), unit)}, "
+                          f"max {format_cost(bpb['max'], unit)}"),
+        ("scheduled reads", f"{format_cost(summary['scheduled_bytes'], unit)} over all ranks and sub-epochs"),
         ("passes per entry", f"min {passes['min']}, mean {passes['mean']:.2f}, max {passes['max']}"),
         ("coverage", f"{_pct(summary['coverage'])} of entries scheduled at least once"),
     ]
     if not s["distrib_shard_files"]:
         rows.append(("overlap", f"up to {summary['overlap']['max']:,} entries (mean "
                                 f"{summary['overlap']['mean']:,.1f}) read by several ranks in one sub-epoch"))
-    lines += [f"  {k:<20} {v}" for k, v in rows]
-    add("")
-    add(f"Balance per shard ({unit} over all sub-epochs)")
-    add(f"  {'shard':>5} {'files':>10} {unit:>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}")
+    return ["", "Totals"] + _rows(rows)
+
+
+def _balance_section(summary: Mapping[str, Any], unit: str) -> List[str]:
+    def fmt(value: int) -> str:
+        return format_cost(value, unit)
+
+    lines = ["", f"Balance per shard ({unit} over all sub-epochs)",
+             f"  {'shard':>5} {'files':>10} {unit:>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}"]
     for row in summary["per_shard"]:
-        add(f"  {row['shard_index']:>5} {row['files']:>10,} {fmt(row['bytes']):>14} "
-            f"{row['bytes_over_mean']:>8.3f} {fmt(row['min_bytes']):>14} {fmt(row['max_bytes']):>14}")
-    add("")
-    add(f"Worst sub-epochs (by max/mean {unit} across shards)")
-    add(f"  {'epoch':>6} {'full epoch':>10} {'min ' + unit:>12} {'max ' + unit:>12} {'max/mean':>9} {'dropped':>8}")
+        lines.append(f"  {row['shard_index']:>5} {row['files']:>10,} {fmt(row['bytes']):>14} "
+                     f"{row['bytes_over_mean']:>8.3f} {fmt(row['min_bytes']):>14} {fmt(row['max_bytes']):>14}")
+    return lines
+
+
+def _worst_section(summary: Mapping[str, Any], unit: str) -> List[str]:
+    p = summary["settings"]["partition_epoch"]
+    lines = ["", f"Worst sub-epochs (by max/mean {unit} across shards)",
+             f"  {'epoch':>6} {'full epoch':>10} {'min ' + unit:>12} {'max ' + unit:>12} {'max/mean':>9} {'dropped':>8}"]
     for row in summary["worst_sub_epochs"]:
-        add(f"  {row['epoch']:>6} {(row['epoch'] - 1) // s['partition_epoch']:>10} "
-            f"{fmt(row['min_bytes']):>12} {fmt(row['max_bytes']):>12} "
-            f"{row['max_over_mean']:>9.3f} {_pct(row['dropped_fraction']):>8}")
-    add("")
-    add(f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)")
-    add(f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst {_pct(summary['dropped_fraction_max'])}, "
-        f"in total about {fmt(summary['dropped_bytes'])} of {fmt(summary['scheduled_bytes'])}")
+        lines.append(f"  {row['epoch']:>6} {(row['epoch'] - 1) // p:>10} {format_cost(row['min_bytes'], unit):>12} "
+                     f"{format_cost(row['max_bytes'], unit):>12} {row['max_over_mean']:>9.3f} "
+                     f"{_pct(row['dropped_fraction']):>8}")
+    return lines
+
+
+def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
+    s = summary["settings"]
+    lines = ["", f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)",
+             f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst "
+             f"{_pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
+             f"of {format_cost(summary['scheduled_bytes'], unit)}"]
     sizes = _sub_epoch_sizes(summary) if s["distribution"] == "flexible" else None
     if sizes is not None:
         bound = s.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
-        add(f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to {sizes.max():.3f} "
-            f"(max_sub_epoch_deviation={bound:g})")
-    add("")
+        lines.append(f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "
+                     f"{sizes.max():.3f} (max_sub_epoch_deviation={bound:g})")
+    return lines
+
+
+def _distributions_section(summary: Mapping[str, Any], unit: str) -> List[str]:
+    s = summary["settings"]
     cmp_epochs = summary["distributions_num_epochs"]
     window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"
-    add(f"Distributions on the same files and settings, over {window} (* = this plan)")
-    add(f"  {'distribution':<22} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}")
+    lines = ["", f"Distributions on the same files and settings, over {window} (* = this plan)",
+             f"  {'distribution':<22} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}"]
     dists = summary["distributions"]
     for name in [s["distribution"]] + sorted(n for n in dists if n != s["distribution"]):
         row = dists[name]
         mark = "*" if name == s["distribution"] else " "
         if isinstance(row, str):
-            add(f"  {name:<20} {mark} not applicable: {row}")
+            lines.append(f"  {name:<20} {mark} not applicable: {row}")
             continue
-        add(f"  {name:<20} {mark} {_pct(row['dropped_fraction']):>12} {_pct(row['dropped_fraction_max']):>13} "
-            f"{row['max_imbalance']:>14.3f}")
-    mode_row = summary.get("other_mode")
-    if mode_row is not None:
-        label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
-        if "not_applicable" in mode_row:
-            add(f"  {label:<20}   not applicable: {mode_row['not_applicable']}")
-        else:
-            add(f"  {label:<20}   {_pct(mode_row['dropped_fraction']):>12} "
-                f"{_pct(mode_row['dropped_fraction_max']):>13} {mode_row['max_imbalance']:>14.3f}")
-            if mode_row["distrib_shard_files"]:
-                add("    (sharded: each rank reads 1/num_shards of the files per full epoch, "
-                    "no file twice per sub-epoch)")
-            else:
-                add(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
-                    f"together read {_pct(mode_row['coverage_mean'])} of the entries, up to "
-                    f"{mode_row['overlap_max']:,} of them on more than one rank)")
-    lines += render_prediction(summary)
-    if "cache" in summary:
-        add("")
-        lines += _render_cache(summary["cache"], partition_epoch=s["partition_epoch"])
-    add("")
-    add("Warnings")
-    lines += [f"  - {w}" for w in summary["warnings"]] or ["  none"]
-    return "\n".join(lines) + "\n"
+        lines.append(f"  {name:<20} {mark} {_pct(row['dropped_fraction']):>12} "
+                     f"{_pct(row['dropped_fraction_max']):>13} {row['max_imbalance']:>14.3f}")
+    return lines + _other_mode_rows(summary.get("other_mode"))
+
+
+def _other_mode_rows(mode_row: Optional[Mapping[str, Any]]) -> List[str]:
+    if mode_row is None:
+        return []
+    label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
+    if "not_applicable" in mode_row:
+        return [f"  {label:<20}   not applicable: {mode_row['not_applicable']}"]
+    lines = [f"  {label:<20}   {_pct(mode_row['dropped_fraction']):>12} {_pct(mode_row['dropped_fraction_max']):>13} "
+             f"{mode_row['max_imbalance']:>14.3f}"]
+    if mode_row["distrib_shard_files"]:
+        lines.append("    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per "
+                     "sub-epoch)")
+    else:
+        lines.append(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
+                     f"together read {_pct(mode_row['coverage_mean'])} of the entries, up to "
+                     f"{mode_row['overlap_max']:,} of them on more than one rank)")
+    return lines
 
 
 def _render_cache(c: Mapping[str, Any], *, partition_epoch: int) -> List[str]:
