@@ -81,53 +81,25 @@ def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
     }
 
 
-def summarize(plan: ShardPlan, stats: PlanStats, *,
-              other_distributions: Optional[Mapping[str, Any]] = None,
-              other_mode: Optional[Union[PlanStats, str]] = None,
-              compare_num_epochs: Optional[int] = None,
-              cache: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
-
-    Top-level floats ``max_imbalance`` (max over sub-epochs of max/mean bytes across shards) and
-    ``dropped_fraction`` (mean over sub-epochs of ``1 - num_shards * min / sum``) are the headline.
-
-    :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
-        settings over sub-epochs ``1..compare_num_epochs``, or a str saying why it could not be planned
-    :param other_mode: stats of RETURNN's own distribution with ``distrib_shard_files`` flipped, over
-        the same sub-epochs as ``other_distributions`` (or a str saying why that mode cannot plan)
-    :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
-    :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
-        ``cache_peak_bytes_per_node`` (without it, the summary is as before)
-    """
+def _checked_compare_num_epochs(compare_num_epochs: Optional[int], stats: PlanStats) -> int:
     if compare_num_epochs is None:
-        compare_num_epochs = stats.num_epochs
+        return stats.num_epochs
     if isinstance(compare_num_epochs, bool) or not isinstance(compare_num_epochs, (int, np.integer)) \
             or not 1 <= compare_num_epochs <= stats.num_epochs:
         raise ValueError(f"compare_num_epochs={compare_num_epochs!r} must be an int in 1..{stats.num_epochs} "
                          "(the sub-epochs of stats)")
-    drop = stats.dropped_fraction
-    ratio = stats.max_over_mean
-    files = stats.files
+    return compare_num_epochs
+
+
+def _stats_summary(stats: PlanStats) -> Dict[str, Any]:
+    """The summary's figures of the plan's own stats: the headline, per bin, per shard and per sub-epoch."""
+    drop, ratio, files = stats.dropped_fraction, stats.max_over_mean, stats.files
     per_shard_bytes = stats.bytes.sum(axis=0)
     per_shard_files = files.sum(axis=0)
     mean_shard = per_shard_bytes.mean()
     dropped_bytes = stats.bytes.sum(axis=1) - stats.num_shards * stats.bytes.min(axis=1)
     worst = np.argsort(-ratio, kind="stable")[:NUM_WORST]
-    distributions: Dict[str, Any] = {plan.settings.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
-    for name, other in sorted((other_distributions or {}).items()):
-        if not isinstance(other, str):
-            _check_compared_epochs(f"other_distributions[{name!r}]", other, compare_num_epochs)
-        distributions[name] = other if isinstance(other, str) else _distribution_summary(other.bytes)
-    summary: Dict[str, Any] = {
-        "format_version": SUMMARY_FORMAT_VERSION,
-        "settings": {
-            **plan.settings.as_dict(),
-            "num_files": plan.num_files,
-            "total_bytes": int(plan.costs.sum()),
-            "num_epochs": stats.num_epochs,
-            "num_full_epochs": stats.num_full_epochs,
-        },
-        "unit": plan.settings.unit,
+    return {
         "max_imbalance": _f(ratio.max()),
         "dropped_fraction": _f(drop.mean()),
         "dropped_fraction_max": _f(drop.max()),
@@ -159,21 +131,65 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
              "min_bytes": int(stats.bytes[e].min()), "max_bytes": int(stats.bytes[e].max())}
             for e in worst.tolist()
         ],
-        "distributions": distributions,
+    }
+
+
+def _distributions(plan: ShardPlan, stats: PlanStats, other_distributions: Optional[Mapping[str, Any]],
+                   compare_num_epochs: int) -> Dict[str, Any]:
+    """This plan's and every other distribution's drop over the compared sub-epochs (a str: why not)."""
+    out: Dict[str, Any] = {plan.settings.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
+    for name, other in sorted((other_distributions or {}).items()):
+        if not isinstance(other, str):
+            _check_compared_epochs(f"other_distributions[{name!r}]", other, compare_num_epochs)
+        out[name] = other if isinstance(other, str) else _distribution_summary(other.bytes)
+    return out
+
+
+def _other_mode_summary(plan: ShardPlan, other_mode: Union[PlanStats, str], compare_num_epochs: int) -> Dict[str, Any]:
+    """Plain RETURNN in the other sharding mode, over the compared sub-epochs (or why it cannot plan)."""
+    head = {"distrib_shard_files": not plan.settings.distrib_shard_files, "distribution": "returnn"}
+    if isinstance(other_mode, str):
+        return {**head, "not_applicable": other_mode}
+    _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
+    return {**head, **_distribution_summary(other_mode.bytes), "overlap_max": int(other_mode.overlap.max()),
+            "coverage_mean": _f(other_mode.coverage.mean())}
+
+
+def summarize(plan: ShardPlan, stats: PlanStats, *,
+              other_distributions: Optional[Mapping[str, Any]] = None,
+              other_mode: Optional[Union[PlanStats, str]] = None,
+              compare_num_epochs: Optional[int] = None,
+              cache: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
+
+    Top-level floats ``max_imbalance`` (max over sub-epochs of max/mean bytes across shards) and
+    ``dropped_fraction`` (mean over sub-epochs of ``1 - num_shards * min / sum``) are the headline.
+
+    :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
+        settings over sub-epochs ``1..compare_num_epochs``, or a str saying why it could not be planned
+    :param other_mode: stats of RETURNN's own distribution with ``distrib_shard_files`` flipped, over
+        the same sub-epochs as ``other_distributions`` (or a str saying why that mode cannot plan)
+    :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
+    :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
+        ``cache_peak_bytes_per_node`` (without it, the summary is as before)
+    """
+    compare_num_epochs = _checked_compare_num_epochs(compare_num_epochs, stats)
+    summary: Dict[str, Any] = {
+        "format_version": SUMMARY_FORMAT_VERSION,
+        "settings": {
+            **plan.settings.as_dict(),
+            "num_files": plan.num_files,
+            "total_bytes": int(plan.costs.sum()),
+            "num_epochs": stats.num_epochs,
+            "num_full_epochs": stats.num_full_epochs,
+        },
+        "unit": plan.settings.unit,
+        **_stats_summary(stats),
+        "distributions": _distributions(plan, stats, other_distributions, compare_num_epochs),
         "distributions_num_epochs": int(compare_num_epochs),
     }
-    if isinstance(other_mode, str):
-        summary["other_mode"] = {"distrib_shard_files": not plan.settings.distrib_shard_files, "distribution": "returnn",
-                                 "not_applicable": other_mode}
-    elif other_mode is not None:
-        _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
-        summary["other_mode"] = {
-            "distrib_shard_files": not plan.settings.distrib_shard_files,
-            "distribution": "returnn",
-            **_distribution_summary(other_mode.bytes),
-            "overlap_max": int(other_mode.overlap.max()),
-            "coverage_mean": _f(other_mode.coverage.mean()),
-        }
+    if other_mode is not None:
+        summary["other_mode"] = _other_mode_summary(plan, other_mode, compare_num_epochs)
     if cache is not None:
         if cache.get("num_epochs") != stats.num_epochs:
             raise ValueError(f"cache holds a footprint over {cache.get('num_epochs')} sub-epochs, but the stats are "
