@@ -248,6 +248,25 @@ def _checked_numbers(*, partition_epoch: Any, num_shards: Any, num_files: Any, b
         check_int(max_inline_files, name="max_inline_files", minimum=1, hint="longest list of files given inline"))
 
 
+def _checked_distribution(distribution: Any, max_sub_epoch_deviation: Any, seq_ordering: Any) -> float:
+    """Check the distribution, its bound and the seq order; the bound as a plain float."""
+    check_distribution(distribution)
+    max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
+    check_bound_is_used(max_sub_epoch_deviation, distribution=distribution)
+    check_seq_ordering(seq_ordering)
+    return max_sub_epoch_deviation
+
+
+def _check_built(dataset: Dict[str, Any], *, num_files: Optional[int], num_shards: Optional[int]) -> None:
+    """The built dict, as RETURNN would read it: enough files for the bins (a list given by path and
+    ``num_files``; inline lists are counted by the checks), and every check of :func:`check_dataset_dict`."""
+    if num_files is not None and not isinstance(dataset["files"], list):
+        info = find_distribute_files_datasets(dataset, num_ranks=num_shards)[0]
+        check_enough_files(num_files, num_shards=info.shards.num_shards(num_shards or 1),
+                           partition_epoch=dataset["partition_epoch"])
+    check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
+
+
 def sharded_files_dataset(
     files: Union[Sequence[Any], str, os.PathLike, Any],
     *,
@@ -335,10 +354,7 @@ def sharded_files_dataset(
             distrib_shard_files=distrib_shard_files, max_inline_files=max_inline_files)
     file_sizes, plan = _checked_sizes_and_plan(file_sizes, plan)
     _check_extra_opts(extra_opts)
-    check_distribution(distribution)
-    max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
-    check_bound_is_used(max_sub_epoch_deviation, distribution=distribution)
-    check_seq_ordering(seq_ordering)
+    max_sub_epoch_deviation = _checked_distribution(distribution, max_sub_epoch_deviation, seq_ordering)
     if not isinstance(sub_epoch_dataset, Mapping):
         raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
     check_sub_epoch_dataset(sub_epoch_dataset)
@@ -362,10 +378,6 @@ def sharded_files_dataset(
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
         dataset[key] = value
-    if num_files is not None and not isinstance(files_value, list):  # inline lists: counted by the checks
-        info = find_distribute_files_datasets(dataset, num_ranks=num_shards)[0]
-        check_enough_files(num_files, num_shards=info.shards.num_shards(num_shards or 1),
-                           partition_epoch=partition_epoch)
-    check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
+    _check_built(dataset, num_files=num_files, num_shards=num_shards)
     return dataset
 
