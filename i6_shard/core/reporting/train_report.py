@@ -406,13 +406,25 @@ def _pct(x: Optional[float]) -> str:
 
 
 def render_train_report(summary: Mapping[str, Any]) -> str:
-    """The text report of :func:`analyze_training`'s summary (deterministic, no times)."""
+    """The text report of :func:`analyze_training`'s summary (deterministic, no times): one section per
+    function below."""
     s = summary
-    lines: List[str] = []
-    add = lines.append
-    add("i6_shard training report (measured from RETURNN's logs)")
-    add("=======================================================")
-    add("")
+    lines = ["i6_shard training report (measured from RETURNN's logs)",
+             "=======================================================", ""]
+    lines += _train_settings_section(s) + [""] + _sub_epochs_section(s) + [""] + _full_epochs_section(s)
+    p = s["passes"]
+    lines += ["", "Whole training",
+              f"  passes over the data made {'?' if p['made'] is None else format(p['made'], '.3f')}, "
+              f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}",
+              f"  dropped per sub-epoch: mean {_pct(s['dropped_fraction'])}, worst {_pct(s['dropped_fraction_max'])} "
+              "of the frames", "", "Alarms"]
+    lines += [f"  - {a}" for a in s["alarms"]] or ["  none"]
+    if s["notes"]:
+        lines += ["", "Notes"] + [f"  - {n}" for n in s["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
     pe = s["partition_epoch"]
     rows = [
         ("ranks", str(s["num_ranks"])),
@@ -427,52 +439,45 @@ def render_train_report(summary: Mapping[str, Any]) -> str:
         ("frames counted on", s["frames_dim"] or "unknown (no log_batch_size)"),
         ("frames per step", "?" if s["frames_per_step"] is None else f"{s['frames_per_step']:.1f} (mean per rank)"),
     ]
-    lines += [f"  {k:<18} {v}" for k, v in rows]
-    add("")
-    add("Per sub-epoch and rank: frames consumed/available (sequences consumed/available), files vs plan")
-    add("  (a sub-epoch ends on every rank when the first rank runs out; dropped = what the others still held)")
+    return [f"  {k:<18} {v}" for k, v in rows]
+
+
+def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
+    lines = ["Per sub-epoch and rank: frames consumed/available (sequences consumed/available), files vs plan",
+             "  (a sub-epoch ends on every rank when the first rank runs out; dropped = what the others still held)"]
     for se in s["sub_epochs"]:
         exp = "" if se["expected_steps"] is None else f" (expected ~{se['expected_steps']})"
         state = "" if se["finished"] else "  [not finished]"
-        add(f"  sub-epoch {se['epoch']:>3}"
-            + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
-            + f": {_num(se['steps'])} steps{exp}, dropped {_pct(se['dropped_fraction'])} of frames, "
-              f"{_pct(se['dropped_fraction_seqs'])} of sequences{state}")
-        for x in se["ranks"]:
-            if x.get("missing"):
-                add(f"    rank {x['rank']:>2}: not in the log")
-                continue
-            match = {None: "", True: ", files as planned", False: ", FILES DIFFER FROM THE PLAN"}[x["files_match_plan"]]
-            offered = ("" if x["offered_seqs"] is None or x["offered_seqs"] == x["available_seqs"]
-                       else f", dataset offered {x['offered_seqs']:,}")
-            add(f"    rank {x['rank']:>2}: {_num(x['consumed_frames'])}/{_num(x['available_frames'])} frames "
-                f"({_num(x['consumed_seqs'])}/{_num(x['available_seqs'])} seqs{offered}), {_num(x['steps'])} steps, "
-                f"{_num(x['num_files'])} files{match}")
-    add("")
-    add("Full epochs")
+        lines.append(f"  sub-epoch {se['epoch']:>3}"
+                     + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
+                     + f": {_num(se['steps'])} steps{exp}, dropped {_pct(se['dropped_fraction'])} of frames, "
+                       f"{_pct(se['dropped_fraction_seqs'])} of sequences{state}")
+        lines += [_rank_line(x) for x in se["ranks"]]
+    return lines
+
+
+def _rank_line(x: Mapping[str, Any]) -> str:
+    if x.get("missing"):
+        return f"    rank {x['rank']:>2}: not in the log"
+    match = {None: "", True: ", files as planned", False: ", FILES DIFFER FROM THE PLAN"}[x["files_match_plan"]]
+    offered = ("" if x["offered_seqs"] is None or x["offered_seqs"] == x["available_seqs"]
+               else f", dataset offered {x['offered_seqs']:,}")
+    return (f"    rank {x['rank']:>2}: {_num(x['consumed_frames'])}/{_num(x['available_frames'])} frames "
+            f"({_num(x['consumed_seqs'])}/{_num(x['available_seqs'])} seqs{offered}), {_num(x['steps'])} steps, "
+            f"{_num(x['num_files'])} files{match}")
+
+
+def _full_epochs_section(s: Mapping[str, Any]) -> List[str]:
+    lines = ["Full epochs"]
     if not s["full_epochs"]:
-        add("  none (partition_epoch unknown)")
+        lines.append("  none (partition_epoch unknown)")
     for fe in s["full_epochs"]:
-        add(f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
-            f"{_num(fe['consumed_frames'])} frames, {_num(fe['consumed_seqs'])} sequences consumed, "
-            f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
-            f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
-            f"sequences never read {_num(fe['seqs_never_read'])}")
-    add("")
-    add("Whole training")
-    p = s["passes"]
-    add(f"  passes over the data made {'?' if p['made'] is None else format(p['made'], '.3f')}, "
-        f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}")
-    add(f"  dropped per sub-epoch: mean {_pct(s['dropped_fraction'])}, worst {_pct(s['dropped_fraction_max'])} "
-        "of the frames")
-    add("")
-    add("Alarms")
-    lines += [f"  - {a}" for a in s["alarms"]] or ["  none"]
-    if s["notes"]:
-        add("")
-        add("Notes")
-        lines += [f"  - {n}" for n in s["notes"]]
-    return "\n".join(lines) + "\n"
+        lines.append(f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
+                     f"{_num(fe['consumed_frames'])} frames, {_num(fe['consumed_seqs'])} sequences consumed, "
+                     f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
+                     f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
+                     f"sequences never read {_num(fe['seqs_never_read'])}")
+    return lines
 
 
 def plot_training(summary: Mapping[str, Any], path: str) -> None:
