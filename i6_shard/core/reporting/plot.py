@@ -50,7 +50,6 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         raise ValueError(f"the cache footprint covers {cache.held_bytes.shape[0]} sub-epochs, the stats {num_epochs}; "
                          "compute both over the same num_epochs")
     require_matplotlib()
-    from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
 
     part = stats.partition_epoch
@@ -70,19 +69,7 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         ax_map, ax_drop, ax_cache = fig.subplots(3, 1, sharex=True, height_ratios=[height_map, 2.2, 2.4])
         panels = (ax_map, ax_drop, ax_cache)
 
-    spread = max(float(np.max(np.abs(rel - 1.0))), 0.01)
-    norm = TwoSlopeNorm(vmin=1.0 - spread, vcenter=1.0, vmax=1.0 + spread)
-    image = ax_map.imshow(rel, aspect="auto", interpolation="nearest", origin="lower", cmap="RdBu_r", norm=norm,
-                          extent=(0.5, num_epochs + 0.5, -0.5, num_shards - 0.5))
-    cbar = fig.colorbar(image, ax=ax_map, pad=0.01, fraction=0.04)
-    unit = getattr(stats, "unit", "bytes")
-    cbar.set_label(f"{unit} / mean of shards")
-    ax_map.set_ylabel("shard_index")
-    if num_shards <= 16:
-        ax_map.set_yticks(range(num_shards))
-    ax_map.set_title(f"{unit.capitalize()} each shard reads per sub-epoch, relative to the mean over shards "
-                     "(red: more, blue: less)", fontsize=10, loc="left")
-
+    _draw_balance(fig, ax_map, rel, unit=getattr(stats, "unit", "bytes"))
     if num_epochs <= 240:
         ax_drop.bar(epochs, drop, width=0.8, color="tab:orange", label="expected dropped")
     else:
@@ -94,7 +81,8 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
     ax_drop.set_xlim(0.5, num_epochs + 0.5)
     ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
-    ax_drop.set_title(f"Data dropped when the first rank finishes: 1 - num_shards * min / sum ({unit})",
+    ax_drop.set_title("Data dropped when the first rank finishes: 1 - num_shards * min / sum "
+                      f"({getattr(stats, 'unit', 'bytes')})",
                       fontsize=10, loc="left")
     if num_epochs <= 40:
         ax_drop.set_xticks(epochs)
@@ -113,6 +101,24 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         fig.suptitle(title, fontsize=11)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def _draw_balance(fig, ax_map, rel: np.ndarray, *, unit: str) -> None:
+    """The top panel: each shard's cost per sub-epoch relative to the mean over shards, as a heat map."""
+    from matplotlib.colors import TwoSlopeNorm
+
+    num_shards, num_epochs = rel.shape
+    spread = max(float(np.max(np.abs(rel - 1.0))), 0.01)
+    norm = TwoSlopeNorm(vmin=1.0 - spread, vcenter=1.0, vmax=1.0 + spread)
+    image = ax_map.imshow(rel, aspect="auto", interpolation="nearest", origin="lower", cmap="RdBu_r", norm=norm,
+                          extent=(0.5, num_epochs + 0.5, -0.5, num_shards - 0.5))
+    cbar = fig.colorbar(image, ax=ax_map, pad=0.01, fraction=0.04)
+    cbar.set_label(f"{unit} / mean of shards")
+    ax_map.set_ylabel("shard_index")
+    if num_shards <= 16:
+        ax_map.set_yticks(range(num_shards))
+    ax_map.set_title(f"{unit.capitalize()} each shard reads per sub-epoch, relative to the mean over shards "
+                     "(red: more, blue: less)", fontsize=10, loc="left")
 
 
 def _draw_cache(ax, cache: CacheFootprint, *, cache_size: Optional[int], epochs: np.ndarray) -> None:
