@@ -9,12 +9,9 @@ import numpy as np
 
 from ..pure.batching import Batching, predict_plan_drop
 from ..pure.plan import ShardPlan
+from .fmt import json_float
 
 __all__ = ["prediction_summary", "render_prediction"]
-
-
-def _f(x: float) -> float:
-    return float(round(float(x), 6))
 
 
 def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, num_seqs: np.ndarray,
@@ -28,15 +25,15 @@ def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, 
                           seq_length_quantiles=seq_length_quantiles, layout=layout)
     steps = p["steps_mean"]
     return {
-        "dropped_fraction_predicted": _f(p["dropped"].mean()),
-        "dropped_fraction_predicted_max": _f(p["dropped"].max()),
+        "dropped_fraction_predicted": json_float(p["dropped"].mean()),
+        "dropped_fraction_predicted_max": json_float(p["dropped"].max()),
         "batching": {
             **batching.as_dict(),
-            "floor_mean": _f(p["floor"].mean()),
-            "steps_per_rank": {"min": _f(steps.min()), "mean": _f(steps.mean()), "max": _f(steps.max())},
-            "per_sub_epoch": {"steps": [[_f(x) for x in row] for row in steps.tolist()],
-                              "dropped_fraction": [_f(x) for x in p["dropped"].tolist()],
-                              "floor": [_f(x) for x in p["floor"].tolist()]},
+            "floor_mean": json_float(p["floor"].mean()),
+            "steps_per_rank": {"min": json_float(steps.min()), "mean": json_float(steps.mean()), "max": json_float(steps.max())},
+            "per_sub_epoch": {"steps": [[json_float(x) for x in row] for row in steps.tolist()],
+                              "dropped_fraction": [json_float(x) for x in p["dropped"].tolist()],
+                              "floor": [json_float(x) for x in p["floor"].tolist()]},
         },
     }
 

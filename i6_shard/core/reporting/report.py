@@ -14,6 +14,7 @@ from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from .prediction import render_prediction
+from .fmt import json_float, pct
 
 __all__ = [
     "SUMMARY_FORMAT_VERSION",
@@ -38,12 +39,6 @@ HIGH_IMBALANCE = 1.25
 NUM_WORST = 5
 #: Full epochs over which other partition_epoch values are checked against a cache size.
 CACHE_FIT_FULL_EPOCHS = 3
-_DIGITS = 6
-
-
-def _f(x: float) -> float:
-    """Floats in the summary: rounded to 6 digits, so the JSON bytes are fixed."""
-    return round(float(x), _DIGITS) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def format_bytes(num_bytes: int) -> str:
@@ -75,9 +70,9 @@ def format_cost(value: int, unit: str) -> str:
 def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
     drop = dropped_fraction(bytes_per_shard)
     return {
-        "dropped_fraction": _f(drop.mean()),
-        "dropped_fraction_max": _f(drop.max()),
-        "max_imbalance": _f(max_over_mean(bytes_per_shard).max()),
+        "dropped_fraction": json_float(drop.mean()),
+        "dropped_fraction_max": json_float(drop.max()),
+        "max_imbalance": json_float(max_over_mean(bytes_per_shard).max()),
     }
 
 
@@ -100,34 +95,34 @@ def _stats_summary(stats: PlanStats) -> Dict[str, Any]:
     dropped_bytes = stats.bytes.sum(axis=1) - stats.num_shards * stats.bytes.min(axis=1)
     worst = np.argsort(-ratio, kind="stable")[:NUM_WORST]
     return {
-        "max_imbalance": _f(ratio.max()),
-        "dropped_fraction": _f(drop.mean()),
-        "dropped_fraction_max": _f(drop.max()),
+        "max_imbalance": json_float(ratio.max()),
+        "dropped_fraction": json_float(drop.mean()),
+        "dropped_fraction_max": json_float(drop.max()),
         "dropped_bytes": int(dropped_bytes.sum()),
         "scheduled_bytes": int(stats.bytes.sum()),
-        "files_per_bin": {"min": int(files.min()), "max": int(files.max()), "mean": _f(files.mean())},
+        "files_per_bin": {"min": int(files.min()), "max": int(files.max()), "mean": json_float(files.mean())},
         "bytes_per_bin": {"min": int(stats.bytes.min()), "max": int(stats.bytes.max()),
-                          "mean": _f(stats.bytes.mean())},
+                          "mean": json_float(stats.bytes.mean())},
         "passes": {"min": int(stats.passes.min()), "max": int(stats.passes.max()),
-                   "mean": _f(stats.passes.mean())},
-        "coverage": _f(stats.full_epoch_coverage),
-        "overlap": {"max": int(stats.overlap.max()), "mean": _f(stats.overlap.mean())},
+                   "mean": json_float(stats.passes.mean())},
+        "coverage": json_float(stats.full_epoch_coverage),
+        "overlap": {"max": int(stats.overlap.max()), "mean": json_float(stats.overlap.mean())},
         "per_shard": [
             {"shard_index": r, "files": int(per_shard_files[r]), "bytes": int(per_shard_bytes[r]),
-             "bytes_over_mean": _f(per_shard_bytes[r] / mean_shard if mean_shard > 0 else 1.0),
+             "bytes_over_mean": json_float(per_shard_bytes[r] / mean_shard if mean_shard > 0 else 1.0),
              "min_bytes": int(stats.bytes[:, r].min()), "max_bytes": int(stats.bytes[:, r].max())}
             for r in range(stats.num_shards)
         ],
         "per_sub_epoch": {
             "bytes": stats.bytes.tolist(),
             "files": files.tolist(),
-            "max_over_mean": [_f(x) for x in ratio.tolist()],
-            "dropped_fraction": [_f(x) for x in drop.tolist()],
+            "max_over_mean": [json_float(x) for x in ratio.tolist()],
+            "dropped_fraction": [json_float(x) for x in drop.tolist()],
             "overlap": stats.overlap.tolist(),
-            "coverage": [_f(x) for x in stats.coverage.tolist()],
+            "coverage": [json_float(x) for x in stats.coverage.tolist()],
         },
         "worst_sub_epochs": [
-            {"epoch": int(e) + 1, "max_over_mean": _f(ratio[e]), "dropped_fraction": _f(drop[e]),
+            {"epoch": int(e) + 1, "max_over_mean": json_float(ratio[e]), "dropped_fraction": json_float(drop[e]),
              "min_bytes": int(stats.bytes[e].min()), "max_bytes": int(stats.bytes[e].max())}
             for e in worst.tolist()
         ],
@@ -152,7 +147,7 @@ def _other_mode_summary(plan: ShardPlan, other_mode: Union[PlanStats, str], comp
         return {**head, "not_applicable": other_mode}
     _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
     return {**head, **_distribution_summary(other_mode.bytes), "overlap_max": int(other_mode.overlap.max()),
-            "coverage_mean": _f(other_mode.coverage.mean())}
+            "coverage_mean": json_float(other_mode.coverage.mean())}
 
 
 def summarize(plan: ShardPlan, stats: PlanStats, *,
@@ -216,9 +211,9 @@ def cache_summary(plan: ShardPlan, footprint: CacheFootprint, *, cache_size: Opt
         "peak_bytes": footprint.peak_bytes,
         "peak_epoch": epoch,
         "peak_node": node,
-        "held_bytes_mean": _f(held.mean()),
+        "held_bytes_mean": json_float(held.mean()),
         "shared_fs_bytes_first": int(shared[0].max()),
-        "shared_fs_bytes_mean": _f(shared.mean()),
+        "shared_fs_bytes_mean": json_float(shared.mean()),
         "shared_fs_bytes_max": int(shared.max()),
         "shared_fs_bytes_total": int(shared.sum()),
         "per_sub_epoch": {"held_bytes": held.tolist(), "held_files": footprint.held_files.tolist(),
@@ -308,10 +303,6 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
 def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
     """Bytes of every sub-epoch of the complete full epochs over the mean sub-epoch of its full epoch,
     shape [num_full_epochs * P]; None without a complete full epoch or bytes."""
@@ -388,7 +379,7 @@ def _totals_section(summary: Mapping[str, Any], unit: str) -> List[str]:
                           f"max {format_cost(bpb['max'], unit)}"),
         ("scheduled reads", f"{format_cost(summary['scheduled_bytes'], unit)} over all ranks and sub-epochs"),
         ("passes per entry", f"min {passes['min']}, mean {passes['mean']:.2f}, max {passes['max']}"),
-        ("coverage", f"{_pct(summary['coverage'])} of entries scheduled at least once"),
+        ("coverage", f"{pct(summary['coverage'])} of entries scheduled at least once"),
     ]
     if not s["distrib_shard_files"]:
         rows.append(("overlap", f"up to {summary['overlap']['max']:,} entries (mean "
@@ -415,15 +406,15 @@ def _worst_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     for row in summary["worst_sub_epochs"]:
         lines.append(f"  {row['epoch']:>6} {(row['epoch'] - 1) // p:>10} {format_cost(row['min_bytes'], unit):>12} "
                      f"{format_cost(row['max_bytes'], unit):>12} {row['max_over_mean']:>9.3f} "
-                     f"{_pct(row['dropped_fraction']):>8}")
+                     f"{pct(row['dropped_fraction']):>8}")
     return lines
 
 
 def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     s = summary["settings"]
     lines = ["", f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)",
-             f"  mean over sub-epochs {_pct(summary['dropped_fraction'])}, worst "
-             f"{_pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
+             f"  mean over sub-epochs {pct(summary['dropped_fraction'])}, worst "
+             f"{pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
              f"of {format_cost(summary['scheduled_bytes'], unit)}"]
     sizes = _sub_epoch_sizes(summary) if s["distribution"] == "flexible" else None
     if sizes is not None:
@@ -446,8 +437,8 @@ def _distributions_section(summary: Mapping[str, Any], unit: str) -> List[str]:
         if isinstance(row, str):
             lines.append(f"  {name:<20} {mark} not applicable: {row}")
             continue
-        lines.append(f"  {name:<20} {mark} {_pct(row['dropped_fraction']):>12} "
-                     f"{_pct(row['dropped_fraction_max']):>13} {row['max_imbalance']:>14.3f}")
+        lines.append(f"  {name:<20} {mark} {pct(row['dropped_fraction']):>12} "
+                     f"{pct(row['dropped_fraction_max']):>13} {row['max_imbalance']:>14.3f}")
     return lines + _other_mode_rows(summary.get("other_mode"))
 
 
@@ -457,14 +448,14 @@ def _other_mode_rows(mode_row: Optional[Mapping[str, Any]]) -> List[str]:
     label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
     if "not_applicable" in mode_row:
         return [f"  {label:<20}   not applicable: {mode_row['not_applicable']}"]
-    lines = [f"  {label:<20}   {_pct(mode_row['dropped_fraction']):>12} {_pct(mode_row['dropped_fraction_max']):>13} "
+    lines = [f"  {label:<20}   {pct(mode_row['dropped_fraction']):>12} {pct(mode_row['dropped_fraction_max']):>13} "
              f"{mode_row['max_imbalance']:>14.3f}"]
     if mode_row["distrib_shard_files"]:
         lines.append("    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per "
                      "sub-epoch)")
     else:
         lines.append(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
-                     f"together read {_pct(mode_row['coverage_mean'])} of the entries, up to "
+                     f"together read {pct(mode_row['coverage_mean'])} of the entries, up to "
                      f"{mode_row['overlap_max']:,} of them on more than one rank)")
     return lines
 

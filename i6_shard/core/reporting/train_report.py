@@ -5,6 +5,7 @@ available, the share dropped, the steps; per full epoch the passes made; alarms;
 from __future__ import annotations
 
 import json
+import functools
 import math
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -20,6 +21,7 @@ from ..pure.plan import ShardPlan
 from ..pure.reads import SubEpochRead, check_reads
 from .plot import require_matplotlib
 from .report import HIGH_DROPPED_FRACTION
+from .fmt import json_float, num, pct
 
 __all__ = [
     "TRAIN_SUMMARY_FORMAT_VERSION",
@@ -43,14 +45,8 @@ DEFAULT_MIN_STEPS_RATIO = 0.75
 TRAIN_REPORT_FILE, TRAIN_SUMMARY_FILE, TRAIN_PLOT_FILE = "report.txt", "summary.json", "plot.png"
 #: Places named per alarm before "and N more".
 _MAX_PLACES = 5
-_DIGITS = 6
-
-
-def _f(x: Optional[float]) -> Optional[float]:
-    """Floats in the summary: rounded to 6 digits (fixed JSON bytes); nan and None become None."""
-    if x is None or not math.isfinite(x):
-        return None
-    return round(float(x), _DIGITS) + 0.0
+#: Percentages in the training report: one decimal.
+_pct1 = functools.partial(pct, digits=1)
 
 
 def _sum_known(values: np.ndarray) -> Optional[int]:
@@ -273,9 +269,9 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
             "ranks": [x if x is not None else {"rank": r, "missing": True} for r, x in enumerate(records[i])],
             "steps": actual,
             "expected_steps": None if math.isnan(exp_steps[i]) else int(round(exp_steps[i])),
-            "steps_ratio": _f(ratio),
-            "dropped_fraction": _f(drop_frames[i]),
-            "dropped_fraction_seqs": _f(drop_seqs[i]),
+            "steps_ratio": json_float(ratio),
+            "dropped_fraction": json_float(drop_frames[i]),
+            "dropped_fraction_seqs": json_float(drop_seqs[i]),
         })
         for x in records[i]:
             if x is not None:
@@ -309,7 +305,7 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
                      "consumption are unknown (give the HDF files readable, or a lengths JSON, and log_batch_size)")
 
     drops = [s["dropped_fraction"] for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None]
-    mean_drop = _f(float(np.mean(drops))) if drops else None
+    mean_drop = json_float(float(np.mean(drops))) if drops else None
     if mean_drop is not None and mean_drop > max_dropped:
         worst = sorted((s for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None),
                        key=lambda s: -s["dropped_fraction"])[:3]
@@ -341,7 +337,7 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
                 "consumed_frames": frames, "consumed_seqs": seqs,
                 "files_read_twice": len(twice), "files_never_read": len(never),
                 "seqs_never_read": None,
-                "passes": _f(frames / universe_frames) if frames is not None and universe_frames else None,
+                "passes": json_float(frames / universe_frames) if frames is not None and universe_frames else None,
             }
             if complete and seqs is not None and universe_seqs is not None and not twice:
                 entry["seqs_never_read"] = max(expected_reads * universe_seqs - seqs, 0)
@@ -357,10 +353,10 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
     made = None
     done_frames = consumed_frames[[i for i in range(len(epochs)) if finished[i]]]
     if universe_frames and done_frames.size and (done_frames >= 0).all():
-        made = _f(done_frames.sum() / universe_frames)
+        made = json_float(done_frames.sum() / universe_frames)
     promised = None
     if partition_epoch is not None:
-        promised = _f(sum(finished) / partition_epoch * expected_reads)
+        promised = json_float(sum(finished) / partition_epoch * expected_reads)
     running = [e for e, f in zip(epochs, finished) if not f]
     if running:
         notes.append(f"sub-epochs {running} have not finished (running, or stopped); they are not in the means")
@@ -380,12 +376,12 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         "num_files": len(universe),
         "total_seqs": universe_seqs,
         "total_frames": universe_frames,
-        "frames_per_step": _f(frames_per_step),
-        "thresholds": {"max_dropped": _f(max_dropped), "min_steps_ratio": _f(min_steps_ratio)},
+        "frames_per_step": json_float(frames_per_step),
+        "thresholds": {"max_dropped": json_float(max_dropped), "min_steps_ratio": json_float(min_steps_ratio)},
         "sub_epochs": sub_epochs,
         "full_epochs": full_epochs,
         "dropped_fraction": mean_drop,
-        "dropped_fraction_max": _f(max(drops)) if drops else None,
+        "dropped_fraction_max": json_float(max(drops)) if drops else None,
         "passes": {"made": made, "promised": promised},
         "alarms": alarms,
         "notes": notes,
@@ -395,14 +391,6 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
 def train_summary_json(summary: Mapping[str, Any]) -> str:
     """The summary as JSON text with sorted keys."""
     return json.dumps(summary, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
-
-
-def _num(x: Optional[int]) -> str:
-    return "?" if x is None else f"{x:,}"
-
-
-def _pct(x: Optional[float]) -> str:
-    return "?" if x is None else f"{100 * x:.1f}%"
 
 
 def render_train_report(summary: Mapping[str, Any]) -> str:
@@ -416,7 +404,7 @@ def render_train_report(summary: Mapping[str, Any]) -> str:
     lines += ["", "Whole training",
               f"  passes over the data made {'?' if p['made'] is None else format(p['made'], '.3f')}, "
               f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}",
-              f"  dropped per sub-epoch: mean {_pct(s['dropped_fraction'])}, worst {_pct(s['dropped_fraction_max'])} "
+              f"  dropped per sub-epoch: mean {_pct1(s['dropped_fraction'])}, worst {_pct1(s['dropped_fraction_max'])} "
               "of the frames", "", "Alarms"]
     lines += [f"  - {a}" for a in s["alarms"]] or ["  none"]
     if s["notes"]:
@@ -435,7 +423,7 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
         ("plan", "none" if s["plan"] is None else
          f"{s['plan']['num_files']:,} files, num_shards={s['plan']['num_shards']}, "
          f"partition_epoch={s['plan']['partition_epoch']}, distribution={s['plan']['distribution']}"),
-        ("files", f"{s['num_files']:,} ({_num(s['total_seqs'])} sequences, {_num(s['total_frames'])} frames)"),
+        ("files", f"{s['num_files']:,} ({num(s['total_seqs'])} sequences, {num(s['total_frames'])} frames)"),
         ("frames counted on", s["frames_dim"] or "unknown (no log_batch_size)"),
         ("frames per step", "?" if s["frames_per_step"] is None else f"{s['frames_per_step']:.1f} (mean per rank)"),
     ]
@@ -450,8 +438,8 @@ def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
         state = "" if se["finished"] else "  [not finished]"
         lines.append(f"  sub-epoch {se['epoch']:>3}"
                      + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
-                     + f": {_num(se['steps'])} steps{exp}, dropped {_pct(se['dropped_fraction'])} of frames, "
-                       f"{_pct(se['dropped_fraction_seqs'])} of sequences{state}")
+                     + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames, "
+                       f"{_pct1(se['dropped_fraction_seqs'])} of sequences{state}")
         lines += [_rank_line(x) for x in se["ranks"]]
     return lines
 
@@ -462,9 +450,9 @@ def _rank_line(x: Mapping[str, Any]) -> str:
     match = {None: "", True: ", files as planned", False: ", FILES DIFFER FROM THE PLAN"}[x["files_match_plan"]]
     offered = ("" if x["offered_seqs"] is None or x["offered_seqs"] == x["available_seqs"]
                else f", dataset offered {x['offered_seqs']:,}")
-    return (f"    rank {x['rank']:>2}: {_num(x['consumed_frames'])}/{_num(x['available_frames'])} frames "
-            f"({_num(x['consumed_seqs'])}/{_num(x['available_seqs'])} seqs{offered}), {_num(x['steps'])} steps, "
-            f"{_num(x['num_files'])} files{match}")
+    return (f"    rank {x['rank']:>2}: {num(x['consumed_frames'])}/{num(x['available_frames'])} frames "
+            f"({num(x['consumed_seqs'])}/{num(x['available_seqs'])} seqs{offered}), {num(x['steps'])} steps, "
+            f"{num(x['num_files'])} files{match}")
 
 
 def _full_epochs_section(s: Mapping[str, Any]) -> List[str]:
@@ -473,10 +461,10 @@ def _full_epochs_section(s: Mapping[str, Any]) -> List[str]:
         lines.append("  none (partition_epoch unknown)")
     for fe in s["full_epochs"]:
         lines.append(f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
-                     f"{_num(fe['consumed_frames'])} frames, {_num(fe['consumed_seqs'])} sequences consumed, "
+                     f"{num(fe['consumed_frames'])} frames, {num(fe['consumed_seqs'])} sequences consumed, "
                      f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
                      f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
-                     f"sequences never read {_num(fe['seqs_never_read'])}")
+                     f"sequences never read {num(fe['seqs_never_read'])}")
     return lines
 
 
