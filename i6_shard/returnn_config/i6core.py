@@ -15,7 +15,7 @@ from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
 from ..core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
-from ..core.pure.epochs import num_epochs_for_passes
+from ..core.pure.epochs import num_epochs_for_passes, plan_coverage_problem
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
 from .checks import check_returnn_config
 from .plan import find_dataset
@@ -248,13 +248,12 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
         preload = info.dataset.get("preload_next_n_sub_epochs", DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS)
         job_preload = getattr(job, "preload_next_n_sub_epochs", None)
         planned = job.num_epochs + (DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if job_preload is None else job_preload)
-        if isinstance(preload, int) and planned < num_epochs + preload:
-            problems.append(f"the training reads sub-epochs up to {num_epochs + preload} (num_epochs={num_epochs} "
-                            f"plus preload_next_n_sub_epochs={preload}), but the plan job holds {planned} "
-                            f"(num_epochs={job.num_epochs} plus {planned - job.num_epochs} preloaded): give it the "
-                            f"training's num_epochs={num_epochs}"
-                            + (f" and preload_next_n_sub_epochs={preload}" if preload > planned - job.num_epochs
-                               else ""))
+        problem = None if not isinstance(preload, int) else plan_coverage_problem(
+            plan_full_epochs=-(-planned // job.partition_epoch), partition_epoch=job.partition_epoch,
+            needed_epoch=num_epochs + preload, preload=preload)
+        if problem:
+            problems.append(f"the plan job has num_epochs={job.num_epochs} and {planned - job.num_epochs} preloaded, "
+                            f"the training num_epochs={num_epochs}: {problem}")
         if problems:
             raise ValueError(f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
                              + "; ".join(problems))

@@ -26,6 +26,7 @@ from i6_shard.core.pure import check_distribution
 from i6_shard.core.io.npz import decode_keys, encode_keys
 from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
 from i6_shard.core.pure.cut import cut_full_epoch
+from i6_shard.core.pure.epochs import plan_coverage_problem
 from i6_shard.core.pure.text import short_repr
 from i6_shard.core.pure.settings import PlanSettings
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
@@ -336,13 +337,9 @@ def _config_num_epochs() -> int:
 
 def _too_few_epochs(path: str, settings: PlanSettings, *, num_full_epochs: int, needed_epoch: int, preload: int,
                     where: str) -> str:
-    p = settings.partition_epoch
-    return (f"plan {path!r} covers sub-epochs 1..{num_full_epochs * p} ({num_full_epochs} full epochs of "
-            f"partition_epoch={p}), but sub-epoch {needed_epoch} is needed {where} (RETURNN loads "
-            f"preload_next_n_sub_epochs={preload} sub-epochs ahead, also past the last one): plan "
-            f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch - preload}) "
-            f"or `python -m i6_shard plan --num-epochs {needed_epoch - preload}` (the training's num_epochs: both "
-            "plan the preloaded sub-epochs themselves)")
+    problem = plan_coverage_problem(plan_full_epochs=num_full_epochs, partition_epoch=settings.partition_epoch,
+                                    needed_epoch=needed_epoch, preload=preload)
+    return f"plan {path!r} does not hold what the training reads {where}: {problem}"
 
 
 def _keys_difference(planned: List[str], keys: List[str]) -> str:

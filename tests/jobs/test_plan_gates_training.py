@@ -96,11 +96,10 @@ def test_builder_checks_plan(tmp_path):
 
 
 @pytest.mark.parametrize("plan_opts, match", [
-    ({"num_epochs": 3}, "reads sub-epochs up to 5 \\(num_epochs=4 plus preload_next_n_sub_epochs=1\\), but the plan "
-                        "job holds 4 \\(num_epochs=3 plus 1 preloaded\\): give it the training's num_epochs=4$"),
+    ({"num_epochs": 3}, "the plan job has num_epochs=3 and 1 preloaded, the training num_epochs=4: the plan covers "
+                        "sub-epochs 1..4 .*, but sub-epoch 5 is read .* ShardPlanJob\\(..., num_epochs=4\\)"),
     ({"num_epochs": 4, "preload_next_n_sub_epochs": 0},
-     "but the plan job holds 4 \\(num_epochs=4 plus 0 preloaded\\): give it the training's num_epochs=4 and "
-     "preload_next_n_sub_epochs=1"),
+     "the plan job has num_epochs=4 and 0 preloaded, the training num_epochs=4: the plan covers sub-epochs 1..4"),
     ({"num_shards": 4}, "2 ranks train, but the plan job has num_shards=4"),
     ({"partition_epoch": 4}, "partition_epoch=2, but the plan job has 4"),
 ])

@@ -131,7 +131,7 @@ def _start(files, path, settings, *, rank=0, num_shards=None, seed_offset=None, 
     (dict(seq_ordering="default"), "the plan has seq_ordering='random', the dataset 'default'"),
     (dict(distribution="balanced"), "the plan was cut with distribution='returnn', the dataset asks for 'balanced'"),
     (dict(seed_offset=2), "it shuffles full epoch 0 with seed 2, this dataset on rank 0 with seed 3"),
-    (dict(config={"num_epochs": 6}), "sub-epoch 7 is needed for the config's num_epochs=6"),
+    (dict(config={"num_epochs": 6}), "does not hold what the training reads for the config's num_epochs=6"),
 ])
 def test_a_plan_that_does_not_fit_fails_at_start_with_the_difference(planned, change, message):
     files, settings, path = planned
@@ -159,7 +159,7 @@ def test_epochs_beyond_the_plan_say_how_many_to_plan(planned):
         dataset = _dataset(files, path, settings, preload_next_n_sub_epochs=1)
         for epoch in range(1, 6):
             dataset.init_seq_order(epoch=epoch)
-        with pytest.raises(ValueError, match=r"sub-epoch 7 is needed at sub-epoch 6 .* plan 3 full epochs, "
+        with pytest.raises(ValueError, match=r"reads at sub-epoch 6: .*sub-epoch 7 is read .* plan 3 full epochs, "
                                              r"e.g. ShardPlanJob\(..., num_epochs=6\)"):
             dataset.init_seq_order(epoch=6)
     with as_rank(0, 2, dataset_random_seed_offset=1, extra_config={"num_epochs": 5}):

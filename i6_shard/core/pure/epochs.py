@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 from numbers import Rational
-from typing import Union
+from typing import Optional, Union
 
-__all__ = ["passes_per_full_epoch", "num_epochs_for_passes", "passes_for_num_epochs"]
+__all__ = ["passes_per_full_epoch", "num_epochs_for_passes", "passes_for_num_epochs", "plan_coverage_problem"]
 
 Number = Union[int, float, Fraction]
 
@@ -93,3 +93,25 @@ def passes_for_num_epochs(num_epochs: int, *, partition_epoch: int, num_shards: 
     _positive_int("partition_epoch", partition_epoch)
     per_full = passes_per_full_epoch(num_shards=num_shards, distrib_shard_files=distrib_shard_files)
     return Fraction(num_epochs * per_full, partition_epoch)
+
+
+def plan_coverage_problem(*, plan_full_epochs: int, partition_epoch: int, needed_epoch: int, preload: int) -> Optional[str]:
+    """The one rule of whether a plan holds what a training reads: RETURNN reads sub-epochs up to the training's
+    last plus the ``preload`` it loads after it (``needed_epoch``), and a plan holds whole full epochs. None if
+    the plan's ``plan_full_epochs`` cover ``needed_epoch``, else what is missing and the fix, for the plan
+    job, the command line and the RETURNN-side class alike.
+
+    >>> plan_coverage_problem(plan_full_epochs=2, partition_epoch=3, needed_epoch=6, preload=1) is None
+    True
+    >>> print(plan_coverage_problem(plan_full_epochs=2, partition_epoch=3, needed_epoch=7, preload=1))
+    the plan covers sub-epochs 1..6 (2 full epochs of partition_epoch=3), but sub-epoch 7 is read (RETURNN loads preload_next_n_sub_epochs=1 sub-epochs ahead, also past the last one): plan 3 full epochs, e.g. ShardPlanJob(..., num_epochs=6) or `python -m i6_shard plan --num-epochs 6` (the training's num_epochs: both plan the preloaded sub-epochs themselves)
+    """
+    p = partition_epoch
+    if (needed_epoch - 1) // p < plan_full_epochs:
+        return None
+    return (f"the plan covers sub-epochs 1..{plan_full_epochs * p} ({plan_full_epochs} full epochs of "
+            f"partition_epoch={p}), but sub-epoch {needed_epoch} is read (RETURNN loads "
+            f"preload_next_n_sub_epochs={preload} sub-epochs ahead, also past the last one): plan "
+            f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch - preload}) "
+            f"or `python -m i6_shard plan --num-epochs {needed_epoch - preload}` (the training's num_epochs: both "
+            "plan the preloaded sub-epochs themselves)")
