@@ -11,7 +11,7 @@ from ..core.pure import check_distribution, check_enough_files, check_file_trees
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
 from .checks import check_dataset_dict, check_sub_epoch_dataset
-from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value
+from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
 from .reader import files_kind, find_distribute_files_datasets
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
@@ -50,7 +50,7 @@ def _path_str(value: Any) -> str:
 
 def _check_inline_trees(files: Sequence[Any], norm_key: Any) -> None:
     """Validate inline file trees (Sisyphus paths count as file names) and their modalities."""
-    shadow = [_shadow(t) for t in files]
+    shadow = [resolve_paths(t) for t in files]
     check_file_trees(shadow)
     if not isinstance(norm_key, dict):
         for idx, tree in enumerate(shadow):
@@ -88,16 +88,6 @@ def _check_files_callable(files: Any) -> None:
             f"files={files!r} cannot go into a RETURNN config: {exc}. A callable file list must be a module-level "
             "function (or a functools.partial of one with plain arguments) that returns the list of file trees when "
             "RETURNN runs; no lambdas, closures or functions defined in __main__") from None
-
-
-def _shadow(tree: Any) -> Any:
-    if is_sisyphus_path(tree):
-        return tree.get_path()
-    if isinstance(tree, dict):
-        return {k: _shadow(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_shadow(v) for v in tree)
-    return tree
 
 
 #: What a plan job decides that the dataset must agree with: (job attribute, builder argument, default).

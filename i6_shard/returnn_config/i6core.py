@@ -35,14 +35,6 @@ __all__ = [
 ]
 
 
-def _resolved_partial(partial: functools.partial) -> functools.partial:
-    return functools.partial(partial.func, *resolve_paths(list(partial.args)), **resolve_paths(dict(partial.keywords)))
-
-
-def _resolved_callable(func: Any) -> Any:
-    return _resolved_partial(func) if isinstance(func, functools.partial) else func
-
-
 class DelayedFilesCallable(DelayedBase):
     """A callable ``files`` (module-level function or ``functools.partial`` of one) in a
     ``ReturnnConfigV2`` dict: hashes like the callable itself (by name and arguments), and turns
@@ -55,7 +47,7 @@ class DelayedFilesCallable(DelayedBase):
         self.files = files
 
     def get(self) -> Any:
-        return _resolved_callable(self.files)
+        return resolve_paths(self.files)
 
     def _sis_hash(self) -> bytes:
         return sis_hash_helper(self.files)
@@ -73,7 +65,7 @@ class DelayedSubEpochPartial(DelayedBase):
         self.sub_epoch_partial = sub_epoch_partial
 
     def get(self) -> functools.partial:
-        return _resolved_partial(self.sub_epoch_partial)
+        return resolve_paths(self.sub_epoch_partial)
 
     def _sis_hash(self) -> bytes:
         return sis_hash_helper(self.sub_epoch_partial)
@@ -131,11 +123,11 @@ class SubEpochDatasetCode(DelayedBase):
 
     def get(self) -> str:
         code = PyCode()
-        body = f"{self.function_name} = {code.expr(_resolved_partial(self.sub_epoch_partial))}\n"
+        body = f"{self.function_name} = {code.expr(resolve_paths(self.sub_epoch_partial))}\n"
         if self.dataset_class is not None:
             body += f"{self.class_name} = {code.ref(self.dataset_class)}\n"
         if self.files_callable is not None:
-            body += f"{self.files_name} = {code.expr(_resolved_callable(self.files_callable), where='files')}\n"
+            body += f"{self.files_name} = {code.expr(resolve_paths(self.files_callable), where='files')}\n"
         return code.prelude() + body
 
     def _sis_hash(self) -> bytes:

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional, Tuple, Union
 
 from .. import core
 from .reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
+from .pycode import resolve_paths
 
 __all__ = ["plan_for_returnn_config", "find_dataset"]
 
@@ -44,22 +45,12 @@ def _check_keys_match(info: DistributeFilesDatasetInfo, sizes: core.FileSizes) -
             return  # written by a job that has not run yet; RETURNN's i6_shard class checks again
     elif info.files_kind != "inline":
         return  # a callable: resolved only when the job runs
-    keys = [core.tree_key(_plain(t)) for t in read_files(files if info.files_kind == "inline" else path)]
+    keys = [core.tree_key(resolve_paths(t)) for t in read_files(files if info.files_kind == "inline" else path)]
     if keys != sizes.keys:
         first = next((i for i, (a, b) in enumerate(zip(keys, sizes.keys)) if a != b), min(len(keys), len(sizes.keys)))
         raise ValueError(f"{info.name}: the sizes archive lists {len(sizes.keys)} entries, the dataset {len(keys)} "
                          f"files; they first differ at entry {first}. Compute the sizes from this dataset's files "
                          "(ComputeFileSizesJob(files) or `python -m i6_shard sizes`)")
-
-
-def _plain(tree: Any) -> Any:
-    if callable(getattr(tree, "get_path", None)):
-        return tree.get_path()
-    if isinstance(tree, dict):
-        return {k: _plain(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_plain(v) for v in tree)
-    return tree
 
 
 def plan_for_returnn_config(config: Mapping[str, Any], *, file_sizes: Union[str, os.PathLike, core.FileSizes],

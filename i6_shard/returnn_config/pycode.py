@@ -156,8 +156,9 @@ def is_sisyphus_path(value: Any) -> bool:
 
 
 def resolve_paths(value: Any) -> Any:
-    """A copy of a dict/list/tuple structure with every Sisyphus path replaced by its
-    ``get_path()`` string (what RETURNN must see at run time).
+    """A copy of a dict/list/tuple structure (and the arguments of a ``functools.partial``) with every Sisyphus
+    path replaced by its ``get_path()`` string: what RETURNN must see at run time, and what the checks look at.
+    The one such walker of the config layer.
 
     >>> resolve_paths({"a": ("x", ["y"])})
     {'a': ('x', ['y'])}
@@ -170,6 +171,8 @@ def resolve_paths(value: Any) -> Any:
         return [resolve_paths(v) for v in value]
     if type(value) is tuple:
         return tuple(resolve_paths(v) for v in value)
+    if isinstance(value, functools.partial):
+        return functools.partial(value.func, *resolve_paths(list(value.args)), **resolve_paths(dict(value.keywords)))
     return value
 
 
