@@ -23,7 +23,9 @@ from ..pure.file_tree import FileTree, flatten, leaves_and_keys, tree_key
 from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from .preflight import short_repr
+from . import stat_child
 from .progress import Progress
+from .stat_child import FAILED_RECORD, RECORD_INTS, stat_records
 
 __all__ = [
     "FileSizes",
@@ -59,7 +61,7 @@ MAX_TREE_DEPTH = 100
 _MAX_LISTED_MISSING = 20
 _MAX_LISTED_STALE = 10
 # Codes in the size array for leaves that stat-ed but cannot be read as data files.
-_STAT_FAILED, _NOT_REGULAR, _UNREADABLE = -1, -2, -3
+_STAT_FAILED, _NOT_REGULAR, _UNREADABLE = FAILED_RECORD[0], -2, -3
 _FILE_TYPES = ((stat_mod.S_ISDIR, "a directory"), (stat_mod.S_ISFIFO, "a FIFO (named pipe)"),
                (stat_mod.S_ISCHR, "a character device"), (stat_mod.S_ISBLK, "a block device"),
                (stat_mod.S_ISSOCK, "a socket"))
@@ -69,8 +71,6 @@ _WAITING_STAT_S = 20e-6  # a cached local stat takes ~2 us, a network round trip
 _MIN_PROCS_WORK_S = 0.15  # helper processes start in ~20 ms; below this much stat work they cost more
 _SERIAL_CHUNK = 4096
 _CHILD_CHUNK = 1024  # sizes per block a helper process sends: how often it reports progress
-_STEAL = True  # the parent takes over the helpers' remaining work once done with its own (tests turn it
-# off to see what the helpers alone deliver)
 _MAX_THREAD_CHUNK = 256
 
 
@@ -132,26 +132,6 @@ class MissingFilesError(FileNotFoundError):
         )
 
 
-_FAILED_RECORD = (_STAT_FAILED, 0, 0, 0, 0)
-
-
-def _stat_records(paths: Sequence[str]) -> List[Tuple[int, int, int, int, int]]:
-    """``(st_size, st_mtime_ns, st_mode, st_uid, st_gid)`` per path (follows symlinks, like
-    ``os.path.getsize``); ``_FAILED_RECORD`` where stat fails."""
-    stat = os.stat
-    try:
-        return [(s.st_size, s.st_mtime_ns, s.st_mode, s.st_uid, s.st_gid) for s in map(stat, paths)]
-    except (OSError, ValueError):
-        pass
-    records = []
-    for p in paths:
-        try:
-            s = stat(p)
-        except (OSError, ValueError):
-            records.append(_FAILED_RECORD)
-        else:
-            records.append((s.st_size, s.st_mtime_ns, s.st_mode, s.st_uid, s.st_gid))
-    return records
 
 
 class _Reader:
@@ -182,7 +162,7 @@ class _Reader:
 
 
 def _stat_chunk(paths: Sequence[str], reader: _Reader) -> np.ndarray:
-    return reader.classify(_stat_records(paths))
+    return reader.classify(stat_records(paths))
 
 
 def collect_file_sizes(
@@ -325,7 +305,7 @@ def _stat_all(paths: List[str], *, num_threads: int, num_procs: int, progress_in
     times = []
     for i in range(num_probe):
         t0 = time.perf_counter()
-        records = _stat_records(paths[i:i + 1])
+        records = stat_records(paths[i:i + 1])
         times.append(time.perf_counter() - t0)
         out[i] = reader.classify(records)[0]
     per_stat = sorted(times)[num_probe // 2] if times else 0.0
@@ -379,48 +359,23 @@ def _stat_in_threads(paths: List[str], out: np.ndarray, *, start: int, num_threa
 # Run by helper processes (python -I -S): NUL-separated paths on stdin; per path five native int64
 # (size or -1 if stat failed, mtime_ns, mode, uid, gid) on stdout, one block per chunk so that the
 # parent can report progress.
-_RECORD_INTS = 5
-_CHILD_CODE = """
-import os, sys
-from array import array
-chunk_size = int(sys.argv[1])
-data = sys.stdin.buffer.read()
-paths = data.split(b"\\0") if data else []
-stat = os.stat
-out = sys.stdout.buffer
-failed = (-1, 0, 0, 0, 0)
-for i in range(0, len(paths), chunk_size):
-    chunk = paths[i:i + chunk_size]
-    try:
-        records = [(s.st_size, s.st_mtime_ns, s.st_mode, s.st_uid, s.st_gid) for s in map(stat, chunk)]
-    except (OSError, ValueError):
-        records = []
-        for p in chunk:
-            try:
-                s = stat(p)
-            except (OSError, ValueError):
-                records.append(failed)
-            else:
-                records.append((s.st_size, s.st_mtime_ns, s.st_mode, s.st_uid, s.st_gid))
-    out.write(array("q", [v for r in records for v in r]).tobytes())
-    out.flush()
-"""
 
 
 def _stat_in_procs(paths: List[str], out: np.ndarray, *, start: int, num_procs: int, progress: Progress,
-                   reader: _Reader) -> None:
+                   reader: _Reader, steal: bool = True) -> None:
     """This process takes the first share, ``num_procs - 1`` fresh interpreters (spawned, not
     forked: safe with threads) the others. Once done with its own share, this process stats
     the helpers' shares from their far ends backwards until it meets each helper, so a helper
     that is slow to start, starved of CPU, or failing costs no more than doing it here."""
     bounds = np.linspace(start, len(paths), num_procs + 1).astype(np.int64).tolist()
     lock = threading.Lock()
-    helpers = [_Helper(paths, out, a, b, progress, lock, reader) for a, b in zip(bounds[1:-1], bounds[2:]) if a < b]
+    helpers = [_Helper(paths, out, a, b, progress, lock, reader, wait=not steal)
+               for a, b in zip(bounds[1:-1], bounds[2:]) if a < b]
     for helper in helpers:
         helper.start()
     try:
         _stat_serial(paths, out, start=bounds[0], stop=bounds[1], progress=progress, reader=reader)
-        while _STEAL:
+        while steal:
             with lock:
                 helper = max(helpers, key=lambda h: h.limit - h.pos, default=None)
                 if helper is None or helper.limit <= helper.pos:
@@ -441,9 +396,9 @@ class _Helper:
     parent from ``b`` down to ``limit`` (both change under ``lock``; ``pos <= limit``)."""
 
     def __init__(self, paths: List[str], out: np.ndarray, a: int, b: int, progress: Progress,
-                 lock: threading.Lock, reader: _Reader):
+                 lock: threading.Lock, reader: _Reader, *, wait: bool = False):
         self.paths, self.out, self.a, self.b, self.progress, self.lock = paths, out, a, b, progress, lock
-        self.reader = reader
+        self.reader, self.wait = reader, wait
         self.pos = a
         self.limit = b
         self.proc: Optional[subprocess.Popen] = None
@@ -454,7 +409,7 @@ class _Helper:
 
     def finish(self) -> None:
         """Stop the process, done or not (without stealing: once it has sent all it can)."""
-        if not _STEAL:
+        if self.wait:
             self.thread.join()
         self._stop()
         self.thread.join()
@@ -470,11 +425,11 @@ class _Helper:
             return
         try:
             self.proc = proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _CHILD_CODE, str(_CHILD_CHUNK)],
+                [sys.executable, "-I", "-S", stat_child.__file__, str(_CHILD_CHUNK)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError:
             return
-        record_bytes = 8 * _RECORD_INTS
+        record_bytes = 8 * RECORD_INTS
         try:
             with proc.stdin:
                 proc.stdin.write("\0".join(self.paths[self.a:self.b]).encode(
@@ -485,7 +440,7 @@ class _Helper:
                     data += proc.stdout.read(record_bytes - len(data) % record_bytes)
                 if not data or len(data) % record_bytes:
                     break
-                records = np.frombuffer(data, dtype=np.int64).reshape(-1, _RECORD_INTS)
+                records = np.frombuffer(data, dtype=np.int64).reshape(-1, RECORD_INTS)
                 classified = self.reader.classify(records)
                 with self.lock:
                     num = max(0, min(len(classified), self.limit - self.pos))

@@ -3,6 +3,7 @@ real temp files in every stat mode (serial, threads, helper processes); missing 
 are all reported at once; the sizes file round-trips exactly and deterministically."""
 
 import contextlib
+import functools
 import os
 import shutil
 import sys
@@ -138,7 +139,7 @@ def spy_helpers(monkeypatch, *, steal):
         delivered.append((self.pos - self.a, self.b - self.a))
 
     monkeypatch.setattr(file_sizes_mod._Helper, "finish", spy)
-    monkeypatch.setattr(file_sizes_mod, "_STEAL", steal)
+    monkeypatch.setattr(file_sizes_mod, "_stat_in_procs", functools.partial(file_sizes_mod._stat_in_procs, steal=steal))
     return delivered
 
 
