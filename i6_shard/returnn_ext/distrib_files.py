@@ -21,7 +21,7 @@ from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 
 from i6_shard import core
-from i6_shard.core.io.file_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
+from i6_shard.core.io.stale_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
 from i6_shard.core.pure import check_distribution
 from i6_shard.core.io.npz import decode_keys, encode_keys
 from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout

@@ -14,7 +14,7 @@ from tests.deps import needs_matplotlib
 
 from i6_shard import core
 from i6_shard.cli import main
-from i6_shard.core.io.file_sizes import check_sample_unchanged
+from i6_shard.core.io.stale_sizes import check_sample_unchanged
 from i6_shard.core.io.hdf_corpus import hdf_corpus_seq_counts
 
 #: A command that would block or run away must not hang the suite.

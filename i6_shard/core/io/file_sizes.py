@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import datetime
 import itertools
 import os
 import stat as stat_mod
@@ -19,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..pure.file_tree import FileTree, flatten, leaves_and_keys, tree_key
+from ..pure.file_tree import FileTree, leaves_and_keys
 from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from .preflight import short_repr
@@ -30,13 +29,9 @@ from .stat_child import FAILED_RECORD, RECORD_INTS, stat_records
 __all__ = [
     "FileSizes",
     "MissingFilesError",
-    "StaleFileSizesError",
     "collect_file_sizes",
     "save_file_sizes",
     "load_file_sizes",
-    "check_sample_unchanged",
-    "check_num_samples",
-    "DEFAULT_CHECK_SAMPLES",
     "DEFAULT_NUM_THREADS",
     "FILE_SIZES_FORMAT_VERSION",
     "MAX_TREE_DEPTH",
@@ -54,12 +49,9 @@ STEPS_BATCHING_ARRAY = "steps_batching"
 _ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
                    3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS}}
 _MAX_UNIT_BYTES = 64
-#: Entries :func:`check_sample_unchanged` stats again by default (per rank, at a training's start-up).
-DEFAULT_CHECK_SAMPLES = 16
 #: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
 MAX_TREE_DEPTH = 100
 _MAX_LISTED_MISSING = 20
-_MAX_LISTED_STALE = 10
 # Codes in the size array for leaves that stat-ed but cannot be read as data files.
 _STAT_FAILED, _NOT_REGULAR, _UNREADABLE = FAILED_RECORD[0], -2, -3
 _FILE_TYPES = ((stat_mod.S_ISDIR, "a directory"), (stat_mod.S_ISFIFO, "a FIFO (named pipe)"),
@@ -574,109 +566,3 @@ def _read_unit(data: np.ndarray, *, path: str) -> str:
     if unit not in UNITS or unit == "bytes":
         raise ValueError(f"{path!r} is corrupt: its unit is {unit!r}; a costs archive counts one of {UNITS[1:]}")
     return unit
-
-
-class StaleFileSizesError(ValueError):
-    """Files changed since their sizes were computed (:func:`check_sample_unchanged`); ``changed``
-    lists (entry index, what changed)."""
-
-    def __init__(self, message: str, changed: Optional[List[Tuple[int, str]]] = None):
-        super().__init__(message)
-        # optional: pickling (a DataLoader worker re-raising it in the main process) rebuilds it from the message
-        self.changed = list(changed or [])
-
-
-def _sample_indices(num: int, k: int, seed: int) -> List[int]:
-    """``k`` distinct indices in ``[0, num)``, drawn with ``k`` calls (Floyd's algorithm, no permutation of
-    ``num``), sorted.
-
-    >>> _sample_indices(10, 10, 0) == list(range(10)), len(set(_sample_indices(10**9, 5, 1)))
-    (True, 5)
-    """
-    rng = np.random.RandomState(seed)
-    chosen = set()
-    for j in range(num - k, num):
-        t = int(rng.randint(0, j + 1))
-        chosen.add(j if t in chosen else t)
-    return sorted(chosen)
-
-
-def _when(ns: int) -> str:
-    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-
-
-def check_num_samples(num_samples: int, *, name: str = "num_samples") -> None:
-    """Raise unless ``num_samples`` is an int >= 0 (numpy ints too).
-
-    >>> check_num_samples(-1, name="file_sizes_check_samples")
-    Traceback (most recent call last):
-    ...
-    ValueError: file_sizes_check_samples=-1 must be an int >= 0 (entries stat-ed again; 0: none)
-    """
-    if isinstance(num_samples, (bool, np.bool_)) or not isinstance(num_samples, (int, np.integer)) or num_samples < 0:
-        raise ValueError(f"{name}={short_repr(num_samples)} must be an int >= 0 (entries stat-ed again; 0: none)")
-
-
-def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
-                           num_samples: int = DEFAULT_CHECK_SAMPLES,
-                           seed: int = 0, source: str = "the file sizes archive") -> int:
-    """Stat the leaves of ``num_samples`` random entries again and compare with ``file_sizes``: the size
-    (the sum over the leaves) and, if recorded, the modification time (the latest leaf's). Costs one
-    stat per leaf of the sample, whatever the length of the list: run it where the sizes are used (e.g.
-    on each rank at start-up, with the rank as ``seed`` so that the ranks check different files).
-
-    A sample cannot see every change: a changed file outside the sample, or one replaced by a file of
-    equal size and modification time, goes unnoticed. A file that was only touched counts as changed.
-
-    :param trees: the file trees the sizes belong to, in the same order (e.g. the dataset's ``files``)
-    :param num_samples: entries to check (all if the list is shorter)
-    :param seed: seed of the sample (``numpy.random.RandomState``)
-    :param source: what the sizes came from, for the message (e.g. the archive's path)
-    :return: the number of entries checked
-    :raises StaleFileSizesError: naming every sampled entry that changed or is gone
-    :raises ValueError: if ``trees`` does not fit ``file_sizes``
-
-    >>> import tempfile, os
-    >>> d = tempfile.mkdtemp(); p = os.path.join(d, "a.hdf"); _ = open(p, "wb").write(b"12")
-    >>> fs = collect_file_sizes([p])
-    >>> _ = open(p, "ab").write(b"3")
-    >>> check_sample_unchanged(fs, trees=[p])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    i6_shard.core.io.file_sizes.StaleFileSizesError: the file sizes archive is stale: 1 of 1 sampled entries changed ...
-    """
-    if len(trees) != len(file_sizes):
-        raise ValueError(f"{len(trees)} file trees for {len(file_sizes)} sizes of {source}; give the trees the "
-                         "sizes were computed for, in the same order")
-    check_num_samples(num_samples)
-    k = min(int(num_samples), len(trees))
-    idxs = _sample_indices(len(trees), k, seed)
-    mtimes = file_sizes.mtimes
-    changed: List[Tuple[int, str]] = []
-    for i in idxs:
-        leaves = flatten(trees[i])
-        if ":".join(leaves) != file_sizes.keys[i]:
-            raise ValueError(f"entry {i} of the file trees ({short_repr(trees[i])}) has another key than {source} "
-                             f"there ({short_repr(file_sizes.keys[i])}); give the trees the sizes were computed for")
-        try:
-            stats = [os.stat(leaf) for leaf in leaves]
-        except OSError as exc:
-            changed.append((i, f"{short_repr(exc.filename)} cannot be stat-ed now: {exc.strerror or exc}"))
-            continue
-        size, mtime = sum(st.st_size for st in stats), max(st.st_mtime_ns for st in stats)
-        what = []
-        if file_sizes.unit == "bytes" and size != int(file_sizes.sizes[i]):  # costs: the mtimes tell
-            what.append(f"{int(file_sizes.sizes[i]):,} bytes then, {size:,} now")
-        if mtimes is not None and mtime != int(mtimes[i]):
-            what.append(f"modified {_when(int(mtimes[i]))} then, {_when(mtime)} now")
-        if what:
-            changed.append((i, f"{short_repr(file_sizes.keys[i])}: {', '.join(what)}"))
-    if changed:
-        shown = "; ".join(f"entry {i} {why}" for i, why in changed[:_MAX_LISTED_STALE])
-        more = f"; ... and {len(changed) - _MAX_LISTED_STALE} more" if len(changed) > _MAX_LISTED_STALE else ""
-        raise StaleFileSizesError(
-            f"{source} is stale: {len(changed)} of {k} sampled entries changed since their sizes were computed "
-            f"({shown}{more}). The bins would be balanced on the old sizes: compute the sizes again "
-            "(ComputeFileSizesJob or `python -m i6_shard sizes`) from the files as they are now, and keep the "
-            "files unchanged while a training uses them.", changed)
-    return k

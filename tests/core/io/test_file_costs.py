@@ -194,7 +194,7 @@ def test_corrupt_costs_archives_are_refused(tmp_path):
 def test_stale_check_of_a_costs_archive_looks_at_mtimes(tmp_path):
     paths = write_tiny_hdf_files(str(tmp_path), num_files=2, seed=7)
     costs = collect_file_costs(paths, unit="frames", num_procs=1)
-    assert core.io.file_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths) == 2  # frames != bytes
+    assert core.io.stale_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths) == 2  # frames != bytes
     os.utime(paths[1], ns=(1, 1))
-    with pytest.raises(core.io.file_sizes.StaleFileSizesError, match="entry 1"):
-        core.io.file_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths)
+    with pytest.raises(core.io.stale_sizes.StaleFileSizesError, match="entry 1"):
+        core.io.stale_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths)

@@ -9,7 +9,8 @@ import pytest
 
 from i6_shard.core import collect_file_sizes, load_file_sizes, save_file_sizes
 from i6_shard.core.io import file_sizes as file_sizes_mod
-from i6_shard.core.io.file_sizes import StaleFileSizesError, check_sample_unchanged
+from i6_shard.core.io import stale_sizes
+from i6_shard.core.io.stale_sizes import StaleFileSizesError, check_sample_unchanged
 
 
 @pytest.fixture
@@ -124,9 +125,9 @@ def test_the_cost_is_one_stat_per_sampled_leaf_whatever_the_list_length(monkeypa
 def test_samples_are_distinct_deterministic_and_cover_the_list():
     seen = set()
     for seed in range(200):
-        idx = file_sizes_mod._sample_indices(50, 5, seed)
+        idx = stale_sizes._sample_indices(50, 5, seed)
         assert idx == sorted(set(idx)) and len(idx) == 5 and all(0 <= i < 50 for i in idx)
-        assert idx == file_sizes_mod._sample_indices(50, 5, seed)
+        assert idx == stale_sizes._sample_indices(50, 5, seed)
         seen.update(idx)
     assert seen == set(range(50))
 
