@@ -1,4 +1,4 @@
-"""Command line: ``python -m i6_shard {sizes,costs,plan,report,demo,train-report,compare-plans} ...``. Parses arguments,
+"""Command line: ``python -m i6_shard {make-data,sizes,costs,plan,compare-plans,report,demo,train-report} ...``.
 calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
