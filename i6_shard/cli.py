@@ -1,5 +1,5 @@
 """Command line: ``python -m i6_shard {make-data,sizes,costs,plan,compare-plans,report,demo,train-report} ...``.
-calls the core, prints; no logic of its own."""
+Parses arguments, calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
 
