@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..pure.args import first_negative
 from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
@@ -419,9 +420,9 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
               for name in ("num_seqs", "num_frames", "seq_length_quantiles")}
     values = np.asarray(costs.costs, dtype=np.int64)
     for name, arr in (("costs", values), *arrays.items()):
-        if arr.size and int(arr.min()) < 0:
-            raise ValueError(f"{name} must be >= 0, but entry {int(np.argmax(arr < 0))} is {int(arr.min())}; "
-                             "nothing was written")
+        bad = first_negative(arr)
+        if bad is not None:
+            raise ValueError(f"{name} must be >= 0, but entry {bad} is {int(arr[bad])}; nothing was written")
     mtimes = costs.mtimes if costs.mtimes is not None else np.zeros(len(costs), dtype=np.int64)
     arrays.update({
         "format_version": np.array(FILE_COSTS_FORMAT_VERSION, dtype=np.int64),
@@ -468,7 +469,7 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
             except ValueError as exc:
                 raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} {limits}: {exc}") from None
     for name, arr in extra.items():
-        if arr.size and int(arr.min()) < 0:
+        if first_negative(arr) is not None:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
     return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching,
                      **extra)

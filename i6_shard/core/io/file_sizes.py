@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..pure.args import first_negative
 from ..pure.file_tree import FileTree, leaves_and_keys
 from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
@@ -492,8 +493,8 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
 
 
 def _check_not_negative(sizes: np.ndarray, keys: Sequence[str], *, where: str, fix: str) -> None:
-    if sizes.size and sizes.dtype.kind == "i" and int(sizes.min()) < 0:
-        bad = int(np.argmax(sizes < 0))
+    bad = first_negative(sizes)
+    if bad is not None:
         raise ValueError(f"{where} entry {bad} ({short_repr(keys[bad])}) has {int(sizes[bad])} "
                          f"({int(np.count_nonzero(sizes < 0))} negative in all); {fix}")
 

@@ -8,8 +8,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping",
-           "check_choice"]
+__all__ = ["first_negative", "check_int", "check_optional_int", "check_bool", "check_optional_bool",
+           "check_optional_mapping", "check_choice"]
 
 
 def check_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> int:
@@ -82,3 +82,17 @@ def check_choice(value: Any, *, name: str, choices: Sequence[str], problem: str 
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name}={value!r} {problem}; use one of {tuple(choices)}")
     return value
+
+
+def first_negative(values: Any) -> Optional[int]:
+    """The index of the first negative entry of an integer array (sizes, costs, lengths), None if there is
+    none: the one rule that costs are not negative, which every archive and plan checks.
+
+    >>> first_negative(np.array([3, 0, -2, -1])), first_negative(np.array([], dtype=np.int64))
+    (2, None)
+    """
+    arr = np.asarray(values)
+    if not arr.size or arr.dtype.kind == "u" or int(arr.min()) >= 0:
+        return None
+    return int(np.argmax(arr < 0))
+

@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .args import check_int
+from .args import check_int, first_negative
 from .cut import cut_full_epoch
 from .distribute import shuffle_order
 from .file_tree import FileTree
@@ -206,8 +206,8 @@ def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
     if arr.size and arr.dtype.kind == "u" and int(arr.max()) >= 2**63:
         raise ValueError(f"costs up to {int(arr.max())} do not fit int64; pass them in a coarser unit")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
-    if arr.size and int(arr.min()) < 0:
-        bad = int(np.argmax(arr < 0))
+    bad = first_negative(arr)
+    if bad is not None:
         raise ValueError(f"costs must be >= 0 (bytes), but entry {bad} ({short_repr(keys[bad])}) has {int(arr[bad])}")
     return arr
 
