@@ -8,7 +8,8 @@
 - args: the type and range checks that every user-facing entry point shares;
 - consumption: what a training consumed per sub-epoch and rank, measured from its logs;
 - cache: the per-node file cache footprint of a plan; compare: what resuming under another plan does.
-- text: values shown in messages, cut to a bounded length.
+- text: values shown in messages, cut to a bounded length; fmt: numbers in summaries and reports;
+- training: what a training consumed, analysed from its logs (the training report renders it).
 """
 
 from .args import check_bool, check_int, check_optional_int

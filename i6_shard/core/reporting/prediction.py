@@ -9,7 +9,7 @@ import numpy as np
 
 from ..pure.batching import Batching, predict_plan_drop
 from ..pure.plan import ShardPlan
-from .fmt import json_float
+from ..pure.fmt import json_float
 
 __all__ = ["prediction_summary", "render_prediction"]
 

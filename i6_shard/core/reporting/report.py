@@ -14,7 +14,8 @@ from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from .prediction import render_prediction
-from .fmt import json_float, pct
+from ..pure.fmt import json_float, pct
+from ..pure.training import DEFAULT_MAX_DROPPED
 
 __all__ = [
     "SUMMARY_FORMAT_VERSION",
@@ -32,7 +33,7 @@ SUMMARY_FORMAT_VERSION = 1
 #: Warn when some (shard, sub-epoch) bin holds fewer files than this.
 FEW_FILES_PER_BIN = 10
 #: Warn when the mean expected dropped fraction exceeds this.
-HIGH_DROPPED_FRACTION = 0.05
+HIGH_DROPPED_FRACTION = DEFAULT_MAX_DROPPED  # the training report's alarm, one threshold
 #: Warn when some sub-epoch's max/mean bytes across shards exceeds this.
 HIGH_IMBALANCE = 1.25
 #: Sub-epochs listed under "worst sub-epochs".

@@ -1,0 +1,423 @@
+"""What a training consumed, measured from RETURNN's own logs (read by :mod:`i6_shard.core.io.returnn_log`): per
+sub-epoch and rank the files given (against the plan), the sequences and frames consumed out of those available,
+the share dropped, the steps; per full epoch the passes made; the alarms. JSON types in, JSON types out; the
+training report renders it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
+from .fmt import json_float
+from .plan import ShardPlan
+from .reads import SubEpochRead, check_reads
+
+__all__ = ["analyze_training", "TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED", "DEFAULT_MIN_STEPS_RATIO"]
+
+#: The training's logs (:class:`i6_shard.core.io.returnn_log.TrainingLog`), read here by attribute only.
+TrainingLog = Any
+SubEpochLog = Any
+
+TRAIN_SUMMARY_FORMAT_VERSION = 1
+#: Alarm when the mean dropped share of the frames per sub-epoch exceeds this (the plan report's "high").
+DEFAULT_MAX_DROPPED = 0.05
+#: Alarm when a sub-epoch makes fewer than this share of the steps its data should give (RETURNN #1738).
+DEFAULT_MIN_STEPS_RATIO = 0.75
+#: Places named per alarm before "and N more".
+_MAX_PLACES = 5
+
+
+def _sum_known(values: np.ndarray) -> Optional[int]:
+    """Sum of a step array, or None if a step is unknown (-1)."""
+    if values.size and int(values.min()) < 0:
+        return None
+    return int(values.sum())
+
+
+def _places(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_MAX_PLACES])
+    return shown + (f" and {len(items) - _MAX_PLACES} more" if len(items) > _MAX_PLACES else "")
+
+
+def _complete_is_mean(log: TrainingLog) -> bool:
+    """Whether the logged ``complete`` is one value for all ranks (a mean, ``sync_complete_frac``,
+    default from behavior_version 33): at every step all ranks log the same value although their
+    datasets hold different numbers of sequences."""
+    if log.num_ranks < 2:
+        return False
+    differ = False
+    for epoch in log.epochs:
+        recs = [r.sub_epochs.get(epoch) for r in log.ranks]
+        if any(rec is None for rec in recs):
+            continue
+        counts = {rec.dataset_num_seqs for rec in recs}
+        n = min(rec.num_steps for rec in recs)
+        if n == 0:
+            continue
+        first = recs[0].step_complete[:n]
+        for rec in recs[1:]:
+            if not np.array_equal(first, rec.step_complete[:n], equal_nan=True):
+                return False
+        differ |= len(counts) > 1
+    return differ
+
+
+def _consumed_seqs(rec: SubEpochLog, *, complete_is_mean: bool) -> Tuple[Optional[int], str]:
+    """Sequences the rank consumed, and from what: the per-step counts (``log_batch_size``), else
+    the last logged ``complete`` times the dataset's sequences (only where it is the rank's own)."""
+    if rec.num_steps == 0:
+        return 0, "steps"
+    total = _sum_known(rec.step_seqs)
+    if total is not None:
+        return total, "steps"
+    last = rec.step_complete[-1] if rec.step_complete.size else float("nan")
+    if not complete_is_mean and math.isfinite(last) and rec.dataset_num_seqs is not None:
+        return int(round(last * rec.dataset_num_seqs)), "complete"
+    return None, "unknown"
+
+
+def _lengths_of(keys: Optional[Sequence[str]], lengths: Mapping[str, Tuple[int, int]]) -> Tuple[Optional[int],
+                                                                                                Optional[int]]:
+    if keys is None or any(k not in lengths for k in keys):
+        return None, None
+    return sum(lengths[k][0] for k in keys), sum(lengths[k][1] for k in keys)
+
+
+def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
+                     plan: Optional[ShardPlan] = None, partition_epoch: Optional[int] = None,
+                     max_dropped: float = DEFAULT_MAX_DROPPED,
+                     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO) -> Dict[str, Any]:
+    """The summary (JSON types) of a training from its logs.
+
+    Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
+    ``consumed_seqs``/``consumed_frames`` (summed over the logged steps), ``available_seqs``/
+    ``available_frames`` (what the rank's files hold, from ``file_lengths``; without them the
+    sequences the dataset offered and no frames), ``offered_seqs`` (the dataset's count),
+    ``steps``, ``num_files`` and ``files_match_plan`` (None without a plan). Per sub-epoch also
+    ``dropped_fraction`` (of the frames: ``1 - sum consumed / sum available``) and
+    ``expected_steps`` (the steps after which its first rank runs out at the training's mean
+    frames per step, from the plan's files when a plan is given). Top level: ``dropped_fraction``
+    (mean over finished sub-epochs), ``full_epochs``, ``passes`` (made, promised), ``alarms``
+    and ``notes`` (lists of str). Values the logs do not give are None.
+
+    :param file_lengths: tree key -> (sequences, frames) of every file, e.g. from the HDF files
+    :param plan: the plan the training should follow (its num_shards must be the number of ranks)
+    :param partition_epoch: sub-epochs per full epoch, if there is no plan (else inferred from the files)
+    :param max_dropped: alarm above this mean dropped share
+    :param min_steps_ratio: alarm where a sub-epoch's steps are below this share of the expected
+    """
+    if not 0.0 <= max_dropped <= 1.0:
+        raise ValueError(f"max_dropped={max_dropped!r} must be a share in [0, 1], e.g. 0.05")
+    if not 0.0 < min_steps_ratio <= 1.0:
+        raise ValueError(f"min_steps_ratio={min_steps_ratio!r} must be in (0, 1], e.g. 0.75")
+    a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=log.epochs, num_ranks=log.num_ranks)
+    usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
+    complete_is_mean = _complete_is_mean(log)
+    if not log.ranks[0].frames_dim:
+        a.notes.append("the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
+                       "to measure frames (the builders' training_job_kwargs do)")
+        if complete_is_mean:
+            a.notes.append("the logged 'complete' is the mean over the ranks (sync_complete_frac, the default from "
+                           "behavior_version 33), so it does not show one rank's consumption")
+    sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
+    if usable_plan is not None:
+        _files_against_plan(a, usable_plan)
+    partition_epoch, inferred = _partition_epoch(a, partition_epoch)
+    sharded = _sharded(a, usable_plan)
+    m = _measures(a, usable_plan)
+    sub_epochs = _sub_epoch_entries(a, m, partition_epoch)
+    _sub_epoch_alarms(a, sub_epochs, usable_plan=usable_plan, min_steps_ratio=min_steps_ratio)
+    drops = [s["dropped_fraction"] for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None]
+    mean_drop = json_float(float(np.mean(drops))) if drops else None
+    if mean_drop is not None and mean_drop > max_dropped:
+        a.alarms.append(_high_loss_alarm(sub_epochs, mean_drop=mean_drop, max_dropped=max_dropped))
+    universe = list(dict.fromkeys(usable_plan.keys)) if usable_plan is not None else list(dict.fromkeys(
+        k for row in a.keys_grid for keys in row if keys is not None for k in keys))
+    universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
+    expected_reads = 1 if sharded else a.num_ranks
+    full_epochs = [] if partition_epoch is None else _full_epochs(
+        a, m, partition_epoch=partition_epoch, universe=universe, expected_reads=expected_reads)
+    made = None
+    done_frames = m["consumed_frames"][[i for i in range(len(a.epochs)) if a.finished[i]]]
+    if universe_frames and done_frames.size and (done_frames >= 0).all():
+        made = json_float(done_frames.sum() / universe_frames)
+    promised = None if partition_epoch is None else json_float(sum(a.finished) / partition_epoch * expected_reads)
+    running = [e for e, f in zip(a.epochs, a.finished) if not f]
+    if running:
+        a.notes.append(f"sub-epochs {running} have not finished (running, or stopped); they are not in the means")
+    return {
+        "format_version": TRAIN_SUMMARY_FORMAT_VERSION,
+        "num_ranks": a.num_ranks,
+        "logs": [r.source for r in log.ranks],
+        "frames_dim": log.ranks[0].frames_dim,
+        "consumed_seqs_from": sorted(sources - {"unknown"}) or None,
+        "complete_is_mean": complete_is_mean,
+        "partition_epoch": partition_epoch,
+        "partition_epoch_inferred": inferred,
+        "sharded": sharded,
+        "plan": None if plan is None else {"num_shards": plan.num_shards, "partition_epoch": plan.partition_epoch,
+                                           "distribution": plan.settings.distribution, "num_files": plan.num_files},
+        "num_files": len(universe),
+        "total_seqs": universe_seqs,
+        "total_frames": universe_frames,
+        "frames_per_step": json_float(m["frames_per_step"]),
+        "thresholds": {"max_dropped": json_float(max_dropped), "min_steps_ratio": json_float(min_steps_ratio)},
+        "sub_epochs": sub_epochs,
+        "full_epochs": full_epochs,
+        "dropped_fraction": mean_drop,
+        "dropped_fraction_max": json_float(max(drops)) if drops else None,
+        "passes": {"made": made, "promised": promised},
+        "alarms": a.alarms,
+        "notes": a.notes,
+    }
+
+
+@dataclass
+class _Analysis:
+    """What the steps of :func:`analyze_training` share: the logs, and per (sub-epoch, rank) the records and
+    file keys they build; the alarms and notes they add."""
+
+    log: TrainingLog
+    lengths: Dict[str, Tuple[int, int]]
+    epochs: List[int]
+    num_ranks: int
+    records: List[List[Optional[Dict[str, Any]]]] = field(default_factory=list)
+    keys_grid: List[List[Optional[List[str]]]] = field(default_factory=list)
+    finished: List[bool] = field(default_factory=list)
+    alarms: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+
+def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[int]) -> tuple:
+    """The plan the files are compared with (None if it is for another number of ranks: an alarm), and the
+    partition_epoch (the plan's, which a given one must equal)."""
+    usable_plan = plan
+    if plan is not None and plan.num_shards != a.num_ranks:
+        a.alarms.append(f"the plan is for num_shards={plan.num_shards}, but the training ran {a.num_ranks} ranks: "
+                        "its files cannot be compared; plan with the training's number of ranks")
+        usable_plan = None
+    if plan is not None:
+        if partition_epoch is not None and partition_epoch != plan.partition_epoch:
+            raise ValueError(f"partition_epoch={partition_epoch} but the plan has {plan.partition_epoch}; "
+                             "give only the plan")
+        partition_epoch = plan.partition_epoch
+    return usable_plan, partition_epoch
+
+
+def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
+    """Fill ``a.records``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank); return where the consumed
+    sequences came from."""
+    sources = set()
+    for epoch in a.epochs:
+        row, keys_row = [], []
+        for rank_log in a.log.ranks:
+            rec = rank_log.sub_epochs.get(epoch)
+            if rec is None:
+                row.append(None)
+                keys_row.append(None)
+                continue
+            keys = rec.file_keys
+            consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
+            sources.add(how)
+            file_seqs, file_frames = _lengths_of(keys, a.lengths)
+            row.append({
+                "rank": rank_log.rank,
+                "consumed_seqs": consumed_seqs,
+                "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
+                "available_seqs": file_seqs if file_seqs is not None else rec.dataset_num_seqs,
+                "available_frames": file_frames,
+                "offered_seqs": rec.dataset_num_seqs,
+                "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
+                "num_files": None if keys is None else len(keys),
+                "files_match_plan": None,
+                "finished": rec.finished,
+            })
+            keys_row.append(keys)
+        a.records.append(row)
+        a.keys_grid.append(keys_row)
+        a.finished.append(all(x is not None and x["finished"] for x in row))
+    return sources
+
+
+def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
+    """Each (sub-epoch, rank)'s ``files_match_plan``, and the alarms of files other than planned."""
+    epochs, records = a.epochs, a.records
+    reads, where = [], []
+    for i, epoch in enumerate(epochs):
+        for r in range(a.num_ranks):
+            if a.keys_grid[i][r] is not None:
+                reads.append(SubEpochRead(epoch, r, tuple(a.keys_grid[i][r]), ()))
+                where.append((i, r))
+            elif records[i][r] is not None:
+                a.notes.append(f"sub-epoch {epoch}, rank {r}: the log does not show its files")
+    bad = {(v.epoch, v.shard_index): v for v in check_reads(reads, plan=plan) if v.kind == "files"}
+    for i, r in where:
+        records[i][r]["files_match_plan"] = (epochs[i], r) not in bad
+    logged = {k for read in reads for k in read.files}
+    if logged and not logged & set(plan.keys):
+        a.alarms.append(f"none of the {len(logged)} files in the logs is in the plan (e.g. log {min(logged)!r}, "
+                        f"plan {plan.keys[0]!r}): the plan was made from another file list, or names the "
+                        "files otherwise (relative vs absolute paths); plan with the training's own file list")
+    elif bad:
+        a.alarms.append(f"{len(bad)} (sub-epoch, rank) read other files than planned: "
+                        + "; ".join(v.message for v in list(bad.values())[:_MAX_PLACES])
+                        + (f"; and {len(bad) - _MAX_PLACES} more" if len(bad) > _MAX_PLACES else ""))
+
+
+def _partition_epoch(a: _Analysis, partition_epoch: Optional[int]) -> Tuple[Optional[int], bool]:
+    """The partition_epoch given (or the plan's), else inferred from the logged files; and whether inferred."""
+    if partition_epoch is not None:
+        return partition_epoch, False
+    epochs = a.epochs
+    per_epoch = [None if any(k is None for k in row) else [key for k in row for key in k] for row in a.keys_grid]
+    by_number = dict(zip(epochs, per_epoch))
+    if epochs and epochs[0] == 1 and epochs == list(range(1, len(epochs) + 1)):
+        partition_epoch = infer_partition_epoch([by_number[e] for e in epochs])
+    if partition_epoch is None:
+        a.notes.append("partition_epoch is unknown (no plan, and the logged files do not show a full epoch): "
+                       "full epochs and passes are not reported; give the plan or partition_epoch")
+        return None, False
+    a.notes.append(f"partition_epoch={partition_epoch} inferred from the files (no plan given)")
+    return partition_epoch, True
+
+
+def _sharded(a: _Analysis, plan: Optional[ShardPlan]) -> bool:
+    """Whether the files were sharded: the plan says so, or no file went to two ranks in one sub-epoch."""
+    if plan is not None:
+        return plan.settings.distrib_shard_files
+    return not any(
+        sum(1 for keys in row if keys is not None and key in keys) > 1
+        for row in a.keys_grid for key in {k for keys in row if keys is not None for k in keys})
+
+
+def _measures(a: _Analysis, plan: Optional[ShardPlan]) -> Dict[str, Any]:
+    """The per (sub-epoch, rank) grids of what was consumed and available, the dropped shares, the expected
+    steps (from the plan's files where a plan is given) and the training's frames per step."""
+    epochs, num_ranks = a.epochs, a.num_ranks
+
+    def grid(name: str) -> np.ndarray:
+        return np.array([[-1 if x is None or x[name] is None else x[name] for x in row] for row in a.records],
+                        dtype=np.int64).reshape(len(epochs), num_ranks)
+
+    m = {name: grid(name) for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs",
+                                       "steps")}
+    m["drop_frames"] = dropped_share(m["consumed_frames"], m["available_frames"])
+    m["drop_seqs"] = dropped_share(m["consumed_seqs"], m["available_seqs"])
+    planned_frames, planned_seqs = m["available_frames"], m["available_seqs"]
+    if plan is not None:
+        planned = [[_lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths) for r in range(num_ranks)]
+                   for e in epochs]
+        planned_seqs, planned_frames = (
+            np.array([[-1 if v[j] is None else v[j] for v in row] for row in planned],
+                     dtype=np.int64).reshape(len(epochs), num_ranks) for j in (0, 1))
+    steps, consumed_frames = m["steps"], m["consumed_frames"]
+    by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
+    m["expected_steps"] = (expected_steps(steps, consumed_frames, planned_frames) if by_frames else expected_steps(
+        steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1)))
+    known = (consumed_frames >= 0) & (steps > 0)
+    m["frames_per_step"] = float(consumed_frames[known].sum() / steps[known].sum()) if known.any() else None
+    return m
+
+
+def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optional[int]) -> List[Dict[str, Any]]:
+    """The summary's ``sub_epochs``: per sub-epoch its ranks' records, steps against the expected, the drops."""
+    steps, exp_steps = m["steps"], m["expected_steps"]
+    sub_epochs = []
+    for i, epoch in enumerate(a.epochs):
+        actual = int(steps[i].max()) if (steps[i] >= 0).any() else None
+        ratio = actual / exp_steps[i] if actual is not None and exp_steps[i] > 0 else None
+        sub_epochs.append({
+            "epoch": epoch,
+            "full_epoch_0idx": None if partition_epoch is None else (epoch - 1) // partition_epoch,
+            "finished": a.finished[i],
+            "ranks": [x if x is not None else {"rank": r, "missing": True} for r, x in enumerate(a.records[i])],
+            "steps": actual,
+            "expected_steps": None if math.isnan(exp_steps[i]) else int(round(exp_steps[i])),
+            "steps_ratio": json_float(ratio),
+            "dropped_fraction": json_float(m["drop_frames"][i]),
+            "dropped_fraction_seqs": json_float(m["drop_seqs"][i]),
+        })
+        for x in a.records[i]:
+            if x is not None:
+                del x["finished"]
+    return sub_epochs
+
+
+def _sub_epoch_alarms(a: _Analysis, sub_epochs: List[Dict[str, Any]], *, usable_plan: Optional[ShardPlan],
+                      min_steps_ratio: float) -> None:
+    """Double sharding (fewer sequences offered than the files hold, too few steps) and sequences read twice."""
+    epochs, records = a.epochs, a.records
+    double = []
+    for i, epoch in enumerate(epochs):
+        for x in records[i]:
+            if x is None or x["offered_seqs"] is None or x["available_seqs"] is None:
+                continue
+            if x["offered_seqs"] < x["available_seqs"]:
+                double.append(f"sub-epoch {epoch} rank {x['rank']}: {x['offered_seqs']} of {x['available_seqs']}")
+    if double:
+        a.alarms.append(f"sequences never read: the dataset offered fewer sequences than the rank's files hold "
+                        f"({_places(double)}); the sub-epoch dataset shards its files again (double sharding, "
+                        "RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset")
+    over = [f"sub-epoch {epochs[i]} rank {x['rank']}" for i in range(len(epochs)) for x in records[i]
+            if x is not None and x["consumed_seqs"] is not None and x["available_seqs"] is not None
+            and x["consumed_seqs"] > x["available_seqs"]]
+    if over:
+        a.alarms.append(f"sequences read twice: more sequences consumed than available ({_places(over)})")
+    low = [f"sub-epoch {s['epoch']}: {s['steps']} steps, expected about {s['expected_steps']}"
+           for s in sub_epochs if s["finished"] and s["steps_ratio"] is not None and s["steps_ratio"] < min_steps_ratio]
+    if low:
+        a.alarms.append(f"steps far below what the {'plan' if usable_plan is not None else 'files'} should give "
+                        f"(under {min_steps_ratio:.0%}): {_places(low)}. This is the double-sharding signature "
+                        "(RETURNN #1738): check sharding_fix=True")
+    if any(s["expected_steps"] is None for s in sub_epochs):
+        a.notes.append("steps cannot be checked against the files for every sub-epoch: the files' lengths or the "
+                       "consumption are unknown (give the HDF files readable, or a lengths JSON, and log_batch_size)")
+
+
+def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_dropped: float) -> str:
+    worst = sorted((s for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None),
+                   key=lambda s: -s["dropped_fraction"])[:3]
+    return (f"high data loss: on average {100 * mean_drop:.1f}% of each sub-epoch's frames were dropped "
+            f"(above {100 * max_dropped:.1f}%; worst: "
+            + ", ".join(f"sub-epoch {s['epoch']} {100 * s['dropped_fraction']:.1f}%" for s in worst)
+            + "); balance the bins (distribution='balanced', planned with ShardPlanJob) or split the "
+              "data into more, smaller files")
+
+
+def _full_epochs(a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, universe: List[str],
+                 expected_reads: int) -> List[Dict[str, Any]]:
+    """Per full epoch: what was consumed, the passes made, and the files read twice or never (alarms)."""
+    epochs = a.epochs
+    universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
+    full_epochs = []
+    for k in sorted({(e - 1) // partition_epoch for e in epochs}):
+        idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
+        complete = (len(idx) == partition_epoch and all(a.finished[i] for i in idx))
+        counts = read_counts([a.keys_grid[i][r] for i in idx for r in range(a.num_ranks)])
+        twice = sorted(key for key, c in counts.items() if c > expected_reads)
+        never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete else []
+        cf, cs = m["consumed_frames"][idx], m["consumed_seqs"][idx]
+        frames = int(cf.sum()) if (cf >= 0).all() else None
+        seqs = int(cs.sum()) if (cs >= 0).all() else None
+        entry = {
+            "full_epoch_0idx": k, "complete": complete,
+            "consumed_frames": frames, "consumed_seqs": seqs,
+            "files_read_twice": len(twice), "files_never_read": len(never),
+            "seqs_never_read": None,
+            "passes": json_float(frames / universe_frames) if frames is not None and universe_frames else None,
+        }
+        if complete and seqs is not None and universe_seqs is not None and not twice:
+            entry["seqs_never_read"] = max(expected_reads * universe_seqs - seqs, 0)
+        full_epochs.append(entry)
+        if twice:
+            a.alarms.append(f"full epoch {k}: {len(twice)} files were given to ranks more than "
+                            f"{'once' if expected_reads == 1 else f'{expected_reads} times'}, so their sequences "
+                            f"are read twice (e.g. {', '.join(repr(t) for t in twice[:3])})")
+        if never:
+            a.alarms.append(f"full epoch {k}: {len(never)} of {len(universe)} files were given to no rank, so "
+                            f"their sequences are never read (e.g. {', '.join(repr(t) for t in never[:3])})")
+    return full_epochs
