@@ -1,7 +1,7 @@
 """The I/O part of the core: everything that touches files, processes or the terminal.
 
-- file_sizes: the stat engine (:func:`collect_file_sizes`) and the sizes archive; stat_child: its stat calls and
-  helper script; stale_sizes: the start-up check that the sizes still hold;
+- file_sizes: the sizes archive; stat_engine: the stat engine (:func:`collect_file_sizes`); stat_child: its stat
+  calls and helper script; stale_sizes: the start-up check that the sizes still hold;
 - file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
 - plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
 - progress: progress lines on stderr; demo: generated sparse files; hdf_corpus: a small real HDF corpus;
@@ -13,8 +13,8 @@ from .atomic import atomic_path, atomic_write, check_output_path
 from .demo import lognormal_sizes, make_demo_files
 from .hdf_corpus import write_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
-from .file_sizes import DEFAULT_NUM_THREADS, FileSizes, MissingFilesError, collect_file_sizes, load_file_sizes, \
-    save_file_sizes
+from .file_sizes import FileSizes, load_file_sizes, save_file_sizes
+from .stat_engine import DEFAULT_NUM_THREADS, MissingFilesError, collect_file_sizes
 from .stale_sizes import DEFAULT_CHECK_SAMPLES, StaleFileSizesError, check_sample_unchanged
 from .plan_file import (PLAN_FORMAT_VERSION, PlanFile, PlanHead, load_plan, read_plan_file, read_plan_head,
                         read_plan_layout, save_plan)

@@ -17,8 +17,8 @@ from ..pure.args import first_negative
 from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
-from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, _leaves_and_keys, \
-    collect_file_sizes, default_num_procs, load_file_sizes
+from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, load_file_sizes
+from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
 from .npz import encode_keys, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress

@@ -9,7 +9,7 @@ import stat
 from typing import Any, List, Sequence
 
 from .atomic import atomic_write
-from .file_sizes import MAX_TREE_DEPTH, tree_depth
+from .stat_engine import MAX_TREE_DEPTH, tree_depth
 from .preflight import short_repr
 from .returnn_py import RETURNN_OUT_SLACK, parse_returnn_py_literal, parse_with_output_size
 from ..pure.file_tree import FileTree, check_file_trees

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ..io.file_sizes import collect_file_sizes, load_file_sizes
+from ..io.file_sizes import load_file_sizes
+from ..io.stat_engine import collect_file_sizes
 from ..io.plan_file import load_plan
 from ..pure.file_tree import tree_key
 from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.strategies import examples
 
 from i6_shard.core import FileSizes, MissingFilesError, collect_file_sizes, load_file_sizes, save_file_sizes
-from i6_shard.core.io import file_sizes as file_sizes_mod
+from i6_shard.core.io import stat_engine
 from i6_shard.core.io.npz import save_npz
 from tests.strategies import fs_names
 
@@ -34,17 +34,17 @@ def stat_mode(mode):
     """Force one of collect_file_sizes' strategies, whatever the probe measures."""
     names = ("_NUM_PROBE", "_WAITING_STAT_S", "_MIN_PROCS_WORK_S", "_SERIAL_CHUNK", "_MAX_THREAD_CHUNK",
              "_CHILD_CHUNK")
-    saved = {n: getattr(file_sizes_mod, n) for n in names}
+    saved = {n: getattr(stat_engine, n) for n in names}
     forced = {"serial": (1, float("inf"), float("inf")), "threads": (1, 0.0, float("inf")),
               "procs": (1, float("inf"), 0.0)}[mode] + (7, 3, 5)  # small chunks: many chunk boundaries
     try:
         for n, v in zip(names, forced):
-            setattr(file_sizes_mod, n, v)
+            setattr(stat_engine, n, v)
         yield {"serial": dict(num_threads=1, num_procs=1), "threads": dict(num_threads=5, num_procs=1),
                "procs": dict(num_threads=1, num_procs=3)}[mode]
     finally:
         for n, v in saved.items():
-            setattr(file_sizes_mod, n, v)
+            setattr(stat_engine, n, v)
 
 
 def get_sub_epoch_dataset(files):
@@ -132,14 +132,14 @@ def test_parity_with_returnn_on_fuzzed_file_names(names, data):
 def spy_helpers(monkeypatch, *, steal):
     """Record how much of its share each helper process delivered (the parent does the rest)."""
     delivered = []
-    real = file_sizes_mod._Helper.finish
+    real = stat_engine._Helper.finish
 
     def spy(self):
         real(self)
         delivered.append((self.pos - self.a, self.b - self.a))
 
-    monkeypatch.setattr(file_sizes_mod._Helper, "finish", spy)
-    monkeypatch.setattr(file_sizes_mod, "_stat_in_procs", functools.partial(file_sizes_mod._stat_in_procs, steal=steal))
+    monkeypatch.setattr(stat_engine._Helper, "finish", spy)
+    monkeypatch.setattr(stat_engine, "_stat_in_procs", functools.partial(stat_engine._stat_in_procs, steal=steal))
     return delivered
 
 
@@ -228,7 +228,7 @@ def test_empty_list_and_bad_options():
 
 def test_bad_trees_fail_before_any_stat(pool, monkeypatch):
     _, paths = pool
-    monkeypatch.setattr(file_sizes_mod, "_stat_all", lambda *a, **k: pytest.fail("stat-ed despite a bad tree"))
+    monkeypatch.setattr(stat_engine, "_stat_all", lambda *a, **k: pytest.fail("stat-ed despite a bad tree"))
     with pytest.raises(TypeError, match="entry 2 "):
         collect_file_sizes([paths[0], paths[1], (paths[2], None)])
 

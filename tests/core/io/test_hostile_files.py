@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from i6_shard.core import MissingFilesError, collect_file_sizes, read_file_list
-from i6_shard.core.io import file_sizes as file_sizes_mod
+from i6_shard.core.io import stat_engine
 
 from .test_file_sizes import MODES, stat_mode
 
@@ -162,7 +162,7 @@ def test_mode_bits_that_deny_reading_are_confirmed_with_access(tmp_path, monkeyp
     def as_another_user(self):
         self.euid, self.groups = 12345, np.array([54321], dtype=np.int64)
 
-    monkeypatch.setattr(file_sizes_mod._Reader, "__init__", as_another_user)
+    monkeypatch.setattr(stat_engine._Reader, "__init__", as_another_user)
     granted = collect_file_sizes([str(p)], num_threads=1, num_procs=1)  # os.access says yes (root, or an ACL)
     if os.access(str(p), os.R_OK):
         assert granted.sizes.tolist() == [3]
