@@ -42,18 +42,11 @@ def _returnn_root():
                 "unpacked); the wheel has no rnn.py")
 
 
-def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
-    root, sis = _returnn_root(), sis_command()[0]
-    setup = str(tmp_path / "setup")
-    shutil.copytree(os.path.join(REPO, "recipe_examples"), setup,
-                    ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"))
-    os.mkdir(os.path.join(setup, "work"))
-    env = dict(os.environ, RETURNN_ROOT=root,
-               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    log_path = str(tmp_path / "sis.log")
+def run_sis_manager(sis: str, config: str, *, setup, env, log_path) -> str:
+    """``sis m -r CONFIG`` in ``setup`` until every output is there (a real training's lock held); its log."""
     with _training_lock(timeout=1800), open(log_path, "ab") as log:
-        proc = subprocess.Popen([sis, "m", "-r", "config/planned_training.py"], cwd=setup, env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([sis, "m", "-r", config], cwd=setup, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -63,6 +56,18 @@ def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
     with open(log_path, encoding="utf-8", errors="replace") as f:
         sis_log = f.read()
     assert "All output calculated" in sis_log, sis_log[-5000:]
+    return sis_log
+
+
+def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
+    root, sis = _returnn_root(), sis_command()[0]
+    setup = str(tmp_path / "setup")
+    shutil.copytree(os.path.join(REPO, "recipe_examples"), setup,
+                    ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"))
+    os.mkdir(os.path.join(setup, "work"))
+    env = dict(os.environ, RETURNN_ROOT=root,
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    run_sis_manager(sis, "config/planned_training.py", setup=setup, env=env, log_path=str(tmp_path / "sis.log"))
     out = os.path.join(setup, "output", "planned_training")
     with open(os.path.join(out, "verify_ok")) as f:
         assert f.read().strip() == "True"

@@ -7,7 +7,6 @@ import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -26,13 +25,11 @@ pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip
 from i6_shard import core  # noqa: E402
 from i6_shard.core.io.returnn_log import read_training_logs  # noqa: E402
 
-from .harness import _training_lock  # noqa: E402
-from .test_planned_training_example import _returnn_root  # noqa: E402
+from .test_planned_training_example import _returnn_root, run_sis_manager  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TIMEOUT = 900
 
 
 def _readme_blocks():
@@ -63,18 +60,7 @@ def test_the_readme_recipe_trains_and_reports(tmp_path):
     env = dict(os.environ, RETURNN_ROOT=root, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     subprocess.run([sys.executable, "-m", "i6_shard", "make-data", "-o", "data"], cwd=setup, env=env, check=True,
                    capture_output=True)
-    log_path = tmp_path / "sis.log"
-    with _training_lock(timeout=1800), open(log_path, "ab") as log:
-        proc = subprocess.Popen([sis, "m", "-r", "config/train.py"], cwd=setup, env=env, stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            proc.wait(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"`sis m -r` did not finish within {TIMEOUT}s; log: {log_path}")
-    sis_log = log_path.read_text(encoding="utf-8", errors="replace")
-    assert "All output calculated" in sis_log, sis_log[-5000:]
+    run_sis_manager(sis, "config/train.py", setup=setup, env=env, log_path=str(tmp_path / "sis.log"))
 
     out = setup / "output"
     plan = core.load_plan(str(out / "sharding" / "plan.npz"))
