@@ -86,7 +86,7 @@ def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
     assert main(["compare-plans", old_dir, os.path.join(new_dir, "plan.npz"), "--resume-epoch", "5",
                  "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert sorted(os.listdir(out)) == ["files.json", "report.txt", "summary.json"]
+    assert sorted(os.listdir(out)) == [".i6_shard-set", "files.json", "report.txt", "summary.json"]
     assert printed.startswith((out / "report.txt").read_text())
     summary = json.loads((out / "summary.json").read_text())
     old, new = core.load_plan(os.path.join(old_dir, "plan.npz")), core.load_plan(os.path.join(new_dir, "plan.npz"))

@@ -137,7 +137,7 @@ def test_a_rerun_without_plot_leaves_no_older_plot(tmp_path, sizes_file, capsys)
     assert (out / "plot.png").exists()
     capsys.readouterr()
     assert main(plan_argv(sizes_file, out, "--num-epochs", "6", "--no-plot")) == 0
-    assert sorted(os.listdir(out)) == ["plan.npz", "report.txt", "summary.json"]
+    assert sorted(os.listdir(out)) == [".i6_shard-set", "plan.npz", "report.txt", "summary.json"]
     assert core.load_plan(out / "plan.npz").settings.num_epochs == 7  # and the sub-epoch RETURNN preloads
     assert "plot    ->" not in capsys.readouterr().out
 
@@ -160,7 +160,7 @@ def test_demo_reruns_into_its_own_directory_as_one_set(tmp_path, capsys, monkeyp
     assert main(argv) == 0
     assert main(argv[:-1] + ["--seed", "3"]) == 0  # with a plot now, other sizes
     out = tmp_path / "i6_shard_demo"
-    assert sorted(os.listdir(out)) == ["data", "file_sizes.npz", "files.txt", "plan.npz", "plot.png", "report.txt",
+    assert sorted(os.listdir(out)) == [".i6_shard-set", "data", "file_sizes.npz", "files.txt", "plan.npz", "plot.png", "report.txt",
                                        "summary.json"]
     listed = core.read_file_list(out / "files.txt")
     assert listed == [os.path.join("i6_shard_demo", "data", f"part-{i:02d}.hdf") for i in range(12)]

@@ -105,7 +105,7 @@ def test_a_rerun_replaces_the_whole_directory(tmp_path, capsys):
     assert main(["train-report", *_logs(name), "--file-lengths", lengths, "-o", str(out)]) == 0
     assert (out / "plot.png").exists()
     assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "-o", str(out)]) == 0
-    assert sorted(os.listdir(out)) == ["report.txt", "summary.json"]
+    assert sorted(os.listdir(out)) == [".i6_shard-set", "report.txt", "summary.json"]
     assert sorted(os.listdir(tmp_path)) == ["out"]  # nothing left beside it
     (out / "notes.txt").write_text("mine")
     capsys.readouterr()

@@ -22,6 +22,10 @@ _FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exce
          errno.EFBIG: "file too large for this file system"}
 #: Entries of an output directory listed in an error before the rest is only counted.
 _MAX_LISTED_ENTRIES = 5
+#: The file :func:`atomic_dir` writes into every set it swaps in, naming what the set is: only a directory that
+#: holds it (with the same ``what``) is an earlier set that may be replaced; a folder that merely holds files of
+#: the same names is the user's, and is never deleted.
+SET_MARKER = ".i6_shard-set"
 
 
 def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffix: Optional[str] = None,
@@ -222,10 +226,11 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
     if os.path.ismount(target):
         raise ValueError(f"cannot write the {what} {path!r}: it is a mount point, which cannot be replaced; "
                          "give a directory inside it")
-    files = {n for n in names if not n.endswith("/")}
+    files = {n for n in names if not n.endswith("/")} | {SET_MARKER}
     dirs = {n.rstrip("/") for n in names if n.endswith("/")}
     others = []
-    for entry in sorted(os.listdir(target)):
+    entries = sorted(os.listdir(target))
+    for entry in entries:
         full = os.path.join(path, entry)
         if entry in files and os.path.isdir(full) and not os.path.islink(full):
             raise IsADirectoryError(f"cannot write {full!r}: it is a directory, not a file of an earlier {what}; "
@@ -243,11 +248,30 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
             f"entr{'y' if len(others) == 1 else 'ies'} that {'is' if len(others) == 1 else 'are'} not part of "
             f"it ({shown}{more}); the {what} is replaced whole, so give a new or empty directory, or one that an "
             f"earlier run wrote (it holds only {', '.join(sorted(names))})")
+    named = [e for e in entries if e != SET_MARKER and not _is_leftover(e, names)]
+    if named and _marker_of(target) != what:
+        shown = ", ".join(repr(e[:100]) for e in named[:_MAX_LISTED_ENTRIES])
+        raise ValueError(
+            f"cannot write the {what} {path!r}: it holds {shown}{' ...' if len(named) > _MAX_LISTED_ENTRIES else ''} "
+            f"but was not written as a {what} by i6_shard (no {SET_MARKER} naming it); a {what} is replaced whole, "
+            "which would delete these files: give a new or empty directory, or move them away")
     parent = os.path.dirname(target)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write the {what} {path!r}: no permission to create files in {parent!r}, "
                               "where the new set is built before it replaces the old one; make it writable or "
                               "choose another output directory")
+
+
+def _marker_of(directory: str) -> Optional[str]:
+    """What the set in ``directory`` is, as its :data:`SET_MARKER` names it; None without a readable marker."""
+    marker = os.path.join(directory, SET_MARKER)
+    try:
+        if os.path.islink(marker) or not os.path.isfile(marker) or os.path.getsize(marker) > 1024:
+            return None
+        with open(marker, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _new_sibling(parent: str, base: str, suffix: str) -> str:
@@ -274,7 +298,8 @@ def atomic_dir(path: str | os.PathLike, *, names: Collection[str], what: str = "
     away and this one renamed in: a reader may then find no ``path`` for that moment, and a writer
     killed right between the two renames leaves none, with the earlier set as ``.NAME.<random>.old``.
     Concurrent writers each swap in a whole set; the last one stays. A killed writer leaves its
-    ``.tmp`` directory, never under ``path``'s name.
+    ``.tmp`` directory, never under ``path``'s name. The set holds :data:`SET_MARKER`, naming ``what``: only
+    such a directory is replaced later, never a folder that merely holds files of the same names.
 
     :param names: the entries the set may hold (see :func:`check_output_dir`, run first)
     :raises OSError: naming ``path``, e.g. when the device is full
@@ -284,8 +309,8 @@ def atomic_dir(path: str | os.PathLike, *, names: Collection[str], what: str = "
     >>> for text in ("first", "second"):
     ...     with atomic_dir(out, names=["a.txt"]) as tmp:
     ...         _ = open(os.path.join(tmp, "a.txt"), "w").write(text)
-    >>> os.listdir(out), open(os.path.join(out, "a.txt")).read(), len(os.listdir(os.path.dirname(out)))
-    (['a.txt'], 'second', 1)
+    >>> sorted(os.listdir(out)), open(os.path.join(out, "a.txt")).read(), len(os.listdir(os.path.dirname(out)))
+    (['.i6_shard-set', 'a.txt'], 'second', 1)
     """
     path = os.fspath(path)
     check_output_dir(path, names=names, what=what)
@@ -298,6 +323,8 @@ def atomic_dir(path: str | os.PathLike, *, names: Collection[str], what: str = "
         raise _temp_file_error(exc, path=path, dirname=parent) from None
     try:
         yield tmp
+        with open(os.path.join(tmp, SET_MARKER), "w", encoding="utf-8") as f:
+            f.write(what + "\n")
         check_output_dir(path, names=names, what=what)  # again: a user may have put a file there meanwhile
         _swap_in(tmp, target)
     except BaseException as exc:

@@ -119,7 +119,7 @@ def change_plans():
 def test_golden_change_report(tmp_path):
     old, new = change_plans()
     summary = write_change_dir(compare_plans(old, new, resume_epoch=5), str(tmp_path / "out"))
-    assert sorted(os.listdir(tmp_path / "out")) == sorted(CHANGE_OUTPUTS)
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(CHANGE_OUTPUTS + (".i6_shard-set",))
     check_golden("compare_plans_report.txt", (tmp_path / "out" / "report.txt").read_text(encoding="utf-8"))
     check_golden("compare_plans_summary.json", (tmp_path / "out" / "summary.json").read_text(encoding="ascii"))
     assert json.loads((tmp_path / "out" / "summary.json").read_text()) == summary

@@ -55,9 +55,9 @@ def read_set(out):
 def test_a_rerun_replaces_the_whole_set_and_leaves_no_stale_plot(tmp_path):
     out = tmp_path / "out"
     write_plan_dir(small_plan(6), out, plot=True)
-    assert sorted(os.listdir(out)) == sorted(PLAN_OUTPUTS)
+    assert sorted(os.listdir(out)) == sorted(PLAN_OUTPUTS + (".i6_shard-set",))
     write_plan_dir(small_plan(9), out, plot=False)
-    assert sorted(os.listdir(out)) == ["plan.npz", "report.txt", "summary.json"]  # the older plot is gone
+    assert sorted(os.listdir(out)) == [".i6_shard-set", "plan.npz", "report.txt", "summary.json"]  # the older plot is gone
     assert read_set(out) == (9, 9, True)
     assert os.listdir(tmp_path) == ["out"]  # no temporary or old directory left beside it
 
@@ -116,7 +116,7 @@ def test_concurrent_writers_never_show_a_reader_a_mix(tmp_path, capfd):
     assert not mixed, f"a reader saw files of two runs: {mixed[:5]}"
     final = read_set(out)
     assert final in ((3, 3, True), (7, 7, True))
-    assert sorted(os.listdir(out)) == ["plan.npz", "report.txt", "summary.json"]
+    assert sorted(os.listdir(out)) == [".i6_shard-set", "plan.npz", "report.txt", "summary.json"]
     assert sorted(os.listdir(tmp_path)) == ["out", "sizes.npz"]
     assert seen == {3, 7}  # the reader did see both writers' sets
 
@@ -269,3 +269,29 @@ def test_a_full_device_names_the_file_and_leaves_the_earlier_set(tmp_path):
     assert result["sizes_error"].startswith(f"cannot write {os.path.join(str(mnt), 'sizes.npz')!r}: no space left on "
                                             "device"), result
     assert result["beside_after_sizes"] == ["out"]
+
+
+@pytest.mark.parametrize("names", [["report.txt"], ["plan.npz", "report.txt", "summary.json"]])
+def test_a_folder_of_the_users_is_never_replaced_even_with_the_sets_file_names(tmp_path, capsys, names):
+    """Only a set that i6_shard wrote (its marker naming a plan directory) is replaced; the user's files of the
+    same names stay, and a train-report set is not a plan directory."""
+    from i6_shard.cli import main
+
+    sizes = tmp_path / "sizes.npz"
+    core.save_file_sizes(core.FileSizes(keys=[f"/d/{i}" for i in range(8)], sizes=np.arange(1, 9)), sizes)
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in names:
+        (out / name).write_text("the user's own\n")
+    argv = ["plan", "--sizes", str(sizes), "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "2",
+            "--no-plot", "-o", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "was not written as a plan directory by i6_shard" in err and err.count("\n") == 1, err
+    assert sorted(os.listdir(out)) == sorted(names) and all((out / n).read_text() == "the user's own\n" for n in names)
+    (out / ".i6_shard-set").write_text("training report directory\n")  # another kind of set
+    assert main(argv) == 2 and "was not written as a plan directory" in capsys.readouterr().err
+    for name in names + [".i6_shard-set"]:
+        (out / name).unlink()
+    assert main(argv) == 0 and main(argv) == 0  # an empty folder, then the set written there
+    assert (out / ".i6_shard-set").read_text() == "plan directory\n"
