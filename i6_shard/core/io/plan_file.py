@@ -14,6 +14,7 @@ import numpy as np
 from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
 from ..pure.cut import CUT_VERSIONS
 from ..pure.plan import ShardPlan
+from ..pure.stats import check_layout
 from ..pure.settings import PlanSettings
 from .progress import Progress
 from ..pure.stats import num_full_epochs_for
@@ -331,6 +332,12 @@ def read_plan_layout(path: str | os.PathLike, *, full_epoch_0idx: int, layout_id
             or bounds[-1] != width or np.any(np.diff(bounds) < 0):
         raise ValueError(f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}) has file indices "
                          "or bin bounds outside its files")
+    try:  # the stored bins as they are: every file exactly once, no empty bin (never a recomputation)
+        check_layout(order, bounds, num_files=width, num_bins=len(bounds) - 1)
+    except AssertionError as exc:
+        raise ValueError(f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}): {exc}; a plan "
+                         "must give every file once per full epoch: write the plan again (ShardPlanJob or "
+                         "`python -m i6_shard plan`)") from None
     return order.astype(np.int64, copy=False), bounds.astype(np.int64, copy=False)
 
 

@@ -57,3 +57,35 @@ def test_load_plan_rejects_other_files(tmp_path):
         load_plan(tmp_path / "x.npz")
     with pytest.raises(FileNotFoundError, match="python -m i6_shard plan"):
         load_plan(tmp_path / "missing.npz")
+
+
+def test_stored_bins_that_repeat_or_skip_files_are_refused_by_the_dataset(tmp_path):
+    """A plan file rewritten so that its stored bins list one file 8 times (a valid zip, indices in range) is
+    refused where the bins are read, by the RETURNN-side class too: the stored bins are checked, not recomputed."""
+    pytest.importorskip("h5py", reason="the dataset reads real HDF files: pip install h5py")
+    from i6_shard.core.io.hdf_corpus import write_hdf_corpus
+    from i6_shard.core.io.plan_file import plan_arrays, read_plan_layout
+
+    keys = write_hdf_corpus(str(tmp_path / "data"), num_files=8, seed=1)
+    plan = ShardPlan(keys, list(range(1, 9)), PlanSettings(num_shards=2, partition_epoch=2, num_epochs=4))
+    arrays = plan_arrays(plan)
+    arrays["orders"][0, 0, :] = 3  # every bin of full epoch 0 reads file 3
+    path = str(tmp_path / "plan.npz")
+    save_npz(path, arrays, kind="plan file", uncompressed=("orders", "bounds"))
+    with pytest.raises(ValueError, match=r"is corrupt: full epoch 0 \(layout 0\): the bins do not cover every file "
+                                         r"entry exactly once \(7 missing, 1 repeated\)"):
+        read_plan_layout(path, full_epoch_0idx=0)
+    read_plan_layout(path, full_epoch_0idx=1)  # the other full epoch is whole
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+    from returnn.config import Config, global_config_ctx
+    from returnn.datasets.basic import init_dataset
+
+    from i6_shard.returnn_config import sharded_files_dataset
+    from i6_shard.returnn_config.pycode import resolve_refs
+
+    d = sharded_files_dataset(keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+                              partition_epoch=2, num_shards=2, plan=path, use_worker_proc=False)
+    with global_config_ctx(Config({"__debug_dummy_distributed_rank_and_size": (0, 2)})):
+        dataset = init_dataset(resolve_refs(d))
+        with pytest.raises(ValueError, match="the bins do not cover every file entry exactly once"):
+            dataset.init_seq_order(epoch=1)
