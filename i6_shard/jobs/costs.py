@@ -33,8 +33,8 @@ def _checked_args(args: Dict[str, Any]) -> bool:
         for tree in instantiate(list(args["files"]))[:1]:  # the first tree shows a leaf that names nothing
             cost_leaf(tree, leaf=leaf)
     frame_rate = args["frame_rate"]
-    if isinstance(frame_rate, bool) or not isinstance(frame_rate, (int, float)) or not frame_rate > 0:
-        raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
+    if isinstance(frame_rate, bool) or not isinstance(frame_rate, (int, float)) or not 0 < frame_rate < float("inf"):
+        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
     stream = args["stream"]
     if not isinstance(stream, str) or not stream:
         raise ValueError(f"stream={stream!r} must name an HDF stream, e.g. 'data' or 'classes'")

@@ -177,3 +177,34 @@ def _num_seqs(path):
     h5py = pytest.importorskip("h5py", reason="the demo writes HDF files with h5py: pip install h5py")
     with h5py.File(path, "r") as f:
         return int(f.attrs["numSeqs"])
+
+
+@pytest.fixture(scope="module")
+def hdf_costs(tmp_path_factory):
+    """A small real HDF corpus, its list, and its frames costs archive."""
+    pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
+    d = tmp_path_factory.mktemp("hostile_costs")
+    assert main(["make-data", "-o", str(d / "data"), "--num-files", "8"]) == 0
+    assert main(["costs", str(d / "data" / "files.txt"), "-o", str(d / "costs.npz")]) == 0
+    return d
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--num-shards", "1000000000000000000", "--partition-epoch", "1", "--num-epochs", "1"],
+     "8 files cannot fill num_shards*partition_epoch=1000000000000000000*1"),  # before the memory it would need
+    (["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--ranks-per-node", "1",
+      "--cache-size", "1e308P"], "cache size '1e308P' is more bytes than a cache can hold"),
+    (["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--batch-size", str(10**30)],
+     f"batch_size={10**30} is beyond any batch RETURNN makes"),
+    (["costs", "LIST", "--frame-rate", "inf"], "frame_rate=inf must be a positive, finite number"),
+    (["costs", "LIST", "--unit", "steps", "--batch-size", str(10**30)], f"batch_size={10**30} is beyond any batch"),
+])
+def test_overflowing_options_are_one_line_naming_the_option(hdf_costs, tmp_path, capsys, argv, message):
+    argv = [str(hdf_costs / "data" / "files.txt") if a == "LIST" else a for a in argv]
+    argv += (["--sizes", str(hdf_costs / "costs.npz"), "--no-plot", "-o", str(tmp_path / "out")] if argv[0] == "plan"
+             else ["-o", str(tmp_path / "out.npz")])
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert os.listdir(tmp_path) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import math
 import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
@@ -358,8 +359,8 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
     # The options are checked before any file is stat-ed or read.
-    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not frame_rate > 0:
-        raise ValueError(f"frame_rate={frame_rate!r} must be a positive number of frames per second, e.g. 100")
+    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not 0 < frame_rate < math.inf:
+        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
     if length_column is not None and (not isinstance(length_column, str) or not length_column):
         raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
     _, keys = _leaves_and_keys(trees)

@@ -25,6 +25,10 @@ _NO_LIMIT = 2**62
 _ORDER_SAMPLE = 512
 
 
+#: The largest batching limit taken: far beyond any real batch, and small enough that counts stay in int64.
+MAX_BATCHING_LIMIT = 2**40
+
+
 @dataclass(frozen=True)
 class Batching:
     """RETURNN's default batching limits (``BatchingIterDataPipe``): a batch of k sequences holds at most
@@ -47,6 +51,11 @@ class Batching:
         if self.batch_size is None and self.max_seqs is None:
             raise ValueError("batch_size and max_seqs are both None: give at least one batching limit (RETURNN's "
                              "batch_size in frames, max_seqs)")
+        for name in ("batch_size", "max_seqs"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_BATCHING_LIMIT:
+                raise ValueError(f"{name}={value} is beyond any batch RETURNN makes (at most {MAX_BATCHING_LIMIT:,}); "
+                                 f"give the training's {name}, or leave it out for no limit")
 
     @property
     def frames_limit(self) -> int:

@@ -380,4 +380,8 @@ def parse_bytes(text: str) -> int:
     if unit not in _UNITS or not math.isfinite(value) or value <= 0:
         raise ValueError(f"cache size {text!r} is not a byte count; write e.g. 800G (binary units K, M, G, T, P or "
                          "KiB..PiB) or 800GB (decimal)")
-    return int(round(value * _UNITS[unit]))
+    size = value * _UNITS[unit]
+    if not math.isfinite(size) or size >= 2**63:
+        raise ValueError(f"cache size {text!r} is more bytes than a cache can hold (at most 2**63 - 1, about 8 EiB); "
+                         "give the node cache's real size, e.g. 800G")
+    return int(round(size))

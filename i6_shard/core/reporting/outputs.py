@@ -246,6 +246,7 @@ def _plan_inputs(archive_path: str | os.PathLike, request: PlanRequest) -> Tuple
     check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
     sizes = load_file_sizes(archive_path)
     settings = request.settings.replace(unit=sizes.unit)
+    settings.validate(num_files=len(sizes))  # too few files for the bins: said first, before the memory it would need
     check_plan_fits_memory(settings, num_files=len(sizes))
     plan = ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
     extra: Dict[str, Any] = {"node_cache": request.node_cache, "cache_size": request.cache_size}
