@@ -8,6 +8,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .text import short_repr
+
 __all__ = ["first_negative", "check_int", "check_optional_int", "check_bool", "check_optional_bool",
            "check_optional_mapping", "check_choice"]
 
@@ -80,7 +82,7 @@ def check_choice(value: Any, *, name: str, choices: Sequence[str], problem: str 
     ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced')
     """
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}={value!r} {problem}; use one of {tuple(choices)}")
+        raise ValueError(f"{name}={short_repr(value)} {problem}; use one of {tuple(choices)}")  # bounded: a file's text
     return value
 
 

@@ -89,3 +89,18 @@ def test_stored_bins_that_repeat_or_skip_files_are_refused_by_the_dataset(tmp_pa
         dataset = init_dataset(resolve_refs(d))
         with pytest.raises(ValueError, match="the bins do not cover every file entry exactly once"):
             dataset.init_seq_order(epoch=1)
+
+
+def test_a_huge_setting_in_a_plan_file_gives_a_bounded_message(tmp_path):
+    """A crafted plan file whose distribution is 10 M characters: one short message naming the setting."""
+    from i6_shard.core.io.plan_file import plan_arrays
+
+    plan = ShardPlan([f"/d/{i}" for i in range(4)], [1, 2, 3, 4], PlanSettings(num_shards=2, partition_epoch=2,
+                                                                                 num_epochs=2))
+    arrays = plan_arrays(plan)
+    arrays["distribution"] = np.array("x" * 10_000_000)
+    path = str(tmp_path / "plan.npz")
+    save_npz(path, arrays, kind="plan file", uncompressed=("orders", "bounds"))
+    with pytest.raises(ValueError) as info:
+        load_plan(path)
+    assert "distribution=" in str(info.value) and len(str(info.value)) < 2000, str(info.value)[:300]
