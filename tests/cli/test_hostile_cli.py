@@ -208,3 +208,16 @@ def test_overflowing_options_are_one_line_naming_the_option(hdf_costs, tmp_path,
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("content", [b"", b"not an hdf file at all", b"\x89HDF\r\n\x1a\n" + b"\0" * 40])
+def test_a_damaged_file_in_a_costs_pass_is_named(hdf_costs, tmp_path, capsys, content):
+    """A truncated or non-HDF .hdf among good ones: one line naming that file, not h5py's bare message."""
+    bad = tmp_path / "part-bad.hdf"
+    bad.write_bytes(content)
+    good = core.read_file_list(str(hdf_costs / "data" / "files.txt"))
+    core.write_file_list(good[:3] + [str(bad)] + good[3:], str(tmp_path / "files.txt"))
+    assert main(["costs", str(tmp_path / "files.txt"), "-o", str(tmp_path / "c.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "part-bad.hdf" in err and "cannot be read as a RETURNN HDF file" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "c.npz").exists()

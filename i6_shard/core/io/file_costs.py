@@ -293,13 +293,25 @@ def read_arrow_seq_lengths(path: str, *, length_column: Optional[str] = None) ->
 
 def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndarray]:
     """The sequence lengths of one cost leaf, by its format (its name's extension); an arrow shard read
-    without a length column gives only its number of rows (an int)."""
+    without a length column gives only its number of rows (an int). A file that cannot be read is a
+    ValueError naming it: in a list of 100k files, the library's own message would not say which."""
     path, stream, frame_rate, length_column = args
-    if path.endswith(".arrow"):
-        return read_arrow_seq_lengths(path, length_column=length_column)
-    if path.endswith(".zip"):
-        return read_oggzip_seq_lengths(path, frame_rate=frame_rate)
-    return read_hdf_seq_lengths(path, stream=stream)
+    try:
+        if path.endswith(".arrow"):
+            return read_arrow_seq_lengths(path, length_column=length_column)
+        if path.endswith(".zip"):
+            return read_oggzip_seq_lengths(path, frame_rate=frame_rate)
+        return read_hdf_seq_lengths(path, stream=stream)
+    except ImportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- h5py, zipfile, pyarrow: whatever a damaged file raises
+        if isinstance(exc, ValueError) and short_repr(path) in str(exc):
+            raise  # names the file already
+        kind = "an arrow shard" if path.endswith(".arrow") else "an OggZip zip" if path.endswith(".zip") else \
+            "a RETURNN HDF file"
+        raise ValueError(f"{short_repr(path)} cannot be read as {kind} ({type(exc).__name__}: "
+                         f"{short_repr(str(exc), limit=200)}): it is damaged or of another format; fix it, or remove it "
+                         "from the list") from None
 
 
 def _read_chunk(items: Sequence[Tuple[str, str, float, Optional[str]]]) -> List[Union[int, np.ndarray]]:
