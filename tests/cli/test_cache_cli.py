@@ -153,3 +153,43 @@ def test_compare_plans_counts_in_the_plans_unit(tmp_path, capsys):
     printed = capsys.readouterr().out
     twice = next(line for line in printed.splitlines() if line.strip().startswith("read twice"))
     assert " frames)" in twice and "iB" not in twice, twice
+
+
+def _rewrite_bins(path, change):
+    """Rewrite a plan file's stored bins with ``change(orders, bounds)`` (a valid zip, indices in range)."""
+    from i6_shard.core.io.npz import save_npz
+    from i6_shard.core.io.plan_file import plan_arrays
+
+    arrays = plan_arrays(core.load_plan(path))
+    change(arrays["orders"], arrays["bounds"])
+    save_npz(path, arrays, kind="plan file", uncompressed=("orders", "bounds"))
+
+
+def test_compare_plans_reads_the_stored_bins_not_a_recomputation(tmp_path, sizes_file, capsys):
+    """The old plan's stored bins are what the training read: compare-plans counts them. Here its stored
+    full epoch 1 puts the files in reverse order, which no recomputation gives; a plan whose stored bins
+    repeat a file is refused, naming the file and the full epoch."""
+    path, keys, _ = sizes_file
+    old_dir = plan_dir(tmp_path, path, "p8", "--num-shards", "8")
+    new_dir = plan_dir(tmp_path, path, "p6", "--num-shards", "6")
+    old_path = os.path.join(old_dir, "plan.npz")
+    _rewrite_bins(old_path, lambda orders, bounds: orders.__setitem__((1, 0), orders[1, 0][::-1].copy()))
+    stored = core.read_plan_file(old_path)
+    order, bounds = stored.layout(1)
+    new = core.load_plan(os.path.join(new_dir, "plan.npz"))
+    # Epoch 4 is sub-epoch 1 of full epoch 1 (P=3): its bins are r*3 + 0 of the stored layout.
+    before = {keys[i] for r in range(8) for i in order[bounds[r * 3]:bounds[r * 3 + 1]].tolist()}
+    after = {k for e in (5, 6) for r in range(6) for k in new.files_for(epoch=e, shard_index=r)}
+    recomputed = {k for r in range(8) for k in stored.plan.files_for(epoch=4, shard_index=r)}
+    assert before != recomputed  # the rewrite changed what the old training read
+    summary = core.compare_plan_files(old_dir, new_dir, resume_epoch=5)
+    (full,) = summary["full_epochs"]
+    assert full["read_twice"] == len(before & after)
+    assert full["never_read"] == len(set(keys) - before - after)
+
+    _rewrite_bins(old_path, lambda orders, bounds: orders.__setitem__((1, 0), 3))
+    capsys.readouterr()
+    assert main(["compare-plans", old_dir, new_dir, "--resume-epoch", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "is corrupt: full epoch 1 (layout 0)" in err and "exactly once" in err, err

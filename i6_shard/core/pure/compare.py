@@ -5,7 +5,7 @@ which rank, and the full-epoch boundaries where resuming reads every file once."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -102,12 +102,16 @@ def _check_comparable(old: ShardPlan, new: ShardPlan) -> None:
                          f"difference at entry {diff}); plan both from the same file sizes")
 
 
-def _reader(plan: ShardPlan, *, full_epoch_0idx: int, epochs: range) -> Tuple[np.ndarray, np.ndarray]:
+#: A full epoch's ``(order, bounds)`` by its 0-based index: a plan file's stored bins, or ``ShardPlan.layout``.
+Layout = Callable[[int], Tuple[np.ndarray, np.ndarray]]
+
+
+def _reader(plan: ShardPlan, layout: Layout, *, full_epoch_0idx: int, epochs: range) -> Tuple[np.ndarray, np.ndarray]:
     """Rank and sub-epoch that reads each entry in ``epochs`` (within one full epoch), -1 for none."""
     rank = np.full(plan.num_files, -1, dtype=np.int64)
     epoch = np.full(plan.num_files, -1, dtype=np.int64)
     if len(epochs):
-        order, bounds = plan.layout(full_epoch_0idx=full_epoch_0idx)
+        order, bounds = layout(full_epoch_0idx)
         for e in epochs:
             for r in range(plan.num_shards):
                 b = plan.bin_index(epoch=e, shard_index=r)
@@ -117,20 +121,22 @@ def _reader(plan: ShardPlan, *, full_epoch_0idx: int, epochs: range) -> Tuple[np
     return rank, epoch
 
 
-def _affected(old: ShardPlan, new: ShardPlan, resume_epoch: int) -> Tuple[ResumeFullEpoch, ...]:
+def _affected(old: ShardPlan, new: ShardPlan, resume_epoch: int, old_layout: Layout,
+              new_layout: Layout) -> Tuple[ResumeFullEpoch, ...]:
     part = new.partition_epoch
     k = (resume_epoch - 1) // part
     first, last = k * part + 1, (k + 1) * part
     if resume_epoch == first:
         return ()
-    old_rank, old_epoch = _reader(old, full_epoch_0idx=k, epochs=range(first, resume_epoch))
-    new_rank, new_epoch = _reader(new, full_epoch_0idx=k, epochs=range(resume_epoch, last + 1))
-    planned_rank, planned_epoch = _reader(old, full_epoch_0idx=k, epochs=range(resume_epoch, last + 1))
+    old_rank, old_epoch = _reader(old, old_layout, full_epoch_0idx=k, epochs=range(first, resume_epoch))
+    new_rank, new_epoch = _reader(new, new_layout, full_epoch_0idx=k, epochs=range(resume_epoch, last + 1))
+    planned_rank, planned_epoch = _reader(old, old_layout, full_epoch_0idx=k, epochs=range(resume_epoch, last + 1))
     return (ResumeFullEpoch(k, first, resume_epoch, last, old_rank, old_epoch, new_rank, new_epoch,
                             planned_rank, planned_epoch),)
 
 
-def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int) -> PlanChange:
+def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int, old_layout: Optional[Layout] = None,
+                  new_layout: Optional[Layout] = None) -> PlanChange:
     """What the ranks read when a sharded training runs sub-epochs ``1..resume_epoch-1`` under ``old`` and
     resumes at ``resume_epoch`` under ``new`` (e.g. another ``num_shards``), as RETURNN's
     DistributeFilesDataset does it: a resumed training cuts the full epoch of ``resume_epoch`` anew for the
@@ -139,6 +145,9 @@ def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int) -> PlanC
 
     Resuming at a full-epoch boundary (``(resume_epoch - 1) % partition_epoch == 0``) reads every file once.
 
+    :param old_layout: the old plan's ``(order, bounds)`` of a full epoch by its 0-based index; None: computed
+        (``old.layout``). A plan file's stored bins go here (``compare_plan_files``): what the training read.
+    :param new_layout: likewise for the new plan
     :raises ValueError: for unsharded plans, plans of different file lists or partition_epoch values
 
     >>> keys, sizes = [f"f{i}" for i in range(12)], [1] * 12
@@ -158,9 +167,11 @@ def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int) -> PlanC
             raise ValueError(f"resume_epoch={resume_epoch}, but the {which} plan holds sub-epochs 1..{planned}: give "
                              f"the first sub-epoch the resumed training runs, at most {planned}")
     part = new.partition_epoch
-    affected = _affected(old, new, resume_epoch)
+    layouts = tuple(given or (lambda k, p=plan: p.layout(full_epoch_0idx=k))
+                    for given, plan in ((old_layout, old), (new_layout, new)))
+    affected = _affected(old, new, resume_epoch, *layouts)
     k = (resume_epoch - 1) // part
     edges = [k * part + 1] + ([(k + 1) * part + 1] if affected else [])
-    boundaries = tuple((e, _affected(old, new, e)) for e in edges)
+    boundaries = tuple((e, _affected(old, new, e, *layouts)) for e in edges)
     return PlanChange(old=old, new=new, resume_epoch=resume_epoch, affected=affected, boundaries=boundaries)
 

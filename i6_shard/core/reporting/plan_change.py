@@ -11,8 +11,9 @@ from typing import Any, Dict, Mapping, Optional
 import numpy as np
 
 from ..io.atomic import atomic_dir, check_output_dir
-from ..io.plan_file import read_plan_file
+from ..io.plan_file import read_plan_head, read_plan_layout
 from ..pure.compare import PlanChange, ResumeFullEpoch, compare_plans
+from ..pure.plan import ShardPlan
 from .outputs import PLAN_FILE
 from .report import format_cost, summary_json
 
@@ -180,6 +181,8 @@ def compare_plan_files(old_plan: str | os.PathLike, new_plan: str | os.PathLike,
     """``python -m i6_shard compare-plans OLD NEW --resume-epoch E [-o DIR]`` as a function: compare the plan a
     training ran with and the one it resumes with at ``resume_epoch`` (each a plan file, or a plan directory
     holding one), and with ``out_dir`` write ``summary.json``, ``report.txt`` and ``files.json`` there.
+    It reads each plan's stored bins (what the training read), never a recomputation, and checks that each
+    full epoch it uses gives every file exactly once.
 
     :return: the summary (:func:`change_summary`): ``read_twice``/``never_read`` per affected full epoch
     :raises ValueError: for plans that cannot be compared (see :func:`~i6_shard.core.pure.compare.compare_plans`)
@@ -187,7 +190,12 @@ def compare_plan_files(old_plan: str | os.PathLike, new_plan: str | os.PathLike,
     """
     if out_dir is not None:
         check_change_dir(out_dir)
-    old, new = (read_plan_file(os.path.join(p, PLAN_FILE) if os.path.isdir(p) else p).plan
-                for p in (old_plan, new_plan))
-    change = compare_plans(old, new, resume_epoch=resume_epoch)
+    paths = [os.path.join(p, PLAN_FILE) if os.path.isdir(p) else os.fspath(p) for p in (old_plan, new_plan)]
+    old, new = (read_plan_head(p).plan for p in paths)
+
+    def stored(path: str, plan: ShardPlan):  # the bins the training read, each checked to cover every file once
+        return lambda k: read_plan_layout(path, full_epoch_0idx=k, num_files=plan.num_files)
+
+    change = compare_plans(old, new, resume_epoch=resume_epoch, old_layout=stored(paths[0], old),
+                           new_layout=stored(paths[1], new))
     return change_summary(change) if out_dir is None else write_change_dir(change, out_dir)
