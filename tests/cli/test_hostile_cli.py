@@ -221,3 +221,24 @@ def test_a_damaged_file_in_a_costs_pass_is_named(hdf_costs, tmp_path, capsys, co
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "part-bad.hdf" in err and "cannot be read as a RETURNN HDF file" in err, err
     assert err.count("\n") == 1 and not (tmp_path / "c.npz").exists()
+
+
+@pytest.mark.parametrize("target, why", [("loop", "leads nowhere (a loop)"), ("nowhere", "its target is missing")])
+@pytest.mark.parametrize("output", ["{link}", "{link}/sub"])
+def test_an_output_under_a_link_that_leads_nowhere_is_named_with_the_fix(tmp_path, sizes_file, capsys, target, why,
+                                                                          output):
+    """A symbolic link loop (or a dangling link) as the output directory, or on the way to it, is named as such:
+    it said ``[Errno 17] File exists``, or that the link "exists and is not a directory"."""
+    path = str(sizes_file)
+    link = tmp_path / "loop"
+    os.symlink(target, link)  # "loop" -> "loop" is a loop; "loop" -> "nowhere" dangles
+    out = output.format(link=link)
+    for argv in (["plan", "--sizes", path, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "2",
+                  "--no-plot", "-o", out],
+                 ["make-data", "--num-files", "4", "-o", out]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert "symbolic link that leads nowhere" in err and why.split("(")[-1].rstrip(")") in err, err
+        assert "remove the link" in err and "Errno" not in err, err
+    assert os.path.islink(link) and os.readlink(link) == target  # the link is left as it was

@@ -28,6 +28,19 @@ _MAX_LISTED_ENTRIES = 5
 SET_MARKER = ".i6_shard-set"
 
 
+def _not_a_directory(path: str) -> str:
+    """Why ``path``, which exists (maybe as a link only), cannot be an output directory, and the fix."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:  # ELOOP: a loop; ENOENT: a missing target
+            why = "a loop" if exc.errno == errno.ELOOP else "its target is missing"
+            return (f"it is a symbolic link that leads nowhere ({why}); remove the link or choose another output "
+                    "directory")
+        return "it is a symbolic link to a file, not a directory; remove the link or choose another output directory"
+    return "it exists and is not a directory; remove it or choose another output directory"
+
+
 def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffix: Optional[str] = None,
                       kind: str = "output") -> None:
     """Raise now, with a message naming ``path``, what writing it later would raise.
@@ -51,13 +64,14 @@ def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffi
     if directory:
         if os.path.exists(path):
             if not os.path.isdir(path):
-                raise NotADirectoryError(f"cannot write into {path!r}: it exists and is not a directory; "
-                                         "remove it or choose another output directory")
+                raise NotADirectoryError(f"cannot write into {path!r}: {_not_a_directory(path)}")
             _check_writable_dir(path, target=path)
             return
         ancestor = os.path.dirname(os.path.abspath(path))
-        while not os.path.exists(ancestor):
+        while not os.path.lexists(ancestor):  # a link that leads nowhere stops here too: it cannot be created
             ancestor = os.path.dirname(ancestor)
+        if os.path.islink(ancestor) and not os.path.isdir(ancestor):
+            raise NotADirectoryError(f"cannot create {path!r}: {ancestor!r}: {_not_a_directory(ancestor)}")
         if not os.path.isdir(ancestor):
             raise NotADirectoryError(f"cannot create {path!r}: {ancestor!r} is not a directory; "
                                      "choose another output directory")
@@ -66,6 +80,8 @@ def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffi
     if os.path.isdir(path):
         raise IsADirectoryError(f"cannot write {path!r}: it is a directory; give a file path")
     parent = os.path.dirname(path) or "."
+    if os.path.islink(parent) and not os.path.isdir(parent):
+        raise NotADirectoryError(f"cannot write {path!r}: {parent!r}: {_not_a_directory(parent)}")
     if not os.path.exists(parent):
         raise FileNotFoundError(f"cannot write {path!r}: directory {parent!r} does not exist; "
                                 "create it or choose another path")
@@ -218,8 +234,7 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
         raise ValueError(f"cannot write the {what} {path!r}: it is the working directory, or holds it, and is "
                          "replaced whole; give a new directory, e.g. a subdirectory")
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise NotADirectoryError(f"cannot write the {what} {path!r}: it exists and is not a directory; "
-                                 "remove it or choose another output directory")
+        raise NotADirectoryError(f"cannot write the {what} {path!r}: {_not_a_directory(path)}")
     if not os.path.isdir(target):
         check_output_path(path, directory=True)
         return
