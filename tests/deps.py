@@ -16,3 +16,13 @@ def _missing(name: str) -> bool:
 needs_matplotlib = pytest.mark.skipif(
     _missing("matplotlib"),
     reason="draws a plot: pip install matplotlib (the plot extra: pip install 'i6_shard[plot]')")
+
+
+#: How to get torch for the tests: the CPU build is all they need (a plain ``pip install torch`` pulls a CUDA build
+#: of several GB on Linux).
+TORCH_INSTALL = "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build suffices)"
+
+
+def needs_torch(why: str):
+    """``import torch``, or skip the test with ``why`` and how to install it."""
+    return pytest.importorskip("torch", reason=f"{why}: {TORCH_INSTALL}")

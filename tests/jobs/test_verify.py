@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.deps import needs_torch
+
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
@@ -382,7 +384,7 @@ def test_config_opts_decide_the_mode_and_are_checked(work_dir):
 def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     """The real RETURNN per rank: torch's dataset_distribution="shard" splits the files of a DFD with
     distrib_shard_files=False over the ranks; told so by config_opts, the job proves exactly-once reading."""
-    pytest.importorskip("torch", reason="the shard mode is torch's: pip install torch (the CPU wheel suffices)")
+    needs_torch("the shard mode is torch's")
     dfd = sharded_dfd(hdf_files, partition_epoch=3, distrib_shard_files=False)
     job = VerifyShardingJob(dfd, num_shards=3, epochs=3,
                             config_opts={"torch_distributed": {"dataset_distribution": "shard"}})

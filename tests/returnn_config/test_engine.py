@@ -4,8 +4,10 @@ that process, checked against the real RETURNN."""
 
 import pytest
 
+from tests.deps import needs_torch
+
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
-pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives each rank its seed: pip install torch")
+needs_torch("RETURNN's torch DistributedContext gives each rank its seed")
 
 from i6_shard.returnn_config import (  # noqa: E402
     ConfigCheckError,

@@ -5,8 +5,10 @@ import functools
 
 import pytest
 
+from tests.deps import needs_torch
+
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
-pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives each rank its seed: pip install torch")
+needs_torch("RETURNN's torch DistributedContext gives each rank its seed")
 
 from i6_shard import core  # noqa: E402
 from i6_shard.returnn_config import plan_for_returnn_config  # noqa: E402

@@ -5,6 +5,8 @@ sub-epoch sharding the real RETURNN gives a DistributeFilesDataset on every rank
 import functools
 
 import pytest
+
+from tests.deps import needs_torch
 from hypothesis import HealthCheck, given, settings
 
 
@@ -221,7 +223,7 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
 
 
 def test_reader_predicts_what_returnn_gives_every_rank(hdf, monkeypatch):
-    pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives each rank its seed")
+    needs_torch("RETURNN's torch DistributedContext gives each rank its seed")
     files, list_file = hdf
     seen = set()
 
@@ -261,7 +263,7 @@ def _cases(files):
 
 @pytest.mark.parametrize("name", list(_cases(["x"])))
 def test_reader_predicts_returnn_on_the_cases_that_matter(name, hdf, monkeypatch):
-    pytest.importorskip("torch", reason="RETURNN's torch DistributedContext gives each rank its seed")
+    needs_torch("RETURNN's torch DistributedContext gives each rank its seed")
     config, expected = _cases(hdf[0])[name]
     seen = set()
     _check_parity(config, 2, monkeypatch, seen)
@@ -338,7 +340,7 @@ def test_sync_modes():
 
 def test_sync_rule_follows_returnn(monkeypatch):
     """The levels the reader records are the ones RETURNN's DistributedContext parses (rank 0 of 1)."""
-    pytest.importorskip("torch", reason="RETURNN's DistributedContext needs torch: pip install torch")
+    needs_torch("RETURNN's DistributedContext needs torch")
     import returnn.torch.distributed as distributed
 
     from i6_shard.returnn_ext import verify

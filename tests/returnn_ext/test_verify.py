@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.deps import needs_torch
+
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 
 from i6_shard.core.reporting import verify_records  # noqa: E402
@@ -172,7 +174,7 @@ def _config_file(tmp_path, name, body):
 def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
     """torch_distributed stays in the config: RETURNN shards the train dataset itself and gives every rank
     the same seed (the runner simulates each rank with RETURNN's own DistributedContext)."""
-    pytest.importorskip("torch", reason="torch_distributed needs torch")
+    needs_torch("torch_distributed needs torch")
     source = _config_file(tmp_path, "shard.config", "torch_distributed = {'dataset_distribution': 'shard'}\n"
                           f"train = dfd({hdf_files!r}, random_seed_offset=3)\n")
     ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2, 3, 4])
@@ -186,7 +188,7 @@ def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
 @pytest.mark.parametrize("offset, ok", [("", False), (", random_seed_offset=0", True)])
 def test_a_dfd_inside_a_wrapper_is_found_and_verified(tmp_path, hdf_files, offset, ok):
     """Inside CombinedDataset a sharded DFD takes the wrapper's per-rank seed unless it sets its own."""
-    pytest.importorskip("torch", reason="torch_distributed needs torch")
+    needs_torch("torch_distributed needs torch")
     source = _config_file(tmp_path, f"combined{int(ok)}.config", "torch_distributed = {}\n"
                           "train = {'class': 'CombinedDataset', 'seq_ordering': 'interleave',\n"
                           "         'data_map': {('asr', 'data'): 'data'},\n"
@@ -231,7 +233,7 @@ def test_flexible_bound_travels_from_the_dataset_into_the_checked_plan(tmp_path)
 def test_reads_through_the_engines_dataloader_worker(tmp_path, hdf_files, extra, ok):
     """Under the torch backend the data is read in the engine's DataLoader worker, which RETURNN hands the
     behavior version only from 31: behavior_version 26-30 without sharding_fix double-shards there."""
-    pytest.importorskip("torch", reason="the torch engine's DataLoader needs torch: pip install torch")
+    needs_torch("the torch engine's DataLoader needs torch")
     source = _config_file(tmp_path, f"loader{len(extra)}.config",
                           "backend = 'torch'\ntorch_distributed = {}\n" + extra +
                           f"train = dfd({hdf_files!r}, distrib_shard_files=True, sharding_fix=None)\n")

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.deps import needs_torch
+
 from .harness import run_sharded_training
 
 #: Settings of the shared training: skewed HDF data, frames-based batching, behavior_version 33 (the logged
@@ -14,6 +16,6 @@ SHARED = dict(num_ranks=2, num_files=16, seed=11, partition_epoch=2, num_epochs=
 @pytest.fixture(scope="session")
 def two_rank_training(tmp_path_factory):
     """The finished training (see :data:`SHARED`); skipped without torch."""
-    pytest.importorskip("torch", reason="real trainings need torch: pip install torch (the CPU wheel suffices)")
+    needs_torch("real trainings need torch")
     pytest.importorskip("returnn", reason="real trainings need RETURNN: pip install returnn dm-tree h5py")
     return run_sharded_training(str(tmp_path_factory.mktemp("two_rank") / "run"), **SHARED)

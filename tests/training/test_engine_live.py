@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from tests.deps import needs_torch
+
 from i6_shard.returnn_config import ConfigCheckError, check_returnn_config, sharded_files_dataset
 
 from .harness import hdf_seq_lengths, run_training, training_config, write_skewed_hdf_files
@@ -42,7 +44,7 @@ def _read_shares(training, work_dir):
 
 @pytest.mark.parametrize("behavior_version, double_sharding", [(26, True), (31, False)])
 def test_behavior_version_reaches_the_dataloader_worker_only_from_31(tmp_path, behavior_version, double_sharding):
-    pytest.importorskip("torch", reason="real trainings need torch: pip install torch (the CPU wheel suffices)")
+    needs_torch("real trainings need torch")
     pytest.importorskip("returnn", reason="real trainings need RETURNN: pip install returnn dm-tree h5py")
     work_dir = str(tmp_path / "run")
     write_skewed_hdf_files(os.path.join(work_dir, "data"), num_files=NUM_FILES, seed=5)
@@ -88,7 +90,7 @@ def test_param_sync_runs_the_ranks_on_to_their_next_sync(tmp_path, sync_every):
     """Grad sync stops every rank in the step the first runs out; param sync every P steps lets the others
     run on to their next control sync (with P beyond every rank's steps, nothing is dropped); the drop
     model (core.pure.batching.sync_stop) follows RETURNN's control sync."""
-    pytest.importorskip("torch", reason="real trainings need torch: pip install torch (the CPU wheel suffices)")
+    needs_torch("real trainings need torch")
     pytest.importorskip("returnn", reason="real trainings need RETURNN: pip install returnn dm-tree h5py")
     import numpy as np
 

@@ -12,13 +12,15 @@ import sys
 
 import pytest
 
+from tests.deps import needs_torch
+
 from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
 pytest.importorskip("better_exchook", reason="the example's settings.py uses better_exchook: "
                                              "pip install better_exchook")
-pytest.importorskip("torch", reason="the training needs torch: pip install torch")
+needs_torch("the training needs torch")
 pytest.importorskip("i6_core.returnn", reason="the training job is i6_core's ReturnnTrainingJob: clone "
                                               "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH")
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")

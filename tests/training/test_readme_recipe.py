@@ -12,11 +12,13 @@ import sys
 
 import pytest
 
+from tests.deps import needs_torch
+
 from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-pytest.importorskip("torch", reason="the training needs torch: pip install torch (the CPU wheel suffices)")
+needs_torch("the training needs torch")
 pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
 pytest.importorskip("i6_core.returnn", reason="the training job is i6_core's ReturnnTrainingJob: clone "
                                               "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH")

@@ -6,11 +6,13 @@ import re
 
 import pytest
 
+from tests.deps import needs_torch
+
 from .harness import run_training, write_skewed_hdf_files
 
 
 def test_a_file_resized_after_the_sizes_were_computed_stops_the_training(tmp_path):
-    pytest.importorskip("torch", reason="real trainings need torch: pip install torch (the CPU wheel suffices)")
+    needs_torch("real trainings need torch")
     pytest.importorskip("returnn", reason="real trainings need RETURNN: pip install returnn dm-tree h5py")
     from i6_shard import core
     from i6_shard.returnn_config import sharded_files_dataset

@@ -3,6 +3,8 @@ BatchingIterDataPipe, and the predicted steps and dropped share match simulation
 
 import numpy as np
 import pytest
+
+from tests.deps import needs_torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +16,7 @@ from i6_shard.core.pure.batching import Batching, file_millisteps, order_varianc
 
 def _returnn_batches(lengths, batching):
     """Batch index per sequence from RETURNN's own BatchingIterDataPipe."""
-    pytest.importorskip("torch")
+    needs_torch("RETURNN's BatchingIterDataPipe is torch code")
     from returnn.torch.data.pipeline import BatchingIterDataPipe
 
     seqs = [{"data": np.zeros((n, 1), "float32"), "seq_idx": np.array(i)} for i, n in enumerate(lengths)]
