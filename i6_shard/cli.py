@@ -15,7 +15,7 @@ from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import read_training_file_list
 from .core.pure import SEED_LIMIT
-from .core.pure.batching import batching_of, check_batching_for_unit
+from .core.pure.batching import REDUCE_TYPES, batching_of, check_batching_for_unit
 from .core.pure.settings import sharding_mode
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
 from .core.reporting.outputs import PLAN_OUTPUTS, make_plan_dir
@@ -63,7 +63,10 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
         ranks_per_node=getattr(args, "ranks_per_node", None),
         preload_next_n_sub_epochs=getattr(args, "preload_next_n_sub_epochs", None),
         cached_file=not getattr(args, "no_cached_file", False),
-        cache_size=None if cache_size is None else parse_bytes(cache_size))
+        cache_size=None if cache_size is None else parse_bytes(cache_size),
+        reduce_type=getattr(args, "reduce_type", None), param_sync_step=getattr(args, "param_sync_step", None),
+        sub_epoch_constant_bytes=None if getattr(args, "sub_epoch_constant_bytes", None) is None else
+        parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"))
 
 
 #: What the demo directory holds (written as one set, like a plan directory).
@@ -190,7 +193,8 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
         summary = train_report.write_train_report(
             args.logs, tmp, plan_path=args.plan, file_lengths_path=args.file_lengths,
             read_hdf=not args.no_read_hdf, partition_epoch=args.partition_epoch, max_dropped=args.max_dropped,
-            min_steps_ratio=args.min_steps_ratio, plot=plot, dataset_name=args.dataset_name)
+            min_steps_ratio=args.min_steps_ratio, plot=plot, dataset_name=args.dataset_name,
+            sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step))
     print(train_report.render_train_report(summary), end="")
     print()
     for name in (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE) + (
@@ -288,6 +292,7 @@ def _add_plan(sub) -> None:
     p.add_argument("--batch-size", type=int, default=None,
                    help="RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)")
     p.add_argument("--max-seqs", type=int, default=None, help="RETURNN's max_seqs, for the prediction")
+    _add_sync_options(p, what="the predicted loss")
     _add_plan_options(p)
     p.add_argument("--ranks-per-node", type=int, default=None,
                    help="ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
@@ -302,9 +307,20 @@ def _add_plan(sub) -> None:
     p.add_argument("--cache-size", default=None,
                    help="bytes of each node's local cache, e.g. 800G or 1.5TiB: say whether the plan fits and which "
                         "partition_epoch values do")
+    p.add_argument("--sub-epoch-constant-bytes", default=None,
+                   help="with --ranks-per-node: bytes of the files the sub-epoch dataset reads in every sub-epoch "
+                        "besides its bin's (e.g. 20G): the node cache holds them in every sub-epoch")
     p.add_argument("-o", "--output", required=True,
                    help="output directory: new, empty, or an earlier plan directory (replaced whole)")
     p.set_defaults(func=_cmd_plan)
+
+
+def _add_sync_options(p: argparse.ArgumentParser, *, what: str) -> None:
+    p.add_argument("--reduce-type", choices=REDUCE_TYPES, default=None,
+                   help=f"torch_distributed's reduce_type, for {what} (default grad: every rank stops in the step the "
+                        "first runs out; param: the others run on to their next sync)")
+    p.add_argument("--param-sync-step", type=int, default=None,
+                   help="with --reduce-type param: torch_distributed's param_sync_step (steps between param syncs)")
 
 
 def _add_compare_plans(sub) -> None:
@@ -353,6 +369,7 @@ def _add_train_report(sub) -> None:
     p.add_argument("--min-steps-ratio", type=float, default=0.75,
                    help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)")
     p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
+    _add_sync_options(p, what="the expected steps")
     p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")

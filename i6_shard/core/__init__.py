@@ -33,6 +33,7 @@ from .pure import (
     NodeCache,
     PLAN_OPTION_DEFAULTS,
     PlanRequest,
+    SyncMode,
     PlanSettings,
     ShardPlan,
     compare_plans,
@@ -55,5 +56,5 @@ __all__ = [
     "read_file_list", "write_file_list", "FILE_LIST_EXTENSIONS",
     "save_plan", "load_plan", "read_plan_file", "read_plan_head", "read_plan_layout", "PlanFile", "check_output_path",
     "write_plan_outputs", "plan_summary", "render_report", "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE",
-    "NodeCache", "compute_cache_footprint", "compare_plans", "compare_plan_files",
+    "NodeCache", "SyncMode", "compute_cache_footprint", "compare_plans", "compare_plan_files",
 ]

@@ -40,6 +40,9 @@ def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str
             "ranks_per_node": None if node_cache is None else node_cache.ranks_per_node,
             "cached_file": True if node_cache is None else node_cache.cached_file,
             "cache_size": request.cache_size,
+            "sub_epoch_constant_bytes": None if node_cache is None or not node_cache.constant_bytes
+            else node_cache.constant_bytes,
+            "reduce_type": request.sync.reduce_type, "param_sync_step": request.sync.param_sync_step,
             "preload_next_n_sub_epochs": None if given_preload is None else request.settings.preloaded_sub_epochs}
 
 
@@ -103,7 +106,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
     # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
     __sis_hash_exclude__ = {"plot": True, **{name: _D[name] for name in (
         "distribution", "sharding", "batch_size", "max_seqs", "max_sub_epoch_deviation", "ranks_per_node",
-        "preload_next_n_sub_epochs", "cached_file", "cache_size")}}
+        "preload_next_n_sub_epochs", "cached_file", "cache_size", "reduce_type", "param_sync_step",
+        "sub_epoch_constant_bytes")}}
 
     def __init__(
         self,
@@ -125,6 +129,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         preload_next_n_sub_epochs: Optional[int] = _D["preload_next_n_sub_epochs"],
         cached_file: bool = _D["cached_file"],
         cache_size: Optional[int] = _D["cache_size"],
+        reduce_type: str = _D["reduce_type"],
+        param_sync_step: Optional[int] = _D["param_sync_step"],
+        sub_epoch_constant_bytes: Optional[int] = _D["sub_epoch_constant_bytes"],
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -156,6 +163,12 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             plan holds after the training's last, and, with ranks_per_node, what the node cache holds ahead
         :param cached_file: the files go through ``CachedFile`` (one copy per node), with ranks_per_node
         :param cache_size: bytes of file cache per node: the report says which partition_epoch values fit
+        :param reduce_type: the training's ``torch_distributed`` ``reduce_type``, which the predicted loss assumes:
+            "grad" (the default: every rank stops in the step the first runs out) or "param" (the others run on
+            to their next sync)
+        :param param_sync_step: with ``reduce_type="param"``: ``torch_distributed``'s ``param_sync_step``
+        :param sub_epoch_constant_bytes: with ranks_per_node: bytes of the files the sub-epoch dataset reads in
+            every sub-epoch besides its bin's; the node cache footprint holds them in every sub-epoch
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
             plan runs as a mini task unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -167,6 +180,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             distribution=distribution, max_sub_epoch_deviation=max_sub_epoch_deviation, sharding=sharding, plot=plot,
             batch_size=batch_size, max_seqs=max_seqs, ranks_per_node=ranks_per_node,
             preload_next_n_sub_epochs=preload_next_n_sub_epochs, cached_file=cached_file, cache_size=cache_size,
+            reduce_type=reduce_type, param_sync_step=param_sync_step, sub_epoch_constant_bytes=sub_epoch_constant_bytes,
             time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
         settings = request.settings
         self.file_sizes = file_sizes
@@ -183,6 +197,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.batch_size, self.max_seqs = plain["batch_size"], plain["max_seqs"]
         self.ranks_per_node, self.cached_file = plain["ranks_per_node"], plain["cached_file"]
         self.preload_next_n_sub_epochs, self.cache_size = plain["preload_next_n_sub_epochs"], plain["cache_size"]
+        self.reduce_type, self.param_sync_step = plain["reduce_type"], plain["param_sync_step"]
+        self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)

@@ -11,6 +11,7 @@ from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.reporting import train_report
+from i6_shard.returnn_config.reader import read_sync_mode
 
 from .util import RQMT_ARGS, check_absolute, check_rqmt_args, path_str, round_up, sized_task, write_variable
 
@@ -102,7 +103,8 @@ class TrainReportJob(Job):
     out_num_alarms (tk.Variable).
     """
 
-    __sis_hash_exclude__ = {"after": None}
+    # Options added later go here with the value that reproduces the old behavior.
+    __sis_hash_exclude__ = {"after": None, "reduce_type": "grad", "param_sync_step": None}
 
     def __init__(
         self,
@@ -117,6 +119,8 @@ class TrainReportJob(Job):
         dataset_name: str = "train",
         after: Optional[tk.Path] = None,
         plot: bool = True,
+        reduce_type: str = "grad",
+        param_sync_step: Optional[int] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -133,6 +137,10 @@ class TrainReportJob(Job):
         :param dataset_name: the DistributeFilesDataset's name in the log (its config key)
         :param after: a path that must exist first, e.g. the training's out_learning_rates (only a dependency)
         :param plot: write out_plot (needs matplotlib); not hashed
+        :param reduce_type: the training's ``torch_distributed`` ``reduce_type``, which the expected steps assume:
+            "grad" (the default) or "param" (the others run on to their next sync; :meth:`for_training` reads it
+            from the training's config)
+        :param param_sync_step: with ``reduce_type="param"``: ``torch_distributed``'s ``param_sync_step``
         :param time_rqmt: hours (default: sized from the bytes of the logs, see :func:`train_report_rqmt`;
             a mini task up to ``MINI_TASK_MAX_LOG_BYTES`` unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -155,6 +163,8 @@ class TrainReportJob(Job):
         self.dataset_name = dataset_name
         self.after = after
         self.plot = core.pure.check_bool(plot, name="plot")
+        sync = core.SyncMode(reduce_type, param_sync_step)
+        self.reduce_type, self.param_sync_step = sync.reduce_type, sync.param_sync_step
         self.given_rqmt = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
 
         self.out_report = self.output_path(train_report.TRAIN_REPORT_FILE)
@@ -167,8 +177,14 @@ class TrainReportJob(Job):
     @classmethod
     def for_training(cls, training: Any, **kwargs) -> "TrainReportJob":
         """The report of an i6_core ``ReturnnTrainingJob``: its logs (:func:`training_log_files`),
-        run once the training has finished (after its ``out_learning_rates``)."""
-        return cls(training_log_files(training), after=training.out_learning_rates, **kwargs)
+        run once the training has finished (after its ``out_learning_rates``); the sync mode of the expected
+        steps is the config's ``torch_distributed`` unless ``reduce_type`` is given."""
+        logs = training_log_files(training)
+        if "reduce_type" not in kwargs and "param_sync_step" not in kwargs:
+            config = training.returnn_config
+            sync = read_sync_mode({**config.config, **config.post_config})
+            kwargs.update(reduce_type=sync.reduce_type, param_sync_step=sync.param_sync_step)
+        return cls(logs, after=training.out_learning_rates, **kwargs)
 
     @classmethod
     def hash(cls, parsed_args):
@@ -188,6 +204,7 @@ class TrainReportJob(Job):
             [os.path.normpath(path_str(p)) for p in self.log_files], os.path.dirname(self.out_summary.get_path()),
             plan_path=path_str(self.plan), file_lengths_path=path_str(self.file_lengths), read_hdf=self.read_hdf,
             partition_epoch=self.partition_epoch, max_dropped=self.max_dropped,
-            min_steps_ratio=self.min_steps_ratio, plot=self.plot, dataset_name=self.dataset_name)
+            min_steps_ratio=self.min_steps_ratio, plot=self.plot, dataset_name=self.dataset_name,
+            sync=core.SyncMode(self.reduce_type, self.param_sync_step))
         write_variable(self.out_dropped_fraction, summary["dropped_fraction"])
         write_variable(self.out_num_alarms, len(summary["alarms"]))

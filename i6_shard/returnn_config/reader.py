@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from ..core import FILE_LIST_EXTENSIONS
 from ..core.pure import SHARDING_MODES, PlanSettings
 from ..core.pure.args import check_optional_int
+from ..core.pure.batching import SyncMode
 from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from .pycode import ImportRef
@@ -23,6 +24,7 @@ __all__ = [
     "SeedRule",
     "ShardRule",
     "SyncRule",
+    "read_sync_mode",
     "EngineBatching",
     "find_distribute_files_datasets",
     "is_distribute_files_dataset",
@@ -160,6 +162,18 @@ class SyncRule:
         every = [e for _, kind, e in self.levels if kind == "param"]
         return every[-1] if every else None
 
+    @property
+    def sync_mode(self) -> SyncMode:
+        """The sync mode the step and drop model assumes: grad sync where the ranks stop together (or no param
+        level says where they stop), else param sync every :attr:`param_sync_every` steps (``sync`` levels
+        below it, e.g. a node grad level, are not modelled: they stop a node's ranks together).
+
+        >>> SyncRule("param", (("world", "param", 100),)).sync_mode
+        SyncMode(reduce_type='param', param_sync_step=100)
+        """
+        every = self.param_sync_every
+        return SyncMode() if self.ranks_stop_together or every is None else SyncMode("param", every)
+
 
 @dataclass(frozen=True)
 class EngineBatching:
@@ -212,6 +226,18 @@ class EngineBatching:
             out.append(f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
                        if isinstance(accum, int) else f"accum_grad_multiple_step={accum!r} (a callable)")
         return out
+
+
+def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
+    """The sync mode of a RETURNN config's ``torch_distributed`` (grad sync without it), as the predicted loss and
+    the training report's expected steps take it.
+
+    >>> read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 8}}).describe()
+    'param sync every 8 steps'
+    """
+    bv = config.get("behavior_version")
+    rule = _sync_rule(config.get("torch_distributed"), behavior_version=bv if isinstance(bv, int) else 0)
+    return SyncMode() if rule is None else rule.sync_mode
 
 
 def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:

@@ -193,3 +193,29 @@ def test_compare_plans_reads_the_stored_bins_not_a_recomputation(tmp_path, sizes
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert "is corrupt: full epoch 1 (layout 0)" in err and "exactly once" in err, err
+
+
+def test_plan_counts_the_files_the_sub_epoch_dataset_adds_to_every_sub_epoch(tmp_path, sizes_file, capsys):
+    path, _, _ = sizes_file
+    assert main(["plan", "--sizes", path, *PLAN, "--ranks-per-node", "4", "-o", str(tmp_path / "plain")]) == 0
+    assert main(["plan", "--sizes", path, *PLAN, "--ranks-per-node", "4", "--sub-epoch-constant-bytes", "2K",
+                 "-o", str(tmp_path / "const")]) == 0
+    printed = capsys.readouterr().out
+    plain = json.loads((tmp_path / "plain" / "summary.json").read_text())["cache"]
+    const = json.loads((tmp_path / "const" / "summary.json").read_text())["cache"]
+    assert const["constant_bytes"] == 2048 and "constant_bytes" not in plain
+    held, held_plain = np.array(const["per_sub_epoch"]["held_bytes"]), np.array(plain["per_sub_epoch"]["held_bytes"])
+    assert (held == held_plain + 2048).all()  # every node, every sub-epoch
+    shared = np.array(const["per_sub_epoch"]["shared_fs_bytes"])
+    shared_plain = np.array(plain["per_sub_epoch"]["shared_fs_bytes"])
+    assert (shared[0] == shared_plain[0] + 2048).all() and (shared[1:] == shared_plain[1:]).all()  # read once
+    assert const["peak_bytes"] == plain["peak_bytes"] + 2048
+    assert "every sub-epoch      2.00 KiB of files the sub-epoch dataset reads besides its bin's" in printed
+
+
+def test_constant_bytes_need_ranks_per_node(tmp_path, sizes_file, capsys):
+    path, _, _ = sizes_file
+    assert main(["plan", "--sizes", path, *PLAN, "--sub-epoch-constant-bytes", "2K", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sub_epoch_constant_bytes" in err and "give ranks_per_node too" in err
+    assert not os.path.exists(tmp_path / "o")

@@ -122,3 +122,23 @@ def test_a_file_that_is_not_a_returnn_log_is_an_error(tmp_path, capsys, content)
     err = capsys.readouterr().err
     assert err.startswith("error: 1 of the logs hold no line of a RETURNN training") and err.count("\n") == 1, err
     assert "returnn.torch-distrib-0-1.log" in err and not (tmp_path / "out").exists()
+
+
+def test_expected_steps_under_param_sync(tmp_path, capsys):
+    """Under param sync with no sync before every rank is done, each rank would have read all of its files: the
+    expected steps are those of the rank with the most work, at its own rate, from the summary's own counts."""
+    name = "w2_bv24"
+    lengths = os.path.join(LOGS, name, "file_lengths.json")
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "--reduce-type", "param",
+                 "--param-sync-step", "100000", "-o", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["sync"] == {"reduce_type": "param", "param_sync_step": 100000}
+    assert "(param sync every 100000 steps: a rank that runs out stops, the others run on to their next sync;" \
+        in printed
+    for se in summary["sub_epochs"]:
+        work = [r["steps"] * r["available_frames"] / r["consumed_frames"] for r in se["ranks"]]
+        assert se["expected_steps"] == round(max(work)) > se["steps"], se
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "--param-sync-step", "3",
+                 "-o", str(tmp_path / "bad")]) == 2
+    assert "param_sync_step=3 is only used with reduce_type='param'" in capsys.readouterr().err

@@ -40,6 +40,8 @@ def _read(path):
     ({"ranks_per_node": 2, "cache_size": 600_000_000}, ["--ranks-per-node", "2", "--cache-size", "600000000"]),
     ({"ranks_per_node": 3, "preload_next_n_sub_epochs": 0, "cached_file": False},
      ["--ranks-per-node", "3", "--preload-next-n-sub-epochs", "0", "--no-cached-file"]),
+    ({"ranks_per_node": 2, "sub_epoch_constant_bytes": 4096}, ["--ranks-per-node", "2", "--sub-epoch-constant-bytes",
+                                                               "4096"]),
 ])
 @needs_matplotlib
 def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
@@ -291,6 +293,21 @@ def test_cache_options_hash_only_when_given_and_need_ranks_per_node(work_dir):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, cache_size=10**9)
     with pytest.raises(ValueError, match="ranks_per_node=0 must be a positive int"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=0)
+
+
+def test_sync_and_constant_bytes_hash_only_when_not_the_default(work_dir):
+    sizes = tk.Path("/data/sizes/file_sizes.npz")
+    kw = dict(num_shards=8, partition_epoch=20, num_epochs=40)
+    job = ShardPlanJob(sizes, **kw)
+    assert job._sis_id() == ShardPlanJob(sizes, **kw, reduce_type="grad", param_sync_step=None)._sis_id()
+    param = ShardPlanJob(sizes, **kw, reduce_type="param", param_sync_step=np.int64(100))
+    assert param._sis_id() != job._sis_id() and param.param_sync_step == 100 and type(param.param_sync_step) is int
+    assert ShardPlanJob(sizes, **kw, reduce_type="param", param_sync_step=50)._sis_id() != param._sis_id()
+    cached = ShardPlanJob(sizes, **kw, ranks_per_node=4)
+    assert ShardPlanJob(sizes, **kw, ranks_per_node=4, sub_epoch_constant_bytes=0) is cached
+    assert ShardPlanJob(sizes, **kw, ranks_per_node=4, sub_epoch_constant_bytes=10**9) is not cached
+    with pytest.raises(ValueError, match="reduce_type='param' needs param_sync_step"):
+        ShardPlanJob(sizes, **kw, reduce_type="param")
 
 
 def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):

@@ -55,6 +55,21 @@ def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir
     assert [os.path.basename(p.get_path()) for p in single] == ["returnn.log"]
 
 
+def test_for_training_takes_the_sync_mode_from_the_config(work_dir):
+    train = sharded_files_dataset([f"/data/part{i:03d}.hdf" for i in range(16)],
+                                  sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+                                  partition_epoch=2)
+    rc = sharded_returnn_config({"backend": "torch", "behavior_version": 24, "batch_size": 300}, train)
+    training = training_job(rc, num_gpus=2, num_epochs=4, torch_distributed={"reduce_type": "param",
+                                                                             "param_sync_step": 3}, **EXE)
+    job = TrainReportJob.for_training(training)
+    assert (job.reduce_type, job.param_sync_step) == ("param", 3)
+    assert job._sis_id() != TrainReportJob.for_training(training, reduce_type="grad")._sis_id()
+    assert TrainReportJob.for_training(_training()).reduce_type == "grad"
+    with pytest.raises(ValueError, match="param_sync_step=3 is only used with reduce_type='param'"):
+        TrainReportJob.for_training(training, param_sync_step=3)
+
+
 @needs_matplotlib
 def test_outputs_equal_the_cli_on_the_real_logs(work_dir):
     training = _training()

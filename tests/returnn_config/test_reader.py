@@ -338,6 +338,21 @@ def test_sync_modes():
     assert find_distribute_files_datasets({"train": dict(DFD)})[0].sync is None
 
 
+def test_the_sync_mode_of_a_config_is_what_the_drop_model_takes():
+    from i6_shard.core import SyncMode
+    from i6_shard.returnn_config.reader import read_sync_mode
+
+    assert read_sync_mode({}) == SyncMode() == read_sync_mode({"torch_distributed": {}})
+    assert read_sync_mode({"torch_distributed": {"reduce_type": "grad_explicit"}}) == SyncMode()
+    assert read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 100}}) == \
+        SyncMode("param", 100)
+    levels = [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 50}]
+    assert read_sync_mode({"torch_distributed": {"sync": levels}}) == SyncMode("param", 50)
+    (info,) = find_distribute_files_datasets({"torch_distributed": {"reduce_type": "param", "param_sync_step": 7},
+                                              "train": dict(DFD)}, num_ranks=2)
+    assert info.sync.sync_mode == SyncMode("param", 7)
+
+
 def test_sync_rule_follows_returnn(monkeypatch):
     """The levels the reader records are the ones RETURNN's DistributedContext parses (rank 0 of 1)."""
     needs_torch("RETURNN's DistributedContext needs torch")

@@ -14,6 +14,7 @@
 
 from .args import check_bool, check_int, check_optional_int
 from .balanced import distribute_balanced
+from .batching import SyncMode
 from .cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .compare import PlanChange, ResumeFullEpoch, compare_plans
 from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
@@ -55,7 +56,7 @@ __all__ = [
     "SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads",
     "check_int", "check_optional_int", "check_bool",
     "dropped_share", "expected_steps", "read_counts", "infer_partition_epoch",
-    "NodeCache", "CacheFootprint", "compute_cache_footprint", "partition_epoch_fits",
+    "SyncMode", "NodeCache", "CacheFootprint", "compute_cache_footprint", "partition_epoch_fits",
     "PlanChange", "ResumeFullEpoch", "compare_plans",
     "short_repr",
 ]

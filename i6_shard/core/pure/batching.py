@@ -9,12 +9,12 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .args import check_optional_int
+from .args import check_choice, check_int, check_optional_int
 from .plan import ShardPlan
 from .stats import compute_plan_stats
 
 __all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "order_variance",
-           "predict_dropped", "sync_stop",
+           "predict_dropped", "sync_stop", "SyncMode", "REDUCE_TYPES",
            "scaled_lengths", "predict_plan_drop", "file_millisteps", "MILLISTEPS_PER_STEP", "DEFAULT_NUM_DRAWS"]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
@@ -213,6 +213,54 @@ def sync_stop(n_min: np.ndarray, *, sync_every: int = 1) -> np.ndarray:
     """
     n_min = np.asarray(n_min, dtype=np.float64)
     return np.where(n_min <= 0, 0.0, np.ceil((n_min + 1) / sync_every) * sync_every - 1)
+
+
+#: The sync modes the drop model takes, in RETURNN's ``torch_distributed`` ``reduce_type`` words ("grad_explicit"
+#: stops the ranks as "grad" does).
+REDUCE_TYPES = ("grad", "param")
+
+
+@dataclass(frozen=True)
+class SyncMode:
+    """How the ranks of a torch training sync, as the step and drop model needs it: ``torch_distributed``'s
+    ``reduce_type="grad"`` (the default: every rank stops in the step the first runs out) or ``"param"`` with
+    ``param_sync_step`` (a rank that runs out stops, the others run on to their next sync, :func:`sync_stop`).
+
+    >>> SyncMode("param").sync_every
+    Traceback (most recent call last):
+    ...
+    ValueError: reduce_type='param' needs param_sync_step (torch_distributed's steps between param syncs, e.g. 100)
+    >>> SyncMode("param", 100).describe(), SyncMode().sync_every
+    ('param sync every 100 steps', 1)
+    """
+
+    reduce_type: str = "grad"
+    param_sync_step: Optional[int] = None
+
+    def __post_init__(self):
+        check_choice(self.reduce_type, name="reduce_type", choices=REDUCE_TYPES,
+                     problem="is not a sync mode of the drop model")
+        if self.reduce_type == "grad":
+            if self.param_sync_step is not None:
+                raise ValueError(f"param_sync_step={self.param_sync_step!r} is only used with reduce_type='param'; "
+                                 "give reduce_type='param' too, or leave param_sync_step out")
+        elif self.param_sync_step is None:
+            raise ValueError("reduce_type='param' needs param_sync_step (torch_distributed's steps between param "
+                             "syncs, e.g. 100)")
+        else:
+            object.__setattr__(self, "param_sync_step", check_int(
+                self.param_sync_step, name="param_sync_step", minimum=1, hint="steps between param syncs"))
+
+    @property
+    def sync_every(self) -> int:
+        """Steps between the ranks' control syncs: 1 under grad sync."""
+        return 1 if self.param_sync_step is None else self.param_sync_step
+
+    def describe(self) -> str:
+        return "grad sync" if self.reduce_type == "grad" else f"param sync every {self.param_sync_step} steps"
+
+    def as_dict(self) -> Dict[str, Optional[object]]:
+        return {"reduce_type": self.reduce_type, "param_sync_step": self.param_sync_step}
 
 
 def predict_dropped(frames: np.ndarray, steps_mean: np.ndarray, steps_var: np.ndarray, *,

@@ -37,6 +37,10 @@ class NodeCache:
         node's cache when the first sub-epoch dataset that needs it is created, and is in use until the last
         one ends; one copy serves every rank of the node. Without it, every rank reads its files from the
         shared file system itself and the node caches nothing
+    :ivar constant_bytes: bytes of the files the sub-epoch dataset reads in every sub-epoch besides its bin's
+        (the sub-epoch template's own files, ``sub_epoch_constant_files`` of the config reader): with
+        ``cached_file`` every node holds them in every sub-epoch and reads them once, in the first; without,
+        every rank reads them from the shared file system in every sub-epoch
 
     >>> NodeCache(ranks_per_node=0)
     Traceback (most recent call last):
@@ -47,6 +51,7 @@ class NodeCache:
     ranks_per_node: int
     preload_next_n_sub_epochs: int = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
     cached_file: bool = True
+    constant_bytes: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "ranks_per_node", check_int(self.ranks_per_node, name="ranks_per_node", minimum=1,
@@ -55,6 +60,9 @@ class NodeCache:
             self.preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
             hint=f"RETURNN's default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, 0 with use_worker_proc=False"))
         object.__setattr__(self, "cached_file", check_bool(self.cached_file, name="cached_file"))
+        object.__setattr__(self, "constant_bytes", check_int(
+            self.constant_bytes, name="constant_bytes", minimum=0,
+            hint="bytes of the files the sub-epoch dataset reads in every sub-epoch; 0 for none"))
 
     def num_nodes(self, num_shards: int) -> int:
         """Nodes that ``num_shards`` ranks take.
@@ -73,8 +81,13 @@ class NodeCache:
         return range(node_idx * self.ranks_per_node, min((node_idx + 1) * self.ranks_per_node, int(num_shards)))
 
     def as_dict(self) -> Dict[str, object]:
-        return {"ranks_per_node": self.ranks_per_node, "preload_next_n_sub_epochs": self.preload_next_n_sub_epochs,
-                "cached_file": self.cached_file}
+        """The settings as JSON types (``constant_bytes`` only where there are such files)."""
+        out: Dict[str, object] = {"ranks_per_node": self.ranks_per_node,
+                                  "preload_next_n_sub_epochs": self.preload_next_n_sub_epochs,
+                                  "cached_file": self.cached_file}
+        if self.constant_bytes:
+            out["constant_bytes"] = self.constant_bytes
+        return out
 
 
 @dataclass(frozen=True)
@@ -84,13 +97,14 @@ class CacheFootprint:
 
     :ivar held_bytes: int64, shape [num_epochs, num_nodes]: bytes node n must hold at once in sub-epoch e
         (row e-1): the distinct files of its ranks' bins of sub-epochs e..e+preload_next_n_sub_epochs
-        (RETURNN preloads past num_epochs too: its dataset does not know where the training ends); 0
-        without ``cached_file``
-    :ivar held_files: int64, shape [num_epochs, num_nodes]: the number of those files
+        (RETURNN preloads past num_epochs too: its dataset does not know where the training ends), plus the
+        node cache's ``constant_bytes``; 0 without ``cached_file``
+    :ivar held_files: int64, shape [num_epochs, num_nodes]: the number of those files (the bins' files only)
     :ivar shared_fs_bytes: int64, shape [num_epochs, num_nodes]: bytes node n reads from the shared file
         system in sub-epoch e. With ``cached_file``: the files it holds in e but did not hold in e-1 (a
         cache that keeps only what is in use; a bigger one may still have some); without: every rank's
-        files of sub-epoch e, read by each rank itself
+        files of sub-epoch e, read by each rank itself; the ``constant_bytes`` in sub-epoch 1 with ``cached_file``,
+        and once per rank in every sub-epoch without
     """
 
     node_cache: NodeCache
@@ -145,6 +159,9 @@ def compute_cache_footprint(plan: ShardPlan, *, node_cache: NodeCache, num_epoch
     >>> fp = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2), num_epochs=2)
     >>> fp.held_bytes.tolist(), fp.shared_fs_bytes.tolist()  # epoch 2 preloads epoch 3: bins of full epoch 1
     ([[1111], [1111]], [[1111], [0]])
+    >>> fp = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2, constant_bytes=5), num_epochs=2)
+    >>> fp.held_bytes.tolist(), fp.shared_fs_bytes.tolist()  # 5 bytes the sub-epoch dataset reads every time
+    ([[1116], [1116]], [[1116], [0]])
     """
     check_int(num_epochs, name="num_epochs", minimum=1, hint="RETURNN's num_epochs counts sub-epochs")
     if not isinstance(node_cache, NodeCache):
@@ -161,7 +178,7 @@ def compute_cache_footprint(plan: ShardPlan, *, node_cache: NodeCache, num_epoch
         for e in range(1, num_epochs + 1):
             for n in range(num_nodes):
                 ranks = node_cache.ranks_of(n, num_shards=num_shards)
-                shared[e - 1, n] = sum(bins.bytes(bins.bin_id(e, r)) for r in ranks)
+                shared[e - 1, n] = sum(bins.bytes(bins.bin_id(e, r)) + node_cache.constant_bytes for r in ranks)
         return CacheFootprint(node_cache, num_shards, plan.partition_epoch, int(num_epochs), held_bytes, held_files,
                               shared)
     previous: List[Optional[_Window]] = [None] * num_nodes
@@ -173,6 +190,8 @@ def compute_cache_footprint(plan: ShardPlan, *, node_cache: NodeCache, num_epoch
             shared[e - 1, n] = window.new_bytes(previous[n])
             previous[n] = window
         bins.forget_before((e - 1) // plan.partition_epoch)
+    held_bytes += node_cache.constant_bytes  # held by every node in every sub-epoch, read in the first
+    shared[0] += node_cache.constant_bytes
     return CacheFootprint(node_cache, num_shards, plan.partition_epoch, int(num_epochs), held_bytes, held_files, shared)
 
 
@@ -359,9 +378,11 @@ _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20, "MB"
           "PIB": 2**50}
 
 
-def parse_bytes(text: str) -> int:
+def parse_bytes(text: str, *, what: str = "cache size") -> int:
     """A byte count from text: an int, or a number with a unit (binary ``K``/``KiB``.. ``P``/``PiB``;
     decimal ``KB``.. ``PB``), case-insensitive.
+
+    :param what: the value's name in the messages
 
     >>> parse_bytes("1.5T"), parse_bytes("800GB"), parse_bytes("4096")
     (1649267441664, 800000000000, 4096)
@@ -378,10 +399,10 @@ def parse_bytes(text: str) -> int:
     except ValueError:
         value = float("nan")
     if unit not in _UNITS or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"cache size {text!r} is not a byte count; write e.g. 800G (binary units K, M, G, T, P or "
+        raise ValueError(f"{what} {text!r} is not a byte count; write e.g. 800G (binary units K, M, G, T, P or "
                          "KiB..PiB) or 800GB (decimal)")
     size = value * _UNITS[unit]
     if not math.isfinite(size) or size >= 2**63:
-        raise ValueError(f"cache size {text!r} is more bytes than a cache can hold (at most 2**63 - 1, about 8 EiB); "
+        raise ValueError(f"{what} {text!r} is more bytes than a cache can hold (at most 2**63 - 1, about 8 EiB); "
                          "give the node cache's real size, e.g. 800G")
     return int(round(size))

@@ -9,6 +9,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .batching import sync_stop
+
 __all__ = ["dropped_share", "expected_steps", "read_counts", "infer_partition_epoch"]
 
 
@@ -38,9 +40,13 @@ def dropped_share(consumed: np.ndarray, available: np.ndarray) -> np.ndarray:
     return out
 
 
-def expected_steps(steps: np.ndarray, consumed: np.ndarray, available: np.ndarray) -> np.ndarray:
-    """Per sub-epoch, the steps after which its first rank would have run out of its data, each
-    rank going on at its own logged rate: ``min over ranks of steps * available / consumed``.
+def expected_steps(steps: np.ndarray, consumed: np.ndarray, available: np.ndarray, *,
+                   sync_every: int = 1) -> np.ndarray:
+    """Per sub-epoch, the steps it should have made, each rank going on at its own logged rate (rank r runs
+    out after ``X_r = steps * available / consumed``). Under grad sync (``sync_every=1``) every rank stops
+    when the first runs out: ``min over ranks of X_r``. Under param sync every ``sync_every`` steps the
+    others run on to their next control sync (:func:`~i6_shard.core.pure.batching.sync_stop` of the first
+    rank's whole steps), or until their own data ends: ``max over ranks of min(X_r, that sync)``.
 
     In a healthy sub-epoch this is the logged steps: the first rank out consumed all it had. When
     the sub-epoch dataset shards its files again (RETURNN #1738), every rank runs out after about
@@ -49,11 +55,15 @@ def expected_steps(steps: np.ndarray, consumed: np.ndarray, available: np.ndarra
     :param steps: int, shape [num_epochs, num_ranks]
     :param consumed: int, shape [num_epochs, num_ranks] (frames or sequences); negative where unknown
     :param available: int, same shape, what the rank's files hold; negative where unknown
+    :param sync_every: steps between the ranks' control syncs: 1 under grad sync, ``param_sync_step`` under
+        param sync
     :return: float64, shape [num_epochs]; nan where no rank has known, positive counts
 
     >>> expected_steps(np.array([[4, 4], [3, 3]]), np.array([[400, 390], [10, -1]]),
     ...                np.array([[400, 800], [20, 50]])).tolist()
     [4.0, 6.0]
+    >>> expected_steps(np.array([[4, 5]]), np.array([[400, 500]]), np.array([[400, 1600]]), sync_every=3).tolist()
+    [5.0]
     """
     steps, consumed, available = (np.asarray(a, dtype=np.int64) for a in (steps, consumed, available))
     if not steps.shape == consumed.shape == available.shape or steps.ndim != 2:
@@ -63,6 +73,10 @@ def expected_steps(steps: np.ndarray, consumed: np.ndarray, available: np.ndarra
     per_rank = np.full(steps.shape, np.inf)
     per_rank[ok] = steps[ok] * available[ok] / consumed[ok]
     out = per_rank.min(axis=1)
+    if sync_every != 1:
+        first = np.where(np.isfinite(out), np.ceil(out - 1e-9), 0.0)  # the first rank out's whole steps
+        stop = sync_stop(first, sync_every=sync_every)
+        out = np.where(ok, np.minimum(per_rank, stop[:, None]), -np.inf).max(axis=1)
     out[~ok.any(axis=1)] = np.nan
     return out
 

@@ -1,5 +1,5 @@
 """PlanRequest: everything a plan and its outputs are made from besides the files (the settings, the batching
-limits of the prediction, the per-node cache), in one frozen object with one ``validate()``, built from the same
+limits and sync mode of the prediction, the per-node cache), in one frozen object with one ``validate()``, built from the same
 keyword options by the command line, ``ShardPlanJob`` and the builders; each option's default is written here."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .args import check_bool, check_int, check_optional_int
-from .batching import Batching
+from .batching import Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
 from .settings import PlanSettings
@@ -30,6 +30,9 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "preload_next_n_sub_epochs": None,  # RETURNN's default, DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
     "cached_file": True,
     "cache_size": None,
+    "reduce_type": "grad",  # torch_distributed's default: every rank stops in the step the first runs out
+    "param_sync_step": None,
+    "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
 }
 
 
@@ -43,6 +46,8 @@ class PlanRequest:
         archive); None: no prediction, unless the costs count steps (then under their own limits)
     :ivar node_cache: the ranks per node and how they cache files: the outputs add the per-node cache footprint
     :ivar cache_size: bytes of each node's cache: the outputs say whether the plan fits (needs ``node_cache``)
+    :ivar sync: how the ranks sync (``torch_distributed``'s ``reduce_type``, ``param_sync_step``): the predicted
+        steps and loss assume it
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -54,6 +59,7 @@ class PlanRequest:
     batching: Optional[Batching] = None
     node_cache: Optional[NodeCache] = None
     cache_size: Optional[int] = None
+    sync: SyncMode = SyncMode()
 
     def __post_init__(self):
         self.validate()
@@ -69,6 +75,8 @@ class PlanRequest:
             if self.node_cache is None:
                 raise ValueError(f"cache_size={self.cache_size} needs node_cache (the ranks per node) to compute the "
                                  "footprint it is compared with")
+        if not isinstance(self.sync, SyncMode):
+            raise TypeError(f"sync has type {type(self.sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
 
     @classmethod
     def from_options(cls, *, num_shards: int, partition_epoch: int, num_epochs: int, **options: Any) -> "PlanRequest":
@@ -93,7 +101,8 @@ class PlanRequest:
             distribution=o["distribution"], max_sub_epoch_deviation=o["max_sub_epoch_deviation"])
         batching = None if o["batch_size"] is None and o["max_seqs"] is None else \
             Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
-        return cls(settings, batching, *_node_cache(o, preload=preload))
+        return cls(settings, batching, *_node_cache(o, preload=preload),
+                   sync=SyncMode(o["reduce_type"], o["param_sync_step"]))
 
 
 def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
@@ -101,12 +110,14 @@ def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
     cached_file = check_bool(o["cached_file"], name="cached_file")
     cache_size = check_optional_int(o["cache_size"], name="cache_size", minimum=1,
                                     hint="bytes of file cache per node, or None")
+    constant = check_optional_int(o["sub_epoch_constant_bytes"], name="sub_epoch_constant_bytes", minimum=0,
+                                  hint="bytes of the files the sub-epoch dataset reads in every sub-epoch")
     if o["ranks_per_node"] is None:
-        given = [name for name, used in (("cached_file", not cached_file), ("cache_size", cache_size is not None))
-                 if used]
+        given = [name for name, used in (("cached_file", not cached_file), ("cache_size", cache_size is not None),
+                                         ("sub_epoch_constant_bytes", constant is not None)) if used]
         if given:
             raise ValueError(f"{', '.join(given)} describe the per-node cache: give ranks_per_node too (GPUs per "
                              "node), or leave them out")
         return None, None
     return NodeCache(ranks_per_node=o["ranks_per_node"], preload_next_n_sub_epochs=preload,
-                     cached_file=cached_file), cache_size
+                     cached_file=cached_file, constant_bytes=constant or 0), cache_size

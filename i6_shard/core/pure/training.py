@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .batching import SyncMode
 from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
 from .fmt import json_float
 from .plan import ShardPlan
@@ -90,7 +91,7 @@ def _lengths_of(keys: Optional[Sequence[str]], lengths: Mapping[str, Tuple[int, 
 def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
                      plan: Optional[ShardPlan] = None, partition_epoch: Optional[int] = None,
                      max_dropped: float = DEFAULT_MAX_DROPPED,
-                     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO) -> Dict[str, Any]:
+                     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO, sync: SyncMode = SyncMode()) -> Dict[str, Any]:
     """The summary (JSON types) of a training from its logs.
 
     Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
@@ -100,20 +101,24 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
     ``steps``, ``num_files`` and ``files_match_plan`` (None without a plan). Per sub-epoch also
     ``dropped_fraction`` (of the frames: ``1 - sum consumed / sum available``) and
     ``expected_steps`` (the steps after which its first rank runs out at the training's mean
-    frames per step, from the plan's files when a plan is given). Top level: ``dropped_fraction``
-    (mean over finished sub-epochs), ``full_epochs``, ``passes`` (made, promised), ``alarms``
-    and ``notes`` (lists of str). Values the logs do not give are None.
+    frames per step, from the plan's files when a plan is given; under param sync, the steps the others
+    run on to their next sync). Top level: ``dropped_fraction`` (mean over finished sub-epochs),
+    ``full_epochs``, ``passes`` (made, promised), ``sync`` (the sync mode the expected steps assume),
+    ``alarms`` and ``notes`` (lists of str). Values the logs do not give are None.
 
     :param file_lengths: tree key -> (sequences, frames) of every file, e.g. from the HDF files
     :param plan: the plan the training should follow (its num_shards must be the number of ranks)
     :param partition_epoch: sub-epochs per full epoch, if there is no plan (else inferred from the files)
     :param max_dropped: alarm above this mean dropped share
     :param min_steps_ratio: alarm where a sub-epoch's steps are below this share of the expected
+    :param sync: how the ranks synced (``torch_distributed``'s ``reduce_type``, ``param_sync_step``)
     """
     if not 0.0 <= max_dropped <= 1.0:
         raise ValueError(f"max_dropped={max_dropped!r} must be a share in [0, 1], e.g. 0.05")
     if not 0.0 < min_steps_ratio <= 1.0:
         raise ValueError(f"min_steps_ratio={min_steps_ratio!r} must be in (0, 1], e.g. 0.75")
+    if not isinstance(sync, SyncMode):
+        raise TypeError(f"sync has type {type(sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
     a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=log.epochs, num_ranks=log.num_ranks)
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     complete_is_mean = _complete_is_mean(log)
@@ -128,7 +133,7 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         _files_against_plan(a, usable_plan)
     partition_epoch, inferred = _partition_epoch(a, partition_epoch)
     sharded = _sharded(a, usable_plan)
-    m = _measures(a, usable_plan)
+    m = _measures(a, usable_plan, sync_every=sync.sync_every)
     sub_epochs = _sub_epoch_entries(a, m, partition_epoch)
     _sub_epoch_alarms(a, sub_epochs, usable_plan=usable_plan, min_steps_ratio=min_steps_ratio)
     drops = [s["dropped_fraction"] for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None]
@@ -165,6 +170,7 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         "total_seqs": universe_seqs,
         "total_frames": universe_frames,
         "frames_per_step": json_float(m["frames_per_step"]),
+        "sync": sync.as_dict(),
         "thresholds": {"max_dropped": json_float(max_dropped), "min_steps_ratio": json_float(min_steps_ratio)},
         "sub_epochs": sub_epochs,
         "full_epochs": full_epochs,
@@ -294,7 +300,7 @@ def _sharded(a: _Analysis, plan: Optional[ShardPlan]) -> bool:
         for row in a.keys_grid for key in {k for keys in row if keys is not None for k in keys})
 
 
-def _measures(a: _Analysis, plan: Optional[ShardPlan]) -> Dict[str, Any]:
+def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Dict[str, Any]:
     """The per (sub-epoch, rank) grids of what was consumed and available, the dropped shares, the expected
     steps (from the plan's files where a plan is given) and the training's frames per step."""
     epochs, num_ranks = a.epochs, a.num_ranks
@@ -316,8 +322,10 @@ def _measures(a: _Analysis, plan: Optional[ShardPlan]) -> Dict[str, Any]:
                      dtype=np.int64).reshape(len(epochs), num_ranks) for j in (0, 1))
     steps, consumed_frames = m["steps"], m["consumed_frames"]
     by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
-    m["expected_steps"] = (expected_steps(steps, consumed_frames, planned_frames) if by_frames else expected_steps(
-        steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1)))
+    m["expected_steps"] = (
+        expected_steps(steps, consumed_frames, planned_frames, sync_every=sync_every) if by_frames else
+        expected_steps(steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1),
+                       sync_every=sync_every))
     known = (consumed_frames >= 0) & (steps > 0)
     m["frames_per_step"] = float(consumed_frames[known].sum() / steps[known].sum()) if known.any() else None
     return m

@@ -19,7 +19,7 @@ from ..io.file_costs import FileCosts, load_file_costs, prediction_batching
 from ..io.file_sizes import load_file_sizes
 from ..io.preflight import check_regular_file
 from ..pure.request import PlanRequest
-from ..pure.batching import Batching
+from ..pure.batching import Batching, SyncMode
 from .plot import plot_plan, require_matplotlib
 from .prediction import prediction_summary
 from .report import cache_summary, render_report, summarize, summary_json
@@ -138,7 +138,7 @@ def plan_summary(plan: ShardPlan, *, num_epochs: int, compare: bool = True,
 def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, report_path: str,
                        plot_path: Optional[str] = None, node_cache: Optional[NodeCache] = None,
                        cache_size: Optional[int] = None, batching: Optional[Batching] = None,
-                       lengths: Optional[FileCosts] = None) -> dict:
+                       lengths: Optional[FileCosts] = None, sync: SyncMode = SyncMode()) -> dict:
     """Write the plan file (``.npz``, see :func:`plan_arrays`), the JSON summary, the text report and,
     if ``plot_path`` is given, the PNG plot, for sub-epochs ``1..plan.settings.num_epochs``. Every file
     is written atomically and its bytes depend only on the plan. The files are four: a reader may find
@@ -149,7 +149,8 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
     ``cache_size`` in bytes per node, what fits it); without, the outputs are exactly as before.
     With ``batching`` and ``lengths`` (a costs archive's sequence counts, frames and length quantiles, in
     the plan's key order), the summary and report also hold the predicted loss under RETURNN's batching
-    (``dropped_fraction_predicted``, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`).
+    (``dropped_fraction_predicted``, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`), under
+    the ranks' ``sync`` mode (default grad sync), which the summary and report name.
 
     :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
     :raises ValueError: before anything is written, if the settings have no ``num_epochs``, the plan's
@@ -184,7 +185,8 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
     if batching is not None:
         summary.update(prediction_summary(plan, num_epochs=num_epochs, batching=batching, num_seqs=lengths.num_seqs,
                                           num_frames=lengths.num_frames,
-                                          seq_length_quantiles=lengths.seq_length_quantiles, layout=layout))
+                                          seq_length_quantiles=lengths.seq_length_quantiles, layout=layout,
+                                          sync=sync))
     save_npz(plan_path, arrays, kind="plan file")
     del arrays, orders, bounds
     with atomic_write(summary_path, "wt", encoding="ascii", newline="\n") as f:
@@ -214,7 +216,8 @@ def check_plan_dir(out_dir: str | os.PathLike) -> None:
 
 def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = True,
                    node_cache: Optional[NodeCache] = None, cache_size: Optional[int] = None,
-                   batching: Optional[Batching] = None, lengths: Optional[FileCosts] = None) -> dict:
+                   batching: Optional[Batching] = None, lengths: Optional[FileCosts] = None,
+                   sync: SyncMode = SyncMode()) -> dict:
     """:func:`write_plan_outputs` into ``out_dir`` as one set: ``plan.npz``, ``summary.json``,
     ``report.txt`` and, with ``plot``, ``plot.png``, built in a temporary directory beside it and swapped
     in whole (:func:`~i6_shard.core.io.atomic.atomic_dir`). A reader of ``out_dir`` finds an earlier
@@ -235,13 +238,13 @@ def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = 
                                   report_path=os.path.join(tmp, REPORT_FILE),
                                   plot_path=os.path.join(tmp, PLOT_FILE) if plot else None,
                                   node_cache=node_cache, cache_size=cache_size, batching=batching,
-                                  lengths=lengths)
+                                  lengths=lengths, sync=sync)
 
 
 def _plan_inputs(archive_path: str | os.PathLike, request: PlanRequest) -> Tuple[ShardPlan, Dict[str, Any]]:
     """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit), and the keywords
-    its outputs are written with: the per-node cache, and the batching and lengths of the predicted loss (a plan
-    by steps always predicts, under the limits its costs count)."""
+    its outputs are written with: the per-node cache, and the batching, lengths and sync mode of the predicted loss
+    (a plan by steps always predicts, under the limits its costs count)."""
     archive_path = os.fspath(archive_path)
     check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
     sizes = load_file_sizes(archive_path)
@@ -249,7 +252,7 @@ def _plan_inputs(archive_path: str | os.PathLike, request: PlanRequest) -> Tuple
     settings.validate(num_files=len(sizes))  # too few files for the bins: said first, before the memory it would need
     check_plan_fits_memory(settings, num_files=len(sizes))
     plan = ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
-    extra: Dict[str, Any] = {"node_cache": request.node_cache, "cache_size": request.cache_size}
+    extra: Dict[str, Any] = {"node_cache": request.node_cache, "cache_size": request.cache_size, "sync": request.sync}
     if request.batching is not None or sizes.unit == "steps":
         lengths = load_file_costs(archive_path)
         extra.update(batching=prediction_batching(lengths, request.batching), lengths=lengths)

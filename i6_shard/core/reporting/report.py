@@ -482,6 +482,9 @@ def _render_cache(c: Mapping[str, Any], *, partition_epoch: int) -> List[str]:
         rows.append(("held at once", "nothing: without CachedFile the node caches no files"))
         rows.append(("from shared FS", f"per node and sub-epoch mean {format_bytes(round(c['shared_fs_bytes_mean']))}, "
                                        f"max {format_bytes(c['shared_fs_bytes_max'])} (each rank reads its own files)"))
+    if c.get("constant_bytes"):
+        rows.append(("every sub-epoch", f"{format_bytes(c['constant_bytes'])} of files the sub-epoch dataset reads "
+                                        "besides its bin's, counted in every sub-epoch above"))
     if "cache_size" in c:
         verdict = "fits" if c["fits"] else "does NOT fit"
         rows.append(("cache size", f"{format_bytes(c['cache_size'])} per node: this plan {verdict}"))

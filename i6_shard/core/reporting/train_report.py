@@ -14,6 +14,7 @@ from ..io.atomic import atomic_path, atomic_write, check_output_path
 from ..io.file_lengths import load_file_lengths, read_hdf_lengths
 from ..io.plan_file import load_plan
 from ..io.returnn_log import read_training_logs
+from ..pure.batching import SyncMode
 from ..pure.fmt import num, pct
 from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_SUMMARY_FORMAT_VERSION, \
     analyze_training
@@ -81,8 +82,12 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
 
 
 def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
+    sync = s.get("sync") or {"reduce_type": "grad"}
+    ends = ("a sub-epoch ends on every rank when the first rank runs out" if sync["reduce_type"] == "grad" else
+            f"param sync every {sync['param_sync_step']} steps: a rank that runs out stops, the others run on to "
+            "their next sync")
     lines = ["Per sub-epoch and rank: frames consumed/available (sequences consumed/available), files vs plan",
-             "  (a sub-epoch ends on every rank when the first rank runs out; dropped = what the others still held)"]
+             f"  ({ends}; dropped = what the others still held)"]
     for se in s["sub_epochs"]:
         exp = "" if se["expected_steps"] is None else f" (expected ~{se['expected_steps']})"
         state = "" if se["finished"] else "  [not finished]"
@@ -200,13 +205,14 @@ def write_train_report(log_paths: Sequence[str], out_dir: str, *, plan_path: Opt
                        file_lengths_path: Optional[str] = None, read_hdf: bool = True,
                        partition_epoch: Optional[int] = None, max_dropped: float = DEFAULT_MAX_DROPPED,
                        min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO, plot: bool = True,
-                       dataset_name: str = "train") -> Dict[str, Any]:
+                       dataset_name: str = "train", sync: Optional[SyncMode] = None) -> Dict[str, Any]:
     """Read the logs (and plan, lengths), analyze, and write ``out_dir``/report.txt, summary.json and
     (with ``plot``) plot.png, each atomically; nothing is written if reading or analysis fails.
 
     File lengths come from ``file_lengths_path`` (JSON, see :func:`~i6_shard.core.io.file_lengths.load_file_lengths`)
     and, with ``read_hdf``, from the HDF files the logs name (relative names resolved against the
-    training's working directory from the log) for keys the JSON does not have.
+    training's working directory from the log) for keys the JSON does not have. ``sync``: how the ranks
+    synced (None: grad sync, torch_distributed's default), for the expected steps.
     """
     check_output_path(out_dir, directory=True)
     if plot:
@@ -222,7 +228,7 @@ def write_train_report(log_paths: Sequence[str], out_dir: str, *, plan_path: Opt
         missing = [k for k in dict.fromkeys(keys) if k not in lengths]
         lengths.update(read_hdf_lengths(missing, base_dir=base))
     summary = analyze_training(log, file_lengths=lengths, plan=plan, partition_epoch=partition_epoch,
-                               max_dropped=max_dropped, min_steps_ratio=min_steps_ratio)
+                               max_dropped=max_dropped, min_steps_ratio=min_steps_ratio, sync=sync or SyncMode())
     os.makedirs(out_dir, exist_ok=True)
     with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
         f.write(train_summary_json(summary))

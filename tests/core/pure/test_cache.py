@@ -23,9 +23,11 @@ from i6_shard.core.pure.cache import (
 from tests.strategies import node_caches, plan_settings_kwargs
 
 
-def brute_force(plan, node_cache, num_epochs):
-    """Held bytes/files and shared-FS bytes per (sub-epoch, node), with Python sets of keys."""
-    size_of = {}
+def brute_force(plan, node_cache, num_epochs, constant=None):
+    """Held bytes/files and shared-FS bytes per (sub-epoch, node), with Python sets of keys; ``constant``:
+    {key: size} of files every sub-epoch dataset reads besides its bin's."""
+    constant = constant or {}
+    size_of = dict(constant)
     for key, cost in zip(plan.keys, plan.costs.tolist()):
         size_of.setdefault(key, cost)  # one cached copy per key
     rpn, n_pre = node_cache.ranks_per_node, node_cache.preload_next_n_sub_epochs
@@ -37,7 +39,7 @@ def brute_force(plan, node_cache, num_epochs):
         for n in range(num_nodes):
             ranks = [r for r in range(plan.num_shards) if r // rpn == n]
             if node_cache.cached_file:
-                now = set()
+                now = set(constant)
                 for j in range(e, e + n_pre + 1):
                     for r in ranks:
                         now |= set(plan.files_for(epoch=j, shard_index=r))
@@ -49,7 +51,8 @@ def brute_force(plan, node_cache, num_epochs):
                 row_held.append(0)
                 row_files.append(0)
                 row_shared.append(sum(int(plan.costs[i]) for r in ranks
-                                      for i in plan.file_indices_for(epoch=e, shard_index=r)))
+                                      for i in plan.file_indices_for(epoch=e, shard_index=r))
+                                  + len(ranks) * sum(constant.values()))
         held.append(row_held)
         files.append(row_files)
         shared.append(row_shared)
@@ -248,3 +251,18 @@ def test_default_preload_is_returnns():
 
     assert preload() == DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS == 1
     assert preload(use_worker_proc=False) == 0
+
+
+@settings(max_examples=examples(60))
+@given(footprint_cases(), st.dictionaries(st.sampled_from(["const/a", "const/b", "const/c"]), st.integers(0, 500),
+                                          min_size=1))
+def test_files_the_sub_epoch_dataset_adds_to_every_sub_epoch_are_held_and_read(case, constant):
+    plan, node_cache = case
+    with_constant = NodeCache(ranks_per_node=node_cache.ranks_per_node,
+                              preload_next_n_sub_epochs=node_cache.preload_next_n_sub_epochs,
+                              cached_file=node_cache.cached_file, constant_bytes=sum(constant.values()))
+    num_epochs = plan.settings.num_epochs
+    fp = compute_cache_footprint(plan, node_cache=with_constant, num_epochs=num_epochs)
+    held, _, shared = brute_force(plan, node_cache, num_epochs, constant=constant)
+    assert fp.held_bytes.tolist() == held
+    assert fp.shared_fs_bytes.tolist() == shared
