@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.pure import SEQ_ORDERINGS, check_enough_files
 from ..core.pure.args import check_optional_int
+from ..core.pure.batching import SyncMode
 from ..core.pure.returnn_features import MIN_RETURNN_VERSION, features_missing_before
 from .reader import (
     DistributeFilesDatasetInfo,
@@ -37,6 +38,7 @@ __all__ = [
     "check_returnn_version",
     "dataset_problems",
     "dataset_warnings",
+    "plan_prediction_gaps",
     "parse_returnn_version",
     "returnn_version_of",
     "returnn_version_info",
@@ -252,6 +254,33 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     if info.sub_epoch_dataset is not None:
         problems += [f"{name}: {p}" for p in _sub_epoch_problems(info.sub_epoch_dataset)]
     return problems
+
+
+def plan_prediction_gaps(info: DistributeFilesDatasetInfo, *, batch_size: Optional[int], max_seqs: Optional[int],
+                         sync: SyncMode) -> List[str]:
+    """Where a plan's predicted loss, made under ``batch_size``/``max_seqs`` and ``sync`` (a ``ShardPlanJob``'s
+    options), assumes another engine than the training of ``info`` runs: other limits (read as
+    ``get_batching_iterable_dataset_from_config`` reads ``batch_size_train``/``batch_size`` and ``max_seqs``),
+    another sync mode (``DistributedContext``, :attr:`SyncRule.sync_mode`), or batching the model does not know
+    (:meth:`DistributeFilesDatasetInfo.prediction_gaps`). Empty without a prediction (no limits given).
+    None of these loses data: the prediction is only not this training's.
+    """
+    if batch_size is None and max_seqs is None:
+        return []
+    out = []
+    engine = info.engine_batching
+    limits = (engine.batch_size, engine.max_seqs)
+    if all(v is None or isinstance(v, int) for v in limits) and limits != (batch_size, max_seqs):
+        out.append(f"the plan predicts the loss under batch_size={batch_size}, max_seqs={max_seqs}, the training "
+                   f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}")
+    training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
+    if training_sync != sync:
+        out.append(f"the plan predicts the loss under {sync.describe()}, the training runs {training_sync.describe()} "
+                   f"(reduce_type={training_sync.reduce_type!r}, param_sync_step={training_sync.param_sync_step})")
+    gaps = info.prediction_gaps()
+    if gaps:
+        out.append("the prediction does not model " + ", ".join(gaps))
+    return out
 
 
 def _check_num_ranks(num_ranks: Any) -> Optional[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 from typing import Any, Dict, Mapping, Optional, Union
 
 from sisyphus.delayed_ops import DelayedBase
@@ -17,7 +18,8 @@ from i6_core.returnn.training import ReturnnTrainingJob
 from ..core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
 from ..core.pure.epochs import num_epochs_for_passes, plan_coverage_problem
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
-from .checks import check_returnn_config
+from ..core.pure.batching import SyncMode
+from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
 from .plan import find_dataset
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
 from .reader import files_kind, find_distribute_files_datasets
@@ -249,6 +251,15 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
         if problems:
             raise ValueError(f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
                              + "; ".join(problems))
+        gaps = plan_prediction_gaps(info, batch_size=getattr(job, "batch_size", None),
+                                    max_seqs=getattr(job, "max_seqs", None),
+                                    sync=SyncMode(getattr(job, "reduce_type", "grad"),
+                                                  getattr(job, "param_sync_step", None)))
+        if gaps:
+            warnings.warn(f"{info.name}: the predicted loss in the report of {job} is not this training's: "
+                          + "; ".join(gaps) + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
+                          "and param_sync_step; what it does not model, its figures leave out",
+                          ConfigCheckWarning, stacklevel=3)
 
 
 def training_job_kwargs(

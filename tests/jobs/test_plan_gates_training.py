@@ -146,3 +146,51 @@ def test_the_dataset_takes_its_settings_from_the_plan_job(work_dir):
                              sharding="unsharded")
     with pytest.raises(ValueError, match="plans sharding='unsharded'"):
         sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=unsharded)
+
+
+def _plan_and_train(work_dir, *, plan_opts, config, torch_distributed=None):
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, **plan_opts)
+    dataset = sharded_files_dataset(tk.Path(list_path), plan=plan_job,
+                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"})
+    return training_job(sharded_returnn_config(config, dataset), num_gpus=2, num_epochs=4,
+                        torch_distributed=torch_distributed, returnn_version="1.20261022.211313",
+                        returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(work_dir)))
+
+
+@pytest.mark.parametrize("plan_opts, config, torch_distributed, expected", [
+    ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20}, None, []),
+    ({"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 100}, {"max_seqs": 20},
+     {"reduce_type": "param", "param_sync_step": 100}, []),
+    ({}, {"max_seq_length": 500}, {"reduce_type": "param", "param_sync_step": 100}, []),  # no prediction
+    ({"batch_size": 2000, "max_seqs": 20}, {"max_seqs": 20}, None,
+     ["under batch_size=2000, max_seqs=20, the training batches with batch_size=1000, max_seqs=20"]),
+    ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20}, {"reduce_type": "param", "param_sync_step": 100},
+     ["under grad sync, the training runs param sync every 100 steps"]),
+    ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20, "max_seq_length": 500, "accum_grad_multiple_step": 2},
+     None, ["does not model max_seq_length=500 drops sequences, accum_grad_multiple_step=2"]),
+])
+def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_is_built(
+        work_dir, plan_opts, config, torch_distributed, expected):
+    """The plan's predicted loss is made under its job's batch_size, max_seqs and sync mode: a training that
+    batches or syncs otherwise, or with batching the model does not know, gets a warning naming each, not an
+    error (no data is lost by it); a plan without a prediction, or one that matches, gets none."""
+    import warnings
+
+    from i6_shard.returnn_config import ConfigCheckWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _plan_and_train(work_dir, plan_opts=plan_opts, config={**CONFIG, **config},
+                        torch_distributed=torch_distributed)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigCheckWarning)
+                and "predicted loss" in str(w.message)]
+    if not expected:
+        assert messages == []
+    else:
+        (message,) = messages
+        assert all(part in message for part in expected), message
+        assert "Give ShardPlanJob the training's batch_size" in message
