@@ -195,7 +195,7 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
         f.write(render_report(summary))
     if plot_path is not None:
         plot_plan(stats, plot_path, title=plot_title(plan, num_epochs=num_epochs), cache=footprint,
-                  cache_size=cache_size)
+                  cache_size=cache_size, prediction=summary.get("batching") if batching is not None else None)
     return summary
 
 

@@ -4,7 +4,7 @@ dropped fraction per sub-epoch. Needs matplotlib (the ``plot`` extra), imported 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -35,10 +35,14 @@ def require_matplotlib() -> None:
 
 
 def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str] = None,
-              cache: Optional[CacheFootprint] = None, cache_size: Optional[int] = None) -> None:
+              cache: Optional[CacheFootprint] = None, cache_size: Optional[int] = None,
+              prediction: Optional[Mapping[str, Any]] = None) -> None:
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
-    With ``cache`` (over the same sub-epochs), a third panel shows the bytes each node holds in its file
-    cache per sub-epoch, and ``cache_size`` as a line; without, the picture is the two panels alone.
+    With ``cache`` (over the same sub-epochs), a panel shows the bytes each node holds in its file
+    cache per sub-epoch, and ``cache_size`` as a line. With ``prediction`` (the summary's ``batching``
+    entry, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`), a panel shows every rank's
+    expected steps per sub-epoch, and the drop panel the predicted drop beside the cost formula's. Without
+    either, the picture is the two panels alone.
 
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
@@ -60,24 +64,33 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
 
     width = float(np.clip(6 + num_epochs * 0.12, 8, 16))
     height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
-    if cache is None:
-        fig = Figure(figsize=(width, height_map + 2.6), dpi=100, layout="constrained")
-        ax_map, ax_drop = fig.subplots(2, 1, sharex=True, height_ratios=[height_map, 2.2])
-        panels = (ax_map, ax_drop)
-    else:
-        fig = Figure(figsize=(width, height_map + 5.0), dpi=100, layout="constrained")
-        ax_map, ax_drop, ax_cache = fig.subplots(3, 1, sharex=True, height_ratios=[height_map, 2.2, 2.4])
-        panels = (ax_map, ax_drop, ax_cache)
+    steps = None if prediction is None else np.asarray(prediction["per_sub_epoch"]["steps"], dtype=np.float64)
+    if steps is not None and steps.shape != (num_epochs, num_shards):
+        raise ValueError(f"the prediction has steps of shape {list(steps.shape)}, the stats {num_epochs} sub-epochs "
+                         f"of {num_shards} shards; compute both over the same num_epochs")
+    ratios = [height_map, 2.2] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
+    fig = Figure(figsize=(width, height_map + 0.4 + sum(ratios[1:])), dpi=100, layout="constrained")
+    panels = tuple(fig.subplots(len(ratios), 1, sharex=True, height_ratios=ratios))
+    ax_map, ax_drop = panels[:2]
+    ax_steps = panels[2] if steps is not None else None
+    ax_cache = panels[-1] if cache is not None else None
 
     _draw_balance(fig, ax_map, rel, unit=getattr(stats, "unit", "bytes"))
+    bar_label = "expected dropped" if steps is None else f"by the {getattr(stats, 'unit', 'bytes')} formula"
     if num_epochs <= 240:
-        ax_drop.bar(epochs, drop, width=0.8, color="tab:orange", label="expected dropped")
+        ax_drop.bar(epochs, drop, width=0.8, color="tab:orange", label=bar_label)
     else:
-        ax_drop.fill_between(epochs, drop, step="mid", color="tab:orange", label="expected dropped")
+        ax_drop.fill_between(epochs, drop, step="mid", color="tab:orange", label=bar_label)
     ax_drop.axhline(float(drop.mean()), color="black", linestyle="--", linewidth=1,
                     label=f"mean {drop.mean():.2f}%")
     ax_drop.set_ylabel("dropped %")
-    (ax_drop if cache is None else ax_cache).set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
+    if steps is not None:
+        predicted = 100.0 * np.asarray(prediction["per_sub_epoch"]["dropped_fraction"], dtype=np.float64)
+        ax_drop.plot(epochs, predicted, color="tab:red", marker="o", markersize=3, linewidth=1,
+                     label=f"predicted under the batching (mean {predicted.mean():.2f}%)")
+        drop = np.maximum(drop, predicted)  # the y limit below covers both
+        _draw_steps(ax_steps, steps, epochs=epochs)
+    panels[-1].set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
     ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
     ax_drop.set_xlim(0.5, num_epochs + 0.5)
     ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
@@ -101,6 +114,20 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         fig.suptitle(title, fontsize=11)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def _draw_steps(ax, steps: np.ndarray, *, epochs: np.ndarray) -> None:
+    """Every rank's expected steps per sub-epoch (dots) and the shortest rank's (a line): a sub-epoch ends with
+    the shortest rank, so what lies above the line is what the others drop."""
+    for r in range(steps.shape[1]):
+        ax.plot(epochs, steps[:, r], linestyle="none", marker="o", markersize=3, color="tab:blue", alpha=0.5,
+                label="a rank" if r == 0 else None)
+    ax.plot(epochs, steps.min(axis=1), color="black", linewidth=1, drawstyle="steps-mid", label="shortest rank")
+    ax.set_ylabel("expected steps")
+    ax.set_ylim(0, max(float(steps.max()) * 1.15, 1.0))
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    ax.set_title("Expected steps per rank under RETURNN's batching (the line: the shortest rank's)",
+                 fontsize=10, loc="left")
 
 
 def _draw_balance(fig, ax_map, rel: np.ndarray, *, unit: str) -> None:

@@ -62,4 +62,28 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
         f"{100 * summary['dropped_fraction']:.2f}%)",
         f"  step floor (an even split loses this from whole steps and the spread of batching): "
         f"{100 * b['floor_mean']:.2f}%",
-    ]
+    ] + _worst_steps_lines(b["per_sub_epoch"])
+
+
+#: Sub-epochs the report shows steps per rank of, worst predicted drop first; ranks shown one by one up to
+#: this many, else as min..max.
+_WORST_ROWS, _MAX_RANK_COLUMNS = 5, 8
+
+
+def _worst_steps_lines(per_sub_epoch: Mapping[str, Any]) -> List[str]:
+    """The sub-epochs of the largest predicted drop, each with every rank's expected steps beside it: where
+    the ranks' steps differ, the drop follows (a sub-epoch ends with its shortest rank's whole steps)."""
+    steps, dropped = per_sub_epoch["steps"], per_sub_epoch["dropped_fraction"]
+    if not steps:
+        return []
+    worst = sorted(range(len(dropped)), key=lambda e: (-dropped[e], e))[:_WORST_ROWS]
+    num_ranks = len(steps[0])
+    head = (" ".join(f"{f'r{r}':>6}" for r in range(num_ranks)) if num_ranks <= _MAX_RANK_COLUMNS
+            else f"{'min':>7} {'max':>7}")
+    lines = [f"  expected steps per rank, worst sub-epochs first:", f"    epoch  {head}  dropped"]
+    for e in worst:
+        row = steps[e]
+        cells = (" ".join(f"{x:6.1f}" for x in row) if num_ranks <= _MAX_RANK_COLUMNS
+                 else f"{min(row):7.1f} {max(row):7.1f}")
+        lines.append(f"    {e + 1:>5}  {cells}  {100 * dropped[e]:6.2f}%")
+    return lines
