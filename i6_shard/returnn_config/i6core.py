@@ -18,6 +18,7 @@ from i6_core.returnn.training import ReturnnTrainingJob
 from ..core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
 from ..core.pure.epochs import num_epochs_for_passes, plan_coverage_problem
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
+from ..core.pure.text import short_repr
 from ..core.pure.batching import SyncMode
 from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
 from .plan import find_dataset
@@ -255,6 +256,13 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
                                     max_seqs=getattr(job, "max_seqs", None),
                                     sync=SyncMode(getattr(job, "reduce_type", "grad"),
                                                   getattr(job, "param_sync_step", None)))
+        constant = info.sub_epoch_constant_files
+        if constant and getattr(job, "ranks_per_node", None) is not None \
+                and not getattr(job, "sub_epoch_constant_bytes", None):
+            warnings.warn(f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
+                          f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
+                          f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
+                          ConfigCheckWarning, stacklevel=3)
         if gaps:
             warnings.warn(f"{info.name}: the predicted loss in the report of {job} is not this training's: "
                           + "; ".join(gaps) + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "

@@ -194,3 +194,37 @@ def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_
         (message,) = messages
         assert all(part in message for part in expected), message
         assert "Give ShardPlanJob the training's batch_size" in message
+
+
+@pytest.mark.parametrize("plan_opts, warned", [
+    ({"ranks_per_node": 2}, True),
+    ({"ranks_per_node": 2, "sub_epoch_constant_bytes": 10**9}, False),
+    ({}, False),  # no node cache footprint in the report
+])
+def test_constant_files_the_cache_footprint_does_not_count_are_named(work_dir, plan_opts, warned):
+    """A sub-epoch dataset that reads a file in every sub-epoch (an alignment HDF beside the bin's files) holds it
+    in the node cache too: a plan job with a footprint that does not count it gets a warning naming the file."""
+    import warnings
+
+    from i6_shard.returnn_config import ConfigCheckWarning
+
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, **plan_opts)
+    template = {"class": "MetaDataset", "seq_ordering": "random",
+                "datasets": {"feat": {"class": "HDFDataset", "files": "__files__"},
+                             "align": {"class": "HDFDataset", "files": ["/data/alignment.hdf"]}},
+                "data_map": {"data": ("feat", "data"), "classes": ("align", "classes")}, "seq_order_control_dataset": "feat"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = sharded_files_dataset(tk.Path(list_path), plan=plan_job, sub_epoch_dataset=template)
+        training_job(sharded_returnn_config(CONFIG, dataset), num_gpus=2, num_epochs=4,
+                     returnn_version="1.20261022.211313", returnn_python_exe=tk.Path(sys.executable),
+                     returnn_root=tk.Path(str(work_dir)))
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigCheckWarning)
+                and "node cache footprint" in str(w.message)]
+    assert len(messages) == (1 if warned else 0), messages
+    if warned:
+        assert "/data/alignment.hdf" in messages[0] and "sub_epoch_constant_bytes" in messages[0]
