@@ -87,11 +87,12 @@ def make_corpus(directory: str, seed: int, *, frames: Tuple[int, int] = FRAMES, 
 
 
 def planned(keys: List[str], costs: np.ndarray, frames: np.ndarray, *, distribution: str,
-            num_epochs: int) -> Dict[str, Any]:
+            num_epochs: int, deviation: float = 0.25) -> Dict[str, Any]:
     """What the plan predicts: dropped share per sub-epoch in frames and in its own costs, and sub-epoch sizes
     in frames over the mean."""
+    extra = {"max_sub_epoch_deviation": deviation} if distribution == "flexible" else {}
     settings = core.PlanSettings(num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, num_epochs=num_epochs,
-                                 distribution=distribution)
+                                 distribution=distribution, **extra)
     plan = core.ShardPlan(keys, costs, settings)
     # the plan's bins (cut by ``costs``), summed in frames
     by_frames = core.compute_plan_stats(core.ShardPlan(keys, frames, settings), num_epochs=num_epochs,
@@ -102,12 +103,14 @@ def planned(keys: List[str], costs: np.ndarray, frames: np.ndarray, *, distribut
             "size_over_mean": (totals / totals.mean(axis=1, keepdims=True)).ravel()}
 
 
-def run_one(work: str, keys: List[str], *, distribution: str, sizes_path: str, num_epochs: int) -> Dict[str, Any]:
+def run_one(work: str, keys: List[str], *, distribution: str, sizes_path: str, num_epochs: int,
+            deviation: float = 0.25) -> Dict[str, Any]:
     """One training; its per-sub-epoch dropped share measured from the logs."""
+    extra = {"max_sub_epoch_deviation": deviation} if distribution == "flexible" else {}
     train = sharded_files_dataset(
         keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}, partition_epoch=PARTITION_EPOCH,
         use_worker_proc=False, distribution=distribution, num_shards=NUM_RANKS,
-        file_sizes=None if distribution == "returnn" else sizes_path)  # RETURNN's cut: its own os.stat sizes
+        file_sizes=None if distribution == "returnn" else sizes_path, **extra)  # RETURNN's cut: its own sizes
     training = run_training(work, train=train, num_ranks=NUM_RANKS, num_epochs=num_epochs, batch_size=BATCH_SIZE,
                             max_seqs=MAX_SEQS)
     summary = write_train_report(training.log_files, os.path.join(work, "train_report"),
@@ -142,6 +145,10 @@ def main() -> None:
     parser.add_argument("--seq-frames", default=f"{FRAMES[0]},{FRAMES[1]}",
                         help=f"frames per sequence, LO,HI (default {FRAMES[0]},{FRAMES[1]})")
     parser.add_argument("--keep", default=None, help="keep the trainings in this directory")
+    parser.add_argument("--distributions", default=",".join(DISTRIBUTIONS),
+                        help=f"the splits to train, comma-separated (default {','.join(DISTRIBUTIONS)})")
+    parser.add_argument("--deviation", type=float, default=0.25,
+                        help="flexible's max_sub_epoch_deviation (default 0.25)")
     args = parser.parse_args()
     frames_range = tuple(int(x) for x in args.seq_frames.split(","))
     harness.FEATURE_DIM = args.feature_dim  # read by the harness when it writes each config: data and model dim
@@ -162,10 +169,19 @@ def main() -> None:
               f"{frames.max() / share:.2f} of a rank's share of a sub-epoch in frames; bytes per frame "
               f"{np.min(sizes / frames):.1f}..{np.max(sizes / frames):.1f} over the files")
         for cost in costs_wanted:
-            costs = sizes if cost == "bytes" else frames
             sizes_path = os.path.join(cdir, f"sizes_{cost}.npz")
-            core.save_file_sizes(core.FileSizes(keys=keys, sizes=costs), sizes_path)
-            for distribution in DISTRIBUTIONS:
+            if cost == "bytes":
+                core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes), sizes_path)
+            else:  # a costs archive, as `costs --unit frames` writes it (with the mtimes the stale check reads)
+                here = os.getcwd()
+                os.chdir(cdir)  # the keys are relative to the corpus directory, as the trainings read them
+                try:
+                    archive = core.io.collect_file_costs(keys, unit="frames", num_procs=1)
+                finally:
+                    os.chdir(here)
+                assert archive.costs.tolist() == frames.tolist()
+                core.io.save_file_costs(archive, sizes_path)
+            for distribution in args.distributions.split(","):
                 if distribution == "returnn" and cost != costs_wanted[0]:
                     continue  # RETURNN cuts by its own stat sizes whatever the others balance
                 work = os.path.join(cdir, f"{distribution}_{cost}")
@@ -173,10 +189,10 @@ def main() -> None:
                 if not os.path.exists(os.path.join(work, "data")):
                     os.symlink(os.path.join(cdir, "data"), os.path.join(work, "data"))
                 measured = run_one(work, keys, distribution=distribution, sizes_path=sizes_path,
-                                   num_epochs=num_epochs)
+                                   num_epochs=num_epochs, deviation=args.deviation)
                 unit = "bytes" if distribution == "returnn" else cost
                 plan = planned(keys, sizes if unit == "bytes" else frames, frames, distribution=distribution,
-                               num_epochs=num_epochs)
+                               num_epochs=num_epochs, deviation=args.deviation)
                 as_planned = all(
                     measured["files"][e][r] == tuple(sorted(plan["plan"].files_for(epoch=e + 1, shard_index=r)))
                     for e in range(num_epochs) for r in range(NUM_RANKS))

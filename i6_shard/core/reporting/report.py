@@ -4,6 +4,7 @@ totals, balance per shard, worst sub-epochs, dropped data, other distributions, 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
@@ -245,6 +246,35 @@ def summary_json(summary: Mapping[str, Any]) -> str:
     return json.dumps(summary, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
 
 
+def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
+    """Files above a rank's share of a sub-epoch (``total / (num_shards * partition_epoch)``): in a sub-epoch of
+    about the mean size no split of whole files fills the other ranks up to such a file, and they drop the
+    difference. ``flexible`` lets a sub-epoch grow by ``max_sub_epoch_deviation``, so a file of ``x`` shares fits
+    from a deviation of ``x - 1`` (below 1: a file of 2 shares or more cannot be held by any setting)."""
+    settings = plan.settings
+    if not settings.distrib_shard_files or plan.num_files == 0:
+        return None
+    total = int(plan.costs.sum())
+    share = total / (plan.num_shards * plan.partition_epoch)
+    if share <= 0 or int(plan.costs.max()) <= share:
+        return None
+    ratio = float(plan.costs.max()) / share
+    count = int(np.count_nonzero(plan.costs > share))
+    needed = math.ceil((ratio - 1) * 100 + 5) / 100  # 5 points of room: the others' files are whole too
+    head = (f"{count} file entr{'y holds' if count == 1 else 'ies hold'} more than a rank's share of a sub-epoch "
+            f"({format_cost(share, unit)}; the largest {ratio:.2f}x): no split of whole files into sub-epochs of "
+            "about equal size fills the other ranks up to such a file, so they drop the difference")
+    if needed >= 1:
+        return head + ". Split these files (no sub-epoch can grow to hold them), or lower partition_epoch."
+    if settings.distribution != "flexible":
+        return (head + f". distribution='flexible' with max_sub_epoch_deviation={needed:g} lets their sub-epochs grow "
+                "to hold them (docs/flexible_split.md), or lower partition_epoch.")
+    if settings.max_sub_epoch_deviation < needed:
+        return (head + f". Raise max_sub_epoch_deviation to {needed:g} (now {settings.max_sub_epoch_deviation:g}) so "
+                "that their sub-epochs can grow to hold them, or lower partition_epoch.")
+    return None
+
+
 def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any]) -> List[str]:
     """Plain-language warnings about a plan (empty if nothing stands out)."""
     out: List[str] = []
@@ -262,6 +292,9 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
         e = summary["worst_sub_epochs"][0]["epoch"]
         out.append(f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
                    f"the mean {unit} of all shards.")
+    large = _large_file_warning(plan, unit=unit)
+    if large:
+        out.append(large)
     if stats.num_epochs % plan.partition_epoch:
         out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
                    f"the last full epoch is cut short, so entries are scheduled between "

@@ -213,3 +213,30 @@ def test_warnings_speak_of_the_plans_unit(tmp_path):
     assert "the mean frames of all shards" in texts["frames"]
     warnings = texts["frames"].split("Warnings", 1)[1]
     assert "bytes" not in warnings and "byte " not in warnings
+
+
+def _large_file_warnings(sizes, **settings):
+    plan = core.ShardPlan([f"f{i}" for i in range(len(sizes))], sizes,
+                          core.PlanSettings(**{"num_shards": 2, "partition_epoch": 2, **settings}))
+    return [w for w in core.plan_summary(plan, num_epochs=4, compare=False)[0]["warnings"]
+            if "more than a rank's share" in w]
+
+
+def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them():
+    """A file of x times a rank's share of a sub-epoch (total / (W * P)) cannot be matched by the other ranks in a
+    sub-epoch of the mean size: the warning gives flexible's deviation that lets its sub-epoch grow (x - 1, plus 5
+    points), or says to split files of 2 shares or more; no warning once the deviation holds it, or unsharded."""
+    sizes = [12] + [1] * 25  # total 37, share 37 / 4 = 9.25: the 12 is 1.30 shares, needs 0.30 + 0.05
+    (warning,) = _large_file_warnings(sizes)
+    assert warning.startswith("1 file entry holds more than a rank's share of a sub-epoch (9 B; the largest "
+                              "1.30x)"), warning
+    assert "distribution='flexible' with max_sub_epoch_deviation=0.35 " in warning
+    (warning,) = _large_file_warnings(sizes, distribution="flexible")  # 0.25 by default
+    assert "Raise max_sub_epoch_deviation to 0.35 (now 0.25)" in warning
+    assert _large_file_warnings(sizes, distribution="flexible", max_sub_epoch_deviation=0.35) == []
+    assert _large_file_warnings(sizes, distrib_shard_files=False) == []
+    (warning,) = _large_file_warnings([20, 19] + [1] * 20)  # share 59 / 4 = 14.75: 1.36x and 1.29x, 2.0x below
+    assert warning.startswith("2 file entries hold more than")
+    (warning,) = _large_file_warnings([40] + [1] * 40)  # share 20: 2.00x, no deviation below 1 holds it
+    assert "Split these files" in warning and "flexible" not in warning
+    assert _large_file_warnings([9] + [1] * 27) == []  # share 9: exactly one share is no loss by itself
