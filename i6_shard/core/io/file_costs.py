@@ -20,7 +20,7 @@ from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
 from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, load_file_sizes
 from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
-from .npz import encode_keys, open_npz, save_npz
+from .npz import encode_keys, inflation_problem, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
 
@@ -100,7 +100,7 @@ def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optio
 
     :raises ValueError: if costs in steps were counted under other limits than the given ones
     """
-    if batching is not None and int(costs.num_frames.sum()) == 0 and int(costs.num_seqs.sum()) > 0:
+    if batching is not None and not costs.num_frames.any() and costs.num_seqs.any():  # sums could wrap
         raise ValueError("the costs archive knows no sequence lengths (arrow shards without a length column), so no "
                          "loss can be predicted under batch_size / max_seqs: compute the costs with a length column "
                          "(`costs --length-column NAME`, ComputeFileCostsJob(length_column=...))")
@@ -136,11 +136,16 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
     except ImportError as exc:
         raise ImportError(MISSING_H5PY) from exc
     with h5py.File(path, "r") as f:
-        try:
-            lengths = f["seqLengths"][...]
-        except KeyError:
+        if "seqLengths" not in f:
             raise ValueError(f"{short_repr(path)} has no seqLengths dataset; it is not a RETURNN HDF file "
-                             "(balance by bytes for files without such metadata)") from None
+                             "(balance by bytes for files without such metadata)")
+        dataset = f["seqLengths"]
+        declared = math.prod(dataset.shape) * dataset.dtype.itemsize
+        problem = inflation_problem(declared, os.path.getsize(path), stored_as="in the whole file")
+        if problem:
+            raise ValueError(f"{short_repr(path)}: its seqLengths of shape {list(dataset.shape)} {problem}: the file "
+                             "is crafted or damaged (refused before reading it); fix it, or remove it from the list")
+        lengths = dataset[...]
         if stream == "data" and lengths.ndim == 2 and "inputs" in f:  # the common case: column 0
             return lengths[:, 0].astype(np.int64)
         names = hdf_stream_names(f)
@@ -172,7 +177,12 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         with zipfile.ZipFile(path) as zf:
-            text = zf.read(name + ".txt")
+            info = zf.getinfo(name + ".txt")
+            problem = inflation_problem(info.file_size, info.compress_size)
+            if problem:
+                raise ValueError(f"{short_repr(path)}: its manifest {info.filename!r} {problem}: the zip is crafted "
+                                 "or damaged (refused before inflating it); fix it, or remove it from the list")
+            text = zf.read(info)
     except KeyError:
         raise ValueError(f"{short_repr(path)} has no manifest {name + '.txt'!r}; it is not an OggZipDataset zip "
                          "(balance by bytes for files without such metadata)") from None
@@ -186,6 +196,10 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
                                                 for e in entries):
         raise ValueError(f"{short_repr(path)}: the manifest must be a list of dicts with a float 'duration'")
     durations = np.array([float(e["duration"]) for e in entries], dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(durations) | (durations < 0))
+    if len(bad):
+        raise ValueError(f"{short_repr(path)}: entry {int(bad[0])} of its manifest has duration "
+                         f"{float(durations[bad[0]])!r}; a duration is a finite number of seconds, at least 0")
     return np.rint(durations * frame_rate).astype(np.int64)
 
 
@@ -291,6 +305,28 @@ def read_arrow_seq_lengths(path: str, *, length_column: Optional[str] = None) ->
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+#: The longest sequence a costs pass accepts, in frames: RETURNN stores sequence lengths as int32 (an HDF's
+#: ``seqLengths``, the torch batching's lengths), so a longer one is not real data but a damaged or crafted
+#: file; the cap also keeps every sum of lengths below int64's range up to 2**32 sequences per file.
+MAX_SEQ_LENGTH = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _check_lengths(path: str, lengths: np.ndarray, *, source: str = "") -> np.ndarray:
+    """``lengths`` if every one is at most :data:`MAX_SEQ_LENGTH` and their sum fits int64, else ValueError
+    naming the file, the sequence and the fix (before anything is allocated by the lengths' values)."""
+    if len(lengths):
+        i = int(np.argmax(lengths))
+        if int(lengths[i]) > MAX_SEQ_LENGTH:
+            raise ValueError(f"{short_repr(path)}: sequence {i} is {int(lengths[i]):,} frames long, more than RETURNN's "
+                             f"int32 sequence lengths hold ({MAX_SEQ_LENGTH:,}){source}; the file is damaged or "
+                             "crafted; fix it, or remove it from the list")
+        if int(lengths[i]) * len(lengths) > _INT64_MAX and sum(int(x) for x in lengths) > _INT64_MAX:
+            raise ValueError(f"{short_repr(path)}: its {len(lengths):,} sequences sum to more frames than int64 holds; "
+                             "the file is damaged or crafted; fix it, or remove it from the list")
+    return lengths
+
+
 def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndarray]:
     """The sequence lengths of one cost leaf, by its format (its name's extension); an arrow shard read
     without a length column gives only its number of rows (an int). A file that cannot be read is a
@@ -298,10 +334,12 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
     path, stream, frame_rate, length_column = args
     try:
         if path.endswith(".arrow"):
-            return read_arrow_seq_lengths(path, length_column=length_column)
+            rows = read_arrow_seq_lengths(path, length_column=length_column)
+            return rows if isinstance(rows, int) else _check_lengths(path, rows)
         if path.endswith(".zip"):
-            return read_oggzip_seq_lengths(path, frame_rate=frame_rate)
-        return read_hdf_seq_lengths(path, stream=stream)
+            return _check_lengths(path, read_oggzip_seq_lengths(path, frame_rate=frame_rate),
+                                  source=f" (its manifest's duration times the frame rate {frame_rate:g})")
+        return _check_lengths(path, read_hdf_seq_lengths(path, stream=stream))
     except ImportError:
         raise
     except Exception as exc:  # noqa: BLE001 -- h5py, zipfile, pyarrow: whatever a damaged file raises
@@ -316,6 +354,23 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
 
 def _read_chunk(items: Sequence[Tuple[str, str, float, Optional[str]]]) -> List[Union[int, np.ndarray]]:
     return [_read_one(x) for x in items]
+
+
+def sorted_length_quantiles(lengths: np.ndarray) -> np.ndarray:
+    """:func:`length_quantiles` of the lengths themselves, in memory O(sequences) (a bincount would take
+    memory O(the longest sequence)).
+
+    >>> sorted_length_quantiles(np.array([3, 1, 3, 1]))[[0, 128, 129, 256]].tolist()
+    [1, 1, 3, 3]
+    >>> sorted_length_quantiles(np.array([2**31 - 1]))[[0, 256]].tolist()
+    [2147483647, 2147483647]
+    """
+    lengths = np.sort(np.asarray(lengths, dtype=np.int64))
+    n = len(lengths)
+    if n == 0:
+        return np.zeros(NUM_LENGTH_QUANTILES, dtype=np.int64)
+    targets = np.maximum(1, np.ceil(np.linspace(0.0, 1.0, NUM_LENGTH_QUANTILES) * n)).astype(np.int64)
+    return lengths[targets - 1]
 
 
 def length_quantiles(counts: np.ndarray) -> np.ndarray:
@@ -411,13 +466,20 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if bad is not None:
         raise ValueError(f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it "
                          "is corrupt")
-    counts = np.bincount(np.concatenate(known)) if known else np.zeros(1, dtype=np.int64)
+    total = sum(int(x) for x in num_frames) if len(num_frames) and \
+        int(num_frames.max()) > _INT64_MAX // len(num_frames) else 0
+    if total > _INT64_MAX:
+        raise ValueError(f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
+                         f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[int(np.argmax(num_frames))])}, "
+                         f"{int(num_frames.max()):,} frames); fix it, or remove it from the list")
     if unit == "steps":
         costs = file_millisteps(per_file, batching)
     else:
         costs = (num_frames if unit == "frames" else num_seqs).copy()
     return FileCosts(keys=keys, costs=costs, unit=unit, num_seqs=num_seqs, num_frames=num_frames,
-                     seq_length_quantiles=length_quantiles(counts), mtimes=sizes.mtimes, batching=batching)
+                     seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else
+                                                                  np.zeros(0, dtype=np.int64)),
+                     mtimes=sizes.mtimes, batching=batching)
 
 
 def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:

@@ -17,7 +17,8 @@ import numpy as np
 from ..pure.text import short_repr
 from .atomic import atomic_path, check_suffix
 
-__all__ = ["save_npz", "load_npz", "open_npz", "NpzReader", "NpyHeader", "encode_keys", "decode_keys"]
+__all__ = ["save_npz", "load_npz", "open_npz", "NpzReader", "NpyHeader", "encode_keys", "decode_keys",
+           "inflation_problem"]
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _WRITE_CHUNK_BYTES = 16 << 20
@@ -27,6 +28,20 @@ _MAX_RATIO = 400
 _RATIO_SLACK = 1 << 16
 #: Most members an archive may have (i6_shard's have at most a few dozen).
 _MAX_MEMBERS = 1000
+
+
+def inflation_problem(declared: int, stored: int, *, stored_as: str = "compressed") -> Optional[str]:
+    """Why ``declared`` bytes cannot come from ``stored`` bytes of a file (a zip member, an HDF dataset), or
+    None: more than :data:`_MAX_RATIO` times as much (deflate reaches ~1030 only on crafted input), beyond a
+    small slack. Memory then stays bounded by the input's size, not by the numbers inside it.
+
+    >>> inflation_problem(10**9, 10**6), inflation_problem(10**6, 10**6)
+    ('declares 1,000,000,000 bytes (953.7 MiB) from 1,000,000 bytes compressed, more than 400 times as much', None)
+    """
+    if declared > _MAX_RATIO * stored + _RATIO_SLACK:
+        return (f"declares {_nbytes(declared)} from {_nbytes(stored)} {stored_as}, more than {_MAX_RATIO} times "
+                "as much")
+    return None
 
 
 def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compress: bool = True,
@@ -121,10 +136,9 @@ class NpzReader:
             raise ValueError(f"{where} declares {_nbytes(info.compress_size)} compressed from byte "
                              f"{info.header_offset:,} on, but the file has {_nbytes(self._archive_bytes)}; it was "
                              "refused before reading it")
-        if info.file_size > _MAX_RATIO * info.compress_size + _RATIO_SLACK:
-            raise ValueError(f"{where} declares {_nbytes(info.file_size)} from {_nbytes(info.compress_size)} "
-                             f"compressed, more than {_MAX_RATIO} times as much, which no i6_shard archive "
-                             "holds; it was refused before inflating it")
+        if inflation_problem(info.file_size, info.compress_size):
+            raise ValueError(f"{where} {inflation_problem(info.file_size, info.compress_size)}, which no i6_shard "
+                             "archive holds; it was refused before inflating it")
         with self._zf.open(info) as f:
             try:
                 shape, fortran_order, dtype = read_npy_header(f)

@@ -1,0 +1,104 @@
+"""The costs pass under crafted files whose numbers, not their size, would drive memory: a seqLengths that
+declares 10**11 sequences in a 2 KB HDF, one length of 2**40, lengths whose sum wraps int64, an OggZip
+duration of 1e12 s or below 0, and a manifest that inflates 1000-fold. Each is one line naming the file
+and the fix (exit status 2), with the command's address space capped at 3 GB: memory follows the input's
+size."""
+
+import os
+import resource
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
+
+#: The address space of the command under test: far below what any of the crafted numbers would allocate.
+MEMORY_CAP = 3 << 30
+
+
+def _hdf(path, lengths=None, *, shape=None):
+    with h5py.File(path, "w") as f:
+        if shape is not None:  # declared, never written: the file stays small
+            f.create_dataset("seqLengths", shape=shape, dtype="int32", chunks=(1024, 2), fillvalue=5)
+        else:
+            f.create_dataset("seqLengths", data=np.array([[n, n] for n in lengths], dtype="int64"))
+        f.create_dataset("inputs", shape=(0, 2), dtype="float32")
+
+
+def _oggzip(path, durations, *, padding=0):
+    name = os.path.splitext(os.path.basename(path))[0]
+    entries = ",".join(f"{{'file': 'a{i}.ogg', 'seq_name': 's{i}', 'duration': {d!r}, 'text': ''}}"
+                       for i, d in enumerate(durations))
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{name}.txt", f"[{entries}]" + " " * padding)
+
+
+def _arrow(path, lengths):
+    pa = pytest.importorskip("pyarrow", reason="writes arrow shards: pip install pyarrow")
+    import pyarrow.ipc
+
+    table = pa.table({"length": pa.array(lengths, type=pa.int64())})
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+CASES = {
+    "declared_shape": (lambda p: _hdf(p, shape=(10**11, 2)), ".hdf",
+                       "its seqLengths of shape [100000000000, 2] declares 800,000,000,000 bytes"),
+    "huge_length": (lambda p: _hdf(p, [2**40, 5]), ".hdf", "sequence 0 is 1,099,511,627,776 frames long"),
+    "wrapping_sum": (lambda p: _hdf(p, [2**62] * 4), ".hdf", "sequence 0 is 4,611,686,018,427,387,904 frames long"),
+    "huge_duration": (lambda p: _oggzip(p, [1.0, 1e12]), ".zip",
+                      "sequence 1 is 100,000,000,000,000 frames long, more than RETURNN's int32"),
+    "arrow_length": (lambda p: _arrow(p, [7, 2**40]), ".arrow", "sequence 1 is 1,099,511,627,776 frames long"),
+    "negative_duration": (lambda p: _oggzip(p, [1.0, -2.5]), ".zip", "entry 1 of its manifest has duration -2.5"),
+    "inflating_manifest": (lambda p: _oggzip(p, [1.0] * 10, padding=200 * 10**6), ".zip",
+                           "its manifest 'crafted.txt' declares 200,000,"),
+}
+
+
+def _cap_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_numbers_inside_a_file_do_not_drive_memory(tmp_path, case):
+    write, ext, message = CASES[case]
+    path = str(tmp_path / f"crafted{ext}")
+    write(path)
+    normal = str(tmp_path / "normal.hdf")
+    _hdf(normal, [10, 20])
+    (tmp_path / "files.txt").write_text(f"{normal}\n{path}\n")
+    column = ["--length-column", "length"] if ext == ".arrow" else []
+    res = subprocess.run([sys.executable, "-m", "i6_shard", "costs", str(tmp_path / "files.txt"), "--unit", "frames",
+                          *column, "-o", str(tmp_path / "costs.npz")], capture_output=True, text=True, timeout=120,
+                         preexec_fn=_cap_memory)
+    assert res.returncode == 2, (res.returncode, res.stderr[-1500:])
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr[-1500:]
+    assert repr(path) in res.stderr and message in res.stderr, res.stderr
+    assert "remove it from the list" in res.stderr or "a duration is a finite number" in res.stderr
+    assert not (tmp_path / "costs.npz").exists()
+
+
+def test_lengths_in_range_give_the_same_quantiles_as_a_bincount():
+    """The pooled quantiles come from the sorted lengths (memory O(sequences)), equal to the bincount's."""
+    from i6_shard.core.io.file_costs import length_quantiles, sorted_length_quantiles
+
+    rng = np.random.RandomState(0)
+    for n in (1, 2, 7, 300, 5000):
+        lengths = rng.randint(0, 3000, size=n)
+        assert sorted_length_quantiles(lengths).tolist() == length_quantiles(np.bincount(lengths)).tolist()
+
+
+def test_a_crafted_archive_whose_frames_wrap_is_not_taken_for_arrow_shards():
+    """Frames that sum to 0 in int64 (2**63 twice) are not 'no sequence lengths': that needs every entry 0."""
+    from i6_shard.core.io.file_costs import FileCosts, prediction_batching
+    from i6_shard.core.pure.batching import Batching
+
+    costs = FileCosts(keys=["a", "b"], costs=np.array([1, 1]), unit="frames", num_seqs=np.array([1, 1]),
+                      num_frames=np.array([2**62, 2**62]) * 2, seq_length_quantiles=np.ones(257, dtype=np.int64),
+                      mtimes=None, batching=None)
+    assert int(costs.num_frames.sum()) == 0  # what the old check summed
+    assert prediction_batching(costs, Batching(100, None)) == Batching(100, None)
