@@ -9,6 +9,8 @@ import concurrent.futures
 import multiprocessing
 import math
 import os
+import threading
+import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -352,6 +354,21 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
                          "from the list") from None
 
 
+#: Seconds between a helper's looks at whether its parent still runs.
+_PARENT_POLL_S = 0.2
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """In a helper process: end it (``os._exit``) once its parent ``parent_pid`` is gone (it is then re-parented),
+    from a daemon thread that looks every :data:`_PARENT_POLL_S` seconds, whatever the helper is reading."""
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _read_chunk(items: Sequence[Tuple[str, str, float, Optional[str]]]) -> List[Union[int, np.ndarray]]:
     return [_read_one(x) for x in items]
 
@@ -448,9 +465,11 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
             progress.add(1)
     else:
         chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                          else "spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=num_procs, mp_context=ctx) as pool:
+        # spawned, so that this process is each helper's parent (a forkserver would be): a helper ends as soon as
+        # it sees that parent gone, mid-chunk too, so a killed costs pass leaves no helper reading on
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=num_procs, mp_context=ctx,
+                                                    initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
             for part in pool.map(_read_chunk, chunks):
                 lengths.extend(part)
                 progress.add(len(part))

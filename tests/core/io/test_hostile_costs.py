@@ -102,3 +102,67 @@ def test_a_crafted_archive_whose_frames_wrap_is_not_taken_for_arrow_shards():
                       mtimes=None, batching=None)
     assert int(costs.num_frames.sum()) == 0  # what the old check summed
     assert prediction_batching(costs, Batching(100, None)) == Batching(100, None)
+
+
+_SLOW_COSTS = '''
+import sys, time
+from i6_shard.core.io import file_costs
+file_costs._SERIAL_MAX_FILES = 0  # helper processes for any list
+_read_one = file_costs._read_one
+def _slow(item):  # a slow file system; spawned helpers import this module too, so they read slowly as well
+    time.sleep(0.05)
+    return _read_one(item)
+file_costs._read_one = _slow
+if __name__ == "__main__":
+    from i6_shard.cli import main
+    sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _session(sid):
+    """Live processes of session ``sid`` (a command started with a new session: it and all it started)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(pid))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="looks for the helpers in /proc (Linux)")
+def test_a_killed_costs_pass_leaves_no_helper_reading_on(tmp_path):
+    """SIGKILL of `costs` while its helper processes read: within a second none of them is left (they read on to
+    the end of their chunk, 64 files, before)."""
+    import signal
+    import time
+
+    from tests.hdf_data import write_tiny_hdf_files
+
+    paths = write_tiny_hdf_files(str(tmp_path / "data"), num_files=200, seed=1, max_seqs=3, frames=(3, 9))
+    (tmp_path / "files.txt").write_text("".join(p + "\n" for p in paths))
+    (tmp_path / "slow_costs.py").write_text(_SLOW_COSTS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "slow_costs.py"), "costs", str(tmp_path / "files.txt"),
+                             "--procs", "2", "-o", str(tmp_path / "costs.npz")], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_session(proc.pid)) < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the command, the resource tracker and two helpers
+        assert len(_session(proc.pid)) >= 4, "the helpers did not start"
+        time.sleep(0.5)  # they read
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 1.5
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _session(proc.pid) == []
+        assert not (tmp_path / "costs.npz").exists()
+    finally:
+        for pid in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
