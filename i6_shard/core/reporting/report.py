@@ -267,11 +267,13 @@ def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
     if needed >= 1:
         return head + ". Split these files (no sub-epoch can grow to hold them), or lower partition_epoch."
     if settings.distribution != "flexible":
-        return (head + f". distribution='flexible' with max_sub_epoch_deviation={needed:g} lets their sub-epochs grow "
-                "to hold them (docs/flexible_split.md), or lower partition_epoch.")
+        return (head + f". distribution='flexible' with max_sub_epoch_deviation={needed:g} or more lets their "
+                "sub-epochs grow to hold them (more room often drops less: compare a few values, "
+                "docs/flexible_split.md), or lower partition_epoch.")
     if settings.max_sub_epoch_deviation < needed:
-        return (head + f". Raise max_sub_epoch_deviation to {needed:g} (now {settings.max_sub_epoch_deviation:g}) so "
-                "that their sub-epochs can grow to hold them, or lower partition_epoch.")
+        return (head + f". Raise max_sub_epoch_deviation to {needed:g} or more (now "
+                f"{settings.max_sub_epoch_deviation:g}) so that their sub-epochs can grow to hold them, or lower "
+                "partition_epoch.")
     return None
 
 
