@@ -123,6 +123,8 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         if complete_is_mean:
             a.notes.append("the logged 'complete' is the mean over the ranks (sync_complete_frac, the default from "
                            "behavior_version 33), so it does not show one rank's consumption")
+    if usable_plan is not None:
+        _check_plan_seeds(a, usable_plan)
     sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
     if usable_plan is not None:
         _files_against_plan(a, usable_plan)
@@ -206,6 +208,25 @@ def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optio
                              "give only the plan")
         partition_epoch = plan.partition_epoch
     return usable_plan, partition_epoch
+
+
+def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
+    """Every logged sub-epoch can be looked up in the plan: RETURNN's shuffle seed of its full epoch is one numpy
+    takes. Else the line of the log where that sub-epoch began is named (the seed grows with the sub-epoch, so each
+    rank's last is checked)."""
+    if plan.settings.seq_ordering != "random":
+        return
+    for rank_log in a.log.ranks:
+        if not rank_log.sub_epochs:
+            continue
+        epoch = max(rank_log.sub_epochs)
+        try:
+            plan.settings.seed_for(full_epoch_0idx=(epoch - 1) // plan.partition_epoch, shard_index=rank_log.rank)
+        except ValueError as exc:
+            line = rank_log.sub_epochs[epoch].line
+            raise ValueError(f"{rank_log.source}{'' if line is None else f':{line}'}: sub-epoch {epoch} cannot be "
+                             f"looked up in the plan ({exc}); give the plan of this training, or remove the "
+                             "damaged line") from None
 
 
 def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
