@@ -227,6 +227,7 @@ def test_the_plot_marks_the_full_epochs_it_shows_not_every_one_up_to_the_last(tm
     it: a billion lines. Only the full epochs that hold a logged sub-epoch are marked."""
     pytest.importorskip("matplotlib", reason="the plot needs matplotlib: pip install matplotlib")
     import matplotlib.axes
+    import matplotlib.figure
 
     from i6_shard.core.io.returnn_log import MAX_EPOCH
     from i6_shard.core.reporting.train_report import plot_training
@@ -238,6 +239,7 @@ def test_the_plot_marks_the_full_epochs_it_shows_not_every_one_up_to_the_last(tm
         assert len(marks) < 100, "a line for every full epoch up to the last"
 
     monkeypatch.setattr(matplotlib.axes.Axes, "axvline", axvline)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: None)  # only the marks count
     logs = []
     for path in logs_of("w2_bv24"):
         with open(path) as f:
