@@ -16,6 +16,7 @@ import numpy as np
 
 from ..pure.file_tree import FileTree, tree_key
 from ..pure.text import short_repr
+from ..pure.training import check_report_size
 
 __all__ = [
     "SubEpochLog",
@@ -458,7 +459,8 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
 
     :raises FileNotFoundError: for a missing file (all named at once)
     :raises ValueError: for ranks given twice or missing, sizes that disagree, an interleaved
-        stdout without rank prefixes, or a line or name out of bounds (named)
+        stdout without rank prefixes, a line or name out of bounds (named), or more sub-epochs and ranks than a
+        report holds (:func:`~i6_shard.core.pure.training.check_report_size`)
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -497,7 +499,9 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
     dims = {r.frames_dim for r in ranks.values() if r.frames_dim is not None}
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")
-    return TrainingLog(ranks=[ranks[r] for r in range(expected)])
+    log = TrainingLog(ranks=[ranks[r] for r in range(expected)])
+    check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
+    return log
 
 
 def _add(ranks: Dict[int, RankLog], log: RankLog, path: str) -> None:

@@ -136,3 +136,14 @@ def test_the_stdout_names_its_own_lines():
     log = read_training_logs([path])
     rec = log.ranks[1].sub_epochs[2]
     assert lines[rec.line - 1].startswith("[default1]:") and " epoch 2" in lines[rec.line - 1].replace("ep 2", " epoch 2")
+
+
+def test_a_few_kb_naming_thousands_of_ranks_and_sub_epochs_is_refused(tmp_path):
+    """100 KB of stdout made 1.1 M (sub-epoch, rank) records for the report (3,000 x 3,000 took 7 GB and 40 s)."""
+    path = tmp_path / "log.run.1"
+    with open(path, "w") as f:
+        f.writelines(f"[default{r}]:start epoch 1 global train step 0\n" for r in range(1100))
+        f.writelines(f"[default0]:start epoch {e} global train step 0\n" for e in range(2, 1001))
+    with pytest.raises(ValueError, match=r"^the logs name 1,000 sub-epochs of 1,100 ranks, 1,100,000 \(sub-epoch, "
+                                         r"rank\) records, more than the 1,048,576 a report holds; give the logs"):
+        read_training_logs([str(path)])
