@@ -60,6 +60,8 @@ _STEP_SEQS = re.compile(r"(?:^|, )num_seqs (?P<n>\d+)(?:,|$)")
 _STEP_SUM = re.compile(r"(?:^|, )sum_size:(?P<dim>\S+) (?P<n>\d+)(?=,|$)")
 _STEP_COMPLETE = re.compile(r", complete (?P<pct>[0-9.]+)%")
 _TRAINED = re.compile(r"^Epoch (?P<epoch>\d+): Trained (?P<steps>\d+) steps")
+#: How the lines above start (a line starting otherwise is none of them).
+_LINE_STARTS = ("ep ", "start epoch ", "Epoch ", "<", "RETURNN starting up, ")
 #: torchrun --tee=3 (as i6_core's ReturnnTrainingJob runs it) prefixes each line with the role and local rank.
 _TORCHRUN_PREFIX = re.compile(r"^\[(?P<role>[^\]\d]*)(?P<rank>\d+)\]:(?P<line>.*)$")
 #: RETURNN's per-rank log names under torch distributed (returnn/log.py, Log.init_by_config); Horovod alike.
@@ -213,6 +215,8 @@ class _RankParser:
 
     def feed(self, line: str, lineno: int) -> None:
         """Take one line (without its newline) of this rank's log; ``lineno`` is its line in the file."""
+        if not line.startswith(_LINE_STARTS):  # most lines of a long log: one test instead of six patterns
+            return
         where = f"{self.source}:{lineno}"
         m = _STEP.match(line)
         if m:
