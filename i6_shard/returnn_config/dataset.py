@@ -9,6 +9,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 from ..core import FILE_LIST_EXTENSIONS
 from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
+from ..core.pure.cache import check_preload_next_n_sub_epochs
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
@@ -231,9 +232,7 @@ def _checked_numbers(*, partition_epoch: Any, num_shards: Any, num_files: Any, b
                            hint="entries in the file list; leave it out if unknown"),
         check_optional_int(buffer_size, name="buffer_size", minimum=1,
                            hint="sequences each DFD worker process prefetches; RETURNN's default is 1"),
-        check_optional_int(preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
-                           hint="sub-epoch datasets to load ahead; RETURNN's default is 1 with a worker process, "
-                                "else 0"),
+        None if preload_next_n_sub_epochs is None else check_preload_next_n_sub_epochs(preload_next_n_sub_epochs),
         check_optional_bool(use_worker_proc, name="use_worker_proc"),
         check_int(max_inline_files, name="max_inline_files", minimum=1, hint="longest list of files given inline"))
 

@@ -196,6 +196,10 @@ def hdf_costs(tmp_path_factory):
       "--cache-size", "1e308P"], "cache size '1e308P' is more bytes than a cache can hold"),
     (["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--batch-size", str(10**30)],
      f"batch_size={10**30} is beyond any batch RETURNN makes"),
+    # RETURNN preloads a handful of sub-epochs; the plan holds them all, so a huge value ran for hours
+    *[(["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--preload-next-n-sub-epochs",
+        str(n)], f"preload_next_n_sub_epochs={n} is more than 100: RETURNN would create that many sub-epoch datasets")
+      for n in (10**5, 10**9)],
     (["costs", "LIST", "--frame-rate", "inf"], "frame_rate=inf must be a positive, finite number"),
     (["costs", "LIST", "--unit", "steps", "--batch-size", str(10**30)], f"batch_size={10**30} is beyond any batch"),
 ])

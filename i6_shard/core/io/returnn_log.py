@@ -1,18 +1,22 @@
 """Reader of RETURNN's training logs: per rank and sub-epoch, the files DistributeFilesDataset
 was given, the dataset's sequence count, and every train step's sequences and frames (with
-``log_batch_size``); from per-rank log files or one torchrun stdout with ``[default<rank>]:`` prefixes."""
+``log_batch_size``); from per-rank log files or one torchrun stdout with ``[default<rank>]:`` prefixes. Logs are
+read line by line, each line and each number bounded, so a damaged or crafted log is an error naming its line."""
 
 from __future__ import annotations
 
 import ast
 import os
 import re
+from array import array
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..pure.file_tree import FileTree, tree_key
+from ..pure.text import short_repr
+from ..pure.training import check_report_size
 
 __all__ = [
     "SubEpochLog",
@@ -22,7 +26,27 @@ __all__ = [
     "read_training_logs",
     "split_torchrun_stdout",
     "rank_of_log_file",
+    "MAX_LINE_CHARS",
+    "MAX_RANKS",
+    "MAX_EPOCH",
+    "MAX_COUNT",
+    "MAX_LOST_STEPS",
 ]
+
+#: Characters of a line read at most; the rest of a longer line is skipped (a 1 GiB line without a newline is
+#: never held whole). RETURNN's longest lines, the files of a sub-epoch, stay far below.
+MAX_LINE_CHARS = 1 << 24
+#: Ranks a training may have (world size, torchrun local rank): more than any cluster runs; a larger number
+#: is a damaged name or line, refused before anything is made per rank.
+MAX_RANKS = 1 << 16
+#: The highest sub-epoch a log may name (RETURNN counts them from 1; no training runs 2**31).
+MAX_EPOCH = (1 << 31) - 1
+#: The largest count a log line may give (sequences or frames of a step or sub-epoch, trained steps): sums over
+#: every step of a log stay inside int64.
+MAX_COUNT = (1 << 32) - 1
+#: Steps one log may skip in all (a step line lost, or a log that starts inside a sub-epoch) before its step
+#: numbers count as damaged: RETURNN logs every step, and each skipped step is kept as unknown.
+MAX_LOST_STEPS = 1_000_000
 
 # The lines below are RETURNN's (1.2026): returnn/__main__.py, returnn/datasets/distrib_files.py
 # (DistributeFilesDataset.init_seq_order) and returnn/torch/engine.py (Engine.train_epoch, _print_process).
@@ -36,6 +60,8 @@ _STEP_SEQS = re.compile(r"(?:^|, )num_seqs (?P<n>\d+)(?:,|$)")
 _STEP_SUM = re.compile(r"(?:^|, )sum_size:(?P<dim>\S+) (?P<n>\d+)(?=,|$)")
 _STEP_COMPLETE = re.compile(r", complete (?P<pct>[0-9.]+)%")
 _TRAINED = re.compile(r"^Epoch (?P<epoch>\d+): Trained (?P<steps>\d+) steps")
+#: How the lines above start (a line starting otherwise is none of them).
+_LINE_STARTS = ("ep ", "start epoch ", "Epoch ", "<", "RETURNN starting up, ")
 #: torchrun --tee=3 (as i6_core's ReturnnTrainingJob runs it) prefixes each line with the role and local rank.
 _TORCHRUN_PREFIX = re.compile(r"^\[(?P<role>[^\]\d]*)(?P<rank>\d+)\]:(?P<line>.*)$")
 #: RETURNN's per-rank log names under torch distributed (returnn/log.py, Log.init_by_config); Horovod alike.
@@ -52,6 +78,7 @@ class SubEpochLog:
     :ivar step_frames: int64 [num_steps], frames of each step along the frames dim (-1 where unknown)
     :ivar step_complete: float64 [num_steps], the logged completed fraction (nan where not logged)
     :ivar trained_steps: from "Epoch E: Trained N steps"; None while the sub-epoch runs (or if it crashed)
+    :ivar line: the line of the log file where this sub-epoch (its last run) began, for messages
     """
 
     epoch: int
@@ -61,6 +88,7 @@ class SubEpochLog:
     step_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     step_complete: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     trained_steps: Optional[int] = None
+    line: Optional[int] = None
 
     @property
     def num_steps(self) -> int:
@@ -113,13 +141,13 @@ class TrainingLog:
 
 
 class _Building:
-    """Step lists of one sub-epoch while its lines come in."""
+    """Step lists of one sub-epoch while its lines come in (compact arrays: a log may hold millions of steps)."""
 
-    def __init__(self, epoch: int):
-        self.record = SubEpochLog(epoch=epoch)
-        self.seqs: List[int] = []
-        self.frames: List[int] = []
-        self.complete: List[float] = []
+    def __init__(self, epoch: int, line: int):
+        self.record = SubEpochLog(epoch=epoch, line=line)
+        self.seqs = array("q")
+        self.frames = array("q")
+        self.complete = array("d")
 
     def finish(self) -> SubEpochLog:
         self.record.step_seqs = np.array(self.seqs, dtype=np.int64)
@@ -140,13 +168,152 @@ def _pick_frames_dim(dims: Sequence[str]) -> Optional[str]:
     return dims[0] if dims else None
 
 
+def _bounded_int(digits: str, *, what: str, limit: int, where: str, fix: str) -> int:
+    """The number a log line gives, if at most ``limit``; else a ValueError naming the line (``where``) and ``fix``.
+    The digits are not converted unless they can be in range (Python refuses to convert 4300 digits or more).
+
+    >>> _bounded_int("3000000000", what="step", limit=10**6, where="x.log:7", fix="remove the line")
+    Traceback (most recent call last):
+    ...
+    ValueError: x.log:7: step 3000000000 is more than 1,000,000; remove the line
+    """
+    if len(digits.lstrip("-0")) <= len(str(limit)):
+        value = int(digits)
+        if value <= limit:
+            return value
+    shown = digits if len(digits) <= 40 else f"{digits[:20]}...({len(digits)} digits)"
+    raise ValueError(f"{where}: {what} {shown} is more than {limit:,}; {fix}")
+
+
+_DAMAGED = "the line is damaged: remove it, or give the log RETURNN wrote"
+
+
+class _RankParser:
+    """One rank's log, fed line by line (:func:`parse_rank_log`); holds only what the report needs."""
+
+    def __init__(self, *, rank: int, source: str, dataset_name: str, frames_dim: Optional[str]):
+        self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
+        self.files_by_epoch: Dict[int, List[FileTree]] = {}
+        self.sub_epochs: Dict[int, SubEpochLog] = {}
+        self.current: Optional[_Building] = None
+        self.cwd: Optional[str] = None
+        self.num_starts = 0
+        self.lost_steps = 0
+
+    def _epoch(self, digits: str, where: str) -> int:
+        return _bounded_int(digits, what="sub-epoch", limit=MAX_EPOCH, where=where,
+                            fix=f"no training runs that many; {_DAMAGED}")
+
+    def _count(self, digits: str, what: str, where: str) -> int:
+        return _bounded_int(digits, what=what, limit=MAX_COUNT, where=where, fix=f"no step or sub-epoch has that "
+                                                                                 f"many; {_DAMAGED}")
+
+    def _begin(self, epoch: int, lineno: int) -> _Building:
+        if self.current is None or self.current.record.epoch != epoch:
+            self.current = _start(self.sub_epochs, self.current, epoch, lineno)
+        return self.current
+
+    def feed(self, line: str, lineno: int) -> None:
+        """Take one line (without its newline) of this rank's log; ``lineno`` is its line in the file."""
+        if not line.startswith(_LINE_STARTS):  # most lines of a long log: one test instead of six patterns
+            return
+        where = f"{self.source}:{lineno}"
+        m = _STEP.match(line)
+        if m:
+            current = self._begin(self._epoch(m["epoch"], where), lineno)
+            self._step(current, m, where)
+            return
+        m = _START_EPOCH.match(line)
+        if m:
+            self.current = _start(self.sub_epochs, self.current, self._epoch(m["epoch"], where), lineno)
+            return
+        m = _NUM_SEQS.match(line)
+        if m:
+            current = self._begin(self._epoch(m["epoch"], where), lineno)
+            n = m["n"]
+            current.record.dataset_num_seqs = None if n.startswith("-") else self._count(n, "num_seqs", where)
+            return
+        m = _TRAINED.match(line)
+        if m:
+            epoch = self._epoch(m["epoch"], where)
+            if self.current is not None and self.current.record.epoch == epoch:
+                self.current.record.trained_steps = self._count(m["steps"], "trained steps", where)
+                self.sub_epochs[epoch] = self.current.finish()
+                self.current = None
+            return
+        m = _FILES.match(line)
+        if m:
+            if m["name"] != self.dataset_name:
+                return
+            epoch = self._epoch(m["epoch"], where)
+            try:
+                files = ast.literal_eval(m["files"])
+            except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+                cut = (f"; the line is longer than {MAX_LINE_CHARS:,} characters and was cut there"
+                       if len(line) >= MAX_LINE_CHARS else "; is the line cut off?")
+                raise ValueError(f"{where}: the files of epoch {epoch} are not a Python literal "
+                                 f"({short_repr(str(exc), limit=100)}){cut} {short_repr(line)}") from None
+            if not isinstance(files, list):
+                raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
+            self.files_by_epoch[epoch] = files
+            return
+        m = _STARTUP.match(line)
+        if m:
+            self.num_starts += 1
+            self.cwd = m["cwd"]
+            if self.current is not None:  # the previous run ended inside this sub-epoch
+                self.sub_epochs[self.current.record.epoch] = self.current.finish()
+                self.current = None
+
+    def _step(self, current: _Building, m: "re.Match[str]", where: str) -> None:
+        """One step line: its sequences, frames and completed share; skipped steps stay unknown (-1, nan)."""
+        known = len(current.seqs)
+        limit = known + MAX_LOST_STEPS - self.lost_steps
+        step = _bounded_int(m["step"], what="step", limit=limit, where=where, fix=(
+            f"it would leave {MAX_LOST_STEPS:,} or more steps of this log without a line (its sub-epoch "
+            f"{current.record.epoch} has {known:,} so far), but RETURNN logs every step; {_DAMAGED}"))
+        if step >= known:  # a lost line leaves its step unknown
+            gap = step + 1 - known
+            self.lost_steps += gap - 1
+            current.seqs.extend(array("q", [-1]) * gap)
+            current.frames.extend(array("q", [-1]) * gap)
+            current.complete.extend(array("d", [float("nan")]) * gap)
+        info = m["info"]
+        ms = _STEP_SEQS.search(info)
+        current.seqs[step] = self._count(ms["n"], "num_seqs", where) if ms else -1
+        sums = {mm["dim"]: mm["n"] for mm in _STEP_SUM.finditer(info)}
+        if sums and self.frames_dim is None:
+            self.frames_dim = _pick_frames_dim(list(sums))
+        frames = sums.get(self.frames_dim) if self.frames_dim is not None else None
+        current.frames[step] = -1 if frames is None else self._count(frames, f"sum_size:{self.frames_dim}", where)
+        mc = _STEP_COMPLETE.search(info)
+        complete = float("nan")
+        if mc:
+            complete = float(mc["pct"]) / 100.0
+            if not 0.0 <= complete <= 1.0:
+                raise ValueError(f"{where}: complete {short_repr(mc['pct'], limit=40)}% is not a share of the "
+                                 f"sub-epoch (0 to 100%); {_DAMAGED}")
+        current.complete[step] = complete
+
+    def result(self) -> RankLog:
+        if self.current is not None:
+            self.sub_epochs[self.current.record.epoch] = self.current.finish()
+            self.current = None
+        for epoch, record in self.sub_epochs.items():
+            record.files = self.files_by_epoch.get(epoch)
+        return RankLog(rank=self.rank, source=self.source, sub_epochs=dict(sorted(self.sub_epochs.items())),
+                       frames_dim=self.frames_dim, cwd=self.cwd, num_starts=self.num_starts)
+
+
 def parse_rank_log(lines: Iterable[str], *, rank: int, source: str, dataset_name: str = "train",
                    frames_dim: Optional[str] = None) -> RankLog:
-    """Parse one rank's RETURNN log lines (without torchrun prefixes).
+    """Parse one rank's RETURNN log lines (without torchrun prefixes), one at a time.
 
     :param dataset_name: the DistributeFilesDataset whose files are taken (RETURNN names it by its config key)
     :param frames_dim: the ``sum_size:<dim>`` counted as frames; default: the data key's time dim
-    :raises ValueError: if a "using files" line does not hold a Python literal list of file trees
+    :raises ValueError: naming ``source`` and the line, if a "using files" line does not hold a Python literal
+        list of file trees, or a number is out of bounds (:data:`MAX_EPOCH`, :data:`MAX_COUNT`,
+        :data:`MAX_LOST_STEPS`)
 
     >>> log = parse_rank_log([
     ...     "<DistributeFilesDataset 'train' epoch=1>: using files for epoch 1: ['a.hdf', 'b.hdf']",
@@ -159,119 +326,131 @@ def parse_rank_log(lines: Iterable[str], *, rank: int, source: str, dataset_name
     >>> e.file_keys, e.dataset_num_seqs, e.step_seqs.tolist(), e.step_frames.tolist(), e.trained_steps
     (['a.hdf', 'b.hdf'], 5, [3], [20], 1)
     """
-    files_by_epoch: Dict[int, List[FileTree]] = {}
-    sub_epochs: Dict[int, SubEpochLog] = {}
-    current: Optional[_Building] = None
-    cwd = None
-    num_starts = 0
+    parser = _RankParser(rank=rank, source=source, dataset_name=dataset_name, frames_dim=frames_dim)
     for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
-        m = _STEP.match(line)
-        if m:
-            epoch = int(m["epoch"])
-            if current is None or current.record.epoch != epoch:
-                current = _start(sub_epochs, current, epoch)
-            step = int(m["step"])
-            info = m["info"]
-            while len(current.seqs) <= step:  # a lost line leaves its step unknown
-                current.seqs.append(-1)
-                current.frames.append(-1)
-                current.complete.append(float("nan"))
-            ms = _STEP_SEQS.search(info)
-            current.seqs[step] = int(ms["n"]) if ms else -1
-            sums = {mm["dim"]: int(mm["n"]) for mm in _STEP_SUM.finditer(info)}
-            if sums and frames_dim is None:
-                frames_dim = _pick_frames_dim(list(sums))
-            current.frames[step] = sums.get(frames_dim, -1) if frames_dim is not None else -1
-            mc = _STEP_COMPLETE.search(info)
-            current.complete[step] = float(mc["pct"]) / 100.0 if mc else float("nan")
-            continue
-        m = _START_EPOCH.match(line)
-        if m:
-            current = _start(sub_epochs, current, int(m["epoch"]))
-            continue
-        m = _NUM_SEQS.match(line)
-        if m:
-            epoch = int(m["epoch"])
-            if current is None or current.record.epoch != epoch:
-                current = _start(sub_epochs, current, epoch)
-            n = int(m["n"])
-            current.record.dataset_num_seqs = n if n >= 0 else None
-            continue
-        m = _TRAINED.match(line)
-        if m:
-            epoch = int(m["epoch"])
-            if current is not None and current.record.epoch == epoch:
-                current.record.trained_steps = int(m["steps"])
-                sub_epochs[epoch] = current.finish()
-                current = None
-            continue
-        m = _FILES.match(line)
-        if m:
-            if m["name"] != dataset_name:
-                continue
-            try:
-                files = ast.literal_eval(m["files"])
-            except (ValueError, SyntaxError) as exc:
-                raise ValueError(f"{source}:{lineno}: the files of epoch {m['epoch']} are not a Python literal "
-                                 f"({exc}); is the line cut off? {line[:200]!r}") from None
-            if not isinstance(files, list):
-                raise ValueError(f"{source}:{lineno}: expected a list of file trees, got {type(files).__name__}")
-            files_by_epoch[int(m["epoch"])] = files
-            continue
-        m = _STARTUP.match(line)
-        if m:
-            num_starts += 1
-            cwd = m["cwd"]
-            if current is not None:  # the previous run ended inside this sub-epoch
-                sub_epochs[current.record.epoch] = current.finish()
-                current = None
-    if current is not None:
-        sub_epochs[current.record.epoch] = current.finish()
-    for epoch, record in sub_epochs.items():
-        record.files = files_by_epoch.get(epoch)
-    return RankLog(rank=rank, source=source, sub_epochs=dict(sorted(sub_epochs.items())), frames_dim=frames_dim,
-                   cwd=cwd, num_starts=num_starts)
+        parser.feed(raw.rstrip("\r\n"), lineno)
+    return parser.result()
 
 
-def _start(sub_epochs: Dict[int, SubEpochLog], current: Optional[_Building], epoch: int) -> _Building:
-    """Close ``current`` (an unfinished sub-epoch stays as it is) and begin ``epoch`` afresh."""
+def _start(sub_epochs: Dict[int, SubEpochLog], current: Optional[_Building], epoch: int, lineno: int) -> _Building:
+    """Close ``current`` (an unfinished sub-epoch stays as it is) and begin ``epoch`` afresh at line ``lineno``."""
     if current is not None:
         sub_epochs[current.record.epoch] = current.finish()
     sub_epochs.pop(epoch, None)  # a restart runs the epoch again; its last run counts
-    return _Building(epoch)
+    return _Building(epoch, lineno)
 
 
 def rank_of_log_file(path: str) -> Optional[Tuple[int, int]]:
     """``(rank, size)`` from RETURNN's per-rank log name, or None for another name.
 
+    :raises ValueError: naming the file if the size is more than :data:`MAX_RANKS` or the rank not below it
+
     >>> rank_of_log_file("work/returnn.torch-distrib-3-4.log")
     (3, 4)
     >>> rank_of_log_file("log.run.1") is None
     True
+    >>> rank_of_log_file("returnn.torch-distrib-0-999999999999.log")
+    Traceback (most recent call last):
+    ...
+    ValueError: returnn.torch-distrib-0-999999999999.log: world size 999999999999 is more than 65,536; the name is not one RETURNN gives (<name>.torch-distrib-<rank>-<size>.log): pass the logs under the names RETURNN wrote
     """
-    m = _RANK_FILE.search(os.path.basename(path))
-    return (int(m["rank"]), int(m["size"])) if m else None
+    name = os.path.basename(path)
+    m = _RANK_FILE.search(name)
+    if not m:
+        return None
+    fix = "the name is not one RETURNN gives (<name>.torch-distrib-<rank>-<size>.log): pass the logs under the names " \
+          "RETURNN wrote"
+    size = _bounded_int(m["size"], what="world size", limit=MAX_RANKS, where=short_repr(name)[1:-1], fix=fix)
+    rank = _bounded_int(m["rank"], what="rank", limit=MAX_RANKS - 1, where=short_repr(name)[1:-1], fix=fix)
+    if not 0 <= rank < size:
+        raise ValueError(f"{short_repr(name)}: rank {rank} is outside the world size {size} (ranks 0..{size - 1}); "
+                         f"{fix}")
+    return rank, size
 
 
-def split_torchrun_stdout(lines: Iterable[str]) -> Dict[int, List[str]]:
+def _torchrun_rank(digits: str, where: str) -> int:
+    return _bounded_int(digits, what="torchrun rank", limit=MAX_RANKS - 1, where=where,
+                        fix="no training runs that many ranks; the prefix is damaged: remove the line, or give "
+                            "the stdout torchrun wrote")
+
+
+def split_torchrun_stdout(lines: Iterable[str], *, source: str = "stdout") -> Dict[int, List[str]]:
     """The lines of an interleaved torchrun stdout (``--tee=3``), by local rank, prefixes removed;
     unprefixed lines (the launcher's own) are dropped.
+
+    :raises ValueError: naming ``source`` and the line if a rank is :data:`MAX_RANKS` or more
 
     >>> split_torchrun_stdout(["[default1]:b", "launcher", "[default0]:a", "[default1]:c"])
     {1: ['b', 'c'], 0: ['a']}
     """
     out: Dict[int, List[str]] = {}
-    for raw in lines:
+    for lineno, raw in enumerate(lines, start=1):
         m = _TORCHRUN_PREFIX.match(raw.rstrip("\r\n"))
         if m:
-            out.setdefault(int(m["rank"]), []).append(m["line"])
+            out.setdefault(_torchrun_rank(m["rank"], f"{source}:{lineno}"), []).append(m["line"])
     return out
 
 
-def _read_lines(path: str) -> List[str]:
+def _read_lines(path: str, *, max_line_chars: Optional[int] = None) -> Iterator[str]:
+    """The lines of a log, without their newlines, one at a time; a line longer than ``max_line_chars``
+    (default :data:`MAX_LINE_CHARS`) is given cut to that length and the rest of it is skipped unread into memory."""
+    max_line_chars = MAX_LINE_CHARS if max_line_chars is None else max_line_chars
     with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read().splitlines()
+        while True:
+            line = f.readline(max_line_chars)
+            if not line:
+                return
+            if line.endswith("\n"):
+                yield line[:-1]
+                continue
+            rest = line
+            while rest and not rest.endswith("\n"):  # the rest of an overlong line (or the last line's end)
+                rest = f.readline(max_line_chars)
+            yield line
+
+
+def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str],
+                num_paths: int) -> List[RankLog]:
+    """The rank logs of one file: a per-rank log (its rank from the name), a torchrun stdout (a rank per prefix),
+    or the log of a one-process training (rank 0), read in one pass."""
+    name = os.path.basename(path)
+    named = rank_of_log_file(path)
+    if named is not None:
+        parser = _RankParser(rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim)
+        for lineno, line in enumerate(_read_lines(path), start=1):
+            parser.feed(line, lineno)
+        return [parser.result()]
+    plain: Optional[_RankParser] = _RankParser(rank=0, source=name, dataset_name=dataset_name,
+                                               frames_dim=frames_dim)
+    split: Dict[int, _RankParser] = {}
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        m = _TORCHRUN_PREFIX.match(line)
+        if m:
+            plain = None  # a torchrun stdout: the unprefixed lines are the launcher's
+            rank = _torchrun_rank(m["rank"], f"{name}:{lineno}")
+            parser = split.get(rank)
+            if parser is None:
+                parser = split[rank] = _RankParser(rank=rank, source=f"{name} [rank {rank}]",
+                                                   dataset_name=dataset_name, frames_dim=frames_dim)
+            parser.feed(m["line"], lineno)
+        elif plain is not None:
+            plain.feed(line, lineno)
+    if split:
+        return [split[rank].result() for rank in sorted(split)]
+    if num_paths > 1:
+        raise ValueError(f"{path!r} is neither a per-rank RETURNN log (<name>.torch-distrib-<rank>-<size>.log) "
+                         "nor a torchrun stdout with [default<rank>]: prefixes, so its lines cannot be given "
+                         "to a rank; pass the per-rank logs, or run torchrun with --tee=3")
+    return [plain.result()]
+
+
+def _few(items: Sequence, n: int = 10) -> str:
+    """The first ``n`` of ``items`` and how many there are.
+
+    >>> _few(list(range(12)), 3)
+    '[0, 1, 2, ...] (12 in all)'
+    """
+    return str(list(items)) if len(items) <= n else f"{str(list(items[:n]))[:-1]}, ...] ({len(items):,} in all)"
 
 
 def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
@@ -280,11 +459,12 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
     what ``log = [...]`` gives under torch distributed; i6_core's ReturnnTrainingJob writes
     ``returnn.torch-distrib-<rank>-<size>.log`` in its work dir), or one interleaved torchrun stdout
     whose lines carry ``[default<rank>]:`` prefixes (``--tee=3``, i6_core's ``log.run.1``), or
-    the single log of a one-process training.
+    the single log of a one-process training. Each file is read once, line by line.
 
     :raises FileNotFoundError: for a missing file (all named at once)
-    :raises ValueError: for ranks given twice or missing, sizes that disagree, or an interleaved
-        stdout without rank prefixes
+    :raises ValueError: for ranks given twice or missing, sizes that disagree, an interleaved
+        stdout without rank prefixes, a line or name out of bounds (named), or more sub-epochs and ranks than a
+        report holds (:func:`~i6_shard.core.pure.training.check_report_size`)
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -299,39 +479,22 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
     if irregular:
         raise ValueError(f"{len(irregular)} log files are not regular files (a directory, FIFO or device; reading "
                          f"could block): {irregular[:5]}; give RETURNN's log files")
-    ranks: Dict[int, RankLog] = {}
-    sizes = set()
-    for path in paths:
-        named = rank_of_log_file(path)
-        lines = _read_lines(path)
-        name = os.path.basename(path)
-        if named is not None:
-            rank, size = named
-            sizes.add(size)
-            _add(ranks, parse_rank_log(lines, rank=rank, source=name, dataset_name=dataset_name,
-                                       frames_dim=frames_dim), path)
-            continue
-        split = split_torchrun_stdout(lines)
-        if split:
-            for rank, rank_lines in sorted(split.items()):
-                _add(ranks, parse_rank_log(rank_lines, rank=rank, source=f"{name} [rank {rank}]",
-                                           dataset_name=dataset_name, frames_dim=frames_dim), path)
-            continue
-        if len(paths) > 1:
-            raise ValueError(f"{path!r} is neither a per-rank RETURNN log (<name>.torch-distrib-<rank>-<size>.log) "
-                             "nor a torchrun stdout with [default<rank>]: prefixes, so its lines cannot be given "
-                             "to a rank; pass the per-rank logs, or run torchrun with --tee=3")
-        _add(ranks, parse_rank_log(lines, rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim),
-             path)
+    named = {p: rank_of_log_file(p) for p in paths}  # names checked before any file is read
+    sizes = {n[1] for n in named.values() if n is not None}
     if len(sizes) > 1:
-        raise ValueError(f"the log names give different world sizes {sorted(sizes)}; pass the logs of one training")
+        raise ValueError(f"the log names give different world sizes {_few(sorted(sizes))}; pass the logs of one "
+                         "training")
+    ranks: Dict[int, RankLog] = {}
+    for path in paths:
+        for log in _parse_file(path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths)):
+            _add(ranks, log, path)
     expected = sizes.pop() if sizes else max(ranks) + 1
     lacking = sorted(set(range(expected)) - set(ranks))
     if lacking:
-        raise ValueError(f"logs of ranks {lacking} of {expected} are missing; pass the log of every rank")
+        raise ValueError(f"logs of ranks {_few(lacking)} of {expected} are missing; pass the log of every rank")
     extra = sorted(set(ranks) - set(range(expected)))
     if extra:
-        raise ValueError(f"ranks {extra} are outside the world size {expected}")
+        raise ValueError(f"ranks {_few(extra)} are outside the world size {expected}")
     empty = [r.source for r in ranks.values() if not r.sub_epochs and not r.num_starts]
     if empty:
         raise ValueError(f"{len(empty)} of the logs hold no line of a RETURNN training (no start-up line, no files "
@@ -340,7 +503,9 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
     dims = {r.frames_dim for r in ranks.values() if r.frames_dim is not None}
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")
-    return TrainingLog(ranks=[ranks[r] for r in range(expected)])
+    log = TrainingLog(ranks=[ranks[r] for r in range(expected)])
+    check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
+    return log
 
 
 def _add(ranks: Dict[int, RankLog], log: RankLog, path: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -15,12 +15,35 @@ from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 from .stats import num_full_epochs_for
 
-__all__ = ["DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS", "NodeCache", "CacheFootprint", "compute_cache_footprint",
+__all__ = ["DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS", "MAX_PRELOAD_NEXT_N_SUB_EPOCHS", "check_preload_next_n_sub_epochs",
+           "NodeCache", "CacheFootprint", "compute_cache_footprint",
            "partition_epoch_candidates", "partition_epochs_fitting", "partition_epoch_fits", "parse_bytes"]
 
 #: DistributeFilesDataset's ``preload_next_n_sub_epochs`` when not set: 1 with ``use_worker_proc=True`` (its
 #: default), 0 without (``returnn/datasets/distrib_files.py``, ``DistributeFilesDataset.__init__``).
 DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS = 1
+#: The most sub-epochs RETURNN may be told to load ahead: it creates a sub-epoch dataset for each (opening its
+#: files), so real values are 0 to a few; the plan holds them after the last sub-epoch, its time grows with them.
+MAX_PRELOAD_NEXT_N_SUB_EPOCHS = 100
+
+
+def check_preload_next_n_sub_epochs(value: Any) -> int:
+    """DistributeFilesDataset's ``preload_next_n_sub_epochs`` as an int in [0, :data:`MAX_PRELOAD_NEXT_N_SUB_EPOCHS`].
+
+    >>> check_preload_next_n_sub_epochs(10**9)
+    Traceback (most recent call last):
+    ...
+    ValueError: preload_next_n_sub_epochs=1000000000 is more than 100: RETURNN would create that many sub-epoch datasets ahead of the one it trains on (its default is 1 with use_worker_proc=True, else 0); give the dataset's own value
+    """
+    value = check_int(value, name="preload_next_n_sub_epochs", minimum=0, hint=(
+        f"sub-epoch datasets RETURNN loads ahead; its default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, 0 with "
+        "use_worker_proc=False"))
+    if value > MAX_PRELOAD_NEXT_N_SUB_EPOCHS:
+        raise ValueError(f"preload_next_n_sub_epochs={value} is more than {MAX_PRELOAD_NEXT_N_SUB_EPOCHS}: RETURNN "
+                         "would create that many sub-epoch datasets ahead of the one it trains on (its default is "
+                         f"{DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS} with use_worker_proc=True, else 0); give the "
+                         "dataset's own value")
+    return value
 
 Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
 
@@ -56,9 +79,8 @@ class NodeCache:
     def __post_init__(self):
         object.__setattr__(self, "ranks_per_node", check_int(self.ranks_per_node, name="ranks_per_node", minimum=1,
                                                              hint="GPUs per node"))
-        object.__setattr__(self, "preload_next_n_sub_epochs", check_int(
-            self.preload_next_n_sub_epochs, name="preload_next_n_sub_epochs", minimum=0,
-            hint=f"RETURNN's default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, 0 with use_worker_proc=False"))
+        object.__setattr__(self, "preload_next_n_sub_epochs",
+                           check_preload_next_n_sub_epochs(self.preload_next_n_sub_epochs))
         object.__setattr__(self, "cached_file", check_bool(self.cached_file, name="cached_file"))
         object.__setattr__(self, "constant_bytes", check_int(
             self.constant_bytes, name="constant_bytes", minimum=0,

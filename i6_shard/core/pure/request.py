@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional
 
 from .args import check_bool, check_int, check_optional_int
 from .batching import Batching, SyncMode
-from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
+from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_next_n_sub_epochs
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
 from .settings import PlanSettings
 
@@ -91,9 +91,8 @@ class PlanRequest:
              for name, default in PLAN_OPTION_DEFAULTS.items()}
         num_epochs = check_int(num_epochs, name="num_epochs", minimum=1,
                                hint="the training's num_epochs, counted in sub-epochs")
-        preload = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if o["preload_next_n_sub_epochs"] is None else check_int(
-            o["preload_next_n_sub_epochs"], name="preload_next_n_sub_epochs", minimum=0,
-            hint=f"the dataset's preload_next_n_sub_epochs; RETURNN's default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}")
+        preload = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if o["preload_next_n_sub_epochs"] is None else \
+            check_preload_next_n_sub_epochs(o["preload_next_n_sub_epochs"])
         settings = PlanSettings.from_mode(
             sharding=o["sharding"], num_shards=num_shards, partition_epoch=partition_epoch,
             num_epochs=num_epochs + preload, preloaded_sub_epochs=preload, seq_ordering=o["seq_ordering"],

@@ -17,7 +17,8 @@ from .fmt import json_float
 from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
 
-__all__ = ["analyze_training", "TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED", "DEFAULT_MIN_STEPS_RATIO"]
+__all__ = ["analyze_training", "check_report_size", "TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED",
+           "DEFAULT_MIN_STEPS_RATIO", "MAX_REPORT_RECORDS"]
 
 #: The training's logs (:class:`i6_shard.core.io.returnn_log.TrainingLog`), read here by attribute only.
 TrainingLog = Any
@@ -30,6 +31,25 @@ DEFAULT_MAX_DROPPED = 0.05
 DEFAULT_MIN_STEPS_RATIO = 0.75
 #: Places named per alarm before "and N more".
 _MAX_PLACES = 5
+#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB, in memory and in summary.json):
+#: 64 ranks over 16,384 sub-epochs. Logs of a few KB can name thousands of ranks and sub-epochs.
+MAX_REPORT_RECORDS = 1 << 20
+
+
+def check_report_size(*, num_epochs: int, num_ranks: int) -> None:
+    """Refuse logs whose report would hold more than :data:`MAX_REPORT_RECORDS` (sub-epoch, rank) records,
+    before any is made.
+
+    >>> check_report_size(num_epochs=3000, num_ranks=3000)
+    Traceback (most recent call last):
+    ...
+    ValueError: the logs name 3,000 sub-epochs of 3,000 ranks, 9,000,000 (sub-epoch, rank) records, more than the 1,048,576 a report holds; give the logs of one training, cut to the sub-epochs to report (a sub-epoch or rank far from the others is a damaged line)
+    """
+    if num_epochs * num_ranks > MAX_REPORT_RECORDS:
+        raise ValueError(f"the logs name {num_epochs:,} sub-epochs of {num_ranks:,} ranks, {num_epochs * num_ranks:,} "
+                         f"(sub-epoch, rank) records, more than the {MAX_REPORT_RECORDS:,} a report holds; give the "
+                         "logs of one training, cut to the sub-epochs to report (a sub-epoch or rank far from the "
+                         "others is a damaged line)")
 
 
 def _sum_known(values: np.ndarray) -> Optional[int]:
@@ -119,6 +139,7 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         raise ValueError(f"min_steps_ratio={min_steps_ratio!r} must be in (0, 1], e.g. 0.75")
     if not isinstance(sync, SyncMode):
         raise TypeError(f"sync has type {type(sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
+    check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
     a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=log.epochs, num_ranks=log.num_ranks)
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     complete_is_mean = _complete_is_mean(log)
@@ -128,6 +149,8 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         if complete_is_mean:
             a.notes.append("the logged 'complete' is the mean over the ranks (sync_complete_frac, the default from "
                            "behavior_version 33), so it does not show one rank's consumption")
+    if usable_plan is not None:
+        _check_plan_seeds(a, usable_plan)
     sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
     if usable_plan is not None:
         _files_against_plan(a, usable_plan)
@@ -212,6 +235,25 @@ def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optio
                              "give only the plan")
         partition_epoch = plan.partition_epoch
     return usable_plan, partition_epoch
+
+
+def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
+    """Every logged sub-epoch can be looked up in the plan: RETURNN's shuffle seed of its full epoch is one numpy
+    takes. Else the line of the log where that sub-epoch began is named (the seed grows with the sub-epoch, so each
+    rank's last is checked)."""
+    if plan.settings.seq_ordering != "random":
+        return
+    for rank_log in a.log.ranks:
+        if not rank_log.sub_epochs:
+            continue
+        epoch = max(rank_log.sub_epochs)
+        try:
+            plan.settings.seed_for(full_epoch_0idx=(epoch - 1) // plan.partition_epoch, shard_index=rank_log.rank)
+        except ValueError as exc:
+            line = rank_log.sub_epochs[epoch].line
+            raise ValueError(f"{rank_log.source}{'' if line is None else f':{line}'}: sub-epoch {epoch} cannot be "
+                             f"looked up in the plan ({exc}); give the plan of this training, or remove the "
+                             "damaged line") from None
 
 
 def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:

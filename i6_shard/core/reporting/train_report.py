@@ -191,10 +191,10 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
     if len(subs) <= 40:
         ax_steps.set_xticks(epochs)
     pe = summary["partition_epoch"]
-    if pe:
-        for boundary in range(pe, int(epochs.max()) if len(subs) else 0, pe):
+    if pe:  # the start of each full epoch after the first that holds a logged sub-epoch (not every one up to the last)
+        for k in sorted({(int(e) - 1) // pe for e in epochs} - {0}):
             for ax in (ax_map, ax_drop, ax_steps):
-                ax.axvline(boundary + 0.5, color="0.3", linewidth=0.8, linestyle=":")
+                ax.axvline(k * pe + 0.5, color="0.3", linewidth=0.8, linestyle=":")
     fig.suptitle(f"Training measured from RETURNN's logs: {num_ranks} ranks, {len(subs)} sub-epochs, "
                  f"{len(summary['alarms'])} alarm{'' if len(summary['alarms']) == 1 else 's'}", fontsize=11)
     with atomic_path(path) as tmp:

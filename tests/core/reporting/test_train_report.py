@@ -220,3 +220,33 @@ def test_the_steps_panel_speaks_of_double_sharding_only_with_its_alarm(name, too
     plot_training(summary, str(tmp_path / "plot.png"))
     (steps_title,) = [t for t in titles if t.startswith("Steps per sub-epoch")]
     assert ("double sharding" in steps_title) is too_few, steps_title
+
+
+def test_the_plot_marks_the_full_epochs_it_shows_not_every_one_up_to_the_last(tmp_path, monkeypatch):
+    """A sub-epoch far past the others (here the highest a log may name) drew a line at every full epoch before
+    it: a billion lines. Only the full epochs that hold a logged sub-epoch are marked."""
+    pytest.importorskip("matplotlib", reason="the plot needs matplotlib: pip install matplotlib")
+    import matplotlib.axes
+    import matplotlib.figure
+
+    from i6_shard.core.io.returnn_log import MAX_EPOCH
+    from i6_shard.core.reporting.train_report import plot_training
+
+    marks = []
+
+    def axvline(ax, x, **kwargs):
+        marks.append(x)
+        assert len(marks) < 100, "a line for every full epoch up to the last"
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", axvline)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: None)  # only the marks count
+    logs = []
+    for path in logs_of("w2_bv24"):
+        with open(path) as f:
+            text = f.read()
+        logs.append(str(tmp_path / os.path.basename(path)))
+        with open(logs[-1], "w") as f:
+            f.write(text + f"ep {MAX_EPOCH} train, step 0, mse 0.5, num_seqs 3, complete 10.00%\n")
+    summary = analyze_training(read_training_logs(logs), partition_epoch=2)
+    plot_training(summary, str(tmp_path / "plot.png"))
+    assert sorted(set(marks)) == [2.5, MAX_EPOCH - 1 + 0.5]
