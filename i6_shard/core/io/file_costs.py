@@ -358,6 +358,18 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
 _PARENT_POLL_S = 0.2
 
 
+def _check_total_frames(num_frames: np.ndarray, cost_paths: Sequence[str]) -> None:
+    """ValueError naming the largest entry if the entries' frames sum beyond int64 (each is below it)."""
+    if not len(num_frames) or int(num_frames.max()) <= _INT64_MAX // len(num_frames):
+        return
+    total = sum(int(x) for x in num_frames)
+    if total > _INT64_MAX:
+        largest = int(np.argmax(num_frames))
+        raise ValueError(f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
+                         f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
+                         f"{int(num_frames[largest]):,} frames); fix it, or remove it from the list")
+
+
 def _exit_with_parent(parent_pid: int) -> None:
     """In a helper process: end it (``os._exit``) once its parent ``parent_pid`` is gone (it is then re-parented),
     from a daemon thread that looks every :data:`_PARENT_POLL_S` seconds, whatever the helper is reading."""
@@ -485,12 +497,7 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if bad is not None:
         raise ValueError(f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it "
                          "is corrupt")
-    total = sum(int(x) for x in num_frames) if len(num_frames) and \
-        int(num_frames.max()) > _INT64_MAX // len(num_frames) else 0
-    if total > _INT64_MAX:
-        raise ValueError(f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
-                         f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[int(np.argmax(num_frames))])}, "
-                         f"{int(num_frames.max()):,} frames); fix it, or remove it from the list")
+    _check_total_frames(num_frames, cost_paths)
     if unit == "steps":
         costs = file_millisteps(per_file, batching)
     else:

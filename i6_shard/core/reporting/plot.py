@@ -4,7 +4,7 @@ dropped fraction per sub-epoch. Needs matplotlib (the ``plot`` extra), imported 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -64,10 +64,7 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
 
     width = float(np.clip(6 + num_epochs * 0.12, 8, 16))
     height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
-    steps = None if prediction is None else np.asarray(prediction["per_sub_epoch"]["steps"], dtype=np.float64)
-    if steps is not None and steps.shape != (num_epochs, num_shards):
-        raise ValueError(f"the prediction has steps of shape {list(steps.shape)}, the stats {num_epochs} sub-epochs "
-                         f"of {num_shards} shards; compute both over the same num_epochs")
+    steps = _prediction_steps(prediction, shape=(num_epochs, num_shards))
     ratios = [height_map, 2.2] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
     fig = Figure(figsize=(width, height_map + 0.4 + sum(ratios[1:])), dpi=100, layout="constrained")
     panels = tuple(fig.subplots(len(ratios), 1, sharex=True, height_ratios=ratios))
@@ -84,12 +81,8 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
     ax_drop.axhline(float(drop.mean()), color="black", linestyle="--", linewidth=1,
                     label=f"mean {drop.mean():.2f}%")
     ax_drop.set_ylabel("dropped %")
-    if steps is not None:
-        predicted = 100.0 * np.asarray(prediction["per_sub_epoch"]["dropped_fraction"], dtype=np.float64)
-        ax_drop.plot(epochs, predicted, color="tab:red", marker="o", markersize=3, linewidth=1,
-                     label=f"predicted under the batching (mean {predicted.mean():.2f}%)")
-        drop = np.maximum(drop, predicted)  # the y limit below covers both
-        _draw_steps(ax_steps, steps, epochs=epochs)
+    if steps is not None:  # the y limit below covers the predicted drop too
+        drop = np.maximum(drop, _draw_prediction(ax_drop, ax_steps, prediction, steps, epochs=epochs))
     panels[-1].set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
     ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
     ax_drop.set_xlim(0.5, num_epochs + 0.5)
@@ -116,9 +109,25 @@ def plot_plan(stats: PlanStats, path: str | os.PathLike, *, title: Optional[str]
         fig.savefig(tmp, format="png", metadata={"Software": None})
 
 
-def _draw_steps(ax, steps: np.ndarray, *, epochs: np.ndarray) -> None:
-    """Every rank's expected steps per sub-epoch (dots) and the shortest rank's (a line): a sub-epoch ends with
-    the shortest rank, so what lies above the line is what the others drop."""
+def _prediction_steps(prediction: Optional[Mapping[str, Any]], *, shape: Tuple[int, int]) -> Optional[np.ndarray]:
+    """The expected steps ``[sub-epoch, rank]`` of a prediction, checked against the stats' ``shape``."""
+    if prediction is None:
+        return None
+    steps = np.asarray(prediction["per_sub_epoch"]["steps"], dtype=np.float64)
+    if steps.shape != shape:
+        raise ValueError(f"the prediction has steps of shape {list(steps.shape)}, the stats {shape[0]} sub-epochs "
+                         f"of {shape[1]} shards; compute both over the same num_epochs")
+    return steps
+
+
+def _draw_prediction(ax_drop, ax, prediction: Mapping[str, Any], steps: np.ndarray, *,
+                     epochs: np.ndarray) -> np.ndarray:
+    """The predicted drop per sub-epoch as a line on ``ax_drop`` (returned, in %), and on ``ax`` every rank's
+    expected steps per sub-epoch (dots) with the shortest rank's (a line): a sub-epoch ends with the shortest
+    rank, so what lies above the line is what the others drop."""
+    predicted = 100.0 * np.asarray(prediction["per_sub_epoch"]["dropped_fraction"], dtype=np.float64)
+    ax_drop.plot(epochs, predicted, color="tab:red", marker="o", markersize=3, linewidth=1,
+                 label=f"predicted under the batching (mean {predicted.mean():.2f}%)")
     for r in range(steps.shape[1]):
         ax.plot(epochs, steps[:, r], linestyle="none", marker="o", markersize=3, color="tab:blue", alpha=0.5,
                 label="a rank" if r == 0 else None)
@@ -128,6 +137,7 @@ def _draw_steps(ax, steps: np.ndarray, *, epochs: np.ndarray) -> None:
     ax.legend(loc="upper right", fontsize=8, frameon=False)
     ax.set_title("Expected steps per rank under RETURNN's batching (the line: the shortest rank's)",
                  fontsize=10, loc="left")
+    return predicted
 
 
 def _draw_balance(fig, ax_map, rel: np.ndarray, *, unit: str) -> None:
