@@ -46,10 +46,10 @@ from .pure import (
     tree_key,
 )
 from .reporting import PLAN_FILE, PLOT_FILE, REPORT_FILE, SUMMARY_FILE, compare_plan_files, make_plan, \
-    make_plan_dir, plan_summary, render_report, write_plan_outputs
+    make_plan_dir, plan_of_sizes, plan_summary, render_report, write_plan_outputs
 
 __all__ = [
-    "PlanSettings", "PlanRequest", "PLAN_OPTION_DEFAULTS", "ShardPlan", "make_plan", "make_plan_dir", "DISTRIBUTIONS", "SEQ_ORDERINGS", "SHARDING_MODES", "FileTree", "tree_key",
+    "PlanSettings", "PlanRequest", "PLAN_OPTION_DEFAULTS", "ShardPlan", "make_plan", "make_plan_dir", "plan_of_sizes", "DISTRIBUTIONS", "SEQ_ORDERINGS", "SHARDING_MODES", "FileTree", "tree_key",
     "distribute_evenly_by_size", "distribute_balanced", "compute_plan_stats", "num_epochs_for_passes",
     "passes_for_num_epochs",
     "collect_file_sizes", "FileSizes", "MissingFilesError", "save_file_sizes", "load_file_sizes",

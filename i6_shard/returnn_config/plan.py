@@ -77,6 +77,6 @@ def plan_for_returnn_config(config: Mapping[str, Any], *, file_sizes: Union[str,
         raise TypeError(f"file_sizes={file_sizes!r} must be the path of a sizes archive (ComputeFileSizesJob."
                         "out_file_sizes, `python -m i6_shard sizes`) or a core.FileSizes")
     info = find_dataset(config, num_ranks=num_ranks, key=key)
-    settings = info.plan_settings(num_epochs=num_epochs, distribution=distribution)
+    request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
-    return core.ShardPlan(sizes.keys, sizes.sizes, settings.replace(unit=sizes.unit))
+    return core.plan_of_sizes(sizes, request)

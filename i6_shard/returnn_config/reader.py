@@ -16,6 +16,7 @@ from ..core.pure.args import check_optional_int
 from ..core.pure.batching import SyncMode
 from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from ..core.pure.request import PlanRequest
 from .pycode import ImportRef
 from .sub_epoch import is_sub_epoch_partial
 
@@ -500,6 +501,17 @@ class DistributeFilesDatasetInfo:
             num_epochs=num_epochs, seq_ordering=info.seq_ordering, random_seed_offset=info.seed.base,
             fixed_random_seed=info.fixed_random_seed, distribution=distribution or info.distribution,
             max_sub_epoch_deviation=info.max_sub_epoch_deviation)
+
+
+    def plan_request(self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None,
+                     num_ranks: Optional[int] = None) -> PlanRequest:
+        """The :class:`~i6_shard.core.PlanRequest` of this dataset: :meth:`plan_settings`, and the training's sync
+        mode (:attr:`SyncRule.sync_mode`; grad sync where it is not torch distributed).
+
+        :raises ValueError: as :meth:`plan_settings`
+        """
+        settings = self.plan_settings(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks)
+        return PlanRequest(settings, sync=self.sync.sync_mode if self.sync is not None else SyncMode())
 
 
 # --- class and option reading ----------------------------------------------------------------

@@ -381,3 +381,23 @@ def test_what_the_prediction_does_not_model():
     assert record.engine_batching.batch_size == 5000
     gaps = record.prediction_gaps()
     assert len(gaps) == 3 and "max_seq_length" in gaps[0] and "every 2 steps" in gaps[1] and "laplace" in gaps[2]
+
+
+def test_the_plan_request_of_a_config_carries_its_settings_and_sync_mode():
+    """plan_for_returnn_config goes through the one plan path: the reader's PlanRequest holds the dataset's
+    settings and the training's sync mode, and too few files for its bins are said as the plan command says it."""
+    from i6_shard.core import FileSizes, PlanRequest, SyncMode
+    from i6_shard.returnn_config import plan_for_returnn_config
+
+    config = {"torch_distributed": {"reduce_type": "param", "param_sync_step": 7}, "train": dict(DFD)}
+    (info,) = find_distribute_files_datasets(config, num_ranks=2)
+    request = info.plan_request(num_epochs=4)
+    assert isinstance(request, PlanRequest) and request.sync == SyncMode("param", 7)
+    assert request.settings == info.plan_settings(num_epochs=4)
+    (plain,) = find_distribute_files_datasets({"train": dict(DFD)}, num_ranks=2)
+    assert plain.plan_request(num_epochs=4).sync == SyncMode()
+    few = FileSizes(keys=["a", "b", "c"], sizes=[1, 2, 3])  # 3 files for 2 ranks x 2 sub-epochs
+    with pytest.raises(ValueError, match=r"3 files cannot fill num_shards\*partition_epoch=2\*2=4 bins"):
+        plan_for_returnn_config(dict(config, train=dict(DFD, files=["a", "b", "c"], distrib_shard_files=True)),
+                                file_sizes=few, num_ranks=2,
+                                num_epochs=4)

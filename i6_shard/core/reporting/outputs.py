@@ -16,7 +16,7 @@ from ..pure.settings import DISTRIBUTIONS, PlanSettings
 from ..io.plan_file import check_plan_fits_memory, plan_arrays
 from ..io.npz import save_npz
 from ..io.file_costs import FileCosts, load_file_costs, prediction_batching
-from ..io.file_sizes import load_file_sizes
+from ..io.file_sizes import FileSizes, load_file_sizes
 from ..io.preflight import check_regular_file
 from ..pure.request import PlanRequest
 from ..pure.batching import Batching, SyncMode
@@ -27,6 +27,7 @@ from ..pure.stats import PlanStats, compute_plan_stats
 
 __all__ = [
     "make_plan",
+    "plan_of_sizes",
     "make_plan_dir",
     "write_plan_outputs",
     "write_plan_dir",
@@ -241,6 +242,16 @@ def write_plan_dir(plan: ShardPlan, out_dir: str | os.PathLike, *, plot: bool = 
                                   lengths=lengths, sync=sync)
 
 
+def plan_of_sizes(sizes: FileSizes, request: PlanRequest) -> ShardPlan:
+    """The plan of ``request`` over loaded sizes or costs, balanced by their unit: the files are checked against
+    the settings (too few for the bins is said first), then the memory the plan needs, then the plan is made.
+    The plan outputs (:func:`make_plan`) and ``plan_for_returnn_config`` both go through it."""
+    settings = request.settings.replace(unit=sizes.unit)
+    settings.validate(num_files=len(sizes))  # too few files for the bins: said first, before the memory it would need
+    check_plan_fits_memory(settings, num_files=len(sizes))
+    return ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
+
+
 def _plan_inputs(archive_path: str | os.PathLike, request: PlanRequest) -> Tuple[ShardPlan, Dict[str, Any]]:
     """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit), and the keywords
     its outputs are written with: the per-node cache, and the batching, lengths and sync mode of the predicted loss
@@ -248,10 +259,7 @@ def _plan_inputs(archive_path: str | os.PathLike, request: PlanRequest) -> Tuple
     archive_path = os.fspath(archive_path)
     check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
     sizes = load_file_sizes(archive_path)
-    settings = request.settings.replace(unit=sizes.unit)
-    settings.validate(num_files=len(sizes))  # too few files for the bins: said first, before the memory it would need
-    check_plan_fits_memory(settings, num_files=len(sizes))
-    plan = ShardPlan(sizes.keys, sizes.sizes, settings)  # checks the files against the settings
+    plan = plan_of_sizes(sizes, request)
     extra: Dict[str, Any] = {"node_cache": request.node_cache, "cache_size": request.cache_size, "sync": request.sync}
     if request.batching is not None or sizes.unit == "steps":
         lengths = load_file_costs(archive_path)
