@@ -20,6 +20,7 @@ from sisyphus.delayed_ops import DelayedBase
 from sisyphus.job_path import AbstractPath, Variable
 
 from i6_shard import core
+from i6_shard.returnn_config.pycode import KEEP, resolve_paths
 
 __all__ = ["instantiate", "check_absolute", "check_absolute_leaves", "write_variable", "import_roots",
            "pythonpath_env", "path_str", "plain_numbers", "PlainNumbersJobType", "RQMT_ARGS", "check_rqmt_args",
@@ -33,22 +34,19 @@ _RELATIVE_HINT = ("Sisyphus runs a job's tasks with the job's work dir as the cu
                   "setup dir)")
 
 
-def instantiate(obj: Any) -> Any:
-    """A copy of ``obj`` with every Sisyphus path replaced by its absolute path string and every
-    other delayed value by its value, inside dicts, lists, tuples and ``functools.partial``."""
+def _delayed_leaf(obj: Any) -> Any:
     if isinstance(obj, AbstractPath) and not isinstance(obj, Variable):
         return obj.get_path()
-    if isinstance(obj, DelayedBase):
+    if isinstance(obj, DelayedBase):  # a tk.Variable's value, a delayed op's result
         return instantiate(obj.get())
-    if isinstance(obj, dict):
-        return {k: instantiate(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [instantiate(v) for v in obj]
-    if isinstance(obj, tuple) and type(obj) is tuple:
-        return tuple(instantiate(v) for v in obj)
-    if isinstance(obj, functools.partial):
-        return functools.partial(instantiate(obj.func), *instantiate(list(obj.args)), **instantiate(obj.keywords))
-    return obj
+    return KEEP
+
+
+def instantiate(obj: Any) -> Any:
+    """A copy of ``obj`` with every Sisyphus path replaced by its absolute path string and every
+    other delayed value by its value, inside dicts, lists, tuples and ``functools.partial``: the config
+    layer's one walker (:func:`~i6_shard.returnn_config.pycode.resolve_paths`) with this rule for a value."""
+    return resolve_paths(obj, leaf=_delayed_leaf)
 
 
 def check_picklable_functions(obj: Any, *, where: str) -> None:

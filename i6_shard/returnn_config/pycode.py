@@ -13,7 +13,7 @@ import operator
 import os
 import site
 import sys
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ..core.io.atomic import atomic_write
 
@@ -155,24 +155,38 @@ def is_sisyphus_path(value: Any) -> bool:
     return not isinstance(value, str) and callable(getattr(value, "get_path", None)) and hasattr(value, "_sis_hash")
 
 
-def resolve_paths(value: Any) -> Any:
-    """A copy of a dict/list/tuple structure (and the arguments of a ``functools.partial``) with every Sisyphus
-    path replaced by its ``get_path()`` string: what RETURNN must see at run time, and what the checks look at.
-    The one such walker of the config layer.
+#: What a ``leaf`` rule of :func:`resolve_paths` returns for a value it leaves to the walk.
+KEEP = object()
+
+
+def _path_leaf(value: Any) -> Any:
+    return value.get_path() if is_sisyphus_path(value) else KEEP
+
+
+def resolve_paths(value: Any, *, leaf: Callable[[Any], Any] = _path_leaf) -> Any:
+    """A copy of a dict/list/tuple structure (and the function and arguments of a ``functools.partial``) with
+    every Sisyphus path replaced by its ``get_path()`` string: what RETURNN must see at run time, and what the
+    checks look at. The one walker that turns Sisyphus values into plain ones: ``leaf`` is the rule for a single
+    value (its replacement, or :data:`KEEP` to walk into it or keep it); the jobs' ``instantiate`` gives one that
+    also replaces other delayed values by their value.
 
     >>> resolve_paths({"a": ("x", ["y"])})
     {'a': ('x', ['y'])}
+    >>> resolve_paths([1, "a", 2], leaf=lambda v: v * 10 if isinstance(v, int) else KEEP)
+    [10, 'a', 20]
     """
-    if is_sisyphus_path(value):
-        return value.get_path()
+    replaced = leaf(value)
+    if replaced is not KEEP:
+        return replaced
     if isinstance(value, dict):
-        return {k: resolve_paths(v) for k, v in value.items()}
+        return {k: resolve_paths(v, leaf=leaf) for k, v in value.items()}
     if isinstance(value, list):
-        return [resolve_paths(v) for v in value]
+        return [resolve_paths(v, leaf=leaf) for v in value]
     if type(value) is tuple:
-        return tuple(resolve_paths(v) for v in value)
+        return tuple(resolve_paths(v, leaf=leaf) for v in value)
     if isinstance(value, functools.partial):
-        return functools.partial(value.func, *resolve_paths(list(value.args)), **resolve_paths(dict(value.keywords)))
+        return functools.partial(resolve_paths(value.func, leaf=leaf), *resolve_paths(list(value.args), leaf=leaf),
+                                 **resolve_paths(dict(value.keywords), leaf=leaf))
     return value
 
 

@@ -145,3 +145,13 @@ def test_sized_task_is_a_mini_task_only_when_small_and_nothing_given():
     given = sized_task("run", given={"mem": 8}, sized=sized, mini=True, args=range(2))
     assert not given.mini_task and given.rqmt() == {"cpu": 1, "mem": 8.0, "time": 0.5} and len(given._args) == 2
     assert (round_up(0.5, step=0.25), round_up(0.5000001, step=0.25), round_up(2.2, step=1)) == (0.5, 0.75, 3)
+
+
+def test_instantiate_gives_delayed_values_their_value():
+    """Besides paths, a delayed value (a format of paths, a delayed op) becomes its value, in a partial too."""
+    from sisyphus.delayed_ops import DelayedFormat
+
+    p = tk.Path("/data/a.hdf")
+    name = DelayedFormat("{}.{}", p, "cache")
+    out = instantiate({"x": [name], "f": functools.partial(hdf_sub_epoch_dataset, name)})
+    assert out["x"] == ["/data/a.hdf.cache"] and out["f"].args == ("/data/a.hdf.cache",)
