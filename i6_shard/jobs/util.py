@@ -24,8 +24,7 @@ from i6_shard.returnn_config.pycode import KEEP, resolve_paths
 
 __all__ = ["instantiate", "check_absolute", "check_absolute_leaves", "write_variable", "import_roots",
            "pythonpath_env", "path_str", "plain_numbers", "PlainNumbersJobType", "RQMT_ARGS", "check_rqmt_args",
-           "rqmt_from_args", "task_for", "sized_task", "round_up", "default_returnn_python_exe",
-           "default_returnn_root"]
+           "sized_task", "round_up", "default_returnn_python_exe", "default_returnn_root"]
 
 #: Relative names listed in an error message.
 _MAX_LISTED = 3

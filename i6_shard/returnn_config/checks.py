@@ -24,26 +24,10 @@ from .reader import (
     unknown_wrappers,
 )
 
-__all__ = [
-    "MIN_RETURNN_VERSION",
-    "SHARDING_FIX_RETURNN_VERSION",
-    "SHARDING_FIX_RETURNN_COMMIT",
-    "UNKNOWN_RETURNN_VERSION",
-    "CheckResult",
-    "ConfigCheckError",
-    "ConfigCheckWarning",
-    "check_sub_epoch_dataset",
-    "check_dataset_dict",
-    "check_returnn_config",
-    "check_returnn_version",
-    "dataset_problems",
-    "dataset_warnings",
-    "plan_prediction_gaps",
-    "parse_returnn_version",
-    "returnn_version_of",
-    "returnn_version_info",
-    "is_distribute_files_dataset",
-]
+__all__ = ["MIN_RETURNN_VERSION", "SHARDING_FIX_RETURNN_VERSION", "CheckResult", "ConfigCheckError",
+           "ConfigCheckWarning", "check_sub_epoch_dataset", "check_dataset_dict", "check_returnn_config",
+           "check_returnn_version", "plan_prediction_gaps", "parse_returnn_version", "returnn_version_of",
+           "returnn_version_info", "is_distribute_files_dataset"]
 
 #: First RETURNN with DistributeFilesDataset's ``sharding_fix`` option (commit
 #: 7803cb188f22 "DistributeFilesDataset explicit sharding_fix option", 2026-06-11 01:45:31 +0200;

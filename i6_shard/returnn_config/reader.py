@@ -20,23 +20,9 @@ from ..core.pure.request import PlanRequest
 from .pycode import ImportRef
 from .sub_epoch import is_sub_epoch_partial
 
-__all__ = [
-    "DistributeFilesDatasetInfo",
-    "SeedRule",
-    "ShardRule",
-    "SyncRule",
-    "read_sync_mode",
-    "EngineBatching",
-    "find_distribute_files_datasets",
-    "is_distribute_files_dataset",
-    "dataset_class_name",
-    "files_kind",
-    "read_files",
-    "sub_epoch_partial",
-    "DATASET_DICT_CONTEXT",
-    "WRAPPER_CHILDREN",
-    "unknown_wrappers",
-]
+__all__ = ["DistributeFilesDatasetInfo", "ShardRule", "SyncRule", "read_sync_mode",
+           "find_distribute_files_datasets", "is_distribute_files_dataset", "dataset_class_name", "files_kind",
+           "read_files", "sub_epoch_partial", "DATASET_DICT_CONTEXT", "unknown_wrappers"]
 
 _DFD_CLASS_NAMES = ("DistributeFilesDataset", "ShardedDistributeFilesDataset")
 #: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the

@@ -21,8 +21,7 @@ from i6_shard.core.pure.distribute import check_enough_files
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 
-__all__ = ["RECORD_FORMAT_VERSION", "load_dataset_dict", "find_dfd", "check_dataset_files", "simulate_rank",
-           "record_rank", "record_reference", "main"]
+__all__ = ["main"]
 
 RECORD_FORMAT_VERSION = 1
 #: Config keys that would set up a real distributed context; the rank is simulated instead

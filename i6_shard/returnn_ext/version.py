@@ -8,7 +8,7 @@ from typing import List
 
 from i6_shard.core.pure.returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES
 
-__all__ = ["missing_returnn_features", "require_returnn_features"]
+__all__ = ["require_returnn_features"]
 
 
 def _has(key: str) -> bool:

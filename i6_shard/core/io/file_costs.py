@@ -26,10 +26,8 @@ from .npz import encode_keys, inflation_problem, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
 
-__all__ = ["FileCosts", "COST_UNITS", "NUM_LENGTH_QUANTILES", "hdf_stream_names", "read_hdf_seq_lengths",
-           "cost_leaf", "read_oggzip_seq_lengths", "collect_file_costs", "save_file_costs", "load_file_costs",
-           "length_quantiles", "prediction_batching", "read_arrow_seq_lengths", "MISSING_H5PY", "MISSING_PYARROW",
-           "DEFAULT_FRAME_RATE"]
+__all__ = ["FileCosts", "COST_UNITS", "cost_leaf", "collect_file_costs", "save_file_costs", "load_file_costs",
+           "prediction_batching", "MISSING_H5PY"]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
 COST_UNITS = tuple(u for u in UNITS if u != "bytes")
@@ -91,9 +89,6 @@ class FileCosts:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def as_file_sizes(self) -> FileSizes:
-        """The costs in the form every consumer of sizes takes (``FileSizes`` with its ``unit``)."""
-        return FileSizes(keys=self.keys, sizes=self.costs, mtimes=self.mtimes, unit=self.unit)
 
 
 def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optional[Batching]:

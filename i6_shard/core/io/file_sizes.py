@@ -15,7 +15,7 @@ from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from .preflight import short_repr
 
-__all__ = ["FileSizes", "save_file_sizes", "load_file_sizes", "FILE_SIZES_FORMAT_VERSION"]
+__all__ = ["FileSizes", "save_file_sizes", "load_file_sizes"]
 
 #: Written when the modification times are known (format 2 adds ``mtimes_ns``); format 1 is still read.
 FILE_SIZES_FORMAT_VERSION = 2

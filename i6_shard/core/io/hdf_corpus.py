@@ -10,7 +10,7 @@ import numpy as np
 
 from .atomic import atomic_path
 
-__all__ = ["write_hdf_corpus", "hdf_corpus_seq_counts", "MISSING_H5PY_FOR_DATA"]
+__all__ = ["write_hdf_corpus"]
 
 MISSING_H5PY_FOR_DATA = ("h5py is not installed, so no HDF files can be written: pip install h5py (or "
                          "pip install 'i6_shard[demo]')")

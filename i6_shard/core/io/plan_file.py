@@ -19,9 +19,8 @@ from ..pure.settings import PlanSettings
 from .progress import Progress
 from ..pure.stats import num_full_epochs_for
 
-__all__ = ["PLAN_FORMAT_VERSION", "READABLE_PLAN_FORMATS", "PlanFile", "PlanHead", "plan_arrays",
-           "plan_arrays_nbytes", "check_plan_fits_memory", "save_plan", "load_plan", "read_plan_file",
-           "read_plan_head", "read_plan_layout"]
+__all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "PlanHead", "plan_arrays", "check_plan_fits_memory", "save_plan",
+           "load_plan", "read_plan_file", "read_plan_head", "read_plan_layout"]
 
 #: 2: adds ``algorithm_version`` (the distribution's ``CUT_VERSIONS`` entry that cut the bins) and stores
 #: ``orders`` and ``bounds`` uncompressed, so that one full epoch is read without the others.

@@ -16,8 +16,7 @@ from ..pure.file_tree import FileTree, leaves_and_keys
 from ..pure.text import short_repr
 from .npz import read_npy_header
 
-__all__ = ["check_regular_file", "file_kind", "archive_entry_count", "file_list_digest", "key_collisions",
-           "check_key_collisions", "short_repr"]
+__all__ = ["check_regular_file", "archive_entry_count", "file_list_digest", "check_key_collisions", "short_repr"]
 
 #: Groups of colliding entries listed in an error.
 _MAX_LISTED = 3

@@ -18,20 +18,7 @@ from ..pure.file_tree import FileTree, tree_key
 from ..pure.text import short_repr
 from ..pure.training import check_report_size
 
-__all__ = [
-    "SubEpochLog",
-    "RankLog",
-    "TrainingLog",
-    "parse_rank_log",
-    "read_training_logs",
-    "split_torchrun_stdout",
-    "rank_of_log_file",
-    "MAX_LINE_CHARS",
-    "MAX_RANKS",
-    "MAX_EPOCH",
-    "MAX_COUNT",
-    "MAX_LOST_STEPS",
-]
+__all__ = ["SubEpochLog", "RankLog", "TrainingLog", "read_training_logs", "MAX_LINE_CHARS"]
 
 #: Characters of a line read at most; the rest of a longer line is skipped (a 1 GiB line without a newline is
 #: never held whole). RETURNN's longest lines, the files of a sub-epoch, stay far below.

@@ -12,7 +12,7 @@ import numpy as np
 from .args import check_int
 from .distribute import check_enough_files, distribute_evenly_by_size
 
-__all__ = ["assign_largest_first", "distribute_balanced", "group_bounds"]
+__all__ = ["distribute_balanced", "group_bounds"]
 
 
 def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -14,8 +14,8 @@ from .plan import ShardPlan
 from .stats import compute_plan_stats
 
 __all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "order_variance",
-           "predict_dropped", "sync_stop", "SyncMode", "REDUCE_TYPES",
-           "scaled_lengths", "predict_plan_drop", "file_millisteps", "MILLISTEPS_PER_STEP", "DEFAULT_NUM_DRAWS"]
+           "predict_dropped", "sync_stop", "SyncMode", "REDUCE_TYPES", "predict_plan_drop", "file_millisteps",
+           "MILLISTEPS_PER_STEP"]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
 DEFAULT_NUM_DRAWS = 512

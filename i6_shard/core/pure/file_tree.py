@@ -9,7 +9,7 @@ from .text import short_repr
 
 FileTree = Union[str, Tuple["FileTree", ...], List["FileTree"], Dict[Any, "FileTree"]]
 
-__all__ = ["FileTree", "flatten", "tree_key", "check_file_trees", "flatten_file_trees", "leaves_and_keys"]
+__all__ = ["FileTree", "flatten", "tree_key", "check_file_trees", "leaves_and_keys"]
 
 
 def flatten(tree: FileTree) -> List[str]:

@@ -4,14 +4,13 @@ DistributeFilesDataset decides at run time (sharded or unsharded mode)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .args import check_int, first_negative
 from .cut import cut_full_epoch
 from .distribute import shuffle_order
-from .file_tree import FileTree
 from .settings import PlanSettings
 from .text import short_repr
 
@@ -39,7 +38,6 @@ class ShardPlan:
     :param costs: int cost per file (bytes as collect_file_sizes gives them; an integer dtype, no
         floats, bools or str), shape [num_files]; the bins are balanced by them
     :param settings: the validated :class:`PlanSettings`; checked here against the number of files
-    :param trees: optionally the original file trees (same order as keys)
     :raises TypeError, ValueError: for keys and costs that cannot be planned, or too few files
 
     >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
@@ -52,29 +50,24 @@ class ShardPlan:
     TypeError: costs must be integers (bytes), got dtype float64 (entry 0: 1.5); pass int sizes as collect_file_sizes gives them
     """
 
-    def __init__(self, keys: Sequence[str], costs: Sequence[int] | np.ndarray, settings: PlanSettings, *,
-                 trees: Optional[Sequence[FileTree]] = None):
+    def __init__(self, keys: Sequence[str], costs: Sequence[int] | np.ndarray, settings: PlanSettings):
         if not isinstance(settings, PlanSettings):
             raise TypeError(f"settings={settings!r} must be a PlanSettings, e.g. "
                             "PlanSettings(num_shards=4, partition_epoch=20)")
         self.keys = list(keys)
         _check_keys(self.keys)
         self.costs = _int64_costs(costs, keys=self.keys)
-        if trees is not None and len(trees) != len(self.keys):
-            raise ValueError(f"{len(trees)} trees but {len(self.keys)} keys; they must pair up")
         settings.validate(num_files=len(self.keys))
         self.settings = settings
-        self.trees = list(trees) if trees is not None else None
         # Unsharded, every rank has its own layout: keep one per rank, so that going over the ranks
         # sub-epoch by sub-epoch computes each (full epoch, rank) once.
         self._cache_size = max(_CACHE_SIZE, settings.num_layouts)
         self._cache: "OrderedDict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
         self._key_array: Optional[np.ndarray] = None  # keys as an object array, built on first files_for
-        self._tree_array: Optional[np.ndarray] = None
 
     def with_settings(self, **changes) -> "ShardPlan":
         """The same files and costs under other settings (``PlanSettings.replace``), e.g. to compare."""
-        return ShardPlan(self.keys, self.costs, self.settings.replace(**changes), trees=self.trees)
+        return ShardPlan(self.keys, self.costs, self.settings.replace(**changes))
 
     # --- shape of the plan ---------------------------------------------------------------
 
@@ -154,20 +147,6 @@ class ShardPlan:
         # One gather over an object array touches each key twice; a list comprehension is ~2x slower.
         return self._key_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
 
-    def trees_for(self, *, epoch: int, shard_index: int) -> List[FileTree]:
-        """Like :meth:`files_for`, but the original file trees (needs ``trees``)."""
-        if self.trees is None:
-            raise ValueError("this plan was built without trees; pass trees=... to ShardPlan")
-        if self._tree_array is None:
-            self._tree_array = _object_array(self.trees)
-        return self._tree_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
-
-    def iter_epochs(self, *, first_epoch: int = 1, num_epochs: int) -> Iterator[Tuple[int, int, np.ndarray]]:
-        """Yield ``(epoch, shard_index, file_indices)`` for ``num_epochs`` sub-epochs from ``first_epoch``."""
-        for epoch in range(first_epoch, first_epoch + num_epochs):
-            for shard_index in range(self.num_shards):
-                yield epoch, shard_index, self.file_indices_for(epoch=epoch, shard_index=shard_index)
-
     def _check_epoch(self, epoch: int) -> None:
         check_int(epoch, name="epoch", minimum=1, hint="RETURNN counts sub-epochs from 1")
 
@@ -211,10 +190,3 @@ def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
         raise ValueError(f"costs must be >= 0 (bytes), but entry {bad} ({short_repr(keys[bad])}) has {int(arr[bad])}")
     return arr
 
-
-def _object_array(items: Sequence) -> np.ndarray:
-    """1-D object array holding ``items`` as they are (nested tuples/lists stay single elements)."""
-    arr = np.empty(len(items), dtype=object)
-    for i, x in enumerate(items):
-        arr[i] = x
-    return arr

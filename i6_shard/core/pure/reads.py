@@ -11,15 +11,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 
-__all__ = [
-    "VIOLATION_KINDS",
-    "SETTINGS_CHECKED",
-    "SubEpochRead",
-    "Violation",
-    "check_rank_settings",
-    "check_reads",
-    "summarize_reads",
-]
+__all__ = ["SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads"]
 
 #: Violation kinds, in the order they are listed within one place.
 VIOLATION_KINDS = ("settings", "files", "seqs", "duplicate", "missing", "unknown")

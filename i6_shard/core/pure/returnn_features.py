@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-__all__ = ["MIN_RETURNN_VERSION", "LAST_RETURNN_VERSION_WITHOUT", "RETURNN_FEATURES", "features_missing_before"]
+__all__ = ["MIN_RETURNN_VERSION", "RETURNN_FEATURES", "features_missing_before"]
 
 #: The first RETURNN known to have every feature below (the PyPI release 1.20261022.211313).
 MIN_RETURNN_VERSION = "1.20261022.211313"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["short_repr", "MAX_SHOWN_CHARS"]
+__all__ = ["short_repr"]
 
 #: Characters of a value shown in a message before it is cut.
 MAX_SHOWN_CHARS = 200

@@ -18,7 +18,7 @@ from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
 
 __all__ = ["analyze_training", "check_report_size", "TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED",
-           "DEFAULT_MIN_STEPS_RATIO", "MAX_REPORT_RECORDS"]
+           "DEFAULT_MIN_STEPS_RATIO"]
 
 #: The training's logs (:class:`i6_shard.core.io.returnn_log.TrainingLog`), read here by attribute only.
 TrainingLog = Any

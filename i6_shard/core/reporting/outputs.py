@@ -25,26 +25,8 @@ from .prediction import prediction_summary
 from .report import cache_summary, render_report, summarize, summary_json
 from ..pure.stats import PlanStats, compute_plan_stats
 
-__all__ = [
-    "make_plan",
-    "plan_of_sizes",
-    "make_plan_dir",
-    "write_plan_outputs",
-    "write_plan_dir",
-    "check_plan_dir",
-    "PLAN_OUTPUTS",
-    "plan_summary",
-    "other_distribution_stats",
-    "other_mode_stats",
-    "compare_num_epochs_for",
-    "plot_title",
-    "COMPARE_FULL_EPOCHS",
-    "FLEXIBLE_COMPARE_MIN_DROPPED",
-    "PLAN_FILE",
-    "SUMMARY_FILE",
-    "REPORT_FILE",
-    "PLOT_FILE",
-]
+__all__ = ["make_plan", "plan_of_sizes", "make_plan_dir", "write_plan_outputs", "PLAN_OUTPUTS", "plan_summary",
+           "plot_title", "FLEXIBLE_COMPARE_MIN_DROPPED", "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE"]
 
 #: Full epochs over which the report compares distributions (each costs one more planning pass).
 COMPARE_FULL_EPOCHS = 3

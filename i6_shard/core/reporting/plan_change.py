@@ -17,8 +17,7 @@ from ..pure.plan import ShardPlan
 from .outputs import PLAN_FILE
 from .report import format_cost, summary_json
 
-__all__ = ["CHANGE_FORMAT_VERSION", "CHANGE_OUTPUTS", "change_summary", "change_files", "render_change_report",
-           "check_change_dir", "write_change_dir", "compare_plan_files"]
+__all__ = ["CHANGE_OUTPUTS", "change_summary", "render_change_report", "write_change_dir", "compare_plan_files"]
 
 CHANGE_FORMAT_VERSION = 1
 #: What a compare-plans directory holds: the summary, the text report, every file read twice or never.

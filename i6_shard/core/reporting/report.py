@@ -18,17 +18,7 @@ from .prediction import render_prediction
 from ..pure.fmt import json_float, pct
 from ..pure.training import DEFAULT_MAX_DROPPED
 
-__all__ = [
-    "SUMMARY_FORMAT_VERSION",
-    "summarize",
-    "cache_summary",
-    "CACHE_FIT_FULL_EPOCHS",
-    "summary_json",
-    "render_report",
-    "plan_warnings",
-    "format_bytes",
-    "format_cost",
-]
+__all__ = ["summarize", "cache_summary", "summary_json", "render_report", "plan_warnings", "format_cost"]
 
 SUMMARY_FORMAT_VERSION = 1
 #: Warn when some (shard, sub-epoch) bin holds fewer files than this.

@@ -20,19 +20,9 @@ from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_
     analyze_training
 from .plot import require_matplotlib
 
-__all__ = [
-    "TRAIN_SUMMARY_FORMAT_VERSION",
-    "DEFAULT_MAX_DROPPED",
-    "DEFAULT_MIN_STEPS_RATIO",
-    "TRAIN_REPORT_FILE",
-    "TRAIN_SUMMARY_FILE",
-    "TRAIN_PLOT_FILE",
-    "analyze_training",
-    "render_train_report",
-    "train_summary_json",
-    "plot_training",
-    "write_train_report",
-]
+__all__ = ["TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED", "DEFAULT_MIN_STEPS_RATIO", "TRAIN_REPORT_FILE",
+           "TRAIN_SUMMARY_FILE", "TRAIN_PLOT_FILE", "analyze_training", "render_train_report", "plot_training",
+           "write_train_report"]
 
 TRAIN_REPORT_FILE, TRAIN_SUMMARY_FILE, TRAIN_PLOT_FILE = "report.txt", "summary.json", "plot.png"
 #: Percentages in the training report: one decimal.

@@ -86,7 +86,7 @@ def test_archive_round_trip_is_a_sizes_archive(tmp_path):
     with pytest.raises(ValueError, match="holds sizes in bytes"):
         load_file_costs(sizes_path)
     with pytest.raises(ValueError, match="records the unit"):
-        core.save_file_sizes(costs.as_file_sizes(), str(tmp_path / "x.npz"))
+        core.save_file_sizes(_as_file_sizes(costs), str(tmp_path / "x.npz"))
 
 
 def test_steps_archive_keeps_its_batching(tmp_path):
@@ -194,7 +194,12 @@ def test_corrupt_costs_archives_are_refused(tmp_path):
 def test_stale_check_of_a_costs_archive_looks_at_mtimes(tmp_path):
     paths = write_tiny_hdf_files(str(tmp_path), num_files=2, seed=7)
     costs = collect_file_costs(paths, unit="frames", num_procs=1)
-    assert core.io.stale_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths) == 2  # frames != bytes
+    assert core.io.stale_sizes.check_sample_unchanged(_as_file_sizes(costs), trees=paths) == 2  # frames != bytes
     os.utime(paths[1], ns=(1, 1))
     with pytest.raises(core.io.stale_sizes.StaleFileSizesError, match="entry 1"):
-        core.io.stale_sizes.check_sample_unchanged(costs.as_file_sizes(), trees=paths)
+        core.io.stale_sizes.check_sample_unchanged(_as_file_sizes(costs), trees=paths)
+
+
+def _as_file_sizes(costs):
+    """The costs as a sizes archive's FileSizes (with their unit)."""
+    return core.FileSizes(keys=costs.keys, sizes=costs.costs, mtimes=costs.mtimes, unit=costs.unit)

@@ -27,8 +27,9 @@ def test_passes_match_reads_in_plan(num_shards, partition_epoch, num_full_epochs
     plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=distrib_shard_files))
     num_epochs = num_full_epochs * partition_epoch
     reads = np.zeros(num_files, dtype=np.int64)
-    for _epoch, _rank, idx in plan.iter_epochs(num_epochs=num_epochs):
-        np.add.at(reads, idx, 1)
+    for epoch in range(1, num_epochs + 1):
+        for rank in range(num_shards):
+            np.add.at(reads, plan.file_indices_for(epoch=epoch, shard_index=rank), 1)
     # Every file is read equally often; that count is the number of passes.
     assert len(set(reads.tolist())) == 1
     passes = int(reads[0])

@@ -77,23 +77,11 @@ def test_each_full_epoch_covers_every_entry_once(case, full):
            [plan.files_for(epoch=full * p + 1, shard_index=r) for r in ranks]
 
 
-def test_duplicate_entries_and_trees_are_kept():
+def test_duplicate_entries_are_kept():
     keys = ["a", "b", "a", "c", "a", "d"]
-    trees = [("a", "x"), "b", ("a", "x"), {"k": "c"}, ("a", "x"), ["d"]]
-    plan = ShardPlan(keys, [5, 1, 5, 2, 5, 3], PlanSettings(num_shards=2, partition_epoch=3), trees=trees)
+    plan = ShardPlan(keys, [5, 1, 5, 2, 5, 3], PlanSettings(num_shards=2, partition_epoch=3))
     got = [plan.files_for(epoch=e, shard_index=r) for r in range(2) for e in range(1, 4)]
     assert sorted(sum(got, [])) == sorted(keys)
-    got_trees = [plan.trees_for(epoch=e, shard_index=r) for r in range(2) for e in range(1, 4)]
-    assert [[dict(zip(keys, trees))[k] for k in b] for b in got] == got_trees
-    assert ("a", "x") in sum(got_trees, []) and ["d"] in sum(got_trees, [])
-
-
-def test_iter_epochs_runs_over_ranks_and_the_full_epoch_boundary():
-    plan = ShardPlan([f"f{i}" for i in range(12)], list(range(12)), PlanSettings(num_shards=2, partition_epoch=3))
-    rows = list(plan.iter_epochs(first_epoch=3, num_epochs=2))
-    assert [(e, r) for e, r, _ in rows] == [(3, 0), (3, 1), (4, 0), (4, 1)]
-    for e, r, idx in rows:
-        assert [plan.keys[i] for i in idx.tolist()] == plan.files_for(epoch=e, shard_index=r)
 
 
 def test_errors_name_the_value():
@@ -104,8 +92,6 @@ def test_errors_name_the_value():
         plan.files_for(epoch=0, shard_index=0)
     with pytest.raises(ValueError, match="shard_index=2"):
         plan.files_for(epoch=1, shard_index=2)
-    with pytest.raises(ValueError, match="without trees"):
-        plan.trees_for(epoch=1, shard_index=0)
 
 
 GOOD = dict(num_shards=2, partition_epoch=2)
