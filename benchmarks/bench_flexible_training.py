@@ -149,7 +149,9 @@ def main() -> None:
                         help=f"the splits to train, comma-separated (default {','.join(DISTRIBUTIONS)})")
     parser.add_argument("--deviation", type=float, default=0.25,
                         help="flexible's max_sub_epoch_deviation (default 0.25)")
+    parser.add_argument("--ranks", type=int, default=NUM_RANKS, help=f"ranks per training (default {NUM_RANKS})")
     args = parser.parse_args()
+    globals()["NUM_RANKS"] = args.ranks  # the corpus, the plans and the trainings all read it
     frames_range = tuple(int(x) for x in args.seq_frames.split(","))
     harness.FEATURE_DIM = args.feature_dim  # read by the harness when it writes each config: data and model dim
     base = args.keep or tempfile.mkdtemp(prefix="i6_shard_bench_flexible_training_")
