@@ -60,7 +60,15 @@ SEED = 13
 #: name: (distribution, unit of the archive given as file_sizes; None: RETURNN stats the files itself)
 RUNS = {"returnn cut (bytes)": ("returnn", None), "balanced by bytes": ("balanced", "bytes"),
         "balanced by frames": ("balanced", "frames"), "balanced by seqs": ("balanced", "seqs"),
-        "balanced by steps": ("balanced", "steps")}
+        "balanced by steps": ("balanced", "steps"), "flexible by frames": ("flexible", "frames"),
+        "flexible by steps": ("flexible", "steps"), "flexible by frames, 0.9": ("flexible", "frames", 0.9),
+        "flexible by steps, 0.9": ("flexible", "steps", 0.9)}
+
+
+def _run(name: str):
+    """``(distribution, unit, max_sub_epoch_deviation)`` of a run (the deviation None: the default)."""
+    distribution, unit, *deviation = RUNS[name]
+    return distribution, unit, (deviation[0] if deviation else None)
 QUICK = ["balanced by bytes", "balanced by frames"]
 
 
@@ -85,8 +93,8 @@ def make_archives(base: str) -> Dict[str, Any]:
 
 
 def train(name: str, base: str, reuse: bool) -> str:
-    distribution, unit = RUNS[name]
-    work = os.path.join(base, name.replace(" ", "_").replace("(", "").replace(")", ""))
+    distribution, unit, deviation = _run(name)
+    work = os.path.join(base, name.replace(" ", "_").replace("(", "").replace(")", "").replace(",", ""))
     if reuse and os.path.isfile(os.path.join(work, f"returnn.torch-distrib-0-{NUM_RANKS}.log")):
         return work
     os.makedirs(work, exist_ok=True)
@@ -96,17 +104,19 @@ def train(name: str, base: str, reuse: bool) -> str:
     run_sharded_training(work, num_ranks=NUM_RANKS, num_files=NUM_FILES, seed=SEED, partition_epoch=PARTITION_EPOCH,
                          num_epochs=NUM_EPOCHS, distribution=distribution, data_kwargs=DATA,
                          file_sizes=None if unit is None else os.path.join(base, f"{unit}.npz"),
-                         batch_size=BATCHING.batch_size, max_seqs=BATCHING.max_seqs, timeout=1800.0)
+                         batch_size=BATCHING.batch_size, max_seqs=BATCHING.max_seqs, timeout=1800.0,
+                         max_sub_epoch_deviation=deviation)
     return work
 
 
 def analyse(name: str, work: str, base: str, keys) -> Dict[str, Any]:
-    distribution, unit = RUNS[name]
+    distribution, unit, deviation = _run(name)
     costs_of = {u: core.load_file_sizes(os.path.join(base, f"{u}.npz")) for u in ("bytes", "frames", "seqs", "steps")}
     frames_costs = load_file_costs(os.path.join(base, "frames.npz"))
     unit = unit or "bytes"
     settings = core.PlanSettings(num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS,
-                                 distribution=distribution, unit=unit)
+                                 distribution=distribution, unit=unit,
+                                 **({} if deviation is None else {"max_sub_epoch_deviation": deviation}))
     plan = core.ShardPlan(keys, costs_of[unit].sizes, settings)
     plan_path = os.path.join(work, "plan.npz")
     core.save_plan(plan, plan_path)

@@ -150,8 +150,10 @@ def main() -> None:
     parser.add_argument("--deviation", type=float, default=0.25,
                         help="flexible's max_sub_epoch_deviation (default 0.25)")
     parser.add_argument("--ranks", type=int, default=NUM_RANKS, help=f"ranks per training (default {NUM_RANKS})")
+    parser.add_argument("--big", type=int, default=NUM_BIG,
+                        help=f"files grown above a rank's share of a sub-epoch (default {NUM_BIG}; 0: none)")
     args = parser.parse_args()
-    globals()["NUM_RANKS"] = args.ranks  # the corpus, the plans and the trainings all read it
+    globals().update(NUM_RANKS=args.ranks, NUM_BIG=args.big)  # the corpus, the plans and the trainings read them
     frames_range = tuple(int(x) for x in args.seq_frames.split(","))
     harness.FEATURE_DIM = args.feature_dim  # read by the harness when it writes each config: data and model dim
     base = args.keep or tempfile.mkdtemp(prefix="i6_shard_bench_flexible_training_")

@@ -263,13 +263,14 @@ def run_sharded_training(work_dir: str, *, num_ranks: int, num_files: int = 16, 
                          partition_epoch: int = 2, num_epochs: int = 4, behavior_version: int = 24,
                          use_worker_proc: bool = False, sharding_fix: bool = True, distribution: str = "returnn",
                          file_sizes: Optional[str] = None, data_kwargs: Optional[Mapping[str, Any]] = None,
-                         **run_kwargs) -> Training:
+                         max_sub_epoch_deviation: Optional[float] = None, **run_kwargs) -> Training:
     """Skewed HDF files in ``work_dir/data`` (named ``data/partNNN.hdf`` relative to ``work_dir``, the
     training's working directory, so the logs name no machine's directories), a DistributeFilesDataset
     over them from ``i6_shard.returnn_config.sharded_files_dataset``, and a training on ``num_ranks`` ranks.
 
     :param sharding_fix: False gives RETURNN's legacy double sharding (RETURNN #1738)
     :param file_sizes: sizes archive for ``distribution`` other than "returnn" (absolute path)
+    :param max_sub_epoch_deviation: with ``distribution="flexible"``: its bound (None: the default)
     :param run_kwargs: further arguments of :func:`run_training` (batch_size, max_seqs, ...)
     """
     from i6_shard.returnn_config import sharded_files_dataset
@@ -278,7 +279,9 @@ def run_sharded_training(work_dir: str, *, num_ranks: int, num_files: int = 16, 
     files = [f"data/part{i:03d}.hdf" for i in range(num_files)]
     train = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
                                   partition_epoch=partition_epoch, use_worker_proc=use_worker_proc,
-                                  distribution=distribution, file_sizes=file_sizes, num_shards=num_ranks)
+                                  distribution=distribution, file_sizes=file_sizes, num_shards=num_ranks,
+                                  **({} if max_sub_epoch_deviation is None else
+                                     {"max_sub_epoch_deviation": max_sub_epoch_deviation}))
     if not sharding_fix:
         train["sharding_fix"] = False
     return run_training(work_dir, train=train, num_ranks=num_ranks, num_epochs=num_epochs,
