@@ -20,7 +20,8 @@ from ..pure.args import first_negative
 from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
-from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, STEPS_BATCHING_ARRAY, FileSizes, load_file_sizes
+from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, SEQ_LENGTHS_ARRAY, STEPS_BATCHING_ARRAY, FileSizes, \
+    load_file_sizes
 from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
 from .npz import encode_keys, inflation_problem, open_npz, save_npz
 from .preflight import short_repr
@@ -63,6 +64,9 @@ class FileCosts:
     :ivar mtimes: int64 modification time per entry in ns (the latest of its leaves'), shape [num_files]
     :ivar batching: unit "steps" only (and there required): the batching limits the costs count the expected
         steps under, in milli-steps (``core.pure.batching.file_millisteps``)
+    :ivar seq_lengths: int32, every sequence's length in entry order (``num_seqs[i]`` of entry i), shape
+        [num_seqs.sum()]; None where they are not known (an archive written before they were kept, or arrow
+        shards read without a length column): the predicted loss then takes the pooled quantiles
     """
 
     keys: List[str]
@@ -73,6 +77,7 @@ class FileCosts:
     seq_length_quantiles: np.ndarray
     mtimes: Optional[np.ndarray] = None
     batching: Optional[Batching] = None
+    seq_lengths: Optional[np.ndarray] = None
 
     def __post_init__(self):
         if self.unit not in COST_UNITS:
@@ -85,6 +90,17 @@ class FileCosts:
         if np.shape(self.seq_length_quantiles) != (NUM_LENGTH_QUANTILES,):
             raise ValueError(f"seq_length_quantiles has shape {np.shape(self.seq_length_quantiles)}, expected "
                              f"({NUM_LENGTH_QUANTILES},)")
+        if self.seq_lengths is not None:
+            expected = sum(int(x) for x in np.asarray(self.num_seqs))
+            if np.shape(self.seq_lengths) != (expected,):
+                raise ValueError(f"seq_lengths has shape {np.shape(self.seq_lengths)}, but num_seqs sum to {expected:,}; "
+                                 "they must pair up")
+
+    def file_lengths(self) -> Optional[List[np.ndarray]]:
+        """Each entry's sequence lengths (views into :attr:`seq_lengths`), or None where they are not kept."""
+        if self.seq_lengths is None:
+            return None
+        return np.split(np.asarray(self.seq_lengths), np.cumsum(np.asarray(self.num_seqs, dtype=np.int64))[:-1])
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -497,7 +513,11 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
         costs = file_millisteps(per_file, batching)
     else:
         costs = (num_frames if unit == "frames" else num_seqs).copy()
+    all_known = all(not isinstance(x, int) for x in per_file)
+    seq_lengths = (np.concatenate(per_file).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)) \
+        if all_known else None
     return FileCosts(keys=keys, costs=costs, unit=unit, num_seqs=num_seqs, num_frames=num_frames,
+                     seq_lengths=seq_lengths,
                      seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else
                                                                   np.zeros(0, dtype=np.int64)),
                      mtimes=sizes.mtimes, batching=batching)
@@ -530,6 +550,8 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
     if costs.batching is not None:
         arrays[STEPS_BATCHING_ARRAY] = np.array([costs.batching.batch_size or 0, costs.batching.max_seqs or 0],
                                                 dtype=np.int64)
+    if costs.seq_lengths is not None:
+        arrays[SEQ_LENGTHS_ARRAY] = np.asarray(costs.seq_lengths, dtype=np.int32)
     save_npz(path, arrays, kind="file costs archive")
 
 
@@ -564,8 +586,20 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
                 batching = Batching(batch_size=limits[0] or None, max_seqs=limits[1] or None)
             except ValueError as exc:
                 raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} {limits}: {exc}") from None
+        extra[SEQ_LENGTHS_ARRAY] = _read_seq_lengths(npz, path, num_seqs=extra["num_seqs"]) \
+            if SEQ_LENGTHS_ARRAY in headers else None
     for name, arr in extra.items():
-        if first_negative(arr) is not None:
+        if arr is not None and first_negative(arr) is not None:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
     return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching,
                      **extra)
+
+
+def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:
+    """The archive's ``seq_lengths``, checked against ``num_seqs`` before it is inflated."""
+    h = npz.headers[SEQ_LENGTHS_ARRAY]
+    expected = sum(int(x) for x in num_seqs)
+    if h.dtype != np.int32 or tuple(h.shape) != (expected,):
+        raise ValueError(f"{path!r} is corrupt: {SEQ_LENGTHS_ARRAY} is {h.dtype}{list(h.shape)}, expected "
+                         f"int32[{expected}] (the sum of num_seqs)")
+    return npz.read(SEQ_LENGTHS_ARRAY)

@@ -25,6 +25,9 @@ FILE_COSTS_FORMAT_VERSION = 3
 COSTS_ARRAYS = ("unit_utf8", "num_seqs", "num_frames", "seq_length_quantiles")
 #: A costs archive in steps also holds the batching limits of its steps: int64 [batch_size, max_seqs], 0: no limit.
 STEPS_BATCHING_ARRAY = "steps_batching"
+#: A costs archive may also hold every sequence's length, int32 in entry order (``num_seqs`` per entry): the
+#: predicted loss then batches each rank's own lengths. Archives without it predict from the pooled quantiles.
+SEQ_LENGTHS_ARRAY = "seq_lengths"
 _ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
                    3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS}}
 _MAX_UNIT_BYTES = 64
@@ -144,6 +147,8 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         has_batching = STEPS_BATCHING_ARRAY in names and "unit_utf8" in names
         if has_batching:
             names.discard(STEPS_BATCHING_ARRAY)  # checked with the unit below
+        if SEQ_LENGTHS_ARRAY in names and "unit_utf8" in names:
+            names.discard(SEQ_LENGTHS_ARRAY)  # optional; checked by load_file_costs, which reads it
         if names not in _ARCHIVE_ARRAYS.values():
             raise ValueError(f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
                              "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "

@@ -169,7 +169,7 @@ def write_plan_outputs(plan: ShardPlan, *, plan_path: str, summary_path: str, re
         summary.update(prediction_summary(plan, num_epochs=num_epochs, batching=batching, num_seqs=lengths.num_seqs,
                                           num_frames=lengths.num_frames,
                                           seq_length_quantiles=lengths.seq_length_quantiles, layout=layout,
-                                          sync=sync))
+                                          sync=sync, file_lengths=lengths.file_lengths()))
     save_npz(plan_path, arrays, kind="plan file")
     del arrays, orders, bounds
     with atomic_write(summary_path, "wt", encoding="ascii", newline="\n") as f:

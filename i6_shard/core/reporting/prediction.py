@@ -3,7 +3,7 @@ and report lines: steps per rank, the dropped share beside the cost formula's, a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -17,15 +17,18 @@ __all__ = ["prediction_summary", "render_prediction"]
 def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, num_seqs: np.ndarray,
                        num_frames: np.ndarray, seq_length_quantiles: np.ndarray,
                        layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
-                       sync: SyncMode = SyncMode()) -> Dict[str, Any]:
+                       sync: SyncMode = SyncMode(),
+                       file_lengths: Optional[Sequence[np.ndarray]] = None) -> Dict[str, Any]:
     """Summary entries (JSON types): ``dropped_fraction_predicted`` (mean over the sub-epochs of the
     predicted share of the frames dropped), ``dropped_fraction_predicted_max``, ``batching`` with the
     limits, the step floor (``floor_mean``: the drop of an even split, from whole steps and the spread of
     batching) and per sub-epoch the predicted steps per rank and drop, and ``sync``: the sync mode the drop
     assumes (grad sync: every rank stops in the step the first runs out; param sync: the others run on to
-    their next sync)."""
+    their next sync). With ``file_lengths`` (each file's sequence lengths, a costs archive's ``seq_lengths``) every
+    rank batches its own lengths; without, the pooled quantiles scaled to its mean length (``lengths`` says which)."""
     p = predict_plan_drop(plan, num_epochs=num_epochs, num_seqs=num_seqs, num_frames=num_frames, batching=batching,
-                          seq_length_quantiles=seq_length_quantiles, layout=layout, sync_every=sync.sync_every)
+                          seq_length_quantiles=seq_length_quantiles, layout=layout, sync_every=sync.sync_every,
+                          file_lengths=file_lengths)
     steps = p["steps_mean"]
     return {
         "dropped_fraction_predicted": json_float(p["dropped"].mean()),
@@ -33,6 +36,7 @@ def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, 
         "sync": sync.as_dict(),
         "batching": {
             **batching.as_dict(),
+            "lengths": "per file" if file_lengths is not None else "pooled",
             "floor_mean": json_float(p["floor"].mean()),
             "steps_per_rank": {"min": json_float(steps.min()), "mean": json_float(steps.mean()), "max": json_float(steps.max())},
             "per_sub_epoch": {"steps": [[json_float(x) for x in row] for row in steps.tolist()],
@@ -50,12 +54,13 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
     limits = ", ".join(f"{k}={b[k]}" for k in ("batch_size", "max_seqs") if b[k] is not None)
     st = b["steps_per_rank"]
     sync = summary.get("sync") or {"reduce_type": "grad"}
+    source = "each file's own lengths" if b.get("lengths") == "per file" else "pooled lengths"
     when = ("when the first rank runs out" if sync["reduce_type"] == "grad" else
             f"under param sync every {sync['param_sync_step']} steps (the others run on to their next sync)")
     return [
         "",
-        f"Predicted loss under RETURNN's batching ({limits}; {sync['reduce_type']} sync; sequences in random order, "
-        "see docs/units.md)",
+        f"Predicted loss under RETURNN's batching ({limits}; {sync['reduce_type']} sync; sequences in random order; "
+        f"{source}, see docs/units.md)",
         f"  steps per rank and sub-epoch   min {st['min']:.1f}, mean {st['mean']:.1f}, max {st['max']:.1f}",
         f"  dropped {when}: mean {100 * summary['dropped_fraction_predicted']:.2f}%, worst "
         f"{100 * summary['dropped_fraction_predicted_max']:.2f}% (the {summary.get('unit', 'bytes')} formula above: "

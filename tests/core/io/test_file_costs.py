@@ -203,3 +203,73 @@ def test_stale_check_of_a_costs_archive_looks_at_mtimes(tmp_path):
 def _as_file_sizes(costs):
     """The costs as a sizes archive's FileSizes (with their unit)."""
     return core.FileSizes(keys=costs.keys, sizes=costs.costs, mtimes=costs.mtimes, unit=costs.unit)
+
+
+def test_the_archive_keeps_every_sequence_length_as_returnn_delivers_it(tmp_path):
+    """seq_lengths holds each entry's lengths (in entry order, what RETURNN's HDFDataset delivers per sequence),
+    survives the archive, and pairs with num_seqs; an archive without them (written before) still loads."""
+    from returnn.datasets.hdf import HDFDataset
+
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=4, seed=5, max_seqs=6, frames=(1, 50))
+    costs = collect_file_costs(paths, unit="frames", num_procs=1)
+    out = str(tmp_path / "costs.npz")
+    save_file_costs(costs, out)
+    loaded = load_file_costs(out)
+    for path, lengths in zip(paths, loaded.file_lengths()):
+        ds = HDFDataset(files=[path], seq_ordering="default")
+        ds.initialize()
+        ds.init_seq_order(epoch=1)
+        expected = []
+        while ds.is_less_than_num_seqs(len(expected)):
+            ds.load_seqs(len(expected), len(expected) + 1)
+            expected.append(int(ds.get_data(len(expected), "data").shape[0]))
+        assert lengths.tolist() == expected
+    assert loaded.seq_lengths.dtype == np.int32 and len(loaded.seq_lengths) == int(loaded.num_seqs.sum())
+    old = core.io.file_costs.FileCosts(**{**loaded.__dict__, "seq_lengths": None})
+    save_file_costs(old, str(tmp_path / "old.npz"))
+    assert load_file_costs(str(tmp_path / "old.npz")).file_lengths() is None
+    assert core.load_file_sizes(out).sizes.tolist() == loaded.costs.tolist()  # still a sizes archive
+
+
+def test_a_costs_archive_whose_lengths_do_not_pair_with_its_counts_is_refused(tmp_path):
+    from i6_shard.core.io.npz import load_npz, save_npz
+
+    paths = write_tiny_hdf_files(str(tmp_path), num_files=3, seed=6)
+    out = str(tmp_path / "costs.npz")
+    save_file_costs(collect_file_costs(paths, unit="frames", num_procs=1), out)
+    arrays = load_npz(out)
+    arrays["seq_lengths"] = arrays["seq_lengths"][:-1]
+    save_npz(out, arrays, kind="file costs archive")
+    with pytest.raises(ValueError, match=r"is corrupt: seq_lengths is int32\[\d+\], expected int32\[\d+\] \(the sum "
+                                         r"of num_seqs\)"):
+        load_file_costs(out)
+
+
+def test_the_plan_predicts_from_each_files_own_lengths(tmp_path, capsys):
+    """With the archive's lengths the plan's predicted loss is the model's with each file's own lengths (what a
+    rank batches), and the report says so; an archive without them predicts from the pooled quantiles."""
+    from i6_shard.cli import main
+    from i6_shard.core.pure.batching import Batching, predict_plan_drop
+    from tests.training.harness import hdf_seq_lengths
+
+    paths = write_tiny_hdf_files(str(tmp_path / "d"), num_files=24, seed=7, max_seqs=30, frames=(3, 90))
+    costs = collect_file_costs(paths, unit="frames", num_procs=1)
+    archive = str(tmp_path / "costs.npz")
+    save_file_costs(costs, archive)
+    options = ["--num-shards", "2", "--partition-epoch", "3", "--num-epochs", "6", "--distribution", "balanced",
+               "--batch-size", "300", "--max-seqs", "8", "--no-plot"]
+    assert main(["plan", "--sizes", archive, *options, "-o", str(tmp_path / "p")]) == 0
+    assert "each file's own lengths" in capsys.readouterr().out
+    import json
+
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    plan = core.load_plan(str(tmp_path / "p" / "plan.npz"))
+    model = predict_plan_drop(plan, num_epochs=6, num_seqs=costs.num_seqs, num_frames=costs.num_frames,
+                              batching=Batching(300, 8), file_lengths=[hdf_seq_lengths(p) for p in paths])
+    assert summary["batching"]["lengths"] == "per file"
+    assert summary["dropped_fraction_predicted"] == pytest.approx(float(model["dropped"].mean()), abs=1e-6)
+    pooled = core.io.file_costs.FileCosts(**{**costs.__dict__, "seq_lengths": None})
+    save_file_costs(pooled, str(tmp_path / "pooled.npz"))
+    assert main(["plan", "--sizes", str(tmp_path / "pooled.npz"), *options, "-o", str(tmp_path / "q")]) == 0
+    assert "pooled lengths" in capsys.readouterr().out
+    assert json.loads((tmp_path / "q" / "summary.json").read_text())["batching"]["lengths"] == "pooled"
