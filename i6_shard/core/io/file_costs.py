@@ -320,23 +320,34 @@ def read_arrow_seq_lengths(path: str, *, length_column: Optional[str] = None) ->
 
 #: The longest sequence a costs pass accepts, in frames: RETURNN stores sequence lengths as int32 (an HDF's
 #: ``seqLengths``, the torch batching's lengths), so a longer one is not real data but a damaged or crafted
-#: file; the cap also keeps every sum of lengths below int64's range up to 2**32 sequences per file.
+#: file; with :data:`MAX_SEQS_PER_FILE` it keeps every file's sum of lengths within int64.
 MAX_SEQ_LENGTH = 2**31 - 1
+#: The most sequences a costs pass accepts in one file: an arrow shard's row count comes from its metadata, so
+#: a few hundred bytes can claim 2**62 rows; 2**32 rows is more than any shard holds (RETURNN indexes a
+#: sub-dataset's sequences with int32).
+MAX_SEQS_PER_FILE = 2**32
 _INT64_MAX = 2**63 - 1
 
 
+def _check_num_seqs(path: str, num_seqs: int) -> int:
+    """``num_seqs`` if at most :data:`MAX_SEQS_PER_FILE`, else ValueError naming the file and the fix."""
+    if num_seqs > MAX_SEQS_PER_FILE:
+        raise ValueError(f"{short_repr(path)} claims {num_seqs:,} sequences, more than {MAX_SEQS_PER_FILE:,} (2**32), "
+                         "which no file holds; the file is damaged or crafted; fix it, or remove it from the list")
+    return num_seqs
+
+
 def _check_lengths(path: str, lengths: np.ndarray, *, source: str = "") -> np.ndarray:
-    """``lengths`` if every one is at most :data:`MAX_SEQ_LENGTH` and their sum fits int64, else ValueError
-    naming the file, the sequence and the fix (before anything is allocated by the lengths' values)."""
+    """``lengths`` if every one is at most :data:`MAX_SEQ_LENGTH` and there are at most
+    :data:`MAX_SEQS_PER_FILE` (so their sum fits int64), else ValueError naming the file, the sequence and the
+    fix (before anything is allocated by the lengths' values)."""
+    _check_num_seqs(path, len(lengths))
     if len(lengths):
         i = int(np.argmax(lengths))
         if int(lengths[i]) > MAX_SEQ_LENGTH:
             raise ValueError(f"{short_repr(path)}: sequence {i} is {int(lengths[i]):,} frames long, more than RETURNN's "
                              f"int32 sequence lengths hold ({MAX_SEQ_LENGTH:,}){source}; the file is damaged or "
                              "crafted; fix it, or remove it from the list")
-        if int(lengths[i]) * len(lengths) > _INT64_MAX and sum(int(x) for x in lengths) > _INT64_MAX:
-            raise ValueError(f"{short_repr(path)}: its {len(lengths):,} sequences sum to more frames than int64 holds; "
-                             "the file is damaged or crafted; fix it, or remove it from the list")
     return lengths
 
 
@@ -348,7 +359,7 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
     try:
         if path.endswith(".arrow"):
             rows = read_arrow_seq_lengths(path, length_column=length_column)
-            return rows if isinstance(rows, int) else _check_lengths(path, rows)
+            return _check_num_seqs(path, rows) if isinstance(rows, int) else _check_lengths(path, rows)
         if path.endswith(".zip"):
             return _check_lengths(path, read_oggzip_seq_lengths(path, frame_rate=frame_rate),
                                   source=f" (its manifest's duration times the frame rate {frame_rate:g})")
@@ -369,16 +380,17 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
 _PARENT_POLL_S = 0.2
 
 
-def _check_total_frames(num_frames: np.ndarray, cost_paths: Sequence[str]) -> None:
-    """ValueError naming the largest entry if the entries' frames sum beyond int64 (each is below it)."""
-    if not len(num_frames) or int(num_frames.max()) <= _INT64_MAX // len(num_frames):
+def _check_total(values: np.ndarray, what: str, cost_paths: Sequence[str]) -> None:
+    """ValueError naming the largest entry if the entries' ``what`` (frames, sequences) sum beyond int64 (each
+    is below it)."""
+    if not len(values) or int(values.max()) <= _INT64_MAX // len(values):
         return
-    total = sum(int(x) for x in num_frames)
+    total = sum(int(x) for x in values)
     if total > _INT64_MAX:
-        largest = int(np.argmax(num_frames))
-        raise ValueError(f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
-                         f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
-                         f"{int(num_frames[largest]):,} frames); fix it, or remove it from the list")
+        largest = int(np.argmax(values))
+        raise ValueError(f"the {len(values):,} entries sum to {total:,} {what}, more than int64 holds; a file "
+                         f"holds {what} no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
+                         f"{int(values[largest]):,} {what}); fix it, or remove it from the list")
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -508,7 +520,7 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if bad is not None:
         raise ValueError(f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it "
                          "is corrupt")
-    _check_total_frames(num_frames, cost_paths)
+    _check_total(num_frames, "frames", cost_paths)  # sequences cannot wrap: at most 2**32 per file
     if unit == "steps":
         costs = file_millisteps(per_file, batching)
     else:

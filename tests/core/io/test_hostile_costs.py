@@ -1,11 +1,13 @@
 """The costs pass under crafted files whose numbers, not their size, would drive memory: a seqLengths that
 declares 10**11 sequences in a 2 KB HDF, one length of 2**40, lengths whose sum wraps int64, an OggZip
-duration of 1e12 s or below 0, and a manifest that inflates 1000-fold. Each is one line naming the file
+duration of 1e12 s or below 0, a manifest that inflates 1000-fold, and an arrow shard of a few hundred bytes
+whose metadata claims 2**62 rows. Each is one line naming the file
 and the fix (exit status 2), with the command's address space capped at 3 GB: memory follows the input's
 size."""
 
 import os
 import resource
+import struct
 import subprocess
 import sys
 import zipfile
@@ -45,6 +47,22 @@ def _arrow(path, lengths):
         writer.write_table(table)
 
 
+def _arrow_rows(path, rows):
+    """An arrow stream of one null column whose record batch claims ``rows`` rows: a few hundred bytes, since
+    the row count is metadata (written for 123,457 rows, then that count rewritten)."""
+    pa = pytest.importorskip("pyarrow", reason="writes arrow shards: pip install pyarrow")
+    import pyarrow.ipc
+
+    table = pa.table({"x": pa.nulls(123457)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = sink.getvalue().to_pybytes()
+    assert data.count(struct.pack("<q", 123457)) >= 1
+    with open(path, "wb") as f:
+        f.write(data.replace(struct.pack("<q", 123457), struct.pack("<q", rows)))
+
+
 CASES = {
     "declared_shape": (lambda p: _hdf(p, shape=(10**11, 2)), ".hdf",
                        "its seqLengths of shape [100000000000, 2] declares 800,000,000,000 bytes"),
@@ -53,6 +71,8 @@ CASES = {
     "huge_duration": (lambda p: _oggzip(p, [1.0, 1e12]), ".zip",
                       "sequence 1 is 100,000,000,000,000 frames long, more than RETURNN's int32"),
     "arrow_length": (lambda p: _arrow(p, [7, 2**40]), ".arrow", "sequence 1 is 1,099,511,627,776 frames long"),
+    "arrow_rows": (lambda p: _arrow_rows(p, 2**62), ".arrow",
+                   "claims 4,611,686,018,427,387,904 sequences, more than 4,294,967,296 (2**32)"),
     "negative_duration": (lambda p: _oggzip(p, [1.0, -2.5]), ".zip", "entry 1 of its manifest has duration -2.5"),
     "inflating_manifest": (lambda p: _oggzip(p, [1.0] * 10, padding=200 * 10**6), ".zip",
                            "its manifest 'crafted.txt' declares 200,000,"),
@@ -71,8 +91,9 @@ def test_numbers_inside_a_file_do_not_drive_memory(tmp_path, case):
     normal = str(tmp_path / "normal.hdf")
     _hdf(normal, [10, 20])
     (tmp_path / "files.txt").write_text(f"{normal}\n{path}\n")
-    column = ["--length-column", "length"] if ext == ".arrow" else []
-    res = subprocess.run([sys.executable, "-m", "i6_shard", "costs", str(tmp_path / "files.txt"), "--unit", "frames",
+    unit = ["--unit", "seqs"] if case == "arrow_rows" else ["--unit", "frames"]  # rows only: no length column
+    column = ["--length-column", "length"] if ext == ".arrow" and case != "arrow_rows" else []
+    res = subprocess.run([sys.executable, "-m", "i6_shard", "costs", str(tmp_path / "files.txt"), *unit,
                           *column, "-o", str(tmp_path / "costs.npz")], capture_output=True, text=True, timeout=120,
                          preexec_fn=_cap_memory)
     assert res.returncode == 2, (res.returncode, res.stderr[-1500:])
