@@ -62,7 +62,8 @@ RUNS = {"returnn cut (bytes)": ("returnn", None), "balanced by bytes": ("balance
         "balanced by frames": ("balanced", "frames"), "balanced by seqs": ("balanced", "seqs"),
         "balanced by steps": ("balanced", "steps"), "flexible by frames": ("flexible", "frames"),
         "flexible by steps": ("flexible", "steps"), "flexible by frames, 0.9": ("flexible", "frames", 0.9),
-        "flexible by steps, 0.9": ("flexible", "steps", 0.9)}
+        "flexible by steps, 0.9": ("flexible", "steps", 0.9), "flexible_auto by frames": ("flexible_auto", "frames"),
+        "flexible_auto by steps": ("flexible_auto", "steps")}
 
 
 def _run(name: str):
@@ -88,7 +89,8 @@ def make_archives(base: str) -> Dict[str, Any]:
         out[f"t_{unit}"] = time.perf_counter() - t0
         save_file_costs(FileCosts(keys=keys, costs=costs.costs, unit=unit, num_seqs=costs.num_seqs,
                                   num_frames=costs.num_frames, seq_length_quantiles=costs.seq_length_quantiles,
-                                  mtimes=costs.mtimes, batching=costs.batching), os.path.join(base, f"{unit}.npz"))
+                                  seq_lengths=costs.seq_lengths, mtimes=costs.mtimes, batching=costs.batching),
+                        os.path.join(base, f"{unit}.npz"))
     return out
 
 

@@ -225,7 +225,8 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
                    help="with --unsharded: the dataset dict sets random_seed_offset itself, which RETURNN uses "
                         "unchanged on every rank, so all ranks read the same files (the report shows the overlap)")
     p.add_argument("--distribution", choices=core.DISTRIBUTIONS, default="returnn",
-                   help="how bins are cut (default: returnn, what DistributeFilesDataset does)")
+                   help="how bins are cut (default: returnn, what DistributeFilesDataset does; flexible_auto: "
+                        "sub-epochs of flexible size with the bound chosen per full epoch, docs/flexible_split.md)")
     p.add_argument("--max-sub-epoch-deviation", type=float, default=core.PlanSettings.max_sub_epoch_deviation,
                    help="with --distribution flexible: how far a sub-epoch's size may be from the mean sub-epoch's, "
                         "as a share of it, in [0, 1) (default %(default)s: +-25%%)")

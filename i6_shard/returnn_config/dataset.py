@@ -296,7 +296,8 @@ def sharded_files_dataset(
     :param partition_epoch: sub-epochs per full epoch (required unless ``plan`` is a plan job)
     :param files_key: where the files go in ``sub_epoch_dataset``: a key or key path, or
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
-    :param distribution: ``"returnn"`` (RETURNN's own bins, the default), ``"balanced"`` or ``"flexible"`` (i6_shard's
+    :param distribution: ``"returnn"`` (RETURNN's own bins, the default), ``"balanced"``, ``"flexible"`` or
+        ``"flexible_auto"`` (i6_shard's
         ``ShardedDistributeFilesDataset``, named by reference: RETURNN imports it when it loads the config)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
         (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses

@@ -1,5 +1,5 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn", "balanced" or "flexible"), precomputed file sizes instead of a stat per file, or
+distribution ("returnn", "balanced", "flexible" or "flexible_auto"), precomputed file sizes instead of a stat per file, or
 the bins read from a plan file."""
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       the ranks largest first (:func:`i6_shard.core.distribute_balanced`), so that ranks
       finish their sub-epochs at nearly the same time and little data is dropped.
       ``"flexible"`` also lets the sub-epochs differ in size by up to ``max_sub_epoch_deviation``
-      (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`).
+      (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`);
+      ``"flexible_auto"`` chooses that bound for each full epoch, up to 0.9
+      (:func:`i6_shard.core.pure.flexible.distribute_flexible_auto`).
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
@@ -142,8 +144,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                  file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES, plan: Optional[str | os.PathLike] = None,
                  max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION, **kwargs):
         """
-        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"`` or
-            ``"flexible"``); None: ``"returnn"``, or with ``plan``, the plan's (given with a plan, it must be
+        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"``,
+            ``"flexible"`` or ``"flexible_auto"``); None: ``"returnn"``, or with ``plan``, the plan's (given with a plan, it must be
             the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
             stat every file as RETURNN does; not read with ``plan`` (the plan holds the sizes)

@@ -26,9 +26,11 @@ from .test_distrib_files import NUM_SHARDS, PARTITION_EPOCH, make_dataset, read_
 
 @pytest.mark.parametrize("unit, split", [("frames", {}), ("seqs", {}), ("steps", {}),
                                          ("frames", {"distribution": "flexible", "max_sub_epoch_deviation": 0.9}),
-                                         ("steps", {"distribution": "flexible", "max_sub_epoch_deviation": 0.9})])
+                                         ("steps", {"distribution": "flexible", "max_sub_epoch_deviation": 0.9}),
+                                         ("steps", {"distribution": "flexible_auto"})])
 def test_balanced_by_costs_reads_its_plan(tmp_path, monkeypatch, unit, split):
-    """Also the flexible split by steps with room for large files, which reaches the step floor (docs/units.md)."""
+    """Also the flexible split by steps with room for large files, which reaches the step floor (docs/units.md),
+    and with its bound chosen per full epoch."""
     split = {"distribution": "balanced", **split}
     rng = np.random.RandomState(4)
     files = write_tiny_hdf_files(str(tmp_path), num_files=18, seed=4, frames=(1, 90),

@@ -224,7 +224,7 @@ def test_sizes_must_match_the_file_list(corpus, tmp_path):
 
 def test_bad_options_are_clear_errors(corpus):
     with pytest.raises(ValueError, match=r"distribution='lpt' is unknown; use one of "
-                                         r"\('returnn', 'balanced', 'flexible'\)"):
+                                         r"\('returnn', 'balanced', 'flexible', 'flexible_auto'\)"):
         make_dataset(corpus, 0, distribution="lpt")
     with pytest.raises(TypeError, match="must be the path"):
         make_dataset(corpus, 0, file_sizes={"a": 1})

@@ -72,7 +72,7 @@ def _ranks_read(files, plan_path, settings, *, num_epochs: int, monkeypatch, **o
     return got
 
 
-@pytest.mark.parametrize("distribution", ["returnn", "balanced", "flexible"])
+@pytest.mark.parametrize("distribution", ["returnn", "balanced", "flexible", "flexible_auto"])
 @pytest.mark.parametrize("sharding", ["sharded", "unsharded", "unsharded_same_seed"])
 def test_every_rank_reads_exactly_the_plans_bins(tmp_path, monkeypatch, distribution, sharding):
     rng = np.random.RandomState(len(distribution) + len(sharding))

@@ -9,7 +9,7 @@ import numpy as np
 
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
-from .flexible import distribute_flexible
+from .flexible import distribute_flexible, distribute_flexible_auto
 
 __all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch"]
 
@@ -25,11 +25,12 @@ CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
     "returnn": _returnn,
     "balanced": distribute_balanced,
     "flexible": distribute_flexible,
+    "flexible_auto": distribute_flexible_auto,
 }
 
 #: distribution name -> the version of its output, which plan files record: raise it with any change that
 #: moves a bin for some input (tests/core/io/test_stored_plans.py pins the bins of each version).
-CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1}
+CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1}
 
 
 def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int, distribution: str,

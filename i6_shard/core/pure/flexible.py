@@ -11,11 +11,16 @@ import numpy as np
 from .balanced import _assign_group, _balanced_split, _bins_from_groups, _check_sizes, _dropped, group_bounds
 from .distribute import check_enough_files
 
-__all__ = ["distribute_flexible", "check_max_sub_epoch_deviation", "sub_epoch_size_range",
+__all__ = ["distribute_flexible", "distribute_flexible_auto", "check_max_sub_epoch_deviation", "sub_epoch_size_range",
            "DEFAULT_MAX_SUB_EPOCH_DEVIATION"]
 
 #: By default a sub-epoch may be up to 25% larger or smaller than the mean sub-epoch.
 DEFAULT_MAX_SUB_EPOCH_DEVIATION = 0.25
+#: The bounds on the sub-epoch sizes that ``"flexible_auto"`` tries (:func:`distribute_flexible_auto`), the
+#: most regular first, and how much more a sub-epoch may drop on average than with the best of them for a
+#: more regular one to be kept instead: 0.1 point.
+AUTO_DEVIATIONS = (0.1, 0.25, 0.5, 0.75, 0.9)
+AUTO_TOLERANCE = Fraction(1, 1000)
 #: Largest files per group that the search's bound on the smallest rank looks at (one numpy pass each).
 _TOP_K = 4
 #: Passes over all boundaries at most (alternating forwards and backwards); the search stops earlier
@@ -65,10 +70,15 @@ def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) ->
     ...
     ValueError: max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of distribution='flexible' only, but distribution='balanced': use distribution='flexible', or drop max_sub_epoch_deviation
     """
-    if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION and distribution != "flexible":
-        raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
-                         f"distribution='flexible' only, but distribution={distribution!r}: use "
-                         "distribution='flexible', or drop max_sub_epoch_deviation")
+    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or distribution == "flexible":
+        return
+    if distribution == "flexible_auto":
+        raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
+                         f"distribution='flexible_auto', which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
+                         "use distribution='flexible' to fix the bound, or drop max_sub_epoch_deviation")
+    raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
+                     f"distribution='flexible' only, but distribution={distribution!r}: use "
+                     "distribution='flexible', or drop max_sub_epoch_deviation")
 
 
 def sub_epoch_size_range(total: int, *, partition_epoch: int, max_sub_epoch_deviation: float) -> Tuple[int, int]:
@@ -147,6 +157,18 @@ def distribute_flexible(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
                                                                    partition_epoch=partition_epoch)
     if today_loss == 0:  # nothing to gain (also: one rank)
         return today_order, today_bounds
+    cut, groups, loss = _flexible_groups(sizes, num_shards=num_shards, partition_epoch=partition_epoch,
+                                         max_sub_epoch_deviation=max_sub_epoch_deviation, tried=tried)
+    if loss < today_loss:
+        return _bins_from_groups(cut, groups, num_shards=num_shards, partition_epoch=partition_epoch)
+    return today_order, today_bounds
+
+
+def _flexible_groups(sizes: np.ndarray, *, num_shards: int, partition_epoch: int, max_sub_epoch_deviation: float,
+                     tried: Dict[Tuple[int, int], tuple]) -> Tuple[np.ndarray, list, Fraction]:
+    """Steps 1 and 2 of :func:`distribute_flexible` with bound ``max_sub_epoch_deviation``: ``(cut, groups,
+    loss)``, the group boundaries, each group's assignment and the exact sum over sub-epochs of ``1 - W*min/sum``.
+    ``tried``: largest-first assignments already made, by ``(start, end)`` (read only)."""
     low, high = sub_epoch_size_range(int(sizes.sum()), partition_epoch=partition_epoch,
                                      max_sub_epoch_deviation=max_sub_epoch_deviation)
     start = group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)
@@ -154,10 +176,52 @@ def distribute_flexible(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     rounds = max(1, min(_RAISE_ROUNDS, _RAISE_WORK // num_shards) // partition_epoch)
     groups = [_assign(sizes, int(cut[s]), int(cut[s + 1]), num_shards=num_shards, rounds=rounds, known=tried)
               for s in range(partition_epoch)]
-    loss = sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
-    if loss < today_loss:
-        return _bins_from_groups(cut, groups, num_shards=num_shards, partition_epoch=partition_epoch)
-    return today_order, today_bounds
+    return cut, groups, sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
+
+
+def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_epoch: int
+                             ) -> Tuple[np.ndarray, np.ndarray]:
+    """Bins of one full epoch like :func:`distribute_flexible`, with the bound on the sub-epoch sizes chosen
+    for the full epoch: the balanced split and the flexible split at each bound of :data:`AUTO_DEVIATIONS`
+    are made, and the first of them, in that order (the most regular sizes first), that drops at most
+    :data:`AUTO_TOLERANCE` per sub-epoch (0.1 point of the mean) more than the best of them is returned.
+
+    The flexible search is local, so a larger bound can drop more than a smaller one; choosing among
+    the bounds makes the result at most the tolerance above every one of them, and above the balanced
+    split (all compared exactly, by the sum over sub-epochs of ``1 - W*min/sum`` of the costs). With costs
+    in expected steps (a ``steps`` costs archive) that sum is the ranks' imbalance in steps. A sub-epoch's
+    size stays within 0.9 of the mean, or no farther outside than in the balanced split's cut.
+
+    :param sizes: int64 costs in the (shuffled) order, shape [num_files]
+    :return: ``(order, bounds)`` as :func:`distribute_flexible` returns them
+
+    >>> sizes = np.array([1, 1, 14] + [1] * 24)  # 40; the 14 needs a sub-epoch of 28, 1.4 times the mean
+    >>> order, bounds = distribute_flexible(sizes, num_shards=2, partition_epoch=2)  # +-25%: at most 25
+    >>> np.add.reduceat(sizes[order], bounds[:-1]).reshape(2, 2).T.tolist()  # [sub-epoch][rank]
+    [[14, 10], [8, 8]]
+    >>> order, bounds = distribute_flexible_auto(sizes, num_shards=2, partition_epoch=2)  # +-50% drops nothing
+    >>> np.add.reduceat(sizes[order], bounds[:-1]).reshape(2, 2).T.tolist()
+    [[14, 14], [6, 6]]
+    """
+    sizes = _check_sizes(sizes)
+    check_enough_files(int(sizes.shape[0]), num_shards=num_shards, partition_epoch=partition_epoch)
+    num_shards, partition_epoch = int(num_shards), int(partition_epoch)
+    today_order, today_bounds, today_loss, tried = _balanced_split(sizes, num_shards=num_shards,
+                                                                   partition_epoch=partition_epoch)
+    if today_loss == 0:
+        return today_order, today_bounds
+    candidates = [(today_loss, None)]
+    for deviation in AUTO_DEVIATIONS:
+        cut, groups, loss = _flexible_groups(sizes, num_shards=num_shards, partition_epoch=partition_epoch,
+                                             max_sub_epoch_deviation=deviation, tried=tried)
+        candidates.append((loss, (cut, groups)))
+        if loss == 0:
+            break
+    limit = min(loss for loss, _ in candidates) + AUTO_TOLERANCE * partition_epoch
+    loss, chosen = next(c for c in candidates if c[0] <= limit)
+    if chosen is None:
+        return today_order, today_bounds
+    return _bins_from_groups(chosen[0], chosen[1], num_shards=num_shards, partition_epoch=partition_epoch)
 
 
 def full_epoch_dropped(sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray, *, num_shards: int,

@@ -18,7 +18,8 @@ __all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
 #: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch; "flexible": balanced, with
-#: sub-epoch sizes that may differ from the mean by ``max_sub_epoch_deviation``; see pure/cut.py, their one table.
+#: sub-epoch sizes that may differ from the mean by ``max_sub_epoch_deviation``; "flexible_auto": flexible, with
+#: the bound chosen per full epoch (up to 0.9); see pure/cut.py, their one table.
 DISTRIBUTIONS = tuple(CUTS)
 #: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
 #: "sharded": every rank shuffles with the same seed and reads its own bins (``distrib_shard_files=True``,
@@ -68,7 +69,7 @@ def check_distribution(distribution: Any) -> str:
     >>> check_distribution("even")
     Traceback (most recent call last):
     ...
-    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible')
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible', 'flexible_auto')
     """
     return check_choice(distribution, name="distribution", choices=DISTRIBUTIONS)
 

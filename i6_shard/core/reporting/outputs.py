@@ -30,9 +30,9 @@ __all__ = ["make_plan", "plan_of_sizes", "make_plan_dir", "write_plan_outputs", 
 
 #: Full epochs over which the report compares distributions (each costs one more planning pass).
 COMPARE_FULL_EPOCHS = 3
-#: The flexible split never drops more than the balanced one, so where the balanced split drops less than
-#: this (mean over the compared sub-epochs) the report does not compare "flexible": that row would cost
-#: about one more balanced split per full epoch (at 1M files and 8 ranks, 6% to 45% of the time to write
+#: The flexible splits never drop more than the balanced one (flexible_auto: at most 0.1 point more), so where
+#: the balanced split drops less than this (mean over the compared sub-epochs) the report does not compare
+#: "flexible" and "flexible_auto": such a row would cost about one (flexible_auto: six) more balanced splits per full epoch (at 1M files and 8 ranks, 6% to 45% of the time to write
 #: the plan's outputs) to show a gain below this.
 FLEXIBLE_COMPARE_MIN_DROPPED = 0.005
 #: File names the command line uses inside its output directory.
@@ -53,7 +53,7 @@ def other_distribution_stats(plan: ShardPlan, *, num_epochs: int,
     for name in DISTRIBUTIONS:
         if name == plan.settings.distribution:
             continue
-        if name == "flexible":
+        if name in ("flexible", "flexible_auto"):
             balanced = own if plan.settings.distribution == "balanced" else out.get("balanced")
             if isinstance(balanced, PlanStats):
                 drop = float(balanced.dropped_fraction[:num_epochs].mean())

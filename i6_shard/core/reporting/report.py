@@ -11,7 +11,7 @@ import numpy as np
 
 from ..pure.batching import MILLISTEPS_PER_STEP
 from ..pure.cache import CacheFootprint, partition_epoch_fits
-from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from .prediction import render_prediction
@@ -256,10 +256,14 @@ def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
             "about equal size fills the other ranks up to such a file, so they drop the difference")
     if needed >= 1:
         return head + ". Split these files (no sub-epoch can grow to hold them), or lower partition_epoch."
+    if settings.distribution == "flexible_auto":
+        if needed <= AUTO_DEVIATIONS[-1]:
+            return None
+        return (head + f". Their sub-epochs would need to grow by {needed:g}, flexible_auto lets them grow by "
+                f"{AUTO_DEVIATIONS[-1]:g} at most: split these files, or lower partition_epoch.")
     if settings.distribution != "flexible":
-        return (head + f". distribution='flexible' with max_sub_epoch_deviation={needed:g} or more lets their "
-                "sub-epochs grow to hold them (more room often drops less: compare a few values, "
-                "docs/flexible_split.md), or lower partition_epoch.")
+        return (head + f". distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation={needed:g} or "
+                "more) lets their sub-epochs grow to hold them (docs/flexible_split.md), or lower partition_epoch.")
     if settings.max_sub_epoch_deviation < needed:
         return (head + f". Raise max_sub_epoch_deviation to {needed:g} or more (now "
                 f"{settings.max_sub_epoch_deviation:g}) so that their sub-epochs can grow to hold them, or lower "
@@ -442,11 +446,12 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
              f"  mean over sub-epochs {pct(summary['dropped_fraction'])}, worst "
              f"{pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
              f"of {format_cost(summary['scheduled_bytes'], unit)}"]
-    sizes = _sub_epoch_sizes(summary) if s["distribution"] == "flexible" else None
+    sizes = _sub_epoch_sizes(summary) if s["distribution"] in ("flexible", "flexible_auto") else None
     if sizes is not None:
-        bound = s.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
+        bound = (f"max_sub_epoch_deviation={s.get('max_sub_epoch_deviation', DEFAULT_MAX_SUB_EPOCH_DEVIATION):g}"
+                 if s["distribution"] == "flexible" else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}")
         lines.append(f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "
-                     f"{sizes.max():.3f} (max_sub_epoch_deviation={bound:g})")
+                     f"{sizes.max():.3f} ({bound})")
     return lines
 
 

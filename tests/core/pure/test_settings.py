@@ -44,7 +44,7 @@ def test_unsupported_values_name_the_choices():
     with pytest.raises(ValueError, match=r"seq_ordering='sorted' is not supported .*\('random', 'default'\)"):
         PlanSettings(**GOOD, seq_ordering="sorted")
     with pytest.raises(ValueError, match=r"distribution='lpt' is unknown; use one of "
-                                         r"\('returnn', 'balanced', 'flexible'\)"):
+                                         r"\('returnn', 'balanced', 'flexible', 'flexible_auto'\)"):
         PlanSettings(**GOOD, distribution="lpt")
     with pytest.raises(ValueError, match="same_seed_on_all_ranks=True models distrib_shard_files=False"):
         PlanSettings(**GOOD, same_seed_on_all_ranks=True)

@@ -230,11 +230,15 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     (warning,) = _large_file_warnings(sizes)
     assert warning.startswith("1 file entry holds more than a rank's share of a sub-epoch (9 B; the largest "
                               "1.30x)"), warning
-    assert "distribution='flexible' with max_sub_epoch_deviation=0.35 or more " in warning
+    assert "distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation=0.35 or more)" in warning
     (warning,) = _large_file_warnings(sizes, distribution="flexible")  # 0.25 by default
     assert "Raise max_sub_epoch_deviation to 0.35 or more (now 0.25)" in warning
     assert _large_file_warnings(sizes, distribution="flexible", max_sub_epoch_deviation=0.35) == []
     assert _large_file_warnings(sizes, distrib_shard_files=False) == []
+    assert _large_file_warnings(sizes, distribution="flexible_auto") == []  # it grows sub-epochs by up to 0.9
+    (warning,) = _large_file_warnings([19] + [1] * 21, distribution="flexible_auto")  # share 10: 1.90x, needs 0.95
+    assert warning.endswith("would need to grow by 0.95, flexible_auto lets them grow by 0.9 at most: split "
+                            "these files, or lower partition_epoch."), warning
     (warning,) = _large_file_warnings([20, 19] + [1] * 20)  # share 59 / 4 = 14.75: 1.36x and 1.29x, 2.0x below
     assert warning.startswith("2 file entries hold more than")
     (warning,) = _large_file_warnings([40] + [1] * 40)  # share 20: 2.00x, no deviation below 1 holds it

@@ -3,7 +3,8 @@ they are (tests/core/io/test_stored_plans.py). Kept to show how they were made, 
 
     PYTHONPATH=<i6_shard checkout> python tests/data/plans/make_plans.py <format>
 
-format 1 was written by the i6_shard before plan format 2 (git 90d3495), format 2 by the one that added it.
+format 1 was written by the i6_shard before plan format 2 (git 90d3495), format 2 by the one that added it;
+format2_flexible_auto.npz by the one that added that distribution (the others were not written again).
 """
 
 import os
