@@ -319,8 +319,9 @@ def timing(num_files: int, repeats: int) -> bool:
     np.random.RandomState(seed).shuffle(files_order)
     print(f"\nPlanning one full epoch of {num_files:,} files (shuffle + cut, int64 arrays; best of {repeats}; "
           "RETURNN's own cut and the dataset hook over file names, best of 1):")
-    print(f"  {'sizes':<10} {'W':>5} {'P':>4} | {'returnn':>8} {'balanced':>8} {'flexible':>8} | "
-          f"{'RETURNN own':>11} {'hook flex':>9} | {'flex/bal':>8} {'flex/RETURNN own':>16}")
+    timed = DISTRIBUTIONS + ("flexible_auto",)
+    print(f"  {'sizes':<10} {'W':>5} {'P':>4} | {'returnn':>8} {'balanced':>8} {'flexible':>8} {'f._auto':>8} | "
+          f"{'RETURNN own':>11} {'hook flex':>9} | {'flex/bal':>8} {'flex/RETURNN own':>16} {'auto/RETURNN own':>16}")
     slowest = 0.0
     for sigma, num_shards, partition_epoch in ((1.0, 256, 20), (1.0, 8, 10), (1.0, 32, 20), (1.0, 1024, 20),
                                                (1.0, 256, 100), (1.0, 2048, 20), (2.0, 256, 20), (2.0, 8, 10),
@@ -328,12 +329,12 @@ def timing(num_files: int, repeats: int) -> bool:
         sizes = core.io.lognormal_sizes(num_files, seed=0, sigma=sigma)
         num_bins = num_shards * partition_epoch
         times = {}
-        for name in DISTRIBUTIONS:
+        for name in timed:
             times[name], _ = best_of(lambda: core.pure.cut_full_epoch(
                 sizes[core.pure.shuffle_order(num_files, seed=seed)], num_shards=num_shards,
                 partition_epoch=partition_epoch, distribution=name), repeats)
         line = f"  lognormal{sigma:<1.0f} {num_shards:>5} {partition_epoch:>4} | " + " ".join(
-            f"{times[n]:>7.3f}s" for n in DISTRIBUTIONS)
+            f"{times[n]:>7.3f}s" for n in timed)
         if (num_shards, partition_epoch) == (256, 20):
             size_of = dict(zip(keys, sizes.tolist()))
             t_returnn, bins_returnn = best_of(lambda: DistributeFilesDataset._distribute_evenly_by_size(
@@ -345,7 +346,7 @@ def timing(num_files: int, repeats: int) -> bool:
                 num_bins=num_bins, file_sizes=size_of, files_order=files_order), 1)
             assert sum(map(len, bins_ext)) == num_files and all(bins_ext) and len(bins_returnn) == num_bins
             line += (f" | {t_returnn:>10.3f}s {t_ext:>8.3f}s | {times['flexible'] / times['balanced']:>8.2f} "
-                     f"{times['flexible'] / t_returnn:>16.2f}")
+                     f"{times['flexible'] / t_returnn:>16.2f} {times['flexible_auto'] / t_returnn:>16.2f}")
         else:
             line += f" | {'':>11} {'':>9} | {times['flexible'] / times['balanced']:>8.2f}"
         print(line)

@@ -15,7 +15,8 @@ frames: ``--feature-dim 40 --seq-frames 45,55`` gives files whose bytes track th
 20%, as in real corpora, and the default (2 features) shows what the gap costs.
 
 Run from the repository root: ``python benchmarks/bench_flexible_training.py [--cost bytes|frames|both]
-[--corpora 2] [--full-epochs 2] [--feature-dim 2] [--seq-frames 190,210] [--keep DIR]`` (needs torch,
+[--corpora 2] [--full-epochs 2] [--feature-dim 2] [--seq-frames 190,210] [--keep DIR] [--distributions
+returnn,balanced,flexible,flexible_auto] [--ranks 4] [--big 1] [--files 64]`` (needs torch,
 returnn, dm-tree, h5py; about a minute per training on 2 cores, 10 trainings by default).
 """
 
@@ -152,8 +153,13 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=NUM_RANKS, help=f"ranks per training (default {NUM_RANKS})")
     parser.add_argument("--big", type=int, default=NUM_BIG,
                         help=f"files grown above a rank's share of a sub-epoch (default {NUM_BIG}; 0: none)")
+    parser.add_argument("--files", type=int, default=NUM_FILES,
+                        help=f"files per corpus (default {NUM_FILES}); the corpus keeps its size, so with more files "
+                             f"each holds fewer sequences (median {MEDIAN_SEQS:g} * {NUM_FILES} / files)")
     args = parser.parse_args()
-    globals().update(NUM_RANKS=args.ranks, NUM_BIG=args.big)  # the corpus, the plans and the trainings read them
+    # the corpus, the plans and the trainings read them
+    globals().update(NUM_RANKS=args.ranks, NUM_BIG=args.big, NUM_FILES=args.files,
+                     MEDIAN_SEQS=MEDIAN_SEQS * NUM_FILES / args.files)
     frames_range = tuple(int(x) for x in args.seq_frames.split(","))
     harness.FEATURE_DIM = args.feature_dim  # read by the harness when it writes each config: data and model dim
     base = args.keep or tempfile.mkdtemp(prefix="i6_shard_bench_flexible_training_")
@@ -217,7 +223,7 @@ def main() -> None:
           f"{'in its cost':>11} {'sizes':>10}  files as planned")
     means: Dict[Tuple[str, str], float] = {}
     for cost in ("bytes", "frames"):
-        for distribution in DISTRIBUTIONS:
+        for distribution in dict.fromkeys(r["distribution"] for r in rows):
             sel = [r for r in rows if r["distribution"] == distribution and r["cost"] == cost]
             if not sel:
                 continue

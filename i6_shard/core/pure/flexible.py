@@ -1,5 +1,6 @@
 """The flexible distribution: sub-epochs whose sizes may differ from the mean by a bounded share,
-chosen together with the per-rank bins, so that a sub-epoch holding a large file can take more data."""
+chosen together with the per-rank bins, so that a sub-epoch holding a large file can take more data;
+``flexible_auto`` chooses the bound per full epoch."""
 
 from __future__ import annotations
 
