@@ -85,3 +85,32 @@ def test_plans_take_it_and_its_bound_is_refused():
     with pytest.raises(ValueError, match=r"max_sub_epoch_deviation=0.5 is not used by distribution='flexible_auto', "
                                          r"which chooses the bound itself, up to 0.9: use distribution='flexible'"):
         check_bound_is_used(0.5, distribution="flexible_auto")
+
+
+def test_every_entry_point_takes_it_and_refuses_a_bound_with_it(tmp_path):
+    """The CLI and the builder take "flexible_auto"; each refuses a bound with it (ShardPlanJob:
+    tests/jobs/test_plan.py)."""
+    import subprocess
+    import sys
+
+    from i6_shard.core import FileSizes, save_file_sizes
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    keys = [f"/data/part-{i:02d}.hdf" for i in range(12)]
+    sizes_path = str(tmp_path / "sizes.npz")
+    save_file_sizes(FileSizes(keys=keys, sizes=lognormal_sizes(12, seed=1, sigma=1.0)), sizes_path)
+    base = [sys.executable, "-m", "i6_shard", "plan", "--sizes", sizes_path, "--num-shards", "2",
+            "--partition-epoch", "3", "--num-epochs", "6", "--distribution", "flexible_auto", "--no-plot"]
+    ok = subprocess.run(base + ["-o", str(tmp_path / "ok")], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "distribution         flexible_auto" in (tmp_path / "ok" / "report.txt").read_text()
+    bad = subprocess.run(base + ["--max-sub-epoch-deviation", "0.5", "-o", str(tmp_path / "bad")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "is not used by distribution='flexible_auto'" in bad.stderr, bad.stderr
+    assert not (tmp_path / "bad").exists()
+    sub = {"class": "HDFDataset", "seq_ordering": "random"}
+    built = sharded_files_dataset(keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto")
+    assert built["distribution"] == "flexible_auto" and "max_sub_epoch_deviation" not in built
+    with pytest.raises(ValueError, match="is not used by distribution='flexible_auto'"):
+        sharded_files_dataset(keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto",
+                              max_sub_epoch_deviation=0.5)
