@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from fractions import Fraction
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -99,14 +99,15 @@ def _balanced_split(sizes: np.ndarray, *, num_shards: int,
     return order, bounds, loss, tried
 
 
-def _bins_from_groups(cut: np.ndarray, groups: list, *, num_shards: int,
-                      partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
-    """``(order, bounds)`` in RETURNN's bin order from contiguous groups and their per-rank assignment."""
+def _bins_from_groups(cut: Optional[np.ndarray], groups: list, *, num_shards: int, partition_epoch: int,
+                      members: Optional[List[np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """``(order, bounds)`` in RETURNN's bin order from contiguous groups (``cut``) and their per-rank assignment,
+    or from groups given as sorted positions (``members``, one int64 array per group; ``cut`` then None)."""
     # Bin r*P + s holds group s's files of rank r; concatenate the slices rank-major.
     pieces, counts = [], np.empty((num_shards, partition_epoch), dtype=np.int64)
     for s, (by_rank, rank_starts, _) in enumerate(groups):
         counts[:, s] = np.diff(rank_starts)
-        pieces.append(by_rank + cut[s])
+        pieces.append(members[s][by_rank] if members is not None else by_rank + cut[s])
     order = np.concatenate([pieces[s][int(groups[s][1][r]):int(groups[s][1][r + 1])]
                             for r in range(num_shards) for s in range(partition_epoch)])
     bounds = np.zeros(num_shards * partition_epoch + 1, dtype=np.int64)
