@@ -198,8 +198,14 @@ def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_ep
     The flexible search is local, so a larger bound can drop more than a smaller one; choosing among
     the bounds makes the result at most the tolerance above every one of them, and above the balanced
     split (all compared exactly, by the sum over sub-epochs of ``1 - W*min/sum`` of the costs). With costs
-    in expected steps (a ``steps`` costs archive) that sum is the ranks' imbalance in steps. A sub-epoch's
-    size stays within 0.9 of the mean, or no farther outside than in the balanced split's cut.
+    in expected steps (a ``steps`` costs archive) that sum is the ranks' imbalance in steps.
+
+    Where every sub-epoch has at most 32 files per rank, single files then move between the sub-epochs of
+    the full epoch while that lowers the sum (:func:`_move_files`), within the chosen bound (0.1 for the
+    balanced split): two large files that contiguous sub-epochs cannot both hold can then share one. Such a
+    sub-epoch is no longer a contiguous part of the shuffled order; every file is still read once per full
+    epoch, and the files of a bin keep the shuffled order. A sub-epoch's size stays within 0.9 of the mean,
+    or no farther outside than in the balanced split.
 
     :param sizes: int64 costs in the (shuffled) order, shape [num_files]
     :return: ``(order, bounds)`` as :func:`distribute_flexible` returns them

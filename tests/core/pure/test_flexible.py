@@ -41,6 +41,17 @@ def groups_of(order, bounds, num_shards, partition_epoch):
             for s in range(partition_epoch)]
 
 
+def check_bins(order, bounds, num_files, num_shards, partition_epoch):
+    """Every file exactly once, no empty bin, int64 arrays of the right shapes, each bin in the given order."""
+    num_bins = num_shards * partition_epoch
+    assert order.dtype == np.int64 and bounds.dtype == np.int64
+    assert bounds.shape == (num_bins + 1,) and bounds[0] == 0 and bounds[-1] == num_files
+    assert sorted(order.tolist()) == list(range(num_files)), "every file exactly once"
+    bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_bins)]
+    assert all(bins), "empty bin"
+    assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
+
+
 def is_contiguous_split(groups, num_files):
     return sum(groups, []) == list(range(num_files))
 
@@ -63,13 +74,7 @@ def test_invariants_and_never_worse_than_balanced(case):
     arr = np.array(sizes, dtype=np.int64)
     kw = dict(num_shards=num_shards, partition_epoch=partition_epoch)
     order, bounds = distribute_flexible(arr, max_sub_epoch_deviation=deviation, **kw)
-    num_bins = num_shards * partition_epoch
-    assert order.dtype == np.int64 and bounds.dtype == np.int64
-    assert bounds.shape == (num_bins + 1,) and bounds[0] == 0 and bounds[-1] == len(sizes)
-    assert sorted(order.tolist()) == list(range(len(sizes))), "every file exactly once"
-    bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_bins)]
-    assert all(bins), "empty bin"
-    assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
+    check_bins(order, bounds, len(sizes), num_shards, partition_epoch)
     # Never worse than the balanced split, compared exactly with sums computed here.
     got = dropped(loads_of(sizes, order, bounds, num_shards, partition_epoch))
     today = distribute_balanced(arr, **kw)

@@ -19,7 +19,7 @@ from i6_shard.core.pure.flexible import (
     AUTO_DEVIATIONS, AUTO_TOLERANCE, check_bound_is_used, distribute_flexible, distribute_flexible_auto,
     sub_epoch_size_range)
 
-from .test_flexible import dropped, groups_of, is_contiguous_split, layouts, loads_of
+from .test_flexible import check_bins, dropped, groups_of, is_contiguous_split, layouts, loads_of
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -29,12 +29,7 @@ def test_invariants_and_within_the_tolerance_of_every_bound_it_tries(case):
     arr = np.array(sizes, dtype=np.int64)
     kw = dict(num_shards=num_shards, partition_epoch=partition_epoch)
     order, bounds = distribute_flexible_auto(arr, **kw)
-    num_bins = num_shards * partition_epoch
-    assert bounds.shape == (num_bins + 1,) and bounds[0] == 0 and bounds[-1] == len(sizes)
-    assert sorted(order.tolist()) == list(range(len(sizes))), "every file exactly once"
-    bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_bins)]
-    assert all(bins), "empty bin"
-    assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
+    check_bins(order, bounds, len(sizes), num_shards, partition_epoch)
     got = dropped(loads_of(sizes, order, bounds, num_shards, partition_epoch))
     # The candidates, cut here by the public functions and scored with sums computed here.
     candidates = [distribute_balanced(arr, **kw)] + [distribute_flexible(arr, max_sub_epoch_deviation=d, **kw)
@@ -69,7 +64,7 @@ def test_moving_files_between_sub_epochs_reaches_what_no_contiguous_split_does()
                                                      for d in AUTO_DEVIATIONS]
     best = min(dropped(loads_of(sizes, *c, 3, 3)) for c in contiguous)
     order, bounds = distribute_flexible_auto(arr, **kw)
-    assert sorted(order.tolist()) == list(range(len(sizes)))
+    check_bins(order, bounds, len(sizes), 3, 3)
     got = dropped(loads_of(sizes, order, bounds, 3, 3))
     assert got < best / 2, (got, best)
     assert not is_contiguous_split(groups_of(order, bounds, 3, 3), len(sizes))
