@@ -175,6 +175,11 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
         "distributions": _distributions(plan, stats, other_distributions, compare_num_epochs),
         "distributions_num_epochs": int(compare_num_epochs),
     }
+    if plan.settings.distribution == "flexible_auto" and plan.settings.distrib_shard_files:
+        full = stats.num_epochs // plan.partition_epoch  # the complete full epochs
+        summary["non_contiguous_sub_epochs"] = sum(len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k))
+                                                   for k in range(full))
+        summary["non_contiguous_of"] = full * plan.partition_epoch
     if other_mode is not None:
         summary["other_mode"] = _other_mode_summary(plan, other_mode, compare_num_epochs)
     if cache is not None:
@@ -452,6 +457,9 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
                  if s["distribution"] == "flexible" else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}")
         lines.append(f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "
                      f"{sizes.max():.3f} ({bound})")
+    if summary.get("non_contiguous_of"):
+        lines.append(f"  sub-epochs that files were moved into from other sub-epochs (so not a contiguous part of "
+                     f"the shuffled order): {summary['non_contiguous_sub_epochs']} of {summary['non_contiguous_of']}")
     return lines
 
 

@@ -125,3 +125,30 @@ def test_every_entry_point_takes_it_and_refuses_a_bound_with_it(tmp_path):
     with pytest.raises(ValueError, match="is not used by distribution='flexible_auto'"):
         sharded_files_dataset(keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto",
                               max_sub_epoch_deviation=0.5)
+
+
+def test_the_report_counts_the_sub_epochs_files_were_moved_into():
+    """summary.json and the report say how many sub-epochs are not a contiguous part of the shuffled order,
+    counted here from the layout and the shuffle; plans of other distributions have no such key."""
+    from i6_shard import core
+    from i6_shard.core.pure import shuffle_order
+    from i6_shard.core.reporting.report import render_report
+
+    sizes = [4, 4, 2, 15, 2, 4, 3, 15, 5, 4, 2, 3, 4]
+    keys = [f"f{i:02d}" for i in range(len(sizes))]
+    settings = PlanSettings(num_shards=3, partition_epoch=3, num_epochs=12, distribution="flexible_auto")
+    plan = ShardPlan(keys, sizes, settings)
+    expected = 0
+    for k in range(4):
+        position = np.argsort(shuffle_order(len(sizes), seed=settings.seed_for(full_epoch_0idx=k, shard_index=0)))
+        order, bounds = plan.layout(full_epoch_0idx=k)
+        for s in range(3):
+            pos = sorted(int(position[i]) for r in range(3) for i in order[bounds[r * 3 + s]:bounds[r * 3 + s + 1]])
+            expected += pos != list(range(pos[0], pos[0] + len(pos)))
+    assert expected > 0
+    summary = core.plan_summary(plan, num_epochs=12, compare=False)[0]
+    assert (summary["non_contiguous_sub_epochs"], summary["non_contiguous_of"]) == (expected, 12)
+    assert f"from other sub-epochs (so not a contiguous part of the shuffled order): {expected} of 12" in \
+        render_report(summary)
+    other = core.plan_summary(plan.with_settings(distribution="flexible"), num_epochs=12, compare=False)[0]
+    assert "non_contiguous_sub_epochs" not in other
