@@ -1,6 +1,6 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn", "balanced", "flexible" or "flexible_auto"), precomputed file sizes instead of a stat per file, or
-the bins read from a plan file."""
+distribution ("returnn", "balanced", "flexible" or "flexible_auto"), precomputed file sizes instead of a stat
+per file, or the bins read from a plan file."""
 
 from __future__ import annotations
 
@@ -145,8 +145,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                  max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION, **kwargs):
         """
         :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"``,
-            ``"flexible"`` or ``"flexible_auto"``); None: ``"returnn"``, or with ``plan``, the plan's (given with a plan, it must be
-            the plan's)
+            ``"flexible"`` or ``"flexible_auto"``); None: ``"returnn"``, or with ``plan``, the plan's (given with
+            a plan, it must be the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
             stat every file as RETURNN does; not read with ``plan`` (the plan holds the sizes)
         :param file_sizes_check_samples: entries of ``file_sizes`` each rank stats again when it loads them

@@ -380,17 +380,16 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
 _PARENT_POLL_S = 0.2
 
 
-def _check_total(values: np.ndarray, what: str, cost_paths: Sequence[str]) -> None:
-    """ValueError naming the largest entry if the entries' ``what`` (frames, sequences) sum beyond int64 (each
-    is below it)."""
-    if not len(values) or int(values.max()) <= _INT64_MAX // len(values):
+def _check_total_frames(num_frames: np.ndarray, cost_paths: Sequence[str]) -> None:
+    """ValueError naming the largest entry if the entries' frames sum beyond int64 (each is below it)."""
+    if not len(num_frames) or int(num_frames.max()) <= _INT64_MAX // len(num_frames):
         return
-    total = sum(int(x) for x in values)
+    total = sum(int(x) for x in num_frames)
     if total > _INT64_MAX:
-        largest = int(np.argmax(values))
-        raise ValueError(f"the {len(values):,} entries sum to {total:,} {what}, more than int64 holds; a file "
-                         f"holds {what} no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
-                         f"{int(values[largest]):,} {what}); fix it, or remove it from the list")
+        largest = int(np.argmax(num_frames))
+        raise ValueError(f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
+                         f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
+                         f"{int(num_frames[largest]):,} frames); fix it, or remove it from the list")
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -520,7 +519,7 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     if bad is not None:
         raise ValueError(f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it "
                          "is corrupt")
-    _check_total(num_frames, "frames", cost_paths)  # sequences cannot wrap: at most 2**32 per file
+    _check_total_frames(num_frames, cost_paths)  # sequences cannot wrap: at most 2**32 per file
     if unit == "steps":
         costs = file_millisteps(per_file, batching)
     else:

@@ -182,10 +182,16 @@ def _flexible_groups(sizes: np.ndarray, *, num_shards: int, partition_epoch: int
                                      max_sub_epoch_deviation=max_sub_epoch_deviation)
     start = group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)
     cut = search_cut(sizes, start, num_shards=num_shards, low=low, high=high)
-    rounds = max(1, min(_RAISE_ROUNDS, _RAISE_WORK // num_shards) // partition_epoch)
+    rounds = _raise_rounds(num_shards, partition_epoch)
     groups = [_assign(sizes, int(cut[s]), int(cut[s + 1]), num_shards=num_shards, rounds=rounds, known=tried)
               for s in range(partition_epoch)]
     return cut, groups, sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
+
+
+def _raise_rounds(num_shards: int, partition_epoch: int) -> int:
+    """Rounds of raising the smallest rank per group: :data:`_RAISE_ROUNDS` per full epoch, and at most
+    :data:`_RAISE_WORK` divided by W, shared by the P groups."""
+    return max(1, min(_RAISE_ROUNDS, _RAISE_WORK // num_shards) // partition_epoch)
 
 
 def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_epoch: int
@@ -235,23 +241,23 @@ def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_ep
     limit = min(c[0] for c in candidates) + AUTO_TOLERANCE * partition_epoch
     loss, chosen, deviation = next(c for c in candidates if c[0] <= limit)
     if chosen is None:
-        order, bounds = today_order, today_bounds
-        members = [np.sort(np.concatenate([order[bounds[r * partition_epoch + s]:bounds[r * partition_epoch + s + 1]]
+        bins = today_order, today_bounds
+        members = [np.sort(np.concatenate([today_order[today_bounds[r * partition_epoch + s]:
+                                                       today_bounds[r * partition_epoch + s + 1]]
                                            for r in range(num_shards)])) for s in range(partition_epoch)]
     else:
-        order, bounds = _bins_from_groups(chosen[0], chosen[1], num_shards=num_shards, partition_epoch=partition_epoch)
+        bins = None  # made from the chosen groups only where they are returned
         members = [np.arange(chosen[0][s], chosen[0][s + 1], dtype=np.int64) for s in range(partition_epoch)]
-    if loss == 0 or max(len(m) for m in members) > _RAISE_MAX_FILES_PER_RANK * num_shards:
-        return order, bounds  # many files per rank: the small ones even the ranks out already
-    low, high = sub_epoch_size_range(int(sizes.sum()), partition_epoch=partition_epoch,
-                                     max_sub_epoch_deviation=deviation)  # the chosen bound (the balanced split: 0.1)
-    rounds = max(1, min(_RAISE_ROUNDS, _RAISE_WORK // num_shards) // partition_epoch)
-    members, groups, moved_loss = _move_files(sizes, members, num_shards=num_shards, rounds=rounds, low=low,
-                                              high=high)
-    if moved_loss < loss:
-        return _bins_from_groups(None, groups, num_shards=num_shards, partition_epoch=partition_epoch,
-                                 members=members)
-    return order, bounds
+    if loss > 0 and max(len(m) for m in members) <= _RAISE_MAX_FILES_PER_RANK * num_shards:
+        # few files per rank (with more, the small ones even the ranks out already): move files
+        low, high = sub_epoch_size_range(int(sizes.sum()), partition_epoch=partition_epoch,
+                                         max_sub_epoch_deviation=deviation)  # the chosen bound (balanced: 0.1)
+        members, groups, moved_loss = _move_files(sizes, members, num_shards=num_shards,
+                                                  rounds=_raise_rounds(num_shards, partition_epoch), low=low, high=high)
+        if moved_loss < loss:
+            return _bins_from_groups(None, groups, num_shards=num_shards, partition_epoch=partition_epoch,
+                                     members=members)
+    return bins or _bins_from_groups(chosen[0], chosen[1], num_shards=num_shards, partition_epoch=partition_epoch)
 
 
 def _move_files(sizes: np.ndarray, members: List[np.ndarray], *, num_shards: int, rounds: int, low: int,
@@ -303,17 +309,17 @@ def _move_files(sizes: np.ndarray, members: List[np.ndarray], *, num_shards: int
                 src_group = _assign_array(sizes[new_src], num_shards=num_shards, rounds=rounds)
                 dst_group = _assign_array(sizes[new_dst], num_shards=num_shards, rounds=rounds)
                 budget -= len(new_src) + len(new_dst) + 2 * _MOVE_WORK_PER_ASSIGNMENT
-                gain = (losses[src] + losses[dst] - _dropped(src_group[2], num_shards)
-                        - _dropped(dst_group[2], num_shards))
+                src_loss, dst_loss = _dropped(src_group[2], num_shards), _dropped(dst_group[2], num_shards)
+                gain = losses[src] + losses[dst] - src_loss - dst_loss
                 if gain > 0 and (best is None or gain > best[0]):
-                    best = (gain, src, dst, cost, new_src, new_dst, src_group, dst_group)
+                    best = (gain, src, dst, cost, new_src, new_dst, src_group, dst_group, src_loss, dst_loss)
             if best is not None:
                 break
         if best is None:
             break
-        _, src, dst, cost, new_src, new_dst, src_group, dst_group = best
+        _, src, dst, cost, new_src, new_dst, src_group, dst_group, src_loss, dst_loss = best
         members[src], members[dst], groups[src], groups[dst] = new_src, new_dst, src_group, dst_group
-        losses[src], losses[dst] = _dropped(src_group[2], num_shards), _dropped(dst_group[2], num_shards)
+        losses[src], losses[dst] = src_loss, dst_loss
         sums[src], sums[dst] = sums[src] - cost, sums[dst] + cost
     return members, groups, sum(losses, Fraction(0))
 

@@ -32,8 +32,9 @@ __all__ = ["make_plan", "plan_of_sizes", "make_plan_dir", "write_plan_outputs", 
 COMPARE_FULL_EPOCHS = 3
 #: The flexible splits never drop more than the balanced one (flexible_auto: at most 0.1 point more), so where
 #: the balanced split drops less than this (mean over the compared sub-epochs) the report does not compare
-#: "flexible" and "flexible_auto": such a row would cost about one (flexible_auto: six) more balanced splits per full epoch (at 1M files and 8 ranks, 6% to 45% of the time to write
-#: the plan's outputs) to show a gain below this.
+#: "flexible" and "flexible_auto": such a row would cost about one (flexible_auto: six) more splits per full
+#: epoch (for "flexible" at 1M files and 8 ranks, 6% to 45% of the time to write the plan's outputs) to show a
+#: gain below this.
 FLEXIBLE_COMPARE_MIN_DROPPED = 0.005
 #: File names the command line uses inside its output directory.
 PLAN_FILE, SUMMARY_FILE, REPORT_FILE, PLOT_FILE = "plan.npz", "summary.json", "report.txt", "plot.png"
