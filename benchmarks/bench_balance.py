@@ -16,8 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from i6_shard import core
-from i6_shard.core.pure.flexible import (DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible,
-                                         sub_epoch_size_range)
+from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, sub_epoch_size_range
 from timing import best_of
 
 #: (corpus, num_files, num_shards, partition_epoch): the balanced split's rows (lognormal sigma 1, equal)
@@ -42,8 +41,9 @@ DISTRIBUTIONS = ("returnn", "balanced", "flexible")
 TARGET_DROPPED = 0.03
 
 
-def corpus(kind: str, num_files: int, num_shards: int = 1, partition_epoch: int = 1
-           ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+def corpus(
+    kind: str, num_files: int, num_shards: int = 1, partition_epoch: int = 1
+) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """``(bytes, frames)`` per file in list order (frames None where the corpus has none):
 
     - "lognormal" / "lognormal2": lognormal bytes, sigma 1 / 2, median 1 MB, seed 0;
@@ -79,8 +79,9 @@ def keys_for(num_files: int) -> List[str]:
     return [f"/data/corpus/part-{i:07d}.hdf" for i in range(num_files)]
 
 
-def returnn_loads(keys: List[str], costs: np.ndarray, measure: np.ndarray, *, num_shards: int,
-                  partition_epoch: int, seed: int) -> np.ndarray:
+def returnn_loads(
+    keys: List[str], costs: np.ndarray, measure: np.ndarray, *, num_shards: int, partition_epoch: int, seed: int
+) -> np.ndarray:
     """``measure`` per (sub-epoch, rank) of one full epoch as RETURNN's DistributeFilesDataset cuts it
     by ``costs``: shuffle with ``RandomState(seed)``, then ``_distribute_evenly_by_size``; shape [P, W]."""
     from returnn.datasets.distrib_files import DistributeFilesDataset
@@ -88,18 +89,21 @@ def returnn_loads(keys: List[str], costs: np.ndarray, measure: np.ndarray, *, nu
     files = list(keys)
     np.random.RandomState(seed).shuffle(files)
     bins = DistributeFilesDataset._distribute_evenly_by_size(
-        num_bins=num_shards * partition_epoch, file_sizes=dict(zip(keys, costs.tolist())), files_order=files)
+        num_bins=num_shards * partition_epoch, file_sizes=dict(zip(keys, costs.tolist())), files_order=files
+    )
     measure_of = dict(zip(keys, measure.tolist()))
     loads = np.array([sum(measure_of[f] for f in b) for b in bins], dtype=np.int64)
     return loads.reshape(num_shards, partition_epoch).T  # bin r*P + s is rank r, sub-epoch s
 
 
-def core_loads(distribution: str, costs: np.ndarray, measure: np.ndarray, *, num_shards: int,
-               partition_epoch: int, seed: int) -> np.ndarray:
+def core_loads(
+    distribution: str, costs: np.ndarray, measure: np.ndarray, *, num_shards: int, partition_epoch: int, seed: int
+) -> np.ndarray:
     """``measure`` per (sub-epoch, rank) under i6_shard's ``distribution``, cut by ``costs``; shape [P, W]."""
     shuffle = core.pure.shuffle_order(len(costs), seed=seed)
-    order, bounds = core.pure.cut_full_epoch(costs[shuffle], num_shards=num_shards, partition_epoch=partition_epoch,
-                                             distribution=distribution)
+    order, bounds = core.pure.cut_full_epoch(
+        costs[shuffle], num_shards=num_shards, partition_epoch=partition_epoch, distribution=distribution
+    )
     loads = np.add.reduceat(measure[shuffle][order], bounds[:-1])
     return loads.reshape(num_shards, partition_epoch).T
 
@@ -112,7 +116,7 @@ def textbook_lpt_loads(sizes: np.ndarray, *, num_shards: int, partition_epoch: i
     out = np.zeros((partition_epoch, num_shards), dtype=np.int64)
     for s in range(partition_epoch):
         heap = [(0, r) for r in range(num_shards)]
-        for size in sorted(shuffled[groups[s]:groups[s + 1]].tolist(), reverse=True):
+        for size in sorted(shuffled[groups[s] : groups[s + 1]].tolist(), reverse=True):
             load, r = heap[0]
             heapq.heapreplace(heap, (load + size, r))
         for load, r in heap:
@@ -144,8 +148,16 @@ def sub_epoch_sizes(loads: np.ndarray) -> np.ndarray:
     return sums / sums.mean()
 
 
-def compare(kind: str, num_files: int, num_shards: int, partition_epoch: int, with_lpt: bool = True,
-            seed: Optional[int] = None, unit: str = "bytes", measure: str = "bytes") -> Dict[str, np.ndarray]:
+def compare(
+    kind: str,
+    num_files: int,
+    num_shards: int,
+    partition_epoch: int,
+    with_lpt: bool = True,
+    seed: Optional[int] = None,
+    unit: str = "bytes",
+    measure: str = "bytes",
+) -> Dict[str, np.ndarray]:
     """Loads [P, W] of one full epoch (default: the first) for every distribution, on the same shuffle,
     cut by ``unit`` and measured in ``measure`` ("bytes" or "frames")."""
     sizes, frames = corpus(kind, num_files, num_shards, partition_epoch)
@@ -161,8 +173,13 @@ def compare(kind: str, num_files: int, num_shards: int, partition_epoch: int, wi
     return out
 
 
-def contiguous_lower_bound(costs: np.ndarray, *, num_shards: int, partition_epoch: int,
-                           max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION) -> float:
+def contiguous_lower_bound(
+    costs: np.ndarray,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+) -> float:
     """A lower bound on the mean dropped share of any split of ``costs`` (in this order) into contiguous
     sub-epochs of at least W files with sizes in :func:`sub_epoch_size_range`, with any assignment to
     the ranks: a dynamic program over the cuts of the per-group bound ``1 - W*U/S``, ``U = min over
@@ -170,8 +187,9 @@ def contiguous_lower_bound(costs: np.ndarray, *, num_shards: int, partition_epoc
     Cost: about num_files * W * (files per sub-epoch) / 2 operations."""
     n, w = len(costs), num_shards
     prefix = np.concatenate([[0], np.cumsum(costs)]).astype(np.int64)
-    low, high = sub_epoch_size_range(int(prefix[-1]), partition_epoch=partition_epoch,
-                                     max_sub_epoch_deviation=max_sub_epoch_deviation)
+    low, high = sub_epoch_size_range(
+        int(prefix[-1]), partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
+    )
     ends = {}  # start -> (first end, bound of each end)
     for a in range(n):
         b0 = max(a + w, int(np.searchsorted(prefix, prefix[a] + low, "left")))
@@ -179,14 +197,14 @@ def contiguous_lower_bound(costs: np.ndarray, *, num_shards: int, partition_epoc
         if b0 > b1:
             continue
         seg = costs[a:b1].astype(np.int64)
-        total = (prefix[b0:b1 + 1] - prefix[a]).astype(np.float64)
+        total = (prefix[b0 : b1 + 1] - prefix[a]).astype(np.float64)
         best_min = total / w
         taken = np.zeros_like(total)
         kth = None  # k-th largest of seg[:i] for every i
         for k in range(w - 1):
             cand = seg if kth is None else np.minimum(seg, np.concatenate([[0], kth[:-1]]))
             kth = np.maximum.accumulate(cand)
-            taken = taken + kth[b0 - a - 1:b1 - a]
+            taken = taken + kth[b0 - a - 1 : b1 - a]
             best_min = np.minimum(best_min, (total - taken) / (w - k - 1))
         ends[a] = (b0, 1.0 - w * best_min / np.where(total > 0, total, 1))
     best = np.full(n + 1, np.inf)
@@ -195,7 +213,7 @@ def contiguous_lower_bound(costs: np.ndarray, *, num_shards: int, partition_epoc
         nxt = np.full(n + 1, np.inf)
         for a, (b0, loss) in ends.items():
             if best[a] < np.inf:
-                view = nxt[b0:b0 + len(loss)]
+                view = nxt[b0 : b0 + len(loss)]
                 np.minimum(view, best[a] + loss, out=view)
         best = nxt
     return float(best[n] / partition_epoch)
@@ -209,27 +227,33 @@ def balanced_table(args) -> bool:
     """The balanced split's rows: RETURNN vs balanced vs flexible, first full epoch, and averaged."""
     print("Dropped per sub-epoch (mean over sub-epochs of 1 - W*min/sum) and max/mean (mean over sub-epochs),")
     print("first full epoch (shuffle seed 1), sizes in bytes as the proxy for length; same inputs per row.\n")
-    header = (f"{'sizes':<10} {'files':>8} {'W':>4} {'P':>3} | {'RETURNN drop':>12} {'max/mean':>8} | "
-              f"{'balanced drop':>13} {'max/mean':>8} | {'flexible drop':>13} {'max/mean':>8} | "
-              f"{'textbook LPT drop':>17} | {'bal/RETURNN':>11}")
+    header = (
+        f"{'sizes':<10} {'files':>8} {'W':>4} {'P':>3} | {'RETURNN drop':>12} {'max/mean':>8} | "
+        f"{'balanced drop':>13} {'max/mean':>8} | {'flexible drop':>13} {'max/mean':>8} | "
+        f"{'textbook LPT drop':>17} | {'bal/RETURNN':>11}"
+    )
     print(header)
     print("-" * len(header))
     ok = True
     for row in ROWS:
         loads = compare(*row)
         d = {k: dropped(v) for k, v in loads.items()}
-        print(f"{row_label(*row)} | {d['returnn']:>12.2%} {max_over_mean(loads['returnn']):>8.3f} | "
-              f"{d['balanced']:>13.2%} {max_over_mean(loads['balanced']):>8.3f} | "
-              f"{d['flexible']:>13.2%} {max_over_mean(loads['flexible']):>8.3f} | "
-              f"{d['textbook LPT']:>17.2%} | {d['balanced'] / d['returnn'] if d['returnn'] else float('nan'):>11.3f}")
+        print(
+            f"{row_label(*row)} | {d['returnn']:>12.2%} {max_over_mean(loads['returnn']):>8.3f} | "
+            f"{d['balanced']:>13.2%} {max_over_mean(loads['balanced']):>8.3f} | "
+            f"{d['flexible']:>13.2%} {max_over_mean(loads['flexible']):>8.3f} | "
+            f"{d['textbook LPT']:>17.2%} | {d['balanced'] / d['returnn'] if d['returnn'] else float('nan'):>11.3f}"
+        )
         if d["balanced"] > d["textbook LPT"] + 1e-12:
             ok = False
             print("  !! balanced drops more than textbook LPT on this row")
         if row[0] == "lognormal" and d["balanced"] > TARGET_DROPPED:
             ok = False
             print(f"  !! balanced drops more than the {TARGET_DROPPED:.0%} target on this row")
-    print(f"\nbalanced <= {TARGET_DROPPED:.0%} dropped on every lognormal row and <= textbook LPT on every row: "
-          f"{'yes' if ok else 'NO'}")
+    print(
+        f"\nbalanced <= {TARGET_DROPPED:.0%} dropped on every lognormal row and <= textbook LPT on every row: "
+        f"{'yes' if ok else 'NO'}"
+    )
     return ok
 
 
@@ -237,15 +261,23 @@ def skew_table(args) -> bool:
     """Every row, averaged over full epochs: dropped, worst sub-epoch and sub-epoch sizes of all three,
     the lower bound for contiguous sub-epochs within the size bound, and whether flexible halves balanced."""
     d = DEFAULT_MAX_SUB_EPOCH_DEVIATION
-    print(f"\nAll three side by side, over full epochs 1..{args.full_epochs} (shuffle seeds 1..{args.full_epochs}); "
-          f"flexible with sub-epoch sizes within +-{d:.0%} of the mean.")
-    print("drop: mean over sub-epochs of 1 - W*min/sum; worst: the worst sub-epoch; sizes: smallest..largest "
-          "sub-epoch over the mean one;")
-    print("bound: no split into contiguous sub-epochs within the size bound drops less (any assignment; "
-          "'-' where not computed); half: flexible <= balanced / 2.\n")
-    header = (f"{'corpus':<10} {'files':>8} {'W':>4} {'P':>3} {'cut by':>6} {'in':>6} | "
-              + " | ".join(f"{name + ' drop':>13} {'worst':>6} {'sizes':>9}" for name in DISTRIBUTIONS)
-              + f" | {'flex/bal':>8} {'bound':>6} {'half':>4}")
+    print(
+        f"\nAll three side by side, over full epochs 1..{args.full_epochs} (shuffle seeds 1..{args.full_epochs}); "
+        f"flexible with sub-epoch sizes within +-{d:.0%} of the mean."
+    )
+    print(
+        "drop: mean over sub-epochs of 1 - W*min/sum; worst: the worst sub-epoch; sizes: smallest..largest "
+        "sub-epoch over the mean one;"
+    )
+    print(
+        "bound: no split into contiguous sub-epochs within the size bound drops less (any assignment; "
+        "'-' where not computed); half: flexible <= balanced / 2.\n"
+    )
+    header = (
+        f"{'corpus':<10} {'files':>8} {'W':>4} {'P':>3} {'cut by':>6} {'in':>6} | "
+        + " | ".join(f"{name + ' drop':>13} {'worst':>6} {'sizes':>9}" for name in DISTRIBUTIONS)
+        + f" | {'flex/bal':>8} {'bound':>6} {'half':>4}"
+    )
     print(header)
     print("-" * len(header))
     ok = True
@@ -268,9 +300,11 @@ def skew_table(args) -> bool:
         if not args.no_bound and num_files * num_shards * num_files / partition_epoch <= 4e8 and unit == measure:
             bound = f"{mean_lower_bound(row, unit, args.full_epochs):.2%}"
         half = "yes" if flex <= bal / 2 else "no"
-        print(f"{row_label(*row)} {unit:>6} {measure:>6} | "
-              + " | ".join(f"{s[0]:>13.2%} {s[1]:>6.1%} {s[2]:>4.2f}..{s[3]:<4.2f}" for s in stats.values())
-              + f" | {flex / bal if bal else float('nan'):>8.3f} {bound:>6} {half:>4}")
+        print(
+            f"{row_label(*row)} {unit:>6} {measure:>6} | "
+            + " | ".join(f"{s[0]:>13.2%} {s[1]:>6.1%} {s[2]:>4.2f}..{s[3]:<4.2f}" for s in stats.values())
+            + f" | {flex / bal if bal else float('nan'):>8.3f} {bound:>6} {half:>4}"
+        )
         if unit == measure and flex > bal + 1e-12:
             ok = False
             print("  !! flexible drops more than balanced on this row")
@@ -278,8 +312,10 @@ def skew_table(args) -> bool:
         if unit == measure and (lo < 1 - d - 1e-9 or hi > 1 + d + 1e-9) and not _is_balanced(row, unit, args):
             ok = False
             print("  !! flexible sub-epoch sizes outside the bound although it did not keep the balanced split")
-    print(f"\nflexible <= balanced on every row (in the unit it is cut by), sizes within +-{d:.0%}: "
-          f"{'yes' if ok else 'NO'}")
+    print(
+        f"\nflexible <= balanced on every row (in the unit it is cut by), sizes within +-{d:.0%}: "
+        f"{'yes' if ok else 'NO'}"
+    )
     return ok
 
 
@@ -288,9 +324,18 @@ def mean_lower_bound(row, unit: str, full_epochs: int) -> float:
     kind, num_files, num_shards, partition_epoch = row
     sizes, frames = corpus(kind, num_files, num_shards, partition_epoch)
     costs = sizes if unit == "bytes" else frames
-    return float(np.mean([contiguous_lower_bound(costs[core.pure.shuffle_order(num_files, seed=core.pure.full_epoch_seed(k))],
-                                                 num_shards=num_shards, partition_epoch=partition_epoch)
-                          for k in range(full_epochs)]))
+    return float(
+        np.mean(
+            [
+                contiguous_lower_bound(
+                    costs[core.pure.shuffle_order(num_files, seed=core.pure.full_epoch_seed(k))],
+                    num_shards=num_shards,
+                    partition_epoch=partition_epoch,
+                )
+                for k in range(full_epochs)
+            ]
+        )
+    )
 
 
 def _is_balanced(row, unit: str, args) -> bool:
@@ -302,8 +347,10 @@ def _is_balanced(row, unit: str, args) -> bool:
     for k in range(args.full_epochs):
         shuffled = costs[core.pure.shuffle_order(num_files, seed=core.pure.full_epoch_seed(k))]
         kw = dict(num_shards=num_shards, partition_epoch=partition_epoch)
-        if all(np.array_equal(a, b) for a, b in zip(core.distribute_balanced(shuffled, **kw),
-                                                     distribute_flexible(shuffled, **kw))):
+        if all(
+            np.array_equal(a, b)
+            for a, b in zip(core.distribute_balanced(shuffled, **kw), distribute_flexible(shuffled, **kw))
+        ):
             return True
     return False
 
@@ -317,43 +364,79 @@ def timing(num_files: int, repeats: int) -> bool:
     seed = core.pure.full_epoch_seed(0)
     files_order = list(keys)
     np.random.RandomState(seed).shuffle(files_order)
-    print(f"\nPlanning one full epoch of {num_files:,} files (shuffle + cut, int64 arrays; best of {repeats}; "
-          "RETURNN's own cut and the dataset hook over file names, best of 1):")
+    print(
+        f"\nPlanning one full epoch of {num_files:,} files (shuffle + cut, int64 arrays; best of {repeats}; "
+        "RETURNN's own cut and the dataset hook over file names, best of 1):"
+    )
     timed = DISTRIBUTIONS + ("flexible_auto",)
-    print(f"  {'sizes':<10} {'W':>5} {'P':>4} | {'returnn':>8} {'balanced':>8} {'flexible':>8} {'f._auto':>8} | "
-          f"{'RETURNN own':>11} {'hook flex':>9} | {'flex/bal':>8} {'flex/RETURNN own':>16} {'auto/RETURNN own':>16}")
+    print(
+        f"  {'sizes':<10} {'W':>5} {'P':>4} | {'returnn':>8} {'balanced':>8} {'flexible':>8} {'f._auto':>8} | "
+        f"{'RETURNN own':>11} {'hook flex':>9} | {'flex/bal':>8} {'flex/RETURNN own':>16} {'auto/RETURNN own':>16}"
+    )
     slowest = 0.0
-    for sigma, num_shards, partition_epoch in ((1.0, 256, 20), (1.0, 8, 10), (1.0, 32, 20), (1.0, 1024, 20),
-                                               (1.0, 256, 100), (1.0, 2048, 20), (2.0, 256, 20), (2.0, 8, 10),
-                                               (2.0, 1024, 20)):
+    for sigma, num_shards, partition_epoch in (
+        (1.0, 256, 20),
+        (1.0, 8, 10),
+        (1.0, 32, 20),
+        (1.0, 1024, 20),
+        (1.0, 256, 100),
+        (1.0, 2048, 20),
+        (2.0, 256, 20),
+        (2.0, 8, 10),
+        (2.0, 1024, 20),
+    ):
         sizes = core.io.lognormal_sizes(num_files, seed=0, sigma=sigma)
         num_bins = num_shards * partition_epoch
         times = {}
         for name in timed:
-            times[name], _ = best_of(lambda: core.pure.cut_full_epoch(
-                sizes[core.pure.shuffle_order(num_files, seed=seed)], num_shards=num_shards,
-                partition_epoch=partition_epoch, distribution=name), repeats)
+            times[name], _ = best_of(
+                lambda: core.pure.cut_full_epoch(
+                    sizes[core.pure.shuffle_order(num_files, seed=seed)],
+                    num_shards=num_shards,
+                    partition_epoch=partition_epoch,
+                    distribution=name,
+                ),
+                repeats,
+            )
         line = f"  lognormal{sigma:<1.0f} {num_shards:>5} {partition_epoch:>4} | " + " ".join(
-            f"{times[n]:>7.3f}s" for n in timed)
+            f"{times[n]:>7.3f}s" for n in timed
+        )
         if (num_shards, partition_epoch) == (256, 20):
             size_of = dict(zip(keys, sizes.tolist()))
-            t_returnn, bins_returnn = best_of(lambda: DistributeFilesDataset._distribute_evenly_by_size(
-                num_bins=num_bins, file_sizes=size_of, files_order=files_order), 1)
-            dataset = ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None,
-                                                    partition_epoch=partition_epoch, distribution="flexible",
-                                                    _num_shards=num_shards, _shard_index=0)
-            t_ext, bins_ext = best_of(lambda: dataset._distribute_evenly_by_size(
-                num_bins=num_bins, file_sizes=size_of, files_order=files_order), 1)
+            t_returnn, bins_returnn = best_of(
+                lambda: DistributeFilesDataset._distribute_evenly_by_size(
+                    num_bins=num_bins, file_sizes=size_of, files_order=files_order
+                ),
+                1,
+            )
+            dataset = ShardedDistributeFilesDataset(
+                files=keys,
+                get_sub_epoch_dataset=None,
+                partition_epoch=partition_epoch,
+                distribution="flexible",
+                _num_shards=num_shards,
+                _shard_index=0,
+            )
+            t_ext, bins_ext = best_of(
+                lambda: dataset._distribute_evenly_by_size(
+                    num_bins=num_bins, file_sizes=size_of, files_order=files_order
+                ),
+                1,
+            )
             assert sum(map(len, bins_ext)) == num_files and all(bins_ext) and len(bins_returnn) == num_bins
-            line += (f" | {t_returnn:>10.3f}s {t_ext:>8.3f}s | {times['flexible'] / times['balanced']:>8.2f} "
-                     f"{times['flexible'] / t_returnn:>16.2f} {times['flexible_auto'] / t_returnn:>16.2f}")
+            line += (
+                f" | {t_returnn:>10.3f}s {t_ext:>8.3f}s | {times['flexible'] / times['balanced']:>8.2f} "
+                f"{times['flexible'] / t_returnn:>16.2f} {times['flexible_auto'] / t_returnn:>16.2f}"
+            )
         else:
             line += f" | {'':>11} {'':>9} | {times['flexible'] / times['balanced']:>8.2f}"
         print(line)
         slowest = max(slowest, times["flexible"])
     ok = slowest <= 1.0
-    print(f"  flexible within the budget of 1 s per full epoch on every row: {'OK' if ok else 'OVER'} "
-          f"(slowest {slowest:.3f} s)")
+    print(
+        f"  flexible within the budget of 1 s per full epoch on every row: {'OK' if ok else 'OVER'} "
+        f"(slowest {slowest:.3f} s)"
+    )
     return ok
 
 

@@ -33,8 +33,7 @@ from i6_shard.core.io.file_costs import FileCosts, collect_file_costs, load_file
 from i6_shard.core.pure.batching import Batching, predict_plan_drop  # noqa: E402
 from i6_shard.core.pure.stats import dropped_fraction  # noqa: E402
 from i6_shard.core.reporting.train_report import write_train_report  # noqa: E402
-from tests.training.harness import hdf_seq_lengths, run_sharded_training, torch_available, \
-    write_skewed_hdf_files  # noqa: E402
+from tests.training.harness import hdf_seq_lengths, run_sharded_training, torch_available  # noqa: E402
 import tests.training.harness as harness  # noqa: E402
 
 _write_files = harness.write_skewed_hdf_files
@@ -54,22 +53,37 @@ harness.write_skewed_hdf_files = write_skewed_hdf_files  # run_sharded_training 
 
 NUM_FILES, NUM_RANKS, PARTITION_EPOCH, NUM_EPOCHS = 64, 4, 3, 12
 BATCHING = Batching(batch_size=2000, max_seqs=20)
-DATA = {"median_seqs": 60.0, "seqs_sigma": 1.0, "max_seqs_per_file": 1000, "median_frames": 30.0,
-        "frames_sigma": 0.6, "max_frames": 150}
+DATA = {
+    "median_seqs": 60.0,
+    "seqs_sigma": 1.0,
+    "max_seqs_per_file": 1000,
+    "median_frames": 30.0,
+    "frames_sigma": 0.6,
+    "max_frames": 150,
+}
 SEED = 13
 #: name: (distribution, unit of the archive given as file_sizes; None: RETURNN stats the files itself)
-RUNS = {"returnn cut (bytes)": ("returnn", None), "balanced by bytes": ("balanced", "bytes"),
-        "balanced by frames": ("balanced", "frames"), "balanced by seqs": ("balanced", "seqs"),
-        "balanced by steps": ("balanced", "steps"), "flexible by frames": ("flexible", "frames"),
-        "flexible by steps": ("flexible", "steps"), "flexible by frames, 0.9": ("flexible", "frames", 0.9),
-        "flexible by steps, 0.9": ("flexible", "steps", 0.9), "flexible_auto by frames": ("flexible_auto", "frames"),
-        "flexible_auto by steps": ("flexible_auto", "steps")}
+RUNS = {
+    "returnn cut (bytes)": ("returnn", None),
+    "balanced by bytes": ("balanced", "bytes"),
+    "balanced by frames": ("balanced", "frames"),
+    "balanced by seqs": ("balanced", "seqs"),
+    "balanced by steps": ("balanced", "steps"),
+    "flexible by frames": ("flexible", "frames"),
+    "flexible by steps": ("flexible", "steps"),
+    "flexible by frames, 0.9": ("flexible", "frames", 0.9),
+    "flexible by steps, 0.9": ("flexible", "steps", 0.9),
+    "flexible_auto by frames": ("flexible_auto", "frames"),
+    "flexible_auto by steps": ("flexible_auto", "steps"),
+}
 
 
 def _run(name: str):
     """``(distribution, unit, max_sub_epoch_deviation)`` of a run (the deviation None: the default)."""
     distribution, unit, *deviation = RUNS[name]
     return distribution, unit, (deviation[0] if deviation else None)
+
+
 QUICK = ["balanced by bytes", "balanced by frames"]
 
 
@@ -81,16 +95,27 @@ def make_archives(base: str) -> Dict[str, Any]:
     sizes = core.collect_file_sizes(paths)
     t_stat = time.perf_counter() - t0
     out = {"keys": keys, "paths": paths, "t_stat": t_stat}
-    core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes.sizes, mtimes=sizes.mtimes),
-                         os.path.join(base, "bytes.npz"))
+    core.save_file_sizes(
+        core.FileSizes(keys=keys, sizes=sizes.sizes, mtimes=sizes.mtimes), os.path.join(base, "bytes.npz")
+    )
     for unit in ("frames", "seqs", "steps"):
         t0 = time.perf_counter()
         costs = collect_file_costs(paths, unit=unit, num_procs=1, batching=BATCHING if unit == "steps" else None)
         out[f"t_{unit}"] = time.perf_counter() - t0
-        save_file_costs(FileCosts(keys=keys, costs=costs.costs, unit=unit, num_seqs=costs.num_seqs,
-                                  num_frames=costs.num_frames, seq_length_quantiles=costs.seq_length_quantiles,
-                                  seq_lengths=costs.seq_lengths, mtimes=costs.mtimes, batching=costs.batching),
-                        os.path.join(base, f"{unit}.npz"))
+        save_file_costs(
+            FileCosts(
+                keys=keys,
+                costs=costs.costs,
+                unit=unit,
+                num_seqs=costs.num_seqs,
+                num_frames=costs.num_frames,
+                seq_length_quantiles=costs.seq_length_quantiles,
+                seq_lengths=costs.seq_lengths,
+                mtimes=costs.mtimes,
+                batching=costs.batching,
+            ),
+            os.path.join(base, f"{unit}.npz"),
+        )
     return out
 
 
@@ -103,11 +128,21 @@ def train(name: str, base: str, reuse: bool) -> str:
     if not os.path.exists(os.path.join(work, "data")):
         os.symlink(os.path.join(base, "data"), os.path.join(work, "data"))
     # run_sharded_training finds the files there (written once, see write_skewed_hdf_files): the archives stay valid
-    run_sharded_training(work, num_ranks=NUM_RANKS, num_files=NUM_FILES, seed=SEED, partition_epoch=PARTITION_EPOCH,
-                         num_epochs=NUM_EPOCHS, distribution=distribution, data_kwargs=DATA,
-                         file_sizes=None if unit is None else os.path.join(base, f"{unit}.npz"),
-                         batch_size=BATCHING.batch_size, max_seqs=BATCHING.max_seqs, timeout=1800.0,
-                         max_sub_epoch_deviation=deviation)
+    run_sharded_training(
+        work,
+        num_ranks=NUM_RANKS,
+        num_files=NUM_FILES,
+        seed=SEED,
+        partition_epoch=PARTITION_EPOCH,
+        num_epochs=NUM_EPOCHS,
+        distribution=distribution,
+        data_kwargs=DATA,
+        file_sizes=None if unit is None else os.path.join(base, f"{unit}.npz"),
+        batch_size=BATCHING.batch_size,
+        max_seqs=BATCHING.max_seqs,
+        timeout=1800.0,
+        max_sub_epoch_deviation=deviation,
+    )
     return work
 
 
@@ -116,9 +151,14 @@ def analyse(name: str, work: str, base: str, keys) -> Dict[str, Any]:
     costs_of = {u: core.load_file_sizes(os.path.join(base, f"{u}.npz")) for u in ("bytes", "frames", "seqs", "steps")}
     frames_costs = load_file_costs(os.path.join(base, "frames.npz"))
     unit = unit or "bytes"
-    settings = core.PlanSettings(num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS,
-                                 distribution=distribution, unit=unit,
-                                 **({} if deviation is None else {"max_sub_epoch_deviation": deviation}))
+    settings = core.PlanSettings(
+        num_shards=NUM_RANKS,
+        partition_epoch=PARTITION_EPOCH,
+        num_epochs=NUM_EPOCHS,
+        distribution=distribution,
+        unit=unit,
+        **({} if deviation is None else {"max_sub_epoch_deviation": deviation}),
+    )
     plan = core.ShardPlan(keys, costs_of[unit].sizes, settings)
     plan_path = os.path.join(work, "plan.npz")
     core.save_plan(plan, plan_path)
@@ -129,23 +169,46 @@ def analyse(name: str, work: str, base: str, keys) -> Dict[str, Any]:
     steps = np.array([[x["steps"] for x in se["ranks"]] for se in summary["sub_epochs"]])
 
     def formula(u: str) -> np.ndarray:
-        return dropped_fraction(core.compute_plan_stats(core.ShardPlan(keys, costs_of[u].sizes, settings),
-                                                        num_epochs=NUM_EPOCHS, layout=plan_layout(plan)).bytes)
+        return dropped_fraction(
+            core.compute_plan_stats(
+                core.ShardPlan(keys, costs_of[u].sizes, settings), num_epochs=NUM_EPOCHS, layout=plan_layout(plan)
+            ).bytes
+        )
 
-    model = predict_plan_drop(plan, num_epochs=NUM_EPOCHS, num_seqs=frames_costs.num_seqs,
-                              num_frames=frames_costs.num_frames, batching=BATCHING,
-                              seq_length_quantiles=frames_costs.seq_length_quantiles)
-    exact = predict_plan_drop(plan, num_epochs=NUM_EPOCHS, num_seqs=frames_costs.num_seqs,
-                              num_frames=frames_costs.num_frames, batching=BATCHING,
-                              file_lengths=[hdf_seq_lengths(os.path.join(base, k)) for k in keys])
-    return {"name": name, "measured": measured, "bytes_formula": formula("bytes"), "frames_formula": formula("frames"),
-            "model": model["dropped"], "model_lengths": exact["dropped"], "floor": model["floor"],
-            "steps": steps, "steps_predicted": model["steps_mean"], "files_match_plan": matches}
+    model = predict_plan_drop(
+        plan,
+        num_epochs=NUM_EPOCHS,
+        num_seqs=frames_costs.num_seqs,
+        num_frames=frames_costs.num_frames,
+        batching=BATCHING,
+        seq_length_quantiles=frames_costs.seq_length_quantiles,
+    )
+    exact = predict_plan_drop(
+        plan,
+        num_epochs=NUM_EPOCHS,
+        num_seqs=frames_costs.num_seqs,
+        num_frames=frames_costs.num_frames,
+        batching=BATCHING,
+        file_lengths=[hdf_seq_lengths(os.path.join(base, k)) for k in keys],
+    )
+    return {
+        "name": name,
+        "measured": measured,
+        "bytes_formula": formula("bytes"),
+        "frames_formula": formula("frames"),
+        "model": model["dropped"],
+        "model_lengths": exact["dropped"],
+        "floor": model["floor"],
+        "steps": steps,
+        "steps_predicted": model["steps_mean"],
+        "files_match_plan": matches,
+    }
 
 
 def plan_layout(plan):
     def layout(k, r):
         return plan.layout(full_epoch_0idx=k, shard_index=r)
+
     return layout
 
 
@@ -160,8 +223,13 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="with --keep: analyse trainings already there")
     parser.add_argument("--json", default=None, help="also write the per-sub-epoch figures here")
     parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the data (default {SEED})")
-    parser.add_argument("--only", action="append", choices=list(RUNS), default=None,
-                        help="train only this split (repeatable; with --keep --reuse the others kept are analysed)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(RUNS),
+        default=None,
+        help="train only this split (repeatable; with --keep --reuse the others kept are analysed)",
+    )
     args = parser.parse_args()
     globals()["SEED"] = args.seed
     if not torch_available():
@@ -170,14 +238,28 @@ def main() -> None:
     base = args.keep or tempfile.mkdtemp(prefix="i6_shard_bench_costs_")
     os.makedirs(base, exist_ok=True)
     info = make_archives(base)
-    print(f"{NUM_FILES} files, {NUM_RANKS} ranks, partition_epoch={PARTITION_EPOCH}, num_epochs={NUM_EPOCHS}, "
-          f"{BATCHING.as_dict()}; data {DATA}")
-    print(f"stat pass {info['t_stat'] * 1e3:.1f} ms; costs pass: frames {info['t_frames'] * 1e3:.1f} ms "
-          f"({info['t_frames'] / info['t_stat']:.1f}x the stat pass, stat included), seqs {info['t_seqs'] * 1e3:.1f} ms")
+    print(
+        f"{NUM_FILES} files, {NUM_RANKS} ranks, partition_epoch={PARTITION_EPOCH}, num_epochs={NUM_EPOCHS}, "
+        f"{BATCHING.as_dict()}; data {DATA}"
+    )
+    print(
+        f"stat pass {info['t_stat'] * 1e3:.1f} ms; costs pass: frames {info['t_frames'] * 1e3:.1f} ms "
+        f"({info['t_frames'] / info['t_stat']:.1f}x the stat pass, stat included), seqs {info['t_seqs'] * 1e3:.1f} ms"
+    )
     names = QUICK if args.quick else list(RUNS)
     if args.only:
-        kept = [n for n in names if args.reuse and os.path.isfile(os.path.join(
-            base, n.replace(" ", "_").replace("(", "").replace(")", ""), f"returnn.torch-distrib-0-{NUM_RANKS}.log"))]
+        kept = [
+            n
+            for n in names
+            if args.reuse
+            and os.path.isfile(
+                os.path.join(
+                    base,
+                    n.replace(" ", "_").replace("(", "").replace(")", ""),
+                    f"returnn.torch-distrib-0-{NUM_RANKS}.log",
+                )
+            )
+        ]
         names = [n for n in names if n in args.only or n in kept]
     results = []
     for name in names:
@@ -186,22 +268,36 @@ def main() -> None:
         r = analyse(name, work, base, info["keys"])
         results.append(r)
         m = r["measured"]
-        print(f"\n== {name} (training + analysis {time.monotonic() - t0:.0f} s; files as planned: "
-              f"{r['files_match_plan']})")
-        print(f"  {'epoch':>5} {'steps per rank':>20} {'predicted':>20} {'measured':>9} {'model':>7} "
-              f"{'model(L)':>8} {'floor':>6} {'frames f.':>9} {'bytes f.':>8}")
+        print(
+            f"\n== {name} (training + analysis {time.monotonic() - t0:.0f} s; files as planned: "
+            f"{r['files_match_plan']})"
+        )
+        print(
+            f"  {'epoch':>5} {'steps per rank':>20} {'predicted':>20} {'measured':>9} {'model':>7} "
+            f"{'model(L)':>8} {'floor':>6} {'frames f.':>9} {'bytes f.':>8}"
+        )
         for e in range(len(m)):
-            print(f"  {e + 1:>5} {str(r['steps'][e].tolist()):>20} {str(np.round(r['steps_predicted'][e], 1).tolist()):>20}"
-                  f" {100 * m[e]:>8.2f}% {100 * r['model'][e]:>6.2f}% {100 * r['model_lengths'][e]:>7.2f}% "
-                  f"{100 * r['floor'][e]:>5.2f}% {100 * r['frames_formula'][e]:>8.2f}% {100 * r['bytes_formula'][e]:>7.2f}%")
-        for label, key in (("model", "model"), ("model, files' own lengths", "model_lengths"),
-                           ("frames formula", "frames_formula"), ("bytes formula", "bytes_formula")):
+            print(
+                f"  {e + 1:>5} {str(r['steps'][e].tolist()):>20} {str(np.round(r['steps_predicted'][e], 1).tolist()):>20}"
+                f" {100 * m[e]:>8.2f}% {100 * r['model'][e]:>6.2f}% {100 * r['model_lengths'][e]:>7.2f}% "
+                f"{100 * r['floor'][e]:>5.2f}% {100 * r['frames_formula'][e]:>8.2f}% {100 * r['bytes_formula'][e]:>7.2f}%"
+            )
+        for label, key in (
+            ("model", "model"),
+            ("model, files' own lengths", "model_lengths"),
+            ("frames formula", "frames_formula"),
+            ("bytes formula", "bytes_formula"),
+        ):
             p = r[key]
-            print(f"  {label:<26} mean {100 * p.mean():5.2f}% vs measured {100 * m.mean():5.2f}% "
-                  f"(|mean diff| {100 * abs(p.mean() - m.mean()):.2f} pts, mean |diff| per sub-epoch "
-                  f"{100 * np.mean(np.abs(p - m)):.2f} pts, corr {_corr(p, m):.2f})")
-        print(f"  measured worst sub-epoch {100 * m.max():.2f}%; step floor (model, even split) "
-              f"{100 * r['floor'].mean():.2f}%")
+            print(
+                f"  {label:<26} mean {100 * p.mean():5.2f}% vs measured {100 * m.mean():5.2f}% "
+                f"(|mean diff| {100 * abs(p.mean() - m.mean()):.2f} pts, mean |diff| per sub-epoch "
+                f"{100 * np.mean(np.abs(p - m)):.2f} pts, corr {_corr(p, m):.2f})"
+            )
+        print(
+            f"  measured worst sub-epoch {100 * m.max():.2f}%; step floor (model, even split) "
+            f"{100 * r['floor'].mean():.2f}%"
+        )
     by_name = {r["name"]: r for r in results}
     if "balanced by bytes" in by_name:
         ref = by_name["balanced by bytes"]["measured"].mean()
@@ -210,8 +306,11 @@ def main() -> None:
             print(f"  {r['name']:<22} {100 * r['measured'].mean():5.2f}%  ({r['measured'].mean() / ref:.2f}x)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()} for r in results],
-                      f, indent=1)
+            json.dump(
+                [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()} for r in results],
+                f,
+                indent=1,
+            )
     print(f"\ndata and trainings in {base}")
 
 

@@ -48,9 +48,15 @@ def write_arrow_shards(directory: str, num_files: int):
         path = os.path.join(directory, f"f{i:06d}.arrow")
         if not os.path.exists(path):
             with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-                writer.write_batch(pa.record_batch([
-                    pa.array([np.zeros(8 * int(n), "float32") for n in frames], type=pa.list_(pa.float32())),
-                    pa.array(frames.astype("int32"))], schema=schema))
+                writer.write_batch(
+                    pa.record_batch(
+                        [
+                            pa.array([np.zeros(8 * int(n), "float32") for n in frames], type=pa.list_(pa.float32())),
+                            pa.array(frames.astype("int32")),
+                        ],
+                        schema=schema,
+                    )
+                )
         paths.append(path)
     return paths
 
@@ -63,8 +69,12 @@ def bench_arrow(directory: str, num_files: int) -> None:
     lists = best_of(lambda: collect_file_costs(paths, unit="frames", length_column="feat", num_procs=1))
     n = len(paths)
     print(f"{n} arrow shards ({sum(os.path.getsize(p) for p in paths) / 2**20:.1f} MiB), one process")
-    for label, t in (("stat pass", stat), ("rows (seqs)", rows), ("int length column", ints),
-                     ("list length column", lists)):
+    for label, t in (
+        ("stat pass", stat),
+        ("rows (seqs)", rows),
+        ("int length column", ints),
+        ("list length column", lists),
+    ):
         print(f"  {label:<22} {t * 1e3:9.1f} ms  ({t / n * 1e6:7.1f} us/file)  {t / stat:.1f}x")
     print(f"files in {directory}")
 
@@ -83,8 +93,9 @@ def main() -> None:
     if all(os.path.exists(os.path.join(directory, n)) for n in names):
         paths = [os.path.join(directory, n) for n in names]
     else:
-        paths = write_tiny_hdf_files(directory, num_files=args.num_files, seed=0, max_seqs=50, frames=(5, 200),
-                                     names=names)
+        paths = write_tiny_hdf_files(
+            directory, num_files=args.num_files, seed=0, max_seqs=50, frames=(5, 200), names=names
+        )
     stat = best_of(lambda: core.collect_file_sizes(paths, num_procs=1))
     serial = best_of(lambda: collect_file_costs(paths, unit="frames", num_procs=1))
     procs = min(8, len(os.sched_getaffinity(0)))
@@ -93,8 +104,10 @@ def main() -> None:
     print(f"{n} HDF files, {procs} CPUs usable")
     print(f"  stat pass                {stat * 1e3:9.1f} ms  ({stat / n * 1e6:7.1f} us/file)  1.0x")
     print(f"  costs pass, 1 process    {serial * 1e3:9.1f} ms  ({serial / n * 1e6:7.1f} us/file)  {serial / stat:.1f}x")
-    print(f"  costs pass, {procs} processes {parallel * 1e3:8.1f} ms  ({parallel / n * 1e6:7.1f} us/file)  "
-          f"{parallel / stat:.1f}x (stat pass included in both costs passes)")
+    print(
+        f"  costs pass, {procs} processes {parallel * 1e3:8.1f} ms  ({parallel / n * 1e6:7.1f} us/file)  "
+        f"{parallel / stat:.1f}x (stat pass included in both costs passes)"
+    )
     print(f"files in {directory}")
 
 

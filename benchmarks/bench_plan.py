@@ -29,7 +29,8 @@ def returnn_bounds(keys, sizes, *, seed: int, num_bins: int):
     files = list(keys)
     np.random.RandomState(seed).shuffle(files)
     bins = DistributeFilesDataset._distribute_evenly_by_size(
-        num_bins=num_bins, file_sizes=dict(zip(keys, sizes.tolist())), files_order=files)
+        num_bins=num_bins, file_sizes=dict(zip(keys, sizes.tolist())), files_order=files
+    )
     return files, bins
 
 
@@ -44,7 +45,13 @@ def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_ep
     t0 = time.perf_counter()
     if write:
         with tempfile.TemporaryDirectory() as tmp:
-            summary = core.write_plan_outputs(plan.with_settings(num_epochs=num_epochs), plan_path=os.path.join(tmp, "plan.npz"), summary_path=os.path.join(tmp, "summary.json"), report_path=os.path.join(tmp, "report.txt"), plot_path=os.path.join(tmp, "plot.png"))
+            summary = core.write_plan_outputs(
+                plan.with_settings(num_epochs=num_epochs),
+                plan_path=os.path.join(tmp, "plan.npz"),
+                summary_path=os.path.join(tmp, "summary.json"),
+                report_path=os.path.join(tmp, "report.txt"),
+                plot_path=os.path.join(tmp, "plot.png"),
+            )
             plan_mib = os.path.getsize(os.path.join(tmp, "plan.npz")) / 2**20
             seconds = time.perf_counter() - t0
         dropped = summary["dropped_fraction"]
@@ -53,8 +60,17 @@ def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_ep
         seconds = time.perf_counter() - t0
         assert int(stats.passes.min()) == int(stats.passes.max()) == full_epochs
         dropped, plan_mib = float(stats.dropped_fraction.mean()), 0.0
-    print(json.dumps({"seconds": seconds, "base_rss_mib": base_rss, "plan_mib": plan_mib, "peak_rss_mib": rss_mib(),
-                      "dropped_fraction": dropped}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "base_rss_mib": base_rss,
+                "plan_mib": plan_mib,
+                "peak_rss_mib": rss_mib(),
+                "dropped_fraction": dropped,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -75,11 +91,14 @@ def main() -> None:
     seed = 1  # full epoch 0 with random_seed_offset 0
     sizes = core.io.lognormal_sizes(n, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(n)]
-    print(f"{n:,} files (lognormal sizes), num_shards={shards}, partition_epoch={part} -> {num_bins} bins, "
-          f"best of {args.repeats}")
+    print(
+        f"{n:,} files (lognormal sizes), num_shards={shards}, partition_epoch={part} -> {num_bins} bins, "
+        f"best of {args.repeats}"
+    )
 
     t_returnn, (ret_files, ret_bins) = best_of(
-        lambda: returnn_bounds(keys, sizes, seed=seed, num_bins=num_bins), max(1, min(args.repeats, 3)))
+        lambda: returnn_bounds(keys, sizes, seed=seed, num_bins=num_bins), max(1, min(args.repeats, 3))
+    )
     t_perm, _ = best_of(lambda: np.random.RandomState(seed).permutation(n), args.repeats)
 
     def core_plan():
@@ -89,7 +108,9 @@ def main() -> None:
     t_core, (order, bounds) = best_of(core_plan, args.repeats)
 
     def files_for_all():
-        plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=shards, partition_epoch=part))  # fresh: no cached layout
+        plan = core.ShardPlan(
+            keys, sizes, core.PlanSettings(num_shards=shards, partition_epoch=part)
+        )  # fresh: no cached layout
         return [plan.files_for(epoch=e, shard_index=r) for r in range(shards) for e in range(1, part + 1)]
 
     t_files_for, bins_files_for = best_of(files_for_all, args.repeats)
@@ -117,18 +138,38 @@ def main() -> None:
     for name, value, ok in ratios:
         print(f"  {name:<58} {value:9.2f}x  {'ok' if ok else 'MISSED'}")
 
-    for mode in ("stats", "write")[:1 if args.no_write else 2]:
+    for mode in ("stats", "write")[: 1 if args.no_write else 2]:
         out = subprocess.run(
-            [sys.executable, __file__, "--memory-child", mode, "--num-files", str(n), "--num-shards", str(shards),
-             "--partition-epoch", str(part), "--full-epochs", str(args.full_epochs)],
-            check=True, stdout=subprocess.PIPE, text=True).stdout
+            [
+                sys.executable,
+                __file__,
+                "--memory-child",
+                mode,
+                "--num-files",
+                str(n),
+                "--num-shards",
+                str(shards),
+                "--partition-epoch",
+                str(part),
+                "--full-epochs",
+                str(args.full_epochs),
+            ],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        ).stdout
         mem = json.loads(out)
-        what = ("plan + stats" if mode == "stats" else
-                f"write_plan_outputs (plan file {mem['plan_mib']:.0f} MiB, summary, report, plot)")
-        print(f"  {what} for {args.full_epochs} full epochs ({args.full_epochs * part} sub-epochs): "
-              f"{mem['seconds']:.2f} s, peak RSS {mem['peak_rss_mib']:.0f} MiB "
-              f"({mem['base_rss_mib']:.0f} MiB after building the keys and sizes), "
-              f"mean dropped {100 * mem['dropped_fraction']:.3f}%")
+        what = (
+            "plan + stats"
+            if mode == "stats"
+            else f"write_plan_outputs (plan file {mem['plan_mib']:.0f} MiB, summary, report, plot)"
+        )
+        print(
+            f"  {what} for {args.full_epochs} full epochs ({args.full_epochs * part} sub-epochs): "
+            f"{mem['seconds']:.2f} s, peak RSS {mem['peak_rss_mib']:.0f} MiB "
+            f"({mem['base_rss_mib']:.0f} MiB after building the keys and sizes), "
+            f"mean dropped {100 * mem['dropped_fraction']:.3f}%"
+        )
 
 
 if __name__ == "__main__":

@@ -64,9 +64,12 @@ def side_by_side(files: List, *, repeats: int, label: str) -> None:
         t_ours.append(time.perf_counter() - t0)
         assert ours.as_dict() == ref, "collect_file_sizes differs from RETURNN"
     best_r, best_o = min(t_returnn), min(t_ours)
-    print(f"{label}: RETURNN loop {best_r:.3f} s, collect_file_sizes {best_o:.3f} s, "
-          f"ratio {best_r / best_o:.2f}x (best of {repeats}; medians {np.median(t_returnn):.3f} s vs "
-          f"{np.median(t_ours):.3f} s, ratio {np.median(t_returnn) / np.median(t_ours):.2f}x)", flush=True)
+    print(
+        f"{label}: RETURNN loop {best_r:.3f} s, collect_file_sizes {best_o:.3f} s, "
+        f"ratio {best_r / best_o:.2f}x (best of {repeats}; medians {np.median(t_returnn):.3f} s vs "
+        f"{np.median(t_ours):.3f} s, ratio {np.median(t_returnn) / np.median(t_ours):.2f}x)",
+        flush=True,
+    )
 
 
 def build_slowstat(source: str, out_dir: str) -> str:
@@ -84,30 +87,48 @@ def build_slowstat(source: str, out_dir: str) -> str:
 
 
 def synthetic_sizes(num: int) -> FileSizes:
-    keys = [f"/data/corpus/shard-{i // 1000:04d}/feat.{i}.hdf:/data/corpus/shard-{i // 1000:04d}/align.{i}.hdf"
-            for i in range(num)]
+    keys = [
+        f"/data/corpus/shard-{i // 1000:04d}/feat.{i}.hdf:/data/corpus/shard-{i // 1000:04d}/align.{i}.hdf"
+        for i in range(num)
+    ]
     return FileSizes(keys=keys, sizes=np.random.RandomState(0).randint(1, 10**9, size=num).astype(np.int64))
 
 
 def run_child(mode: str, args: argparse.Namespace, extra_env: Dict[str, str] | None = None) -> None:
     env = dict(os.environ, **(extra_env or {}))
-    cmd = [sys.executable, os.path.abspath(__file__), "--_child", mode, "--workdir", args.workdir,
-           "--slow-trees", str(args.slow_trees), "--repeats", str(args.repeats),
-           "--rss-entries", str(args.rss_entries)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--_child",
+        mode,
+        "--workdir",
+        args.workdir,
+        "--slow-trees",
+        str(args.slow_trees),
+        "--repeats",
+        str(args.repeats),
+        "--rss-entries",
+        str(args.rss_entries),
+    ]
     subprocess.run(cmd, env=env, check=True)
 
 
 def child(mode: str, args: argparse.Namespace) -> None:
     if mode == "latency":
         files = [tuple(line.split("\0")) for line in open(os.path.join(args.workdir, "slow.list")).read().split("\n")]
-        side_by_side(files, repeats=args.repeats,
-                     label=f"{len(files):,} two-leaf trees, {os.environ.get('SLOWSTAT_US')} us stat latency")
+        side_by_side(
+            files,
+            repeats=args.repeats,
+            label=f"{len(files):,} two-leaf trees, {os.environ.get('SLOWSTAT_US')} us stat latency",
+        )
     elif mode == "rss":
         before = rss_mib("VmRSS")
         fs = synthetic_sizes(args.rss_entries)
-        print(f"{args.rss_entries:,} entries' sizes in memory (keys of {len(fs.keys[0])} chars): "
-              f"{rss_mib('VmRSS') - before:.0f} MiB more RSS; peak RSS of the process {rss_mib():.0f} MiB "
-              f"(of which interpreter + numpy {before:.0f} MiB)")
+        print(
+            f"{args.rss_entries:,} entries' sizes in memory (keys of {len(fs.keys[0])} chars): "
+            f"{rss_mib('VmRSS') - before:.0f} MiB more RSS; peak RSS of the process {rss_mib():.0f} MiB "
+            f"(of which interpreter + numpy {before:.0f} MiB)"
+        )
         path = os.path.join(args.workdir, "sizes_1m.npz")
         t0 = time.perf_counter()
         save_file_sizes(fs, path)
@@ -116,8 +137,10 @@ def child(mode: str, args: argparse.Namespace) -> None:
         path = os.path.join(args.workdir, "sizes_1m.npz")
         t0 = time.perf_counter()
         fs = load_file_sizes(path)
-        print(f"load of {len(fs):,} entries: {time.perf_counter() - t0:.2f} s (target < 2 s), "
-              f"peak RSS {rss_mib():.0f} MiB")
+        print(
+            f"load of {len(fs):,} entries: {time.perf_counter() - t0:.2f} s (target < 2 s), "
+            f"peak RSS {rss_mib():.0f} MiB"
+        )
 
 
 def main() -> None:
@@ -137,9 +160,12 @@ def main() -> None:
     own_dir = args.workdir is None
     args.workdir = args.workdir or tempfile.mkdtemp(prefix="bench_sizes.")
     try:
-        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
-              f"(usable: {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}), "
-              f"temp dir {args.workdir}", flush=True)
+        print(
+            f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
+            f"(usable: {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}), "
+            f"temp dir {args.workdir}",
+            flush=True,
+        )
         t0 = time.perf_counter()
         files = make_trees(os.path.join(args.workdir, "local"), args.num_trees)
         print(f"generated {2 * len(files):,} files in {time.perf_counter() - t0:.1f} s", flush=True)

@@ -45,25 +45,35 @@ def child(args: argparse.Namespace) -> None:
 
     print(f"--- {label}", flush=True)
     t_ref, m_ref, _ = _timed(lambda: returnn_size_loop(small), args.repeats)
-    print(f"RETURNN's size loop, {len(small):,} two-leaf trees (what a rank does without file_sizes): "
-          f"{t_ref * 1e3:.1f} ms (median {m_ref * 1e3:.1f})", flush=True)
+    print(
+        f"RETURNN's size loop, {len(small):,} two-leaf trees (what a rank does without file_sizes): "
+        f"{t_ref * 1e3:.1f} ms (median {m_ref * 1e3:.1f})",
+        flush=True,
+    )
     for name, files in (("small", small), ("big", big)):
         path = os.path.join(args.workdir, f"{name}.npz")
         t_load, m_load, loaded = _timed(lambda: load_sizes_for_files(path, files, num_samples=0), args.repeats)
         sizes = load_file_sizes(path)
         os.stat = counting_stat
         try:
-            t_check, m_check, _ = _timed(lambda: check_sample_unchanged(sizes, trees=files, num_samples=args.k,
-                                                                              seed=3), args.repeats)
+            t_check, m_check, _ = _timed(
+                lambda: check_sample_unchanged(sizes, trees=files, num_samples=args.k, seed=3), args.repeats
+            )
         finally:
             os.stat = real_stat
         num_stats = len(calls) // args.repeats
         calls.clear()
-        print(f"{len(files):>9,} entries: load_sizes_for_files without the check {t_load * 1e3:8.1f} ms; the check "
-              f"(k={args.k}, {num_stats} stat calls) {t_check * 1e3:6.2f} ms = {100 * t_check / t_load:5.1f} % of the "
-              f"load (medians {m_load * 1e3:.1f} / {m_check * 1e3:.2f} ms)"
-              + (f"; RETURNN's loop over these trees takes {t_ref / (t_load + t_check):.0f}x load + check"
-                 if name == "small" else ""), flush=True)
+        print(
+            f"{len(files):>9,} entries: load_sizes_for_files without the check {t_load * 1e3:8.1f} ms; the check "
+            f"(k={args.k}, {num_stats} stat calls) {t_check * 1e3:6.2f} ms = {100 * t_check / t_load:5.1f} % of the "
+            f"load (medians {m_load * 1e3:.1f} / {m_check * 1e3:.2f} ms)"
+            + (
+                f"; RETURNN's loop over these trees takes {t_ref / (t_load + t_check):.0f}x load + check"
+                if name == "small"
+                else ""
+            ),
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -91,11 +101,25 @@ def main() -> None:
         sizes = core.collect_file_sizes(trees)
         core.save_file_sizes(sizes, os.path.join(workdir, "small.npz"))
         reps = -(-args.big // len(trees))
-        big = core.FileSizes(keys=(sizes.keys * reps)[:args.big], sizes=np.tile(sizes.sizes, reps)[:args.big],
-                             mtimes=np.tile(sizes.mtimes, reps)[:args.big])
+        big = core.FileSizes(
+            keys=(sizes.keys * reps)[: args.big],
+            sizes=np.tile(sizes.sizes, reps)[: args.big],
+            mtimes=np.tile(sizes.mtimes, reps)[: args.big],
+        )
         core.save_file_sizes(big, os.path.join(workdir, "big.npz"))
-        cmd = [sys.executable, os.path.abspath(__file__), "--_child", "--workdir", workdir, "--big", str(args.big),
-               "--k", str(args.k), "--repeats", str(args.repeats)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--_child",
+            "--workdir",
+            workdir,
+            "--big",
+            str(args.big),
+            "--k",
+            str(args.k),
+            "--repeats",
+            str(args.repeats),
+        ]
         subprocess.run(cmd, check=True)
         lib = build_slowstat(os.path.abspath(args.slowstat), workdir)
         if lib:

@@ -38,28 +38,55 @@ def run(seed: int, sync_every: int, root: str) -> dict:
     work_dir = os.path.join(root, f"s{seed}_p{sync_every}")
     write_skewed_hdf_files(os.path.join(work_dir, "data"), num_files=NUM_FILES, seed=seed)
     files = [f"data/part{i:03d}.hdf" for i in range(NUM_FILES)]
-    train = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=PARTITION_EPOCH, use_worker_proc=False, num_shards=2)
+    train = sharded_files_dataset(
+        files,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        use_worker_proc=False,
+        num_shards=2,
+    )
     torch_distributed = {"backend": "gloo"}
     if sync_every > 1:
         torch_distributed.update(reduce_type="param", param_sync_step=sync_every)
-    training = run_training(work_dir, train=train, num_ranks=2, num_epochs=NUM_EPOCHS, behavior_version=31,
-                            batch_size=BATCH_SIZE, max_seqs=MAX_SEQS, torch_distributed=torch_distributed)
+    training = run_training(
+        work_dir,
+        train=train,
+        num_ranks=2,
+        num_epochs=NUM_EPOCHS,
+        behavior_version=31,
+        batch_size=BATCH_SIZE,
+        max_seqs=MAX_SEQS,
+        torch_distributed=torch_distributed,
+    )
     ranks = _per_rank(training, work_dir, NUM_FILES)
     epochs = range(1, NUM_EPOCHS + 1)
     measured = [1 - sum(ranks[(e, r)][1] for r in (0, 1)) / sum(ranks[(e, r)][2] for r in (0, 1)) for e in epochs]
     paths = [os.path.join(work_dir, f) for f in files]
-    plan = core.ShardPlan(files, core.collect_file_sizes(paths).sizes, core.PlanSettings(
-        num_shards=2, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS))
+    plan = core.ShardPlan(
+        files,
+        core.collect_file_sizes(paths).sizes,
+        core.PlanSettings(num_shards=2, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS),
+    )
     lengths = [hdf_seq_lengths(p) for p in paths]
     predicted = {}
     for every in sorted({1, sync_every}):
         predicted[every] = predict_plan_drop(
-            plan, num_epochs=NUM_EPOCHS, num_seqs=np.array([len(x) for x in lengths]),
-            num_frames=np.array([int(x.sum()) for x in lengths]), file_lengths=lengths, sync_every=every,
-            batching=Batching(batch_size=BATCH_SIZE, max_seqs=MAX_SEQS))["dropped"].tolist()
-    return {"seed": seed, "sync_every": sync_every, "measured": measured, "predicted": predicted[sync_every],
-            "predicted_grad_model": predicted[1], "steps": [[ranks[(e, r)][0] for r in (0, 1)] for e in epochs]}
+            plan,
+            num_epochs=NUM_EPOCHS,
+            num_seqs=np.array([len(x) for x in lengths]),
+            num_frames=np.array([int(x.sum()) for x in lengths]),
+            file_lengths=lengths,
+            sync_every=every,
+            batching=Batching(batch_size=BATCH_SIZE, max_seqs=MAX_SEQS),
+        )["dropped"].tolist()
+    return {
+        "seed": seed,
+        "sync_every": sync_every,
+        "measured": measured,
+        "predicted": predicted[sync_every],
+        "predicted_grad_model": predicted[1],
+        "steps": [[ranks[(e, r)][0] for r in (0, 1)] for e in epochs],
+    }
 
 
 def main() -> None:
@@ -75,8 +102,10 @@ def main() -> None:
         sel = [r for r in rows if r["sync_every"] == every]
         m, p, g = (np.concatenate([r[k] for r in sel]) for k in ("measured", "predicted", "predicted_grad_model"))
         name = "grad" if every == 1 else f"param, param_sync_step={every}"
-        print(f"| {name} | {m.size} | {100 * m.mean():.2f}% | {100 * p.mean():.2f}% | {100 * g.mean():.2f}% | "
-              f"{100 * np.abs(p - m).mean():.2f} pt |")
+        print(
+            f"| {name} | {m.size} | {100 * m.mean():.2f}% | {100 * p.mean():.2f}% | {100 * g.mean():.2f}% | "
+            f"{100 * np.abs(p - m).mean():.2f} pt |"
+        )
     print(json.dumps(rows))
 
 

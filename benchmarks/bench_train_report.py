@@ -56,21 +56,32 @@ def run_one(name: str, settings: Dict[str, Any], base: str) -> Dict[str, Any]:
     keys = [f"data/part{i:03d}.hdf" for i in range(settings["num_files"])]
     sizes_path = None
     if settings.get("distribution", "returnn") != "returnn":
-        paths = write_skewed_hdf_files(os.path.join(work, "data"), num_files=settings["num_files"],
-                                       seed=settings["seed"], **DATA)
+        paths = write_skewed_hdf_files(
+            os.path.join(work, "data"), num_files=settings["num_files"], seed=settings["seed"], **DATA
+        )
         sizes_path = os.path.join(base, re.sub(r"\W+", "_", name), "sizes.npz")
         core.save_file_sizes(core.FileSizes(keys=keys, sizes=core.collect_file_sizes(paths).sizes), sizes_path)
     training = run_sharded_training(work, data_kwargs=DATA, file_sizes=sizes_path, **settings)
     sizes = core.collect_file_sizes([os.path.join(work, k) for k in keys])
-    plan = core.ShardPlan(keys, sizes.sizes, core.PlanSettings(
-        num_shards=settings["num_ranks"], partition_epoch=settings["partition_epoch"],
-        num_epochs=settings["num_epochs"], distribution=settings.get("distribution", "returnn")))
+    plan = core.ShardPlan(
+        keys,
+        sizes.sizes,
+        core.PlanSettings(
+            num_shards=settings["num_ranks"],
+            partition_epoch=settings["partition_epoch"],
+            num_epochs=settings["num_epochs"],
+            distribution=settings.get("distribution", "returnn"),
+        ),
+    )
     plan_path = os.path.join(os.path.dirname(work), "plan.npz")
     core.save_plan(plan, plan_path)
-    summary = write_train_report(training.log_files, os.path.join(os.path.dirname(work), "report"),
-                                 plan_path=plan_path)
-    return {"name": name, "seconds": training.seconds, "summary": summary,
-            "independent": independent_counts(training, keys)}
+    summary = write_train_report(training.log_files, os.path.join(os.path.dirname(work), "report"), plan_path=plan_path)
+    return {
+        "name": name,
+        "seconds": training.seconds,
+        "summary": summary,
+        "independent": independent_counts(training, keys),
+    }
 
 
 def main() -> None:
@@ -85,18 +96,24 @@ def main() -> None:
         r = run_one(name, RUNS[name], base)
         s = r["summary"]
         print(f"\n== {name}: training {r['seconds']:.1f} s, {s['num_files']} files, {s['total_frames']:,} frames")
-        print(f"  {'epoch':>5} {'steps':>5} {'expected':>8} {'dropped (report)':>16} {'dropped (count)':>15} "
-              f"{'|diff| pts':>10} {'files as planned':>16}")
+        print(
+            f"  {'epoch':>5} {'steps':>5} {'expected':>8} {'dropped (report)':>16} {'dropped (count)':>15} "
+            f"{'|diff| pts':>10} {'files as planned':>16}"
+        )
         for se in s["sub_epochs"]:
             count = r["independent"][se["epoch"]]
             diff = abs(se["dropped_fraction"] - count) * 100
             worst_diff = max(worst_diff, diff)
             match = sum(bool(x["files_match_plan"]) for x in se["ranks"])
-            print(f"  {se['epoch']:>5} {se['steps']:>5} {se['expected_steps']:>8} "
-                  f"{100 * se['dropped_fraction']:>15.2f}% {100 * count:>14.2f}% {diff:>10.4f} "
-                  f"{match:>9}/{len(se['ranks'])} ranks")
-        print(f"  mean dropped {100 * s['dropped_fraction']:.2f}%, passes made {s['passes']['made']}, "
-              f"promised {s['passes']['promised']}")
+            print(
+                f"  {se['epoch']:>5} {se['steps']:>5} {se['expected_steps']:>8} "
+                f"{100 * se['dropped_fraction']:>15.2f}% {100 * count:>14.2f}% {diff:>10.4f} "
+                f"{match:>9}/{len(se['ranks'])} ranks"
+            )
+        print(
+            f"  mean dropped {100 * s['dropped_fraction']:.2f}%, passes made {s['passes']['made']}, "
+            f"promised {s['passes']['promised']}"
+        )
         for alarm in s["alarms"]:
             print(f"  alarm: {alarm[:160]}{'...' if len(alarm) > 160 else ''}")
     print(f"\nlargest |report - count| over all sub-epochs: {worst_diff:.4f} points; trainings in {base}")

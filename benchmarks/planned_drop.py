@@ -34,8 +34,12 @@ def sub_epoch_loads(plan_file: core.PlanFile, costs: np.ndarray, *, num_epochs: 
     return stats.bytes
 
 
-def planned_drop(plan_file: core.PlanFile, *, num_epochs: Optional[int] = None,
-                 lengths: Optional[Mapping[str, Tuple[int, int]]] = None) -> Dict[str, Any]:
+def planned_drop(
+    plan_file: core.PlanFile,
+    *,
+    num_epochs: Optional[int] = None,
+    lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
+) -> Dict[str, Any]:
     """Per sub-epoch (lists, sub-epoch 1 first): ``size_over_mean`` (by the plan's costs, over the mean
     sub-epoch of its full epoch), ``dropped_by_cost``, and with ``lengths`` ``dropped_by_frames`` and
     ``dropped_by_seqs``; plus their means over the sub-epochs (``mean_*``)."""
@@ -44,13 +48,18 @@ def planned_drop(plan_file: core.PlanFile, *, num_epochs: Optional[int] = None,
     cost = sub_epoch_loads(plan_file, plan.costs, num_epochs=num_epochs)
     totals = cost.sum(axis=1).astype(np.float64)
     part = plan.partition_epoch
-    means = np.array([totals[(e // part) * part:(e // part + 1) * part].mean() for e in range(num_epochs)])
-    out: Dict[str, Any] = {"size_over_mean": (totals / means).tolist(), "dropped_by_cost": dropped_fraction(cost).tolist()}
+    means = np.array([totals[(e // part) * part : (e // part + 1) * part].mean() for e in range(num_epochs)])
+    out: Dict[str, Any] = {
+        "size_over_mean": (totals / means).tolist(),
+        "dropped_by_cost": dropped_fraction(cost).tolist(),
+    }
     if lengths is not None:
         missing = [k for k in plan.keys if k not in lengths]
         if missing:
-            raise ValueError(f"lengths lack {len(missing)} of the plan's {plan.num_files} keys "
-                             f"(first: {missing[:3]}); give lengths for every file of the plan")
+            raise ValueError(
+                f"lengths lack {len(missing)} of the plan's {plan.num_files} keys "
+                f"(first: {missing[:3]}); give lengths for every file of the plan"
+            )
         seqs = np.array([lengths[k][0] for k in plan.keys], dtype=np.int64)
         frames = np.array([lengths[k][1] for k in plan.keys], dtype=np.int64)
         f = sub_epoch_loads(plan_file, frames, num_epochs=num_epochs).astype(np.float64)
@@ -71,21 +80,27 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
     plan_file = core.read_plan_file(args.plan)
-    result = planned_drop(plan_file, num_epochs=args.num_epochs,
-                          lengths=load_file_lengths(args.lengths) if args.lengths else None)
+    result = planned_drop(
+        plan_file, num_epochs=args.num_epochs, lengths=load_file_lengths(args.lengths) if args.lengths else None
+    )
     if args.json:
         print(json.dumps(result, sort_keys=True, indent=1))
         return
     s = plan_file.plan.settings
-    print(f"{args.plan}: {plan_file.plan.num_files} files, W={s.num_shards}, P={s.partition_epoch}, "
-          f"distribution={s.distribution}")
+    print(
+        f"{args.plan}: {plan_file.plan.num_files} files, W={s.num_shards}, P={s.partition_epoch}, "
+        f"distribution={s.distribution}"
+    )
     columns = [k for k in ("size_over_mean", "dropped_by_cost", "dropped_by_frames", "dropped_by_seqs") if k in result]
     print(f"{'epoch':>5} " + " ".join(f"{c:>17}" for c in columns))
     for e in range(len(result["size_over_mean"])):
-        print(f"{e + 1:>5} " + " ".join(f"{result[c][e]:>17.4f}" if c == "size_over_mean" else f"{result[c][e]:>17.2%}"
-                                          for c in columns))
-    print("mean  " + " ".join(f"{'':>17}" if c == "size_over_mean" else f"{result['mean_' + c]:>17.2%}"
-                              for c in columns))
+        print(
+            f"{e + 1:>5} "
+            + " ".join(f"{result[c][e]:>17.4f}" if c == "size_over_mean" else f"{result[c][e]:>17.2%}" for c in columns)
+        )
+    print(
+        "mean  " + " ".join(f"{'':>17}" if c == "size_over_mean" else f"{result['mean_' + c]:>17.2%}" for c in columns)
+    )
 
 
 if __name__ == "__main__":

@@ -20,9 +20,16 @@ DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir
 DEFAULT_FLEXIBLE_OUT = os.path.join(os.path.dirname(DEFAULT_OUT), "flexible_split.png")
 COLORS = {"returnn": "#d95f02", "balanced": "#1b9e77", "flexible": "#7570b3"}
 #: Rows of the flexible picture's left panel: (corpus, files, W, P).
-FLEXIBLE_ROWS = [("hdf", 64, 4, 3), ("hdf", 400, 8, 5), ("big files", 1_000, 8, 10), ("big files", 10_000, 64, 20),
-                 ("lognormal", 1_000, 8, 10), ("lognormal", 10_000, 64, 20), ("lognormal", 100_000, 256, 20),
-                 ("lognormal2", 1_000, 8, 10)]
+FLEXIBLE_ROWS = [
+    ("hdf", 64, 4, 3),
+    ("hdf", 400, 8, 5),
+    ("big files", 1_000, 8, 10),
+    ("big files", 10_000, 64, 20),
+    ("lognormal", 1_000, 8, 10),
+    ("lognormal", 10_000, 64, 20),
+    ("lognormal", 100_000, 256, 20),
+    ("lognormal2", 1_000, 8, 10),
+]
 FULL_EPOCHS = 3
 
 
@@ -77,8 +84,11 @@ def plot_returnn_vs_balanced(out: str) -> None:
         ax_ranks.axhline(rel.min(), color=COLORS[name], linestyle="--", linewidth=1)
     ax_ranks.set_xlabel("rank")
     ax_ranks.set_ylabel("bytes of the rank / mean over ranks")
-    ax_ranks.set_title(f"Sub-epoch 1, {kind} sizes, {n:,} files, W={w}, P={p}: every rank stops\n"
-                       "at the dashed line (the smallest rank), the rest is dropped", fontsize=10)
+    ax_ranks.set_title(
+        f"Sub-epoch 1, {kind} sizes, {n:,} files, W={w}, P={p}: every rank stops\n"
+        "at the dashed line (the smallest rank), the rest is dropped",
+        fontsize=10,
+    )
     ax_ranks.set_ylim(bottom=0)
     ax_ranks.legend(fontsize=8)
     fig.tight_layout()
@@ -107,14 +117,18 @@ def plot_flexible(out: str) -> None:
     x = np.arange(len(FLEXIBLE_ROWS))
     for offset, name in ((-0.2, "balanced"), (0.2, "flexible")):
         bars = ax_rows.bar(x + offset, means[name], width=0.38, color=COLORS[name], label=f'distribution="{name}"')
-        ax_rows.bar_label(bars, labels=[f"{v:.2f}" if v < 10 else f"{v:.1f}" for v in means[name]], fontsize=7,
-                          padding=2)
+        ax_rows.bar_label(
+            bars, labels=[f"{v:.2f}" if v < 10 else f"{v:.1f}" for v in means[name]], fontsize=7, padding=2
+        )
     ax_rows.set_xticks(x, [f"{kind}\n{n:,} files\nW={w}\nP={p}" for kind, n, w, p in FLEXIBLE_ROWS], fontsize=7)
     ax_rows.set_yscale("log")
     ax_rows.set_ylabel("data dropped per sub-epoch (%), log scale")
-    ax_rows.set_title(f"Dropped when the first rank runs out, mean over {FULL_EPOCHS} full epochs\n"
-                      f"(RETURNN's own cut drops {min(means['returnn']):.0f}% to {max(means['returnn']):.0f}% "
-                      "on these corpora)", fontsize=10)
+    ax_rows.set_title(
+        f"Dropped when the first rank runs out, mean over {FULL_EPOCHS} full epochs\n"
+        f"(RETURNN's own cut drops {min(means['returnn']):.0f}% to {max(means['returnn']):.0f}% "
+        "on these corpora)",
+        fontsize=10,
+    )
     ax_rows.legend(fontsize=8)
 
     kind, n, w, p = "big files", 1_000, 8, 10
@@ -129,9 +143,12 @@ def plot_flexible(out: str) -> None:
     ax_size.axhspan(1 - dev, 1 + dev, color="0.9", zorder=0, label=f"allowed: mean +-{dev:.0%}")
     ax_size.set_ylim(0.6, 1.4)
     ax_size.set_ylabel("size / mean")
-    ax_size.set_title(f"{kind}, {n:,} files, W={w}, P={p}, first full epoch: {p} files of 1.05-1.5x a rank's "
-                      f"share ({share / 1e6:.1f} MB);\nthe sub-epochs holding them grow, so that the other "
-                      "ranks can be filled up to them", fontsize=9)
+    ax_size.set_title(
+        f"{kind}, {n:,} files, W={w}, P={p}, first full epoch: {p} files of 1.05-1.5x a rank's "
+        f"share ({share / 1e6:.1f} MB);\nthe sub-epochs holding them grow, so that the other "
+        "ranks can be filled up to them",
+        fontsize=9,
+    )
     ax_size.legend(fontsize=7, ncol=3, loc="upper right")
     ax_drop.set_ylabel("dropped (%)")
     ax_drop.set_xlabel("sub-epoch")

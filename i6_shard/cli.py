@@ -40,12 +40,22 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
     batching = batching_of(args.batch_size, args.max_seqs)
     check_batching_for_unit(args.unit, batching)
-    costs = collect_file_costs(trees, unit=args.unit, leaf=leaf, stream=args.stream, frame_rate=args.frame_rate,
-                               num_procs=args.procs, batching=batching, length_column=args.length_column)
+    costs = collect_file_costs(
+        trees,
+        unit=args.unit,
+        leaf=leaf,
+        stream=args.stream,
+        frame_rate=args.frame_rate,
+        num_procs=args.procs,
+        batching=batching,
+        length_column=args.length_column,
+    )
     save_file_costs(costs, args.output)
     total = format_cost(int(costs.costs.sum()), args.unit)
-    print(f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
-          f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}")
+    print(
+        f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
+        f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}"
+    )
     return 0
 
 
@@ -53,20 +63,29 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
     """The plan options as a validated PlanRequest (raises before any file is touched)."""
     cache_size = getattr(args, "cache_size", None)
     return core.PlanRequest.from_options(
-        num_shards=args.num_shards, partition_epoch=args.partition_epoch, num_epochs=args.num_epochs,
-        seq_ordering=args.seq_ordering, random_seed_offset=args.random_seed_offset,
-        fixed_random_seed=args.fixed_random_seed, distribution=args.distribution,
+        num_shards=args.num_shards,
+        partition_epoch=args.partition_epoch,
+        num_epochs=args.num_epochs,
+        seq_ordering=args.seq_ordering,
+        random_seed_offset=args.random_seed_offset,
+        fixed_random_seed=args.fixed_random_seed,
+        distribution=args.distribution,
         max_sub_epoch_deviation=args.max_sub_epoch_deviation,
-        sharding=sharding_mode(distrib_shard_files=not args.unsharded,
-                               same_seed_on_all_ranks=args.same_seed_on_all_ranks),
-        batch_size=getattr(args, "batch_size", None), max_seqs=getattr(args, "max_seqs", None),
+        sharding=sharding_mode(
+            distrib_shard_files=not args.unsharded, same_seed_on_all_ranks=args.same_seed_on_all_ranks
+        ),
+        batch_size=getattr(args, "batch_size", None),
+        max_seqs=getattr(args, "max_seqs", None),
         ranks_per_node=getattr(args, "ranks_per_node", None),
         preload_next_n_sub_epochs=getattr(args, "preload_next_n_sub_epochs", None),
         cached_file=not getattr(args, "no_cached_file", False),
         cache_size=None if cache_size is None else parse_bytes(cache_size),
-        reduce_type=getattr(args, "reduce_type", None), param_sync_step=getattr(args, "param_sync_step", None),
-        sub_epoch_constant_bytes=None if getattr(args, "sub_epoch_constant_bytes", None) is None else
-        parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"))
+        reduce_type=getattr(args, "reduce_type", None),
+        param_sync_step=getattr(args, "param_sync_step", None),
+        sub_epoch_constant_bytes=None
+        if getattr(args, "sub_epoch_constant_bytes", None) is None
+        else parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"),
+    )
 
 
 #: What the demo directory holds (written as one set, like a plan directory).
@@ -149,9 +168,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         sizes = core.FileSizes(keys=paths, sizes=stat_ed.sizes, mtimes=stat_ed.mtimes)
         core.save_file_sizes(sizes, os.path.join(tmp, "file_sizes.npz"))
         summary = core.write_plan_outputs(
-            core.ShardPlan(sizes.keys, sizes.sizes, settings), plan_path=os.path.join(tmp, core.PLAN_FILE),
-            summary_path=os.path.join(tmp, core.SUMMARY_FILE), report_path=os.path.join(tmp, core.REPORT_FILE),
-            plot_path=os.path.join(tmp, core.PLOT_FILE) if plot else None)
+            core.ShardPlan(sizes.keys, sizes.sizes, settings),
+            plan_path=os.path.join(tmp, core.PLAN_FILE),
+            summary_path=os.path.join(tmp, core.SUMMARY_FILE),
+            report_path=os.path.join(tmp, core.REPORT_FILE),
+            plot_path=os.path.join(tmp, core.PLOT_FILE) if plot else None,
+        )
     print(f"demo: {len(paths)} generated RETURNN HDF files in {os.path.join(out, 'data')}, list {list_path}")
     print(f"file sizes: {len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {sizes_path}")
     print()
@@ -168,13 +190,16 @@ def _cmd_make_data(args: argparse.Namespace) -> int:
     out = os.path.abspath(args.output)
     check_output_dir(out, names=_DATA_OUTPUTS, what="data directory")  # the options are checked before writing
     with atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
-        made = write_hdf_corpus(os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed,
-                                feature_dim=args.feature_dim)
+        made = write_hdf_corpus(
+            os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed, feature_dim=args.feature_dim
+        )
         paths = [os.path.join(out, "data", os.path.basename(p)) for p in made]
         core.write_file_list(paths, os.path.join(tmp, "files.txt"))
     list_path = os.path.join(out, "files.txt")
-    print(f"{len(paths)} RETURNN HDF files ({args.feature_dim} features per frame, skewed sizes) in "
-          f"{os.path.join(out, 'data')}")
+    print(
+        f"{len(paths)} RETURNN HDF files ({args.feature_dim} features per frame, skewed sizes) in "
+        f"{os.path.join(out, 'data')}"
+    )
     print(f"file list -> {list_path}")
     return 0
 
@@ -191,45 +216,87 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
     # Built beside the target and swapped in whole: a rerun without a plot leaves no older plot.png.
     with atomic_dir(args.output, names=names, what="training report directory") as tmp:
         summary = train_report.write_train_report(
-            args.logs, tmp, plan_path=args.plan, file_lengths_path=args.file_lengths,
-            read_hdf=not args.no_read_hdf, partition_epoch=args.partition_epoch, max_dropped=args.max_dropped,
-            min_steps_ratio=args.min_steps_ratio, plot=plot, dataset_name=args.dataset_name,
-            sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step))
+            args.logs,
+            tmp,
+            plan_path=args.plan,
+            file_lengths_path=args.file_lengths,
+            read_hdf=not args.no_read_hdf,
+            partition_epoch=args.partition_epoch,
+            max_dropped=args.max_dropped,
+            min_steps_ratio=args.min_steps_ratio,
+            plot=plot,
+            dataset_name=args.dataset_name,
+            sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step),
+        )
     print(train_report.render_train_report(summary), end="")
     print()
     for name in (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE) + (
-            (train_report.TRAIN_PLOT_FILE,) if plot else ()):
+        (train_report.TRAIN_PLOT_FILE,) if plot else ()
+    ):
         print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
     return 1 if summary["alarms"] and args.fail_on_alarm else 0
 
 
 def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    p.add_argument("--num-shards", type=int, required=not demo, default=4 if demo else None,
-                   help="ranks that shard the files (distributed world size)" + (" (default 4)" if demo else ""))
-    p.add_argument("--partition-epoch", type=int, required=not demo, default=4 if demo else None,
-                   help="sub-epochs per full epoch" + (" (default 4)" if demo else ""))
-    p.add_argument("--num-epochs", type=int, required=not demo, default=12 if demo else None,
-                   help="the training's num_epochs, counted in sub-epochs; the plan also holds the sub-epochs "
-                        "RETURNN preloads after the last" + (" (default 12)" if demo else ""))
+    p.add_argument(
+        "--num-shards",
+        type=int,
+        required=not demo,
+        default=4 if demo else None,
+        help="ranks that shard the files (distributed world size)" + (" (default 4)" if demo else ""),
+    )
+    p.add_argument(
+        "--partition-epoch",
+        type=int,
+        required=not demo,
+        default=4 if demo else None,
+        help="sub-epochs per full epoch" + (" (default 4)" if demo else ""),
+    )
+    p.add_argument(
+        "--num-epochs",
+        type=int,
+        required=not demo,
+        default=12 if demo else None,
+        help="the training's num_epochs, counted in sub-epochs; the plan also holds the sub-epochs "
+        "RETURNN preloads after the last" + (" (default 12)" if demo else ""),
+    )
     p.add_argument("--seq-ordering", choices=core.SEQ_ORDERINGS, default="random")
-    p.add_argument("--random-seed-offset", type=int, default=0,
-                   help="sharded: the dataset's random_seed_offset, or else the config's dataset_random_seed_offset "
-                        "(default 0); with --unsharded: the config's dataset_random_seed_offset, to which RETURNN "
-                        "adds rank*16127 on each rank (with --same-seed-on-all-ranks: the dataset's "
-                        "random_seed_offset)")
+    p.add_argument(
+        "--random-seed-offset",
+        type=int,
+        default=0,
+        help="sharded: the dataset's random_seed_offset, or else the config's dataset_random_seed_offset "
+        "(default 0); with --unsharded: the config's dataset_random_seed_offset, to which RETURNN "
+        "adds rank*16127 on each rank (with --same-seed-on-all-ranks: the dataset's "
+        "random_seed_offset)",
+    )
     p.add_argument("--fixed-random-seed", type=int, default=None, help="the dataset's fixed_random_seed")
-    p.add_argument("--unsharded", action="store_true",
-                   help="model distrib_shard_files=False: every rank shuffles all files itself, with seed offset "
-                        "random_seed_offset + rank*16127")
-    p.add_argument("--same-seed-on-all-ranks", action="store_true",
-                   help="with --unsharded: the dataset dict sets random_seed_offset itself, which RETURNN uses "
-                        "unchanged on every rank, so all ranks read the same files (the report shows the overlap)")
-    p.add_argument("--distribution", choices=core.DISTRIBUTIONS, default="returnn",
-                   help="how bins are cut (default: returnn, what DistributeFilesDataset does; flexible_auto: "
-                        "sub-epochs of flexible size with the bound chosen per full epoch, docs/flexible_split.md)")
-    p.add_argument("--max-sub-epoch-deviation", type=float, default=core.PlanSettings.max_sub_epoch_deviation,
-                   help="with --distribution flexible: how far a sub-epoch's size may be from the mean sub-epoch's, "
-                        "as a share of it, in [0, 1) (default %(default)s: +-25%%)")
+    p.add_argument(
+        "--unsharded",
+        action="store_true",
+        help="model distrib_shard_files=False: every rank shuffles all files itself, with seed offset "
+        "random_seed_offset + rank*16127",
+    )
+    p.add_argument(
+        "--same-seed-on-all-ranks",
+        action="store_true",
+        help="with --unsharded: the dataset dict sets random_seed_offset itself, which RETURNN uses "
+        "unchanged on every rank, so all ranks read the same files (the report shows the overlap)",
+    )
+    p.add_argument(
+        "--distribution",
+        choices=core.DISTRIBUTIONS,
+        default="returnn",
+        help="how bins are cut (default: returnn, what DistributeFilesDataset does; flexible_auto: "
+        "sub-epochs of flexible size with the bound chosen per full epoch, docs/flexible_split.md)",
+    )
+    p.add_argument(
+        "--max-sub-epoch-deviation",
+        type=float,
+        default=core.PlanSettings.max_sub_epoch_deviation,
+        help="with --distribution flexible: how far a sub-epoch's size may be from the mean sub-epoch's, "
+        "as a share of it, in [0, 1) (default %(default)s: +-25%%)",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
 
 
@@ -240,10 +307,16 @@ def _prog() -> str:
 
 
 def _add_make_data(sub) -> None:
-    p = sub.add_parser("make-data", help="write a small corpus of real RETURNN HDF files with skewed sizes and "
-                                         "their list, to try sharding on")
-    p.add_argument("-o", "--output", default="i6_shard_data",
-                   help="output directory: data/part-*.hdf and files.txt (default: ./i6_shard_data)")
+    p = sub.add_parser(
+        "make-data",
+        help="write a small corpus of real RETURNN HDF files with skewed sizes and their list, to try sharding on",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default="i6_shard_data",
+        help="output directory: data/part-*.hdf and files.txt (default: ./i6_shard_data)",
+    )
     p.add_argument("--num-files", type=int, default=32, help="HDF files to write (default 32)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
     p.add_argument("--feature-dim", type=int, default=8, help="features per frame (default 8)")
@@ -259,80 +332,146 @@ def _add_sizes(sub) -> None:
 
 
 def _add_costs(sub) -> None:
-    p = sub.add_parser("costs", help="frames, sequences or expected steps per entry of a file list, read from the "
-                                     "files' metadata (RETURNN HDF seqLengths, OggZip manifests, arrow shards), as an "
-                                     "archive that `plan --sizes` takes")
+    p = sub.add_parser(
+        "costs",
+        help="frames, sequences or expected steps per entry of a file list, read from the "
+        "files' metadata (RETURNN HDF seqLengths, OggZip manifests, arrow shards), as an "
+        "archive that `plan --sizes` takes",
+    )
     p.add_argument("file_list")
-    p.add_argument("--unit", choices=("frames", "seqs", "steps"), default="frames",
-                   help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
-                        "sequences under --batch-size / --max-seqs (stored in milli-steps)")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="--unit steps: RETURNN's batch_size in frames (padding included)")
+    p.add_argument(
+        "--unit",
+        choices=("frames", "seqs", "steps"),
+        default="frames",
+        help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
+        "sequences under --batch-size / --max-seqs (stored in milli-steps)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=None, help="--unit steps: RETURNN's batch_size in frames (padding included)"
+    )
     p.add_argument("--max-seqs", type=int, default=None, help="--unit steps: RETURNN's max_seqs")
-    p.add_argument("--leaf", default=None,
-                   help="multimodal file trees: the leaf whose sequences count, as a path of dict keys / list "
-                        "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
-                        ".hdf leaf)")
+    p.add_argument(
+        "--leaf",
+        default=None,
+        help="multimodal file trees: the leaf whose sequences count, as a path of dict keys / list "
+        "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
+        ".hdf leaf)",
+    )
     p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
-    p.add_argument("--length-column", default=None,
-                   help="arrow shards (.arrow): the column of each row's length, an int column or a list column whose "
-                        "lengths count (needed for frames and steps; without it a shard counts its rows)")
-    p.add_argument("--frame-rate", type=float, default=100.0,
-                   help="OggZip zips: feature frames per second of the manifest's durations (default 100)")
+    p.add_argument(
+        "--length-column",
+        default=None,
+        help="arrow shards (.arrow): the column of each row's length, an int column or a list column whose "
+        "lengths count (needed for frames and steps; without it a shard counts its rows)",
+    )
+    p.add_argument(
+        "--frame-rate",
+        type=float,
+        default=100.0,
+        help="OggZip zips: feature frames per second of the manifest's durations (default 100)",
+    )
     p.add_argument("--procs", type=int, default=None, help="processes reading the files (default: CPUs, at most 8)")
     p.add_argument("-o", "--output", required=True, help="output file costs archive (a name ending in .npz)")
     p.set_defaults(func=_cmd_costs)
 
 
 def _add_plan(sub) -> None:
-    p = sub.add_parser("plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, "
-                                    "report and plot")
-    p.add_argument("--sizes", required=True,
-                   help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
-                        "ComputeFileCostsJob: the bins are balanced by its unit)")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)")
+    p = sub.add_parser(
+        "plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, report and plot"
+    )
+    p.add_argument(
+        "--sizes",
+        required=True,
+        help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
+        "ComputeFileCostsJob: the bins are balanced by its unit)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)",
+    )
     p.add_argument("--max-seqs", type=int, default=None, help="RETURNN's max_seqs, for the prediction")
     _add_sync_options(p, what="the predicted loss")
     _add_plan_options(p)
-    p.add_argument("--ranks-per-node", type=int, default=None,
-                   help="ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
-                        "sub-epoch (cache_peak_bytes_per_node in summary.json) and reads from the shared file system")
-    p.add_argument("--preload-next-n-sub-epochs", type=int, default=None,
-                   help=f"the dataset's preload_next_n_sub_epochs (default {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, "
-                        "RETURNN's with use_worker_proc=True; 0 with use_worker_proc=False): the plan holds these "
-                        "sub-epochs after the training's last, and with --ranks-per-node the node cache holds them")
-    p.add_argument("--no-cached-file", action="store_true",
-                   help="get_sub_epoch_dataset does not wrap the files in CachedFile: every rank reads from the "
-                        "shared file system and the node caches nothing")
-    p.add_argument("--cache-size", default=None,
-                   help="bytes of each node's local cache, e.g. 800G or 1.5TiB: say whether the plan fits and which "
-                        "partition_epoch values do")
-    p.add_argument("--sub-epoch-constant-bytes", default=None,
-                   help="with --ranks-per-node: bytes of the files the sub-epoch dataset reads in every sub-epoch "
-                        "besides its bin's (e.g. 20G): the node cache holds them in every sub-epoch")
-    p.add_argument("-o", "--output", required=True,
-                   help="output directory: new, empty, or an earlier plan directory (replaced whole)")
+    p.add_argument(
+        "--ranks-per-node",
+        type=int,
+        default=None,
+        help="ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
+        "sub-epoch (cache_peak_bytes_per_node in summary.json) and reads from the shared file system",
+    )
+    p.add_argument(
+        "--preload-next-n-sub-epochs",
+        type=int,
+        default=None,
+        help=f"the dataset's preload_next_n_sub_epochs (default {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, "
+        "RETURNN's with use_worker_proc=True; 0 with use_worker_proc=False): the plan holds these "
+        "sub-epochs after the training's last, and with --ranks-per-node the node cache holds them",
+    )
+    p.add_argument(
+        "--no-cached-file",
+        action="store_true",
+        help="get_sub_epoch_dataset does not wrap the files in CachedFile: every rank reads from the "
+        "shared file system and the node caches nothing",
+    )
+    p.add_argument(
+        "--cache-size",
+        default=None,
+        help="bytes of each node's local cache, e.g. 800G or 1.5TiB: say whether the plan fits and which "
+        "partition_epoch values do",
+    )
+    p.add_argument(
+        "--sub-epoch-constant-bytes",
+        default=None,
+        help="with --ranks-per-node: bytes of the files the sub-epoch dataset reads in every sub-epoch "
+        "besides its bin's (e.g. 20G): the node cache holds them in every sub-epoch",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output directory: new, empty, or an earlier plan directory (replaced whole)",
+    )
     p.set_defaults(func=_cmd_plan)
 
 
 def _add_sync_options(p: argparse.ArgumentParser, *, what: str) -> None:
-    p.add_argument("--reduce-type", choices=REDUCE_TYPES, default=None,
-                   help=f"torch_distributed's reduce_type, for {what} (default grad: every rank stops in the step the "
-                        "first runs out; param: the others run on to their next sync)")
-    p.add_argument("--param-sync-step", type=int, default=None,
-                   help="with --reduce-type param: torch_distributed's param_sync_step (steps between param syncs)")
+    p.add_argument(
+        "--reduce-type",
+        choices=REDUCE_TYPES,
+        default=None,
+        help=f"torch_distributed's reduce_type, for {what} (default grad: every rank stops in the step the "
+        "first runs out; param: the others run on to their next sync)",
+    )
+    p.add_argument(
+        "--param-sync-step",
+        type=int,
+        default=None,
+        help="with --reduce-type param: torch_distributed's param_sync_step (steps between param syncs)",
+    )
 
 
 def _add_compare_plans(sub) -> None:
-    p = sub.add_parser("compare-plans", help="what resuming a sharded training under another plan (e.g. another "
-                                             "num_shards) does: files read twice and never in the affected full epoch")
+    p = sub.add_parser(
+        "compare-plans",
+        help="what resuming a sharded training under another plan (e.g. another "
+        "num_shards) does: files read twice and never in the affected full epoch",
+    )
     p.add_argument("old_plan", help=f"plan the training ran with (a plan directory with {core.PLAN_FILE}, or the file)")
     p.add_argument("new_plan", help="plan it resumes with (same files and partition_epoch)")
-    p.add_argument("--resume-epoch", type=int, required=True,
-                   help="the first sub-epoch the resumed training runs (1-based, as RETURNN counts)")
-    p.add_argument("-o", "--output", default=None,
-                   help="also write summary.json, report.txt and files.json (every file read twice or never) here")
+    p.add_argument(
+        "--resume-epoch",
+        type=int,
+        required=True,
+        help="the first sub-epoch the resumed training runs (1-based, as RETURNN counts)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="also write summary.json, report.txt and files.json (every file read twice or never) here",
+    )
     p.set_defaults(func=_cmd_compare_plans)
 
 
@@ -354,21 +493,43 @@ def _add_demo(sub) -> None:
 
 
 def _add_train_report(sub) -> None:
-    p = sub.add_parser("train-report", help="measure from RETURNN's training logs what each rank read and what was "
-                                            "dropped per sub-epoch, against the plan; write report, summary and plot")
-    p.add_argument("logs", nargs="+", metavar="LOG",
-                   help="RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) or the torchrun stdout "
-                        "with [default<rank>]: prefixes (i6_core's log.run.1)")
+    p = sub.add_parser(
+        "train-report",
+        help="measure from RETURNN's training logs what each rank read and what was "
+        "dropped per sub-epoch, against the plan; write report, summary and plot",
+    )
+    p.add_argument(
+        "logs",
+        nargs="+",
+        metavar="LOG",
+        help="RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) or the torchrun stdout "
+        "with [default<rank>]: prefixes (i6_core's log.run.1)",
+    )
     p.add_argument("--plan", default=None, help="plan.npz to compare the files with (ShardPlanJob or `plan`)")
-    p.add_argument("--file-lengths", default=None,
-                   help="JSON {file key: [num_seqs, num_frames]}; else the HDF files the log names are read")
+    p.add_argument(
+        "--file-lengths",
+        default=None,
+        help="JSON {file key: [num_seqs, num_frames]}; else the HDF files the log names are read",
+    )
     p.add_argument("--no-read-hdf", action="store_true", help="do not read the HDF files for their lengths")
-    p.add_argument("--partition-epoch", type=int, default=None,
-                   help="sub-epochs per full epoch, without a plan (default: inferred from the files)")
-    p.add_argument("--max-dropped", type=float, default=0.05,
-                   help="alarm when the mean dropped share of frames per sub-epoch exceeds this (default 0.05)")
-    p.add_argument("--min-steps-ratio", type=float, default=0.75,
-                   help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)")
+    p.add_argument(
+        "--partition-epoch",
+        type=int,
+        default=None,
+        help="sub-epochs per full epoch, without a plan (default: inferred from the files)",
+    )
+    p.add_argument(
+        "--max-dropped",
+        type=float,
+        default=0.05,
+        help="alarm when the mean dropped share of frames per sub-epoch exceeds this (default 0.05)",
+    )
+    p.add_argument(
+        "--min-steps-ratio",
+        type=float,
+        default=0.75,
+        help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)",
+    )
     p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
     _add_sync_options(p, what="the expected steps")
     p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
@@ -381,8 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_prog(),
         description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
-                    "(distrib_shard_files=True) before any training runs.",
-        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.")
+        "(distrib_shard_files=True) before any training runs.",
+        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.",
+    )
     parser.add_argument("--version", action="version", version=f"i6_shard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_make_data(sub)

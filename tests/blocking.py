@@ -31,9 +31,11 @@ def returns_within(fn, seconds=10.0, unblock=None):
 
 def unblock_fifo(path):
     """Open the FIFO for writing (and close it), which releases a reader blocked in open."""
+
     def unblock():
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
         except OSError:
             pass
+
     return unblock

@@ -14,8 +14,8 @@ def _missing(name: str) -> bool:
 
 #: Tests that draw a plot (plan, training report) or compare outputs that include one.
 needs_matplotlib = pytest.mark.skipif(
-    _missing("matplotlib"),
-    reason="draws a plot: pip install matplotlib (the plot extra: pip install 'i6_shard[plot]')")
+    _missing("matplotlib"), reason="draws a plot: pip install matplotlib (the plot extra: pip install 'i6_shard[plot]')"
+)
 
 
 #: How to get torch for the tests: the CPU build is all they need (a plain ``pip install torch`` pulls a CUDA build

@@ -27,7 +27,7 @@ def file_index(tag: str) -> int:
     head = tag.split("/", 1)[0]
     if not head.startswith("file"):
         raise ValueError(f"tag {tag!r} was not written by write_tiny_hdf_files (expected file<i>/seq<j>)")
-    return int(head[len("file"):])
+    return int(head[len("file") :])
 
 
 def write_hdf_file(path: str, features: Sequence[np.ndarray], *, tags: Sequence[str]) -> str:
@@ -37,8 +37,9 @@ def write_hdf_file(path: str, features: Sequence[np.ndarray], *, tags: Sequence[
     from returnn.datasets.hdf import SimpleHDFWriter
 
     if len(features) != len(tags) or not features:
-        raise ValueError(f"{len(features)} sequences and {len(tags)} tags for {path}: give one tag per sequence, "
-                         "and at least one")
+        raise ValueError(
+            f"{len(features)} sequences and {len(tags)} tags for {path}: give one tag per sequence, and at least one"
+        )
     tmp = path + ".tmp.hdf"
     if os.path.exists(tmp):
         os.unlink(tmp)
@@ -50,9 +51,17 @@ def write_hdf_file(path: str, features: Sequence[np.ndarray], *, tags: Sequence[
     return path
 
 
-def write_tiny_hdf_files(directory: str, *, num_files: int, seed: int = 0, max_seqs: int = 5,
-                         seqs_per_file: Optional[Sequence[int]] = None, frames: Tuple[int, int] = (1, 3),
-                         dim: int = 2, names: Optional[Sequence[str]] = None) -> List[str]:
+def write_tiny_hdf_files(
+    directory: str,
+    *,
+    num_files: int,
+    seed: int = 0,
+    max_seqs: int = 5,
+    seqs_per_file: Optional[Sequence[int]] = None,
+    frames: Tuple[int, int] = (1, 3),
+    dim: int = 2,
+    names: Optional[Sequence[str]] = None,
+) -> List[str]:
     """Write ``num_files`` HDF files into ``directory`` and return their paths, in file order.
 
     File ``i`` is ``names[i]`` (default ``file{i:03d}.hdf``) and holds ``seqs_per_file[i]``

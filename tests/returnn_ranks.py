@@ -54,8 +54,14 @@ def _returnn_torch_distributed():
 
 
 @contextlib.contextmanager
-def as_rank(rank: int, num_shards: int, *, dataset_random_seed_offset: int = 0,
-            calls: Optional[List[int]] = None, extra_config: Optional[Dict[str, Any]] = None) -> Iterator[None]:
+def as_rank(
+    rank: int,
+    num_shards: int,
+    *,
+    dataset_random_seed_offset: int = 0,
+    calls: Optional[List[int]] = None,
+    extra_config: Optional[Dict[str, Any]] = None,
+) -> Iterator[None]:
     """Run the body as rank ``rank`` of ``num_shards`` in a ``torch_distributed`` training.
 
     A global config has ``torch_distributed`` (RETURNN's default ``dataset_distribution``,
@@ -76,13 +82,17 @@ def as_rank(rank: int, num_shards: int, *, dataset_random_seed_offset: int = 0,
             calls.append(rank)
         return StubDistributedContext(rank, num_shards)
 
-    config = Config({"torch_distributed": {}, "dataset_random_seed_offset": dataset_random_seed_offset,
-                     **(extra_config or {})})
+    config = Config(
+        {"torch_distributed": {}, "dataset_random_seed_offset": dataset_random_seed_offset, **(extra_config or {})}
+    )
     saved = sys.modules.get("returnn.torch.distributed")
     sys.modules["returnn.torch.distributed"] = distributed  # not mock.patch.dict: that drops modules imported inside
     try:
-        with mock.patch.object(returnn.torch, "distributed", distributed, create=True), \
-                mock.patch.object(distributed, "get_ctx", get_ctx), global_config_ctx(config):
+        with (
+            mock.patch.object(returnn.torch, "distributed", distributed, create=True),
+            mock.patch.object(distributed, "get_ctx", get_ctx),
+            global_config_ctx(config),
+        ):
             yield
     finally:
         if saved is None:
@@ -95,8 +105,15 @@ def new_dataset(files: Sequence[Any], *, get_sub_epoch_dataset, **opts):
     """RETURNN's DistributeFilesDataset through ``init_dataset``, with in-process sub-epoch datasets."""
     from returnn.datasets.basic import init_dataset
 
-    return init_dataset({"class": "DistributeFilesDataset", "files": list(files),
-                         "get_sub_epoch_dataset": get_sub_epoch_dataset, "use_worker_proc": False, **opts})
+    return init_dataset(
+        {
+            "class": "DistributeFilesDataset",
+            "files": list(files),
+            "get_sub_epoch_dataset": get_sub_epoch_dataset,
+            "use_worker_proc": False,
+            **opts,
+        }
+    )
 
 
 def dfd_files_per_epoch(dataset, *, num_epochs: int) -> List[List[Any]]:
@@ -142,8 +159,11 @@ def returnn_files(keys: Sequence[str], sizes: Sequence[int], settings, *, num_ep
     ``same_seed_on_all_ranks``, the dataset's own ``random_seed_offset``.
     """
     assert settings.distribution == "returnn", settings
-    opts = {"partition_epoch": settings.partition_epoch, "seq_ordering": settings.seq_ordering,
-            "distrib_shard_files": settings.distrib_shard_files}
+    opts = {
+        "partition_epoch": settings.partition_epoch,
+        "seq_ordering": settings.seq_ordering,
+        "distrib_shard_files": settings.distrib_shard_files,
+    }
     if settings.distrib_shard_files:
         opts["sharding_fix"] = True
     if settings.fixed_random_seed is not None:
@@ -157,8 +177,9 @@ def returnn_files(keys: Sequence[str], sizes: Sequence[int], settings, *, num_ep
         with as_rank(rank, settings.num_shards, dataset_random_seed_offset=settings.random_seed_offset):
             dataset = new_dataset(paths, get_sub_epoch_dataset=placeholder_sub_epoch_dataset, **opts)
             got = dfd_files_per_epoch(dataset, num_epochs=num_epochs)
-        assert (dataset._shard_index, dataset._num_shards) == \
-               ((rank, settings.num_shards) if settings.distrib_shard_files else (0, 1))
+        assert (dataset._shard_index, dataset._num_shards) == (
+            (rank, settings.num_shards) if settings.distrib_shard_files else (0, 1)
+        )
         per_rank.append([[key_of[p] for p in files] for files in got])
     return per_rank
 

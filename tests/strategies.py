@@ -11,14 +11,18 @@ def examples(n: int) -> int:
     """Hypothesis examples of a test: ``n``, or a tenth of it (at least 5) in the quick tier."""
     return max(5, n // 10) if QUICK else n
 
+
 from i6_shard.core.pure import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES, UNSHARDED_RANK_SEED_STRIDE
 
 # File names with unicode, separators (':' '/'), quotes, backslashes, blanks and newlines;
 # never empty, never NUL, no lone surrogates (see odd_names for those).
 file_names = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=12
-) | st.lists(st.sampled_from(["a", ":", "/", "'", '"', "\\", " ", "\n", "\r", "#", "é", "€", "😀", "\\x41", "\t"]),
-             min_size=1, max_size=6).map("".join)
+) | st.lists(
+    st.sampled_from(["a", ":", "/", "'", '"', "\\", " ", "\n", "\r", "#", "é", "€", "😀", "\\x41", "\t"]),
+    min_size=1,
+    max_size=6,
+).map("".join)
 
 # Names as os.listdir returns them for undecodable bytes too (lone surrogates from surrogateescape).
 odd_names = st.text(alphabet=st.characters(blacklist_characters="\0"), min_size=1, max_size=12)
@@ -49,8 +53,9 @@ file_sizes = st.lists(st.integers(min_value=0, max_value=10**12), min_size=1, ma
 
 
 @st.composite
-def plan_settings_kwargs(draw, *, sharding=None, distribution=None, with_num_epochs=None, max_num_shards=4,
-                         max_partition_epoch=4):
+def plan_settings_kwargs(
+    draw, *, sharding=None, distribution=None, with_num_epochs=None, max_num_shards=4, max_partition_epoch=4
+):
     """Keyword arguments of a valid PlanSettings, as Python ints, bools and strs.
 
     Every sharding mode, seq ordering and distribution (unless fixed by the arguments); seeds on
@@ -72,12 +77,18 @@ def plan_settings_kwargs(draw, *, sharding=None, distribution=None, with_num_epo
         top = SEED_LIMIT - 1 - (last_full_epoch + 1) - top_rank * UNSHARDED_RANK_SEED_STRIDE
         random_seed_offset = draw(st.sampled_from([-1, 0, top]) | st.integers(-1, top))
     else:
-        random_seed_offset = draw(st.integers(-2**63, 2**63 - 1))
-    return dict(num_shards=num_shards, partition_epoch=partition_epoch, num_epochs=num_epochs,
-                seq_ordering=seq_ordering, random_seed_offset=random_seed_offset,
-                fixed_random_seed=fixed_random_seed, distrib_shard_files=distrib_shard_files,
-                same_seed_on_all_ranks=same_seed,
-                distribution=draw(st.sampled_from(DISTRIBUTIONS)) if distribution is None else distribution)
+        random_seed_offset = draw(st.integers(-(2**63), 2**63 - 1))
+    return dict(
+        num_shards=num_shards,
+        partition_epoch=partition_epoch,
+        num_epochs=num_epochs,
+        seq_ordering=seq_ordering,
+        random_seed_offset=random_seed_offset,
+        fixed_random_seed=fixed_random_seed,
+        distrib_shard_files=distrib_shard_files,
+        same_seed_on_all_ranks=same_seed,
+        distribution=draw(st.sampled_from(DISTRIBUTIONS)) if distribution is None else distribution,
+    )
 
 
 @st.composite
@@ -88,8 +99,11 @@ def returnn_dfd_setups(draw, *, files, list_file):
     from tests.returnn_config.config_ranks import hdf_sub_epoch, hdf_sub_epoch_explicit_shards
 
     maybe_offset = st.none() | st.integers(0, 50)
-    dfd = {"class": "DistributeFilesDataset", "use_worker_proc": False,
-           "get_sub_epoch_dataset": draw(st.sampled_from([hdf_sub_epoch, hdf_sub_epoch_explicit_shards]))}
+    dfd = {
+        "class": "DistributeFilesDataset",
+        "use_worker_proc": False,
+        "get_sub_epoch_dataset": draw(st.sampled_from([hdf_sub_epoch, hdf_sub_epoch_explicit_shards])),
+    }
     options = {
         "files": st.sampled_from([list(files), list_file]),
         "distrib_shard_files": st.booleans(),
@@ -106,8 +120,12 @@ def returnn_dfd_setups(draw, *, files, list_file):
     if wrapper is None:
         dataset = dfd
     elif wrapper == "CombinedDataset":
-        dataset = {"class": wrapper, "seq_ordering": "interleave", "datasets": {"asr": dfd},
-                   "data_map": {("asr", "data"): "data"}}
+        dataset = {
+            "class": wrapper,
+            "seq_ordering": "interleave",
+            "datasets": {"asr": dfd},
+            "data_map": {("asr", "data"): "data"},
+        }
     elif wrapper == "ConcatDataset":
         dataset = {"class": wrapper, "datasets": [dfd]}
     else:
@@ -117,11 +135,15 @@ def returnn_dfd_setups(draw, *, files, list_file):
         if offset is not None:
             dataset["random_seed_offset"] = offset
     config = {"backend": "torch"}
-    torch_distributed = draw(st.sampled_from([None, {}, {"dataset_distribution": "shard"},
-                                              {"dataset_distribution": "random_seed_offset"}]))
+    torch_distributed = draw(
+        st.sampled_from([None, {}, {"dataset_distribution": "shard"}, {"dataset_distribution": "random_seed_offset"}])
+    )
     if torch_distributed is not None:
         config["torch_distributed"] = torch_distributed
-    for key, values in (("dataset_random_seed_offset", st.integers(0, 9)), ("behavior_version", st.sampled_from([20, 26]))):
+    for key, values in (
+        ("dataset_random_seed_offset", st.integers(0, 9)),
+        ("behavior_version", st.sampled_from([20, 26])),
+    ):
         if draw(st.booleans()):
             config[key] = draw(values)
     # dev/eval: RETURNN's default seq_ordering there is "sorted", which the wrappers have rules of their own for
@@ -135,5 +157,8 @@ def node_caches(draw, *, max_ranks_per_node: int = 4, max_preload: int = 3):
     (0, its default 1, or more) and whether the files go through CachedFile."""
     from i6_shard.core.pure.cache import NodeCache
 
-    return NodeCache(ranks_per_node=draw(st.integers(1, max_ranks_per_node)),
-                     preload_next_n_sub_epochs=draw(st.integers(0, max_preload)), cached_file=draw(st.booleans()))
+    return NodeCache(
+        ranks_per_node=draw(st.integers(1, max_ranks_per_node)),
+        preload_next_n_sub_epochs=draw(st.integers(0, max_preload)),
+        cached_file=draw(st.booleans()),
+    )

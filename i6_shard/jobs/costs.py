@@ -23,12 +23,15 @@ def _checked_args(args: Dict[str, Any]) -> bool:
     txt, _, _, _ = _checked_list_args({"files": args["files"]})
     unit = args["unit"]
     if unit not in COST_UNITS:
-        raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: "
-                         "ComputeFileSizesJob)")
+        raise ValueError(
+            f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: ComputeFileSizesJob)"
+        )
     leaf = args.get("leaf")
     if leaf is not None and (isinstance(leaf, bool) or not isinstance(leaf, (int, str))):
-        raise TypeError(f"leaf={leaf!r} must be None, an int (position among a tree's leaves) or a str (path of "
-                        "dict keys / list indices joined by '/')")
+        raise TypeError(
+            f"leaf={leaf!r} must be None, an int (position among a tree's leaves) or a str (path of "
+            "dict keys / list indices joined by '/')"
+        )
     if isinstance(args["files"], (list, tuple)):
         for tree in instantiate(list(args["files"]))[:1]:  # the first tree shows a leaf that names nothing
             cost_leaf(tree, leaf=leaf)
@@ -71,11 +74,22 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
     _is_callable = ComputeFileSizesJob._is_callable
     __sis_hash_exclude__ = {"batch_size": None, "max_seqs": None, "length_column": None}
 
-    def __init__(self, files: Union[Sequence[Any], tk.Path], *, unit: str = "frames",
-                 leaf: Union[None, int, str] = None, stream: str = "data", frame_rate: float = 100.0,
-                 batch_size: Optional[int] = None, max_seqs: Optional[int] = None, length_column: Optional[str] = None,
-                 num_procs: Optional[int] = None,
-                 time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
+    def __init__(
+        self,
+        files: Union[Sequence[Any], tk.Path],
+        *,
+        unit: str = "frames",
+        leaf: Union[None, int, str] = None,
+        stream: str = "data",
+        frame_rate: float = 100.0,
+        batch_size: Optional[int] = None,
+        max_seqs: Optional[int] = None,
+        length_column: Optional[str] = None,
+        num_procs: Optional[int] = None,
+        time_rqmt: Optional[float] = None,
+        mem_rqmt: Optional[float] = None,
+        cpu_rqmt: Optional[int] = None,
+    ):
         """
         :param files: a list of file trees (leaves: tk.Path or str), or a tk.Path to a list file
         :param unit: "frames" (of ``stream``), sequences ("seqs"), or "steps": the expected steps of each
@@ -92,10 +106,22 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
         :param mem_rqmt: GB (default 2); not hashed
         :param cpu_rqmt: CPUs (default 1); not hashed
         """
-        txt = _checked_args(dict(
-            files=files, unit=unit, leaf=leaf, stream=stream, frame_rate=frame_rate, batch_size=batch_size,
-            max_seqs=max_seqs, length_column=length_column, num_procs=num_procs, time_rqmt=time_rqmt,
-            mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
+        txt = _checked_args(
+            dict(
+                files=files,
+                unit=unit,
+                leaf=leaf,
+                stream=stream,
+                frame_rate=frame_rate,
+                batch_size=batch_size,
+                max_seqs=max_seqs,
+                length_column=length_column,
+                num_procs=num_procs,
+                time_rqmt=time_rqmt,
+                mem_rqmt=mem_rqmt,
+                cpu_rqmt=cpu_rqmt,
+            )
+        )
         self.files = files
         self.unit = unit
         self.leaf = leaf
@@ -123,9 +149,15 @@ class ComputeFileCostsJob(Job, metaclass=PlainNumbersJobType):
 
     def run(self):
         trees = self._trees()
-        costs = collect_file_costs(trees, unit=self.unit, leaf=self.leaf, stream=self.stream,
-                                   frame_rate=self.frame_rate, batching=_steps_batching(vars(self)),
-                                   length_column=self.length_column,
-                                   num_procs=self.num_procs)  # None: the task's CPUs (default_num_procs)
+        costs = collect_file_costs(
+            trees,
+            unit=self.unit,
+            leaf=self.leaf,
+            stream=self.stream,
+            frame_rate=self.frame_rate,
+            batching=_steps_batching(vars(self)),
+            length_column=self.length_column,
+            num_procs=self.num_procs,
+        )  # None: the task's CPUs (default_num_procs)
         core.write_file_list(trees, self.out_file_list.get_path())
         save_file_costs(costs, self.out_file_costs.get_path())

@@ -12,8 +12,16 @@ from sisyphus import Job, tk
 from i6_shard import core
 from i6_shard.core.io.preflight import archive_entry_count
 
-from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_rqmt_args, path_str, round_up, sized_task, \
-    write_variable
+from .util import (
+    RQMT_ARGS,
+    PlainNumbersJobType,
+    check_absolute,
+    check_rqmt_args,
+    path_str,
+    round_up,
+    sized_task,
+    write_variable,
+)
 
 __all__ = ["ShardPlanJob"]
 
@@ -35,15 +43,19 @@ def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str
     """The batching and cache options of the request as plain Python values, None and the defaults where
     not used (``preload_next_n_sub_epochs`` stays None where it was not given: RETURNN's default)."""
     batching, node_cache = request.batching, request.node_cache
-    return {"batch_size": None if batching is None else batching.batch_size,
-            "max_seqs": None if batching is None else batching.max_seqs,
-            "ranks_per_node": None if node_cache is None else node_cache.ranks_per_node,
-            "cached_file": True if node_cache is None else node_cache.cached_file,
-            "cache_size": request.cache_size,
-            "sub_epoch_constant_bytes": None if node_cache is None or not node_cache.constant_bytes
-            else node_cache.constant_bytes,
-            "reduce_type": request.sync.reduce_type, "param_sync_step": request.sync.param_sync_step,
-            "preload_next_n_sub_epochs": None if given_preload is None else request.settings.preloaded_sub_epochs}
+    return {
+        "batch_size": None if batching is None else batching.batch_size,
+        "max_seqs": None if batching is None else batching.max_seqs,
+        "ranks_per_node": None if node_cache is None else node_cache.ranks_per_node,
+        "cached_file": True if node_cache is None else node_cache.cached_file,
+        "cache_size": request.cache_size,
+        "sub_epoch_constant_bytes": None
+        if node_cache is None or not node_cache.constant_bytes
+        else node_cache.constant_bytes,
+        "reduce_type": request.sync.reduce_type,
+        "param_sync_step": request.sync.param_sync_step,
+        "preload_next_n_sub_epochs": None if given_preload is None else request.settings.preloaded_sub_epochs,
+    }
 
 
 def _checked(args: Dict[str, Any]) -> Tuple[core.PlanRequest, bool, Dict[str, Union[int, float]]]:
@@ -75,13 +87,17 @@ def plan_rqmt(*, num_files: Optional[int], settings: core.PlanSettings) -> Tuple
 
 def _check_file_sizes(file_sizes: Any) -> None:
     if not isinstance(file_sizes, (tk.Path, str)):
-        raise TypeError(f"file_sizes={file_sizes!r} must be a tk.Path or str: pass "
-                        "ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`")
+        raise TypeError(
+            f"file_sizes={file_sizes!r} must be a tk.Path or str: pass "
+            "ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`"
+        )
     check_absolute(file_sizes, name="file_sizes")
     if os.path.splitext(path_str(file_sizes))[1] != ".npz":
-        raise ValueError(f"file_sizes={path_str(file_sizes)!r} is not a .npz file: pass "
-                         "ComputeFileSizesJob(...).out_file_sizes (not its out_file_list) or the .npz that "
-                         "`python -m i6_shard sizes -o` wrote")
+        raise ValueError(
+            f"file_sizes={path_str(file_sizes)!r} is not a .npz file: pass "
+            "ComputeFileSizesJob(...).out_file_sizes (not its out_file_list) or the .npz that "
+            "`python -m i6_shard sizes -o` wrote"
+        )
 
 
 class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
@@ -104,10 +120,26 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
 
     # Options added later go here with the value that reproduces the old behavior. plot=False is
     # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
-    __sis_hash_exclude__ = {"plot": True, **{name: _D[name] for name in (
-        "distribution", "sharding", "batch_size", "max_seqs", "max_sub_epoch_deviation", "ranks_per_node",
-        "preload_next_n_sub_epochs", "cached_file", "cache_size", "reduce_type", "param_sync_step",
-        "sub_epoch_constant_bytes")}}
+    __sis_hash_exclude__ = {
+        "plot": True,
+        **{
+            name: _D[name]
+            for name in (
+                "distribution",
+                "sharding",
+                "batch_size",
+                "max_seqs",
+                "max_sub_epoch_deviation",
+                "ranks_per_node",
+                "preload_next_n_sub_epochs",
+                "cached_file",
+                "cache_size",
+                "reduce_type",
+                "param_sync_step",
+                "sub_epoch_constant_bytes",
+            )
+        },
+    }
 
     def __init__(
         self,
@@ -174,14 +206,33 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
         :param cpu_rqmt: CPUs (default 1); not hashed
         """
-        request, self.plot, self.given_rqmt = _checked(dict(
-            file_sizes=file_sizes, num_shards=num_shards, partition_epoch=partition_epoch, num_epochs=num_epochs,
-            seq_ordering=seq_ordering, random_seed_offset=random_seed_offset, fixed_random_seed=fixed_random_seed,
-            distribution=distribution, max_sub_epoch_deviation=max_sub_epoch_deviation, sharding=sharding, plot=plot,
-            batch_size=batch_size, max_seqs=max_seqs, ranks_per_node=ranks_per_node,
-            preload_next_n_sub_epochs=preload_next_n_sub_epochs, cached_file=cached_file, cache_size=cache_size,
-            reduce_type=reduce_type, param_sync_step=param_sync_step, sub_epoch_constant_bytes=sub_epoch_constant_bytes,
-            time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
+        request, self.plot, self.given_rqmt = _checked(
+            dict(
+                file_sizes=file_sizes,
+                num_shards=num_shards,
+                partition_epoch=partition_epoch,
+                num_epochs=num_epochs,
+                seq_ordering=seq_ordering,
+                random_seed_offset=random_seed_offset,
+                fixed_random_seed=fixed_random_seed,
+                distribution=distribution,
+                max_sub_epoch_deviation=max_sub_epoch_deviation,
+                sharding=sharding,
+                plot=plot,
+                batch_size=batch_size,
+                max_seqs=max_seqs,
+                ranks_per_node=ranks_per_node,
+                preload_next_n_sub_epochs=preload_next_n_sub_epochs,
+                cached_file=cached_file,
+                cache_size=cache_size,
+                reduce_type=reduce_type,
+                param_sync_step=param_sync_step,
+                sub_epoch_constant_bytes=sub_epoch_constant_bytes,
+                time_rqmt=time_rqmt,
+                mem_rqmt=mem_rqmt,
+                cpu_rqmt=cpu_rqmt,
+            )
+        )
         settings = request.settings
         self.file_sizes = file_sizes
         self.num_shards = settings.num_shards
@@ -234,17 +285,25 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
 
     def tasks(self):
         # Only the header of the sizes archive is read (the manager calls this): its number of files.
-        sized, mini = plan_rqmt(num_files=archive_entry_count(path_str(self.file_sizes)),
-                                settings=self._request().settings)
+        sized, mini = plan_rqmt(
+            num_files=archive_entry_count(path_str(self.file_sizes)), settings=self._request().settings
+        )
         yield sized_task("run", given=self.given_rqmt, sized=sized, mini=mini)
 
     def run(self):
         if self.plot and not core.reporting.matplotlib_available():  # fail before anything is written
-            raise ImportError(f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
-                              "(plot=False: another job, without out_plot)")
-        summary = core.make_plan(path_str(self.file_sizes), self._request(), plan_path=self.out_plan.get_path(),
-                                 summary_path=self.out_summary.get_path(), report_path=self.out_report.get_path(),
-                                 plot_path=self.out_plot.get_path() if self.plot else None)
+            raise ImportError(
+                f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
+                "(plot=False: another job, without out_plot)"
+            )
+        summary = core.make_plan(
+            path_str(self.file_sizes),
+            self._request(),
+            plan_path=self.out_plan.get_path(),
+            summary_path=self.out_summary.get_path(),
+            report_path=self.out_report.get_path(),
+            plot_path=self.out_plot.get_path() if self.plot else None,
+        )
         write_variable(self.out_max_imbalance, float(summary["max_imbalance"]))
         write_variable(self.out_dropped_fraction, float(summary["dropped_fraction"]))
         if hasattr(self, "out_dropped_fraction_predicted"):

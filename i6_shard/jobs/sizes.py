@@ -11,13 +11,25 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from sisyphus import Job, gs, tk
 
 from i6_shard import core
-from i6_shard.core.io.preflight import check_key_collisions, check_regular_file, file_list_digest, \
-    read_training_file_list
+from i6_shard.core.io.preflight import (
+    check_key_collisions,
+    check_regular_file,
+    file_list_digest,
+    read_training_file_list,
+)
 
 from i6_shard.returnn_config.reader import files_kind, read_files
 
-from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute_leaves, check_picklable_functions, check_rqmt_args, \
-    instantiate, round_up, sized_task
+from .util import (
+    RQMT_ARGS,
+    PlainNumbersJobType,
+    check_absolute_leaves,
+    check_picklable_functions,
+    check_rqmt_args,
+    instantiate,
+    round_up,
+    sized_task,
+)
 
 __all__ = ["ComputeFileSizesJob", "sizes_rqmt"]
 
@@ -49,8 +61,10 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[bool, Optional[int], Optional[i
     if isinstance(files, tk.Path):
         ext = os.path.splitext(files.get_path())[1]
         if ext not in core.FILE_LIST_EXTENSIONS:
-            raise ValueError(f"file list {files} has extension {ext!r}; DistributeFilesDataset reads only "
-                             f"{', '.join(core.FILE_LIST_EXTENSIONS)}")
+            raise ValueError(
+                f"file list {files} has extension {ext!r}; DistributeFilesDataset reads only "
+                f"{', '.join(core.FILE_LIST_EXTENSIONS)}"
+            )
         txt = ext == ".txt"
     elif files_kind(files) == "callable":
         check_picklable_functions(files, where="files")
@@ -65,15 +79,20 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[bool, Optional[int], Optional[i
         txt = not any(core.io.file_list.txt_entry_problem(f) for f in plain)
     else:
         hint = " (wrap a list file's path in tk.Path)" if isinstance(files, str) else ""
-        raise TypeError(f"files must be a list of file trees, a tk.Path to a list file or a module-level function "
-                        f"(or functools.partial of one) returning the list, got "
-                        f"{type(files).__name__}{hint}")
-    num_threads = core.pure.check_optional_int(args.get("num_threads"), name="num_threads", minimum=1,
-                                               hint="stat threads per task, or None")
-    num_parallel_tasks = core.pure.check_optional_int(args.get("num_parallel_tasks"), name="num_parallel_tasks",
-                                                      minimum=1,
-                                                      hint=f"or None: one per {ComputeFileSizesJob.ENTRIES_PER_TASK:,} "
-                                                           "entries")
+        raise TypeError(
+            f"files must be a list of file trees, a tk.Path to a list file or a module-level function "
+            f"(or functools.partial of one) returning the list, got "
+            f"{type(files).__name__}{hint}"
+        )
+    num_threads = core.pure.check_optional_int(
+        args.get("num_threads"), name="num_threads", minimum=1, hint="stat threads per task, or None"
+    )
+    num_parallel_tasks = core.pure.check_optional_int(
+        args.get("num_parallel_tasks"),
+        name="num_parallel_tasks",
+        minimum=1,
+        hint=f"or None: one per {ComputeFileSizesJob.ENTRIES_PER_TASK:,} entries",
+    )
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return txt, num_threads, num_parallel_tasks, given
 
@@ -101,10 +120,16 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
     #: Upper bound on the automatic number of parallel tasks.
     MAX_AUTO_TASKS = 64
 
-    def __init__(self, files: Union[Sequence[Any], tk.Path, Callable[[], List[Any]]], *,
-                 num_threads: Optional[int] = None,
-                 num_parallel_tasks: Optional[int] = None, time_rqmt: Optional[float] = None,
-                 mem_rqmt: Optional[float] = None, cpu_rqmt: Optional[int] = None):
+    def __init__(
+        self,
+        files: Union[Sequence[Any], tk.Path, Callable[[], List[Any]]],
+        *,
+        num_threads: Optional[int] = None,
+        num_parallel_tasks: Optional[int] = None,
+        time_rqmt: Optional[float] = None,
+        mem_rqmt: Optional[float] = None,
+        cpu_rqmt: Optional[int] = None,
+    ):
         """
         :param files: a list of file trees (leaves: tk.Path or str), or a tk.Path to a list
             file (.txt, .json or .py, as DistributeFilesDataset reads it; the scalable way), or a
@@ -118,9 +143,16 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         :param mem_rqmt: GB per task (default: sized from the entries); not hashed
         :param cpu_rqmt: CPUs per task (default 1); not hashed
         """
-        txt, self.num_threads, self.num_parallel_tasks, self.given_rqmt = _checked_args(dict(
-            files=files, num_threads=num_threads, num_parallel_tasks=num_parallel_tasks, time_rqmt=time_rqmt,
-            mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt))
+        txt, self.num_threads, self.num_parallel_tasks, self.given_rqmt = _checked_args(
+            dict(
+                files=files,
+                num_threads=num_threads,
+                num_parallel_tasks=num_parallel_tasks,
+                time_rqmt=time_rqmt,
+                mem_rqmt=mem_rqmt,
+                cpu_rqmt=cpu_rqmt,
+            )
+        )
         self.files = files
 
         self.out_file_list = self.output_path("files.txt" if txt else "files.json")
@@ -139,8 +171,9 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
     def tasks(self):
         if self._is_callable():
             # The list exists only when the task runs: one task, sized for a large list; the manager never calls it.
-            sized = sizes_rqmt(num_entries=self.ENTRIES_PER_TASK, num_leaves=self.ENTRIES_PER_TASK,
-                               num_stat=self.ENTRIES_PER_TASK)
+            sized = sizes_rqmt(
+                num_entries=self.ENTRIES_PER_TASK, num_leaves=self.ENTRIES_PER_TASK, num_stat=self.ENTRIES_PER_TASK
+            )
             yield sized_task("run", given=self.given_rqmt, sized=sized, mini=False)
             return
         try:
@@ -156,8 +189,9 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         if num_parts == 1:
             yield sized_task("run", given=self.given_rqmt, sized=whole, mini=small)
         else:
-            part = sizes_rqmt(num_entries=num_entries, num_leaves=num_leaves,
-                              num_stat=math.ceil(num_leaves / num_parts))
+            part = sizes_rqmt(
+                num_entries=num_entries, num_leaves=num_leaves, num_stat=math.ceil(num_leaves / num_parts)
+            )
             yield sized_task("run", given=self.given_rqmt, sized=part, mini=False, args=range(num_parts))
             # the merge may have to compute parts that are missing
             yield sized_task("merge", given=self.given_rqmt, sized=whole, mini=small)
@@ -182,8 +216,10 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
             parts.append(core.load_file_sizes(path))
             lo, hi = self._part_range(part, num_parts, len(trees))
             if len(parts[-1]) != hi - lo:
-                raise RuntimeError(f"part {part} of {num_parts} ({path}) holds {len(parts[-1])} sizes for entries "
-                                   f"{lo}..{hi - 1} ({hi - lo}); delete it and rerun the merge")
+                raise RuntimeError(
+                    f"part {part} of {num_parts} ({path}) holds {len(parts[-1])} sizes for entries "
+                    f"{lo}..{hi - 1} ({hi - lo}); delete it and rerun the merge"
+                )
         merged = core.FileSizes.concatenate(parts)
         if merged.keys != [core.tree_key(t) for t in trees]:  # the digest makes this an internal check
             raise RuntimeError(f"the parts in {self._work_dir()} do not add up to the file list; delete them and rerun")
@@ -204,8 +240,9 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         if self._is_callable():
             trees = read_files(instantiate(self.files))
             if not trees:
-                raise ValueError(f"files={self.files!r} returned an empty list; DistributeFilesDataset needs at "
-                                 "least one file")
+                raise ValueError(
+                    f"files={self.files!r} returned an empty list; DistributeFilesDataset needs at least one file"
+                )
             core.pure.leaves_and_keys(trees)  # checks the trees, naming a bad entry
             check_key_collisions(trees, where=f"the list returned by files={self.files!r}")
             return trees
@@ -241,7 +278,8 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
                     f"{exc}\n{len(relative)} of the missing names are relative in the list file {list_path}: "
                     f"they were looked up in {os.getcwd()}, this job's work dir (Sisyphus runs tasks there). "
                     f"RETURNN does not resolve them against the list's directory {os.path.dirname(list_path)} "
-                    "either, but against its own working dir. Write absolute paths into the list file.",)
+                    "either, but against its own working dir. Write absolute paths into the list file.",
+                )
             raise
 
     def _num_parts(self, num_entries: int) -> int:
@@ -273,14 +311,18 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         stale = sorted(part for part, digests in found.items() if current not in digests)
         if stale:
             where = f"file list {self._list_path()}" if self._list_path() else "file list"
-            listed = ", ".join(f"part {part} ({os.path.basename(self._part_path(part, num_parts, d))})"
-                               for part in stale[:5] for d in sorted(found[part]))
+            listed = ", ".join(
+                f"part {part} ({os.path.basename(self._part_path(part, num_parts, d))})"
+                for part in stale[:5]
+                for d in sorted(found[part])
+            )
             raise RuntimeError(
                 f"{len(stale)} of the {num_parts} parts in {work} were computed from another version of the {where} "
                 f"(its entries' digest is now {current}): {listed}{', ...' if len(stale) > 5 else ''}. "
                 "The list changed while this job ran, but a Sisyphus job's inputs must stay as they were: restore "
                 "the list, or delete these part files and rerun the merge to compute the sizes of the list as it "
-                "is now.")
+                "is now."
+            )
 
     def _compute_part(self, trees: List[Any], part: int, num_parts: int, digest: str) -> None:
         lo, hi = self._part_range(part, num_parts, len(trees))
@@ -288,8 +330,9 @@ class ComputeFileSizesJob(Job, metaclass=PlainNumbersJobType):
         try:
             sizes = self._collect(trees[lo:hi])
         except core.MissingFilesError as exc:  # name the part and its entries in the whole list
-            exc.args = (f"part {part} of {num_parts} (task run.{part + 1}, entries {lo}..{hi - 1} of {len(trees)}): "
-                        f"{exc}",)
+            exc.args = (
+                f"part {part} of {num_parts} (task run.{part + 1}, entries {lo}..{hi - 1} of {len(trees)}): {exc}",
+            )
             raise
         core.save_file_sizes(sizes, self._part_path(part, num_parts, digest))
 

@@ -32,14 +32,17 @@ def training_log_files(training: Any) -> List[tk.Path]:
     """
     config = getattr(training, "returnn_config", None)
     if not hasattr(training, "out_learning_rates") or config is None:
-        raise TypeError(f"training={training!r} is not an i6_core ReturnnTrainingJob; pass its log files as "
-                        "log_files=[...] instead")
+        raise TypeError(
+            f"training={training!r} is not an i6_core ReturnnTrainingJob; pass its log files as log_files=[...] instead"
+        )
     logs = config.post_config.get("log", config.config.get("log"))
     logs = [logs] if isinstance(logs, str) else list(logs or [])
     logs = [name for name in logs if isinstance(name, str) and name != "stdout"]
     if not logs:
-        raise ValueError("the training's config logs to no file (its 'log' is empty or only 'stdout'); "
-                         "set log = ['./returnn.log'] (i6_core's default)")
+        raise ValueError(
+            "the training's config logs to no file (its 'log' is empty or only 'stdout'); "
+            "set log = ['./returnn.log'] (i6_core's default)"
+        )
     name = os.path.normpath(logs[0])
     merged = {**config.config, **config.post_config}
     num_ranks = int(getattr(training, "horovod_num_processes", None) or 1)
@@ -66,8 +69,11 @@ def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int,
         return {"cpu": 1, "mem": 2, "time": 1}, True
     mem_gb = 1 + log_bytes / 1e9
     hours = max(0.5, 0.25 + log_bytes / 4e6 * 10 / 3600)
-    return {"cpu": 1, "mem": round_up(mem_gb, step=1), "time": round_up(hours, step=0.25)}, \
-        log_bytes <= MINI_TASK_MAX_LOG_BYTES
+    return {
+        "cpu": 1,
+        "mem": round_up(mem_gb, step=1),
+        "time": round_up(hours, step=0.25),
+    }, log_bytes <= MINI_TASK_MAX_LOG_BYTES
 
 
 def _log_bytes(log_files: Sequence[Any]) -> Optional[int]:
@@ -80,8 +86,10 @@ def _log_bytes(log_files: Sequence[Any]) -> Optional[int]:
 
 def _check_paths(log_files: Any) -> List[Union[tk.Path, str]]:
     if isinstance(log_files, (str, tk.Path)) or not isinstance(log_files, (list, tuple)) or not log_files:
-        raise TypeError(f"log_files={log_files!r} must be a non-empty list of tk.Path or absolute str: the per-rank "
-                        "logs, e.g. training_log_files(training) or TrainReportJob.for_training(training)")
+        raise TypeError(
+            f"log_files={log_files!r} must be a non-empty list of tk.Path or absolute str: the per-rank "
+            "logs, e.g. training_log_files(training) or TrainReportJob.for_training(training)"
+        )
     for idx, path in enumerate(log_files):
         if not isinstance(path, (str, tk.Path)):
             raise TypeError(f"log_files[{idx}]={path!r} must be a tk.Path or an absolute str")
@@ -202,10 +210,17 @@ class TrainReportJob(Job):
     def run(self):
         summary = train_report.write_train_report(
             # normpath: the logs of a training are "<job>/output/../work/...", which needs no output dir this way
-            [os.path.normpath(path_str(p)) for p in self.log_files], os.path.dirname(self.out_summary.get_path()),
-            plan_path=path_str(self.plan), file_lengths_path=path_str(self.file_lengths), read_hdf=self.read_hdf,
-            partition_epoch=self.partition_epoch, max_dropped=self.max_dropped,
-            min_steps_ratio=self.min_steps_ratio, plot=self.plot, dataset_name=self.dataset_name,
-            sync=core.SyncMode(self.reduce_type, self.param_sync_step))
+            [os.path.normpath(path_str(p)) for p in self.log_files],
+            os.path.dirname(self.out_summary.get_path()),
+            plan_path=path_str(self.plan),
+            file_lengths_path=path_str(self.file_lengths),
+            read_hdf=self.read_hdf,
+            partition_epoch=self.partition_epoch,
+            max_dropped=self.max_dropped,
+            min_steps_ratio=self.min_steps_ratio,
+            plot=self.plot,
+            dataset_name=self.dataset_name,
+            sync=core.SyncMode(self.reduce_type, self.param_sync_step),
+        )
         write_variable(self.out_dropped_fraction, summary["dropped_fraction"])
         write_variable(self.out_num_alarms, len(summary["alarms"]))

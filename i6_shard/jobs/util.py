@@ -22,15 +22,31 @@ from sisyphus.job_path import AbstractPath, Variable
 from i6_shard import core
 from i6_shard.returnn_config.pycode import KEEP, resolve_paths
 
-__all__ = ["instantiate", "check_absolute", "check_absolute_leaves", "write_variable", "import_roots",
-           "pythonpath_env", "path_str", "plain_numbers", "PlainNumbersJobType", "RQMT_ARGS", "check_rqmt_args",
-           "sized_task", "round_up", "default_returnn_python_exe", "default_returnn_root"]
+__all__ = [
+    "instantiate",
+    "check_absolute",
+    "check_absolute_leaves",
+    "write_variable",
+    "import_roots",
+    "pythonpath_env",
+    "path_str",
+    "plain_numbers",
+    "PlainNumbersJobType",
+    "RQMT_ARGS",
+    "check_rqmt_args",
+    "sized_task",
+    "round_up",
+    "default_returnn_python_exe",
+    "default_returnn_root",
+]
 
 #: Relative names listed in an error message.
 _MAX_LISTED = 3
-_RELATIVE_HINT = ("Sisyphus runs a job's tasks with the job's work dir as the current dir, so it would be looked up "
-                  "there; give an absolute path or a tk.Path (Sisyphus resolves a relative tk.Path against the "
-                  "setup dir)")
+_RELATIVE_HINT = (
+    "Sisyphus runs a job's tasks with the job's work dir as the current dir, so it would be looked up "
+    "there; give an absolute path or a tk.Path (Sisyphus resolves a relative tk.Path against the "
+    "setup dir)"
+)
 
 
 def _delayed_leaf(obj: Any) -> Any:
@@ -64,7 +80,8 @@ def check_picklable_functions(obj: Any, *, where: str) -> None:
         if "<" in obj.__qualname__ or obj.__module__ == "__main__":
             raise ValueError(
                 f"{where} is {obj.__module__}.{obj.__qualname__}, which cannot be pickled for the RETURNN "
-                "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)")
+                "processes nor hashed stably; use a module-level function (bind arguments with functools.partial)"
+            )
 
 
 def plain_numbers(obj: Any) -> Any:
@@ -111,11 +128,14 @@ def check_absolute(path: Any, *, name: str) -> None:
 
 def check_absolute_leaves(trees: List[Any], *, name: str) -> None:
     """Reject file trees with relative str leaves, listing how many and the first few."""
-    relative = [leaf for tree in trees for leaf in core.pure.flatten(tree)
-                if isinstance(leaf, str) and not os.path.isabs(leaf)]
+    relative = [
+        leaf for tree in trees for leaf in core.pure.flatten(tree) if isinstance(leaf, str) and not os.path.isabs(leaf)
+    ]
     if relative:
-        raise ValueError(f"{name} holds {len(relative)} relative file names (first "
-                         f"{min(len(relative), _MAX_LISTED)}: {relative[:_MAX_LISTED]}). {_RELATIVE_HINT}.")
+        raise ValueError(
+            f"{name} holds {len(relative)} relative file names (first "
+            f"{min(len(relative), _MAX_LISTED)}: {relative[:_MAX_LISTED]}). {_RELATIVE_HINT}."
+        )
 
 
 def write_variable(var: Variable, value: Any) -> None:
@@ -157,13 +177,20 @@ def import_roots(obj: Any) -> List[str]:
             found.setdefault(o.__module__, None)
 
     visit(obj)
-    installed = {os.path.realpath(p) for k, p in sysconfig.get_paths().items()
-                 if k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    installed = {
+        os.path.realpath(p)
+        for k, p in sysconfig.get_paths().items()
+        if k in ("stdlib", "platstdlib", "purelib", "platlib")
+    }
     roots = []
     for name in ["i6_shard"] + sorted(found):
         root = _module_root(name)
-        if not root or root in roots or os.path.realpath(root) in installed \
-                or os.path.basename(root) in ("site-packages", "dist-packages"):
+        if (
+            not root
+            or root in roots
+            or os.path.realpath(root) in installed
+            or os.path.basename(root) in ("site-packages", "dist-packages")
+        ):
             continue
         roots.append(root)
     return roots
@@ -186,8 +213,9 @@ def path_str(path: Any) -> Any:
 RQMT_ARGS = {"time_rqmt": ("time", "hours"), "mem_rqmt": ("mem", "GB"), "cpu_rqmt": ("cpu", "CPUs")}
 
 
-def check_rqmt_args(*, time_rqmt: Any = None, mem_rqmt: Any = None,
-                    cpu_rqmt: Any = None) -> Dict[str, Union[int, float]]:
+def check_rqmt_args(
+    *, time_rqmt: Any = None, mem_rqmt: Any = None, cpu_rqmt: Any = None
+) -> Dict[str, Union[int, float]]:
     """The resource requests given (i6_core's ``time_rqmt``, ``mem_rqmt``, ``cpu_rqmt``: hours, GB,
     CPUs) as Sisyphus' rqmt keys, in plain Python numbers; the ones not given (None) are left out.
 
@@ -202,17 +230,22 @@ def check_rqmt_args(*, time_rqmt: Any = None, mem_rqmt: Any = None,
             given[key] = core.pure.check_int(value, name=name, minimum=1, hint="CPUs")
             continue
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name}={value!r} has type {type(value).__name__}; {name} must be a positive number "
-                            f"({unit})")
+            raise TypeError(
+                f"{name}={value!r} has type {type(value).__name__}; {name} must be a positive number ({unit})"
+            )
         if not math.isfinite(value) or not value > 0:
             raise ValueError(f"{name}={value!r} must be a positive number ({unit})")
         given[key] = int(value) if isinstance(value, numbers.Integral) else float(value)
     return given
 
 
-def rqmt_from_args(*, time_rqmt: Optional[float] = None, mem_rqmt: Optional[float] = None,
-                   cpu_rqmt: Optional[int] = None, default: Optional[Dict[str, Union[int, float]]] = None
-                   ) -> Optional[Dict[str, Union[int, float]]]:
+def rqmt_from_args(
+    *,
+    time_rqmt: Optional[float] = None,
+    mem_rqmt: Optional[float] = None,
+    cpu_rqmt: Optional[int] = None,
+    default: Optional[Dict[str, Union[int, float]]] = None,
+) -> Optional[Dict[str, Union[int, float]]]:
     """A task's resource request from i6_core-style arguments (hours, GB, CPUs), over ``default``;
     None (a mini task) when neither any argument nor a default is given.
 
@@ -231,8 +264,9 @@ def task_for(name: str, rqmt: Optional[Dict[str, Union[int, float]]], **kwargs) 
     return Task(name, rqmt=dict(rqmt), **kwargs)
 
 
-def sized_task(name: str, *, given: Dict[str, Union[int, float]], sized: Dict[str, Union[int, float]],
-               mini: bool, **kwargs) -> Task:
+def sized_task(
+    name: str, *, given: Dict[str, Union[int, float]], sized: Dict[str, Union[int, float]], mini: bool, **kwargs
+) -> Task:
     """A task whose resource request is sized from its input, as i6_core's jobs take it: a mini task
     when the input is small (``mini``) and no request was given; else a task requesting ``sized``,
     overridden key by key by the requests ``given`` (see :func:`check_rqmt_args`)."""

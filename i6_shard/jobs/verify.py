@@ -19,10 +19,24 @@ from sisyphus import Job, gs, tk
 from i6_shard import core
 from i6_shard.core.reporting import verify_records
 
-from .util import RQMT_ARGS, PlainNumbersJobType, check_absolute, check_absolute_leaves, check_picklable_functions, \
-    check_rqmt_args, \
-    default_returnn_python_exe, default_returnn_root, import_roots, instantiate, path_str, plain_numbers, \
-    pythonpath_env, round_up, sized_task, write_variable
+from .util import (
+    RQMT_ARGS,
+    PlainNumbersJobType,
+    check_absolute,
+    check_absolute_leaves,
+    check_picklable_functions,
+    check_rqmt_args,
+    default_returnn_python_exe,
+    default_returnn_root,
+    import_roots,
+    instantiate,
+    path_str,
+    plain_numbers,
+    pythonpath_env,
+    round_up,
+    sized_task,
+    write_variable,
+)
 
 __all__ = ["VerifyShardingJob", "ShardingVerificationError", "RankFailedError", "verify_rqmt"]
 
@@ -46,8 +60,10 @@ class RankFailedError(subprocess.CalledProcessError):
         self.num_shards = num_shards
 
     def __str__(self):
-        return (f"the RETURNN process of rank {self.rank} of {self.num_shards} failed with exit status "
-                f"{self.returncode}; the end of its stderr:\n{self.stderr}")
+        return (
+            f"the RETURNN process of rank {self.rank} of {self.num_shards} failed with exit status "
+            f"{self.returncode}; the end of its stderr:\n{self.stderr}"
+        )
 
 
 def _run_rank(cmd: List[str], *, rank: int, num_shards: int, env: Dict[str, str], cwd: str) -> None:
@@ -83,9 +99,11 @@ def _normalize_epochs(epochs: Union[int, Sequence[int]]) -> List[int]:
 def _check_returnn_paths(returnn_python_exe: Any, returnn_root: Any) -> None:
     for name, value in (("returnn_python_exe", returnn_python_exe), ("returnn_root", returnn_root)):
         if value is not None and not isinstance(value, (tk.Path, str)):
-            raise TypeError(f"{name}={value!r} has type {type(value).__name__}; give a tk.Path (as i6_core's jobs "
-                            "take it), an absolute str, or None (gs.RETURNN_PYTHON_EXE / gs.RETURNN_ROOT, else "
-                            "the Python running Sisyphus and its installed RETURNN)")
+            raise TypeError(
+                f"{name}={value!r} has type {type(value).__name__}; give a tk.Path (as i6_core's jobs "
+                "take it), an absolute str, or None (gs.RETURNN_PYTHON_EXE / gs.RETURNN_ROOT, else "
+                "the Python running Sisyphus and its installed RETURNN)"
+            )
     check_absolute(returnn_root, name="returnn_root")
     if isinstance(returnn_python_exe, str) and os.sep in returnn_python_exe:  # else a command on PATH
         check_absolute(returnn_python_exe, name="returnn_python_exe")
@@ -108,8 +126,10 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, 
     too): the dataset (numpy numbers converted), num_shards, the sorted sub-epochs, the requests given."""
     train_dataset = args["train_dataset"]
     if not isinstance(train_dataset, (dict, tk.Path, str)):
-        raise TypeError(f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
-                        f"got {type(train_dataset).__name__}")
+        raise TypeError(
+            f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
+            f"got {type(train_dataset).__name__}"
+        )
     num_shards = core.pure.check_int(args["num_shards"], name="num_shards", minimum=1, hint="the number of ranks")
     config_opts = _checked_config_opts(args.get("config_opts"))
     key_path = _checked_key_path(args.get("key_path"))
@@ -130,8 +150,10 @@ def _checked_config_opts(config_opts: Any) -> Optional[Dict[str, Any]]:
     if config_opts is None:
         return None
     if not isinstance(config_opts, dict):
-        raise TypeError(f"config_opts={config_opts!r} must be a dict of RETURNN config options (e.g. "
-                        "{'torch_distributed': {...}, 'behavior_version': 24}) or None")
+        raise TypeError(
+            f"config_opts={config_opts!r} must be a dict of RETURNN config options (e.g. "
+            "{'torch_distributed': {...}, 'behavior_version': 24}) or None"
+        )
     opts = plain_numbers(config_opts)
     try:
         json.dumps(opts)
@@ -144,13 +166,20 @@ def _checked_key_path(key_path: Any) -> Optional[Tuple[Any, ...]]:
     if key_path is None:
         return None
     if not isinstance(key_path, (list, tuple)) or not all(isinstance(k, (str, int)) for k in key_path):
-        raise TypeError(f"key_path={key_path!r} must be a list of keys into train_dataset, e.g. "
-                        "['datasets', 'asr'], or None for its only DistributeFilesDataset")
+        raise TypeError(
+            f"key_path={key_path!r} must be a list of keys into train_dataset, e.g. "
+            "['datasets', 'asr'], or None for its only DistributeFilesDataset"
+        )
     return tuple(key_path)
 
 
-def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int, config_opts: Optional[Dict[str, Any]] = None,
-                        key_path: Optional[Tuple[Any, ...]] = None) -> None:
+def _check_dataset_dict(
+    dataset: Dict[str, Any],
+    *,
+    num_shards: int,
+    config_opts: Optional[Dict[str, Any]] = None,
+    key_path: Optional[Tuple[Any, ...]] = None,
+) -> None:
     """What can be checked before RETURNN runs, on the DistributeFilesDataset the reader finds in the
     dict (at its top or inside wrappers): one to check, the keys RETURNN requires, a setup RETURNN
     would not run, absolute paths, and (for an inline list) enough files for every rank and sub-epoch."""
@@ -163,34 +192,46 @@ def _check_dataset_dict(dataset: Dict[str, Any], *, num_shards: int, config_opts
     if len(records) != 1:
         if not found:
             cls = dataset.get("class")
-            raise ValueError(f"train_dataset (class {getattr(cls, '__qualname__', cls)!r}) holds no "
-                             "DistributeFilesDataset; set 'class': 'DistributeFilesDataset' (or a subclass of it); "
-                             "VerifyShardingJob checks one: give the dict exactly as the training uses it (see "
-                             "i6_shard.returnn_config.sharded_files_dataset)")
-        raise ValueError(f"train_dataset holds DistributeFilesDatasets at {found} (key paths into the dict); "
-                         f"{'none is at key_path=' + repr(list(key_path)) if key_path is not None else 'several'}: "
-                         "name the one to verify with key_path")
+            raise ValueError(
+                f"train_dataset (class {getattr(cls, '__qualname__', cls)!r}) holds no "
+                "DistributeFilesDataset; set 'class': 'DistributeFilesDataset' (or a subclass of it); "
+                "VerifyShardingJob checks one: give the dict exactly as the training uses it (see "
+                "i6_shard.returnn_config.sharded_files_dataset)"
+            )
+        raise ValueError(
+            f"train_dataset holds DistributeFilesDatasets at {found} (key paths into the dict); "
+            f"{'none is at key_path=' + repr(list(key_path)) if key_path is not None else 'several'}: "
+            "name the one to verify with key_path"
+        )
     info = records[0]
     where = f"train_dataset{''.join(f'[{k!r}]' for k in info.key_path)}"
     cls = info.dataset.get("class")
     if isinstance(cls, type) and not any(c.__name__ == "DistributeFilesDataset" for c in cls.__mro__):
-        raise ValueError(f"{where} has class {cls.__qualname__}, not a subclass of DistributeFilesDataset; "
-                         "VerifyShardingJob checks a DistributeFilesDataset")
+        raise ValueError(
+            f"{where} has class {cls.__qualname__}, not a subclass of DistributeFilesDataset; "
+            "VerifyShardingJob checks a DistributeFilesDataset"
+        )
     for key in ("files", "get_sub_epoch_dataset"):
         if key not in info.dataset:
-            raise ValueError(f"{where} has no {key!r}, which DistributeFilesDataset requires; give the dict "
-                             "exactly as the training uses it (see i6_shard.returnn_config.sharded_files_dataset)")
+            raise ValueError(
+                f"{where} has no {key!r}, which DistributeFilesDataset requires; give the dict "
+                "exactly as the training uses it (see i6_shard.returnn_config.sharded_files_dataset)"
+            )
     if not callable(info.dataset["get_sub_epoch_dataset"]):
-        raise TypeError(f"{where}['get_sub_epoch_dataset'] is {info.dataset['get_sub_epoch_dataset']!r}; it must "
-                        "be a function from a list of file trees to a dataset dict")
+        raise TypeError(
+            f"{where}['get_sub_epoch_dataset'] is {info.dataset['get_sub_epoch_dataset']!r}; it must "
+            "be a function from a list of file trees to a dataset dict"
+        )
     files = info.dataset["files"]
     if isinstance(files, tuple):
         raise TypeError(f"{where}['files'] is a tuple; DistributeFilesDataset takes a list, a list file or a callable")
     if info.returnn_fails:
         raise ValueError(f"{where}: RETURNN would fail on this setup: {info.returnn_fails}")
     if info.files_kind == "invalid":
-        raise TypeError(f"{where}['files'] is {type(files).__name__}; give a list of file trees, a list file "
-                        "(.txt/.json/.py) or a module-level function returning the list")
+        raise TypeError(
+            f"{where}['files'] is {type(files).__name__}; give a list of file trees, a list file "
+            "(.txt/.json/.py) or a module-level function returning the list"
+        )
     check_absolute(files, name=f"{where}['files']")
     if isinstance(files, list):
         check_absolute_leaves(files, name=f"{where}['files']")
@@ -249,10 +290,20 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         :param returnn_root: RETURNN checkout put first on PYTHONPATH; None: as i6_core's jobs,
             ``gs.RETURNN_ROOT``, else the RETURNN installed for that Python. Hashed as given
         """
-        self.train_dataset, self.num_shards, self.epochs, self.given_rqmt = _checked_args(dict(
-            train_dataset=train_dataset, num_shards=num_shards, epochs=epochs, config_opts=config_opts,
-            key_path=key_path, time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt,
-            returnn_python_exe=returnn_python_exe, returnn_root=returnn_root))
+        self.train_dataset, self.num_shards, self.epochs, self.given_rqmt = _checked_args(
+            dict(
+                train_dataset=train_dataset,
+                num_shards=num_shards,
+                epochs=epochs,
+                config_opts=config_opts,
+                key_path=key_path,
+                time_rqmt=time_rqmt,
+                mem_rqmt=mem_rqmt,
+                cpu_rqmt=cpu_rqmt,
+                returnn_python_exe=returnn_python_exe,
+                returnn_root=returnn_root,
+            )
+        )
         self.config_opts = _checked_config_opts(config_opts)
         self.key_path = _checked_key_path(key_path)
         self.returnn_python_exe = default_returnn_python_exe(returnn_python_exe)
@@ -283,8 +334,9 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         work = self._sis_path(gs.JOB_WORK_DIR, abspath=True)  # tasks run with the job's work dir as cwd
         os.makedirs(work, exist_ok=True)
         ranks = self._record_ranks(work)
-        violations, report = verify_records(ranks, self._load(os.path.join(work, "reference.json")),
-                                            num_shards=self.num_shards)
+        violations, report = verify_records(
+            ranks, self._load(os.path.join(work, "reference.json")), num_shards=self.num_shards
+        )
         with core.io.atomic_write(self.out_report.get_path(), "wt", encoding="utf-8") as f:
             f.write(report)
         write_variable(self.out_ok, not violations)
@@ -292,21 +344,35 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
             listed = "\n".join(f"  {v}" for v in violations[:NUM_LISTED])
             raise ShardingVerificationError(
                 f"{len(violations)} sharding violations (full report: {self.out_report.get_path()}); "
-                f"the first {min(len(violations), NUM_LISTED)}:\n{listed}")
+                f"the first {min(len(violations), NUM_LISTED)}:\n{listed}"
+            )
 
     def _record_ranks(self, work: str) -> List[Dict[str, Any]]:
         """One RETURNN process per rank, one after the other (rank 0 also writes the reference);
         their records, and a line on stdout per rank."""
         source = self._write_source(work)
         python = path_str(self.returnn_python_exe) or sys.executable
-        roots = ([path_str(self.returnn_root)] if self.returnn_root is not None else []) + \
-            import_roots(self.train_dataset)
+        roots = ([path_str(self.returnn_root)] if self.returnn_root is not None else []) + import_roots(
+            self.train_dataset
+        )
         ranks = []
         for rank in range(self.num_shards):
             start = time.monotonic()
             out = os.path.join(work, f"rank-{rank}.json")
-            cmd = [python, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", str(rank),
-                   "--num-shards", str(self.num_shards), "--epochs", ",".join(map(str, self.epochs)), "--output", out]
+            cmd = [
+                python,
+                "-m",
+                "i6_shard.returnn_ext.verify",
+                *source,
+                "--rank",
+                str(rank),
+                "--num-shards",
+                str(self.num_shards),
+                "--epochs",
+                ",".join(map(str, self.epochs)),
+                "--output",
+                out,
+            ]
             if self.config_opts is not None:
                 cmd += ["--config-json", json.dumps(self.config_opts, sort_keys=True)]
             if self.key_path is not None:
@@ -315,8 +381,11 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
                 cmd += ["--reference", os.path.join(work, "reference.json")]
             _run_rank(cmd, rank=rank, num_shards=self.num_shards, env=pythonpath_env(roots), cwd=work)
             ranks.append(self._load(out))
-            print(f"i6_shard verify: rank {rank} of {self.num_shards} read {len(self.epochs)} sub-epochs in "
-                  f"{time.monotonic() - start:.1f}s", flush=True)
+            print(
+                f"i6_shard verify: rank {rank} of {self.num_shards} read {len(self.epochs)} sub-epochs in "
+                f"{time.monotonic() - start:.1f}s",
+                flush=True,
+            )
         return ranks
 
     @staticmethod

@@ -31,6 +31,31 @@ _I6CORE_EXPORTS = (
     "I6ShardImportCode",
 )
 
+__all__ = [
+    "SHARDING_FIX_RETURNN_VERSION",
+    "CheckResult",
+    "ConfigCheckError",
+    "ConfigCheckWarning",
+    "check_dataset_dict",
+    "check_returnn_config",
+    "check_returnn_version",
+    "check_sub_epoch_dataset",
+    "parse_returnn_version",
+    "returnn_version_info",
+    "returnn_version_of",
+    "DEFAULT_MAX_INLINE_FILES",
+    "sharded_files_dataset",
+    "plan_for_returnn_config",
+    "config_code",
+    "write_returnn_config",
+    "DistributeFilesDatasetInfo",
+    "find_distribute_files_datasets",
+    "read_files",
+    "bind_sub_epoch_dataset",
+    "normalize_files_key",
+    *_I6CORE_EXPORTS,
+]
+
 
 def __getattr__(name):
     if name in _I6CORE_EXPORTS:

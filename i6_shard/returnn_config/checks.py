@@ -24,10 +24,22 @@ from .reader import (
     unknown_wrappers,
 )
 
-__all__ = ["MIN_RETURNN_VERSION", "SHARDING_FIX_RETURNN_VERSION", "CheckResult", "ConfigCheckError",
-           "ConfigCheckWarning", "check_sub_epoch_dataset", "check_dataset_dict", "check_returnn_config",
-           "check_returnn_version", "plan_prediction_gaps", "parse_returnn_version", "returnn_version_of",
-           "returnn_version_info", "is_distribute_files_dataset"]
+__all__ = [
+    "MIN_RETURNN_VERSION",
+    "SHARDING_FIX_RETURNN_VERSION",
+    "CheckResult",
+    "ConfigCheckError",
+    "ConfigCheckWarning",
+    "check_sub_epoch_dataset",
+    "check_dataset_dict",
+    "check_returnn_config",
+    "check_returnn_version",
+    "plan_prediction_gaps",
+    "parse_returnn_version",
+    "returnn_version_of",
+    "returnn_version_info",
+    "is_distribute_files_dataset",
+]
 
 #: First RETURNN with DistributeFilesDataset's ``sharding_fix`` option (commit
 #: 7803cb188f22 "DistributeFilesDataset explicit sharding_fix option", 2026-06-11 01:45:31 +0200;
@@ -94,7 +106,7 @@ def _sub_epoch_problems(template: Mapping[str, Any]) -> List[str]:
         problems.append(
             "the sub-epoch dataset has no explicit seq_ordering (nor seq_order_control_dataset for a MetaDataset "
             "or map_seq_stream for a PostprocessingDataset); RETURNN's DistributeFilesDataset rejects that: "
-            "add e.g. \"seq_ordering\": \"random\" to the sub-epoch dataset dict"
+            'add e.g. "seq_ordering": "random" to the sub-epoch dataset dict'
         )
     return problems
 
@@ -130,27 +142,35 @@ def _double_sharding_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
         return None
     fix = "set sharding_fix=True (or '_num_shards': 1, '_shard_index': 0 in the sub-epoch dataset dict)"
     if info.sharding_fix is False:
-        return (f"{info.name}: sharding_fix=False keeps RETURNN's legacy double sharding (each rank then reads only "
-                f"1/num_shards of its own files, silently); {fix}")
+        return (
+            f"{info.name}: sharding_fix=False keeps RETURNN's legacy double sharding (each rank then reads only "
+            f"1/num_shards of its own files, silently); {fix}"
+        )
     if info.behavior_version >= 26:
-        return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: the dataset is read in the "
-                f"{info.reading_process}, where behavior_version {info.behavior_version} does not apply "
-                f"(BehaviorVersion.get() is {info.effective_behavior_version} there; RETURNN passes it to DataLoader "
-                "and MultiProcDataset workers only from behavior_version 31 or with "
-                "propagate_behavior_version_to_subprocs=True), so every rank reads only 1/num_shards of its own "
-                f"files; {fix}")
-    return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: below behavior_version 26 every rank "
-            f"reads only 1/num_shards of its own files; {fix}")
+        return (
+            f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: the dataset is read in the "
+            f"{info.reading_process}, where behavior_version {info.behavior_version} does not apply "
+            f"(BehaviorVersion.get() is {info.effective_behavior_version} there; RETURNN passes it to DataLoader "
+            "and MultiProcDataset workers only from behavior_version 31 or with "
+            "propagate_behavior_version_to_subprocs=True), so every rank reads only 1/num_shards of its own "
+            f"files; {fix}"
+        )
+    return (
+        f"{info.name}: {_cause_of_sharding(info)} without sharding_fix: below behavior_version 26 every rank "
+        f"reads only 1/num_shards of its own files; {fix}"
+    )
 
 
 def _double_sharding_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
     """The sub-epoch dict could not be told: fine only if get_sub_epoch_dataset sets _num_shards itself."""
     if info.sub_epoch_shards_again is not None:
         return None
-    return (f"{info.name}: {_cause_of_sharding(info)} without sharding_fix (in the {info.reading_process}, "
-            f"behavior version {info.effective_behavior_version}): the sub-epoch dataset shards again unless "
-            "get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which cannot be told before RETURNN "
-            "runs; confirm with VerifyShardingJob, or set sharding_fix=True")
+    return (
+        f"{info.name}: {_cause_of_sharding(info)} without sharding_fix (in the {info.reading_process}, "
+        f"behavior version {info.effective_behavior_version}): the sub-epoch dataset shards again unless "
+        "get_sub_epoch_dataset sets '_num_shards'/'_shard_index' itself, which cannot be told before RETURNN "
+        "runs; confirm with VerifyShardingJob, or set sharding_fix=True"
+    )
 
 
 def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
@@ -160,9 +180,11 @@ def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
         return []
     out = [w for w in (_double_sharding_warning(info),) if w]
     if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
-        out.append(f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
-                   f"inits it with epoch = full epoch, i.e. training epochs 1..{info.partition_epoch} are its "
-                   "epoch 1), not the training's sub-epochs; give its epoch ranges in full epochs")
+        out.append(
+            f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
+            f"inits it with epoch = full epoch, i.e. training epochs 1..{info.partition_epoch} are its "
+            "epoch 1), not the training's sub-epochs; give its epoch ranges in full epochs"
+        )
     return out
 
 
@@ -170,48 +192,65 @@ def _seed_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     """Sharded files need one shuffle on all ranks; a wrapper passes its per-rank seed down."""
     if not info.sharded or info.same_seed_on_all_ranks:
         return None
-    return (f"{info.name}: the files are sharded ({_cause_of_sharding(info)}), but every rank shuffles them with its "
-            f"own seed: random_seed_offset = {info.seed.base} + rank*{info.seed.rank_stride}, which "
-            f"{info.seed.source} passes down (RETURNN adds the rank term under torch_distributed's default "
-            "dataset_distribution 'random_seed_offset'). The ranks cut different shuffles into the same bins, so "
-            f"files are read twice or never. Set 'random_seed_offset': {info.seed.base} in this dataset dict, or use "
-            "torch_distributed dataset_distribution='shard'")
+    return (
+        f"{info.name}: the files are sharded ({_cause_of_sharding(info)}), but every rank shuffles them with its "
+        f"own seed: random_seed_offset = {info.seed.base} + rank*{info.seed.rank_stride}, which "
+        f"{info.seed.source} passes down (RETURNN adds the rank term under torch_distributed's default "
+        "dataset_distribution 'random_seed_offset'). The ranks cut different shuffles into the same bins, so "
+        f"files are read twice or never. Set 'random_seed_offset': {info.seed.base} in this dataset dict, or use "
+        "torch_distributed dataset_distribution='shard'"
+    )
 
 
 def _same_data_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     """Unsharded training ranks that read the same files in the same order."""
     num_ranks = info.num_ranks
-    if (info.role != "train" or info.sharded or info.distributed is None or info.batch_slicing
-            or num_ranks is None or num_ranks < 2 or not info.same_seed_on_all_ranks):
+    if (
+        info.role != "train"
+        or info.sharded
+        or info.distributed is None
+        or info.batch_slicing
+        or num_ranks is None
+        or num_ranks < 2
+        or not info.same_seed_on_all_ranks
+    ):
         return None
     fix = "or set distrib_shard_files=True (or torch_distributed dataset_distribution='shard')"
     if not info.shuffles:
-        return (f"{info.name}: seq_ordering={info.seq_ordering!r} while the files are not sharded over {num_ranks} "
-                f"ranks: every rank reads the same files in the same order; use seq_ordering='random', {fix}")
+        return (
+            f"{info.name}: seq_ordering={info.seq_ordering!r} while the files are not sharded over {num_ranks} "
+            f"ranks: every rank reads the same files in the same order; use seq_ordering='random', {fix}"
+        )
     if info.fixed_random_seed is not None:
         key, value, where = "fixed_random_seed", info.fixed_random_seed, "the dataset dict"
     elif info.seed.source == "dataset":
         key, value, where = "random_seed_offset", info.seed.base, "the dataset dict"
     else:
         key, value, where = "random_seed_offset", info.seed.base, info.seed.source
-    return (f"{info.name}: {key}={value!r} is fixed in {where} while the files are not sharded "
-            f"(distrib_shard_files=False) over {num_ranks} ranks: every rank then shuffles the same way and reads "
-            f"the same data; remove {key}, {fix}")
+    return (
+        f"{info.name}: {key}={value!r} is fixed in {where} while the files are not sharded "
+        f"(distrib_shard_files=False) over {num_ranks} ranks: every rank then shuffles the same way and reads "
+        f"the same data; remove {key}, {fix}"
+    )
 
 
 def _batch_slicing_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     if not (info.batch_slicing and info.sharded):
         return None
-    return (f"{info.name}: distrib_shard_files=True under horovod with horovod_dataset_distribution='shard' "
-            "(RETURNN's default): the engine also gives each rank only every W-th batch, so every rank trains on "
-            "1/W of its own files; set horovod_dataset_distribution='random_seed_offset'")
+    return (
+        f"{info.name}: distrib_shard_files=True under horovod with horovod_dataset_distribution='shard' "
+        "(RETURNN's default): the engine also gives each rank only every W-th batch, so every rank trains on "
+        "1/W of its own files; set horovod_dataset_distribution='random_seed_offset'"
+    )
 
 
 def _eval_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     if info.role != "eval" or not info.sharded or info.distributed != "torch":
         return None
-    return (f"{info.name}: distrib_shard_files=True on an eval dataset: RETURNN's torch engine evaluates on rank 0 "
-            "only, which reads only its 1/num_shards of the files; remove distrib_shard_files")
+    return (
+        f"{info.name}: distrib_shard_files=True on an eval dataset: RETURNN's torch engine evaluates on rank 0 "
+        "only, which reads only its 1/num_shards of the files; remove distrib_shard_files"
+    )
 
 
 def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
@@ -219,20 +258,32 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     name = info.name
     if info.returnn_fails:
         return [f"{name}: RETURNN would fail: {info.returnn_fails}"]
-    problems = [p for p in (_double_sharding_problem(info), _seed_problem(info), _same_data_problem(info),
-                            _batch_slicing_problem(info), _eval_problem(info)) if p]
+    problems = [
+        p
+        for p in (
+            _double_sharding_problem(info),
+            _seed_problem(info),
+            _same_data_problem(info),
+            _batch_slicing_problem(info),
+            _eval_problem(info),
+        )
+        if p
+    ]
     if info.seq_ordering not in SEQ_ORDERINGS:
         default = " (RETURNN's default for dev/eval datasets)" if "seq_ordering" not in info.dataset else ""
-        problems.append(f"{name}: seq_ordering={info.seq_ordering!r}{default} is not supported by "
-                        "DistributeFilesDataset; set seq_ordering to 'random' (or 'default' for no shuffling)")
+        problems.append(
+            f"{name}: seq_ordering={info.seq_ordering!r}{default} is not supported by "
+            "DistributeFilesDataset; set seq_ordering to 'random' (or 'default' for no shuffling)"
+        )
     partition_epoch = info.partition_epoch
     if not isinstance(partition_epoch, int) or isinstance(partition_epoch, bool) or partition_epoch < 1:
         problems.append(f"{name}: partition_epoch={partition_epoch!r} must be a positive int")
     elif info.num_files is not None:
         ranks = info.num_ranks if info.num_ranks is not None and info.distributed else 1
         try:
-            check_enough_files(info.num_files, num_shards=info.shards.num_shards(ranks),
-                               partition_epoch=partition_epoch)
+            check_enough_files(
+                info.num_files, num_shards=info.shards.num_shards(ranks), partition_epoch=partition_epoch
+            )
         except ValueError as exc:
             problems.append(f"{name}: {exc}")
     if info.sub_epoch_dataset is not None:
@@ -240,8 +291,9 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     return problems
 
 
-def plan_prediction_gaps(info: DistributeFilesDatasetInfo, *, batch_size: Optional[int], max_seqs: Optional[int],
-                         sync: SyncMode) -> List[str]:
+def plan_prediction_gaps(
+    info: DistributeFilesDatasetInfo, *, batch_size: Optional[int], max_seqs: Optional[int], sync: SyncMode
+) -> List[str]:
     """Where a plan's predicted loss, made under ``batch_size``/``max_seqs`` and ``sync`` (a ``ShardPlanJob``'s
     options), assumes another engine than the training of ``info`` runs: other limits (read as
     ``get_batching_iterable_dataset_from_config`` reads ``batch_size_train``/``batch_size`` and ``max_seqs``),
@@ -255,12 +307,16 @@ def plan_prediction_gaps(info: DistributeFilesDatasetInfo, *, batch_size: Option
     engine = info.engine_batching
     limits = (engine.batch_size, engine.max_seqs)
     if all(v is None or isinstance(v, int) for v in limits) and limits != (batch_size, max_seqs):
-        out.append(f"the plan predicts the loss under batch_size={batch_size}, max_seqs={max_seqs}, the training "
-                   f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}")
+        out.append(
+            f"the plan predicts the loss under batch_size={batch_size}, max_seqs={max_seqs}, the training "
+            f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}"
+        )
     training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
     if training_sync != sync:
-        out.append(f"the plan predicts the loss under {sync.describe()}, the training runs {training_sync.describe()} "
-                   f"(reduce_type={training_sync.reduce_type!r}, param_sync_step={training_sync.param_sync_step})")
+        out.append(
+            f"the plan predicts the loss under {sync.describe()}, the training runs {training_sync.describe()} "
+            f"(reduce_type={training_sync.reduce_type!r}, param_sync_step={training_sync.param_sync_step})"
+        )
     gaps = info.prediction_gaps()
     if gaps:
         out.append("the prediction does not model " + ", ".join(gaps))
@@ -268,21 +324,29 @@ def plan_prediction_gaps(info: DistributeFilesDatasetInfo, *, batch_size: Option
 
 
 def _check_num_ranks(num_ranks: Any) -> Optional[int]:
-    return check_optional_int(num_ranks, name="num_ranks", minimum=1,
-                              hint="number of training processes, if known; else leave it out")
+    return check_optional_int(
+        num_ranks, name="num_ranks", minimum=1, hint="number of training processes, if known; else leave it out"
+    )
 
 
 def _reader_warnings(records) -> List[str]:
     unknown = unknown_wrappers(records)
     if not unknown:
         return []
-    return [f"no rule for the wrapper dataset(s) {', '.join(unknown)}: read as plain parents (their datasets get "
-            "their random_seed_offset and _num_shards/_shard_index, as init_dataset(parent_dataset=...) gives them)"]
+    return [
+        f"no rule for the wrapper dataset(s) {', '.join(unknown)}: read as plain parents (their datasets get "
+        "their random_seed_offset and _num_shards/_shard_index, as init_dataset(parent_dataset=...) gives them)"
+    ]
 
 
-def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] = None,
-                       behavior_version: Optional[int] = None, name: str = "dataset",
-                       config: Optional[Mapping[str, Any]] = None) -> CheckResult:
+def check_dataset_dict(
+    dataset: Mapping[str, Any],
+    *,
+    num_ranks: Optional[int] = None,
+    behavior_version: Optional[int] = None,
+    name: str = "dataset",
+    config: Optional[Mapping[str, Any]] = None,
+) -> CheckResult:
     """Check a dataset dict: every DistributeFilesDataset in it (also inside wrapper datasets such as
     CombinedDataset or MultiProcDataset), read as the train dataset of ``config``.
 
@@ -302,24 +366,30 @@ def check_dataset_dict(dataset: Mapping[str, Any], *, num_ranks: Optional[int] =
       - train: fixed_random_seed=1 is fixed in the dataset dict while the files are not sharded (distrib_shard_files=False) over 2 ranks: every rank then shuffles the same way and reads the same data; remove fixed_random_seed, or set distrib_shard_files=True (or torch_distributed dataset_distribution='shard')
     """
     if not isinstance(dataset, Mapping):
-        raise TypeError(f"dataset has type {type(dataset).__name__}; give a dataset dict, e.g. from "
-                        "sharded_files_dataset")
+        raise TypeError(
+            f"dataset has type {type(dataset).__name__}; give a dataset dict, e.g. from sharded_files_dataset"
+        )
     if not isinstance(name, str):
         raise TypeError(f"name={name!r} must be a str")
     num_ranks = _check_num_ranks(num_ranks)
-    behavior_version = check_optional_int(behavior_version, name="behavior_version", minimum=0,
-                                          hint="the config's behavior_version, if known")
+    behavior_version = check_optional_int(
+        behavior_version, name="behavior_version", minimum=0, hint="the config's behavior_version, if known"
+    )
     context = dict(config) if config is not None else None
     if behavior_version is not None:
         from .reader import DATASET_DICT_CONTEXT
 
         context = {**(DATASET_DICT_CONTEXT if context is None else context), "behavior_version": behavior_version}
-    records = [_renamed(r, name) for r in find_distribute_files_datasets(dataset, num_ranks=num_ranks,
-                                                                         config=context)]
+    records = [_renamed(r, name) for r in find_distribute_files_datasets(dataset, num_ranks=num_ranks, config=context)]
     if not records:
-        _raise_if([f"{name}: no DistributeFilesDataset in this dataset dict (class "
-                   f"{dataset_class_name(dataset.get('class'))!r}, nor inside it); i6_shard checks "
-                   "DistributeFilesDataset setups only"], where=name)
+        _raise_if(
+            [
+                f"{name}: no DistributeFilesDataset in this dataset dict (class "
+                f"{dataset_class_name(dataset.get('class'))!r}, nor inside it); i6_shard checks "
+                "DistributeFilesDataset setups only"
+            ],
+            where=name,
+        )
     problems = [p for r in records for p in dataset_problems(r)]
     _raise_if(problems, where=name)
     messages = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
@@ -343,8 +413,7 @@ def parse_returnn_version(version: str) -> Tuple[int, int, int]:
     """
     match = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)(?:[+-].*)?\s*", str(version))
     if not match:
-        raise ValueError(f"RETURNN version {version!r} is not of the form 1.YYYYMMDD.HHMMSS "
-                         "(see returnn.__version__)")
+        raise ValueError(f"RETURNN version {version!r} is not of the form 1.YYYYMMDD.HHMMSS (see returnn.__version__)")
     return int(match.group(1)), int(match.group(2)), int(match.group(3))
 
 
@@ -353,17 +422,23 @@ def _version_check(returnn_version: Optional[str], *, reason: Optional[str] = No
     ``core.pure.returnn_features.RETURNN_FEATURES`` (the subclass checks them again by feature at import)."""
     if returnn_version is None:
         why = reason or "it was not given"
-        return [], [f"the RETURNN version is unknown ({why}), so whether RETURNN has what i6_shard needs "
-                    f"(RETURNN >= {MIN_RETURNN_VERSION}) was not checked"]
+        return [], [
+            f"the RETURNN version is unknown ({why}), so whether RETURNN has what i6_shard needs "
+            f"(RETURNN >= {MIN_RETURNN_VERSION}) was not checked"
+        ]
     if not isinstance(returnn_version, str):
-        raise TypeError(f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give "
-                        "RETURNN's version string, e.g. '1.20260611.014531' (returnn.__version__), or None")
+        raise TypeError(
+            f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give "
+            "RETURNN's version string, e.g. '1.20260611.014531' (returnn.__version__), or None"
+        )
     parsed = parse_returnn_version(returnn_version)
     if parsed == parse_returnn_version(UNKNOWN_RETURNN_VERSION):
-        return [], [f"RETURNN reports version {returnn_version}, its fallback when it cannot tell its own version "
-                    "(no _setup_info_generated.py and no git metadata, e.g. an exported copy), so whether it has "
-                    f"what i6_shard needs (RETURNN >= {MIN_RETURNN_VERSION}) was not checked here; the dataset "
-                    "checks it by feature when RETURNN imports it"]
+        return [], [
+            f"RETURNN reports version {returnn_version}, its fallback when it cannot tell its own version "
+            "(no _setup_info_generated.py and no git metadata, e.g. an exported copy), so whether it has "
+            f"what i6_shard needs (RETURNN >= {MIN_RETURNN_VERSION}) was not checked here; the dataset "
+            "checks it by feature when RETURNN imports it"
+        ]
     missing = features_missing_before(".".join(map(str, parsed)))
     if missing:
         return [
@@ -437,15 +512,18 @@ def _returnn_version_of_dir(root: str) -> Tuple[Optional[str], str]:
     if not os.path.isfile(os.path.join(root, "returnn", "__init__.py")):
         return None, f"{root!r} holds no returnn/__init__.py, so it is no RETURNN root"
     try:
-        proc = subprocess.run(["git", "show", "-s", "--format=%ci", "HEAD"], cwd=root, capture_output=True,
-                              text=True, timeout=10)
+        proc = subprocess.run(
+            ["git", "show", "-s", "--format=%ci", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"{root!r} has no _setup_info_generated.py and git could not be run there ({exc})"
     out = proc.stdout.strip()
     match = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) [+-]\d{4}", out)
     if proc.returncode != 0 or not match:
-        return None, (f"{root!r} has no _setup_info_generated.py and no git metadata (git: "
-                      f"{(proc.stderr.strip() or out)[:200]!r})")
+        return None, (
+            f"{root!r} has no _setup_info_generated.py and no git metadata (git: "
+            f"{(proc.stderr.strip() or out)[:200]!r})"
+        )
     return f"1.{''.join(match.groups()[:3])}.{''.join(match.groups()[3:])}", f"git HEAD of {root}"
 
 
@@ -464,8 +542,13 @@ def _num_ranks_problems(config: Mapping[str, Any], *, num_ranks: Optional[int]) 
     return []
 
 
-def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] = None,
-                         returnn_version: Optional[str] = None, returnn_root: Any = None) -> CheckResult:
+def check_returnn_config(
+    config: Mapping[str, Any],
+    *,
+    num_ranks: Optional[int] = None,
+    returnn_version: Optional[str] = None,
+    returnn_root: Any = None,
+) -> CheckResult:
     """Check a whole RETURNN config dict (config and post_config merged): distributed settings,
     every DistributeFilesDataset in it at any depth (train, dev, eval, eval_datasets and other keys
     holding datasets), and the RETURNN version.
@@ -482,11 +565,13 @@ def check_returnn_config(config: Mapping[str, Any], *, num_ranks: Optional[int] 
       - 4 training processes (horovod_num_processes) under backend='torch' without torch_distributed: i6_core then sets use_horovod=True, which RETURNN under torch cannot serve; set torch_distributed = {} in the config (training_job_kwargs(num_gpus=...) does it)
     """
     if not isinstance(config, Mapping):
-        raise TypeError(f"config has type {type(config).__name__}; give a RETURNN config dict (config and "
-                        "post_config merged)")
+        raise TypeError(
+            f"config has type {type(config).__name__}; give a RETURNN config dict (config and post_config merged)"
+        )
     if "class" in config:
-        raise TypeError("config has a 'class' key, so it is a dataset dict, not a RETURNN config; use "
-                        "check_dataset_dict for it")
+        raise TypeError(
+            "config has a 'class' key, so it is a dataset dict, not a RETURNN config; use check_dataset_dict for it"
+        )
     num_ranks = _check_num_ranks(num_ranks)
     problems = _num_ranks_problems(config, num_ranks=num_ranks)
     try:

@@ -24,9 +24,22 @@ DEFAULT_MAX_INLINE_FILES = 10_000
 #: RETURNN, and the manager that builds the graph need not have RETURNN. Hashed as the class itself.
 SHARDED_DFD_CLASS = ImportRef("i6_shard.returnn_ext.distrib_files", "ShardedDistributeFilesDataset", kind="class")
 
-_RESERVED = ("class", "files", "get_sub_epoch_dataset", "partition_epoch", "seq_ordering", "distrib_shard_files",
-             "sharding_fix", "distribution", "max_sub_epoch_deviation", "file_sizes", "plan", "buffer_size",
-             "preload_next_n_sub_epochs", "use_worker_proc")
+_RESERVED = (
+    "class",
+    "files",
+    "get_sub_epoch_dataset",
+    "partition_epoch",
+    "seq_ordering",
+    "distrib_shard_files",
+    "sharding_fix",
+    "distribution",
+    "max_sub_epoch_deviation",
+    "file_sizes",
+    "plan",
+    "buffer_size",
+    "preload_next_n_sub_epochs",
+    "use_worker_proc",
+)
 
 
 def _is_path_like(value: Any) -> bool:
@@ -88,14 +101,18 @@ def _check_files_callable(files: Any) -> None:
         raise TypeError(
             f"files={files!r} cannot go into a RETURNN config: {exc}. A callable file list must be a module-level "
             "function (or a functools.partial of one with plain arguments) that returns the list of file trees when "
-            "RETURNN runs; no lambdas, closures or functions defined in __main__") from None
+            "RETURNN runs; no lambdas, closures or functions defined in __main__"
+        ) from None
 
 
 #: What a plan job decides that the dataset must agree with: (job attribute, builder argument, default).
-_PLAN_JOB_SETTINGS = (("partition_epoch", "partition_epoch", None), ("num_shards", "num_shards", None),
-                      ("distribution", "distribution", "returnn"),
-                      ("max_sub_epoch_deviation", "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
-                      ("seq_ordering", "seq_ordering", "random"))
+_PLAN_JOB_SETTINGS = (
+    ("partition_epoch", "partition_epoch", None),
+    ("num_shards", "num_shards", None),
+    ("distribution", "distribution", "returnn"),
+    ("max_sub_epoch_deviation", "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
+    ("seq_ordering", "seq_ordering", "random"),
+)
 
 
 def _is_plan_job(value: Any) -> bool:
@@ -107,8 +124,10 @@ def _plan_and_its_settings(plan: Any) -> tuple:
     """The plan file (a plan job's ``out_plan``) and, for a plan job, its settings by builder argument."""
     if _is_plan_job(plan):
         if getattr(plan, "sharding", "sharded") != "sharded":
-            raise ValueError(f"plan={plan} plans sharding={plan.sharding!r}, but sharded_files_dataset shards the "
-                             "files (distrib_shard_files=True); give the plan job sharding='sharded' (the default)")
+            raise ValueError(
+                f"plan={plan} plans sharding={plan.sharding!r}, but sharded_files_dataset shards the "
+                "files (distrib_shard_files=True); give the plan job sharding='sharded' (the default)"
+            )
         return plan.out_plan, {arg: getattr(plan, name) for name, arg, _ in _PLAN_JOB_SETTINGS}
     return plain_value(plan), None
 
@@ -122,8 +141,10 @@ def _take_from_plan(settings_of_plan: Optional[Dict[str, Any]], **given: Any) ->
         if settings_of_plan is not None:
             planned = settings_of_plan[arg]
             if value is not None and plain_value(value) != planned:
-                raise ValueError(f"{arg}={value!r}, but the plan job has {arg}={planned!r}: the dataset reads that "
-                                 f"plan, so leave {arg} out (it is taken from the plan job) or plan with {arg}={value!r}")
+                raise ValueError(
+                    f"{arg}={value!r}, but the plan job has {arg}={planned!r}: the dataset reads that "
+                    f"plan, so leave {arg} out (it is taken from the plan job) or plan with {arg}={value!r}"
+                )
             value = planned
         out.append(default if value is None else value)
     return tuple(out)
@@ -137,11 +158,15 @@ def _checked_sizes_and_plan(file_sizes: Any, plan: Any) -> tuple:
     if plan is not None:
         plan = _path_arg(plan, name="plan")
         if not _path_str(plan).endswith(".npz"):
-            raise ValueError(f"plan={_path_str(plan)!r} is not a plan file (plan.npz); give ShardPlanJob(...).out_plan "
-                             "or the plan.npz that `python -m i6_shard plan` wrote")
+            raise ValueError(
+                f"plan={_path_str(plan)!r} is not a plan file (plan.npz); give ShardPlanJob(...).out_plan "
+                "or the plan.npz that `python -m i6_shard plan` wrote"
+            )
         if file_sizes is not None:
-            raise ValueError("give plan or file_sizes, not both: with a plan the ranks take the bins (and the sizes) "
-                             "from the plan file; drop file_sizes")
+            raise ValueError(
+                "give plan or file_sizes, not both: with a plan the ranks take the bins (and the sizes) "
+                "from the plan file; drop file_sizes"
+            )
     return file_sizes, plan
 
 
@@ -149,8 +174,10 @@ def _check_extra_opts(extra_opts: Any) -> None:
     check_optional_mapping(extra_opts, name="extra_opts", example="{'name': 'train'}")
     for key in extra_opts or {}:
         if not isinstance(key, str):
-            raise TypeError(f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
-                            "str keys, e.g. {'name': 'train'}")
+            raise TypeError(
+                f"extra_opts key {key!r} has type {type(key).__name__}; dataset options are named by "
+                "str keys, e.g. {'name': 'train'}"
+            )
 
 
 def _checked_files(files: Any, norm_key: Any, *, max_inline_files: int, num_files: Optional[int]) -> tuple:
@@ -173,9 +200,11 @@ def _checked_files(files: Any, norm_key: Any, *, max_inline_files: int, num_file
         files_value = files
     else:
         if not _is_path_like(files):
-            raise TypeError(f"files has type {type(files).__name__} ({files!r}); give a list of file trees (inline) "
-                            "or the path of a file list (str, os.PathLike or tk.Path), or a module-level function "
-                            "returning the list")
+            raise TypeError(
+                f"files has type {type(files).__name__} ({files!r}); give a list of file trees (inline) "
+                "or the path of a file list (str, os.PathLike or tk.Path), or a module-level function "
+                "returning the list"
+            )
         files_value = _path_arg(files, name="files")
         ext = os.path.splitext(_path_str(files_value))[1]
         if ext not in FILE_LIST_EXTENSIONS:
@@ -186,10 +215,18 @@ def _checked_files(files: Any, norm_key: Any, *, max_inline_files: int, num_file
     return files_value, num_files
 
 
-def _options_not_at_returnns_defaults(*, seq_ordering: str, distrib_shard_files: bool, distribution: str,
-                                      max_sub_epoch_deviation: float, file_sizes: Any, plan: Any,
-                                      buffer_size: Optional[int], preload_next_n_sub_epochs: Optional[int],
-                                      use_worker_proc: Optional[bool]) -> Dict[str, Any]:
+def _options_not_at_returnns_defaults(
+    *,
+    seq_ordering: str,
+    distrib_shard_files: bool,
+    distribution: str,
+    max_sub_epoch_deviation: float,
+    file_sizes: Any,
+    plan: Any,
+    buffer_size: Optional[int],
+    preload_next_n_sub_epochs: Optional[int],
+    use_worker_proc: Optional[bool],
+) -> Dict[str, Any]:
     """The DFD options that differ from RETURNN's defaults (so that new options move no hash), with
     ``sharding_fix=True`` always."""
     dataset: Dict[str, Any] = {}
@@ -216,25 +253,42 @@ def _options_not_at_returnns_defaults(*, seq_ordering: str, distrib_shard_files:
     return dataset
 
 
-def _checked_numbers(*, partition_epoch: Any, num_shards: Any, num_files: Any, buffer_size: Any,
-                     preload_next_n_sub_epochs: Any, use_worker_proc: Any, distrib_shard_files: Any,
-                     max_inline_files: Any) -> tuple:
+def _checked_numbers(
+    *,
+    partition_epoch: Any,
+    num_shards: Any,
+    num_files: Any,
+    buffer_size: Any,
+    preload_next_n_sub_epochs: Any,
+    use_worker_proc: Any,
+    distrib_shard_files: Any,
+    max_inline_files: Any,
+) -> tuple:
     """The builder's numbers and flags as plain Python values, each checked with its meaning in the message."""
     if partition_epoch is None:
-        raise TypeError("sharded_files_dataset() needs partition_epoch (sub-epochs per full epoch), or plan= a "
-                        "ShardPlanJob to take it from")
+        raise TypeError(
+            "sharded_files_dataset() needs partition_epoch (sub-epochs per full epoch), or plan= a "
+            "ShardPlanJob to take it from"
+        )
     check_bool(distrib_shard_files, name="distrib_shard_files")
     return (
         check_int(partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch"),
-        check_optional_int(num_shards, name="num_shards", minimum=1,
-                           hint="number of training ranks; leave it out if unknown"),
-        check_optional_int(num_files, name="num_files", minimum=1,
-                           hint="entries in the file list; leave it out if unknown"),
-        check_optional_int(buffer_size, name="buffer_size", minimum=1,
-                           hint="sequences each DFD worker process prefetches; RETURNN's default is 1"),
+        check_optional_int(
+            num_shards, name="num_shards", minimum=1, hint="number of training ranks; leave it out if unknown"
+        ),
+        check_optional_int(
+            num_files, name="num_files", minimum=1, hint="entries in the file list; leave it out if unknown"
+        ),
+        check_optional_int(
+            buffer_size,
+            name="buffer_size",
+            minimum=1,
+            hint="sequences each DFD worker process prefetches; RETURNN's default is 1",
+        ),
         None if preload_next_n_sub_epochs is None else check_preload_next_n_sub_epochs(preload_next_n_sub_epochs),
         check_optional_bool(use_worker_proc, name="use_worker_proc"),
-        check_int(max_inline_files, name="max_inline_files", minimum=1, hint="longest list of files given inline"))
+        check_int(max_inline_files, name="max_inline_files", minimum=1, hint="longest list of files given inline"),
+    )
 
 
 def _checked_distribution(distribution: Any, max_sub_epoch_deviation: Any, seq_ordering: Any) -> float:
@@ -251,8 +305,9 @@ def _check_built(dataset: Dict[str, Any], *, num_files: Optional[int], num_shard
     ``num_files``; inline lists are counted by the checks), and every check of :func:`check_dataset_dict`."""
     if num_files is not None and not isinstance(dataset["files"], list):
         info = find_distribute_files_datasets(dataset, num_ranks=num_shards)[0]
-        check_enough_files(num_files, num_shards=info.shards.num_shards(num_shards or 1),
-                           partition_epoch=dataset["partition_epoch"])
+        check_enough_files(
+            num_files, num_shards=info.shards.num_shards(num_shards or 1), partition_epoch=dataset["partition_epoch"]
+        )
     check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
 
 
@@ -332,16 +387,35 @@ def sharded_files_dataset(
     """
     # Plain Python values only (numpy.str_, str subclasses, path objects): configs are written with repr.
     files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts = plain_value(
-        (files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts))
+        (files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts)
+    )
     plan, settings_of_plan = _plan_and_its_settings(plan)
     partition_epoch, num_shards, distribution, max_sub_epoch_deviation, seq_ordering = _take_from_plan(
-        settings_of_plan, partition_epoch=partition_epoch, num_shards=num_shards, distribution=distribution,
-        max_sub_epoch_deviation=max_sub_epoch_deviation, seq_ordering=seq_ordering)
-    partition_epoch, num_shards, num_files, buffer_size, preload_next_n_sub_epochs, use_worker_proc, \
-        max_inline_files = _checked_numbers(
-            partition_epoch=partition_epoch, num_shards=num_shards, num_files=num_files, buffer_size=buffer_size,
-            preload_next_n_sub_epochs=preload_next_n_sub_epochs, use_worker_proc=use_worker_proc,
-            distrib_shard_files=distrib_shard_files, max_inline_files=max_inline_files)
+        settings_of_plan,
+        partition_epoch=partition_epoch,
+        num_shards=num_shards,
+        distribution=distribution,
+        max_sub_epoch_deviation=max_sub_epoch_deviation,
+        seq_ordering=seq_ordering,
+    )
+    (
+        partition_epoch,
+        num_shards,
+        num_files,
+        buffer_size,
+        preload_next_n_sub_epochs,
+        use_worker_proc,
+        max_inline_files,
+    ) = _checked_numbers(
+        partition_epoch=partition_epoch,
+        num_shards=num_shards,
+        num_files=num_files,
+        buffer_size=buffer_size,
+        preload_next_n_sub_epochs=preload_next_n_sub_epochs,
+        use_worker_proc=use_worker_proc,
+        distrib_shard_files=distrib_shard_files,
+        max_inline_files=max_inline_files,
+    )
     file_sizes, plan = _checked_sizes_and_plan(file_sizes, plan)
     _check_extra_opts(extra_opts)
     max_sub_epoch_deviation = _checked_distribution(distribution, max_sub_epoch_deviation, seq_ordering)
@@ -356,18 +430,25 @@ def sharded_files_dataset(
     dataset: Dict[str, Any] = {
         "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
         "files": files_value,
-        "get_sub_epoch_dataset": bind_sub_epoch_dataset(sub_epoch_dataset, files_key=norm_key,
-                                                        cached_file=cached_file),
+        "get_sub_epoch_dataset": bind_sub_epoch_dataset(sub_epoch_dataset, files_key=norm_key, cached_file=cached_file),
         "partition_epoch": partition_epoch,
     }
-    dataset.update(_options_not_at_returnns_defaults(
-        seq_ordering=seq_ordering, distrib_shard_files=distrib_shard_files, distribution=distribution,
-        max_sub_epoch_deviation=max_sub_epoch_deviation, file_sizes=file_sizes, plan=plan, buffer_size=buffer_size,
-        preload_next_n_sub_epochs=preload_next_n_sub_epochs, use_worker_proc=use_worker_proc))
+    dataset.update(
+        _options_not_at_returnns_defaults(
+            seq_ordering=seq_ordering,
+            distrib_shard_files=distrib_shard_files,
+            distribution=distribution,
+            max_sub_epoch_deviation=max_sub_epoch_deviation,
+            file_sizes=file_sizes,
+            plan=plan,
+            buffer_size=buffer_size,
+            preload_next_n_sub_epochs=preload_next_n_sub_epochs,
+            use_worker_proc=use_worker_proc,
+        )
+    )
     for key, value in (extra_opts or {}).items():
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
         dataset[key] = value
     _check_built(dataset, num_files=num_files, num_shards=num_shards)
     return dataset
-

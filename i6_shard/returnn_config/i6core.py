@@ -26,8 +26,15 @@ from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_
 from .reader import files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
-__all__ = ["I6ShardImportCode", "SubEpochDatasetCode", "DelayedSubEpochPartial", "add_sharded_dataset",
-           "sharded_returnn_config", "training_job_kwargs", "training_job"]
+__all__ = [
+    "I6ShardImportCode",
+    "SubEpochDatasetCode",
+    "DelayedSubEpochPartial",
+    "add_sharded_dataset",
+    "sharded_returnn_config",
+    "training_job_kwargs",
+    "training_job",
+]
 
 
 class DelayedFilesCallable(DelayedBase):
@@ -99,9 +106,16 @@ class SubEpochDatasetCode(DelayedBase):
     bound ``get_sub_epoch_dataset`` (and ``class_name`` as the dataset class, if it is not a str).
     The hash covers the names and the bound arguments, not where i6_shard is installed."""
 
-    def __init__(self, *, function_name: str, sub_epoch_partial: functools.partial,
-                 class_name: Optional[str] = None, dataset_class: Any = None,
-                 files_name: Optional[str] = None, files_callable: Any = None):
+    def __init__(
+        self,
+        *,
+        function_name: str,
+        sub_epoch_partial: functools.partial,
+        class_name: Optional[str] = None,
+        dataset_class: Any = None,
+        files_name: Optional[str] = None,
+        files_callable: Any = None,
+    ):
         super().__init__(None)
         if not is_sub_epoch_partial(sub_epoch_partial):
             raise TypeError(f"{sub_epoch_partial!r} is not a get_sub_epoch_dataset bound by i6_shard")
@@ -161,20 +175,24 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     the jobs that write them; i6_core writes them as strings.
     """
     if not isinstance(returnn_config, ReturnnConfig):
-        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig or ReturnnConfigV2, got "
-                        f"{type(returnn_config).__name__}")
+        raise TypeError(
+            f"returnn_config must be an i6_core ReturnnConfig or ReturnnConfigV2, got {type(returnn_config).__name__}"
+        )
     key = plain_str(key) if isinstance(key, str) else key  # it goes into code: no str subclass's own methods
     if not isinstance(key, str) or not key.isascii() or not key.isidentifier():
         raise ValueError(f"key={key!r} must be an ASCII Python identifier (a RETURNN config key), e.g. 'train'")
     if key in returnn_config.config or key in returnn_config.post_config:
         raise ValueError(f"the config already has {key!r}; pass a config without it, or another key")
     if not isinstance(dataset, Mapping):
-        raise TypeError(f"dataset has type {type(dataset).__name__}; give the dataset dict, build it with "
-                        "sharded_files_dataset")
+        raise TypeError(
+            f"dataset has type {type(dataset).__name__}; give the dataset dict, build it with sharded_files_dataset"
+        )
     partial = dataset.get("get_sub_epoch_dataset")
     if not is_sub_epoch_partial(partial):
-        raise TypeError(f"dataset[{'get_sub_epoch_dataset'!r}] is {partial!r}, not i6_shard's bound "
-                        "get_sub_epoch_dataset; build the dict with sharded_files_dataset")
+        raise TypeError(
+            f"dataset[{'get_sub_epoch_dataset'!r}] is {partial!r}, not i6_shard's bound "
+            "get_sub_epoch_dataset; build the dict with sharded_files_dataset"
+        )
     entry = dict(dataset)
     files_callable = entry["files"] if files_kind(entry.get("files")) == "callable" else None
     if isinstance(returnn_config, ReturnnConfigV2):
@@ -186,14 +204,22 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
             returnn_config.python_prolog = _join_code(returnn_config.python_prolog, I6ShardImportCode())
         return
     if returnn_config.hash_full_python_code:
-        raise ValueError("a classic ReturnnConfig with hash_full_python_code=True cannot hold delayed prolog code; "
-                         "use ReturnnConfigV2, or hash_full_python_code=False")
+        raise ValueError(
+            "a classic ReturnnConfig with hash_full_python_code=True cannot hold delayed prolog code; "
+            "use ReturnnConfigV2, or hash_full_python_code=False"
+        )
     function_name = f"_i6_shard_{key}_get_sub_epoch_dataset"
     dataset_class = entry["class"] if isinstance(entry["class"], (type, ImportRef)) else None
     class_name = f"_i6_shard_{key}_dataset_class" if dataset_class is not None else None
     files_name = f"_i6_shard_{key}_files" if files_callable is not None else None
-    prolog = SubEpochDatasetCode(function_name=function_name, sub_epoch_partial=partial, class_name=class_name,
-                                 dataset_class=dataset_class, files_name=files_name, files_callable=files_callable)
+    prolog = SubEpochDatasetCode(
+        function_name=function_name,
+        sub_epoch_partial=partial,
+        class_name=class_name,
+        dataset_class=dataset_class,
+        files_name=files_name,
+        files_callable=files_callable,
+    )
     entry["get_sub_epoch_dataset"] = CodeWrapper(function_name)
     if files_callable is not None:
         entry["files"] = CodeWrapper(files_name)
@@ -204,9 +230,15 @@ def add_sharded_dataset(returnn_config: ReturnnConfig, dataset: Mapping[str, Any
     returnn_config.python_prolog_hash = _join_code(returnn_config.python_prolog_hash, prolog)
 
 
-def sharded_returnn_config(config: Mapping[str, Any], dataset: Mapping[str, Any], *, key: str = "train",
-                           post_config: Optional[Mapping[str, Any]] = None, v2: bool = True,
-                           **returnn_config_kwargs) -> ReturnnConfig:
+def sharded_returnn_config(
+    config: Mapping[str, Any],
+    dataset: Mapping[str, Any],
+    *,
+    key: str = "train",
+    post_config: Optional[Mapping[str, Any]] = None,
+    v2: bool = True,
+    **returnn_config_kwargs,
+) -> ReturnnConfig:
     """A new ``ReturnnConfigV2`` (or classic ``ReturnnConfig`` with ``v2=False``) from ``config``
     with ``dataset`` at ``key``; further keyword arguments go to the config class."""
     if not isinstance(config, Mapping):
@@ -235,31 +267,54 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
         preload = info.dataset.get("preload_next_n_sub_epochs", DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS)
         job_preload = getattr(job, "preload_next_n_sub_epochs", None)
         planned = job.num_epochs + (DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if job_preload is None else job_preload)
-        problem = None if not isinstance(preload, int) else plan_coverage_problem(
-            plan_full_epochs=-(-planned // job.partition_epoch), partition_epoch=job.partition_epoch,
-            needed_epoch=num_epochs + preload, preload=preload)
+        problem = (
+            None
+            if not isinstance(preload, int)
+            else plan_coverage_problem(
+                plan_full_epochs=-(-planned // job.partition_epoch),
+                partition_epoch=job.partition_epoch,
+                needed_epoch=num_epochs + preload,
+                preload=preload,
+            )
+        )
         if problem:
-            problems.append(f"the plan job has num_epochs={job.num_epochs} and {planned - job.num_epochs} preloaded, "
-                            f"the training num_epochs={num_epochs}: {problem}")
+            problems.append(
+                f"the plan job has num_epochs={job.num_epochs} and {planned - job.num_epochs} preloaded, "
+                f"the training num_epochs={num_epochs}: {problem}"
+            )
         if problems:
-            raise ValueError(f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
-                             + "; ".join(problems))
-        gaps = plan_prediction_gaps(info, batch_size=getattr(job, "batch_size", None),
-                                    max_seqs=getattr(job, "max_seqs", None),
-                                    sync=SyncMode(getattr(job, "reduce_type", "grad"),
-                                                  getattr(job, "param_sync_step", None)))
+            raise ValueError(
+                f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
+                + "; ".join(problems)
+            )
+        gaps = plan_prediction_gaps(
+            info,
+            batch_size=getattr(job, "batch_size", None),
+            max_seqs=getattr(job, "max_seqs", None),
+            sync=SyncMode(getattr(job, "reduce_type", "grad"), getattr(job, "param_sync_step", None)),
+        )
         constant = info.sub_epoch_constant_files
-        if constant and getattr(job, "ranks_per_node", None) is not None \
-                and not getattr(job, "sub_epoch_constant_bytes", None):
-            warnings.warn(f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
-                          f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
-                          f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
-                          ConfigCheckWarning, stacklevel=3)
+        if (
+            constant
+            and getattr(job, "ranks_per_node", None) is not None
+            and not getattr(job, "sub_epoch_constant_bytes", None)
+        ):
+            warnings.warn(
+                f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
+                f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
+                f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
+                ConfigCheckWarning,
+                stacklevel=3,
+            )
         if gaps:
-            warnings.warn(f"{info.name}: the predicted loss in the report of {job} is not this training's: "
-                          + "; ".join(gaps) + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
-                          "and param_sync_step; what it does not model, its figures leave out",
-                          ConfigCheckWarning, stacklevel=3)
+            warnings.warn(
+                f"{info.name}: the predicted loss in the report of {job} is not this training's: "
+                + "; ".join(gaps)
+                + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
+                "and param_sync_step; what it does not model, its figures leave out",
+                ConfigCheckWarning,
+                stacklevel=3,
+            )
 
 
 def training_job_kwargs(
@@ -295,13 +350,19 @@ def training_job_kwargs(
     :raises ConfigCheckError: for problems in the config, all at once
     """
     num_gpus = check_int(num_gpus, name="num_gpus", minimum=1, hint="training processes, one per GPU")
-    num_epochs = check_optional_int(num_epochs, name="num_epochs", minimum=1,
-                                    hint="RETURNN's num_epochs counts sub-epochs; for passes over the data, "
-                                         "also fractional ones, give passes= instead")
+    num_epochs = check_optional_int(
+        num_epochs,
+        name="num_epochs",
+        minimum=1,
+        hint="RETURNN's num_epochs counts sub-epochs; for passes over the data, "
+        "also fractional ones, give passes= instead",
+    )
     check_optional_mapping(torch_distributed, name="torch_distributed", example="{} or {'reduce_type': 'param'}")
     if not isinstance(train_key, str):
-        raise TypeError(f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
-                        "the config key of the training dataset, e.g. 'train'")
+        raise TypeError(
+            f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
+            "the config key of the training dataset, e.g. 'train'"
+        )
     for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
         if name in job_kwargs:
             raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
@@ -311,13 +372,17 @@ def training_job_kwargs(
     merged = {**rc.config, **rc.post_config}
     if num_gpus > 1:
         if merged.get("backend") != "torch":
-            raise ValueError(f"backend={merged.get('backend')!r}: training_job_kwargs sets up torch distributed "
-                             "training (torchrun); set backend='torch' in the config")
+            raise ValueError(
+                f"backend={merged.get('backend')!r}: training_job_kwargs sets up torch distributed "
+                "training (torchrun); set backend='torch' in the config"
+            )
         if merged.get("torch_distributed") is None:
             rc.config["torch_distributed"] = dict(torch_distributed or {})
         elif torch_distributed is not None and dict(torch_distributed) != merged["torch_distributed"]:
-            raise ValueError(f"the config has torch_distributed={merged['torch_distributed']!r} but "
-                             f"torch_distributed={dict(torch_distributed)!r} was passed; give only one")
+            raise ValueError(
+                f"the config has torch_distributed={merged['torch_distributed']!r} but "
+                f"torch_distributed={dict(torch_distributed)!r} was passed; give only one"
+            )
         merged = {**rc.config, **rc.post_config}
 
     if (num_epochs is None) == (passes is None):
@@ -326,15 +391,25 @@ def training_job_kwargs(
         try:
             info = find_dataset(merged, num_ranks=num_gpus, key=train_key)
         except ValueError as exc:
-            raise ValueError(f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
-                             "num_epochs instead") from None
+            raise ValueError(
+                f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
+                "num_epochs instead"
+            ) from None
         if not isinstance(info.partition_epoch, int):
             raise ValueError(f"passes needs an int partition_epoch in {info.name}; give num_epochs instead")
-        num_epochs = num_epochs_for_passes(passes, partition_epoch=info.partition_epoch, num_shards=num_gpus,
-                                           distrib_shard_files=info.sharded or num_gpus == 1)
+        num_epochs = num_epochs_for_passes(
+            passes,
+            partition_epoch=info.partition_epoch,
+            num_shards=num_gpus,
+            distrib_shard_files=info.sharded or num_gpus == 1,
+        )
 
-    check_returnn_config(merged, num_ranks=num_gpus, returnn_version=returnn_version,
-                         returnn_root=job_kwargs.get("returnn_root") if returnn_version is None else None)
+    check_returnn_config(
+        merged,
+        num_ranks=num_gpus,
+        returnn_version=returnn_version,
+        returnn_root=job_kwargs.get("returnn_root") if returnn_version is None else None,
+    )
     _check_plan_jobs(merged, num_ranks=num_gpus, num_epochs=num_epochs)
 
     # What `python -m i6_shard train-report` reads: the files per sub-epoch (log_verbosity >= 4) and each

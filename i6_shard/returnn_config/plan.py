@@ -13,8 +13,9 @@ from .pycode import resolve_paths
 __all__ = ["plan_for_returnn_config", "find_dataset"]
 
 
-def find_dataset(config: Mapping[str, Any], *, num_ranks: Optional[int],
-                 key: Union[str, Tuple[Any, ...]] = "train") -> DistributeFilesDatasetInfo:
+def find_dataset(
+    config: Mapping[str, Any], *, num_ranks: Optional[int], key: Union[str, Tuple[Any, ...]] = "train"
+) -> DistributeFilesDatasetInfo:
     """The one DistributeFilesDataset of ``config`` at ``key`` (a config key, or a whole key path such
     as ``("train", "datasets", "asr")``); a dataset dict is searched as it is.
 
@@ -25,15 +26,19 @@ def find_dataset(config: Mapping[str, Any], *, num_ranks: Optional[int],
         chosen = records
     else:
         path = (key,) if isinstance(key, str) else tuple(key)
-        chosen = [r for r in records if r.key_path[:len(path)] == path]
+        chosen = [r for r in records if r.key_path[: len(path)] == path]
     if len(chosen) == 1:
         return chosen[0]
     found = [r.name for r in records]
     if not chosen:
-        raise ValueError(f"no DistributeFilesDataset at {key!r} in the config (found: {found or 'none'}); "
-                         "pass key= the config key or key path of the dataset to plan")
-    raise ValueError(f"{len(chosen)} DistributeFilesDatasets at {key!r}: {[r.name for r in chosen]}; pass key= "
-                     "the key path of one of them, e.g. key=" + repr(chosen[0].key_path))
+        raise ValueError(
+            f"no DistributeFilesDataset at {key!r} in the config (found: {found or 'none'}); "
+            "pass key= the config key or key path of the dataset to plan"
+        )
+    raise ValueError(
+        f"{len(chosen)} DistributeFilesDatasets at {key!r}: {[r.name for r in chosen]}; pass key= "
+        "the key path of one of them, e.g. key=" + repr(chosen[0].key_path)
+    )
 
 
 def _check_keys_match(info: DistributeFilesDatasetInfo, sizes: core.FileSizes) -> None:
@@ -48,14 +53,22 @@ def _check_keys_match(info: DistributeFilesDatasetInfo, sizes: core.FileSizes) -
     keys = [core.tree_key(resolve_paths(t)) for t in read_files(files if info.files_kind == "inline" else path)]
     if keys != sizes.keys:
         first = next((i for i, (a, b) in enumerate(zip(keys, sizes.keys)) if a != b), min(len(keys), len(sizes.keys)))
-        raise ValueError(f"{info.name}: the sizes archive lists {len(sizes.keys)} entries, the dataset {len(keys)} "
-                         f"files; they first differ at entry {first}. Compute the sizes from this dataset's files "
-                         "(ComputeFileSizesJob(files) or `python -m i6_shard sizes`)")
+        raise ValueError(
+            f"{info.name}: the sizes archive lists {len(sizes.keys)} entries, the dataset {len(keys)} "
+            f"files; they first differ at entry {first}. Compute the sizes from this dataset's files "
+            "(ComputeFileSizesJob(files) or `python -m i6_shard sizes`)"
+        )
 
 
-def plan_for_returnn_config(config: Mapping[str, Any], *, file_sizes: Union[str, os.PathLike, core.FileSizes],
-                            num_ranks: int, num_epochs: int, key: Union[str, Tuple[Any, ...]] = "train",
-                            distribution: Optional[str] = None) -> core.ShardPlan:
+def plan_for_returnn_config(
+    config: Mapping[str, Any],
+    *,
+    file_sizes: Union[str, os.PathLike, core.FileSizes],
+    num_ranks: int,
+    num_epochs: int,
+    key: Union[str, Tuple[Any, ...]] = "train",
+    distribution: Optional[str] = None,
+) -> core.ShardPlan:
     """The :class:`~i6_shard.core.ShardPlan` that the DistributeFilesDataset at ``key`` of a RETURNN
     config follows on ``num_ranks`` ranks: files sharded or not (``distrib_shard_files``, or torch's
     ``dataset_distribution="shard"``), each rank's seed, ``partition_epoch``, ``seq_ordering`` and the
@@ -74,8 +87,10 @@ def plan_for_returnn_config(config: Mapping[str, Any], *, file_sizes: Union[str,
     elif isinstance(file_sizes, core.FileSizes):
         sizes = file_sizes
     else:
-        raise TypeError(f"file_sizes={file_sizes!r} must be the path of a sizes archive (ComputeFileSizesJob."
-                        "out_file_sizes, `python -m i6_shard sizes`) or a core.FileSizes")
+        raise TypeError(
+            f"file_sizes={file_sizes!r} must be the path of a sizes archive (ComputeFileSizesJob."
+            "out_file_sizes, `python -m i6_shard sizes`) or a core.FileSizes"
+        )
     info = find_dataset(config, num_ranks=num_ranks, key=key)
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)

@@ -17,8 +17,18 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from ..core.io.atomic import atomic_write
 
-__all__ = ["PyCode", "ImportRef", "resolve_refs", "config_code", "write_returnn_config", "i6_shard_import_code",
-           "is_sisyphus_path", "resolve_paths", "plain_str", "plain_value"]
+__all__ = [
+    "PyCode",
+    "ImportRef",
+    "resolve_refs",
+    "config_code",
+    "write_returnn_config",
+    "i6_shard_import_code",
+    "is_sisyphus_path",
+    "resolve_paths",
+    "plain_str",
+    "plain_value",
+]
 
 _ALIAS_PREFIX = "_i6_shard_"
 #: Characters of an unsupported value shown in an error.
@@ -84,7 +94,8 @@ def plain_value(value: Any) -> Any:
         args = [plain_value(v) for v in value.args]
         keywords = {plain_str(k): plain_value(v) for k, v in value.keywords.items()}
         if all(a is b for a, b in zip(args, value.args)) and all(
-                type(k) is str and keywords[k] is v for k, v in value.keywords.items()):
+            type(k) is str and keywords[k] is v for k, v in value.keywords.items()
+        ):
             return value  # already plain: the same object (its identity may matter to the caller)
         return functools.partial(value.func, *args, **keywords)
     return value
@@ -146,8 +157,10 @@ def i6_shard_import_code() -> str:
         "<i6_shard source>), or give the Sisyphus manager i6_shard as a checkout (git clone, then pip install -e, "
         "PYTHONPATH, or a symlink in recipe/): the config then puts the checkout on sys.path itself."
     )
-    return ("try:\n    __import__('i6_shard')\nexcept ImportError as _i6_shard_error:\n"
-            f"    raise ImportError({ascii(message)}) from _i6_shard_error\n")
+    return (
+        "try:\n    __import__('i6_shard')\nexcept ImportError as _i6_shard_error:\n"
+        f"    raise ImportError({ascii(message)}) from _i6_shard_error\n"
+    )
 
 
 def is_sisyphus_path(value: Any) -> bool:
@@ -185,8 +198,11 @@ def resolve_paths(value: Any, *, leaf: Callable[[Any], Any] = _path_leaf) -> Any
     if type(value) is tuple:
         return tuple(resolve_paths(v, leaf=leaf) for v in value)
     if isinstance(value, functools.partial):
-        return functools.partial(resolve_paths(value.func, leaf=leaf), *resolve_paths(list(value.args), leaf=leaf),
-                                 **resolve_paths(dict(value.keywords), leaf=leaf))
+        return functools.partial(
+            resolve_paths(value.func, leaf=leaf),
+            *resolve_paths(list(value.args), leaf=leaf),
+            **resolve_paths(dict(value.keywords), leaf=leaf),
+        )
     return value
 
 
@@ -278,8 +294,9 @@ def resolve_refs(value: Any) -> Any:
     if type(value) is tuple:
         return tuple(resolve_refs(v) for v in value)
     if isinstance(value, functools.partial):
-        return functools.partial(resolve_refs(value.func), *resolve_refs(list(value.args)),
-                                 **resolve_refs(dict(value.keywords)))
+        return functools.partial(
+            resolve_refs(value.func), *resolve_refs(list(value.args)), **resolve_refs(dict(value.keywords))
+        )
     return value
 
 
@@ -359,17 +376,23 @@ class PyCode:
             items = [self.expr(v, where=f"{where}[{i}]") for i, v in enumerate(value)]
             return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
         if type(value) is dict:
-            return "{" + ", ".join(
-                f"{self.expr(k, where=f'{where} key')}: {self.expr(v, where=f'{where}[{_shown(k)}]')}"
-                for k, v in value.items()) + "}"
+            return (
+                "{"
+                + ", ".join(
+                    f"{self.expr(k, where=f'{where} key')}: {self.expr(v, where=f'{where}[{_shown(k)}]')}"
+                    for k, v in value.items()
+                )
+                + "}"
+            )
         if isinstance(value, functools.partial):
             args = [self.ref(value.func)]
             args += [self.expr(a, where=f"{where} arg {i}") for i, a in enumerate(value.args)]
             for k, v in value.keywords.items():
                 k = plain_str(k)
                 v_code = self.expr(v, where=f"{where} keyword {k}")
-                args.append(f"{k}={v_code}" if k.isidentifier() and not keyword.iskeyword(k)
-                            else f"**{{{ascii(k)}: {v_code}}}")
+                args.append(
+                    f"{k}={v_code}" if k.isidentifier() and not keyword.iskeyword(k) else f"**{{{ascii(k)}: {v_code}}}"
+                )
             return f"{self.ref(functools.partial)}({', '.join(args)})"
         if isinstance(value, (type, ImportRef)) or callable(value) and _importable_name(value) is not None:
             return self.ref(value)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..core import FILE_LIST_EXTENSIONS
-from ..core.pure import SHARDING_MODES, PlanSettings
+from ..core.pure import PlanSettings
 from ..core.pure.args import check_optional_int
 from ..core.pure.batching import SyncMode
 from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
@@ -20,9 +20,20 @@ from ..core.pure.request import PlanRequest
 from .pycode import ImportRef
 from .sub_epoch import is_sub_epoch_partial
 
-__all__ = ["DistributeFilesDatasetInfo", "ShardRule", "SyncRule", "read_sync_mode",
-           "find_distribute_files_datasets", "is_distribute_files_dataset", "dataset_class_name", "files_kind",
-           "read_files", "sub_epoch_partial", "DATASET_DICT_CONTEXT", "unknown_wrappers"]
+__all__ = [
+    "DistributeFilesDatasetInfo",
+    "ShardRule",
+    "SyncRule",
+    "read_sync_mode",
+    "find_distribute_files_datasets",
+    "is_distribute_files_dataset",
+    "dataset_class_name",
+    "files_kind",
+    "read_files",
+    "sub_epoch_partial",
+    "DATASET_DICT_CONTEXT",
+    "unknown_wrappers",
+]
 
 _DFD_CLASS_NAMES = ("DistributeFilesDataset", "ShardedDistributeFilesDataset")
 #: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
@@ -50,8 +61,15 @@ WRAPPER_CHILDREN: Mapping[str, str] = {
 }
 #: Wrappers whose ``supports_sharding()`` is Dataset's (False): ``Dataset.init_seq_order`` asserts
 #: ``_num_shards == 1`` for them, e.g. under torch's ``dataset_distribution="shard"``.
-_SHARDING_UNSUPPORTED = ("CombinedDataset", "ConcatDataset", "MultiEpochDataset", "ClusteringDataset",
-                         "ConcatSeqsDataset", "ChunkShuffleDataset", "VariableDataset")
+_SHARDING_UNSUPPORTED = (
+    "CombinedDataset",
+    "ConcatDataset",
+    "MultiEpochDataset",
+    "ClusteringDataset",
+    "ConcatSeqsDataset",
+    "ChunkShuffleDataset",
+    "VariableDataset",
+)
 #: MultiProcDataset's own named arguments; every other of its options is a default of its dataset.
 _MULTI_PROC_OWN = ("dataset", "num_workers", "buffer_size", "sharding_method", "_meta_info_cache", "class")
 #: What every parent passes down itself (``_dataset_extend_default_kwargs_from_parent_dataset``).
@@ -187,11 +205,17 @@ class EngineBatching:
         def train(key):
             return config.get(f"{key}_train", config.get(key))
 
-        return cls(batch_size=train("batch_size"), max_seqs=config.get("max_seqs"),
-                   min_seq_length=config.get("min_seq_length"), max_seq_length=config.get("max_seq_length"),
-                   packed_batch_size=train("packed_batch_size"), torch_batching=config.get("torch_batching"),
-                   chunking=config.get("chunking"), online_shuffle_batches=config.get("online_shuffle_batches"),
-                   accum_grad_multiple_step=config.get("accum_grad_multiple_step"))
+        return cls(
+            batch_size=train("batch_size"),
+            max_seqs=config.get("max_seqs"),
+            min_seq_length=config.get("min_seq_length"),
+            max_seq_length=config.get("max_seq_length"),
+            packed_batch_size=train("packed_batch_size"),
+            torch_batching=config.get("torch_batching"),
+            chunking=config.get("chunking"),
+            online_shuffle_batches=config.get("online_shuffle_batches"),
+            accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
+        )
 
     def unmodelled(self) -> List[str]:
         """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
@@ -204,14 +228,20 @@ class EngineBatching:
         for key in ("min_seq_length", "max_seq_length"):
             if getattr(self, key) is not None:
                 out.append(f"{key}={getattr(self, key)!r} drops sequences")
-        for key, what in (("packed_batch_size", "packed batches"), ("torch_batching", "custom batching"),
-                          ("chunking", "chunks instead of sequences")):
+        for key, what in (
+            ("packed_batch_size", "packed batches"),
+            ("torch_batching", "custom batching"),
+            ("chunking", "chunks instead of sequences"),
+        ):
             if getattr(self, key) is not None:
                 out.append(f"{key}={getattr(self, key)!r} ({what})")
         accum = self.accum_grad_multiple_step
         if accum not in (None, 1):
-            out.append(f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
-                       if isinstance(accum, int) else f"accum_grad_multiple_step={accum!r} (a callable)")
+            out.append(
+                f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
+                if isinstance(accum, int)
+                else f"accum_grad_multiple_step={accum!r} (a callable)"
+            )
         return out
 
 
@@ -240,8 +270,10 @@ def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
         if reduce_type is not None:
             raise ValueError(f"torch_distributed: sync and reduce_type={reduce_type!r} are exclusive; give one")
         if not isinstance(spec, (list, tuple)) or not spec or not all(isinstance(x, Mapping) for x in spec):
-            raise TypeError(f"torch_distributed sync={spec!r} must be a non-empty list of level dicts, e.g. "
-                            "[{'group': 'node', 'type': 'grad'}, {'group': 'world', 'type': 'param', 'every': 100}]")
+            raise TypeError(
+                f"torch_distributed sync={spec!r} must be a non-empty list of level dicts, e.g. "
+                "[{'group': 'node', 'type': 'grad'}, {'group': 'world', 'type': 'param', 'every': 100}]"
+            )
         reduce_type = "sync"
         levels = tuple((x.get("group"), x.get("type"), x.get("every", 1)) for x in spec)
     else:
@@ -249,20 +281,25 @@ def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
         if reduce_type == "param":
             step = opts.get("param_sync_step")
             if not isinstance(step, int) or isinstance(step, bool) or step < 1:
-                raise ValueError(f"torch_distributed reduce_type 'param' needs param_sync_step as a positive int, "
-                                 f"got {step!r}")
+                raise ValueError(
+                    f"torch_distributed reduce_type 'param' needs param_sync_step as a positive int, got {step!r}"
+                )
             levels = (("world", "param", step),)
         elif reduce_type == "grad_explicit":
             levels = (("world", "grad", 1),)
         elif reduce_type == "grad":
             levels = ()
         else:
-            raise ValueError(f"torch_distributed reduce_type={reduce_type!r}; RETURNN takes 'grad', 'grad_explicit' "
-                             "or 'param'")
+            raise ValueError(
+                f"torch_distributed reduce_type={reduce_type!r}; RETURNN takes 'grad', 'grad_explicit' or 'param'"
+            )
     complete, at_end = opts.get("sync_complete_frac"), opts.get("sync_at_epoch_end")
-    return SyncRule(reduce_type=reduce_type, levels=levels,
-                    sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),
-                    sync_at_epoch_end=behavior_version >= 38 if at_end is None else bool(at_end))
+    return SyncRule(
+        reduce_type=reduce_type,
+        levels=levels,
+        sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),
+        sync_at_epoch_end=behavior_version >= 38 if at_end is None else bool(at_end),
+    )
 
 
 @dataclass(frozen=True)
@@ -445,8 +482,10 @@ class DistributeFilesDatasetInfo:
         """The same dataset read for ``num_ranks`` ranks."""
         num_ranks = check_optional_int(num_ranks, name="num_ranks", minimum=1, hint="number of training processes")
         if self.num_ranks is not None and num_ranks != self.num_ranks:
-            raise ValueError(f"{self.name} was read for num_ranks={self.num_ranks}, not {num_ranks}; read the config "
-                             "again with that number (rules such as the CombinedDataset one depend on it)")
+            raise ValueError(
+                f"{self.name} was read for num_ranks={self.num_ranks}, not {num_ranks}; read the config "
+                "again with that number (rules such as the CombinedDataset one depend on it)"
+            )
         return dataclasses.replace(self, num_ranks=num_ranks)
 
     def plan_problem(self) -> Optional[str]:
@@ -454,23 +493,32 @@ class DistributeFilesDatasetInfo:
         if self.returnn_fails:
             return f"RETURNN would fail: {self.returnn_fails}"
         if self.epoch_multiplier != 1:
-            return (f"a MultiEpochDataset with multi_epoch={self.epoch_multiplier} reads this dataset's epochs "
-                    f"(e-1)*{self.epoch_multiplier}+1 .. e*{self.epoch_multiplier} in training epoch e, so the "
-                    "plan's epochs are not the training's; use multi_epoch=1 or no MultiEpochDataset")
+            return (
+                f"a MultiEpochDataset with multi_epoch={self.epoch_multiplier} reads this dataset's epochs "
+                f"(e-1)*{self.epoch_multiplier}+1 .. e*{self.epoch_multiplier} in training epoch e, so the "
+                "plan's epochs are not the training's; use multi_epoch=1 or no MultiEpochDataset"
+            )
         if self.shards.shards_per_rank != 1:
-            return (f"each rank splits its part over {self.shards.shards_per_rank} instances (MultiProcDataset "
-                    "'dedicated' workers or DataLoader workers); a ShardPlan has one instance per rank")
+            return (
+                f"each rank splits its part over {self.shards.shards_per_rank} instances (MultiProcDataset "
+                "'dedicated' workers or DataLoader workers); a ShardPlan has one instance per rank"
+            )
         if not self.shards.per_rank and self.shards.fixed != (1, 0):
-            return (f"the dataset has the fixed _num_shards, _shard_index = {self.shards.fixed} on every rank, "
-                    "so every rank reads the same part")
+            return (
+                f"the dataset has the fixed _num_shards, _shard_index = {self.shards.fixed} on every rank, "
+                "so every rank reads the same part"
+            )
         if self.sharded and not self.same_seed_on_all_ranks:
-            return ("the files are sharded but the ranks shuffle them with different seeds "
-                    f"(random_seed_offset {self.seed.base} + rank*{self.seed.rank_stride}, from {self.seed.source}), "
-                    "so they cut different orders: files are read twice or never")
+            return (
+                "the files are sharded but the ranks shuffle them with different seeds "
+                f"(random_seed_offset {self.seed.base} + rank*{self.seed.rank_stride}, from {self.seed.source}), "
+                "so they cut different orders: files are read twice or never"
+            )
         return None
 
-    def plan_settings(self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None,
-                      num_ranks: Optional[int] = None) -> PlanSettings:
+    def plan_settings(
+        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
+    ) -> PlanSettings:
         """The :class:`~i6_shard.core.PlanSettings` of the plan this dataset follows (on the ranks it
         was read for, or ``num_ranks``), the sharding mode from ``core.SHARDING_MODES``.
 
@@ -483,14 +531,20 @@ class DistributeFilesDatasetInfo:
         if problem:
             raise ValueError(f"{self.name}: {problem}; fix the config before planning")
         return PlanSettings.from_mode(
-            sharding=info._mode(), num_shards=info.num_ranks, partition_epoch=info.partition_epoch,
-            num_epochs=num_epochs, seq_ordering=info.seq_ordering, random_seed_offset=info.seed.base,
-            fixed_random_seed=info.fixed_random_seed, distribution=distribution or info.distribution,
-            max_sub_epoch_deviation=info.max_sub_epoch_deviation)
+            sharding=info._mode(),
+            num_shards=info.num_ranks,
+            partition_epoch=info.partition_epoch,
+            num_epochs=num_epochs,
+            seq_ordering=info.seq_ordering,
+            random_seed_offset=info.seed.base,
+            fixed_random_seed=info.fixed_random_seed,
+            distribution=distribution or info.distribution,
+            max_sub_epoch_deviation=info.max_sub_epoch_deviation,
+        )
 
-
-    def plan_request(self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None,
-                     num_ranks: Optional[int] = None) -> PlanRequest:
+    def plan_request(
+        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
+    ) -> PlanRequest:
         """The :class:`~i6_shard.core.PlanRequest` of this dataset: :meth:`plan_settings`, and the training's sync
         mode (:attr:`SyncRule.sync_mode`; grad sync where it is not torch distributed).
 
@@ -543,8 +597,9 @@ def is_distribute_files_dataset(dataset: Any) -> bool:
 
 def _is_i6_shard_class(cls: Any) -> bool:
     if isinstance(cls, type):
-        return any(c.__name__ == "ShardedDistributeFilesDataset" and c.__module__.startswith("i6_shard.")
-                   for c in cls.__mro__)
+        return any(
+            c.__name__ == "ShardedDistributeFilesDataset" and c.__module__.startswith("i6_shard.") for c in cls.__mro__
+        )
     if isinstance(cls, ImportRef):
         return cls.module.startswith("i6_shard.") and cls.qualname == "ShardedDistributeFilesDataset"
     return dataset_class_name(cls) == "ShardedDistributeFilesDataset"
@@ -583,13 +638,17 @@ def read_files(files: Any) -> List[Any]:
     if kind == "callable":
         out = files()
         if not isinstance(out, list):
-            raise TypeError(f"files={files!r} returned a {type(out).__name__}; DistributeFilesDataset needs the "
-                            "callable to return a list of file trees")
+            raise TypeError(
+                f"files={files!r} returned a {type(out).__name__}; DistributeFilesDataset needs the "
+                "callable to return a list of file trees"
+            )
         return out
     if kind == "list_file":
         return read_file_list(files.get_path() if callable(getattr(files, "get_path", None)) else files)
-    raise TypeError(f"files={files!r} ({type(files).__name__}) is neither a list, a callable returning one, nor "
-                    f"the path of a {'/'.join(FILE_LIST_EXTENSIONS)} list file; DistributeFilesDataset rejects it")
+    raise TypeError(
+        f"files={files!r} ({type(files).__name__}) is neither a list, a callable returning one, nor "
+        f"the path of a {'/'.join(FILE_LIST_EXTENSIONS)} list file; DistributeFilesDataset rejects it"
+    )
 
 
 def sub_epoch_partial(value: Any) -> Optional[functools.partial]:
@@ -619,8 +678,10 @@ def _sub_epoch_dataset(dataset: Mapping[str, Any], notes: List[str]) -> Optional
             return out
         notes.append(f"get_sub_epoch_dataset returned a {type(out).__name__}, not a dataset dict")
         return None
-    notes.append("the sub-epoch dataset dict cannot be told before RETURNN runs (get_sub_epoch_dataset is not "
-                 "i6_shard's bound function and files are not inline)")
+    notes.append(
+        "the sub-epoch dataset dict cannot be told before RETURNN runs (get_sub_epoch_dataset is not "
+        "i6_shard's bound function and files are not inline)"
+    )
     return None
 
 
@@ -655,8 +716,9 @@ class _Context:
             distributed = "horovod"
             dist = config.get("horovod_dataset_distribution", "shard")
             if dist not in ("shard", "random_seed_offset"):
-                raise ValueError(f"horovod_dataset_distribution={dist!r}; RETURNN takes 'shard' or "
-                                 "'random_seed_offset'")
+                raise ValueError(
+                    f"horovod_dataset_distribution={dist!r}; RETURNN takes 'shard' or 'random_seed_offset'"
+                )
         elif config.get("__debug_dummy_distributed_rank_and_size") is not None:
             distributed, dist = "debug", None  # RETURNN's test hook: rank and size, no seed rule
         else:
@@ -670,14 +732,22 @@ class _Context:
         propagate = config.get("propagate_behavior_version_to_subprocs")
         propagate = None if propagate is None else _is_true(propagate)
         loader_bv, loader_process = _loader_behavior_version(
-            config, behavior_version=behavior_version, torch=torch, propagate=propagate)
-        return cls(distributed=distributed, dataset_distribution=dist, base_offset=base,
-                   behavior_version=behavior_version, batching=config.get("batching"),
-                   loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
-                   num_ranks=num_ranks, propagate_behavior_version=propagate,
-                   loader_behavior_version=loader_bv, loader_process=loader_process,
-                   sync=_sync_rule(torch_opts, behavior_version=behavior_version),
-                   engine_batching=EngineBatching.of(config))
+            config, behavior_version=behavior_version, torch=torch, propagate=propagate
+        )
+        return cls(
+            distributed=distributed,
+            dataset_distribution=dist,
+            base_offset=base,
+            behavior_version=behavior_version,
+            batching=config.get("batching"),
+            loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
+            num_ranks=num_ranks,
+            propagate_behavior_version=propagate,
+            loader_behavior_version=loader_bv,
+            loader_process=loader_process,
+            sync=_sync_rule(torch_opts, behavior_version=behavior_version),
+            engine_batching=EngineBatching.of(config),
+        )
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
         """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
@@ -695,12 +765,15 @@ def _torch_dataset_distribution(opts: Any) -> str:
     'shard'
     """
     if not isinstance(opts, Mapping):
-        raise TypeError(f"torch_distributed={opts!r} must be a dict (or None), e.g. {{}} or "
-                        "{'dataset_distribution': 'shard'}")
+        raise TypeError(
+            f"torch_distributed={opts!r} must be a dict (or None), e.g. {{}} or {{'dataset_distribution': 'shard'}}"
+        )
     value = opts.get("dataset_distribution", "random_seed_offset")
     if value not in ("random_seed_offset", "shard"):
-        raise ValueError(f"torch_distributed dataset_distribution={value!r}; RETURNN takes 'random_seed_offset' "
-                         "(every rank reads all data with its own seed) or 'shard'")
+        raise ValueError(
+            f"torch_distributed dataset_distribution={value!r}; RETURNN takes 'random_seed_offset' "
+            "(every rank reads all data with its own seed) or 'shard'"
+        )
     return value
 
 
@@ -723,8 +796,9 @@ def _worker_behavior_version(behavior_version: int, *, propagate: Optional[bool]
     return behavior_version if propagate else 0
 
 
-def _loader_behavior_version(config: Mapping[str, Any], *, behavior_version: int, torch: bool,
-                             propagate: Optional[bool]) -> Tuple[int, str]:
+def _loader_behavior_version(
+    config: Mapping[str, Any], *, behavior_version: int, torch: bool, propagate: Optional[bool]
+) -> Tuple[int, str]:
     """``(behavior version, process)`` where the torch engine reads a dataset, as
     ``returnn.torch.data.pipeline.create_data_loader_from_batches`` sets up the DataLoader: in
     ``num_workers`` worker processes (default 1; 0: the main process), started by default with
@@ -784,8 +858,9 @@ class _Given:
     epoch_multiplier: int = 1
 
 
-def _own_seed(dataset: Mapping[str, Any], given: _Given, ctx: _Context, *, custom_sharding: bool,
-              path: Tuple[Any, ...]) -> SeedRule:
+def _own_seed(
+    dataset: Mapping[str, Any], given: _Given, ctx: _Context, *, custom_sharding: bool, path: Tuple[Any, ...]
+) -> SeedRule:
     """``Dataset.random_seed_offset``: the value it was constructed with (its own option, else the
     parent's ``random_seed_offset``), else ``_get_default_random_seed_offset``."""
     if "random_seed_offset" in dataset:  # also None: then the parent's does not apply (setdefault)
@@ -805,8 +880,10 @@ def _own_shards(dataset: Mapping[str, Any], given: _Given, path: Tuple[Any, ...]
     if "_num_shards" in dataset or "_shard_index" in dataset:
         num, idx = dataset.get("_num_shards", 1), dataset.get("_shard_index", 0)
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (num, idx)) or not 0 <= idx < num:
-            raise ValueError(f"{_name(path)}: _num_shards={num!r}, _shard_index={idx!r}; RETURNN needs ints with "
-                             "0 <= _shard_index < _num_shards")
+            raise ValueError(
+                f"{_name(path)}: _num_shards={num!r}, _shard_index={idx!r}; RETURNN needs ints with "
+                "0 <= _shard_index < _num_shards"
+            )
         return ShardRule(per_rank=False, fixed=(num, idx), source="dataset")
     return given.shards or ShardRule(per_rank=False)
 
@@ -815,8 +892,9 @@ def _name(path: Tuple[Any, ...]) -> str:
     return ".".join(map(str, path)) or "dataset"
 
 
-def _walk(dataset: Any, path: Tuple[Any, ...], given: _Given, ctx: _Context,
-          out: List[DistributeFilesDatasetInfo]) -> None:
+def _walk(
+    dataset: Any, path: Tuple[Any, ...], given: _Given, ctx: _Context, out: List[DistributeFilesDatasetInfo]
+) -> None:
     if not isinstance(dataset, Mapping):
         return
     cls = dataset.get("class")
@@ -833,38 +911,62 @@ def _walk(dataset: Any, path: Tuple[Any, ...], given: _Given, ctx: _Context,
     child_shards = dataclasses.replace(shards, source=here) if shards.source in ("default", "dataset") else shards
     fails = given.fails
     if not fails and name in _SHARDING_UNSUPPORTED and shards.more_than_one(ctx.num_ranks if ctx.distributed else 1):
-        fails = (f"{name} does not support sharding, but gets _num_shards > 1 (from {shards.source}); "
-                 "RETURNN asserts in init_seq_order")
+        fails = (
+            f"{name} does not support sharding, but gets _num_shards > 1 (from {shards.source}); "
+            "RETURNN asserts in init_seq_order"
+        )
     bv, process, multiplier = given.behavior_version, given.process, given.epoch_multiplier
     if name == "MultiProcDataset":  # its workers: NonDaemonicSpawnContext(SubProcCopyGlobalConfigPreInitFunc())
-        bv = _worker_behavior_version(ctx.behavior_version if bv is None else bv, propagate=ctx.propagate_behavior_version)
+        bv = _worker_behavior_version(
+            ctx.behavior_version if bv is None else bv, propagate=ctx.propagate_behavior_version
+        )
         process = "MultiProcDataset worker"
     elif name == "MultiEpochDataset":  # MultiEpochDataset.init_seq_order: inner epochs (e-1)*M+1 .. e*M
         multi_epoch = dataset.get("multi_epoch")
         multiplier *= multi_epoch if isinstance(multi_epoch, int) and multi_epoch > 0 else 1
-    base = _Given(defaults={}, seed=child_seed, shards=child_shards, wrappers=given.wrappers + (name,),
-                  role=given.role, fails=fails, behavior_version=bv, process=process, epoch_multiplier=multiplier)
+    base = _Given(
+        defaults={},
+        seed=child_seed,
+        shards=child_shards,
+        wrappers=given.wrappers + (name,),
+        role=given.role,
+        fails=fails,
+        behavior_version=bv,
+        process=process,
+        epoch_multiplier=multiplier,
+    )
     for child_path, child, fails, child_defaults, workers in _children(dataset, name, path, shards, ctx):
-        _walk(child, child_path, dataclasses.replace(
-            base, defaults=child_defaults, shards=base.shards.with_workers(workers), fails=base.fails or fails),
-            ctx, out)
+        _walk(
+            child,
+            child_path,
+            dataclasses.replace(
+                base, defaults=child_defaults, shards=base.shards.with_workers(workers), fails=base.fails or fails
+            ),
+            ctx,
+            out,
+        )
 
 
-def _children(dataset: Mapping[str, Any], name: str, path: Tuple[Any, ...], shards: ShardRule,
-              ctx: _Context) -> Iterator[Tuple[Tuple[Any, ...], Any, Optional[str], Mapping[str, Any], int]]:
+def _children(
+    dataset: Mapping[str, Any], name: str, path: Tuple[Any, ...], shards: ShardRule, ctx: _Context
+) -> Iterator[Tuple[Tuple[Any, ...], Any, Optional[str], Mapping[str, Any], int]]:
     """``(key path, child dict, why RETURNN fails with a DistributeFilesDataset there, defaults, workers)``
     for the datasets a wrapper builds with ``init_dataset(..., parent_dataset=self)``."""
     key = WRAPPER_CHILDREN.get(name)
     if name == "MetaDataset":
         # MetaDataset.init_seq_order: the seq_order_control_dataset's get_current_seq_order, the others by seq_list.
-        fails = ("MetaDataset orders its datasets by get_current_seq_order or seq_list, which "
-                 "DistributeFilesDataset does not implement")
+        fails = (
+            "MetaDataset orders its datasets by get_current_seq_order or seq_list, which "
+            "DistributeFilesDataset does not implement"
+        )
         yield from _dict_children(dataset, path, "datasets", _used_keys(dataset, meta=True), fails)
     elif name == "CombinedDataset":
         fails = None
         if dataset.get("seq_ordering", "default") != "interleave":
-            fails = ("CombinedDataset re-inits its datasets with a seq_order (every seq_ordering but "
-                     "'interleave'), which DistributeFilesDataset does not support")
+            fails = (
+                "CombinedDataset re-inits its datasets with a seq_order (every seq_ordering but "
+                "'interleave'), which DistributeFilesDataset does not support"
+            )
         yield from _dict_children(dataset, path, "datasets", _used_keys(dataset, meta=False), fails)
     elif name == "ConcatDataset":
         for idx, child in enumerate(dataset.get("datasets") or ()):
@@ -875,25 +977,36 @@ def _children(dataset: Mapping[str, Any], name: str, path: Tuple[Any, ...], shar
         defaults = {k: v for k, v in dataset.items() if k not in _MULTI_PROC_OWN + _INHERITED}
         method = dataset.get("sharding_method", "seq_order")
         num_workers = dataset.get("num_workers", 1)
-        instead = ("put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or "
-                   "load in parallel with torch_dataloader_opts num_workers")
+        instead = (
+            "put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or "
+            "load in parallel with torch_dataloader_opts num_workers"
+        )
         fails = None
         if method != "dedicated":
-            fails = ("MultiProcDataset's sharding_method 'seq_order' needs get_current_seq_order, which "
-                     f"DistributeFilesDataset does not implement; {instead}")
+            fails = (
+                "MultiProcDataset's sharding_method 'seq_order' needs get_current_seq_order, which "
+                f"DistributeFilesDataset does not implement; {instead}"
+            )
         elif not isinstance(num_workers, int) or num_workers > 1:
             # MultiProcDataset._collect_single_seq takes seq i from worker i % num_workers, so every worker
             # must hold as many seqs as the others (+-1); with its own bins of files, each holds what they hold.
-            fails = (f"MultiProcDataset's sharding_method 'dedicated' with num_workers={num_workers!r} gives each "
-                     "worker its own files (_num_shards x num_workers) but takes the sequences round-robin "
-                     "(_collect_single_seq: seq i from worker i % num_workers), so it gets a None sequence mid-epoch "
-                     f"once a worker's files hold fewer sequences than the others'; {instead}")
+            fails = (
+                f"MultiProcDataset's sharding_method 'dedicated' with num_workers={num_workers!r} gives each "
+                "worker its own files (_num_shards x num_workers) but takes the sequences round-robin "
+                "(_collect_single_seq: seq i from worker i % num_workers), so it gets a None sequence mid-epoch "
+                f"once a worker's files hold fewer sequences than the others'; {instead}"
+            )
         workers = num_workers if method == "dedicated" else 1
         yield path + ("dataset",), dataset.get("dataset"), fails, defaults, workers if isinstance(workers, int) else 1
     elif name == "PostprocessingDataset":
-        yield (path + ("dataset",), dataset.get("dataset"),
-               "PostprocessingDataset asks its dataset for data dtypes before any epoch, which "
-               "DistributeFilesDataset cannot answer", {}, 1)
+        yield (
+            path + ("dataset",),
+            dataset.get("dataset"),
+            "PostprocessingDataset asks its dataset for data dtypes before any epoch, which "
+            "DistributeFilesDataset cannot answer",
+            {},
+            1,
+        )
     elif name == "VariableDataset":
         get_dataset = dataset.get("get_dataset")
         if callable(get_dataset):
@@ -903,8 +1016,10 @@ def _children(dataset: Mapping[str, Any], name: str, path: Tuple[Any, ...], shar
                 return
             fails = None
             if isinstance(child, Mapping) and isinstance(child.get("files"), list):
-                fails = ("VariableDataset makes the dataset dict hashable, which turns the files list into a "
-                         "tuple that DistributeFilesDataset rejects; give files as a list file or a callable")
+                fails = (
+                    "VariableDataset makes the dataset dict hashable, which turns the files list into a "
+                    "tuple that DistributeFilesDataset rejects; give files as a list file or a callable"
+                )
             yield path + ("get_dataset(epoch=1)",), child, fails, {}, 1
     elif key is not None:
         yield path + (key,), dataset.get(key), None, {}, 1
@@ -928,8 +1043,9 @@ def _used_keys(dataset: Mapping[str, Any], *, meta: bool) -> Optional[set]:
         return None
 
 
-def _dict_children(dataset: Mapping[str, Any], path: Tuple[Any, ...], key: str, used: Optional[set],
-                   fails: Optional[str]):
+def _dict_children(
+    dataset: Mapping[str, Any], path: Tuple[Any, ...], key: str, used: Optional[set], fails: Optional[str]
+):
     children = dataset.get(key)
     if isinstance(children, Mapping):
         for k in sorted(children, key=str):
@@ -937,8 +1053,9 @@ def _dict_children(dataset: Mapping[str, Any], path: Tuple[Any, ...], key: str, 
                 yield path + (key, k), children[k], fails, {}, 1
 
 
-def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
-              ctx: _Context) -> DistributeFilesDatasetInfo:
+def _dfd_info(
+    dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given, ctx: _Context
+) -> DistributeFilesDatasetInfo:
     """The DistributeFilesDataset's settings, as its ``__init__``, ``init_seq_order`` and
     ``_get_sub_dataset_dict`` use them."""
     notes: List[str] = []
@@ -955,11 +1072,14 @@ def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
     if distrib:
         # DistributeFilesDataset.__init__: the given sharding must be none or the distributed one.
         if not (shards.shards_per_rank == 1 and (shards.per_rank or shards.fixed == (1, 0))):
-            fails = fails or (f"distrib_shard_files=True clashes with _num_shards/_shard_index "
-                              f"{shards.fixed if not shards.per_rank else 'W, r'} x {shards.shards_per_rank} "
-                              f"from {shards.source}")
-        shards = ShardRule(per_rank=True, shards_per_rank=1,
-                           source=shards.source if shards.per_rank else "distrib_shard_files")
+            fails = fails or (
+                f"distrib_shard_files=True clashes with _num_shards/_shard_index "
+                f"{shards.fixed if not shards.per_rank else 'W, r'} x {shards.shards_per_rank} "
+                f"from {shards.source}"
+            )
+        shards = ShardRule(
+            per_rank=True, shards_per_rank=1, source=shards.source if shards.per_rank else "distrib_shard_files"
+        )
     if ctx.loader_workers > 1 and given.role == "train" and not given.wrappers:
         shards = shards.with_workers(ctx.loader_workers)  # ReturnnDatasetIterDataPipe.reset -> set_sharding
     seq_ordering = opts.get("seq_ordering")
@@ -973,24 +1093,54 @@ def _dfd_info(dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given,
     sub = _sub_epoch_dataset(dataset, notes)
     explicit = None if sub is None else ("_num_shards" in sub or "_shard_index" in sub)
     sub_entries = list(_flatten_with_path(sub)) if sub is not None else []
-    bin_files = set(_string_leaves(files[0])) if kind == "inline" and files and _sub_from_user_function(dataset) else set()
+    bin_files = (
+        set(_string_leaves(files[0])) if kind == "inline" and files and _sub_from_user_function(dataset) else set()
+    )
     fixed_seed = opts.get("fixed_random_seed")
     return DistributeFilesDatasetInfo(
-        key_path=path, dataset=dataset, class_name=dataset_class_name(dataset.get("class")) or "?",
-        is_i6_shard=_is_i6_shard_class(dataset.get("class")), role=given.role, wrappers=given.wrappers,
-        files_kind=kind, num_files=len(files) if kind == "inline" else None, partition_epoch=partition_epoch,
-        seq_ordering=seq_ordering, distrib_shard_files=distrib, distributed=ctx.distributed,
-        dataset_distribution=ctx.dataset_distribution, shards=shards, seed=seed, fixed_random_seed=fixed_seed,
-        sharding_fix=sharding_fix, behavior_version=ctx.behavior_version, sub_epoch_dataset=sub,
+        key_path=path,
+        dataset=dataset,
+        class_name=dataset_class_name(dataset.get("class")) or "?",
+        is_i6_shard=_is_i6_shard_class(dataset.get("class")),
+        role=given.role,
+        wrappers=given.wrappers,
+        files_kind=kind,
+        num_files=len(files) if kind == "inline" else None,
+        partition_epoch=partition_epoch,
+        seq_ordering=seq_ordering,
+        distrib_shard_files=distrib,
+        distributed=ctx.distributed,
+        dataset_distribution=ctx.dataset_distribution,
+        shards=shards,
+        seed=seed,
+        fixed_random_seed=fixed_seed,
+        sharding_fix=sharding_fix,
+        behavior_version=ctx.behavior_version,
+        sub_epoch_dataset=sub,
         sub_epoch_explicit_shards=explicit,
         batch_slicing=ctx.distributed == "horovod" and ctx.dataset_distribution == "shard" and given.role == "train",
-        returnn_fails=fails, num_ranks=ctx.num_ranks, notes=tuple(notes),
-        process_behavior_version=given.behavior_version, reading_process=given.process,
-        epoch_multiplier=given.epoch_multiplier, sync=ctx.sync, engine_batching=ctx.engine_batching,
-        sub_epoch_constant_files=tuple(sorted({f for path, v in sub_entries if path[-1] in _FILE_KEYS
-                                               for f in _string_leaves(v) if f not in bin_files})),
+        returnn_fails=fails,
+        num_ranks=ctx.num_ranks,
+        notes=tuple(notes),
+        process_behavior_version=given.behavior_version,
+        reading_process=given.process,
+        epoch_multiplier=given.epoch_multiplier,
+        sync=ctx.sync,
+        engine_batching=ctx.engine_batching,
+        sub_epoch_constant_files=tuple(
+            sorted(
+                {
+                    f
+                    for path, v in sub_entries
+                    if path[-1] in _FILE_KEYS
+                    for f in _string_leaves(v)
+                    if f not in bin_files
+                }
+            )
+        ),
         sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),
-        sub_epoch_epoch_wise_filter=any(path[-1] == "epoch_wise_filter" and v for path, v in sub_entries))
+        sub_epoch_epoch_wise_filter=any(path[-1] == "epoch_wise_filter" and v for path, v in sub_entries),
+    )
 
 
 #: Options of RETURNN datasets that name the files they read.
@@ -1037,12 +1187,23 @@ def _top_level(key: str, dataset: Mapping[str, Any], ctx: _Context, *, role: str
         shards = ShardRule(per_rank=True, source="dataset_distribution shard")
     if role == "eval" and key in ("dev", "eval"):
         defaults["seq_ordering"] = _EVAL_SEQ_ORDERING
-    return _Given(defaults=defaults, seed=None, shards=shards, wrappers=(), role=role,
-                  behavior_version=ctx.loader_behavior_version, process=ctx.loader_process)
+    return _Given(
+        defaults=defaults,
+        seed=None,
+        shards=shards,
+        wrappers=(),
+        role=role,
+        behavior_version=ctx.loader_behavior_version,
+        process=ctx.loader_process,
+    )
 
 
-def find_distribute_files_datasets(config_or_dataset_dict: Mapping[str, Any], *, num_ranks: Optional[int] = None,
-                                   config: Optional[Mapping[str, Any]] = None) -> List[DistributeFilesDatasetInfo]:
+def find_distribute_files_datasets(
+    config_or_dataset_dict: Mapping[str, Any],
+    *,
+    num_ranks: Optional[int] = None,
+    config: Optional[Mapping[str, Any]] = None,
+) -> List[DistributeFilesDatasetInfo]:
     """Every DistributeFilesDataset in a RETURNN config or a dataset dict, at any depth, with the
     settings RETURNN gives it (one record each, in config order).
 
@@ -1063,10 +1224,12 @@ def find_distribute_files_datasets(config_or_dataset_dict: Mapping[str, Any], *,
     [(('train', 'datasets', 'asr'), True, 'dataset_distribution shard')]
     """
     if not isinstance(config_or_dataset_dict, Mapping):
-        raise TypeError(f"expected a RETURNN config or a dataset dict (a mapping), got "
-                        f"{type(config_or_dataset_dict).__name__}")
-    num_ranks = check_optional_int(num_ranks, name="num_ranks", minimum=1,
-                                   hint="number of training processes, if known; else leave it out")
+        raise TypeError(
+            f"expected a RETURNN config or a dataset dict (a mapping), got {type(config_or_dataset_dict).__name__}"
+        )
+    num_ranks = check_optional_int(
+        num_ranks, name="num_ranks", minimum=1, hint="number of training processes, if known; else leave it out"
+    )
     out: List[DistributeFilesDatasetInfo] = []
     if "class" in config_or_dataset_dict:
         if config is not None and not isinstance(config, Mapping):
@@ -1081,9 +1244,21 @@ def find_distribute_files_datasets(config_or_dataset_dict: Mapping[str, Any], *,
             _walk(value, (key,), _top_level(key, value, ctx, role=role), ctx, out)
         elif key == "eval_datasets" and isinstance(value, Mapping):
             for name, sub in value.items():  # torch Engine: init_dataset(opts, default_kwargs={"name": ...})
-                _walk(sub, (key, name), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="eval",
-                                               behavior_version=ctx.loader_behavior_version,
-                                               process=ctx.loader_process), ctx, out)
+                _walk(
+                    sub,
+                    (key, name),
+                    _Given(
+                        defaults={},
+                        seed=None,
+                        shards=None,
+                        wrappers=(),
+                        role="eval",
+                        behavior_version=ctx.loader_behavior_version,
+                        process=ctx.loader_process,
+                    ),
+                    ctx,
+                    out,
+                )
         elif isinstance(key, str) and isinstance(value, Mapping) and "class" in value:
             _walk(value, (key,), _Given(defaults={}, seed=None, shards=None, wrappers=(), role="other"), ctx, out)
     return out

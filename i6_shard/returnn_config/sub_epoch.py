@@ -10,8 +10,7 @@ from typing import Any, Dict, Mapping, Tuple, Union
 
 from .pycode import ImportRef
 
-__all__ = ["FilesKey", "bind_sub_epoch_dataset", "normalize_files_key", "is_sub_epoch_partial",
-           "normalize_cached_file"]
+__all__ = ["FilesKey", "bind_sub_epoch_dataset", "normalize_files_key", "is_sub_epoch_partial", "normalize_cached_file"]
 
 #: Where a list of files goes in the template: a key path, e.g. ``("files",)`` or
 #: ``("datasets", "features", "files")`` for a MetaDataset.
@@ -56,8 +55,10 @@ def normalize_files_key(files_key: FilesKey) -> Union[Placement, Dict[Union[int,
                 )
             out[modality] = _normalize_placement(placement, what=f"files_key[{modality!r}]")
         if len({type(m) for m in out}) > 1:
-            raise TypeError(f"files_key modalities {list(out)} mix int and str; file trees are either "
-                            "tuples/lists (int parts) or dicts (str parts)")
+            raise TypeError(
+                f"files_key modalities {list(out)} mix int and str; file trees are either "
+                "tuples/lists (int parts) or dicts (str parts)"
+            )
         if len(set(out.values())) != len(out):
             raise ValueError(f"files_key {files_key!r} places two modalities at the same key path")
         return out
@@ -70,7 +71,7 @@ def walk_to_parent(dataset: Any, placement: Placement, *, where: str) -> Dict[st
         if not isinstance(node, dict) or not isinstance(node.get(key), dict):
             raise ValueError(
                 f"{where}: key path {placement!r} does not exist in the sub-epoch dataset template "
-                f"(no dict at {placement[:depth + 1]!r}); add it to the template or fix files_key"
+                f"(no dict at {placement[: depth + 1]!r}); add it to the template or fix files_key"
             )
         node = node[key]
     if not isinstance(node, dict):
@@ -124,24 +125,34 @@ def normalize_cached_file(cached_file: Any, files_key: FilesKey) -> CachedFiles:
     if isinstance(cached_file, bool):
         return cached_file
     if not isinstance(cached_file, (list, tuple, set, frozenset)) or not cached_file:
-        raise TypeError(f"cached_file={cached_file!r} has type {type(cached_file).__name__}; cached_file must be "
-                        "True or False, or a non-empty list of the modalities (files_key parts) to cache, e.g. [0]")
+        raise TypeError(
+            f"cached_file={cached_file!r} has type {type(cached_file).__name__}; cached_file must be "
+            "True or False, or a non-empty list of the modalities (files_key parts) to cache, e.g. [0]"
+        )
     norm = normalize_files_key(files_key)
     if not isinstance(norm, dict):
-        raise ValueError(f"cached_file={cached_file!r} names modalities, but files_key={files_key!r} places whole "
-                         "file trees; use cached_file=True, or give files_key one placement per modality")
+        raise ValueError(
+            f"cached_file={cached_file!r} names modalities, but files_key={files_key!r} places whole "
+            "file trees; use cached_file=True, or give files_key one placement per modality"
+        )
     for modality in cached_file:
         if modality not in norm:
-            raise ValueError(f"cached_file names modality {modality!r}, which files_key does not place (it places "
-                             f"{sorted(norm, key=repr)})")
+            raise ValueError(
+                f"cached_file names modality {modality!r}, which files_key does not place (it places "
+                f"{sorted(norm, key=repr)})"
+            )
     return tuple(sorted(set(cached_file)))  # all of one type, as files_key's modalities are
 
 
 #: i6_shard's ``get_sub_epoch_dataset``, which runs inside RETURNN (:mod:`i6_shard.returnn_ext.sub_epoch`), by
 #: reference: the builders bind it without importing it, and Sisyphus hashes it by the name it had before it moved
 #: there, so no job id moved with it.
-GET_SUB_EPOCH_DATASET = ImportRef("i6_shard.returnn_ext.sub_epoch", "get_sub_epoch_dataset", kind="function",
-                                  hash_as=("i6_shard.returnn_config.sub_epoch", "get_sub_epoch_dataset"))
+GET_SUB_EPOCH_DATASET = ImportRef(
+    "i6_shard.returnn_ext.sub_epoch",
+    "get_sub_epoch_dataset",
+    kind="function",
+    hash_as=("i6_shard.returnn_config.sub_epoch", "get_sub_epoch_dataset"),
+)
 
 
 def bind_sub_epoch_dataset(

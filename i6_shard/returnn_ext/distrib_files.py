@@ -49,16 +49,27 @@ def check_returnn_hooks() -> None:
     else:
         params = inspect.signature(distribute.__func__).parameters
         if [(n, p.kind) for n, p in params.items()] != [
-                (n, inspect.Parameter.KEYWORD_ONLY) for n in ("num_bins", "file_sizes", "files_order")]:
-            problems.append(f"DistributeFilesDataset._distribute_evenly_by_size has signature {list(params)}, "
-                            "expected (*, num_bins, file_sizes, files_order)")
+            (n, inspect.Parameter.KEYWORD_ONLY) for n in ("num_bins", "file_sizes", "files_order")
+        ]:
+            problems.append(
+                f"DistributeFilesDataset._distribute_evenly_by_size has signature {list(params)}, "
+                "expected (*, num_bins, file_sizes, files_order)"
+            )
     lazy_sizes = dfd.__dict__.get("_lazy_init_file_sizes")
     if not callable(lazy_sizes) or list(inspect.signature(lazy_sizes).parameters) != ["self"]:
         problems.append("DistributeFilesDataset._lazy_init_file_sizes(self) is missing")
     init_seq_order = dfd.__dict__.get("init_seq_order")
     used = set(getattr(getattr(init_seq_order, "__code__", None), "co_names", ()))
-    for name in ("_lazy_init_file_sizes", "_distribute_evenly_by_size", "_file_sizes", "_num_shards",
-                 "_shard_index", "partition_epoch", "_files_order_cache", "preload_next_n_sub_epochs"):
+    for name in (
+        "_lazy_init_file_sizes",
+        "_distribute_evenly_by_size",
+        "_file_sizes",
+        "_num_shards",
+        "_shard_index",
+        "partition_epoch",
+        "_files_order_cache",
+        "preload_next_n_sub_epochs",
+    ):
         if name not in used:
             problems.append(f"DistributeFilesDataset.init_seq_order does not use {name}")
     init_params = inspect.signature(dfd.__init__).parameters
@@ -69,17 +80,21 @@ def check_returnn_hooks() -> None:
         problems.append("DistributeFilesDataset.__init__ does not restore _file_sizes from _meta_info_cache")
     if not isinstance(getattr(Dataset, "_getnewargs_remap", None), dict) or "__reduce__" not in Dataset.__dict__:
         problems.append("Dataset.__reduce__ / Dataset._getnewargs_remap (used for pickling) are missing")
-    if not callable(_get_distributed_rank_and_size) or not callable(getattr(Dataset, "_get_random_seed_for_epoch",
-                                                                              None)):
-        problems.append("returnn.datasets.basic._get_distributed_rank_and_size or "
-                        "Dataset._get_random_seed_for_epoch is missing")
+    if not callable(_get_distributed_rank_and_size) or not callable(
+        getattr(Dataset, "_get_random_seed_for_epoch", None)
+    ):
+        problems.append(
+            "returnn.datasets.basic._get_distributed_rank_and_size or Dataset._get_random_seed_for_epoch is missing"
+        )
     if not callable(getattr(_returnn_distrib_files, "_get_key_for_file_tree", None)):
         problems.append("returnn.datasets.distrib_files._get_key_for_file_tree is missing")
     if problems:
         raise ImportError(
             f"i6_shard.returnn_ext cannot extend RETURNN {getattr(returnn, '__version__', '?')} "
-            f"at {os.path.dirname(returnn.__file__)}: " + "; ".join(problems)
-            + ". Use a RETURNN version that has these hooks, or the plain DistributeFilesDataset.")
+            f"at {os.path.dirname(returnn.__file__)}: "
+            + "; ".join(problems)
+            + ". Use a RETURNN version that has these hooks, or the plain DistributeFilesDataset."
+        )
 
 
 check_returnn_hooks()
@@ -137,12 +152,22 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
 
     # Dataset.__reduce__ passes each __init__ argument from the attribute "_" + name if there is one:
     # "file_sizes" would pick up DistributeFilesDataset._file_sizes (the dict), so point it at the path.
-    _getnewargs_remap = {**DistributeFilesDataset._getnewargs_remap, "file_sizes": "file_sizes_path",
-                         "plan": "plan_path"}
+    _getnewargs_remap = {
+        **DistributeFilesDataset._getnewargs_remap,
+        "file_sizes": "file_sizes_path",
+        "plan": "plan_path",
+    }
 
-    def __init__(self, *, distribution: Optional[str] = None, file_sizes: Optional[str | os.PathLike] = None,
-                 file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES, plan: Optional[str | os.PathLike] = None,
-                 max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION, **kwargs):
+    def __init__(
+        self,
+        *,
+        distribution: Optional[str] = None,
+        file_sizes: Optional[str | os.PathLike] = None,
+        file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES,
+        plan: Optional[str | os.PathLike] = None,
+        max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+        **kwargs,
+    ):
         """
         :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"``,
             ``"flexible"`` or ``"flexible_auto"``); None: ``"returnn"``, or with ``plan``, the plan's (given with
@@ -161,8 +186,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         max_sub_epoch_deviation = check_max_sub_epoch_deviation(max_sub_epoch_deviation)
         for name, value, what in (("file_sizes", file_sizes, "a file sizes archive"), ("plan", plan, "a plan file")):
             if value is not None and not isinstance(value, (str, os.PathLike)):
-                raise TypeError(f"{name}={value!r} must be the path (str) of {what} or None; "
-                                "convert a tk.Path with .get_path()")
+                raise TypeError(
+                    f"{name}={value!r} must be the path (str) of {what} or None; convert a tk.Path with .get_path()"
+                )
         check_num_samples(file_sizes_check_samples, name="file_sizes_check_samples")
         super().__init__(**kwargs)
         self.file_sizes_check_samples = int(file_sizes_check_samples)
@@ -187,8 +213,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             super()._lazy_init_file_sizes()
             return
         self._lazy_init_file_list()
-        self._file_sizes = load_sizes_for_files(self.file_sizes_path, self._files,
-                                                num_samples=self.file_sizes_check_samples, seed=self._shard_index)
+        self._file_sizes = load_sizes_for_files(
+            self.file_sizes_path, self._files, num_samples=self.file_sizes_check_samples, seed=self._shard_index
+        )
 
     def init_seq_order(self, epoch: Optional[int] = None, seq_list=None, seq_order=None) -> bool:
         """RETURNN's, with the bins of this and the preloaded sub-epochs taken from ``plan`` if given:
@@ -205,9 +232,16 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         p = self.partition_epoch
         last_needed = epoch + self.preload_next_n_sub_epochs
         if (last_needed - 1) // p >= self._plan_num_full_epochs:
-            raise ValueError(_too_few_epochs(self.plan_path, settings, num_full_epochs=self._plan_num_full_epochs,
-                                             needed_epoch=last_needed, preload=self.preload_next_n_sub_epochs,
-                                             where=f"at sub-epoch {epoch}"))
+            raise ValueError(
+                _too_few_epochs(
+                    self.plan_path,
+                    settings,
+                    num_full_epochs=self._plan_num_full_epochs,
+                    needed_epoch=last_needed,
+                    preload=self.preload_next_n_sub_epochs,
+                    where=f"at sub-epoch {epoch}",
+                )
+            )
         for full_epoch_0idx in range((epoch - 1) // p, (last_needed - 1) // p + 1):
             if full_epoch_0idx in self._files_order_cache:
                 continue
@@ -221,11 +255,13 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                         f"random_seed_offset={settings.random_seed_offset}, fixed_random_seed="
                         f"{settings.fixed_random_seed}, sharding {settings.sharding!r}); re-plan with the training's "
                         "seeds (dataset random_seed_offset or config dataset_random_seed_offset, fixed_random_seed), "
-                        "or set them as planned")
-            order, bounds = read_plan_layout(self.plan_path, full_epoch_0idx=full_epoch_0idx, layout_idx=layout_idx,
-                                             num_files=len(self._files))
+                        "or set them as planned"
+                    )
+            order, bounds = read_plan_layout(
+                self.plan_path, full_epoch_0idx=full_epoch_0idx, layout_idx=layout_idx, num_files=len(self._files)
+            )
             base = self._shard_index * p if settings.distrib_shard_files else 0
-            self._files_order_cache[full_epoch_0idx] = _PlanBins(self._files, order, bounds[base:base + p + 1])
+            self._files_order_cache[full_epoch_0idx] = _PlanBins(self._files, order, bounds[base : base + p + 1])
 
     def _check_plan(self) -> None:
         """Compare the plan with this dataset once; raise ``ValueError`` naming every difference."""
@@ -239,38 +275,52 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             blob = encode_keys([_get_key_for_file_tree(t) for t in self._files])
         if len(self._files) != head.num_files or not np.array_equal(blob, head.keys_utf8):
             keys = [_get_key_for_file_tree(t) for t in self._files]
-            problems.append(_keys_difference(decode_keys(head.keys_utf8, num_keys=head.num_files,
-                                                         path=self.plan_path), keys))
+            problems.append(
+                _keys_difference(decode_keys(head.keys_utf8, num_keys=head.num_files, path=self.plan_path), keys)
+            )
         if settings.partition_epoch != self.partition_epoch:
-            problems.append(f"the plan has partition_epoch={settings.partition_epoch}, the dataset "
-                            f"{self.partition_epoch}")
+            problems.append(
+                f"the plan has partition_epoch={settings.partition_epoch}, the dataset {self.partition_epoch}"
+            )
         sharded = self.distrib_shard_files or self._num_shards > 1
         if settings.distrib_shard_files != sharded:
-            problems.append(f"the plan is {settings.sharding!r}, the dataset {'sharded' if sharded else 'unsharded'} "
-                            f"(distrib_shard_files={self.distrib_shard_files}, num_shards={self._num_shards})")
+            problems.append(
+                f"the plan is {settings.sharding!r}, the dataset {'sharded' if sharded else 'unsharded'} "
+                f"(distrib_shard_files={self.distrib_shard_files}, num_shards={self._num_shards})"
+            )
         rank, world = (self._shard_index, self._num_shards) if sharded else _get_distributed_rank_and_size()
         if settings.num_shards != world:
-            problems.append(f"the plan is for {settings.num_shards} ranks, the training has {world} (distributed "
-                            "world size)")
+            problems.append(
+                f"the plan is for {settings.num_shards} ranks, the training has {world} (distributed world size)"
+            )
         if settings.seq_ordering != self.seq_ordering:
-            problems.append(f"the plan has seq_ordering={settings.seq_ordering!r}, the dataset "
-                            f"{self.seq_ordering!r}")
+            problems.append(f"the plan has seq_ordering={settings.seq_ordering!r}, the dataset {self.seq_ordering!r}")
         if self.distribution is not None and self.distribution != settings.distribution:
-            problems.append(f"the plan was cut with distribution={settings.distribution!r}, the dataset asks for "
-                            f"{self.distribution!r}")
+            problems.append(
+                f"the plan was cut with distribution={settings.distribution!r}, the dataset asks for "
+                f"{self.distribution!r}"
+            )
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
             if (needed - 1) // self.partition_epoch >= head.num_full_epochs:
-                problems.append(_too_few_epochs(self.plan_path, settings, num_full_epochs=head.num_full_epochs,
-                                                needed_epoch=needed, preload=self.preload_next_n_sub_epochs,
-                                                where=f"for the config's num_epochs={num_epochs}"))
+                problems.append(
+                    _too_few_epochs(
+                        self.plan_path,
+                        settings,
+                        num_full_epochs=head.num_full_epochs,
+                        needed_epoch=needed,
+                        preload=self.preload_next_n_sub_epochs,
+                        where=f"for the config's num_epochs={num_epochs}",
+                    )
+                )
         if problems:
             raise ValueError(
                 f"{where}: " + "; ".join(problems) + ". Make the plan from this training's file list and settings "
                 "(ShardPlanJob on the ComputeFileSizesJob of these files, num_shards = the number of ranks, the same "
                 "partition_epoch, sharding, seq_ordering, distribution and seeds), or give the dataset the plan's "
-                "settings.")
+                "settings."
+            )
         self._plan_settings, self._plan_num_full_epochs = settings, head.num_full_epochs
         self._plan_layout_and_rank = (0 if settings.distrib_shard_files else rank, rank)
 
@@ -279,24 +329,37 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     ) -> List[List[FileTree]]:
         """The bins of one full epoch; RETURNN gives rank r in sub-epoch s bin ``r*P + s``."""
         if self.plan_path is not None:
-            raise RuntimeError(f"{self}: RETURNN asked to cut bins although they come from plan {self.plan_path!r}; "
-                               "this RETURNN version is not supported with plan=")
+            raise RuntimeError(
+                f"{self}: RETURNN asked to cut bins although they come from plan {self.plan_path!r}; "
+                "this RETURNN version is not supported with plan="
+            )
         if self.distribution == "returnn":
             return DistributeFilesDataset._distribute_evenly_by_size(
-                num_bins=num_bins, file_sizes=file_sizes, files_order=files_order)
+                num_bins=num_bins, file_sizes=file_sizes, files_order=files_order
+            )
         num_shards = self._num_shards
         if num_bins != num_shards * self.partition_epoch:
-            raise RuntimeError(f"{self}: RETURNN asked for {num_bins} bins, expected num_shards*partition_epoch="
-                               f"{num_shards}*{self.partition_epoch}; this RETURNN version is not supported")
-        sizes = np.fromiter((file_sizes[t if type(t) is str else _get_key_for_file_tree(t)] for t in files_order),
-                            dtype=np.int64, count=len(files_order))  # a str is its own key
+            raise RuntimeError(
+                f"{self}: RETURNN asked for {num_bins} bins, expected num_shards*partition_epoch="
+                f"{num_shards}*{self.partition_epoch}; this RETURNN version is not supported"
+            )
+        sizes = np.fromiter(
+            (file_sizes[t if type(t) is str else _get_key_for_file_tree(t)] for t in files_order),
+            dtype=np.int64,
+            count=len(files_order),
+        )  # a str is its own key
         options = None  # the one option of a cut so far: "flexible"'s bound (PlanSettings.cut_options)
         if self.distribution == "flexible":
             options = {"max_sub_epoch_deviation": self.max_sub_epoch_deviation}
-        order, bounds = cut_full_epoch(sizes, num_shards=num_shards, partition_epoch=self.partition_epoch,
-                                       distribution=self.distribution, options=options)
+        order, bounds = cut_full_epoch(
+            sizes,
+            num_shards=num_shards,
+            partition_epoch=self.partition_epoch,
+            distribution=self.distribution,
+            options=options,
+        )
         order_list, bounds_list = order.tolist(), bounds.tolist()
-        return [[files_order[i] for i in order_list[bounds_list[b]:bounds_list[b + 1]]] for b in range(num_bins)]
+        return [[files_order[i] for i in order_list[bounds_list[b] : bounds_list[b + 1]]] for b in range(num_bins)]
 
     _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
 
@@ -307,7 +370,7 @@ class _PlanBins(SequenceABC):
 
     def __init__(self, files: Sequence[FileTree], order: np.ndarray, bounds: np.ndarray):
         self._files = files
-        self._order = order[bounds[0]:bounds[-1]].copy()  # only this rank's files
+        self._order = order[bounds[0] : bounds[-1]].copy()  # only this rank's files
         self._bounds = (bounds - bounds[0]).tolist()
 
     def __len__(self) -> int:
@@ -321,7 +384,7 @@ class _PlanBins(SequenceABC):
         if not 0 <= idx < len(self):
             raise IndexError(idx)
         files = self._files
-        return [files[i] for i in self._order[self._bounds[idx]:self._bounds[idx + 1]].tolist()]
+        return [files[i] for i in self._order[self._bounds[idx] : self._bounds[idx + 1]].tolist()]
 
     def __eq__(self, other):
         return isinstance(other, SequenceABC) and list(self) == list(other)
@@ -337,10 +400,15 @@ def _config_num_epochs() -> int:
     return config.int("num_epochs", 0) if config else 0
 
 
-def _too_few_epochs(path: str, settings: PlanSettings, *, num_full_epochs: int, needed_epoch: int, preload: int,
-                    where: str) -> str:
-    problem = plan_coverage_problem(plan_full_epochs=num_full_epochs, partition_epoch=settings.partition_epoch,
-                                    needed_epoch=needed_epoch, preload=preload)
+def _too_few_epochs(
+    path: str, settings: PlanSettings, *, num_full_epochs: int, needed_epoch: int, preload: int, where: str
+) -> str:
+    problem = plan_coverage_problem(
+        plan_full_epochs=num_full_epochs,
+        partition_epoch=settings.partition_epoch,
+        needed_epoch=needed_epoch,
+        preload=preload,
+    )
     return f"plan {path!r} does not hold what the training reads {where}: {problem}"
 
 
@@ -351,15 +419,19 @@ def _keys_difference(planned: List[str], keys: List[str]) -> str:
     else:
         known = set(planned)
         missing = [k for k in keys if k not in known]
-        what = (f"{len(missing)} of the dataset's {len(keys)} files are not in the plan (first "
-                f"{min(len(missing), _MAX_LISTED_KEYS)}: {missing[:_MAX_LISTED_KEYS]})" if missing else
-                "the plan has the dataset's files in another order")
+        what = (
+            f"{len(missing)} of the dataset's {len(keys)} files are not in the plan (first "
+            f"{min(len(missing), _MAX_LISTED_KEYS)}: {missing[:_MAX_LISTED_KEYS]})"
+            if missing
+            else "the plan has the dataset's files in another order"
+        )
     first = next((i for i, (a, b) in enumerate(zip(planned, keys)) if a != b), min(len(planned), len(keys)))
     return f"{what}; first difference at entry {first}: {_at(planned, first)} in the plan, {_at(keys, first)} in files"
 
 
-def load_sizes_for_files(path: str, files: Sequence[FileTree], *, num_samples: int = 0,
-                         seed: int = 0) -> Dict[str, int]:
+def load_sizes_for_files(
+    path: str, files: Sequence[FileTree], *, num_samples: int = 0, seed: int = 0
+) -> Dict[str, int]:
     """key -> size for ``files``, from a file sizes archive whose keys must be exactly the keys
     of ``files`` in the same order (then a plan made from the archive matches the dataset);
     ``num_samples`` random entries (drawn with ``seed``) are stat-ed again and must be unchanged.
@@ -374,22 +446,30 @@ def load_sizes_for_files(path: str, files: Sequence[FileTree], *, num_samples: i
         return loaded.as_dict()
     known = set(loaded.keys)
     missing = [k for k in keys if k not in known]
-    hint = ("Recompute the sizes for this file list (ComputeFileSizesJob or `python -m i6_shard sizes`), "
-            "or drop file_sizes to stat every file")
+    hint = (
+        "Recompute the sizes for this file list (ComputeFileSizesJob or `python -m i6_shard sizes`), "
+        "or drop file_sizes to stat every file"
+    )
     if missing:
-        raise ValueError(f"file_sizes {path!r} has no size for {len(missing)} of the {len(keys)} files "
-                         f"(first {min(len(missing), _MAX_LISTED_KEYS)}: {_shown(missing)}). {hint}.")
+        raise ValueError(
+            f"file_sizes {path!r} has no size for {len(missing)} of the {len(keys)} files "
+            f"(first {min(len(missing), _MAX_LISTED_KEYS)}: {_shown(missing)}). {hint}."
+        )
     wanted = set(keys)
     extra = [k for k in loaded.keys if k not in wanted]
     if extra:
-        raise ValueError(f"file_sizes {path!r} has {len(loaded.keys)} entries, {len(extra)} of them not in the "
-                         f"{len(keys)} files of the dataset (first {min(len(extra), _MAX_LISTED_KEYS)}: "
-                         f"{_shown(extra)}); it was made for another file list. {hint}.")
+        raise ValueError(
+            f"file_sizes {path!r} has {len(loaded.keys)} entries, {len(extra)} of them not in the "
+            f"{len(keys)} files of the dataset (first {min(len(extra), _MAX_LISTED_KEYS)}: "
+            f"{_shown(extra)}); it was made for another file list. {hint}."
+        )
     first = next((i for i, (a, b) in enumerate(zip(keys, loaded.keys)) if a != b), min(len(keys), len(loaded.keys)))
-    raise ValueError(f"file_sizes {path!r} lists the dataset's files in another order or with other duplicates "
-                     f"({len(loaded.keys)} entries for {len(keys)} files; first difference at entry {first}: "
-                     f"{_at(loaded.keys, first)} there, {_at(keys, first)} in files), so a plan made from it would "
-                     f"not match what the dataset reads. {hint}.")
+    raise ValueError(
+        f"file_sizes {path!r} lists the dataset's files in another order or with other duplicates "
+        f"({len(loaded.keys)} entries for {len(keys)} files; first difference at entry {first}: "
+        f"{_at(loaded.keys, first)} there, {_at(keys, first)} in files), so a plan made from it would "
+        f"not match what the dataset reads. {hint}."
+    )
 
 
 def _at(keys: List[str], idx: int) -> Any:

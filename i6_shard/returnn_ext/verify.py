@@ -35,8 +35,13 @@ _USAGE = """example, once per rank r of W (rank 0 also writes the per-file refer
       --epochs 1,2,3,4 --output rank-0.json --reference reference.json"""
 
 
-def load_dataset_dict(*, dataset_pickle: Optional[str] = None, config_path: Optional[str] = None,
-                      config_key: str = "train", config_json: Optional[str] = None):
+def load_dataset_dict(
+    *,
+    dataset_pickle: Optional[str] = None,
+    config_path: Optional[str] = None,
+    config_key: str = "train",
+    config_json: Optional[str] = None,
+):
     """The train dataset dict and the RETURNN config to run it under.
 
     :param config_json: JSON of further config keys for a pickled dict (e.g. ``torch_distributed``,
@@ -72,28 +77,43 @@ def _config_mapping(config, *, config_key: str, dataset_dict: Dict[str, Any]) ->
     return {**config.typed_dict, config_key: dataset_dict}
 
 
-def find_dfd(dataset_dict: Dict[str, Any], config, *, config_key: str = "train", num_shards: Optional[int] = None,
-             key_path: Optional[Sequence[Any]] = None) -> DistributeFilesDatasetInfo:
+def find_dfd(
+    dataset_dict: Dict[str, Any],
+    config,
+    *,
+    config_key: str = "train",
+    num_shards: Optional[int] = None,
+    key_path: Optional[Sequence[Any]] = None,
+) -> DistributeFilesDatasetInfo:
     """The DistributeFilesDataset to verify, as the reader sees it in the config: the one at ``key_path``
     (e.g. ``["train", "datasets", "asr"]``), or the only one of the dataset.
 
     :raises ValueError: if there is none, or several and no key_path, naming them
     """
-    records = find_distribute_files_datasets(_config_mapping(config, config_key=config_key, dataset_dict=dataset_dict),
-                                             num_ranks=num_shards)
+    records = find_distribute_files_datasets(
+        _config_mapping(config, config_key=config_key, dataset_dict=dataset_dict), num_ranks=num_shards
+    )
     records = [r for r in records if r.key_path[0] == config_key]
     if key_path is not None:
         records = [r for r in records if list(r.key_path) == list(key_path)]
     if len(records) != 1:
         found = [list(r.key_path) for r in records]
-        raise ValueError(f"{len(records)} DistributeFilesDatasets in {config_key!r}"
-                         f"{'' if key_path is None else f' at {list(key_path)}'} ({found}); name the one to verify "
-                         "with --key-path (a JSON list, e.g. [\"train\", \"datasets\", \"asr\"])")
+        raise ValueError(
+            f"{len(records)} DistributeFilesDatasets in {config_key!r}"
+            f"{'' if key_path is None else f' at {list(key_path)}'} ({found}); name the one to verify "
+            'with --key-path (a JSON list, e.g. ["train", "datasets", "asr"])'
+        )
     return records[0]
 
 
-def check_dataset_files(dataset_dict: Dict[str, Any], *, num_shards: int, config=None, config_key: str = "train",
-                        key_path: Optional[Sequence[Any]] = None) -> None:
+def check_dataset_files(
+    dataset_dict: Dict[str, Any],
+    *,
+    num_shards: int,
+    config=None,
+    config_key: str = "train",
+    key_path: Optional[Sequence[Any]] = None,
+) -> None:
     """Before RETURNN runs: enough files (an inline list, or a list file read as RETURNN reads it)
     for every rank and sub-epoch, where RETURNN would fail with a bare assert. The files are sharded
     over ``num_shards`` ranks as the reader finds (``distrib_shard_files``, or torch's
@@ -111,8 +131,11 @@ def check_dataset_files(dataset_dict: Dict[str, Any], *, num_shards: int, config
         return  # a callable: RETURNN's own checks apply
     files = read_files(info.dataset["files"])
     partition_epoch = info.partition_epoch if isinstance(info.partition_epoch, int) else 1
-    check_enough_files(len(files), num_shards=info.shards.num_shards(num_shards if info.distributed else 1),
-                       partition_epoch=partition_epoch)
+    check_enough_files(
+        len(files),
+        num_shards=info.shards.num_shards(num_shards if info.distributed else 1),
+        partition_epoch=partition_epoch,
+    )
 
 
 def simulate_rank(config, *, rank: int, num_shards: int) -> None:
@@ -131,9 +154,11 @@ def simulate_rank(config, *, rank: int, num_shards: int) -> None:
 
     source = inspect.getsource(distributed.DistributedContext.__init__)
     if _TORCH_INIT_INFO_ENV not in source:
-        raise RuntimeError(f"this RETURNN's torch DistributedContext does not take rank and size from "
-                           f"{_TORCH_INIT_INFO_ENV}, so the verifier cannot run rank {rank} of {num_shards} under "
-                           "torch_distributed without a process group; use a newer RETURNN")
+        raise RuntimeError(
+            f"this RETURNN's torch DistributedContext does not take rank and size from "
+            f"{_TORCH_INIT_INFO_ENV}, so the verifier cannot run rank {rank} of {num_shards} under "
+            "torch_distributed without a process group; use a newer RETURNN"
+        )
     os.environ[_TORCH_INIT_INFO_ENV] = repr({"rank": rank, "size": num_shards, "hostnames": None})
     os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"] = str(rank), str(num_shards)
     distributed._is_set_up, distributed._ctx = False, None  # a context of another rank must not be reused
@@ -145,8 +170,11 @@ def _load_dataset(dataset_dict: Dict[str, Any], config, *, config_key: str):
     from returnn.datasets.basic import Dataset
 
     config.typed_dict[config_key] = dataset_dict
-    defaults = (Dataset.get_default_kwargs_train(config=config) if config_key == "train"
-                else Dataset.get_default_kwargs_eval(config=config))
+    defaults = (
+        Dataset.get_default_kwargs_train(config=config)
+        if config_key == "train"
+        else Dataset.get_default_kwargs_eval(config=config)
+    )
     dataset, _ = load_data(config, 0, config_key, **defaults)
     return dataset
 
@@ -160,12 +188,20 @@ def _locate(dataset, key_path: Sequence[Any]):
         elif key == "datasets":
             dataset = dataset.datasets
         else:
-            inner = next((getattr(dataset, a) for a in ("_dataset", "dataset", "sub_dataset")
-                          if hasattr(getattr(dataset, a, None), "init_seq_order")), None)
+            inner = next(
+                (
+                    getattr(dataset, a)
+                    for a in ("_dataset", "dataset", "sub_dataset")
+                    if hasattr(getattr(dataset, a, None), "init_seq_order")
+                ),
+                None,
+            )
             if inner is None:
-                raise RuntimeError(f"cannot reach the dataset {key!r} inside {dataset} in this process (a "
-                                   "MultiProcDataset builds it in its workers); verify the DistributeFilesDataset dict "
-                                   "itself, with the config's settings")
+                raise RuntimeError(
+                    f"cannot reach the dataset {key!r} inside {dataset} in this process (a "
+                    "MultiProcDataset builds it in its workers); verify the DistributeFilesDataset dict "
+                    "itself, with the config's settings"
+                )
             dataset = inner
     return dataset
 
@@ -176,12 +212,16 @@ def _init_dfd(dataset_dict: Dict[str, Any]):
 
     dataset = init_dataset(dict(dataset_dict))
     if not isinstance(dataset, DistributeFilesDataset):
-        raise TypeError(f"{dataset} is a {type(dataset).__name__}, not a DistributeFilesDataset; "
-                        "VerifyShardingJob checks the file sharding of DistributeFilesDataset")
+        raise TypeError(
+            f"{dataset} is a {type(dataset).__name__}, not a DistributeFilesDataset; "
+            "VerifyShardingJob checks the file sharding of DistributeFilesDataset"
+        )
     for attr in ("_lazy_init_file_list", "_files_order_cache"):
         if not hasattr(dataset, attr):
-            raise RuntimeError(f"this RETURNN's DistributeFilesDataset has no {attr}; "
-                               "i6_shard's verifier needs a RETURNN with distrib_shard_files (2024 or newer)")
+            raise RuntimeError(
+                f"this RETURNN's DistributeFilesDataset has no {attr}; "
+                "i6_shard's verifier needs a RETURNN with distrib_shard_files (2024 or newer)"
+            )
     return dataset
 
 
@@ -216,13 +256,16 @@ class _EngineReader:
 
         self._manager = torch.multiprocessing.Manager()
         self._epoch = self._manager.Value("i", 0)
-        reset = returnn_dataset_wrapper.ReturnnDatasetResetMpSharedEpochCallback(dataset=dataset,
-                                                                                 epoch_mp_shared=self._epoch)
+        reset = returnn_dataset_wrapper.ReturnnDatasetResetMpSharedEpochCallback(
+            dataset=dataset, epoch_mp_shared=self._epoch
+        )
         wrapped = returnn_dataset_wrapper.ReturnnDatasetIterDataPipe(
-            dataset, reset_callback=reset, shard_workers=config.typed_value("torch_dataloader_shard_workers", None))
+            dataset, reset_callback=reset, shard_workers=config.typed_value("torch_dataloader_shard_workers", None)
+        )
         batches = pipeline.BatchingIterDataPipe(wrapped, batch_size=_sys.maxsize, max_seqs=1)
-        self.loader = pipeline.create_data_loader_from_batches(batches, config.typed_value("torch_dataloader_opts")
-                                                               or {})
+        self.loader = pipeline.create_data_loader_from_batches(
+            batches, config.typed_value("torch_dataloader_opts") or {}
+        )
 
     def read_tags(self, epoch: int) -> List[str]:
         self._epoch.value = epoch
@@ -238,8 +281,16 @@ class _EngineReader:
         self._manager.shutdown()
 
 
-def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: int, epochs: Sequence[int],
-                config_key: str = "train", key_path: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
+def record_rank(
+    dataset_dict: Dict[str, Any],
+    config,
+    *,
+    rank: int,
+    num_shards: int,
+    epochs: Sequence[int],
+    config_key: str = "train",
+    key_path: Optional[Sequence[Any]] = None,
+) -> Dict[str, Any]:
     """Read ``epochs`` as rank ``rank`` of ``num_shards``: the dataset is built as RETURNN builds its
     train dataset (wrappers included), and of its DistributeFilesDataset (see :func:`find_dfd`) per
     sub-epoch the tree keys of the files RETURNN chose (its ``_files_order_cache``) and the tags it
@@ -253,8 +304,9 @@ def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: 
         top = _load_dataset(dataset_dict, config, config_key=config_key)
         dataset = _locate(top, info.key_path[1:])
         if not isinstance(dataset, DistributeFilesDataset):
-            raise TypeError(f"{dataset} at {list(info.key_path)} is a {type(dataset).__name__}, not a "
-                            "DistributeFilesDataset")
+            raise TypeError(
+                f"{dataset} at {list(info.key_path)} is a {type(dataset).__name__}, not a DistributeFilesDataset"
+            )
         settings = {
             "dataset_class": type(dataset).__name__,
             "key_path": [str(k) for k in info.key_path],
@@ -290,22 +342,32 @@ def record_rank(dataset_dict: Dict[str, Any], config, *, rank: int, num_shards: 
                 else:
                     dataset.finish_epoch(free_resources=True)
                     tags = engine.read_tags(epoch)
-                sub_epochs.append({"epoch": int(epoch), "files": [_get_key_for_file_tree(t) for t in files],
-                                   "seq_tags": tags})
+                sub_epochs.append(
+                    {"epoch": int(epoch), "files": [_get_key_for_file_tree(t) for t in files], "seq_tags": tags}
+                )
                 dataset.finish_epoch()
-                print(f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
-                      f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)", flush=True)
+                print(
+                    f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
+                    f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)",
+                    flush=True,
+                )
         finally:
             if engine is not None:
                 engine.close()
         top.finish_epoch(free_resources=True)
-    return {"format_version": RECORD_FORMAT_VERSION, "rank": rank, "num_shards": num_shards,
-            "read_by": "torch DataLoader" if engine is not None else "the dataset", "settings": settings,
-            "sub_epochs": sub_epochs}
+    return {
+        "format_version": RECORD_FORMAT_VERSION,
+        "rank": rank,
+        "num_shards": num_shards,
+        "read_by": "torch DataLoader" if engine is not None else "the dataset",
+        "settings": settings,
+        "sub_epochs": sub_epochs,
+    }
 
 
-def record_reference(dataset_dict: Dict[str, Any], config, *, config_key: str = "train",
-                     key_path: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
+def record_reference(
+    dataset_dict: Dict[str, Any], config, *, config_key: str = "train", key_path: Optional[Sequence[Any]] = None
+) -> Dict[str, Any]:
     """The file list as RETURNN loads it and, per file, the tags of its sequences: each file
     alone through ``get_sub_epoch_dataset``, unsharded, in the order it gives them."""
     from returnn.config import Config, global_config_ctx
@@ -336,8 +398,12 @@ def _write_json(obj: Any, path: str) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m i6_shard.returnn_ext.verify", description=__doc__,
-                                     epilog=_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m i6_shard.returnn_ext.verify",
+        description=__doc__,
+        epilog=_USAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset-pickle", help="pickled DistributeFilesDataset dict")
     src.add_argument("--config", help="RETURNN config file holding the dataset")
@@ -347,24 +413,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--epochs", required=True, help="comma-separated sub-epochs (1-based)")
     parser.add_argument("--output", required=True, help="JSON record of this rank")
     parser.add_argument("--reference", help="also write the per-file sequence tags (JSON) here")
-    parser.add_argument("--key-path", help="JSON list: where the DistributeFilesDataset is, e.g. "
-                                           "'[\"train\", \"datasets\", \"asr\"]' (default: the only one)")
-    parser.add_argument("--config-json", help="JSON of further RETURNN config keys for --dataset-pickle, e.g. "
-                                              "'{\"torch_distributed\": {\"dataset_distribution\": \"shard\"}}'")
+    parser.add_argument(
+        "--key-path",
+        help="JSON list: where the DistributeFilesDataset is, e.g. "
+        '\'["train", "datasets", "asr"]\' (default: the only one)',
+    )
+    parser.add_argument(
+        "--config-json",
+        help="JSON of further RETURNN config keys for --dataset-pickle, e.g. "
+        '\'{"torch_distributed": {"dataset_distribution": "shard"}}\'',
+    )
     args = parser.parse_args(argv)
     epochs = [int(e) for e in args.epochs.split(",") if e]
     if not 0 <= args.rank < args.num_shards:
         parser.error(f"--rank {args.rank} is outside --num-shards {args.num_shards}")
     key_path = json.loads(args.key_path) if args.key_path else None
-    dataset_dict, config = load_dataset_dict(dataset_pickle=args.dataset_pickle, config_path=args.config,
-                                             config_key=args.config_key, config_json=args.config_json)
+    dataset_dict, config = load_dataset_dict(
+        dataset_pickle=args.dataset_pickle,
+        config_path=args.config,
+        config_key=args.config_key,
+        config_json=args.config_json,
+    )
     where = {"config_key": args.config_key, "key_path": key_path}
     config.set("__debug_dummy_distributed_rank_and_size", (args.rank, args.num_shards))
     check_dataset_files(dataset_dict, num_shards=args.num_shards, config=config, **where)
     if args.reference:
         _write_json(record_reference(dataset_dict, config, **where), args.reference)
-    _write_json(record_rank(dataset_dict, config, rank=args.rank, num_shards=args.num_shards, epochs=epochs,
-                            **where), args.output)
+    _write_json(
+        record_rank(dataset_dict, config, rank=args.rank, num_shards=args.num_shards, epochs=epochs, **where),
+        args.output,
+    )
     return 0
 
 

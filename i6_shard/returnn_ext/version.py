@@ -56,10 +56,14 @@ def require_returnn_features() -> None:
     try:
         import returnn
 
-        found = f"RETURNN {getattr(returnn, '__long_version__', getattr(returnn, '__version__', '?'))} at " \
-                f"{returnn.__file__}"
+        found = (
+            f"RETURNN {getattr(returnn, '__long_version__', getattr(returnn, '__version__', '?'))} at "
+            f"{returnn.__file__}"
+        )
     except ImportError:
         found = "no importable RETURNN"
-    raise ImportError(f"{found} lacks what i6_shard needs: {'; '.join(missing)}. Install RETURNN >= "
-                      f"{MIN_RETURNN_VERSION} (pip install -U 'returnn>={MIN_RETURNN_VERSION}', or a git checkout "
-                      "of that date or later)")
+    raise ImportError(
+        f"{found} lacks what i6_shard needs: {'; '.join(missing)}. Install RETURNN >= "
+        f"{MIN_RETURNN_VERSION} (pip install -U 'returnn>={MIN_RETURNN_VERSION}', or a git checkout "
+        "of that date or later)"
+    )

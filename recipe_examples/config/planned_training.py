@@ -44,20 +44,46 @@ def train_step(*, model, extern_data, **_kwargs):
 def run(prefix: str = "planned_training"):
     data = TinyHdfDataJob(num_files=24, seed=1)
     sizes = ComputeFileSizesJob(data.out_file_list)
-    plan = ShardPlanJob(sizes.out_file_sizes, num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH,
-                        num_epochs=NUM_EPOCHS, distribution="balanced")
+    plan = ShardPlanJob(
+        sizes.out_file_sizes,
+        num_shards=NUM_RANKS,
+        partition_epoch=PARTITION_EPOCH,
+        num_epochs=NUM_EPOCHS,
+        distribution="balanced",
+    )
     train = sharded_files_dataset(
-        sizes.out_file_list, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH, num_shards=NUM_RANKS, distribution="balanced", plan=plan.out_plan)
+        sizes.out_file_list,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        num_shards=NUM_RANKS,
+        distribution="balanced",
+        plan=plan.out_plan,
+    )
     verify = VerifyShardingJob(train, num_shards=NUM_RANKS, epochs=NUM_EPOCHS)
 
-    config = {"backend": "torch", "behavior_version": 24, "batch_size": 2_000, "max_seqs": 8,
-              "optimizer": {"class": "adam"}, "learning_rate": 1e-3, "FEATURE_DIM": FEATURE_DIM,
-              "extern_data": {"data": {"dim": FEATURE_DIM}}, "torch_distributed": {"backend": "gloo"}}
+    config = {
+        "backend": "torch",
+        "behavior_version": 24,
+        "batch_size": 2_000,
+        "max_seqs": 8,
+        "optimizer": {"class": "adam"},
+        "learning_rate": 1e-3,
+        "FEATURE_DIM": FEATURE_DIM,
+        "extern_data": {"data": {"dim": FEATURE_DIM}},
+        "torch_distributed": {"backend": "gloo"},
+    }
     returnn_config = sharded_returnn_config(config, train, python_epilog=[get_model, train_step])
-    job = training_job(returnn_config, num_gpus=NUM_RANKS, num_epochs=NUM_EPOCHS, device="cpu", cpu_rqmt=1,
-                       mem_rqmt=2, time_rqmt=1, returnn_python_exe=tk.Path(sys.executable),
-                       returnn_root=tk.Path(os.environ.get("RETURNN_ROOT", "/path/to/returnn")))
+    job = training_job(
+        returnn_config,
+        num_gpus=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        device="cpu",
+        cpu_rqmt=1,
+        mem_rqmt=2,
+        time_rqmt=1,
+        returnn_python_exe=tk.Path(sys.executable),
+        returnn_root=tk.Path(os.environ.get("RETURNN_ROOT", "/path/to/returnn")),
+    )
 
     tk.register_output(f"{prefix}/plan.npz", plan.out_plan)
     tk.register_output(f"{prefix}/plan_report.txt", plan.out_report)

@@ -22,8 +22,9 @@ def run(prefix: str = "sharded_training"):
     sizes = ComputeFileSizesJob(data.out_file_list, num_parallel_tasks=2)
 
     # Which files each rank reads in each sub-epoch, before any GPU hour is spent.
-    plan = ShardPlanJob(sizes.out_file_sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH,
-                        num_epochs=NUM_EPOCHS)
+    plan = ShardPlanJob(
+        sizes.out_file_sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS
+    )
 
     # The training dataset, as it would go into the RETURNN config of the training job.
     train = sharded_files_dataset(

@@ -22,21 +22,31 @@ def test_plan_without_ranks_per_node_writes_the_same_bytes_as_before(tmp_path, s
     ref = tmp_path / "ref"
     ref.mkdir()
     # The training's 7 sub-epochs and the one RETURNN preloads after them.
-    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=8,
-                                                         preloaded_sub_epochs=1))
-    core.write_plan_outputs(plan, plan_path=str(ref / "plan.npz"), summary_path=str(ref / "summary.json"),
-                            report_path=str(ref / "report.txt"))
+    plan = core.ShardPlan(
+        keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=8, preloaded_sub_epochs=1)
+    )
+    core.write_plan_outputs(
+        plan,
+        plan_path=str(ref / "plan.npz"),
+        summary_path=str(ref / "summary.json"),
+        report_path=str(ref / "report.txt"),
+    )
     for name in ("plan.npz", "summary.json", "report.txt"):
         assert (tmp_path / "cli" / name).read_bytes() == (ref / name).read_bytes(), name
     assert "cache" not in json.loads((ref / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("options, node_cache", [
-    (["--ranks-per-node", "4"], dict(ranks_per_node=4)),
-    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "0"],
-     dict(ranks_per_node=2, preload_next_n_sub_epochs=0)),
-    (["--ranks-per-node", "8", "--no-cached-file"], dict(ranks_per_node=8, cached_file=False)),
-])
+@pytest.mark.parametrize(
+    "options, node_cache",
+    [
+        (["--ranks-per-node", "4"], dict(ranks_per_node=4)),
+        (
+            ["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "0"],
+            dict(ranks_per_node=2, preload_next_n_sub_epochs=0),
+        ),
+        (["--ranks-per-node", "8", "--no-cached-file"], dict(ranks_per_node=8, cached_file=False)),
+    ],
+)
 def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsys, options, node_cache):
     from i6_shard.core.pure.cache import NodeCache
 
@@ -45,8 +55,11 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
     printed = capsys.readouterr().out
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     planned = 7 + node_cache.get("preload_next_n_sub_epochs", 1)  # the plan holds the preloaded sub-epochs too
-    plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=planned,
-                                                         preloaded_sub_epochs=planned - 7))
+    plan = core.ShardPlan(
+        keys,
+        sizes,
+        core.PlanSettings(num_shards=6, partition_epoch=3, num_epochs=planned, preloaded_sub_epochs=planned - 7),
+    )
     held, _, shared = brute_force(plan, NodeCache(**node_cache), 7)  # the training's sub-epochs
     assert summary["cache_peak_bytes_per_node"] == max(map(max, held))
     assert summary["cache"]["per_sub_epoch"]["shared_fs_bytes"] == shared
@@ -54,14 +67,20 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
     assert "Per-node file cache" in printed and "Per-node file cache" in (tmp_path / "out" / "report.txt").read_text()
 
 
-@pytest.mark.parametrize("options, message", [
-    # One rule for the command line and ShardPlanJob (core.PlanRequest), naming the options by their Python names.
-    (["--cache-size", "1G"], "cache_size describe the per-node cache: give ranks_per_node too"),
-    (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "cached_file describe the per-node cache"),
-    (["--ranks-per-node", "4", "--cache-size", "lots"], "cache size 'lots' is not a byte count"),
-    (["--ranks-per-node", "0"], "ranks_per_node=0 must be a positive int"),
-    (["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"], "preload_next_n_sub_epochs=-1 must be a non-negative int"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        # One rule for the command line and ShardPlanJob (core.PlanRequest), naming the options by their Python names.
+        (["--cache-size", "1G"], "cache_size describe the per-node cache: give ranks_per_node too"),
+        (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "cached_file describe the per-node cache"),
+        (["--ranks-per-node", "4", "--cache-size", "lots"], "cache size 'lots' is not a byte count"),
+        (["--ranks-per-node", "0"], "ranks_per_node=0 must be a positive int"),
+        (
+            ["--ranks-per-node", "2", "--preload-next-n-sub-epochs", "-1"],
+            "preload_next_n_sub_epochs=-1 must be a non-negative int",
+        ),
+    ],
+)
 def test_plan_cache_option_errors_write_nothing(tmp_path, sizes_file, capsys, options, message):
     path, _, _ = sizes_file
     assert main(["plan", "--sizes", path, *PLAN, *options, "-o", str(tmp_path / "out")]) == 2
@@ -72,8 +91,24 @@ def test_plan_cache_option_errors_write_nothing(tmp_path, sizes_file, capsys, op
 
 def plan_dir(tmp_path, sizes_path, name, *options):
     out = str(tmp_path / name)
-    assert main(["plan", "--sizes", sizes_path, "--partition-epoch", "3", "--num-epochs", "9", "--no-plot", *options,
-                 "-o", out]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                sizes_path,
+                "--partition-epoch",
+                "3",
+                "--num-epochs",
+                "9",
+                "--no-plot",
+                *options,
+                "-o",
+                out,
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -83,8 +118,9 @@ def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
     new_dir = plan_dir(tmp_path, path, "p6", "--num-shards", "6")
     capsys.readouterr()
     out = tmp_path / "cmp"
-    assert main(["compare-plans", old_dir, os.path.join(new_dir, "plan.npz"), "--resume-epoch", "5",
-                 "-o", str(out)]) == 0
+    assert (
+        main(["compare-plans", old_dir, os.path.join(new_dir, "plan.npz"), "--resume-epoch", "5", "-o", str(out)]) == 0
+    )
     printed = capsys.readouterr().out
     assert sorted(os.listdir(out)) == [".i6_shard-set", "files.json", "report.txt", "summary.json"]
     assert printed.startswith((out / "report.txt").read_text())
@@ -96,8 +132,10 @@ def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
     assert (full["full_epoch_0idx"], full["old_epochs"], full["new_epochs"]) == (1, [4, 4], [5, 6])
     assert full["read_twice"] == len(before & after) > 0
     assert full["never_read"] == len(set(keys) - before - after) > 0
-    per_rank_twice = [sum(1 for e in (5, 6) for k in new.files_for(epoch=e, shard_index=r) if k in before)
-                      if r < 6 else 0 for r in range(8)]
+    per_rank_twice = [
+        sum(1 for e in (5, 6) for k in new.files_for(epoch=e, shard_index=r) if k in before) if r < 6 else 0
+        for r in range(8)
+    ]
     assert [row["read_twice"] for row in full["per_rank"]] == per_rank_twice
     files = json.loads((out / "files.json").read_text())
     assert sorted(x["key"] for x in files["full_epochs"][0]["never_read"]) == sorted(set(keys) - before - after)
@@ -120,11 +158,31 @@ def test_compare_plans_errors(tmp_path, sizes_file, capsys):
     old_dir = plan_dir(tmp_path, path, "p8", "--num-shards", "8")
     unsharded = plan_dir(tmp_path, path, "u6", "--num-shards", "6", "--unsharded")
     other_p = str(tmp_path / "p2")
-    assert main(["plan", "--sizes", path, "--num-shards", "6", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--no-plot", "-o", other_p]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                path,
+                "--num-shards",
+                "6",
+                "--partition-epoch",
+                "2",
+                "--num-epochs",
+                "4",
+                "--no-plot",
+                "-o",
+                other_p,
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    for new, message in ((unsharded, "the new plan is unsharded"), (other_p, "partition_epoch=3 and 2"),
-                         (str(tmp_path / "missing"), "does not exist")):
+    for new, message in (
+        (unsharded, "the new plan is unsharded"),
+        (other_p, "partition_epoch=3 and 2"),
+        (str(tmp_path / "missing"), "does not exist"),
+    ):
         assert main(["compare-plans", old_dir, new, "--resume-epoch", "5", "-o", str(tmp_path / "cmp")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err, err
@@ -142,12 +200,17 @@ def test_compare_plans_counts_in_the_plans_unit(tmp_path, capsys):
     frames = core.io.lognormal_sizes(40, seed=2, median_bytes=5000)
     dirs = []
     for num_shards in (4, 3):
-        plan = core.ShardPlan(keys, frames, core.PlanSettings(num_shards=num_shards, partition_epoch=2, num_epochs=4,
-                                                               unit="frames"))
+        plan = core.ShardPlan(
+            keys, frames, core.PlanSettings(num_shards=num_shards, partition_epoch=2, num_epochs=4, unit="frames")
+        )
         out = tmp_path / f"p{num_shards}"
         out.mkdir()
-        core.write_plan_outputs(plan, plan_path=str(out / "plan.npz"), summary_path=str(out / "summary.json"),
-                                report_path=str(out / "report.txt"))
+        core.write_plan_outputs(
+            plan,
+            plan_path=str(out / "plan.npz"),
+            summary_path=str(out / "summary.json"),
+            report_path=str(out / "report.txt"),
+        )
         dirs.append(str(out))
     assert main(["compare-plans", *dirs, "--resume-epoch", "2"]) == 0
     printed = capsys.readouterr().out
@@ -178,7 +241,7 @@ def test_compare_plans_reads_the_stored_bins_not_a_recomputation(tmp_path, sizes
     order, bounds = stored.layout(1)
     new = core.load_plan(os.path.join(new_dir, "plan.npz"))
     # Epoch 4 is sub-epoch 1 of full epoch 1 (P=3): its bins are r*3 + 0 of the stored layout.
-    before = {keys[i] for r in range(8) for i in order[bounds[r * 3]:bounds[r * 3 + 1]].tolist()}
+    before = {keys[i] for r in range(8) for i in order[bounds[r * 3] : bounds[r * 3 + 1]].tolist()}
     after = {k for e in (5, 6) for r in range(6) for k in new.files_for(epoch=e, shard_index=r)}
     recomputed = {k for r in range(8) for k in stored.plan.files_for(epoch=4, shard_index=r)}
     assert before != recomputed  # the rewrite changed what the old training read
@@ -198,8 +261,23 @@ def test_compare_plans_reads_the_stored_bins_not_a_recomputation(tmp_path, sizes
 def test_plan_counts_the_files_the_sub_epoch_dataset_adds_to_every_sub_epoch(tmp_path, sizes_file, capsys):
     path, _, _ = sizes_file
     assert main(["plan", "--sizes", path, *PLAN, "--ranks-per-node", "4", "-o", str(tmp_path / "plain")]) == 0
-    assert main(["plan", "--sizes", path, *PLAN, "--ranks-per-node", "4", "--sub-epoch-constant-bytes", "2K",
-                 "-o", str(tmp_path / "const")]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                path,
+                *PLAN,
+                "--ranks-per-node",
+                "4",
+                "--sub-epoch-constant-bytes",
+                "2K",
+                "-o",
+                str(tmp_path / "const"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     plain = json.loads((tmp_path / "plain" / "summary.json").read_text())["cache"]
     const = json.loads((tmp_path / "const" / "summary.json").read_text())["cache"]

@@ -25,8 +25,31 @@ def test_costs_then_plan_by_frames_with_prediction(tmp_path, hdf_list, capsys):
     costs = str(tmp_path / "costs.npz")
     assert main(["costs", hdf_list, "--unit", "frames", "-o", costs]) == 0
     out = str(tmp_path / "plan")
-    assert main(["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--distribution", "balanced", "--batch-size", "500", "--max-seqs", "10", "--no-plot", "-o", out]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                costs,
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "2",
+                "--num-epochs",
+                "4",
+                "--distribution",
+                "balanced",
+                "--batch-size",
+                "500",
+                "--max-seqs",
+                "10",
+                "--no-plot",
+                "-o",
+                out,
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "unit                 frames" in text and "Predicted loss under RETURNN's batching" in text
     with open(f"{out}/summary.json") as f:
@@ -40,11 +63,44 @@ def test_costs_then_plan_by_frames_with_prediction(tmp_path, hdf_list, capsys):
 def test_prediction_needs_a_costs_archive(tmp_path, hdf_list, capsys):
     sizes = str(tmp_path / "sizes.npz")
     assert main(["sizes", hdf_list, "-o", sizes]) == 0
-    code = main(["plan", "--sizes", sizes, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--max-seqs", "10", "--no-plot", "-o", str(tmp_path / "plan")])
+    code = main(
+        [
+            "plan",
+            "--sizes",
+            sizes,
+            "--num-shards",
+            "2",
+            "--partition-epoch",
+            "2",
+            "--num-epochs",
+            "4",
+            "--max-seqs",
+            "10",
+            "--no-plot",
+            "-o",
+            str(tmp_path / "plan"),
+        ]
+    )
     assert code == 2 and "holds sizes in bytes" in capsys.readouterr().err
-    assert main(["plan", "--sizes", sizes, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--no-plot", "-o", str(tmp_path / "plan")]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                sizes,
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "2",
+                "--num-epochs",
+                "4",
+                "--no-plot",
+                "-o",
+                str(tmp_path / "plan"),
+            ]
+        )
+        == 0
+    )
     with open(tmp_path / "plan" / "summary.json") as f:
         summary = json.load(f)
     assert summary["unit"] == "bytes" and "dropped_fraction_predicted" not in summary
@@ -58,16 +114,53 @@ def test_costs_in_steps_then_plan_predicts_under_their_limits(tmp_path, hdf_list
     assert archive.unit == "steps" and archive.batching.as_dict() == {"batch_size": 500, "max_seqs": 10}
     assert archive.costs.dtype.kind == "i" and (archive.costs > 0).all()
     out = str(tmp_path / "plan")
-    assert main(["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--distribution", "balanced", "--no-plot", "-o", out]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                costs,
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "2",
+                "--num-epochs",
+                "4",
+                "--distribution",
+                "balanced",
+                "--no-plot",
+                "-o",
+                out,
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "unit                 steps" in text and "milli-steps" in text and "batch_size=500, max_seqs=10" in text
     with open(f"{out}/summary.json") as f:
         summary = json.load(f)
     assert summary["unit"] == "steps" and summary["batching"]["batch_size"] == 500
     assert core.load_plan(f"{out}/plan.npz").settings.unit == "steps"
-    code = main(["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--batch-size", "400", "--max-seqs", "10", "--no-plot", "-o", str(tmp_path / "other")])
+    code = main(
+        [
+            "plan",
+            "--sizes",
+            costs,
+            "--num-shards",
+            "2",
+            "--partition-epoch",
+            "2",
+            "--num-epochs",
+            "4",
+            "--batch-size",
+            "400",
+            "--max-seqs",
+            "10",
+            "--no-plot",
+            "-o",
+            str(tmp_path / "other"),
+        ]
+    )
     assert code == 2 and "count steps under" in capsys.readouterr().err
 
 
@@ -80,8 +173,22 @@ def test_steps_and_batching_come_together(tmp_path, hdf_list, capsys, argv):
 def test_the_prediction_assumes_the_sync_mode_given(tmp_path, hdf_list, capsys):
     costs = str(tmp_path / "costs.npz")
     assert main(["costs", hdf_list, "--unit", "frames", "-o", costs]) == 0
-    plan = ["plan", "--sizes", costs, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-            "--batch-size", "300", "--max-seqs", "4", "--no-plot"]
+    plan = [
+        "plan",
+        "--sizes",
+        costs,
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "2",
+        "--num-epochs",
+        "4",
+        "--batch-size",
+        "300",
+        "--max-seqs",
+        "4",
+        "--no-plot",
+    ]
     summaries, texts = {}, {}
     for name, sync in (("grad", []), ("param", ["--reduce-type", "param", "--param-sync-step", "100000"])):
         capsys.readouterr()

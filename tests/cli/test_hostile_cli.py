@@ -22,14 +22,16 @@ TIMEOUT_S = 120
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "i6_shard", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, "-m", "i6_shard", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=TIMEOUT_S
+    )
 
 
 def one_error_line(res):
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
-    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, \
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, (
         res.stderr[-2000:]
+    )
     return res.stderr
 
 
@@ -108,14 +110,39 @@ def test_huge_names_are_cut_in_the_error(tmp_path):
 
 def test_a_plan_too_large_for_memory_is_refused_up_front_naming_the_size(tmp_path):
     core.save_file_sizes(core.FileSizes(keys=["/d/a"], sizes=np.array([5])), tmp_path / "s.npz")
-    res = run_cli("plan", "--sizes", tmp_path / "s.npz", "--num-shards", "1", "--partition-epoch", "1",
-                  "--num-epochs", "3999999999", "--no-plot", "-o", tmp_path / "out")  # and 1 preloaded
+    res = run_cli(
+        "plan",
+        "--sizes",
+        tmp_path / "s.npz",
+        "--num-shards",
+        "1",
+        "--partition-epoch",
+        "1",
+        "--num-epochs",
+        "3999999999",
+        "--no-plot",
+        "-o",
+        tmp_path / "out",
+    )  # and 1 preloaded
     err = one_error_line(res)
     assert "num_epochs=4000000000 with 1 files needs 80,000,000,000 bytes (74.5 GiB) for the plan's arrays" in err
     assert "plan fewer sub-epochs" in err
     assert sorted(os.listdir(tmp_path)) == ["s.npz"]
-    err = one_error_line(run_cli("demo", "--num-files", "4", "--num-shards", "1", "--partition-epoch", "1",
-                                 "--num-epochs", "3999999999", "-o", tmp_path / "demo"))
+    err = one_error_line(
+        run_cli(
+            "demo",
+            "--num-files",
+            "4",
+            "--num-shards",
+            "1",
+            "--partition-epoch",
+            "1",
+            "--num-epochs",
+            "3999999999",
+            "-o",
+            tmp_path / "demo",
+        )
+    )
     assert "num_epochs=4000000000 with 4 files needs" in err and not (tmp_path / "demo").exists()
 
 
@@ -155,13 +182,31 @@ def test_plan_refuses_a_directory_with_other_files(tmp_path, sizes_file, capsys)
 @needs_matplotlib
 def test_demo_reruns_into_its_own_directory_as_one_set(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    argv = ["demo", "--num-files", "12", "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-            "--no-plot"]
+    argv = [
+        "demo",
+        "--num-files",
+        "12",
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "2",
+        "--num-epochs",
+        "4",
+        "--no-plot",
+    ]
     assert main(argv) == 0
     assert main(argv[:-1] + ["--seed", "3"]) == 0  # with a plot now, other sizes
     out = tmp_path / "i6_shard_demo"
-    assert sorted(os.listdir(out)) == [".i6_shard-set", "data", "file_sizes.npz", "files.txt", "plan.npz", "plot.png", "report.txt",
-                                       "summary.json"]
+    assert sorted(os.listdir(out)) == [
+        ".i6_shard-set",
+        "data",
+        "file_sizes.npz",
+        "files.txt",
+        "plan.npz",
+        "plot.png",
+        "report.txt",
+        "summary.json",
+    ]
     listed = core.read_file_list(out / "files.txt")
     assert listed == [os.path.join("i6_shard_demo", "data", f"part-{i:02d}.hdf") for i in range(12)]
     sizes = core.load_file_sizes(out / "file_sizes.npz")
@@ -189,24 +234,62 @@ def hdf_costs(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["plan", "--num-shards", "1000000000000000000", "--partition-epoch", "1", "--num-epochs", "1"],
-     "8 files cannot fill num_shards*partition_epoch=1000000000000000000*1"),  # before the memory it would need
-    (["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--ranks-per-node", "1",
-      "--cache-size", "1e308P"], "cache size '1e308P' is more bytes than a cache can hold"),
-    (["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--batch-size", str(10**30)],
-     f"batch_size={10**30} is beyond any batch RETURNN makes"),
-    # RETURNN preloads a handful of sub-epochs; the plan holds them all, so a huge value ran for hours
-    *[(["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--preload-next-n-sub-epochs",
-        str(n)], f"preload_next_n_sub_epochs={n} is more than 100: RETURNN would create that many sub-epoch datasets")
-      for n in (10**5, 10**9)],
-    (["costs", "LIST", "--frame-rate", "inf"], "frame_rate=inf must be a positive, finite number"),
-    (["costs", "LIST", "--unit", "steps", "--batch-size", str(10**30)], f"batch_size={10**30} is beyond any batch"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["plan", "--num-shards", "1000000000000000000", "--partition-epoch", "1", "--num-epochs", "1"],
+            "8 files cannot fill num_shards*partition_epoch=1000000000000000000*1",
+        ),  # before the memory it would need
+        (
+            [
+                "plan",
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "1",
+                "--num-epochs",
+                "2",
+                "--ranks-per-node",
+                "1",
+                "--cache-size",
+                "1e308P",
+            ],
+            "cache size '1e308P' is more bytes than a cache can hold",
+        ),
+        (
+            ["plan", "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2", "--batch-size", str(10**30)],
+            f"batch_size={10**30} is beyond any batch RETURNN makes",
+        ),
+        # RETURNN preloads a handful of sub-epochs; the plan holds them all, so a huge value ran for hours
+        *[
+            (
+                [
+                    "plan",
+                    "--num-shards",
+                    "2",
+                    "--partition-epoch",
+                    "1",
+                    "--num-epochs",
+                    "2",
+                    "--preload-next-n-sub-epochs",
+                    str(n),
+                ],
+                f"preload_next_n_sub_epochs={n} is more than 100: RETURNN would create that many sub-epoch datasets",
+            )
+            for n in (10**5, 10**9)
+        ],
+        (["costs", "LIST", "--frame-rate", "inf"], "frame_rate=inf must be a positive, finite number"),
+        (["costs", "LIST", "--unit", "steps", "--batch-size", str(10**30)], f"batch_size={10**30} is beyond any batch"),
+    ],
+)
 def test_overflowing_options_are_one_line_naming_the_option(hdf_costs, tmp_path, capsys, argv, message):
     argv = [str(hdf_costs / "data" / "files.txt") if a == "LIST" else a for a in argv]
-    argv += (["--sizes", str(hdf_costs / "costs.npz"), "--no-plot", "-o", str(tmp_path / "out")] if argv[0] == "plan"
-             else ["-o", str(tmp_path / "out.npz")])
+    argv += (
+        ["--sizes", str(hdf_costs / "costs.npz"), "--no-plot", "-o", str(tmp_path / "out")]
+        if argv[0] == "plan"
+        else ["-o", str(tmp_path / "out.npz")]
+    )
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -229,17 +312,32 @@ def test_a_damaged_file_in_a_costs_pass_is_named(hdf_costs, tmp_path, capsys, co
 
 @pytest.mark.parametrize("target, why", [("loop", "leads nowhere (a loop)"), ("nowhere", "its target is missing")])
 @pytest.mark.parametrize("output", ["{link}", "{link}/sub"])
-def test_an_output_under_a_link_that_leads_nowhere_is_named_with_the_fix(tmp_path, sizes_file, capsys, target, why,
-                                                                          output):
+def test_an_output_under_a_link_that_leads_nowhere_is_named_with_the_fix(
+    tmp_path, sizes_file, capsys, target, why, output
+):
     """A symbolic link loop (or a dangling link) as the output directory, or on the way to it, is named as such:
     it said ``[Errno 17] File exists``, or that the link "exists and is not a directory"."""
     path = str(sizes_file)
     link = tmp_path / "loop"
     os.symlink(target, link)  # "loop" -> "loop" is a loop; "loop" -> "nowhere" dangles
     out = output.format(link=link)
-    for argv in (["plan", "--sizes", path, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "2",
-                  "--no-plot", "-o", out],
-                 ["make-data", "--num-files", "4", "-o", out]):
+    for argv in (
+        [
+            "plan",
+            "--sizes",
+            path,
+            "--num-shards",
+            "2",
+            "--partition-epoch",
+            "2",
+            "--num-epochs",
+            "2",
+            "--no-plot",
+            "-o",
+            out,
+        ],
+        ["make-data", "--num-files", "4", "-o", out],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err

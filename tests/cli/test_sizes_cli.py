@@ -18,15 +18,17 @@ def get_sub_epoch_dataset(files):
 
 
 def returnn_file_sizes(list_path):
-    ds = distrib_files.DistributeFilesDataset(files=list_path, get_sub_epoch_dataset=get_sub_epoch_dataset,
-                                              use_worker_proc=False)
+    ds = distrib_files.DistributeFilesDataset(
+        files=list_path, get_sub_epoch_dataset=get_sub_epoch_dataset, use_worker_proc=False
+    )
     ds._lazy_init_file_sizes()
     return ds._files, ds._file_sizes
 
 
 def run_sizes(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "i6_shard", "sizes", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "i6_shard", "sizes", *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
 
 
 @pytest.fixture
@@ -44,7 +46,9 @@ def data(tmp_path):
 
 @pytest.mark.parametrize("ext", [".txt", ".json", ".py"])
 def test_sizes_file_equals_returnn_on_the_same_list(tmp_path, data, ext):
-    trees = data if ext == ".txt" else [(data[i], data[i + 1]) for i in range(0, 10, 2)] + [{"b": data[10], "a": data[0]}]
+    trees = (
+        data if ext == ".txt" else [(data[i], data[i + 1]) for i in range(0, 10, 2)] + [{"b": data[10], "a": data[0]}]
+    )
     list_path = tmp_path / f"files{ext}"
     write_file_list(trees, list_path)
     out = tmp_path / "out" / "sizes.npz"
@@ -81,13 +85,16 @@ def test_missing_files_fail_listing_them_and_write_nothing(tmp_path, data):
     assert os.listdir(out_dir) == []  # no output, no temp file left behind
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("files.csv", "a\n", "extension '.csv'"),
-    ("nope.txt", None, "does not exist"),
-    ("files.json", '{"a": "b"}', "needs a list"),
-    ("files.py", "[('a', 'b')]", "RETURNN's .py parser fails"),
-    ("files.json", '["a", null]', "entry 1 has a leaf of type NoneType"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("files.csv", "a\n", "extension '.csv'"),
+        ("nope.txt", None, "does not exist"),
+        ("files.json", '{"a": "b"}', "needs a list"),
+        ("files.py", "[('a', 'b')]", "RETURNN's .py parser fails"),
+        ("files.json", '["a", null]', "entry 1 has a leaf of type NoneType"),
+    ],
+)
 def test_bad_lists_give_one_clear_error(tmp_path, name, content, message):
     if content is not None:
         (tmp_path / name).write_text(content)

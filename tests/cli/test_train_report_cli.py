@@ -23,9 +23,27 @@ def _plan(tmp_path, name):
     with open(os.path.join(LOGS, name, "case.json")) as f:
         c = json.load(f)
     out = tmp_path / "plan"
-    assert main(["plan", "--sizes", os.path.join(LOGS, name, "file_sizes.npz"), "--num-shards", str(c["num_ranks"]),
-                 "--partition-epoch", str(c["partition_epoch"]), "--num-epochs", str(c["num_epochs"]),
-                 "--distribution", c["distribution"], "--no-plot", "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                os.path.join(LOGS, name, "file_sizes.npz"),
+                "--num-shards",
+                str(c["num_ranks"]),
+                "--partition-epoch",
+                str(c["partition_epoch"]),
+                "--num-epochs",
+                str(c["num_epochs"]),
+                "--distribution",
+                c["distribution"],
+                "--no-plot",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return str(out / "plan.npz")
 
 
@@ -47,8 +65,13 @@ def test_train_report_writes_what_the_core_writes_and_the_files_match_the_plan(t
     for s in summary["sub_epochs"]:
         assert isinstance(s["epoch"], int)
         for x in s["ranks"]:
-            assert set(x) >= {"consumed_seqs", "available_seqs", "consumed_frames", "available_frames",
-                              "files_match_plan"}
+            assert set(x) >= {
+                "consumed_seqs",
+                "available_seqs",
+                "consumed_frames",
+                "available_frames",
+                "files_match_plan",
+            }
             assert x["files_match_plan"] is True
             assert 0 < x["consumed_frames"] <= x["available_frames"]
     assert 0 <= summary["dropped_fraction"] < 1
@@ -58,8 +81,23 @@ def test_double_sharding_alarm_and_fail_on_alarm(tmp_path, capsys):
     name = "w4_nofix"
     plan = _plan(tmp_path, name)
     lengths = os.path.join(LOGS, name, "file_lengths.json")
-    assert main(["train-report", *_logs(name), "--plan", plan, "--file-lengths", lengths, "--no-plot",
-                 "--fail-on-alarm", "-o", str(tmp_path / "out")]) == 1
+    assert (
+        main(
+            [
+                "train-report",
+                *_logs(name),
+                "--plan",
+                plan,
+                "--file-lengths",
+                lengths,
+                "--no-plot",
+                "--fail-on-alarm",
+                "-o",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 1
+    )
     printed = capsys.readouterr().out
     assert "steps far below" in printed and "RETURNN #1738" in printed
     assert not (tmp_path / "out" / "plot.png").exists()
@@ -68,10 +106,21 @@ def test_double_sharding_alarm_and_fail_on_alarm(tmp_path, capsys):
 def test_interleaved_stdout_gives_the_same_numbers(tmp_path):
     name = "w2_bv24"
     lengths = os.path.join(LOGS, name, "file_lengths.json")
-    assert main(["train-report", os.path.join(LOGS, name, "stdout.txt"), "--file-lengths", lengths, "--no-plot",
-                 "-o", str(tmp_path / "a")]) == 0
-    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot",
-                 "-o", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "train-report",
+                os.path.join(LOGS, name, "stdout.txt"),
+                "--file-lengths",
+                lengths,
+                "--no-plot",
+                "-o",
+                str(tmp_path / "a"),
+            ]
+        )
+        == 0
+    )
+    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "-o", str(tmp_path / "b")]) == 0
     a = json.loads((tmp_path / "a" / "summary.json").read_text())
     b = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert a.pop("logs") != b.pop("logs")
@@ -129,16 +178,47 @@ def test_expected_steps_under_param_sync(tmp_path, capsys):
     expected steps are those of the rank with the most work, at its own rate, from the summary's own counts."""
     name = "w2_bv24"
     lengths = os.path.join(LOGS, name, "file_lengths.json")
-    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "--reduce-type", "param",
-                 "--param-sync-step", "100000", "-o", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "train-report",
+                *_logs(name),
+                "--file-lengths",
+                lengths,
+                "--no-plot",
+                "--reduce-type",
+                "param",
+                "--param-sync-step",
+                "100000",
+                "-o",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["sync"] == {"reduce_type": "param", "param_sync_step": 100000}
-    assert "(param sync every 100000 steps: a rank that runs out stops, the others run on to their next sync;" \
-        in printed
+    assert (
+        "(param sync every 100000 steps: a rank that runs out stops, the others run on to their next sync;" in printed
+    )
     for se in summary["sub_epochs"]:
         work = [r["steps"] * r["available_frames"] / r["consumed_frames"] for r in se["ranks"]]
         assert se["expected_steps"] == round(max(work)) > se["steps"], se
-    assert main(["train-report", *_logs(name), "--file-lengths", lengths, "--no-plot", "--param-sync-step", "3",
-                 "-o", str(tmp_path / "bad")]) == 2
+    assert (
+        main(
+            [
+                "train-report",
+                *_logs(name),
+                "--file-lengths",
+                lengths,
+                "--no-plot",
+                "--param-sync-step",
+                "3",
+                "-o",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
     assert "param_sync_step=3 is only used with reduce_type='param'" in capsys.readouterr().err

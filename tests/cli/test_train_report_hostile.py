@@ -3,7 +3,6 @@ cannot look up. Each is one error line (exit status 2) naming the log and its li
 
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -22,9 +21,28 @@ def plans(tmp_path_factory):
     d = tmp_path_factory.mktemp("train_report_plans")
     out = {}
     for name, extra in (("plan", []), ("late_seeds", ["--random-seed-offset", str(2**32 - 100)])):
-        assert main(["plan", "--sizes", os.path.join(CASE, "file_sizes.npz"), "--num-shards", str(c["num_ranks"]),
-                     "--partition-epoch", str(c["partition_epoch"]), "--num-epochs", str(c["num_epochs"]),
-                     "--distribution", c["distribution"], "--no-plot", "-o", str(d / name), *extra]) == 0
+        assert (
+            main(
+                [
+                    "plan",
+                    "--sizes",
+                    os.path.join(CASE, "file_sizes.npz"),
+                    "--num-shards",
+                    str(c["num_ranks"]),
+                    "--partition-epoch",
+                    str(c["partition_epoch"]),
+                    "--num-epochs",
+                    str(c["num_epochs"]),
+                    "--distribution",
+                    c["distribution"],
+                    "--no-plot",
+                    "-o",
+                    str(d / name),
+                    *extra,
+                ]
+            )
+            == 0
+        )
         out[name] = str(d / name / "plan.npz")
     return out
 
@@ -55,17 +73,20 @@ def _one_error_line(capsys, argv, tmp_path):
 STEP = "ep {epoch} train, step {step}, mse 0.5, num_seqs {seqs}, complete 60.00%\n"
 
 
-@pytest.mark.parametrize("tail, message", [
-    (STEP.format(epoch=1, step=3_000_000_000, seqs=3), "step 3000000000 is more than 1,000,000"),
-    (STEP.format(epoch=1, step=0, seqs=10**30), f"num_seqs {10**30} is more than 4,294,967,295"),
-    (STEP.format(epoch=99999999999999, step=0, seqs=3), "sub-epoch 99999999999999 is more than 2,147,483,647"),
-], ids=["step", "num_seqs", "epoch"])
+@pytest.mark.parametrize(
+    "tail, message",
+    [
+        (STEP.format(epoch=1, step=3_000_000_000, seqs=3), "step 3000000000 is more than 1,000,000"),
+        (STEP.format(epoch=1, step=0, seqs=10**30), f"num_seqs {10**30} is more than 4,294,967,295"),
+        (STEP.format(epoch=99999999999999, step=0, seqs=3), "sub-epoch 99999999999999 is more than 2,147,483,647"),
+    ],
+    ids=["step", "num_seqs", "epoch"],
+)
 @pytest.mark.parametrize("with_plan", [False, True])
 def test_numbers_beyond_any_training_name_the_log_line(tmp_path, capsys, plans, tail, message, with_plan):
     """A step of 3e9 took 14 GB and a minute; an epoch of 1e14 gave a shuffle-seed message naming no log."""
     paths, num_lines = _logs(tmp_path, tail2=tail.encode())
-    err = _one_error_line(capsys, ["train-report", *paths] + (["--plan", plans["plan"]] if with_plan else []),
-                          tmp_path)
+    err = _one_error_line(capsys, ["train-report", *paths] + (["--plan", plans["plan"]] if with_plan else []), tmp_path)
     assert err.startswith(f"error: returnn.torch-distrib-2-4.log:{num_lines}: {message}"), err
     assert "remove it, or give the log RETURNN wrote" in err
 
@@ -74,8 +95,10 @@ def test_a_sub_epoch_the_plan_cannot_seed_names_the_log_line(tmp_path, capsys, p
     """Within the bounds, but past the plan's last shuffle seed: the plan's message, with the log line first."""
     paths, num_lines = _logs(tmp_path, tail2=STEP.format(epoch=1000, step=0, seqs=3).encode())
     err = _one_error_line(capsys, ["train-report", *paths, "--plan", plans["late_seeds"]], tmp_path)
-    assert err.startswith(f"error: returnn.torch-distrib-2-4.log:{num_lines}: sub-epoch 1000 cannot be looked up in "
-                          "the plan (full epoch 499 (epochs 999..1000) would shuffle with seed "), err
+    assert err.startswith(
+        f"error: returnn.torch-distrib-2-4.log:{num_lines}: sub-epoch 1000 cannot be looked up in "
+        "the plan (full epoch 499 (epochs 999..1000) would shuffle with seed "
+    ), err
     assert "give the plan of this training" in err
 
 
@@ -83,8 +106,10 @@ def test_a_huge_world_size_in_a_name(tmp_path, capsys):
     """Took 24 GB until killed: the world size came from the name unchecked."""
     paths, _ = _logs(tmp_path, name2="returnn.torch-distrib-2-999999999999.log")
     err = _one_error_line(capsys, ["train-report", *paths], tmp_path)
-    assert err.startswith("error: returnn.torch-distrib-2-999999999999.log: world size 999999999999 is more than "
-                          "65,536; the name is not one RETURNN gives"), err
+    assert err.startswith(
+        "error: returnn.torch-distrib-2-999999999999.log: world size 999999999999 is more than "
+        "65,536; the name is not one RETURNN gives"
+    ), err
 
 
 def test_a_huge_torchrun_rank(tmp_path, capsys):

@@ -2,5 +2,8 @@
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slurm: runs jobs on a single-node Slurm it starts (needs slurm-wlm, munge, "
-                                       "root); skipped where Slurm is not installed")
+    config.addinivalue_line(
+        "markers",
+        "slurm: runs jobs on a single-node Slurm it starts (needs slurm-wlm, munge, "
+        "root); skipped where Slurm is not installed",
+    )

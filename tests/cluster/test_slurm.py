@@ -32,14 +32,20 @@ def _free_port() -> int:
 
 def _slurm_missing() -> str:
     """Why this machine cannot start the test cluster ("" if it can)."""
-    missing = [b for b in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "srun")
-               if shutil.which(b, path=_SBIN) is None]
+    missing = [
+        b
+        for b in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "srun")
+        if shutil.which(b, path=_SBIN) is None
+    ]
     if missing:
-        return (f"Slurm is not installed ({', '.join(missing)} not found): on Debian, apt-get install -y slurm-wlm "
-                f"munge (or {os.path.relpath(SCRIPT, REPO)} install)")
+        return (
+            f"Slurm is not installed ({', '.join(missing)} not found): on Debian, apt-get install -y slurm-wlm "
+            f"munge (or {os.path.relpath(SCRIPT, REPO)} install)"
+        )
     if os.geteuid() != 0:
-        return ("starting slurmd needs root (it starts the jobs as their user); run the tests as root to include "
-                "this one")
+        return (
+            "starting slurmd needs root (it starts the jobs as their user); run the tests as root to include this one"
+        )
     return ""
 
 
@@ -48,8 +54,9 @@ def _processes_using(directory: str) -> list:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            links = [os.readlink(f"/proc/{pid}/cwd")] + [os.readlink(f"/proc/{pid}/fd/{fd}")
-                                                        for fd in os.listdir(f"/proc/{pid}/fd")]
+            links = [os.readlink(f"/proc/{pid}/cwd")] + [
+                os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")
+            ]
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:  # gone meanwhile, or not ours to look at
@@ -63,8 +70,9 @@ def _processes_using(directory: str) -> list:
 def _cluster(state: str):
     """Start the single-node Slurm in ``state``; yield the environment that finds it (SLURM_CONF); stop it
     and check that no process of it (daemons, job steps) is left."""
-    env = dict(os.environ, PATH=_SBIN, I6_SHARD_SLURMCTLD_PORT=str(_free_port()),
-               I6_SHARD_SLURMD_PORT=str(_free_port()))
+    env = dict(
+        os.environ, PATH=_SBIN, I6_SHARD_SLURMCTLD_PORT=str(_free_port()), I6_SHARD_SLURMD_PORT=str(_free_port())
+    )
     started = subprocess.run([SCRIPT, "start", state], env=env, capture_output=True, text=True, timeout=120)
     try:
         assert started.returncode == 0, f"{SCRIPT} start failed:\n{started.stdout}\n{started.stderr}\n" + _logs(state)
@@ -91,8 +99,12 @@ def test_without_slurm_the_tests_are_skipped_with_the_reason(monkeypatch, tmp_pa
     # No Slurm binaries on the search path: the reason names them and how to install them.
     monkeypatch.setattr(sys.modules[__name__], "_SBIN", str(tmp_path))
     reason = _slurm_missing()
-    assert reason.startswith("Slurm is not installed (slurmctld, slurmd, munged, mungekey, sbatch, squeue, srun not "
-                             "found)") and "apt-get install -y slurm-wlm munge" in reason, reason
+    assert (
+        reason.startswith(
+            "Slurm is not installed (slurmctld, slurmd, munged, mungekey, sbatch, squeue, srun not found)"
+        )
+        and "apt-get install -y slurm-wlm munge" in reason
+    ), reason
 
 
 def _all_processes() -> list:
@@ -118,8 +130,15 @@ def _logs(state: str) -> str:
 
 def _run_manager(setup_dir, log_path, env):
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(sis_command() + ["m", "-r"], cwd=setup_dir, env=env, stdin=subprocess.PIPE,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            sis_command() + ["m", "-r"],
+            cwd=setup_dir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             proc.communicate(b"", timeout=TIMEOUT)
             return proc.returncode
@@ -149,8 +168,9 @@ def _read(path, mode="rt"):
 def test_settings_slurm_puts_mini_tasks_locally_or_on_slurm(monkeypatch):
     pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
     from sisyphus.localengine import LocalEngine
-    from sisyphus.simple_linux_utility_for_resource_management_engine import \
-        SimpleLinuxUtilityForResourceManagementEngine as Slurm
+    from sisyphus.simple_linux_utility_for_resource_management_engine import (
+        SimpleLinuxUtilityForResourceManagementEngine as Slurm,
+    )
 
     with open(os.path.join(REPO, "recipe_examples", "settings_slurm.py")) as f:
         code = compile(f.read(), "settings_slurm.py", "exec")
@@ -175,17 +195,25 @@ def test_settings_slurm_puts_mini_tasks_locally_or_on_slurm(monkeypatch):
 def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_tasks):
     pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
     pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-    pytest.importorskip("better_exchook",
-                        reason="the example's settings.py uses better_exchook: pip install better_exchook")
+    pytest.importorskip(
+        "better_exchook", reason="the example's settings.py uses better_exchook: pip install better_exchook"
+    )
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
     from i6_shard import cli, core
 
     setup_dir = str(tmp_path / "setup")
-    shutil.copytree(os.path.join(REPO, "recipe_examples"), setup_dir,
-                    ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"))
+    shutil.copytree(
+        os.path.join(REPO, "recipe_examples"),
+        setup_dir,
+        ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"),
+    )
     os.mkdir(os.path.join(setup_dir, "work"))
-    env = dict(slurm, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
-               SIS_GLOBAL_SETTINGS_FILE="settings.py:settings_slurm.py", I6_SHARD_MINI_TASKS=mini_tasks)
+    env = dict(
+        slurm,
+        PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+        SIS_GLOBAL_SETTINGS_FILE="settings.py:settings_slurm.py",
+        I6_SHARD_MINI_TASKS=mini_tasks,
+    )
     log_path = str(tmp_path / "sis.log")
     start = time.monotonic()
     assert _run_manager(setup_dir, log_path, env) == 0, _read(log_path)[-5000:]
@@ -213,8 +241,11 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
 
     # The two parallel parts of the sizes job went out as one array job of two tasks: one submission, and
     # Slurm's per-task logs <name>.<array job id>.<task id> of that one job id in the job's engine dir.
-    sizes_runs = [(job_id, name) for job_id, name in submitted if name.split(".")[-3:-2] == ["ComputeFileSizesJob"]
-                  and name.endswith(".run")]
+    sizes_runs = [
+        (job_id, name)
+        for job_id, name in submitted
+        if name.split(".")[-3:-2] == ["ComputeFileSizesJob"] and name.endswith(".run")
+    ]
     assert len(sizes_runs) == 1, submitted
     (sizes_job_dir,) = [d for d in _job_dirs(setup_dir) if os.path.basename(d).startswith("ComputeFileSizesJob.")]
     logs = os.listdir(os.path.join(sizes_job_dir, "engine"))
@@ -231,8 +262,25 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
     assert report.startswith("i6_shard sharding verification: OK\n")
     # The plan job on Slurm wrote what the command line writes here for the same sizes.
     cli_out = str(tmp_path / "cli")
-    assert cli.main(["plan", "--sizes", os.path.join(out, "file_sizes.npz"), "--num-shards", "2",
-                     "--partition-epoch", "3", "--num-epochs", "6", "-o", cli_out, "--no-plot"]) == 0
+    assert (
+        cli.main(
+            [
+                "plan",
+                "--sizes",
+                os.path.join(out, "file_sizes.npz"),
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "3",
+                "--num-epochs",
+                "6",
+                "-o",
+                cli_out,
+                "--no-plot",
+            ]
+        )
+        == 0
+    )
     assert _read(os.path.join(out, "plan.npz"), "rb") == _read(os.path.join(cli_out, core.PLAN_FILE), "rb")
     assert _read(os.path.join(out, "plan_report.txt")) == _read(os.path.join(cli_out, core.REPORT_FILE))
     print(f"recipe example on Slurm: {took:.1f} s, {len(submitted)} sbatch submissions")
@@ -242,8 +290,13 @@ def test_stopping_the_cluster_ends_its_running_jobs(slurm, tmp_path):
     """Last in this module: it stops the module's cluster (whose teardown then finds it stopped)."""
     state = os.path.dirname(slurm["SLURM_CONF"])
     marker = f"sleep 299.{os.getpid()}"  # a command line no other process has
-    subprocess.run(["sbatch", "--mem=100M", "--time=10", "-o", str(tmp_path / "job.out"), f"--wrap=srun {marker}"],
-                   env=slurm, check=True, capture_output=True, cwd=str(tmp_path))
+    subprocess.run(
+        ["sbatch", "--mem=100M", "--time=10", "-o", str(tmp_path / "job.out"), f"--wrap=srun {marker}"],
+        env=slurm,
+        check=True,
+        capture_output=True,
+        cwd=str(tmp_path),
+    )
     for _ in range(60):
         if any(marker in cmd for _, cmd in _all_processes()):
             break

@@ -10,8 +10,23 @@ import pytest
 
 CORE = os.path.join(os.path.dirname(__file__), "..", "..", "i6_shard", "core")
 #: Standard modules that do I/O, spawn or print; the pure part needs none of them.
-IMPURE_STDLIB = {"os", "sys", "io", "subprocess", "threading", "concurrent", "multiprocessing", "shutil", "tempfile",
-                 "zipfile", "pathlib", "socket", "time", "logging", "builtins"}
+IMPURE_STDLIB = {
+    "os",
+    "sys",
+    "io",
+    "subprocess",
+    "threading",
+    "concurrent",
+    "multiprocessing",
+    "shutil",
+    "tempfile",
+    "zipfile",
+    "pathlib",
+    "socket",
+    "time",
+    "logging",
+    "builtins",
+}
 
 
 def _imports(path):

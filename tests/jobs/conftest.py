@@ -7,8 +7,10 @@ from typing import List
 
 import pytest
 
-SISYPHUS_REASON = ("needs the real Sisyphus: pip install it from its source repository "
-                   "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
+SISYPHUS_REASON = (
+    "needs the real Sisyphus: pip install it from its source repository "
+    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated"
+)
 
 
 def sis_command() -> List[str]:

@@ -37,27 +37,40 @@ def test_job_equals_cli_and_plans_by_its_unit(work_dir, unit):
     extra = _STEPS if unit == "steps" else {}
     job = ComputeFileCostsJob(tk.Path(list_path), unit=unit, **extra)
     assert ComputeFileCostsJob(tk.Path(list_path), unit=unit, num_procs=3, **extra)._sis_id() == job._sis_id()
-    assert ComputeFileCostsJob(tk.Path(list_path), unit="seqs" if unit == "frames" else "frames")._sis_id() \
+    assert (
+        ComputeFileCostsJob(tk.Path(list_path), unit="seqs" if unit == "frames" else "frames")._sis_id()
         != job._sis_id()
+    )
     if unit == "steps":
-        assert ComputeFileCostsJob(tk.Path(list_path), unit=unit, batch_size=600, max_seqs=9)._sis_id() \
-            != job._sis_id()
+        assert ComputeFileCostsJob(tk.Path(list_path), unit=unit, batch_size=600, max_seqs=9)._sis_id() != job._sis_id()
     else:
-        explicit = ComputeFileCostsJob(tk.Path(list_path), unit=unit, batch_size=None, max_seqs=None,
-                                       length_column=None)
+        explicit = ComputeFileCostsJob(
+            tk.Path(list_path), unit=unit, batch_size=None, max_seqs=None, length_column=None
+        )
         assert explicit._sis_id() == job._sis_id()  # the steps and arrow options leave the other units' job ids
         assert ComputeFileCostsJob(tk.Path(list_path), unit=unit, length_column="n")._sis_id() != job._sis_id()
     run_job(job)
     cli_out = str(work_dir / "cli.npz")
     cli_extra = ["--batch-size", "600", "--max-seqs", "8"] if unit == "steps" else []
-    subprocess.run([sys.executable, "-m", "i6_shard", "costs", list_path, "--unit", unit, "-o", cli_out, *cli_extra],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "i6_shard", "costs", list_path, "--unit", unit, "-o", cli_out, *cli_extra],
+        check=True,
+        capture_output=True,
+    )
     assert _read(job.out_file_costs.get_path()) == _read(cli_out)
     costs = load_file_costs(job.out_file_costs.get_path())
     assert costs.unit == unit and costs.keys == paths
 
-    plan_job = ShardPlanJob(job.out_file_costs, num_shards=2, partition_epoch=2, num_epochs=4,
-                            distribution="balanced", plot=False, batch_size=600, max_seqs=8)
+    plan_job = ShardPlanJob(
+        job.out_file_costs,
+        num_shards=2,
+        partition_epoch=2,
+        num_epochs=4,
+        distribution="balanced",
+        plot=False,
+        batch_size=600,
+        max_seqs=8,
+    )
     run_job(plan_job)
     with open(plan_job.out_summary.get_path()) as f:
         summary = json.load(f)
@@ -74,7 +87,9 @@ def test_new_options_leave_the_plan_job_id(work_dir):
     plain = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4)
     explicit = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4, batch_size=None, max_seqs=None)
     assert plain._sis_id() == explicit._sis_id()
-    assert ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4, batch_size=100)._sis_id() != plain._sis_id()
+    assert (
+        ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4, batch_size=100)._sis_id() != plain._sis_id()
+    )
     with pytest.raises(ValueError, match="batch_size"):
         ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=4, batch_size=0)
 
@@ -83,8 +98,9 @@ def test_steps_plan_records_its_batching_without_batch_options(work_dir):
     paths = write_tiny_hdf_files(str(work_dir / "data"), num_files=8, seed=6, max_seqs=20, frames=(5, 60))
     job = ComputeFileCostsJob(paths, unit="steps", batch_size=300)
     run_job(job)
-    plan_job = ShardPlanJob(job.out_file_costs, num_shards=2, partition_epoch=2, num_epochs=4,
-                            distribution="balanced", plot=False)
+    plan_job = ShardPlanJob(
+        job.out_file_costs, num_shards=2, partition_epoch=2, num_epochs=4, distribution="balanced", plot=False
+    )
     run_job(plan_job)
     with open(plan_job.out_summary.get_path()) as f:
         summary = json.load(f)
@@ -106,7 +122,6 @@ def test_bad_options(work_dir):
 
 def test_job_reads_arrow_shards(work_dir):
     pa = pytest.importorskip("pyarrow", reason="arrow shards need pyarrow: pip install pyarrow")
-    import pyarrow.ipc
 
     paths = []
     for i, lengths in enumerate([[3, 5], [7], [1, 1, 1]]):

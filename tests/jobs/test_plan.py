@@ -31,28 +31,56 @@ def _read(path):
         return f.read()
 
 
-@pytest.mark.parametrize("options, cli_args", [
-    ({}, []),
-    ({"seq_ordering": "default"}, ["--seq-ordering", "default"]),
-    ({"random_seed_offset": 5, "distribution": "balanced"}, ["--random-seed-offset", "5", "--distribution", "balanced"]),
-    ({"distribution": "flexible", "max_sub_epoch_deviation": 0.1},
-     ["--distribution", "flexible", "--max-sub-epoch-deviation", "0.1"]),
-    ({"ranks_per_node": 2, "cache_size": 600_000_000}, ["--ranks-per-node", "2", "--cache-size", "600000000"]),
-    ({"ranks_per_node": 3, "preload_next_n_sub_epochs": 0, "cached_file": False},
-     ["--ranks-per-node", "3", "--preload-next-n-sub-epochs", "0", "--no-cached-file"]),
-    ({"ranks_per_node": 2, "sub_epoch_constant_bytes": 4096}, ["--ranks-per-node", "2", "--sub-epoch-constant-bytes",
-                                                               "4096"]),
-])
+@pytest.mark.parametrize(
+    "options, cli_args",
+    [
+        ({}, []),
+        ({"seq_ordering": "default"}, ["--seq-ordering", "default"]),
+        (
+            {"random_seed_offset": 5, "distribution": "balanced"},
+            ["--random-seed-offset", "5", "--distribution", "balanced"],
+        ),
+        (
+            {"distribution": "flexible", "max_sub_epoch_deviation": 0.1},
+            ["--distribution", "flexible", "--max-sub-epoch-deviation", "0.1"],
+        ),
+        ({"ranks_per_node": 2, "cache_size": 600_000_000}, ["--ranks-per-node", "2", "--cache-size", "600000000"]),
+        (
+            {"ranks_per_node": 3, "preload_next_n_sub_epochs": 0, "cached_file": False},
+            ["--ranks-per-node", "3", "--preload-next-n-sub-epochs", "0", "--no-cached-file"],
+        ),
+        (
+            {"ranks_per_node": 2, "sub_epoch_constant_bytes": 4096},
+            ["--ranks-per-node", "2", "--sub-epoch-constant-bytes", "4096"],
+        ),
+    ],
+)
 @needs_matplotlib
 def test_outputs_equal_cli_byte_for_byte(work_dir, options, cli_args):
     sizes_path = _sizes_file(str(work_dir))
     job = ShardPlanJob(tk.Path(sizes_path), num_shards=4, partition_epoch=3, num_epochs=7, **options)
     run_job(job)
     out = str(work_dir / "cli")
-    assert cli.main(["plan", "--sizes", sizes_path, "--num-shards", "4", "--partition-epoch", "3",
-                     "--num-epochs", "7", "-o", out] + cli_args) == 0
-    outputs = {core.PLAN_FILE: job.out_plan, core.SUMMARY_FILE: job.out_summary,
-               core.REPORT_FILE: job.out_report}
+    assert (
+        cli.main(
+            [
+                "plan",
+                "--sizes",
+                sizes_path,
+                "--num-shards",
+                "4",
+                "--partition-epoch",
+                "3",
+                "--num-epochs",
+                "7",
+                "-o",
+                out,
+            ]
+            + cli_args
+        )
+        == 0
+    )
+    outputs = {core.PLAN_FILE: job.out_plan, core.SUMMARY_FILE: job.out_summary, core.REPORT_FILE: job.out_report}
     if core.reporting.matplotlib_available():
         outputs[core.PLOT_FILE] = job.out_plot
     for name, path in outputs.items():
@@ -82,8 +110,7 @@ def test_plan_is_returnns_cut(work_dir):
     for full_epoch in range(2):
         files = list(fs.keys)
         np.random.RandomState(full_epoch + 1 + 2).shuffle(files)
-        bins = DistributeFilesDataset._distribute_evenly_by_size(
-            num_bins=6, file_sizes=fs.as_dict(), files_order=files)
+        bins = DistributeFilesDataset._distribute_evenly_by_size(num_bins=6, file_sizes=fs.as_dict(), files_order=files)
         for rank in range(3):
             for sub in range(2):
                 epoch = full_epoch * 2 + sub + 1
@@ -104,8 +131,7 @@ def test_rerun_is_idempotent_and_leaves_no_temp_files(work_dir):
 
 @needs_matplotlib
 def test_too_few_files_fail_clearly_and_write_nothing(work_dir):
-    job = ShardPlanJob(tk.Path(_sizes_file(str(work_dir), num_files=10)), num_shards=4, partition_epoch=3,
-                       num_epochs=3)
+    job = ShardPlanJob(tk.Path(_sizes_file(str(work_dir), num_files=10)), num_shards=4, partition_epoch=3, num_epochs=3)
     with pytest.raises(ValueError, match="10 files cannot fill num_shards\\*partition_epoch=4\\*3=12 bins"):
         run_job(job)
     assert os.listdir(os.path.dirname(job.out_plan.get_path())) == []
@@ -125,12 +151,16 @@ def test_file_sizes_must_be_an_absolute_npz_path(work_dir):
         with pytest.raises(TypeError, match=re.escape(f"file_sizes={bad!r} must be a tk.Path or str: pass Compute")):
             ShardPlanJob(bad, num_shards=2, partition_epoch=2, num_epochs=2)
     # out_file_list passed by mistake
-    with pytest.raises(ValueError, match="file_sizes='/data/files.txt' is not a .npz file: pass ComputeFileSizesJob"
-                                         "\\(...\\).out_file_sizes \\(not its out_file_list\\)"):
+    with pytest.raises(
+        ValueError,
+        match="file_sizes='/data/files.txt' is not a .npz file: pass ComputeFileSizesJob"
+        "\\(...\\).out_file_sizes \\(not its out_file_list\\)",
+    ):
         ShardPlanJob(tk.Path("/data/files.txt"), num_shards=2, partition_epoch=2, num_epochs=2)
     # Sisyphus runs the task in the job's work dir: a relative str would be looked up there.
-    with pytest.raises(ValueError, match="file_sizes='sizes.npz' is a relative path. .*give an absolute path or a "
-                                         "tk.Path"):
+    with pytest.raises(
+        ValueError, match="file_sizes='sizes.npz' is a relative path. .*give an absolute path or a tk.Path"
+    ):
         ShardPlanJob("sizes.npz", num_shards=2, partition_epoch=2, num_epochs=2)
     ShardPlanJob(tk.Path("sizes.npz"), num_shards=2, partition_epoch=2, num_epochs=2)  # relative to the setup dir
     ShardPlanJob("/data/sizes.npz", num_shards=2, partition_epoch=2, num_epochs=2)
@@ -151,10 +181,18 @@ def test_pinned_ids_and_what_is_hashed(work_dir):
     assert job._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
     # An option added later keeps old hashes at its default value.
     assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="returnn") is job
-    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=98, preload_next_n_sub_epochs=2) \
-        is not job  # the preload, once given, is hashed
-    args = {"file_sizes": sizes, "num_shards": 8, "partition_epoch": 20, "num_epochs": 99, "seq_ordering": "random",
-            "random_seed_offset": None, "fixed_random_seed": None}
+    assert (
+        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=98, preload_next_n_sub_epochs=2) is not job
+    )  # the preload, once given, is hashed
+    args = {
+        "file_sizes": sizes,
+        "num_shards": 8,
+        "partition_epoch": 20,
+        "num_epochs": 99,
+        "seq_ordering": "random",
+        "random_seed_offset": None,
+        "fixed_random_seed": None,
+    }
     assert job._sis_id().endswith("." + ShardPlanJob.hash(args))
     balanced = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="balanced")
     assert balanced._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.D9ofqMsIxKtP"
@@ -167,16 +205,32 @@ def test_flexible_bound_hashes_only_when_not_the_default(work_dir):
     flexible = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible")
     assert flexible._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.cvqcuxHHeS7R"
     for same in (0.25, np.float64(0.25)):
-        assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible",
-                            max_sub_epoch_deviation=same) is flexible
+        assert (
+            ShardPlanJob(
+                sizes,
+                num_shards=8,
+                partition_epoch=20,
+                num_epochs=99,
+                distribution="flexible",
+                max_sub_epoch_deviation=same,
+            )
+            is flexible
+        )
     plain = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, max_sub_epoch_deviation=0.25)
     assert plain._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
-    wider = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible",
-                         max_sub_epoch_deviation=np.float32(0.5))
+    wider = ShardPlanJob(
+        sizes,
+        num_shards=8,
+        partition_epoch=20,
+        num_epochs=99,
+        distribution="flexible",
+        max_sub_epoch_deviation=np.float32(0.5),
+    )
     assert wider._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.WWb5tAnslYwl"
     assert type(wider.max_sub_epoch_deviation) is float
-    assert wider is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible",
-                                 max_sub_epoch_deviation=0.5)
+    assert wider is ShardPlanJob(
+        sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible", max_sub_epoch_deviation=0.5
+    )
 
 
 def test_flexible_auto_is_another_job_and_refuses_a_bound(work_dir):
@@ -185,31 +239,51 @@ def test_flexible_auto_is_another_job_and_refuses_a_bound(work_dir):
     flexible = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible")
     assert auto.distribution == "flexible_auto" and auto._sis_id() != flexible._sis_id()
     with pytest.raises(ValueError, match="max_sub_epoch_deviation=0.5 is not used by distribution='flexible_auto'"):
-        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, distribution="flexible_auto",
-                     max_sub_epoch_deviation=0.5)
+        ShardPlanJob(
+            sizes,
+            num_shards=8,
+            partition_epoch=20,
+            num_epochs=99,
+            distribution="flexible_auto",
+            max_sub_epoch_deviation=0.5,
+        )
 
 
 def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
     sizes = tk.Path("/data/corpus/file_sizes.npz")
     job = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99)
-    assert ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=np.int32(20), num_epochs=np.uint16(99),
-                        random_seed_offset=np.int64(0), plot=np.bool_(True), mem_rqmt=np.float64(2)) is job
+    assert (
+        ShardPlanJob(
+            sizes,
+            num_shards=np.int64(8),
+            partition_epoch=np.int32(20),
+            num_epochs=np.uint16(99),
+            random_seed_offset=np.int64(0),
+            plot=np.bool_(True),
+            mem_rqmt=np.float64(2),
+        )
+        is job
+    )
     assert job._sis_id() == "i6_shard/jobs/plan/ShardPlanJob.t9Wa7fZSuTFs"
-    seeded = ShardPlanJob(sizes, num_shards=np.int64(8), partition_epoch=20, num_epochs=99,
-                          fixed_random_seed=np.int64(7))
+    seeded = ShardPlanJob(
+        sizes, num_shards=np.int64(8), partition_epoch=20, num_epochs=99, fixed_random_seed=np.int64(7)
+    )
     assert seeded is ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, fixed_random_seed=7)
     assert type(seeded.num_shards) is int and type(seeded.fixed_random_seed) is int
 
 
-@pytest.mark.parametrize("options, error, match", [
-    ({"random_seed_offset": -5}, ValueError, "would shuffle with seed -4 .*use random_seed_offset >= -1"),
-    ({"num_shards": np.float64(8)}, TypeError, "num_shards=np.float64\\(8.0\\) has type float64"),
-    ({"plot": "no"}, TypeError, "plot='no' has type str; plot must be True or False"),
-    ({"time_rqmt": -1}, ValueError, "time_rqmt=-1 must be a positive number \\(hours\\)"),
-    ({"cpu_rqmt": 0}, ValueError, "cpu_rqmt=0 must be a positive int \\(CPUs\\)"),
-    ({"max_sub_epoch_deviation": 1.0}, ValueError, "max_sub_epoch_deviation=1.0 must be in \\[0, 1\\)"),
-    ({"max_sub_epoch_deviation": "0.1"}, TypeError, "max_sub_epoch_deviation='0.1' must be a float"),
-])
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        ({"random_seed_offset": -5}, ValueError, "would shuffle with seed -4 .*use random_seed_offset >= -1"),
+        ({"num_shards": np.float64(8)}, TypeError, "num_shards=np.float64\\(8.0\\) has type float64"),
+        ({"plot": "no"}, TypeError, "plot='no' has type str; plot must be True or False"),
+        ({"time_rqmt": -1}, ValueError, "time_rqmt=-1 must be a positive number \\(hours\\)"),
+        ({"cpu_rqmt": 0}, ValueError, "cpu_rqmt=0 must be a positive int \\(CPUs\\)"),
+        ({"max_sub_epoch_deviation": 1.0}, ValueError, "max_sub_epoch_deviation=1.0 must be in \\[0, 1\\)"),
+        ({"max_sub_epoch_deviation": "0.1"}, TypeError, "max_sub_epoch_deviation='0.1' must be a float"),
+    ],
+)
 def test_every_argument_is_checked_before_the_hash(work_dir, options, error, match):
     sizes = tk.Path("/data/corpus/file_sizes.npz")
     ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=100)
@@ -230,10 +304,17 @@ def test_plot_false_declares_no_plot_and_is_its_own_job(work_dir):
     assert ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, plot=True) is with_plot
     run_job(without)
     assert sorted(os.listdir(os.path.dirname(without.out_plan.get_path()))) == [
-        "dropped_fraction", "max_imbalance", "plan.npz", "report.txt", "summary.json"]
+        "dropped_fraction",
+        "max_imbalance",
+        "plan.npz",
+        "report.txt",
+        "summary.json",
+    ]
     sizes = tk.Path("/data/corpus/file_sizes.npz")
-    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, plot=False)._sis_id() == \
-        "i6_shard/jobs/plan/ShardPlanJob.LRHWQLLDatCg"  # plot=False: a new id
+    assert (
+        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=99, plot=False)._sis_id()
+        == "i6_shard/jobs/plan/ShardPlanJob.LRHWQLLDatCg"
+    )  # plot=False: a new id
 
 
 def test_plot_true_fails_before_writing_anything_without_matplotlib(work_dir, monkeypatch):
@@ -243,8 +324,11 @@ def test_plot_true_fails_before_writing_anything_without_matplotlib(work_dir, mo
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     assert not core.reporting.matplotlib_available()
     job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4)
-    with pytest.raises(ImportError, match="ShardPlanJob\\(plot=True\\) declares out_plot, but matplotlib is not "
-                                          "installed.*plot=False: another job, without out_plot"):
+    with pytest.raises(
+        ImportError,
+        match="ShardPlanJob\\(plot=True\\) declares out_plot, but matplotlib is not "
+        "installed.*plot=False: another job, without out_plot",
+    ):
         run_job(job)
     assert os.listdir(os.path.dirname(job.out_plan.get_path())) == []
     run_job(ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, plot=False))
@@ -284,8 +368,9 @@ def test_requests_are_sized_from_files_times_full_epochs(work_dir, monkeypatch):
     assert measured[0]["mem"] >= 2 * 0.5 and measured[0]["time"] >= 10 * 23 / 3600 and measured[1]
     # An archive whose header cannot be read: a mini task, whose run says what is wrong.
     sisyphus.job.created_jobs.clear()
-    (task,) = ShardPlanJob(tk.Path(str(work_dir / "missing.npz")), num_shards=2, partition_epoch=2,
-                           num_epochs=3).tasks()
+    (task,) = ShardPlanJob(
+        tk.Path(str(work_dir / "missing.npz")), num_shards=2, partition_epoch=2, num_epochs=3
+    ).tasks()
     assert task.mini_task
 
 
@@ -295,10 +380,16 @@ def test_cache_options_hash_only_when_given_and_need_ranks_per_node(work_dir):
     cached = ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4)
     assert cached is not job
     # The defaults of the other cache options hash as if absent; numpy numbers are plain.
-    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=np.int64(4),
-                        cached_file=True) is cached
-    assert ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4,
-                        cache_size=10**9) is not cached
+    assert (
+        ShardPlanJob(
+            sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=np.int64(4), cached_file=True
+        )
+        is cached
+    )
+    assert (
+        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4, cache_size=10**9)
+        is not cached
+    )
     with pytest.raises(ValueError, match="cache_size describe the per-node cache: give ranks_per_node too"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, cache_size=10**9)
     with pytest.raises(ValueError, match="ranks_per_node=0 must be a positive int"):
@@ -322,21 +413,37 @@ def test_sync_and_constant_bytes_hash_only_when_not_the_default(work_dir):
 
 def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):
     sizes = tk.Path("/data/sizes/file_sizes.npz")
-    with pytest.raises(ValueError, match="max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of "
-                                         "distribution='flexible' only, but distribution='balanced'"):
-        ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, distribution="balanced",
-                     max_sub_epoch_deviation=0.1)
+    with pytest.raises(
+        ValueError,
+        match="max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of "
+        "distribution='flexible' only, but distribution='balanced'",
+    ):
+        ShardPlanJob(
+            sizes, num_shards=8, partition_epoch=20, num_epochs=40, distribution="balanced", max_sub_epoch_deviation=0.1
+        )
 
 
-@pytest.mark.parametrize("options, cli_args, message", [
-    ({"cache_size": 10**9}, ["--cache-size", "1000000000"],
-     "cache_size describe the per-node cache: give ranks_per_node too"),
-    ({"distribution": "balanced", "max_sub_epoch_deviation": 0.1},
-     ["--distribution", "balanced", "--max-sub-epoch-deviation", "0.1"], "max_sub_epoch_deviation=0.1 bounds"),
-    ({"preload_next_n_sub_epochs": -1}, ["--preload-next-n-sub-epochs", "-1"],
-     "preload_next_n_sub_epochs=-1 must be a non-negative int"),
-    ({"num_epochs": 0}, ["--num-epochs", "0"], "num_epochs=0 must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "options, cli_args, message",
+    [
+        (
+            {"cache_size": 10**9},
+            ["--cache-size", "1000000000"],
+            "cache_size describe the per-node cache: give ranks_per_node too",
+        ),
+        (
+            {"distribution": "balanced", "max_sub_epoch_deviation": 0.1},
+            ["--distribution", "balanced", "--max-sub-epoch-deviation", "0.1"],
+            "max_sub_epoch_deviation=0.1 bounds",
+        ),
+        (
+            {"preload_next_n_sub_epochs": -1},
+            ["--preload-next-n-sub-epochs", "-1"],
+            "preload_next_n_sub_epochs=-1 must be a non-negative int",
+        ),
+        ({"num_epochs": 0}, ["--num-epochs", "0"], "num_epochs=0 must be a positive int"),
+    ],
+)
 def test_the_command_line_and_the_job_refuse_alike(work_dir, capsys, options, cli_args, message):
     """One PlanRequest checks the options of both: the same bad value, the same message."""
     sizes_path = _sizes_file(str(work_dir))
@@ -344,8 +451,20 @@ def test_the_command_line_and_the_job_refuse_alike(work_dir, capsys, options, cl
     with pytest.raises(ValueError) as info:
         ShardPlanJob(tk.Path(sizes_path), **args)
     assert message in str(info.value)
-    argv = ["plan", "--sizes", sizes_path, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4",
-            *cli_args, "-o", str(work_dir / "cli")]
+    argv = [
+        "plan",
+        "--sizes",
+        sizes_path,
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "2",
+        "--num-epochs",
+        "4",
+        *cli_args,
+        "-o",
+        str(work_dir / "cli"),
+    ]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err == f"error: {info.value}\n"
 

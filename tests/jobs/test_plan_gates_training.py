@@ -12,8 +12,9 @@ from tests.deps import needs_matplotlib
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
-pytest.importorskip("i6_core.returnn", reason="needs i6_core on PYTHONPATH (clone github.com/rwth-i6/i6_core into "
-                                              "recipe/)")
+pytest.importorskip(
+    "i6_core.returnn", reason="needs i6_core on PYTHONPATH (clone github.com/rwth-i6/i6_core into recipe/)"
+)
 
 from sisyphus import tk  # noqa: E402
 
@@ -31,13 +32,21 @@ def _graph(tmp_path, *, partition_epoch: int, plan: bool = True, v2: bool = True
     save_file_sizes(FileSizes(keys, list(range(1, 9))), sizes_path)
     write_file_list(keys, list_path)
     plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=partition_epoch, num_epochs=5)
-    dataset = sharded_files_dataset(tk.Path(list_path),
-                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                    partition_epoch=partition_epoch, num_shards=2,
-                                    plan=plan_job.out_plan if plan else None)
-    train = training_job(sharded_returnn_config(CONFIG, dataset, v2=v2), num_gpus=2, num_epochs=4,
-                         returnn_version="1.20261022.211313",
-                         returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(tmp_path)))
+    dataset = sharded_files_dataset(
+        tk.Path(list_path),
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=partition_epoch,
+        num_shards=2,
+        plan=plan_job.out_plan if plan else None,
+    )
+    train = training_job(
+        sharded_returnn_config(CONFIG, dataset, v2=v2),
+        num_gpus=2,
+        num_epochs=4,
+        returnn_version="1.20261022.211313",
+        returnn_python_exe=tk.Path(sys.executable),
+        returnn_root=tk.Path(str(tmp_path)),
+    )
     return plan_job, dataset, train
 
 
@@ -78,7 +87,7 @@ def test_plan_goes_into_the_written_config_as_its_path(work_dir, monkeypatch):
     train.create_files()
     with open(os.path.join(train._sis_path(), "output", "returnn.config")) as f:
         text = f.read()
-    assert f"\"plan\": \"{plan_job.out_plan.get_path()}\"" in text
+    assert f'"plan": "{plan_job.out_plan.get_path()}"' in text
 
 
 def test_builder_checks_plan(tmp_path):
@@ -87,54 +96,89 @@ def test_builder_checks_plan(tmp_path):
     assert d["plan"] == "/p/plan.npz" and d["class"].qualname == "ShardedDistributeFilesDataset"
     assert "plan" not in sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1)
     with pytest.raises(ValueError, match="give plan or file_sizes, not both"):
-        sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/plan.npz",
-                              file_sizes="/p/sizes.npz")
+        sharded_files_dataset(
+            ["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/plan.npz", file_sizes="/p/sizes.npz"
+        )
     with pytest.raises(ValueError, match="is not a plan file"):
         sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, plan="/p/report.txt")
     with pytest.raises(ValueError, match="sharded_files_dataset"):
         sharded_files_dataset(["/a.hdf"], sub_epoch_dataset=hdf, partition_epoch=1, extra_opts={"plan": "/x.npz"})
 
 
-@pytest.mark.parametrize("plan_opts, match", [
-    ({"num_epochs": 3}, "the plan job has num_epochs=3 and 1 preloaded, the training num_epochs=4: the plan covers "
-                        "sub-epochs 1..4 .*, but sub-epoch 5 is read .* ShardPlanJob\\(..., num_epochs=4\\)"),
-    ({"num_epochs": 4, "preload_next_n_sub_epochs": 0},
-     "the plan job has num_epochs=4 and 0 preloaded, the training num_epochs=4: the plan covers sub-epochs 1..4"),
-    ({"num_shards": 4}, "2 ranks train, but the plan job has num_shards=4"),
-    ({"partition_epoch": 4}, "partition_epoch=2, but the plan job has 4"),
-])
+@pytest.mark.parametrize(
+    "plan_opts, match",
+    [
+        (
+            {"num_epochs": 3},
+            "the plan job has num_epochs=3 and 1 preloaded, the training num_epochs=4: the plan covers "
+            "sub-epochs 1..4 .*, but sub-epoch 5 is read .* ShardPlanJob\\(..., num_epochs=4\\)",
+        ),
+        (
+            {"num_epochs": 4, "preload_next_n_sub_epochs": 0},
+            "the plan job has num_epochs=4 and 0 preloaded, the training num_epochs=4: the plan covers sub-epochs 1..4",
+        ),
+        ({"num_shards": 4}, "2 ranks train, but the plan job has num_shards=4"),
+        ({"partition_epoch": 4}, "partition_epoch=2, but the plan job has 4"),
+    ],
+)
 def test_a_plan_job_that_does_not_fit_the_training_fails_when_the_graph_is_built(work_dir, plan_opts, match):
     """Where the dataset would fail at start-up on every rank, the training job is refused at graph time."""
     keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
     sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
     save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
     write_file_list(keys, list_path)
-    plan_job = ShardPlanJob(tk.Path(sizes_path), **{"num_shards": 2, "partition_epoch": 2, "num_epochs": 4,
-                                                    **plan_opts})
-    dataset = sharded_files_dataset(tk.Path(list_path),
-                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                    partition_epoch=2, num_shards=2, plan=plan_job.out_plan)
+    plan_job = ShardPlanJob(
+        tk.Path(sizes_path), **{"num_shards": 2, "partition_epoch": 2, "num_epochs": 4, **plan_opts}
+    )
+    dataset = sharded_files_dataset(
+        tk.Path(list_path),
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+        num_shards=2,
+        plan=plan_job.out_plan,
+    )
     with pytest.raises(ValueError, match=match):
-        training_job(sharded_returnn_config(CONFIG, dataset), num_gpus=2, num_epochs=4,
-                     returnn_version="1.20261022.211313",
-                     returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(work_dir)))
+        training_job(
+            sharded_returnn_config(CONFIG, dataset),
+            num_gpus=2,
+            num_epochs=4,
+            returnn_version="1.20261022.211313",
+            returnn_python_exe=tk.Path(sys.executable),
+            returnn_root=tk.Path(str(work_dir)),
+        )
 
 
 def test_the_dataset_takes_its_settings_from_the_plan_job(work_dir):
     """plan= a ShardPlanJob: the recipe states num_shards, partition_epoch and the distribution once; values
     that disagree with the job are refused when the graph is built."""
     hdf = {"class": "HDFDataset", "seq_ordering": "random"}
-    job = ShardPlanJob(tk.Path("/data/costs.npz"), num_shards=4, partition_epoch=3, num_epochs=6,
-                       distribution="flexible", max_sub_epoch_deviation=0.1)
+    job = ShardPlanJob(
+        tk.Path("/data/costs.npz"),
+        num_shards=4,
+        partition_epoch=3,
+        num_epochs=6,
+        distribution="flexible",
+        max_sub_epoch_deviation=0.1,
+    )
     d = sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job)
     assert d["plan"] == job.out_plan and d["partition_epoch"] == 3 and d["distribution"] == "flexible"
     assert d["max_sub_epoch_deviation"] == 0.1 and d["class"].qualname == "ShardedDistributeFilesDataset"
-    same = sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, num_shards=4,
-                                 partition_epoch=3, distribution="flexible")
+    same = sharded_files_dataset(
+        tk.Path("/data/files.txt"),
+        sub_epoch_dataset=hdf,
+        plan=job,
+        num_shards=4,
+        partition_epoch=3,
+        distribution="flexible",
+    )
     assert {k: v for k, v in same.items() if k != "get_sub_epoch_dataset"} == {
-        k: v for k, v in d.items() if k != "get_sub_epoch_dataset"}
-    with pytest.raises(ValueError, match="partition_epoch=2, but the plan job has partition_epoch=3: the dataset "
-                                         "reads that plan, so leave partition_epoch out"):
+        k: v for k, v in d.items() if k != "get_sub_epoch_dataset"
+    }
+    with pytest.raises(
+        ValueError,
+        match="partition_epoch=2, but the plan job has partition_epoch=3: the dataset "
+        "reads that plan, so leave partition_epoch out",
+    ):
         sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, partition_epoch=2)
     with pytest.raises(ValueError, match="num_shards=8, but the plan job has num_shards=4"):
         sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, num_shards=8)
@@ -142,8 +186,9 @@ def test_the_dataset_takes_its_settings_from_the_plan_job(work_dir):
         sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=job, distribution="balanced")
     with pytest.raises(TypeError, match="needs partition_epoch .* or plan= a ShardPlanJob"):
         sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf)
-    unsharded = ShardPlanJob(tk.Path("/data/costs.npz"), num_shards=4, partition_epoch=3, num_epochs=6,
-                             sharding="unsharded")
+    unsharded = ShardPlanJob(
+        tk.Path("/data/costs.npz"), num_shards=4, partition_epoch=3, num_epochs=6, sharding="unsharded"
+    )
     with pytest.raises(ValueError, match="plans sharding='unsharded'"):
         sharded_files_dataset(tk.Path("/data/files.txt"), sub_epoch_dataset=hdf, plan=unsharded)
 
@@ -154,27 +199,54 @@ def _plan_and_train(work_dir, *, plan_opts, config, torch_distributed=None):
     save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
     write_file_list(keys, list_path)
     plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, **plan_opts)
-    dataset = sharded_files_dataset(tk.Path(list_path), plan=plan_job,
-                                    sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"})
-    return training_job(sharded_returnn_config(config, dataset), num_gpus=2, num_epochs=4,
-                        torch_distributed=torch_distributed, returnn_version="1.20261022.211313",
-                        returnn_python_exe=tk.Path(sys.executable), returnn_root=tk.Path(str(work_dir)))
+    dataset = sharded_files_dataset(
+        tk.Path(list_path), plan=plan_job, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
+    )
+    return training_job(
+        sharded_returnn_config(config, dataset),
+        num_gpus=2,
+        num_epochs=4,
+        torch_distributed=torch_distributed,
+        returnn_version="1.20261022.211313",
+        returnn_python_exe=tk.Path(sys.executable),
+        returnn_root=tk.Path(str(work_dir)),
+    )
 
 
-@pytest.mark.parametrize("plan_opts, config, torch_distributed, expected", [
-    ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20}, None, []),
-    ({"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 100}, {"max_seqs": 20},
-     {"reduce_type": "param", "param_sync_step": 100}, []),
-    ({}, {"max_seq_length": 500}, {"reduce_type": "param", "param_sync_step": 100}, []),  # no prediction
-    ({"batch_size": 2000, "max_seqs": 20}, {"max_seqs": 20}, None,
-     ["under batch_size=2000, max_seqs=20, the training batches with batch_size=1000, max_seqs=20"]),
-    ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20}, {"reduce_type": "param", "param_sync_step": 100},
-     ["under grad sync, the training runs param sync every 100 steps"]),
-    ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20, "max_seq_length": 500, "accum_grad_multiple_step": 2},
-     None, ["does not model max_seq_length=500 drops sequences, accum_grad_multiple_step=2"]),
-])
+@pytest.mark.parametrize(
+    "plan_opts, config, torch_distributed, expected",
+    [
+        ({"batch_size": 1000, "max_seqs": 20}, {"max_seqs": 20}, None, []),
+        (
+            {"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 100},
+            {"max_seqs": 20},
+            {"reduce_type": "param", "param_sync_step": 100},
+            [],
+        ),
+        ({}, {"max_seq_length": 500}, {"reduce_type": "param", "param_sync_step": 100}, []),  # no prediction
+        (
+            {"batch_size": 2000, "max_seqs": 20},
+            {"max_seqs": 20},
+            None,
+            ["under batch_size=2000, max_seqs=20, the training batches with batch_size=1000, max_seqs=20"],
+        ),
+        (
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20},
+            {"reduce_type": "param", "param_sync_step": 100},
+            ["under grad sync, the training runs param sync every 100 steps"],
+        ),
+        (
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20, "max_seq_length": 500, "accum_grad_multiple_step": 2},
+            None,
+            ["does not model max_seq_length=500 drops sequences, accum_grad_multiple_step=2"],
+        ),
+    ],
+)
 def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_is_built(
-        work_dir, plan_opts, config, torch_distributed, expected):
+    work_dir, plan_opts, config, torch_distributed, expected
+):
     """The plan's predicted loss is made under its job's batch_size, max_seqs and sync mode: a training that
     batches or syncs otherwise, or with batching the model does not know, gets a warning naming each, not an
     error (no data is lost by it); a plan without a prediction, or one that matches, gets none."""
@@ -184,10 +256,12 @@ def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _plan_and_train(work_dir, plan_opts=plan_opts, config={**CONFIG, **config},
-                        torch_distributed=torch_distributed)
-    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigCheckWarning)
-                and "predicted loss" in str(w.message)]
+        _plan_and_train(work_dir, plan_opts=plan_opts, config={**CONFIG, **config}, torch_distributed=torch_distributed)
+    messages = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, ConfigCheckWarning) and "predicted loss" in str(w.message)
+    ]
     if not expected:
         assert messages == []
     else:
@@ -196,11 +270,14 @@ def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_
         assert "Give ShardPlanJob the training's batch_size" in message
 
 
-@pytest.mark.parametrize("plan_opts, warned", [
-    ({"ranks_per_node": 2}, True),
-    ({"ranks_per_node": 2, "sub_epoch_constant_bytes": 10**9}, False),
-    ({}, False),  # no node cache footprint in the report
-])
+@pytest.mark.parametrize(
+    "plan_opts, warned",
+    [
+        ({"ranks_per_node": 2}, True),
+        ({"ranks_per_node": 2, "sub_epoch_constant_bytes": 10**9}, False),
+        ({}, False),  # no node cache footprint in the report
+    ],
+)
 def test_constant_files_the_cache_footprint_does_not_count_are_named(work_dir, plan_opts, warned):
     """A sub-epoch dataset that reads a file in every sub-epoch (an alignment HDF beside the bin's files) holds it
     in the node cache too: a plan job with a footprint that does not count it gets a warning naming the file."""
@@ -213,18 +290,32 @@ def test_constant_files_the_cache_footprint_does_not_count_are_named(work_dir, p
     save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
     write_file_list(keys, list_path)
     plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, **plan_opts)
-    template = {"class": "MetaDataset", "seq_ordering": "random",
-                "datasets": {"feat": {"class": "HDFDataset", "files": "__files__"},
-                             "align": {"class": "HDFDataset", "files": ["/data/alignment.hdf"]}},
-                "data_map": {"data": ("feat", "data"), "classes": ("align", "classes")}, "seq_order_control_dataset": "feat"}
+    template = {
+        "class": "MetaDataset",
+        "seq_ordering": "random",
+        "datasets": {
+            "feat": {"class": "HDFDataset", "files": "__files__"},
+            "align": {"class": "HDFDataset", "files": ["/data/alignment.hdf"]},
+        },
+        "data_map": {"data": ("feat", "data"), "classes": ("align", "classes")},
+        "seq_order_control_dataset": "feat",
+    }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dataset = sharded_files_dataset(tk.Path(list_path), plan=plan_job, sub_epoch_dataset=template)
-        training_job(sharded_returnn_config(CONFIG, dataset), num_gpus=2, num_epochs=4,
-                     returnn_version="1.20261022.211313", returnn_python_exe=tk.Path(sys.executable),
-                     returnn_root=tk.Path(str(work_dir)))
-    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigCheckWarning)
-                and "node cache footprint" in str(w.message)]
+        training_job(
+            sharded_returnn_config(CONFIG, dataset),
+            num_gpus=2,
+            num_epochs=4,
+            returnn_version="1.20261022.211313",
+            returnn_python_exe=tk.Path(sys.executable),
+            returnn_root=tk.Path(str(work_dir)),
+        )
+    messages = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, ConfigCheckWarning) and "node cache footprint" in str(w.message)
+    ]
     assert len(messages) == (1 if warned else 0), messages
     if warned:
         assert "/data/alignment.hdf" in messages[0] and "sub_epoch_constant_bytes" in messages[0]

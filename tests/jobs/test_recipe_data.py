@@ -9,8 +9,9 @@ from tests.jobs.conftest import SISYPHUS_REASON, run_job
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("returnn.datasets.hdf", reason="needs RETURNN: pip install returnn")
 
-RECIPE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                      "recipe_examples", "recipe")
+RECIPE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "recipe_examples", "recipe"
+)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -14,7 +13,9 @@ from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-pytest.importorskip("better_exchook", reason="the example's settings.py uses better_exchook: pip install better_exchook")
+pytest.importorskip(
+    "better_exchook", reason="the example's settings.py uses better_exchook: pip install better_exchook"
+)
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 
 from i6_shard import cli, core  # noqa: E402
@@ -27,8 +28,15 @@ def _run_manager(setup_dir, log_path, answer=""):
     """``sis m -r`` in ``setup_dir``; ``answer`` goes to its stdin (it asks only when all is done)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(sis_command() + ["m", "-r"], cwd=setup_dir, env=env, stdin=subprocess.PIPE,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            sis_command() + ["m", "-r"],
+            cwd=setup_dir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             proc.communicate(answer.encode(), timeout=TIMEOUT)
             return proc.returncode
@@ -46,8 +54,11 @@ def _read(path, mode="rt"):
 @pytest.mark.slow
 def test_recipe_example_with_the_real_manager(tmp_path):
     setup_dir = str(tmp_path / "setup")
-    shutil.copytree(os.path.join(REPO, "recipe_examples"), setup_dir,
-                    ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"))
+    shutil.copytree(
+        os.path.join(REPO, "recipe_examples"),
+        setup_dir,
+        ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"),
+    )
     os.mkdir(os.path.join(setup_dir, "work"))  # else the manager asks whether to create it
     log_path = str(tmp_path / "sis.log")
     assert _run_manager(setup_dir, log_path) == 0, _read(log_path)[-5000:]
@@ -63,8 +74,24 @@ def test_recipe_example_with_the_real_manager(tmp_path):
 
     # The plan job wrote what the command line writes for the same sizes.
     cli_out = str(tmp_path / "cli")
-    assert cli.main(["plan", "--sizes", os.path.join(out, "file_sizes.npz"), "--num-shards", "2",
-                     "--partition-epoch", "3", "--num-epochs", "6", "-o", cli_out]) == 0
+    assert (
+        cli.main(
+            [
+                "plan",
+                "--sizes",
+                os.path.join(out, "file_sizes.npz"),
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "3",
+                "--num-epochs",
+                "6",
+                "-o",
+                cli_out,
+            ]
+        )
+        == 0
+    )
     assert _read(os.path.join(out, "plan.npz"), "rb") == _read(os.path.join(cli_out, core.PLAN_FILE), "rb")
     assert _read(os.path.join(out, "plan_report.txt")) == _read(os.path.join(cli_out, core.REPORT_FILE))
     assert float(_read(os.path.join(out, "dropped_fraction"))) >= 0.0

@@ -61,8 +61,9 @@ def test_job_outputs_equal_cli_outputs(work_dir, ext):
     job = ComputeFileSizesJob(tk.Path(list_path))
     run_job(job)
     cli_out = str(work_dir / "cli_sizes.npz")
-    subprocess.run([sys.executable, "-m", "i6_shard", "sizes", list_path, "-o", cli_out], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "i6_shard", "sizes", list_path, "-o", cli_out], check=True, capture_output=True
+    )
     assert _read_bytes(job.out_file_sizes.get_path()) == _read_bytes(cli_out)
     assert core.read_file_list(job.out_file_list.get_path()) == core.read_file_list(list_path)
 
@@ -83,7 +84,10 @@ def test_list_file_parallel_parts_equal_single_task(work_dir):
     parallel = ComputeFileSizesJob(tk.Path(list_path), num_threads=2, num_parallel_tasks=3)
     tasks = list(parallel.tasks())
     assert [(t.name(), len(t._args), t.mini_task) for t in tasks] == [("run", 3, False), ("merge", 1, True)]
-    list_bytes, sizes_bytes = _read_bytes(single.out_file_list.get_path()), _read_bytes(single.out_file_sizes.get_path())
+    list_bytes, sizes_bytes = (
+        _read_bytes(single.out_file_list.get_path()),
+        _read_bytes(single.out_file_sizes.get_path()),
+    )
     os.unlink(single.out_file_list.get_path())
     os.unlink(single.out_file_sizes.get_path())
     parallel._sis_setup_directory()
@@ -134,18 +138,25 @@ def test_bad_input_fails_at_graph_construction(work_dir):
 
 
 def test_pinned_ids(work_dir):
-    assert ComputeFileSizesJob(tk.Path("/data/corpus/files.txt"))._sis_id() == \
-        "i6_shard/jobs/sizes/ComputeFileSizesJob.v1KsfsLN7z2P"
-    assert ComputeFileSizesJob(["/data/a.hdf", ("/data/b.hdf", "/data/c.hdf")], num_threads=4)._sis_id() == \
-        "i6_shard/jobs/sizes/ComputeFileSizesJob.bpVqZkN5kPhE"
+    assert (
+        ComputeFileSizesJob(tk.Path("/data/corpus/files.txt"))._sis_id()
+        == "i6_shard/jobs/sizes/ComputeFileSizesJob.v1KsfsLN7z2P"
+    )
+    assert (
+        ComputeFileSizesJob(["/data/a.hdf", ("/data/b.hdf", "/data/c.hdf")], num_threads=4)._sis_id()
+        == "i6_shard/jobs/sizes/ComputeFileSizesJob.bpVqZkN5kPhE"
+    )
 
 
 def test_empty_or_relative_inline_lists_fail_at_graph_construction(work_dir):
     with pytest.raises(ValueError, match=r"files=\[\] is empty: give the file trees of the dataset, or a tk.Path"):
         ComputeFileSizesJob([])
     # Sisyphus runs the task in the job's work dir: a relative str would be looked up there.
-    with pytest.raises(ValueError, match=r"files holds 2 relative file names \(first 2: \['data/a.hdf', 'c.hdf'\]\)\. "
-                                         r".*give an absolute path or a tk.Path"):
+    with pytest.raises(
+        ValueError,
+        match=r"files holds 2 relative file names \(first 2: \['data/a.hdf', 'c.hdf'\]\)\. "
+        r".*give an absolute path or a tk.Path",
+    ):
         ComputeFileSizesJob(["data/a.hdf", ("/data/b.hdf", "c.hdf")])
     with pytest.raises(TypeError, match="got str \\(wrap a list file's path in tk.Path\\)"):
         ComputeFileSizesJob("/data/files.txt")
@@ -164,8 +175,10 @@ def test_relative_names_in_a_list_file_are_explained(work_dir, monkeypatch):
         job.run()
     msg = str(exc.value)
     assert msg.startswith("2 of 3 files are missing or unreadable") and "'sub/gone.hdf'" in msg
-    assert (f"2 of the missing names are relative in the list file {list_path}: they were looked up in "
-            f"{job._sis_path('work', abspath=True)}, this job's work dir") in msg
+    assert (
+        f"2 of the missing names are relative in the list file {list_path}: they were looked up in "
+        f"{job._sis_path('work', abspath=True)}, this job's work dir"
+    ) in msg
     assert f"the list's directory {work_dir / 'data'}" in msg
     assert msg.endswith("Write absolute paths into the list file.")
     assert not os.path.exists(job.out_file_sizes.get_path())
@@ -187,6 +200,7 @@ def test_txt_lists_are_counted_without_being_read_as_trees(work_dir, monkeypatch
 
 
 # --- non-regular list files, list versions, split errors, key collisions, requests ---------------
+
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
 def test_a_list_file_that_is_no_regular_file_fails_in_the_task_naming_it(work_dir, kind):
@@ -237,8 +251,10 @@ def test_merge_refuses_parts_of_another_version_of_the_list(work_dir):
     with pytest.raises(RuntimeError) as exc:
         job.merge()
     msg = str(exc.value)
-    assert msg.startswith(f"2 of the 2 parts in {job._sis_path('work', abspath=True)} were computed from another "
-                          f"version of the file list {list_path}")
+    assert msg.startswith(
+        f"2 of the 2 parts in {job._sis_path('work', abspath=True)} were computed from another "
+        f"version of the file list {list_path}"
+    )
     assert "part 0 (sizes.part-0000-of-0002." in msg and "part 1 (sizes.part-0001-of-0002." in msg
     assert "restore the list, or delete these part files" in msg
     assert not os.path.exists(job.out_file_sizes.get_path()) and not os.path.exists(job.out_file_list.get_path())
@@ -265,7 +281,9 @@ def test_a_failing_part_names_its_entries_in_the_whole_list(work_dir):
     job.run(1)  # entries 2..4: all there
     with pytest.raises(core.MissingFilesError) as exc:
         job.run(2)
-    assert str(exc.value).startswith("part 2 of 3 (task run.3, entries 5..7 of 8): 1 of 3 files are missing or unreadable")
+    assert str(exc.value).startswith(
+        "part 2 of 3 (task run.3, entries 5..7 of 8): 1 of 3 files are missing or unreadable"
+    )
     assert "gone.hdf" in str(exc.value) and str(exc.value).endswith("nothing was written.")
     assert not any(".part-0002-" in n for n in os.listdir(job._sis_path("work", abspath=True)))
     with pytest.raises(core.MissingFilesError, match="^part 2 of 3 \\(task run.3, entries 5..7 of 8\\): 1 of 3 files"):
@@ -274,9 +292,12 @@ def test_a_failing_part_names_its_entries_in_the_whole_list(work_dir):
 
 
 def test_entries_sharing_returnns_key_are_refused(work_dir):
-    with pytest.raises(ValueError, match="files has 1 RETURNN file key shared by entries with different files: "
-                                         "entries 0 \\('/data/a:/b.hdf'\\) and 2 \\(\\('/data/a', '/b.hdf'\\)\\) "
-                                         "share key '/data/a:/b.hdf'"):
+    with pytest.raises(
+        ValueError,
+        match="files has 1 RETURNN file key shared by entries with different files: "
+        "entries 0 \\('/data/a:/b.hdf'\\) and 2 \\(\\('/data/a', '/b.hdf'\\)\\) "
+        "share key '/data/a:/b.hdf'",
+    ):
         ComputeFileSizesJob(["/data/a:/b.hdf", "/data/c.hdf", ("/data/a", "/b.hdf")])
     ComputeFileSizesJob(["/data/a:b.hdf", "/data/a:b.hdf", ("/data/a", "/data/b"), ["/data/a", "/data/b"]])
     # In a list file, the task finds them before it stats anything.
@@ -284,8 +305,11 @@ def test_entries_sharing_returnns_key_are_refused(work_dir):
     list_path = str(work_dir / "list.json")
     core.write_file_list([f"{d}/a.hdf", f"{d}/x:", [f"{d}/x:", f"{d}/y"], [f"{d}/x", f":{d}/y"]], list_path)
     job = ComputeFileSizesJob(tk.Path(list_path))
-    with pytest.raises(ValueError, match=f"file list '{list_path}' has 1 RETURNN file key shared .*: entries 2 "
-                                         f"\\(\\['{d}/x:', '{d}/y'\\]\\) and 3 "):
+    with pytest.raises(
+        ValueError,
+        match=f"file list '{list_path}' has 1 RETURNN file key shared .*: entries 2 "
+        f"\\(\\['{d}/x:', '{d}/y'\\]\\) and 3 ",
+    ):
         run_job(job)
     assert os.listdir(os.path.dirname(job.out_file_sizes.get_path())) == []
 
@@ -294,22 +318,31 @@ def test_numpy_counts_and_requests_are_plain_and_unhashed(work_dir):
     import numpy as np
 
     files = tk.Path("/data/corpus/files.txt")
-    job = ComputeFileSizesJob(files, num_threads=np.int64(4), num_parallel_tasks=np.int32(2),
-                              time_rqmt=np.float64(2.5), mem_rqmt=np.int64(8), cpu_rqmt=np.int64(2))
+    job = ComputeFileSizesJob(
+        files,
+        num_threads=np.int64(4),
+        num_parallel_tasks=np.int32(2),
+        time_rqmt=np.float64(2.5),
+        mem_rqmt=np.int64(8),
+        cpu_rqmt=np.int64(2),
+    )
     assert job._sis_id() == "i6_shard/jobs/sizes/ComputeFileSizesJob.v1KsfsLN7z2P"  # the pinned id
     assert (job.num_threads, job.num_parallel_tasks) == (4, 2) and type(job.num_threads) is int
     assert job.given_rqmt == {"time": 2.5, "mem": 8, "cpu": 2}
     assert [type(v) for v in job.given_rqmt.values()] == [float, int, int]
 
 
-@pytest.mark.parametrize("name, value, error, match", [
-    ("time_rqmt", 0, ValueError, "time_rqmt=0 must be a positive number \\(hours\\)"),
-    ("mem_rqmt", "4G", TypeError, "mem_rqmt='4G' has type str; mem_rqmt must be a positive number \\(GB\\)"),
-    ("mem_rqmt", float("nan"), ValueError, "mem_rqmt=nan must be a positive number"),
-    ("cpu_rqmt", 1.5, TypeError, "cpu_rqmt=1.5 has type float; cpu_rqmt must be a positive int \\(CPUs\\)"),
-    ("num_threads", True, TypeError, "num_threads=True has type bool"),
-    ("num_parallel_tasks", 0, ValueError, "num_parallel_tasks=0 must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "name, value, error, match",
+    [
+        ("time_rqmt", 0, ValueError, "time_rqmt=0 must be a positive number \\(hours\\)"),
+        ("mem_rqmt", "4G", TypeError, "mem_rqmt='4G' has type str; mem_rqmt must be a positive number \\(GB\\)"),
+        ("mem_rqmt", float("nan"), ValueError, "mem_rqmt=nan must be a positive number"),
+        ("cpu_rqmt", 1.5, TypeError, "cpu_rqmt=1.5 has type float; cpu_rqmt must be a positive int \\(CPUs\\)"),
+        ("num_threads", True, TypeError, "num_threads=True has type bool"),
+        ("num_parallel_tasks", 0, ValueError, "num_parallel_tasks=0 must be a positive int"),
+    ],
+)
 def test_unhashed_arguments_are_checked_before_the_hash(work_dir, name, value, error, match):
     files = tk.Path("/data/corpus/files.txt")
     ComputeFileSizesJob(files)

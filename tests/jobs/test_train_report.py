@@ -14,8 +14,10 @@ from tests.deps import needs_matplotlib
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
-pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
-                                              "recipe/ on PYTHONPATH")
+pytest.importorskip(
+    "i6_core.returnn",
+    reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put recipe/ on PYTHONPATH",
+)
 
 from sisyphus import gs, tk  # noqa: E402
 
@@ -32,9 +34,11 @@ PINNED_ID = "i6_shard/jobs/train_report/TrainReportJob.2jijxlJpxzS8"
 
 
 def _training(num_gpus=2):
-    train = sharded_files_dataset([f"/data/part{i:03d}.hdf" for i in range(16)],
-                                  sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=2)
+    train = sharded_files_dataset(
+        [f"/data/part{i:03d}.hdf" for i in range(16)],
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+    )
     rc = sharded_returnn_config({"backend": "torch", "behavior_version": 24, "batch_size": 300}, train)
     return training_job(rc, num_gpus=num_gpus, num_epochs=4, **EXE)
 
@@ -44,7 +48,8 @@ def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir
     job = TrainReportJob.for_training(training)
     work = training._sis_path(gs.JOB_WORK_DIR, abspath=True)
     assert [os.path.normpath(p.get_path()) for p in job.log_files] == [
-        os.path.normpath(os.path.join(work, f"returnn.torch-distrib-{r}-2.log")) for r in range(2)]
+        os.path.normpath(os.path.join(work, f"returnn.torch-distrib-{r}-2.log")) for r in range(2)
+    ]
     assert job.after == training.out_learning_rates
     assert {p.creator for p in job._sis_inputs} == {training}
     assert training.out_learning_rates in job._sis_inputs
@@ -56,12 +61,15 @@ def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir
 
 
 def test_for_training_takes_the_sync_mode_from_the_config(work_dir):
-    train = sharded_files_dataset([f"/data/part{i:03d}.hdf" for i in range(16)],
-                                  sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=2)
+    train = sharded_files_dataset(
+        [f"/data/part{i:03d}.hdf" for i in range(16)],
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+    )
     rc = sharded_returnn_config({"backend": "torch", "behavior_version": 24, "batch_size": 300}, train)
-    training = training_job(rc, num_gpus=2, num_epochs=4, torch_distributed={"reduce_type": "param",
-                                                                             "param_sync_step": 3}, **EXE)
+    training = training_job(
+        rc, num_gpus=2, num_epochs=4, torch_distributed={"reduce_type": "param", "param_sync_step": 3}, **EXE
+    )
     job = TrainReportJob.for_training(training)
     assert (job.reduce_type, job.param_sync_step) == ("param", 3)
     assert job._sis_id() != TrainReportJob.for_training(training, reduce_type="grad")._sis_id()
@@ -82,8 +90,21 @@ def test_outputs_equal_the_cli_on_the_real_logs(work_dir):
         shutil.copy(path, work)
     run_job(job)
     out = str(work_dir / "cli")
-    assert cli.main(["train-report", *sorted(glob.glob(os.path.join(work, "*.log"))), "--file-lengths", lengths,
-                     "--partition-epoch", "2", "-o", out]) == 0
+    assert (
+        cli.main(
+            [
+                "train-report",
+                *sorted(glob.glob(os.path.join(work, "*.log"))),
+                "--file-lengths",
+                lengths,
+                "--partition-epoch",
+                "2",
+                "-o",
+                out,
+            ]
+        )
+        == 0
+    )
     for path, fn in ((job.out_report, "report.txt"), (job.out_summary, "summary.json"), (job.out_plot, "plot.png")):
         with open(path.get_path(), "rb") as a, open(os.path.join(out, fn), "rb") as b:
             assert a.read() == b.read(), fn

@@ -55,7 +55,7 @@ class _DiesMidWrite:
         self._f = f
 
     def write(self, data):
-        self._f.write(data[:len(data) // 2])
+        self._f.write(data[: len(data) // 2])
         self._f.flush()
         raise KeyboardInterrupt("killed mid-write")
 
@@ -98,8 +98,12 @@ def test_plain_numbers_converts_numpy_scalars_and_copies_nothing_else():
     from i6_shard.jobs.util import plain_numbers
 
     p = tk.Path("/data/a.hdf")
-    obj = {"n": np.int64(4), "files": [p, (p, np.bool_(False))], "f": functools.partial(hdf_sub_epoch_dataset, p,
-                                                                                        k=np.int32(2)), "x": 1.5}
+    obj = {
+        "n": np.int64(4),
+        "files": [p, (p, np.bool_(False))],
+        "f": functools.partial(hdf_sub_epoch_dataset, p, k=np.int32(2)),
+        "x": 1.5,
+    }
     out = plain_numbers(obj)
     assert out["n"] == 4 and type(out["n"]) is int and type(out["files"][1][1]) is bool
     assert out["files"][0] is p and out["files"][1][0] is p and type(out["files"][1]) is tuple
@@ -110,11 +114,14 @@ def test_plain_numbers_converts_numpy_scalars_and_copies_nothing_else():
     assert type(plain_numbers(np.float64(1.5))) is np.float64  # Sisyphus hashes it: left as it is
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    ({}, {}),
-    ({"time_rqmt": 2, "mem_rqmt": 1.5, "cpu_rqmt": 4}, {"time": 2, "mem": 1.5, "cpu": 4}),
-    ({"time_rqmt": np.float32(0.5), "cpu_rqmt": np.int64(2)}, {"time": 0.5, "cpu": 2}),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({}, {}),
+        ({"time_rqmt": 2, "mem_rqmt": 1.5, "cpu_rqmt": 4}, {"time": 2, "mem": 1.5, "cpu": 4}),
+        ({"time_rqmt": np.float32(0.5), "cpu_rqmt": np.int64(2)}, {"time": 0.5, "cpu": 2}),
+    ],
+)
 def test_check_rqmt_args_gives_plain_numbers(kwargs, expected):
     from i6_shard.jobs.util import check_rqmt_args
 
@@ -122,15 +129,22 @@ def test_check_rqmt_args_gives_plain_numbers(kwargs, expected):
     assert given == expected and all(type(v) in (int, float) for v in given.values())
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"time_rqmt": 0}, ValueError), ({"time_rqmt": -2.0}, ValueError), ({"mem_rqmt": float("inf")}, ValueError),
-    ({"mem_rqmt": True}, TypeError), ({"mem_rqmt": "8G"}, TypeError), ({"cpu_rqmt": 2.0}, TypeError),
-    ({"cpu_rqmt": 0}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"time_rqmt": 0}, ValueError),
+        ({"time_rqmt": -2.0}, ValueError),
+        ({"mem_rqmt": float("inf")}, ValueError),
+        ({"mem_rqmt": True}, TypeError),
+        ({"mem_rqmt": "8G"}, TypeError),
+        ({"cpu_rqmt": 2.0}, TypeError),
+        ({"cpu_rqmt": 0}, ValueError),
+    ],
+)
 def test_check_rqmt_args_rejects_what_an_engine_cannot_take(kwargs, error):
     from i6_shard.jobs.util import check_rqmt_args
 
-    (name, value), = kwargs.items()
+    ((name, value),) = kwargs.items()
     with pytest.raises(error, match=f"^{name}="):
         check_rqmt_args(**kwargs)
 

@@ -43,15 +43,17 @@ def test_passes_with_sharding_fix(work_dir, hdf_files, capsys):
     # One progress line per rank (each is a RETURNN process that can take a while).
     progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
     assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
-        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)]
+        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)
+    ]
     report = _read(job.out_report.get_path())
     assert report.startswith("i6_shard sharding verification: OK\n")
     assert "full epoch 0: " in report and "full epoch 1: " in report and "partly read" not in report
 
 
 def test_fails_listing_the_double_sharding_loss(work_dir, hdf_files):
-    job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3, sharding_fix=False), num_shards=3,
-                            epochs=[1, 2, 3])
+    job = VerifyShardingJob(
+        sharded_dfd(hdf_files, partition_epoch=3, sharding_fix=False), num_shards=3, epochs=[1, 2, 3]
+    )
     with pytest.raises(ShardingVerificationError) as exc:
         run_job(job)
     msg = str(exc.value)
@@ -71,12 +73,19 @@ def test_config_file_input_and_list_file(work_dir, hdf_files, monkeypatch):
         f"train = {{'class': 'DistributeFilesDataset', 'files': {list_path!r}, 'partition_epoch': 3,\n"
         "         'get_sub_epoch_dataset': functools.partial(hdf_sub_epoch_dataset, seq_ordering='random'),\n"
         "         'distrib_shard_files': True, 'sharding_fix': True, 'use_worker_proc': False,\n"
-        "         'seq_ordering': 'random'}\n")
+        "         'seq_ordering': 'random'}\n"
+    )
     job = VerifyShardingJob(tk.Path(str(config)), num_shards=2, epochs=[4, 5, 6])
     # The config imports tests.hdf_data: the repository must be on the RETURNN process's path.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-         os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join(
+            [
+                os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                os.environ.get("PYTHONPATH", ""),
+            ]
+        ),
+    )
     run_job(job)
     assert job.out_ok.get() is True
     assert "full epoch 1: " in _read(job.out_report.get_path())
@@ -138,8 +147,9 @@ def test_pinned_id_and_what_is_hashed(work_dir):
     # The same sub-epochs, however given: one job.
     assert VerifyShardingJob(dataset, num_shards=8, epochs=list(range(1, 41))) is job
     assert VerifyShardingJob(dataset, num_shards=8, epochs=(40, *range(1, 41))) is job
-    assert VerifyShardingJob(dataset, num_shards=8, epochs=[3, 1]) is VerifyShardingJob(dataset, num_shards=8,
-                                                                                        epochs=(1, 3, 1))
+    assert VerifyShardingJob(dataset, num_shards=8, epochs=[3, 1]) is VerifyShardingJob(
+        dataset, num_shards=8, epochs=(1, 3, 1)
+    )
     assert VerifyShardingJob(dataset, num_shards=8, epochs=[1, 3]) is not job
     assert VerifyShardingJob(dataset, num_shards=8, epochs=39) is not job
 
@@ -151,8 +161,9 @@ def test_bad_options_fail_at_graph_construction(work_dir):
     with pytest.raises(ValueError, match="epochs contains 0"):
         VerifyShardingJob(sharded_dfd(files, partition_epoch=1), num_shards=2, epochs=[0, 1])
     with pytest.raises(ValueError, match="train_dataset\\['get_sub_epoch_dataset'\\] is .*<lambda>.*module-level"):
-        VerifyShardingJob({"class": "DistributeFilesDataset", "get_sub_epoch_dataset": lambda files: {}},
-                          num_shards=2, epochs=1)
+        VerifyShardingJob(
+            {"class": "DistributeFilesDataset", "get_sub_epoch_dataset": lambda files: {}}, num_shards=2, epochs=1
+        )
 
     def local(files):
         return {}
@@ -163,17 +174,28 @@ def test_bad_options_fail_at_graph_construction(work_dir):
         VerifyShardingJob(sharded_dfd(files, partition_epoch=1), num_shards=2, epochs=range(1, 3))
     with pytest.raises(TypeError, match="train_dataset\\['files'\\] is a tuple; DistributeFilesDataset takes a list"):
         VerifyShardingJob(sharded_dfd(tuple(files), partition_epoch=1), num_shards=2, epochs=1)
-    with pytest.raises(TypeError, match="train_dataset\\['get_sub_epoch_dataset'\\] is 'HDFDataset'; it must be a "
-                                        "function"):
-        VerifyShardingJob(sharded_dfd(files, partition_epoch=1, get_sub_epoch_dataset="HDFDataset"), num_shards=2,
-                          epochs=1)
+    with pytest.raises(
+        TypeError, match="train_dataset\\['get_sub_epoch_dataset'\\] is 'HDFDataset'; it must be a function"
+    ):
+        VerifyShardingJob(
+            sharded_dfd(files, partition_epoch=1, get_sub_epoch_dataset="HDFDataset"), num_shards=2, epochs=1
+        )
 
 
-@pytest.mark.parametrize("drop, match", [
-    ("class", "train_dataset \\(class None\\) holds no DistributeFilesDataset; set 'class': 'DistributeFilesDataset'"),
-    ("get_sub_epoch_dataset", "train_dataset has no 'get_sub_epoch_dataset', which DistributeFilesDataset requires"),
-    ("files", "train_dataset has no 'files', which DistributeFilesDataset requires"),
-])
+@pytest.mark.parametrize(
+    "drop, match",
+    [
+        (
+            "class",
+            "train_dataset \\(class None\\) holds no DistributeFilesDataset; set 'class': 'DistributeFilesDataset'",
+        ),
+        (
+            "get_sub_epoch_dataset",
+            "train_dataset has no 'get_sub_epoch_dataset', which DistributeFilesDataset requires",
+        ),
+        ("files", "train_dataset has no 'files', which DistributeFilesDataset requires"),
+    ],
+)
 def test_incomplete_dataset_dict_fails_at_graph_construction(work_dir, drop, match):
     dataset = sharded_dfd([f"/data/f{i}.hdf" for i in range(4)], partition_epoch=2)
     del dataset[drop]
@@ -185,8 +207,9 @@ def test_dataset_class_may_be_a_subclass_object(work_dir):
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
     files = [f"/data/f{i}.hdf" for i in range(4)]
-    VerifyShardingJob(sharded_dfd(files, partition_epoch=2, **{"class": ShardedDistributeFilesDataset}),
-                      num_shards=2, epochs=2)
+    VerifyShardingJob(
+        sharded_dfd(files, partition_epoch=2, **{"class": ShardedDistributeFilesDataset}), num_shards=2, epochs=2
+    )
     with pytest.raises(ValueError, match="class dict, not a subclass of DistributeFilesDataset"):
         VerifyShardingJob(sharded_dfd(files, partition_epoch=2, **{"class": dict}), num_shards=2, epochs=2)
 
@@ -203,13 +226,15 @@ def test_relative_path_strings_fail_at_graph_construction(work_dir):
         VerifyShardingJob(sharded_dfd("lists/files.txt", partition_epoch=2), num_shards=2, epochs=2)
     relative = re.escape("['files'] holds 2 relative file names (first 2: ['f1.hdf', 'x/f3.hdf']). ")
     with pytest.raises(ValueError, match=relative + ".*give an absolute path or a tk.Path"):
-        VerifyShardingJob(sharded_dfd([files[0], "f1.hdf", (files[2], "x/f3.hdf")], partition_epoch=2),
-                          num_shards=2, epochs=2)
+        VerifyShardingJob(
+            sharded_dfd([files[0], "f1.hdf", (files[2], "x/f3.hdf")], partition_epoch=2), num_shards=2, epochs=2
+        )
     with pytest.raises(ValueError, match="returnn_root='returnn' " + hint):
         VerifyShardingJob(sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2, returnn_root="returnn")
     with pytest.raises(ValueError, match="returnn_python_exe='venv/bin/python' " + hint):
-        VerifyShardingJob(sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2,
-                          returnn_python_exe="venv/bin/python")
+        VerifyShardingJob(
+            sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2, returnn_python_exe="venv/bin/python"
+        )
     # A command name is looked up on PATH; a relative tk.Path is resolved against the setup dir.
     VerifyShardingJob(sharded_dfd(files, partition_epoch=2), num_shards=2, epochs=2, returnn_python_exe="python3")
     job = VerifyShardingJob(tk.Path("returnn.config"), num_shards=2, epochs=2)
@@ -226,11 +251,16 @@ def test_runs_the_given_python_with_returnn_root_first_on_the_path(work_dir, hdf
         return real_popen([sys.executable, "-c", "import sys; sys.exit('no RETURNN here')"], **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", fake_popen)
-    job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3), num_shards=2, epochs=3,
-                            returnn_python_exe=tk.Path("/opt/py/bin/python3"), returnn_root=tk.Path("/opt/returnn"))
+    job = VerifyShardingJob(
+        sharded_dfd(hdf_files, partition_epoch=3),
+        num_shards=2,
+        epochs=3,
+        returnn_python_exe=tk.Path("/opt/py/bin/python3"),
+        returnn_root=tk.Path("/opt/returnn"),
+    )
     with pytest.raises(RankFailedError, match="rank 0 of 2 failed with exit status 1; .*\nno RETURNN here\n$"):
         run_job(job)
-    (cmd, kwargs), = calls
+    ((cmd, kwargs),) = calls
     assert cmd[:3] == ["/opt/py/bin/python3", "-m", "i6_shard.returnn_ext.verify"]
     assert cmd[cmd.index("--epochs") + 1] == "1,2,3" and cmd[cmd.index("--rank") + 1] == "0"
     path = kwargs["env"]["PYTHONPATH"].split(os.pathsep)
@@ -240,17 +270,26 @@ def test_runs_the_given_python_with_returnn_root_first_on_the_path(work_dir, hdf
 
 # --- RETURNN's Python and root as i6_core's jobs take them; requests; checks before the hash ------
 
+
 def _dataset():
     return sharded_dfd(tk.Path("/data/corpus/files.txt"), partition_epoch=20)
 
 
-@pytest.mark.parametrize("settings", [{}, {"RETURNN_PYTHON_EXE": "/opt/py/bin/python3", "RETURNN_ROOT": "/opt/returnn"},
-                                      {"RETURNN_ROOT": "/opt/returnn"}])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"RETURNN_PYTHON_EXE": "/opt/py/bin/python3", "RETURNN_ROOT": "/opt/returnn"},
+        {"RETURNN_ROOT": "/opt/returnn"},
+    ],
+)
 def test_returnn_defaults_follow_i6_core(work_dir, monkeypatch, settings):
     """The same Python and root as i6_core's ReturnnTrainingJob would take, and the same id as without
     settings: like i6_core, the defaults from gs are not hashed."""
-    i6_core_util = pytest.importorskip("i6_core.util", reason="needs i6_core: clone github.com/rwth-i6/i6_core into "
-                                                              "recipe/ and put recipe/ on PYTHONPATH")
+    i6_core_util = pytest.importorskip(
+        "i6_core.util",
+        reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put recipe/ on PYTHONPATH",
+    )
     from sisyphus import gs
 
     for name in ("RETURNN_PYTHON_EXE", "RETURNN_ROOT"):
@@ -261,12 +300,22 @@ def test_returnn_defaults_follow_i6_core(work_dir, monkeypatch, settings):
         assert job.returnn_root.get_path() == i6_core_util.get_returnn_root(None).get_path() == "/opt/returnn"
     else:
         assert job.returnn_root is None  # where i6_core fails: the RETURNN installed for that Python
-    assert job._sis_id() == VerifyShardingJob.__module__.replace(".", "/") + "/VerifyShardingJob." + \
-        VerifyShardingJob.hash({"train_dataset": _dataset(), "num_shards": 8, "epochs": 40, "returnn_root": None})
-    given = VerifyShardingJob(_dataset(), num_shards=8, epochs=40, returnn_python_exe=tk.Path("/usr/bin/python3"),
-                              returnn_root=tk.Path("/srv/returnn"))
-    assert given.returnn_python_exe.get_path() == i6_core_util.get_returnn_python_exe(
-        tk.Path("/usr/bin/python3")).get_path()
+    assert job._sis_id() == VerifyShardingJob.__module__.replace(
+        ".", "/"
+    ) + "/VerifyShardingJob." + VerifyShardingJob.hash(
+        {"train_dataset": _dataset(), "num_shards": 8, "epochs": 40, "returnn_root": None}
+    )
+    given = VerifyShardingJob(
+        _dataset(),
+        num_shards=8,
+        epochs=40,
+        returnn_python_exe=tk.Path("/usr/bin/python3"),
+        returnn_root=tk.Path("/srv/returnn"),
+    )
+    assert (
+        given.returnn_python_exe.get_path()
+        == i6_core_util.get_returnn_python_exe(tk.Path("/usr/bin/python3")).get_path()
+    )
     assert given.returnn_root.get_path() == "/srv/returnn"
 
 
@@ -286,7 +335,7 @@ def test_the_run_uses_the_python_and_root_from_the_settings(work_dir, hdf_files,
     job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3), num_shards=2, epochs=3)
     with pytest.raises(RankFailedError):
         run_job(job)
-    (cmd, kwargs), = calls
+    ((cmd, kwargs),) = calls
     assert cmd[0] == "/opt/py/bin/python3"
     assert kwargs["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/opt/returnn-from-settings"
 
@@ -295,28 +344,46 @@ def test_numpy_numbers_are_the_job_of_python_numbers(work_dir):
     import numpy as np
 
     job = VerifyShardingJob(_dataset(), num_shards=8, epochs=40)
-    assert VerifyShardingJob(dict(_dataset(), partition_epoch=np.int64(20), sharding_fix=np.bool_(True)),
-                             num_shards=np.int64(8), epochs=np.int32(40), cpu_rqmt=np.int64(2)) is job
+    assert (
+        VerifyShardingJob(
+            dict(_dataset(), partition_epoch=np.int64(20), sharding_fix=np.bool_(True)),
+            num_shards=np.int64(8),
+            epochs=np.int32(40),
+            cpu_rqmt=np.int64(2),
+        )
+        is job
+    )
     listed = VerifyShardingJob(_dataset(), num_shards=8, epochs=[np.int64(3), 1])
     assert listed is VerifyShardingJob(_dataset(), num_shards=8, epochs=[1, 3]) and listed.epochs == [1, 3]
     assert [type(e) for e in listed.epochs] == [int, int] and type(job.num_shards) is int
 
 
-@pytest.mark.parametrize("options, error, match", [
-    ({"num_shards": 0}, ValueError, "num_shards=0 must be a positive int"),
-    ({"num_shards": "8"}, TypeError, "num_shards='8' has type str; .*pass num_shards=8"),
-    ({"time_rqmt": "1h"}, TypeError, "time_rqmt='1h' has type str; time_rqmt must be a positive number \\(hours\\)"),
-    ({"mem_rqmt": 0}, ValueError, "mem_rqmt=0 must be a positive number \\(GB\\)"),
-    ({"returnn_root": 3}, TypeError, "returnn_root=3 has type int; give a tk.Path"),
-    ({"returnn_python_exe": ["/usr/bin/python3"]}, TypeError, "returnn_python_exe=\\['/usr/bin/python3'\\] has type "
-                                                               "list"),
-])
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        ({"num_shards": 0}, ValueError, "num_shards=0 must be a positive int"),
+        ({"num_shards": "8"}, TypeError, "num_shards='8' has type str; .*pass num_shards=8"),
+        (
+            {"time_rqmt": "1h"},
+            TypeError,
+            "time_rqmt='1h' has type str; time_rqmt must be a positive number \\(hours\\)",
+        ),
+        ({"mem_rqmt": 0}, ValueError, "mem_rqmt=0 must be a positive number \\(GB\\)"),
+        ({"returnn_root": 3}, TypeError, "returnn_root=3 has type int; give a tk.Path"),
+        (
+            {"returnn_python_exe": ["/usr/bin/python3"]},
+            TypeError,
+            "returnn_python_exe=\\['/usr/bin/python3'\\] has type list",
+        ),
+    ],
+)
 def test_every_argument_is_checked_before_the_hash(work_dir, options, error, match):
     VerifyShardingJob(_dataset(), num_shards=8, epochs=40)
     args = {"train_dataset": _dataset(), "num_shards": 8, "epochs": 40, **options}
     with pytest.raises(error, match=match):
-        VerifyShardingJob.hash(dict(args, returnn_python_exe=options.get("returnn_python_exe"),
-                                    returnn_root=options.get("returnn_root")))
+        VerifyShardingJob.hash(
+            dict(args, returnn_python_exe=options.get("returnn_python_exe"), returnn_root=options.get("returnn_root"))
+        )
     with pytest.raises(error, match=match):  # the requests are not hashed: this id exists already
         VerifyShardingJob(**args)
 
@@ -349,8 +416,12 @@ def test_a_wrapped_dfd_is_found_and_checked_at_graph_construction(work_dir):
     files = [f"/data/f{i}.hdf" for i in range(4)]
     job = VerifyShardingJob(_combined(sharded_dfd(files, partition_epoch=2)), num_shards=2, epochs=2)
     # The key path is not hashed when not given; given, it is another job.
-    assert VerifyShardingJob(_combined(sharded_dfd(files, partition_epoch=2)), num_shards=2, epochs=2,
-                             key_path=["datasets", "asr"]) is not job
+    assert (
+        VerifyShardingJob(
+            _combined(sharded_dfd(files, partition_epoch=2)), num_shards=2, epochs=2, key_path=["datasets", "asr"]
+        )
+        is not job
+    )
     # The file rule holds inside the wrapper too.
     with pytest.raises(ValueError, match="4 files cannot fill num_shards\\*partition_epoch=2\\*4=8 bins"):
         VerifyShardingJob(_combined(sharded_dfd(files, partition_epoch=4)), num_shards=2, epochs=2)
@@ -372,8 +443,9 @@ def test_config_opts_decide_the_mode_and_are_checked(work_dir):
     # files are split over the 2 ranks as with distrib_shard_files, so they cannot.
     VerifyShardingJob(unsharded, num_shards=2, epochs=4)
     with pytest.raises(ValueError, match="4 files cannot fill num_shards\\*partition_epoch=2\\*4=8 bins"):
-        VerifyShardingJob(unsharded, num_shards=2, epochs=4,
-                          config_opts={"torch_distributed": {"dataset_distribution": "shard"}})
+        VerifyShardingJob(
+            unsharded, num_shards=2, epochs=4, config_opts={"torch_distributed": {"dataset_distribution": "shard"}}
+        )
     with pytest.raises(TypeError, match="config_opts=.* must be a dict"):
         VerifyShardingJob(unsharded, num_shards=2, epochs=4, config_opts=[("behavior_version", 24)])
     with pytest.raises(ValueError, match="config_opts is for a train_dataset dict"):
@@ -386,8 +458,9 @@ def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     distrib_shard_files=False over the ranks; told so by config_opts, the job proves exactly-once reading."""
     needs_torch("the shard mode is torch's")
     dfd = sharded_dfd(hdf_files, partition_epoch=3, distrib_shard_files=False)
-    job = VerifyShardingJob(dfd, num_shards=3, epochs=3,
-                            config_opts={"torch_distributed": {"dataset_distribution": "shard"}})
+    job = VerifyShardingJob(
+        dfd, num_shards=3, epochs=3, config_opts={"torch_distributed": {"dataset_distribution": "shard"}}
+    )
     run_job(job)
     assert job.out_ok.get() is True
     # The same dict under RETURNN's default distribution reads every file on every rank.
@@ -400,8 +473,12 @@ def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
 def test_verifies_a_wrapped_dfd(work_dir, hdf_files):
     """A MultiEpochDataset around the DFD (with the random_seed_offset it needs); the runner reads the
     DFD at the key path inside it."""
-    wrapped = {"class": "MultiEpochDataset", "multi_epoch": 1, "random_seed_offset": 0,
-               "dataset": sharded_dfd(hdf_files, partition_epoch=3)}
+    wrapped = {
+        "class": "MultiEpochDataset",
+        "multi_epoch": 1,
+        "random_seed_offset": 0,
+        "dataset": sharded_dfd(hdf_files, partition_epoch=3),
+    }
     job = VerifyShardingJob(wrapped, num_shards=3, epochs=3, key_path=["dataset"])
     run_job(job)
     assert job.out_ok.get() is True
@@ -411,8 +488,13 @@ def test_verifies_a_wrapped_dfd(work_dir, hdf_files):
 @pytest.fixture(scope="module")
 def skewed_files(tmp_path_factory):
     """HDF files whose frames vary far more than their bytes (the HDF structure dominates small files)."""
-    return write_tiny_hdf_files(str(tmp_path_factory.mktemp("skewed")), num_files=12, seed=5,
-                                seqs_per_file=[1, 30, 2, 25, 3, 1, 20, 2, 1, 15, 4, 1], frames=(1, 60))
+    return write_tiny_hdf_files(
+        str(tmp_path_factory.mktemp("skewed")),
+        num_files=12,
+        seed=5,
+        seqs_per_file=[1, 30, 2, 25, 3, 1, 20, 2, 1, 15, 4, 1],
+        frames=(1, 60),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -430,14 +512,26 @@ def test_the_reference_is_the_datasets_own_costs_archive(work_dir, skewed_files,
     disk (which cut other bins: the verification would report files that were right)."""
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
-    by_frames = core.ShardPlan(*_keys_and_costs(frame_costs), core.PlanSettings(
-        num_shards=3, partition_epoch=3, distribution="balanced", unit="frames"))
-    by_bytes = core.ShardPlan(*_keys_and_costs(None, skewed_files), core.PlanSettings(
-        num_shards=3, partition_epoch=3, distribution="balanced"))
-    assert any(by_frames.files_for(epoch=e, shard_index=r) != by_bytes.files_for(epoch=e, shard_index=r)
-               for e in (1, 2, 3) for r in range(3)), "pick files whose frames and bytes balance differently"
-    dataset = sharded_dfd(skewed_files, partition_epoch=3, distribution="balanced", file_sizes=frame_costs,
-                          **{"class": ShardedDistributeFilesDataset})
+    by_frames = core.ShardPlan(
+        *_keys_and_costs(frame_costs),
+        core.PlanSettings(num_shards=3, partition_epoch=3, distribution="balanced", unit="frames"),
+    )
+    by_bytes = core.ShardPlan(
+        *_keys_and_costs(None, skewed_files),
+        core.PlanSettings(num_shards=3, partition_epoch=3, distribution="balanced"),
+    )
+    assert any(
+        by_frames.files_for(epoch=e, shard_index=r) != by_bytes.files_for(epoch=e, shard_index=r)
+        for e in (1, 2, 3)
+        for r in range(3)
+    ), "pick files whose frames and bytes balance differently"
+    dataset = sharded_dfd(
+        skewed_files,
+        partition_epoch=3,
+        distribution="balanced",
+        file_sizes=frame_costs,
+        **{"class": ShardedDistributeFilesDataset},
+    )
     job = VerifyShardingJob(dataset, num_shards=3, epochs=3)
     run_job(job)
     assert job.out_ok.get() is True
@@ -447,8 +541,13 @@ def test_the_reference_is_the_datasets_own_plan_file(work_dir, skewed_files, fra
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
     plan_path = str(work_dir / "plan.npz")
-    core.io.save_plan(core.ShardPlan(*_keys_and_costs(frame_costs), core.PlanSettings(
-        num_shards=3, partition_epoch=3, num_epochs=4, distribution="balanced", unit="frames")), plan_path)
+    core.io.save_plan(
+        core.ShardPlan(
+            *_keys_and_costs(frame_costs),
+            core.PlanSettings(num_shards=3, partition_epoch=3, num_epochs=4, distribution="balanced", unit="frames"),
+        ),
+        plan_path,
+    )
     dataset = sharded_dfd(skewed_files, partition_epoch=3, plan=plan_path, **{"class": ShardedDistributeFilesDataset})
     job = VerifyShardingJob(dataset, num_shards=3, epochs=3)
     run_job(job)

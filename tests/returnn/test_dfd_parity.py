@@ -26,16 +26,26 @@ CONFIG_SEED_OFFSET = 5
 @pytest.fixture(scope="module")
 def hdf_files(tmp_path_factory) -> List[str]:
     """20 real HDF files of one sequence each, of clearly different sizes."""
-    paths = write_tiny_hdf_files(str(tmp_path_factory.mktemp("hdf")), num_files=20, seqs_per_file=[1] * 20,
-                                 frames=(1, 399), dim=3, names=[f"part-{i:02d}.hdf" for i in range(20)])
+    paths = write_tiny_hdf_files(
+        str(tmp_path_factory.mktemp("hdf")),
+        num_files=20,
+        seqs_per_file=[1] * 20,
+        frames=(1, 399),
+        dim=3,
+        names=[f"part-{i:02d}.hdf" for i in range(20)],
+    )
     sizes = [os.path.getsize(p) for p in paths]
     assert len(set(sizes)) > 10, sizes
     return paths
 
 
 def new_dataset(files: List[str], **opts):
-    return new_dfd(files, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch_dataset, seq_ordering="default"),
-                   partition_epoch=PARTITION_EPOCH, **opts)
+    return new_dfd(
+        files,
+        get_sub_epoch_dataset=functools.partial(hdf_sub_epoch_dataset, seq_ordering="default"),
+        partition_epoch=PARTITION_EPOCH,
+        **opts,
+    )
 
 
 def rank_dataset(files: List[str], *, rank: int, **opts):
@@ -47,14 +57,20 @@ def rank_dataset(files: List[str], *, rank: int, **opts):
     return dataset
 
 
-@pytest.mark.parametrize("opts, plan_opts", [
-    ({"seq_ordering": "random"}, {}),
-    ({"seq_ordering": "random", "random_seed_offset": 11}, {"random_seed_offset": 11}),
-    ({"seq_ordering": "default"}, {"seq_ordering": "default"}),
-], ids=["random", "random-offset", "default"])
+@pytest.mark.parametrize(
+    "opts, plan_opts",
+    [
+        ({"seq_ordering": "random"}, {}),
+        ({"seq_ordering": "random", "random_seed_offset": 11}, {"random_seed_offset": 11}),
+        ({"seq_ordering": "default"}, {"seq_ordering": "default"}),
+    ],
+    ids=["random", "random-offset", "default"],
+)
 def test_sharded_ranks_get_the_planned_files(hdf_files, opts, plan_opts):
     sizes = core.collect_file_sizes(hdf_files, num_threads=1)
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, **plan_opts))
+    plan = core.ShardPlan(
+        sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, **plan_opts)
+    )
     seen = []
     for rank in range(NUM_SHARDS):
         dataset = rank_dataset(hdf_files, rank=rank, distrib_shard_files=True, sharding_fix=True, **opts)
@@ -72,7 +88,16 @@ def test_unsharded_ranks_get_the_planned_files(hdf_files):
     seed offset, derived from the torch distributed rank and the config's dataset_random_seed_offset;
     ShardPlan models that as random_seed_offset (the config's) plus its own per-rank stride."""
     sizes = core.collect_file_sizes(hdf_files, num_threads=1)
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=CONFIG_SEED_OFFSET))
+    plan = core.ShardPlan(
+        sizes.keys,
+        sizes.sizes,
+        core.PlanSettings(
+            num_shards=NUM_SHARDS,
+            partition_epoch=PARTITION_EPOCH,
+            distrib_shard_files=False,
+            random_seed_offset=CONFIG_SEED_OFFSET,
+        ),
+    )
     per_rank, calls = [], []
     for rank in range(NUM_SHARDS):
         with as_rank(rank, NUM_SHARDS, dataset_random_seed_offset=CONFIG_SEED_OFFSET, calls=calls):
@@ -89,7 +114,17 @@ def test_unsharded_with_a_dataset_random_seed_offset_every_rank_reads_the_same(h
     """An explicit dataset random_seed_offset is used unchanged on every rank (RETURNN adds no rank
     term to it): ShardPlan's same_seed_on_all_ranks, and the report shows the ranks' overlap."""
     sizes = core.collect_file_sizes(hdf_files, num_threads=1)
-    plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=11, same_seed_on_all_ranks=True))
+    plan = core.ShardPlan(
+        sizes.keys,
+        sizes.sizes,
+        core.PlanSettings(
+            num_shards=NUM_SHARDS,
+            partition_epoch=PARTITION_EPOCH,
+            distrib_shard_files=False,
+            random_seed_offset=11,
+            same_seed_on_all_ranks=True,
+        ),
+    )
     per_rank = []
     for rank in range(NUM_SHARDS):
         with as_rank(rank, NUM_SHARDS, dataset_random_seed_offset=CONFIG_SEED_OFFSET):
@@ -98,7 +133,13 @@ def test_unsharded_with_a_dataset_random_seed_offset_every_rank_reads_the_same(h
         assert got == [plan.files_for(epoch=e, shard_index=rank) for e in range(1, NUM_EPOCHS + 1)]
         per_rank.append(got)
     assert per_rank[0] == per_rank[1] == per_rank[2]  # the pitfall: every rank reads the same files
-    default_plan = core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=11))
+    default_plan = core.ShardPlan(
+        sizes.keys,
+        sizes.sizes,
+        core.PlanSettings(
+            num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distrib_shard_files=False, random_seed_offset=11
+        ),
+    )
     assert per_rank[1] != [default_plan.files_for(epoch=e, shard_index=1) for e in range(1, NUM_EPOCHS + 1)]
     summary, stats = core.plan_summary(plan, num_epochs=NUM_EPOCHS, compare=False)
     bin_sizes = [len(files) for files in per_rank[0]]

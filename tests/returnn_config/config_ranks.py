@@ -35,9 +35,12 @@ def file_pairs(*, feat_dir: str, align_dir: str) -> List[tuple]:
 
 def meta_template() -> Dict[str, Any]:
     """A MetaDataset over features and alignments, the sub-epoch dataset of multimodal file trees."""
-    return {"class": "MetaDataset", "seq_order_control_dataset": "feat",
-            "data_map": {"data": ("feat", "data"), "classes": ("align", "data")},
-            "datasets": {"feat": {"class": "HDFDataset", "seq_ordering": "random"}, "align": {"class": "HDFDataset"}}}
+    return {
+        "class": "MetaDataset",
+        "seq_order_control_dataset": "feat",
+        "data_map": {"data": ("feat", "data"), "classes": ("align", "data")},
+        "datasets": {"feat": {"class": "HDFDataset", "seq_ordering": "random"}, "align": {"class": "HDFDataset"}},
+    }
 
 
 META_FILES_KEY = {0: ("datasets", "feat", "files"), 1: ("datasets", "align", "files")}
@@ -133,7 +136,6 @@ def engine_behavior_version(config: Dict[str, Any]):
     RETURNN's torch engine reads the datasets of ``config``, as RETURNN's own
     ``create_data_loader_from_batches`` sets up the DataLoader worker (its ``SubProcCopyGlobalConfigPreInitFunc``
     decides what is handed over); without a DataLoader worker, the main process's."""
-    import torch
     from returnn.config import Config, global_config_ctx
     from returnn.torch.data.pipeline import create_data_loader_from_batches
     from returnn.util.basic import BehaviorVersion
@@ -148,8 +150,9 @@ def engine_behavior_version(config: Dict[str, Any]):
     try:
         BehaviorVersion._reset(state)
         with global_config_ctx(returnn_config):
-            loader = create_data_loader_from_batches(_NoBatches(),
-                                                     returnn_config.typed_value("torch_dataloader_opts") or {})
+            loader = create_data_loader_from_batches(
+                _NoBatches(), returnn_config.typed_value("torch_dataloader_opts") or {}
+            )
     finally:
         BehaviorVersion._reset(saved)
     if not loader.num_workers:

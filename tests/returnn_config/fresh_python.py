@@ -15,8 +15,9 @@ def _env():
     import returnn
     import tree
 
-    dirs = dict.fromkeys(os.path.dirname(os.path.dirname(os.path.abspath(m.__file__)))
-                         for m in (returnn, numpy, h5py, tree))
+    dirs = dict.fromkeys(
+        os.path.dirname(os.path.dirname(os.path.abspath(m.__file__))) for m in (returnn, numpy, h5py, tree)
+    )
     return {**os.environ, "PYTHONPATH": os.pathsep.join(dirs)}
 
 
@@ -24,12 +25,14 @@ def run_without_i6_shard(args, *, cwd, timeout=120) -> subprocess.CompletedProce
     """Run ``python -S *args``; skip the test if i6_shard is importable there all the same
     (i6_shard installed into the same directory as RETURNN, not as an editable install)."""
     env = _env()
-    probe = subprocess.run([sys.executable, "-S", "-c", "import i6_shard"], env=env, cwd=str(cwd),
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-S", "-c", "import i6_shard"], env=env, cwd=str(cwd), capture_output=True, text=True
+    )
     if probe.returncode == 0:
         pytest.skip("i6_shard is importable without site-packages processing here (not an editable install)")
-    return subprocess.run([sys.executable, "-S", *args], env=env, cwd=str(cwd), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-S", *args], env=env, cwd=str(cwd), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def load_config_code(path: str, *, key: str = "train") -> str:

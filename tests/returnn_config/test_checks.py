@@ -26,9 +26,14 @@ RETURNN_GIT_ENV = "I6_SHARD_RETURNN_GIT"
 
 
 def _dfd(**kwargs):
-    d = {"class": "DistributeFilesDataset", "files": [f"{i}.hdf" for i in range(8)], "partition_epoch": 2,
-         "get_sub_epoch_dataset": sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1)[
-             "get_sub_epoch_dataset"]}
+    d = {
+        "class": "DistributeFilesDataset",
+        "files": [f"{i}.hdf" for i in range(8)],
+        "partition_epoch": 2,
+        "get_sub_epoch_dataset": sharded_files_dataset(["a"], sub_epoch_dataset=HDF, partition_epoch=1)[
+            "get_sub_epoch_dataset"
+        ],
+    }
     d.update(kwargs)
     return d
 
@@ -50,17 +55,38 @@ def test_behavior_version_26_to_30_does_not_reach_the_dataloader_worker(version)
     with pytest.raises(ConfigCheckError, match=f"torch DataLoader worker.*behavior_version {version} does not apply"):
         check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2, config=torch)
     with pytest.raises(ConfigCheckError, match="MultiProcDataset worker"):
-        check_returnn_config({**torch, "torch_dataloader_opts": {"num_workers": 0}, "train": {
-            "class": "MultiProcDataset", "num_workers": 1, "sharding_method": "dedicated",
-            "dataset": _dfd(distrib_shard_files=True)}}, num_ranks=2)
-    for fine in ({"propagate_behavior_version_to_subprocs": True}, {"torch_dataloader_opts": {"num_workers": 0}},
-                 {"torch_dataloader_opts": {"multiprocessing_context": "fork"}}, {"behavior_version": 31},
-                 {"backend": "tensorflow", "torch_distributed": None, "use_horovod": True,
-                  "horovod_dataset_distribution": "random_seed_offset"}):
+        check_returnn_config(
+            {
+                **torch,
+                "torch_dataloader_opts": {"num_workers": 0},
+                "train": {
+                    "class": "MultiProcDataset",
+                    "num_workers": 1,
+                    "sharding_method": "dedicated",
+                    "dataset": _dfd(distrib_shard_files=True),
+                },
+            },
+            num_ranks=2,
+        )
+    for fine in (
+        {"propagate_behavior_version_to_subprocs": True},
+        {"torch_dataloader_opts": {"num_workers": 0}},
+        {"torch_dataloader_opts": {"multiprocessing_context": "fork"}},
+        {"behavior_version": 31},
+        {
+            "backend": "tensorflow",
+            "torch_distributed": None,
+            "use_horovod": True,
+            "horovod_dataset_distribution": "random_seed_offset",
+        },
+    ):
         check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2, config={**torch, **fine})
     with pytest.raises(ConfigCheckError, match="multiprocessing_context='spawn'"):
-        check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2, config={
-            **torch, "behavior_version": 31, "torch_dataloader_opts": {"multiprocessing_context": "spawn"}})
+        check_dataset_dict(
+            _dfd(distrib_shard_files=True),
+            num_ranks=2,
+            config={**torch, "behavior_version": 31, "torch_dataloader_opts": {"multiprocessing_context": "spawn"}},
+        )
     check_dataset_dict(_dfd(distrib_shard_files=True, sharding_fix=True), num_ranks=2, config=torch)
 
 
@@ -69,8 +95,9 @@ def test_fixed_seeds_only_matter_unsharded_with_several_ranks(key):
     with pytest.raises(ConfigCheckError, match=f"{key}=5 is fixed.*every rank then shuffles the same way"):
         check_dataset_dict(_dfd(**{key: 5}, seq_ordering="random"), num_ranks=4)
     check_dataset_dict(_dfd(**{key: 5}, seq_ordering="random"), num_ranks=1)
-    check_dataset_dict(_dfd(**{key: 5}, seq_ordering="random", distrib_shard_files=True, sharding_fix=True),
-                       num_ranks=4)
+    check_dataset_dict(
+        _dfd(**{key: 5}, seq_ordering="random", distrib_shard_files=True, sharding_fix=True), num_ranks=4
+    )
 
 
 def test_dataset_distribution_shard_is_sharded_with_one_seed():
@@ -88,36 +115,56 @@ def test_dataset_distribution_shard_is_sharded_with_one_seed():
 
 
 def test_explicit_num_shards_in_the_sub_epoch_dataset_is_no_double_sharding():
-    explicit = sharded_files_dataset(["a"], sub_epoch_dataset={**HDF, "_num_shards": 1, "_shard_index": 0},
-                                     partition_epoch=1)["get_sub_epoch_dataset"]
+    explicit = sharded_files_dataset(
+        ["a"], sub_epoch_dataset={**HDF, "_num_shards": 1, "_shard_index": 0}, partition_epoch=1
+    )["get_sub_epoch_dataset"]
     check_dataset_dict(_dfd(distrib_shard_files=True, get_sub_epoch_dataset=explicit), num_ranks=2)
     with pytest.raises(ConfigCheckError, match="without sharding_fix"):
         check_dataset_dict(_dfd(distrib_shard_files=True), num_ranks=2)
 
 
 def test_wrapped_dfds_are_checked_and_named_by_key_path():
-    wrapped = {"class": "CombinedDataset", "seq_ordering": "interleave",
-               "data_map": {("asr", "data"): "data", ("lm", "data"): "text"},
-               "datasets": {"asr": _dfd(distrib_shard_files=True, sharding_fix=False, random_seed_offset=0),
-                            "lm": _dfd(distrib_shard_files=True, sharding_fix=True, seq_ordering="random")}}
+    wrapped = {
+        "class": "CombinedDataset",
+        "seq_ordering": "interleave",
+        "data_map": {("asr", "data"): "data", ("lm", "data"): "text"},
+        "datasets": {
+            "asr": _dfd(distrib_shard_files=True, sharding_fix=False, random_seed_offset=0),
+            "lm": _dfd(distrib_shard_files=True, sharding_fix=True, seq_ordering="random"),
+        },
+    }
     with pytest.raises(ConfigCheckError) as info:
         check_returnn_config({"torch_distributed": {}, "train": wrapped}, num_ranks=2)
     problems = info.value.problems
     assert len(problems) == 2, problems
     assert problems[0].startswith("train.datasets.asr: sharding_fix=False keeps RETURNN's legacy double sharding")
-    assert problems[1].startswith("train.datasets.lm: the files are sharded (distrib_shard_files=True), but every "
-                                  "rank shuffles them with its own seed")
+    assert problems[1].startswith(
+        "train.datasets.lm: the files are sharded (distrib_shard_files=True), but every "
+        "rank shuffles them with its own seed"
+    )
     assert "Set 'random_seed_offset': 0 in this dataset dict" in problems[1]
     with pytest.raises(ConfigCheckError, match="train.dataset: RETURNN would fail: MultiProcDataset's sharding_method"):
-        check_dataset_dict({"class": "MultiProcDataset", "num_workers": 2, "buffer_size": 2,
-                            "dataset": _dfd(distrib_shard_files=True, sharding_fix=True)}, name="train")
+        check_dataset_dict(
+            {
+                "class": "MultiProcDataset",
+                "num_workers": 2,
+                "buffer_size": 2,
+                "dataset": _dfd(distrib_shard_files=True, sharding_fix=True),
+            },
+            name="train",
+        )
 
 
 def test_a_dict_without_dfd_is_reported_as_such():
-    with pytest.raises(ConfigCheckError, match=r"dev: no DistributeFilesDataset in this dataset dict \(class "
-                                               r"'MetaDataset', nor inside it\)"):
-        check_dataset_dict({"class": "MetaDataset", "datasets": {"a": {"class": "HDFDataset"}},
-                            "data_map": {"data": ("a", "data")}}, name="dev")
+    with pytest.raises(
+        ConfigCheckError,
+        match=r"dev: no DistributeFilesDataset in this dataset dict \(class "
+        r"'MetaDataset', nor inside it\)",
+    ):
+        check_dataset_dict(
+            {"class": "MetaDataset", "datasets": {"a": {"class": "HDFDataset"}}, "data_map": {"data": ("a", "data")}},
+            name="dev",
+        )
     result = check_returnn_config({"train": {"class": "HDFDataset", "files": ["a.hdf"]}})
     assert result.datasets == () and any("no DistributeFilesDataset in the config" in w for w in result.warnings)
 
@@ -126,23 +173,36 @@ def test_eval_datasets_and_horovod():
     # dev/eval: RETURNN's default seq_ordering there is "sorted"; torch evaluates on rank 0 only.
     with pytest.raises(ConfigCheckError, match="dev: seq_ordering='sorted' \\(RETURNN's default for dev/eval"):
         check_returnn_config({"dev": _dfd()})
-    check_returnn_config({"torch_distributed": {}, "dev": _dfd(seq_ordering="default", fixed_random_seed=1)},
-                         num_ranks=2)  # evaluated on rank 0 only: no per-rank rule
+    check_returnn_config(
+        {"torch_distributed": {}, "dev": _dfd(seq_ordering="default", fixed_random_seed=1)}, num_ranks=2
+    )  # evaluated on rank 0 only: no per-rank rule
     with pytest.raises(ConfigCheckError, match="dev: distrib_shard_files=True on an eval dataset"):
-        check_returnn_config({"torch_distributed": {}, "dev": _dfd(seq_ordering="default", distrib_shard_files=True,
-                                                                   sharding_fix=True)}, num_ranks=2)
+        check_returnn_config(
+            {"torch_distributed": {}, "dev": _dfd(seq_ordering="default", distrib_shard_files=True, sharding_fix=True)},
+            num_ranks=2,
+        )
     with pytest.raises(ConfigCheckError, match="horovod_dataset_distribution='shard' \\(RETURNN's default\\)"):
-        check_returnn_config({"use_horovod": True, "train": _dfd(distrib_shard_files=True, sharding_fix=True)},
-                             num_ranks=2)
-    check_returnn_config({"use_horovod": True, "horovod_dataset_distribution": "random_seed_offset",
-                          "train": _dfd(distrib_shard_files=True, sharding_fix=True)}, num_ranks=2)
+        check_returnn_config(
+            {"use_horovod": True, "train": _dfd(distrib_shard_files=True, sharding_fix=True)}, num_ranks=2
+        )
+    check_returnn_config(
+        {
+            "use_horovod": True,
+            "horovod_dataset_distribution": "random_seed_offset",
+            "train": _dfd(distrib_shard_files=True, sharding_fix=True),
+        },
+        num_ranks=2,
+    )
 
 
 def test_bound_template_is_checked_and_problems_come_together():
     from i6_shard.returnn_config.sub_epoch import bind_sub_epoch_dataset
 
-    bad = _dfd(distrib_shard_files=True, sharding_fix=False,
-               get_sub_epoch_dataset=bind_sub_epoch_dataset({"class": "HDFDataset", "partition_epoch": 3}))
+    bad = _dfd(
+        distrib_shard_files=True,
+        sharding_fix=False,
+        get_sub_epoch_dataset=bind_sub_epoch_dataset({"class": "HDFDataset", "partition_epoch": 3}),
+    )
     with pytest.raises(ConfigCheckError) as info:
         check_dataset_dict(bad, num_ranks=8, name="train")
     problems = info.value.problems
@@ -162,9 +222,13 @@ def test_horovod_without_torch_distributed_under_torch():
 
 
 def test_returnn_config_checks_every_dfd_in_it():
-    config = {"backend": "torch", "torch_distributed": {}, "train": _dfd(distrib_shard_files=True, sharding_fix=True),
-              "extra_train": _dfd(fixed_random_seed=1, seq_ordering="random"),
-              "other": {"class": "HDFDataset", "fixed_random_seed": 1}}
+    config = {
+        "backend": "torch",
+        "torch_distributed": {},
+        "train": _dfd(distrib_shard_files=True, sharding_fix=True),
+        "extra_train": _dfd(fixed_random_seed=1, seq_ordering="random"),
+        "other": {"class": "HDFDataset", "fixed_random_seed": 1},
+    }
     result = check_returnn_config(config, num_ranks=2)  # extra_train: no train defaults, no rank rule
     assert [r.name for r in result.datasets] == ["train", "extra_train"]
     with pytest.raises(ConfigCheckError, match=r"(?s)1 problem.*train: fixed_random_seed=1"):
@@ -177,13 +241,17 @@ def test_version_boundary():
     check_returnn_version(MIN_RETURNN_VERSION)
     check_returnn_version("1.20261022.211313+git.a6e5adc")
     check_returnn_version(None)
-    for older, missing in (("1.20260822.041010", "Dataset.get_default_kwargs_train"),  # a checkout of 2026-08
-                           ("1.20261022.211312", "_get_distributed_rank_and_size"),
-                           ("1.20260611.014531+git.7803cb1", "dataset_random_seed_offset"),
-                           ("1.20260610.235959+git.0000000", "sharding_fix option"),
-                           ("1.20250101.000000", "use_worker_proc")):
-        with pytest.raises(ConfigCheckError, match=f"predates what i6_shard needs: .*{missing}.*install RETURNN >= "
-                                                   f"{MIN_RETURNN_VERSION}"):
+    for older, missing in (
+        ("1.20260822.041010", "Dataset.get_default_kwargs_train"),  # a checkout of 2026-08
+        ("1.20261022.211312", "_get_distributed_rank_and_size"),
+        ("1.20260611.014531+git.7803cb1", "dataset_random_seed_offset"),
+        ("1.20260610.235959+git.0000000", "sharding_fix option"),
+        ("1.20250101.000000", "use_worker_proc"),
+    ):
+        with pytest.raises(
+            ConfigCheckError,
+            match=f"predates what i6_shard needs: .*{missing}.*install RETURNN >= {MIN_RETURNN_VERSION}",
+        ):
             check_returnn_version(older)
     with pytest.raises(ValueError, match="not of the form 1.YYYYMMDD.HHMMSS"):
         check_returnn_version("latest")
@@ -204,8 +272,10 @@ def test_installed_returnn_has_sharding_fix_and_is_new_enough():
 def _returnn_git_checkout() -> str:
     path = os.environ.get(RETURNN_GIT_ENV)
     if not path:
-        pytest.skip(f"set {RETURNN_GIT_ENV} to a git clone of RETURNN (github.com/rwth-i6/returnn, full history) "
-                    "to check SHARDING_FIX_RETURNN_VERSION against RETURNN's history")
+        pytest.skip(
+            f"set {RETURNN_GIT_ENV} to a git clone of RETURNN (github.com/rwth-i6/returnn, full history) "
+            "to check SHARDING_FIX_RETURNN_VERSION against RETURNN's history"
+        )
     out = subprocess.run(["git", "-C", path, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
     if out.returncode != 0 or out.stdout.strip() != "false":
         pytest.fail(f"{RETURNN_GIT_ENV}={path!r} is not a git clone with full history: {out.stderr.strip()}")
@@ -227,8 +297,15 @@ def test_version_constant_matches_returnn_history():
 
 def test_returnn_version_of_git_checkout(tmp_path):
     date = "2026-06-12 10:11:12 +0200"
-    env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date,
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_COMMITTER_DATE": date,
+        "GIT_AUTHOR_DATE": date,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
     assert returnn_version_of(str(tmp_path)) is None  # a git repository, but not RETURNN's
@@ -239,17 +316,23 @@ def test_returnn_version_of_git_checkout(tmp_path):
     assert returnn_version_of(None) is None
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: check_dataset_dict(_dfd(), num_ranks=0), ValueError, r"num_ranks=0 must be a positive int"),
-    (lambda: check_dataset_dict(_dfd(), num_ranks="2"), TypeError, r"num_ranks='2' has type str"),
-    (lambda: check_dataset_dict(_dfd(), behavior_version="26"), TypeError, r"behavior_version='26' has type str"),
-    (lambda: check_dataset_dict(["a"]), TypeError, r"dataset has type list; .*a dataset dict"),
-    (lambda: check_returnn_config({}, num_ranks=-1), ValueError, r"num_ranks=-1 must be a positive int"),
-    (lambda: check_returnn_config([], num_ranks=1), TypeError, r"config has type list; .*a RETURNN config dict"),
-    (lambda: check_returnn_config({}, returnn_version=1.2026), TypeError,
-     r"returnn_version=1\.2026 has type float; give RETURNN's version string"),
-    (lambda: check_returnn_version(20260611), TypeError, r"returnn_version=20260611 has type int"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: check_dataset_dict(_dfd(), num_ranks=0), ValueError, r"num_ranks=0 must be a positive int"),
+        (lambda: check_dataset_dict(_dfd(), num_ranks="2"), TypeError, r"num_ranks='2' has type str"),
+        (lambda: check_dataset_dict(_dfd(), behavior_version="26"), TypeError, r"behavior_version='26' has type str"),
+        (lambda: check_dataset_dict(["a"]), TypeError, r"dataset has type list; .*a dataset dict"),
+        (lambda: check_returnn_config({}, num_ranks=-1), ValueError, r"num_ranks=-1 must be a positive int"),
+        (lambda: check_returnn_config([], num_ranks=1), TypeError, r"config has type list; .*a RETURNN config dict"),
+        (
+            lambda: check_returnn_config({}, returnn_version=1.2026),
+            TypeError,
+            r"returnn_version=1\.2026 has type float; give RETURNN's version string",
+        ),
+        (lambda: check_returnn_version(20260611), TypeError, r"returnn_version=20260611 has type int"),
+    ],
+)
 def test_check_arguments_are_checked(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -264,10 +347,19 @@ def test_returnn_without_readable_version_skips_the_check_and_says_why(tmp_path)
     import returnn
 
     root = tmp_path / "returnn_export"
-    shutil.copytree(os.path.dirname(returnn.__file__), root / "returnn",
-                    ignore=shutil.ignore_patterns("__pycache__", "_setup_info_generated.py"))
-    out = subprocess.run([sys.executable, "-c", "import returnn; print(returnn.__version__)"], cwd=str(root),
-                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
+    shutil.copytree(
+        os.path.dirname(returnn.__file__),
+        root / "returnn",
+        ignore=shutil.ignore_patterns("__pycache__", "_setup_info_generated.py"),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import returnn; print(returnn.__version__)"],
+        cwd=str(root),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     reported = out.stdout.strip().splitlines()[-1]
     assert reported == "1.0.0"
     with pytest.warns(ConfigCheckWarning, match="RETURNN reports version 1.0.0, its fallback"):
@@ -289,8 +381,13 @@ def _user_sub_epoch(files):
 
 
 def test_a_sub_epoch_dict_that_cannot_be_told_is_a_warning_naming_verify_sharding_job():
-    d = {"class": "DistributeFilesDataset", "files": "files.txt", "partition_epoch": 2, "distrib_shard_files": True,
-         "get_sub_epoch_dataset": _user_sub_epoch}
+    d = {
+        "class": "DistributeFilesDataset",
+        "files": "files.txt",
+        "partition_epoch": 2,
+        "distrib_shard_files": True,
+        "get_sub_epoch_dataset": _user_sub_epoch,
+    }
     with pytest.warns(ConfigCheckWarning, match="VerifyShardingJob"):
         result = check_dataset_dict(d, num_ranks=2)
     assert any("VerifyShardingJob" in w for w in result.warnings)
@@ -301,7 +398,12 @@ def test_a_sub_epoch_dict_that_cannot_be_told_is_a_warning_naming_verify_shardin
 
 def test_epoch_wise_filter_in_the_sub_epoch_dataset_is_a_warning():
     sub = {**HDF, "epoch_wise_filter": {(1, 4): {"max_mean_len": 50}}}
-    d = _dfd(get_sub_epoch_dataset=sharded_files_dataset(["a"], sub_epoch_dataset=sub, partition_epoch=1)[
-        "get_sub_epoch_dataset"], sharding_fix=True, distrib_shard_files=True)
+    d = _dfd(
+        get_sub_epoch_dataset=sharded_files_dataset(["a"], sub_epoch_dataset=sub, partition_epoch=1)[
+            "get_sub_epoch_dataset"
+        ],
+        sharding_fix=True,
+        distrib_shard_files=True,
+    )
     with pytest.warns(ConfigCheckWarning, match="epoch_wise_filter, which sees full epochs"):
         check_dataset_dict(d, num_ranks=2)

@@ -44,8 +44,17 @@ def _injections(marker):
 
 def test_injection_attempts_round_trip_and_do_not_run(tmp_path):
     marker = str(tmp_path / "executed")
-    names = _injections(marker) + ["with space.hdf", "trailing ", " leading", "tab\tname", "back\\slash",
-                                   "ümlaut-日本", "#comment", "\U0001F600.hdf", "control \x7f\x1b\x0c odd"]
+    names = _injections(marker) + [
+        "with space.hdf",
+        "trailing ",
+        " leading",
+        "tab\tname",
+        "back\\slash",
+        "ümlaut-日本",
+        "#comment",
+        "\U0001f600.hdf",
+        "control \x7f\x1b\x0c odd",
+    ]
     d = sharded_files_dataset(names, sub_epoch_dataset=HDF, partition_epoch=2)
     path = tmp_path / "returnn.config"
     write_returnn_config(path, {"train": d})
@@ -57,8 +66,7 @@ def test_injection_attempts_round_trip_and_do_not_run(tmp_path):
 
 
 @settings(max_examples=examples(60))
-@given(names=st.lists(file_names, min_size=1, max_size=6),
-       template_value=file_names, partition_epoch=st.integers(1, 3))
+@given(names=st.lists(file_names, min_size=1, max_size=6), template_value=file_names, partition_epoch=st.integers(1, 3))
 def test_any_file_names_round_trip(tmp_path_factory, names, template_value, partition_epoch):
     names = names * partition_epoch  # enough files for the bins
     template = {"class": "HDFDataset", "seq_ordering": "random", "extra": [template_value, (template_value,)]}
@@ -69,7 +77,8 @@ def test_any_file_names_round_trip(tmp_path_factory, names, template_value, part
     train = config.typed_value("train")
     assert train["files"] == names
     assert {k: v for k, v in train.items() if k != "get_sub_epoch_dataset"} == {
-        k: v for k, v in d.items() if k != "get_sub_epoch_dataset"}
+        k: v for k, v in d.items() if k != "get_sub_epoch_dataset"
+    }
     partial = train["get_sub_epoch_dataset"]
     assert partial.func is GET_SUB_EPOCH_DATASET.resolve()  # the function itself, imported by the config
     assert partial.keywords == d["get_sub_epoch_dataset"].keywords

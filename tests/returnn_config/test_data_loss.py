@@ -50,23 +50,31 @@ TORCH_SHARD = {"backend": "torch", "torch_distributed": {"dataset_distribution":
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpora")
-    out = {name: write_corpus(str(root / name), num_files=8, prefix=prefix, seed=seed)
-           for name, prefix, seed in (("a", "a", 0), ("b", "b", 1), ("feat", "m", 3), ("align", "m", 3))}
+    out = {
+        name: write_corpus(str(root / name), num_files=8, prefix=prefix, seed=seed)
+        for name, prefix, seed in (("a", "a", 0), ("b", "b", 1), ("feat", "m", 3), ("align", "m", 3))
+    }
     out["dirs"] = {name: str(root / name) for name in ("a", "b", "feat", "align")}
     return out
 
 
 def _dfd(files, template=HDF, *, sharding_fix=True, **kwargs):
-    d = sharded_files_dataset(files, sub_epoch_dataset=template, partition_epoch=PARTITION_EPOCH,
-                              use_worker_proc=False, **kwargs)
+    d = sharded_files_dataset(
+        files, sub_epoch_dataset=template, partition_epoch=PARTITION_EPOCH, use_worker_proc=False, **kwargs
+    )
     if not sharding_fix:
         del d["sharding_fix"]
     return d
 
 
 def _combined(a, b, **extra):
-    return {"class": "CombinedDataset", "seq_ordering": "interleave", "datasets": {"a": a, "b": b},
-            "data_map": {("a", "data"): "data", ("b", "data"): "data_b"}, **extra}
+    return {
+        "class": "CombinedDataset",
+        "seq_ordering": "interleave",
+        "datasets": {"a": a, "b": b},
+        "data_map": {("a", "data"): "data", ("b", "data"): "data_b"},
+        **extra,
+    }
 
 
 def _pairs(c):
@@ -75,61 +83,157 @@ def _pairs(c):
 
 # name -> (config from the corpora, the outcome observed with RETURNN 1.20261022)
 SETUPS = {
-    "sharded, sharding_fix, MetaDataset of (features, alignment) pairs": (lambda c: {**TORCH, "train": _dfd(
-        _pairs(c)(), meta_template(), files_key=META_FILES_KEY)}, "ok"),
+    "sharded, sharding_fix, MetaDataset of (features, alignment) pairs": (
+        lambda c: {**TORCH, "train": _dfd(_pairs(c)(), meta_template(), files_key=META_FILES_KEY)},
+        "ok",
+    ),
     "sharded without sharding_fix": (lambda c: {**TORCH, "train": _dfd(list(c["a"]), sharding_fix=False)}, "broken"),
-    "sharded without sharding_fix, behavior_version 26": (lambda c: {**TORCH, "behavior_version": 26, "train": _dfd(
-        list(c["a"]), sharding_fix=False)}, "broken"),  # the DataLoader worker does not get behavior_version 26
-    "sharded without sharding_fix, behavior_version 31": (lambda c: {**TORCH, "behavior_version": 31, "train": _dfd(
-        list(c["a"]), sharding_fix=False)}, "ok"),
-    "sharded without sharding_fix, behavior_version 26, propagated": (lambda c: {
-        **TORCH, "behavior_version": 26, "propagate_behavior_version_to_subprocs": True, "train": _dfd(
-            list(c["a"]), sharding_fix=False)}, "ok"),
-    "sharded without sharding_fix, behavior_version 26, no DataLoader worker": (lambda c: {
-        **TORCH, "behavior_version": 26, "torch_dataloader_opts": {"num_workers": 0}, "train": _dfd(
-            list(c["a"]), sharding_fix=False)}, "ok"),
-    "explicit _num_shards 1 in the sub-epoch dataset, no sharding_fix": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), {**HDF, "_num_shards": 1, "_shard_index": 0}, sharding_fix=False)}, "ok"),
-    "dataset_distribution shard, random_seed_offset in the dataset": (lambda c: {**TORCH_SHARD, "train": _dfd(
-        list(c["a"]), distrib_shard_files=False, extra_opts={"random_seed_offset": 3})}, "ok"),
-    "dataset_distribution shard without sharding_fix": (lambda c: {**TORCH_SHARD, "train": _dfd(
-        list(c["a"]), distrib_shard_files=False, sharding_fix=False)}, "broken"),
-    "unsharded under torch_distributed": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), distrib_shard_files=False)}, "ok"),
-    "unsharded with a dataset random_seed_offset": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), distrib_shard_files=False, extra_opts={"random_seed_offset": 3})}, "broken"),
-    "unsharded with seq_ordering default": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), distrib_shard_files=False, seq_ordering="default")}, "broken"),
-    "CombinedDataset of two sharded DFDs": (lambda c: {**TORCH, "train": _combined(
-        _dfd(list(c["a"])), _dfd(list(c["b"])))}, "broken"),
-    "CombinedDataset of two sharded DFDs with random_seed_offset": (lambda c: {**TORCH, "train": _combined(
-        _dfd(list(c["a"]), extra_opts={"random_seed_offset": 0}),
-        _dfd(list(c["b"]), extra_opts={"random_seed_offset": 0}))}, "ok"),
-    "CombinedDataset under dataset_distribution shard": (lambda c: {**TORCH_SHARD, "train": _combined(
-        _dfd(list(c["a"]), distrib_shard_files=False), _dfd(list(c["b"]), distrib_shard_files=False))}, "fails"),
-    "MultiEpochDataset around a sharded DFD": (lambda c: {**TORCH, "train": {
-        "class": "MultiEpochDataset", "multi_epoch": 1, "dataset": _dfd(list(c["a"]))}}, "broken"),
-    "MultiEpochDataset around a sharded DFD with random_seed_offset": (lambda c: {**TORCH, "train": {
-        "class": "MultiEpochDataset", "multi_epoch": 1, "random_seed_offset": 0,
-        "dataset": _dfd(list(c["a"]))}}, "ok"),
-    "PostprocessingDataset around a DFD": (lambda c: {**TORCH, "train": {
-        "class": "PostprocessingDataset", "map_seq": postprocessing_template()["map_seq"],
-        "dataset": _dfd(list(c["a"]))}}, "fails"),
-    "MetaDataset around a DFD": (lambda c: {**TORCH, "train": {
-        "class": "MetaDataset", "seq_order_control_dataset": "a", "data_map": {"data": ("a", "data")},
-        "datasets": {"a": _dfd(list(c["a"]))}}}, "fails"),
-    "PostprocessingDataset sub-epoch dataset": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), postprocessing_template(), files_key=("dataset", "files"))}, "ok"),
-    "PostprocessingDataset sub-epoch dataset without sharding_fix": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), postprocessing_template(), files_key=("dataset", "files"), sharding_fix=False)}, "broken"),
-    "callable files of (features, alignment) pairs under dataset_distribution shard": (lambda c: {
-        **TORCH_SHARD, "train": _dfd(_pairs(c), meta_template(), files_key=META_FILES_KEY,
-                                     distrib_shard_files=False)}, "ok"),
+    "sharded without sharding_fix, behavior_version 26": (
+        lambda c: {**TORCH, "behavior_version": 26, "train": _dfd(list(c["a"]), sharding_fix=False)},
+        "broken",
+    ),  # the DataLoader worker does not get behavior_version 26
+    "sharded without sharding_fix, behavior_version 31": (
+        lambda c: {**TORCH, "behavior_version": 31, "train": _dfd(list(c["a"]), sharding_fix=False)},
+        "ok",
+    ),
+    "sharded without sharding_fix, behavior_version 26, propagated": (
+        lambda c: {
+            **TORCH,
+            "behavior_version": 26,
+            "propagate_behavior_version_to_subprocs": True,
+            "train": _dfd(list(c["a"]), sharding_fix=False),
+        },
+        "ok",
+    ),
+    "sharded without sharding_fix, behavior_version 26, no DataLoader worker": (
+        lambda c: {
+            **TORCH,
+            "behavior_version": 26,
+            "torch_dataloader_opts": {"num_workers": 0},
+            "train": _dfd(list(c["a"]), sharding_fix=False),
+        },
+        "ok",
+    ),
+    "explicit _num_shards 1 in the sub-epoch dataset, no sharding_fix": (
+        lambda c: {
+            **TORCH,
+            "train": _dfd(list(c["a"]), {**HDF, "_num_shards": 1, "_shard_index": 0}, sharding_fix=False),
+        },
+        "ok",
+    ),
+    "dataset_distribution shard, random_seed_offset in the dataset": (
+        lambda c: {
+            **TORCH_SHARD,
+            "train": _dfd(list(c["a"]), distrib_shard_files=False, extra_opts={"random_seed_offset": 3}),
+        },
+        "ok",
+    ),
+    "dataset_distribution shard without sharding_fix": (
+        lambda c: {**TORCH_SHARD, "train": _dfd(list(c["a"]), distrib_shard_files=False, sharding_fix=False)},
+        "broken",
+    ),
+    "unsharded under torch_distributed": (
+        lambda c: {**TORCH, "train": _dfd(list(c["a"]), distrib_shard_files=False)},
+        "ok",
+    ),
+    "unsharded with a dataset random_seed_offset": (
+        lambda c: {
+            **TORCH,
+            "train": _dfd(list(c["a"]), distrib_shard_files=False, extra_opts={"random_seed_offset": 3}),
+        },
+        "broken",
+    ),
+    "unsharded with seq_ordering default": (
+        lambda c: {**TORCH, "train": _dfd(list(c["a"]), distrib_shard_files=False, seq_ordering="default")},
+        "broken",
+    ),
+    "CombinedDataset of two sharded DFDs": (
+        lambda c: {**TORCH, "train": _combined(_dfd(list(c["a"])), _dfd(list(c["b"])))},
+        "broken",
+    ),
+    "CombinedDataset of two sharded DFDs with random_seed_offset": (
+        lambda c: {
+            **TORCH,
+            "train": _combined(
+                _dfd(list(c["a"]), extra_opts={"random_seed_offset": 0}),
+                _dfd(list(c["b"]), extra_opts={"random_seed_offset": 0}),
+            ),
+        },
+        "ok",
+    ),
+    "CombinedDataset under dataset_distribution shard": (
+        lambda c: {
+            **TORCH_SHARD,
+            "train": _combined(
+                _dfd(list(c["a"]), distrib_shard_files=False), _dfd(list(c["b"]), distrib_shard_files=False)
+            ),
+        },
+        "fails",
+    ),
+    "MultiEpochDataset around a sharded DFD": (
+        lambda c: {**TORCH, "train": {"class": "MultiEpochDataset", "multi_epoch": 1, "dataset": _dfd(list(c["a"]))}},
+        "broken",
+    ),
+    "MultiEpochDataset around a sharded DFD with random_seed_offset": (
+        lambda c: {
+            **TORCH,
+            "train": {
+                "class": "MultiEpochDataset",
+                "multi_epoch": 1,
+                "random_seed_offset": 0,
+                "dataset": _dfd(list(c["a"])),
+            },
+        },
+        "ok",
+    ),
+    "PostprocessingDataset around a DFD": (
+        lambda c: {
+            **TORCH,
+            "train": {
+                "class": "PostprocessingDataset",
+                "map_seq": postprocessing_template()["map_seq"],
+                "dataset": _dfd(list(c["a"])),
+            },
+        },
+        "fails",
+    ),
+    "MetaDataset around a DFD": (
+        lambda c: {
+            **TORCH,
+            "train": {
+                "class": "MetaDataset",
+                "seq_order_control_dataset": "a",
+                "data_map": {"data": ("a", "data")},
+                "datasets": {"a": _dfd(list(c["a"]))},
+            },
+        },
+        "fails",
+    ),
+    "PostprocessingDataset sub-epoch dataset": (
+        lambda c: {**TORCH, "train": _dfd(list(c["a"]), postprocessing_template(), files_key=("dataset", "files"))},
+        "ok",
+    ),
+    "PostprocessingDataset sub-epoch dataset without sharding_fix": (
+        lambda c: {
+            **TORCH,
+            "train": _dfd(list(c["a"]), postprocessing_template(), files_key=("dataset", "files"), sharding_fix=False),
+        },
+        "broken",
+    ),
+    "callable files of (features, alignment) pairs under dataset_distribution shard": (
+        lambda c: {
+            **TORCH_SHARD,
+            "train": _dfd(_pairs(c), meta_template(), files_key=META_FILES_KEY, distrib_shard_files=False),
+        },
+        "ok",
+    ),
 }
 #: Spawns worker processes for every sub-epoch: slower, kept to one setup.
 SLOW_SETUPS = {
-    "MultiProcDataset sub-epoch dataset": (lambda c: {**TORCH, "train": _dfd(
-        list(c["a"]), multi_proc_template(), files_key=("dataset", "files"))}, "ok"),
+    "MultiProcDataset sub-epoch dataset": (
+        lambda c: {**TORCH, "train": _dfd(list(c["a"]), multi_proc_template(), files_key=("dataset", "files"))},
+        "ok",
+    ),
 }
 
 
@@ -192,11 +296,13 @@ def _check_setup(name, make, observed_expected, corpora, monkeypatch):
     for record in find_distribute_files_datasets(config, num_ranks=NUM_RANKS):
         entries = record.dataset["files"]
         sizes = core.collect_file_sizes(entries() if callable(entries) else entries, num_threads=1)
-        plan = plan_for_returnn_config(config, file_sizes=sizes, num_ranks=NUM_RANKS, num_epochs=PARTITION_EPOCH,
-                                       key=record.key_path)
+        plan = plan_for_returnn_config(
+            config, file_sizes=sizes, num_ranks=NUM_RANKS, num_epochs=PARTITION_EPOCH, key=record.key_path
+        )
         for rank in range(NUM_RANKS):
-            assert files[rank][record.key_path] == [plan.files_for(epoch=e, shard_index=rank)
-                                                    for e in range(1, PARTITION_EPOCH + 1)], (name, rank)
+            assert files[rank][record.key_path] == [
+                plan.files_for(epoch=e, shard_index=rank) for e in range(1, PARTITION_EPOCH + 1)
+            ], (name, rank)
 
 
 @pytest.mark.parametrize("name", list(SETUPS))

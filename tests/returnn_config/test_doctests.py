@@ -17,7 +17,6 @@ def test_doctests(module):
     assert result.failed == 0
 
 
-
 def test_returnn_ext_doctests():
     module = pytest.importorskip("i6_shard.returnn_ext.sub_epoch", reason="needs RETURNN: pip install returnn dm-tree")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

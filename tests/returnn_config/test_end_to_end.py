@@ -15,7 +15,7 @@ from ..hdf_data import file_index, iterate_tags, write_tiny_hdf_files
 NUM_SHARDS, PARTITION_EPOCH, NUM_FILES = 2, 2, 11
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 NAMES = [f"part{i:02d}.hdf" for i in range(NUM_FILES)]
-NAMES[3] = "it's a \"file\" ü\\x.hdf"
+NAMES[3] = 'it\'s a "file" ü\\x.hdf'
 NAMES[7] = "new\nline.hdf"
 
 
@@ -24,8 +24,9 @@ def _tags_of_files(files):
     from returnn.datasets.basic import init_dataset
 
     with global_config_ctx(Config()):
-        return {i: set(iterate_tags(init_dataset({"class": "HDFDataset", "files": [f]}), 1))
-                for i, f in enumerate(files)}
+        return {
+            i: set(iterate_tags(init_dataset({"class": "HDFDataset", "files": [f]}), 1)) for i, f in enumerate(files)
+        }
 
 
 def _run_ranks(config_paths, num_epochs):
@@ -56,9 +57,15 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
         pytest.importorskip("i6_shard.returnn_ext.distrib_files")
         file_sizes = str(tmp_path / "sizes.npz")
         save_file_sizes(sizes, file_sizes)
-    train = sharded_files_dataset(files, sub_epoch_dataset=HDF, partition_epoch=PARTITION_EPOCH,
-                                  num_shards=NUM_SHARDS, use_worker_proc=False, distribution=distribution,
-                                  file_sizes=file_sizes)
+    train = sharded_files_dataset(
+        files,
+        sub_epoch_dataset=HDF,
+        partition_epoch=PARTITION_EPOCH,
+        num_shards=NUM_SHARDS,
+        use_worker_proc=False,
+        distribution=distribution,
+        file_sizes=file_sizes,
+    )
     paths = []
     for rank in range(NUM_SHARDS):
         paths.append(str(tmp_path / f"rank{rank}.config"))
@@ -75,7 +82,11 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
         counts = collections.Counter(t for e in epochs for r in range(NUM_SHARDS) for t in seen[(e, r)])
         assert counts == all_tags, f"full epoch {full_epoch}: not every sequence exactly once"
 
-    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distribution=distribution))
+    plan = ShardPlan(
+        sizes.keys,
+        sizes.sizes,
+        PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distribution=distribution),
+    )
     index_of = {f: i for i, f in enumerate(files)}
     layouts = set()
     for (epoch, rank), tags in seen.items():
@@ -168,11 +179,16 @@ def test_multi_modality_via_json_file_list_in_a_meta_dataset(tmp_path):
         sub_epoch_dataset={
             "class": "MetaDataset",
             "data_map": {"classes": ("alignments", "data"), "data": ("features", "data")},
-            "datasets": {"alignments": {"class": "HDFDataset", "seq_ordering": "random"},
-                         "features": {"class": "HDFDataset"}},
-            "seq_order_control_dataset": "alignments"},
+            "datasets": {
+                "alignments": {"class": "HDFDataset", "seq_ordering": "random"},
+                "features": {"class": "HDFDataset"},
+            },
+            "seq_order_control_dataset": "alignments",
+        },
         files_key={0: ("datasets", "alignments", "files"), 1: ("datasets", "features", "files")},
-        partition_epoch=2, use_worker_proc=False)
+        partition_epoch=2,
+        use_worker_proc=False,
+    )
     path = str(tmp_path / "returnn.config")
     write_returnn_config(path, {"train": train})
     config = Config()

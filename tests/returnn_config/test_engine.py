@@ -27,8 +27,14 @@ def corpus(tmp_path_factory):
 
 
 def _dfd(files, **kwargs):
-    return sharded_files_dataset(list(files), sub_epoch_dataset=HDF, partition_epoch=2, use_worker_proc=False,
-                                 distrib_shard_files=False, **kwargs)
+    return sharded_files_dataset(
+        list(files),
+        sub_epoch_dataset=HDF,
+        partition_epoch=2,
+        use_worker_proc=False,
+        distrib_shard_files=False,
+        **kwargs,
+    )
 
 
 @pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
@@ -36,8 +42,16 @@ def test_multi_proc_dedicated_around_a_dfd_crashes_in_returnn_and_is_rejected(co
     """Each dedicated worker gets its own files, MultiProcDataset takes seqs round-robin: a None mid-epoch."""
     from returnn.config import global_config_ctx
 
-    config = {**TORCH_SHARD, "train": {"class": "MultiProcDataset", "num_workers": 2, "buffer_size": 2,
-                                       "sharding_method": "dedicated", "dataset": _dfd(corpus)}}
+    config = {
+        **TORCH_SHARD,
+        "train": {
+            "class": "MultiProcDataset",
+            "num_workers": 2,
+            "buffer_size": 2,
+            "sharding_method": "dedicated",
+            "dataset": _dfd(corpus),
+        },
+    }
     errors = []
     with returnn_process(monkeypatch):
         for rank in range(2):
@@ -67,10 +81,18 @@ def test_multi_epoch_dataset_remaps_the_dfd_epochs(corpus, monkeypatch, multi_ep
 
     from i6_shard.returnn_ext import verify
 
-    config = {"backend": "torch", "torch_distributed": {}, "train": {
-        "class": "MultiEpochDataset", "multi_epoch": multi_epoch, "random_seed_offset": 0,
-        "dataset": sharded_files_dataset(list(corpus), sub_epoch_dataset=HDF, partition_epoch=2,
-                                         use_worker_proc=False)}}
+    config = {
+        "backend": "torch",
+        "torch_distributed": {},
+        "train": {
+            "class": "MultiEpochDataset",
+            "multi_epoch": multi_epoch,
+            "random_seed_offset": 0,
+            "dataset": sharded_files_dataset(
+                list(corpus), sub_epoch_dataset=HDF, partition_epoch=2, use_worker_proc=False
+            ),
+        },
+    }
     (record,) = find_distribute_files_datasets(config, num_ranks=2)
     with returnn_process(monkeypatch):
         dataset, returnn_config = build_train(config, rank=0, num_ranks=2)
@@ -87,8 +109,11 @@ def test_the_sub_epoch_dataset_sees_full_epochs(corpus, monkeypatch):
     epoch_wise_filter there counts in."""
     from returnn.config import global_config_ctx
 
-    config = {"backend": "torch", "torch_distributed": {}, "train": sharded_files_dataset(
-        list(corpus), sub_epoch_dataset=HDF, partition_epoch=2, use_worker_proc=False)}
+    config = {
+        "backend": "torch",
+        "torch_distributed": {},
+        "train": sharded_files_dataset(list(corpus), sub_epoch_dataset=HDF, partition_epoch=2, use_worker_proc=False),
+    }
     seen = []
     with returnn_process(monkeypatch):
         dataset, returnn_config = build_train(config, rank=0, num_ranks=2)
@@ -120,16 +145,22 @@ def test_the_batching_the_reader_records_is_what_the_torch_engine_reads():
     rng = random.Random(0)
     for _ in range(200):
         config = {"batch_size": rng.choice([1000, 5000, 20000])}
-        for key, values in (("batch_size_train", [300, 7000]), ("max_seqs", [1, 16, 200]),
-                            ("packed_batch_size", [4000]), ("packed_batch_size_train", [6000]),
-                            ("max_seq_length", [800, {"data": 1200}]), ("min_seq_length", [5])):
+        for key, values in (
+            ("batch_size_train", [300, 7000]),
+            ("max_seqs", [1, 16, 200]),
+            ("packed_batch_size", [4000]),
+            ("packed_batch_size_train", [6000]),
+            ("max_seq_length", [800, {"data": 1200}]),
+            ("min_seq_length", [5]),
+        ):
             if rng.random() < 0.4:
                 config[key] = rng.choice(values)
         ours = EngineBatching.of(config)
         pipe = get_batching_iterable_dataset_from_config(dataset=None, config=Config(dict(config)), train=True)
         assert ours.batch_size == pipe._max_batch_size, config
-        assert (ours.max_seqs if ours.max_seqs is not None else -1) == config.get("max_seqs", -1) and \
-            (pipe._max_seqs == ours.max_seqs or ours.max_seqs is None), config
+        assert (ours.max_seqs if ours.max_seqs is not None else -1) == config.get("max_seqs", -1) and (
+            pipe._max_seqs == ours.max_seqs or ours.max_seqs is None
+        ), config
         assert (ours.packed_batch_size is None) == (pipe._max_packed_batch_size is None), config
         cfg = Config(dict(config))
         for key in ("min_seq_length", "max_seq_length"):  # Engine.__init__

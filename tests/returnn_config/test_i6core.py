@@ -10,11 +10,17 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-pytest.importorskip("sisyphus.job", reason="needs the real Sisyphus: pip install it from its source repository "
-                                           "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
-pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
-                                              "recipe/ on PYTHONPATH (its returnn package imports librosa, "
-                                              "soundfile, h5py and black, see its requirements.txt)")
+pytest.importorskip(
+    "sisyphus.job",
+    reason="needs the real Sisyphus: pip install it from its source repository "
+    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated",
+)
+pytest.importorskip(
+    "i6_core.returnn",
+    reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
+    "recipe/ on PYTHONPATH (its returnn package imports librosa, "
+    "soundfile, h5py and black, see its requirements.txt)",
+)
 
 from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2  # noqa: E402
 from i6_core.returnn.training import ReturnnTrainingJob  # noqa: E402
@@ -51,8 +57,9 @@ PINNED_DATASET_HASH = "dwlXiuYCMBG2"
 
 
 def _hash_dataset():
-    return sharded_files_dataset(tk.Path("/data/corpus/files.json"), sub_epoch_dataset=HDF,
-                                 partition_epoch=PARTITION_EPOCH)
+    return sharded_files_dataset(
+        tk.Path("/data/corpus/files.json"), sub_epoch_dataset=HDF, partition_epoch=PARTITION_EPOCH
+    )
 
 
 def _train(tmp_path, flavour):
@@ -63,11 +70,22 @@ def _train(tmp_path, flavour):
         write_file_list(files, list_file)
         save_file_sizes(collect_file_sizes(files), sizes_file)
         pytest.importorskip("i6_shard.returnn_ext.distrib_files")
-        train = sharded_files_dataset(tk.Path(list_file), sub_epoch_dataset=HDF, partition_epoch=PARTITION_EPOCH,
-                                      file_sizes=tk.Path(sizes_file), distribution="balanced", use_worker_proc=False)
+        train = sharded_files_dataset(
+            tk.Path(list_file),
+            sub_epoch_dataset=HDF,
+            partition_epoch=PARTITION_EPOCH,
+            file_sizes=tk.Path(sizes_file),
+            distribution="balanced",
+            use_worker_proc=False,
+        )
         return files, train, "balanced"
-    train = sharded_files_dataset([tk.Path(f) for f in files], sub_epoch_dataset=HDF,
-                                  partition_epoch=PARTITION_EPOCH, num_shards=NUM_GPUS, use_worker_proc=False)
+    train = sharded_files_dataset(
+        [tk.Path(f) for f in files],
+        sub_epoch_dataset=HDF,
+        partition_epoch=PARTITION_EPOCH,
+        num_shards=NUM_GPUS,
+        use_worker_proc=False,
+    )
     return files, train, "returnn"
 
 
@@ -91,7 +109,11 @@ def test_training_job_create_files_then_returnn_builds_dataset_per_rank(tmp_path
     assert "-mtorch.distributed.run" in rnn_sh and f"--nproc-per-node={NUM_GPUS}" in rnn_sh
     config_path = job.out_returnn_config_file.get_path()
     sizes = collect_file_sizes(files)
-    plan = ShardPlan(sizes.keys, sizes.sizes, PlanSettings(num_shards=NUM_GPUS, partition_epoch=PARTITION_EPOCH, distribution=distribution))
+    plan = ShardPlan(
+        sizes.keys,
+        sizes.sizes,
+        PlanSettings(num_shards=NUM_GPUS, partition_epoch=PARTITION_EPOCH, distribution=distribution),
+    )
     seen = collections.Counter()
     for rank in range(NUM_GPUS):
         config = Config()
@@ -106,8 +128,7 @@ def test_training_job_create_files_then_returnn_builds_dataset_per_rank(tmp_path
             for epoch in range(1, PARTITION_EPOCH + 1):
                 tags = iterate_tags(dataset, epoch)
                 seen.update(tags)
-                assert {files[file_index(t)] for t in tags} == set(
-                    plan.files_for(epoch=epoch, shard_index=rank))
+                assert {files[file_index(t)] for t in tags} == set(plan.files_for(epoch=epoch, shard_index=rank))
             dataset.finish_epoch(free_resources=True)
     assert len(seen) > 9 and set(seen.values()) == {1}  # one full epoch over both ranks: each seq once
 
@@ -149,8 +170,10 @@ def test_dataset_hash_pinned_and_independent_of_install_location(monkeypatch):
     assert (sis_hash_helper(rc), sis_hash_helper(classic)) == hashes
 
 
-@pytest.mark.parametrize("flavour, install", [("v2", "checkout_on_default_path"), ("classic", "checkout_on_default_path"),
-                                             ("v2", "site_packages")])
+@pytest.mark.parametrize(
+    "flavour, install",
+    [("v2", "checkout_on_default_path"), ("classic", "checkout_on_default_path"), ("v2", "site_packages")],
+)
 def test_written_config_imports_i6_shard_in_returnns_python(tmp_path, monkeypatch, flavour, install):
     """The config is written by the manager's Python and loaded by RETURNN's, which lacks i6_shard.
     A checkout that the manager has on its default path (a .pth editable install) still goes onto
@@ -238,27 +261,42 @@ def test_training_job_kwargs():
     with pytest.raises(ValueError, match="set backend='torch'"):
         training_job_kwargs(sharded_returnn_config({"backend": "tensorflow"}, train), num_gpus=2, num_epochs=2)
     with pytest.raises(ValueError, match="give only one"):
-        training_job_kwargs(sharded_returnn_config({**BASE_CONFIG, "torch_distributed": {"reduce_type": "param"}},
-                                                   train), num_gpus=2, num_epochs=2, torch_distributed={})
+        training_job_kwargs(
+            sharded_returnn_config({**BASE_CONFIG, "torch_distributed": {"reduce_type": "param"}}, train),
+            num_gpus=2,
+            num_epochs=2,
+            torch_distributed={},
+        )
     with pytest.raises(ValueError, match="exactly one of num_epochs"):
         training_job_kwargs(rc, num_gpus=2)
     with pytest.raises(ValueError, match="horovod_num_processes is set by training_job_kwargs"):
         training_job_kwargs(rc, num_gpus=2, num_epochs=2, horovod_num_processes=2)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"num_epochs": 0}, ValueError, r"num_epochs=0 must be a positive int \(RETURNN's num_epochs"),
-    ({"num_epochs": -5}, ValueError, r"num_epochs=-5 must be a positive int"),
-    ({"num_epochs": "10"}, TypeError, r"num_epochs='10' has type str; .*; pass num_epochs=10$"),
-    ({"num_epochs": 2.5}, TypeError, r"num_epochs=2\.5 has type float; .*give passes= instead"),
-    ({"num_epochs": True}, TypeError, r"num_epochs=True has type bool"),
-    ({"num_gpus": 0}, ValueError, r"num_gpus=0 must be a positive int"),
-    ({"num_gpus": "2"}, TypeError, r"num_gpus='2' has type str; num_gpus must be a positive int"),
-    ({"num_gpus": 2.0}, TypeError, r"num_gpus=2\.0 has type float"),
-    ({"torch_distributed": "x"}, TypeError, r"torch_distributed='x' has type str; torch_distributed must be a dict"),
-    ({"torch_distributed": ["param"]}, TypeError, r"torch_distributed=\['param'\] has type list"),
-    ({"train_key": 1, "passes": 1, "num_epochs": None}, TypeError, r"train_key=1 has type int; train_key must be a str"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"num_epochs": 0}, ValueError, r"num_epochs=0 must be a positive int \(RETURNN's num_epochs"),
+        ({"num_epochs": -5}, ValueError, r"num_epochs=-5 must be a positive int"),
+        ({"num_epochs": "10"}, TypeError, r"num_epochs='10' has type str; .*; pass num_epochs=10$"),
+        ({"num_epochs": 2.5}, TypeError, r"num_epochs=2\.5 has type float; .*give passes= instead"),
+        ({"num_epochs": True}, TypeError, r"num_epochs=True has type bool"),
+        ({"num_gpus": 0}, ValueError, r"num_gpus=0 must be a positive int"),
+        ({"num_gpus": "2"}, TypeError, r"num_gpus='2' has type str; num_gpus must be a positive int"),
+        ({"num_gpus": 2.0}, TypeError, r"num_gpus=2\.0 has type float"),
+        (
+            {"torch_distributed": "x"},
+            TypeError,
+            r"torch_distributed='x' has type str; torch_distributed must be a dict",
+        ),
+        ({"torch_distributed": ["param"]}, TypeError, r"torch_distributed=\['param'\] has type list"),
+        (
+            {"train_key": 1, "passes": 1, "num_epochs": None},
+            TypeError,
+            r"train_key=1 has type int; train_key must be a str",
+        ),
+    ],
+)
 def test_training_job_rejects_bad_arguments_naming_them(kwargs, error, match):
     train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
     rc = sharded_returnn_config(BASE_CONFIG, train)
@@ -288,8 +326,9 @@ def test_training_job_takes_numpy_integers_as_python_ints():
     import numpy as np
 
     train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
-    kwargs = training_job_kwargs(sharded_returnn_config(BASE_CONFIG, train), num_gpus=np.int64(2),
-                                 num_epochs=np.int32(4), **EXE)
+    kwargs = training_job_kwargs(
+        sharded_returnn_config(BASE_CONFIG, train), num_gpus=np.int64(2), num_epochs=np.int32(4), **EXE
+    )
     assert type(kwargs["num_epochs"]) is int and type(kwargs["horovod_num_processes"]) is int
     assert kwargs["num_epochs"] == 4 and kwargs["horovod_num_processes"] == 2
 
@@ -298,8 +337,13 @@ def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
     from i6_shard.returnn_config import check_returnn_config
 
     train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2)
-    job = ReturnnTrainingJob(sharded_returnn_config(BASE_CONFIG, train), num_epochs=2, horovod_num_processes=2,
-                             distributed_launch_cmd="torchrun", **EXE)
+    job = ReturnnTrainingJob(
+        sharded_returnn_config(BASE_CONFIG, train),
+        num_epochs=2,
+        horovod_num_processes=2,
+        distributed_launch_cmd="torchrun",
+        **EXE,
+    )
     merged = {**job.returnn_config.config, **job.returnn_config.post_config}
     assert merged["use_horovod"] is True
     with pytest.raises(ConfigCheckError, match="without torch_distributed"):
@@ -314,7 +358,7 @@ def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
     import re
 
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
-    section = readme[readme.index("## Config builders"):]
+    section = readme[readme.index("## Config builders") :]
     snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     assert "\nLOCAL = True" in snippet and snippet.startswith("# config/train.py")
     if not local:
@@ -344,8 +388,9 @@ def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
 
 def test_passes_follow_the_sharding_mode_the_reader_finds():
     """Under dataset_distribution="shard" the files are sharded although distrib_shard_files is off."""
-    train = sharded_files_dataset([f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2,
-                                  distrib_shard_files=False)
+    train = sharded_files_dataset(
+        [f"{i}" for i in range(8)], sub_epoch_dataset=HDF, partition_epoch=2, distrib_shard_files=False
+    )
     shard = sharded_returnn_config({**BASE_CONFIG, "torch_distributed": {"dataset_distribution": "shard"}}, train)
     assert training_job_kwargs(shard, num_gpus=4, passes=3, **EXE)["num_epochs"] == 6
     plain = sharded_returnn_config(BASE_CONFIG, train)
@@ -364,8 +409,9 @@ def test_callable_files_in_written_configs(tmp_path, v2):
     def pairs(feat):
         return functools.partial(file_pairs, feat_dir=tk.Path(feat), align_dir=tk.Path(str(tmp_path / "align")))
 
-    train = sharded_files_dataset(pairs(str(tmp_path / "feat")), sub_epoch_dataset=meta_template(),
-                                  files_key=META_FILES_KEY, partition_epoch=1)
+    train = sharded_files_dataset(
+        pairs(str(tmp_path / "feat")), sub_epoch_dataset=meta_template(), files_key=META_FILES_KEY, partition_epoch=1
+    )
     rc = sharded_returnn_config(BASE_CONFIG, train, v2=v2)
     other = sharded_returnn_config(BASE_CONFIG, dict(train, files=pairs(str(tmp_path / "other"))), v2=v2)
     same = sharded_returnn_config(BASE_CONFIG, dict(train, files=pairs(str(tmp_path / "feat"))), v2=v2)

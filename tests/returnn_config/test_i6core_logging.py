@@ -6,10 +6,15 @@ import os
 
 import pytest
 
-pytest.importorskip("sisyphus.job", reason="needs the real Sisyphus: pip install it from its source repository "
-                                           "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
-pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put "
-                                              "recipe/ on PYTHONPATH")
+pytest.importorskip(
+    "sisyphus.job",
+    reason="needs the real Sisyphus: pip install it from its source repository "
+    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated",
+)
+pytest.importorskip(
+    "i6_core.returnn",
+    reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ and put recipe/ on PYTHONPATH",
+)
 
 from i6_core.returnn.training import ReturnnTrainingJob  # noqa: E402
 from sisyphus import gs, tk  # noqa: E402

@@ -56,8 +56,7 @@ def write_and_load(flavour, dataset, path, *, key="train"):
         pytest.importorskip("i6_core.returnn", reason="needs i6_core on PYTHONPATH (clone it into recipe/)")
         from i6_shard.returnn_config.i6core import sharded_returnn_config
 
-        rc = sharded_returnn_config({"backend": "torch"}, dataset, key=key, v2=flavour == "v2",
-                                    black_formatting=False)
+        rc = sharded_returnn_config({"backend": "torch"}, dataset, key=key, v2=flavour == "v2", black_formatting=False)
         rc.write(str(path))
     config = Config()
     config.load_file(str(path))
@@ -82,16 +81,31 @@ def assert_plain(value):
 def test_every_name_becomes_a_plain_literal(tmp_path, flavour, files_kind):
     marker = str(tmp_path / "executed")
     Hostile = hostile_str(marker)
-    names = [np.str_("/data/a.hdf"), Hostile("/data/b'.hdf"), pathlib.PurePosixPath("/data/c.hdf"),
-             PathObject(Hostile("/data/d.hdf")), "/data/e.hdf", np.str_("/data/f.hdf")]
+    names = [
+        np.str_("/data/a.hdf"),
+        Hostile("/data/b'.hdf"),
+        pathlib.PurePosixPath("/data/c.hdf"),
+        PathObject(Hostile("/data/d.hdf")),
+        "/data/e.hdf",
+        np.str_("/data/f.hdf"),
+    ]
     plain_names = ["/data/a.hdf", "/data/b'.hdf", "/data/c.hdf", "/data/d.hdf", "/data/e.hdf", "/data/f.hdf"]
     files = names if files_kind == "inline" else PathObject(Hostile(str(tmp_path / "files.json")))
-    template = {"class": "HDFDataset", "seq_ordering": Hostile("random"), Hostile("note"): np.str_("n\u00e9"),
-                "extra": [Hostile("x"), (np.str_("y"), np.int64(7), np.float32(0.5), np.bool_(True))]}
+    template = {
+        "class": "HDFDataset",
+        "seq_ordering": Hostile("random"),
+        Hostile("note"): np.str_("n\u00e9"),
+        "extra": [Hostile("x"), (np.str_("y"), np.int64(7), np.float32(0.5), np.bool_(True))],
+    }
     dataset = sharded_files_dataset(
-        files, sub_epoch_dataset=template, partition_epoch=np.int64(2), files_key=Hostile("files"),
-        seq_ordering=Hostile("random"), file_sizes=PathObject(np.str_(str(tmp_path / "sizes.npz"))),
-        extra_opts={Hostile("name"): Hostile("train set"), "cache": [np.str_("z"), pathlib.PurePath("/p")]})
+        files,
+        sub_epoch_dataset=template,
+        partition_epoch=np.int64(2),
+        files_key=Hostile("files"),
+        seq_ordering=Hostile("random"),
+        file_sizes=PathObject(np.str_(str(tmp_path / "sizes.npz"))),
+        extra_opts={Hostile("name"): Hostile("train set"), "cache": [np.str_("z"), pathlib.PurePath("/p")]},
+    )
     loaded = write_and_load(flavour, dataset, tmp_path / "returnn.config", key=Hostile("train"))
     assert not os.path.exists(marker), "text of a hostile method was executed"
     expected_files = plain_names if files_kind == "inline" else str(tmp_path / "files.json")
@@ -100,8 +114,13 @@ def test_every_name_becomes_a_plain_literal(tmp_path, flavour, files_kind):
     assert loaded["name"] == "train set" and loaded["cache"] == ["z", "/p"]
     assert loaded["seq_ordering"] == "random"
     sub = loaded["get_sub_epoch_dataset"](plain_names[:2])
-    assert sub == {"class": "HDFDataset", "seq_ordering": "random", "note": "n\u00e9",
-                   "extra": ["x", ("y", 7, 0.5, True)], "files": plain_names[:2]}
+    assert sub == {
+        "class": "HDFDataset",
+        "seq_ordering": "random",
+        "note": "n\u00e9",
+        "extra": ["x", ("y", 7, 0.5, True)],
+        "files": plain_names[:2],
+    }
     assert_plain({k: v for k, v in loaded.items() if k not in ("class", "get_sub_epoch_dataset")})
     assert_plain(sub)
     assert type(sub["extra"][1][1]) is int and type(sub["extra"][1][2]) is float and sub["extra"][1][3] is True
@@ -112,8 +131,9 @@ def test_numpy_str_names_no_longer_need_numpy_in_the_config(tmp_path, flavour):
     """``np.loadtxt`` and pandas give ``numpy.str_``; their repr is ``np.str_('...')``."""
     names = list(np.array(["/data/x.hdf", "/data/y.hdf"]))
     assert type(names[0]) is np.str_
-    dataset = sharded_files_dataset(names, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                    partition_epoch=1)
+    dataset = sharded_files_dataset(
+        names, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}, partition_epoch=1
+    )
     loaded = write_and_load(flavour, dataset, tmp_path / "returnn.config")
     assert loaded["files"] == ["/data/x.hdf", "/data/y.hdf"]
     assert_plain(loaded["files"])

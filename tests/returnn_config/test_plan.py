@@ -29,31 +29,57 @@ def corpus(tmp_path_factory):
 
 
 def _dfd(files, **extra):
-    return {"class": "DistributeFilesDataset", "files": files, "partition_epoch": PARTITION_EPOCH,
-            "get_sub_epoch_dataset": hdf_sub_epoch, "use_worker_proc": False, "seq_ordering": "random",
-            "sharding_fix": True, **extra}
+    return {
+        "class": "DistributeFilesDataset",
+        "files": files,
+        "partition_epoch": PARTITION_EPOCH,
+        "get_sub_epoch_dataset": hdf_sub_epoch,
+        "use_worker_proc": False,
+        "seq_ordering": "random",
+        "sharding_fix": True,
+        **extra,
+    }
 
 
 def _balanced(files, sizes_path, **extra):
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
-    return _dfd(files, **{"class": ShardedDistributeFilesDataset, "distribution": "balanced",
-                          "file_sizes": sizes_path}, **extra)
+    return _dfd(
+        files, **{"class": ShardedDistributeFilesDataset, "distribution": "balanced", "file_sizes": sizes_path}, **extra
+    )
 
 
 MODES = {
-    "sharded (distrib_shard_files)": ("sharded", lambda f, s: {"torch_distributed": {}, "dataset_random_seed_offset": 2,
-                                                             "train": _dfd(f, distrib_shard_files=True)}),
+    "sharded (distrib_shard_files)": (
+        "sharded",
+        lambda f, s: {
+            "torch_distributed": {},
+            "dataset_random_seed_offset": 2,
+            "train": _dfd(f, distrib_shard_files=True),
+        },
+    ),
     "sharded (dataset_distribution shard), balanced": (
-        "sharded", lambda f, s: {"torch_distributed": {"dataset_distribution": "shard"},
-                                 "train": _balanced(f, s, random_seed_offset=7)}),
-    "unsharded (per-rank seeds)": ("unsharded", lambda f, s: {"torch_distributed": {}, "dataset_random_seed_offset": 3,
-                                                              "train": _dfd(f)}),
-    "unsharded, a dataset random_seed_offset": ("unsharded_same_seed", lambda f, s: {
-        "torch_distributed": {}, "train": _dfd(f, random_seed_offset=11)}),
-    "unsharded inside a wrapper that sets the offset": ("unsharded_same_seed", lambda f, s: {
-        "torch_distributed": {}, "train": {"class": "MultiEpochDataset", "multi_epoch": 1, "random_seed_offset": 4,
-                                           "dataset": _dfd(f)}}),
+        "sharded",
+        lambda f, s: {
+            "torch_distributed": {"dataset_distribution": "shard"},
+            "train": _balanced(f, s, random_seed_offset=7),
+        },
+    ),
+    "unsharded (per-rank seeds)": (
+        "unsharded",
+        lambda f, s: {"torch_distributed": {}, "dataset_random_seed_offset": 3, "train": _dfd(f)},
+    ),
+    "unsharded, a dataset random_seed_offset": (
+        "unsharded_same_seed",
+        lambda f, s: {"torch_distributed": {}, "train": _dfd(f, random_seed_offset=11)},
+    ),
+    "unsharded inside a wrapper that sets the offset": (
+        "unsharded_same_seed",
+        lambda f, s: {
+            "torch_distributed": {},
+            "train": {"class": "MultiEpochDataset", "multi_epoch": 1, "random_seed_offset": 4, "dataset": _dfd(f)},
+        },
+    ),
 }
 
 
@@ -91,16 +117,19 @@ def test_plan_errors_name_the_fix(corpus):
     kwargs = dict(file_sizes=sizes, num_ranks=2, num_epochs=2)
     with pytest.raises(ValueError, match=r"no DistributeFilesDataset at 'train' in the config \(found: \['dev'\]\)"):
         plan_for_returnn_config({"dev": _dfd(files)}, **kwargs)
-    combined = {"class": "CombinedDataset", "seq_ordering": "interleave",
-                "data_map": {("a", "data"): "data", ("b", "data"): "b"},
-                "datasets": {"a": _dfd(files, distrib_shard_files=True), "b": _dfd(files)}}
+    combined = {
+        "class": "CombinedDataset",
+        "seq_ordering": "interleave",
+        "data_map": {("a", "data"): "data", ("b", "data"): "b"},
+        "datasets": {"a": _dfd(files, distrib_shard_files=True), "b": _dfd(files)},
+    }
     with pytest.raises(ValueError, match=r"2 DistributeFilesDatasets at 'train'.*key=\('train', 'datasets', 'a'\)"):
         plan_for_returnn_config({"torch_distributed": {}, "train": combined}, **kwargs)
     with pytest.raises(ValueError, match="the files are sharded but the ranks shuffle them with different seeds"):
-        plan_for_returnn_config({"torch_distributed": {}, "train": combined}, key=("train", "datasets", "a"),
-                                **kwargs)
-    plan = plan_for_returnn_config({"torch_distributed": {}, "train": combined}, key=("train", "datasets", "b"),
-                                   **kwargs)
+        plan_for_returnn_config({"torch_distributed": {}, "train": combined}, key=("train", "datasets", "a"), **kwargs)
+    plan = plan_for_returnn_config(
+        {"torch_distributed": {}, "train": combined}, key=("train", "datasets", "b"), **kwargs
+    )
     assert plan.settings.sharding == "unsharded"
     with pytest.raises(ValueError, match="the sizes archive lists 12 entries, the dataset 11 files"):
         plan_for_returnn_config({"train": _dfd(files[:-1])}, **kwargs)

@@ -13,6 +13,7 @@ _PATH_CHECKS = {"isdir", "isfile", "exists", "lexists"}
 
 def _machine_paths(tree: ast.Module):
     """Absolute paths the module holds as constants or checks for on disk, with their lines."""
+
     def absolute(node):
         return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("/")
 
@@ -20,8 +21,13 @@ def _machine_paths(tree: ast.Module):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and absolute(node.value):
             yield node.lineno, node.value.value
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_CHECKS
-                and node.args and absolute(node.args[0])):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _PATH_CHECKS
+            and node.args
+            and absolute(node.args[0])
+        ):
             yield node.lineno, node.args[0].value
 
 
@@ -29,8 +35,10 @@ def _machine_paths(tree: ast.Module):
 def test_no_machine_specific_paths(path):
     with open(path, encoding="utf-8") as f:
         found = list(_machine_paths(ast.parse(f.read(), path)))
-    assert not found, (f"{os.path.basename(path)} names directories of one machine {found}; take them from an "
-                       "environment variable and skip with its name when it is unset")
+    assert not found, (
+        f"{os.path.basename(path)} names directories of one machine {found}; take them from an "
+        "environment variable and skip with its name when it is unset"
+    )
 
 
 def test_the_check_finds_both_forms():

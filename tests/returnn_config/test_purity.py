@@ -18,7 +18,7 @@ def test_builders_import_no_framework():
 
 
 #: Run first in the child: every import of RETURNN fails, as in a Sisyphus manager's Python without it.
-_BLOCK_RETURNN = '''
+_BLOCK_RETURNN = """
 import sys
 class _NoReturnn:
     def find_spec(self, name, path=None, target=None):
@@ -26,7 +26,7 @@ class _NoReturnn:
             raise ImportError(f"No module named {name!r} (blocked: the manager's Python has no RETURNN)")
         return None
 sys.meta_path.insert(0, _NoReturnn())
-'''
+"""
 
 
 def test_the_readme_recipe_graph_builds_without_returnn(tmp_path):
@@ -35,12 +35,19 @@ def test_the_readme_recipe_graph_builds_without_returnn(tmp_path):
     import os
     import pytest
 
-    pytest.importorskip("sisyphus.job", reason="needs the real Sisyphus: pip install it from its source repository "
-                        "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated")
-    pytest.importorskip("i6_core.returnn", reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ or "
-                        "put its parent directory on PYTHONPATH")
+    pytest.importorskip(
+        "sisyphus.job",
+        reason="needs the real Sisyphus: pip install it from its source repository "
+        "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated",
+    )
+    pytest.importorskip(
+        "i6_core.returnn",
+        reason="needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ or put its parent directory on PYTHONPATH",
+    )
     readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-    code = _BLOCK_RETURNN + f'''
+    code = (
+        _BLOCK_RETURNN
+        + f"""
 import re
 readme = open({readme!r}, encoding="utf-8").read()
 section = readme[readme.index("## Config builders"):]
@@ -54,9 +61,11 @@ namespace["py"]()
 assert len(jobs) == 1, jobs
 jobs[0]._sis_id()  # hashed as the manager hashes it
 print("returnn imported:", sorted(m for m in sys.modules if m == "returnn" or m.startswith("returnn.")))
-'''
+"""
+    )
     env = dict(os.environ, SIS_GLOBAL_SETTINGS_FILE=str(tmp_path / "settings.py"))  # no settings file there
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "returnn imported: []" in proc.stdout

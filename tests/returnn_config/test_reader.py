@@ -17,8 +17,13 @@ from i6_shard.returnn_config.reader import files_kind, is_distribute_files_datas
 from ..strategies import returnn_dfd_setups
 from .config_ranks import HDF, file_pairs, hdf_sub_epoch
 
-DFD = {"class": "DistributeFilesDataset", "files": ["a", "b", "c", "d"], "partition_epoch": 2,
-       "seq_ordering": "random", "get_sub_epoch_dataset": hdf_sub_epoch}
+DFD = {
+    "class": "DistributeFilesDataset",
+    "files": ["a", "b", "c", "d"],
+    "partition_epoch": 2,
+    "seq_ordering": "random",
+    "get_sub_epoch_dataset": hdf_sub_epoch,
+}
 
 
 def _find(config, **kwargs):
@@ -28,19 +33,29 @@ def _find(config, **kwargs):
 def test_finds_every_dfd_at_any_depth_with_its_key_path():
     config = {
         "torch_distributed": {},
-        "train": {"class": "CombinedDataset", "seq_ordering": "interleave",
-                  "data_map": {("asr", "data"): "data", ("lm", "data"): "text"},
-                  "datasets": {"asr": {"class": "MultiEpochDataset", "multi_epoch": 1, "dataset": dict(DFD)},
-                               "lm": dict(DFD, distrib_shard_files=True),
-                               "unused": dict(DFD)}},  # not in data_map: CombinedDataset does not build it
+        "train": {
+            "class": "CombinedDataset",
+            "seq_ordering": "interleave",
+            "data_map": {("asr", "data"): "data", ("lm", "data"): "text"},
+            "datasets": {
+                "asr": {"class": "MultiEpochDataset", "multi_epoch": 1, "dataset": dict(DFD)},
+                "lm": dict(DFD, distrib_shard_files=True),
+                "unused": dict(DFD),
+            },
+        },  # not in data_map: CombinedDataset does not build it
         "dev": dict(DFD),
         "eval_datasets": {"devother": dict(DFD)},
         "my_dataset": {"class": "ConcatDataset", "datasets": [{"class": "HDFDataset"}, dict(DFD)]},
         "num_epochs": 10,
     }
     found = _find(config, num_ranks=2)
-    assert list(found) == [("train", "datasets", "asr", "dataset"), ("train", "datasets", "lm"), ("dev",),
-                           ("eval_datasets", "devother"), ("my_dataset", "datasets", 1)]
+    assert list(found) == [
+        ("train", "datasets", "asr", "dataset"),
+        ("train", "datasets", "lm"),
+        ("dev",),
+        ("eval_datasets", "devother"),
+        ("my_dataset", "datasets", 1),
+    ]
     assert found[("train", "datasets", "lm")].wrappers == ("CombinedDataset",)
     assert found[("train", "datasets", "asr", "dataset")].wrappers == ("CombinedDataset", "MultiEpochDataset")
     assert [r.role for r in found.values()] == ["train", "train", "eval", "eval", "other"]
@@ -49,18 +64,31 @@ def test_finds_every_dfd_at_any_depth_with_its_key_path():
 
 def test_a_dict_without_dfd_and_wrappers_without_one():
     assert find_distribute_files_datasets({"class": "HDFDataset", "files": ["a.hdf"]}) == []
-    assert find_distribute_files_datasets({"train": {"class": "MetaDataset", "datasets": {"x": {"class": "HDFDataset"}},
-                                                     "data_map": {"data": ("x", "data")}}}) == []
+    assert (
+        find_distribute_files_datasets(
+            {
+                "train": {
+                    "class": "MetaDataset",
+                    "datasets": {"x": {"class": "HDFDataset"}},
+                    "data_map": {"data": ("x", "data")},
+                }
+            }
+        )
+        == []
+    )
     assert not is_distribute_files_dataset({"class": "HDFDataset"})
 
 
 def test_the_three_modes_and_their_seeds():
-    shard = _find({"torch_distributed": {"dataset_distribution": "shard"}, "dataset_random_seed_offset": 4,
-                   "train": dict(DFD)}, num_ranks=3)[("train",)]
+    shard = _find(
+        {"torch_distributed": {"dataset_distribution": "shard"}, "dataset_random_seed_offset": 4, "train": dict(DFD)},
+        num_ranks=3,
+    )[("train",)]
     assert (shard.sharded, shard.mechanism, shard.sharding_mode) == (True, "dataset_distribution shard", "sharded")
     assert [shard.seed_offset_for(r) for r in range(3)] == [4, 4, 4] and shard.num_shards() == 3
-    unsharded = _find({"torch_distributed": {}, "dataset_random_seed_offset": 4, "train": dict(DFD)},
-                      num_ranks=3)[("train",)]
+    unsharded = _find({"torch_distributed": {}, "dataset_random_seed_offset": 4, "train": dict(DFD)}, num_ranks=3)[
+        ("train",)
+    ]
     assert (unsharded.sharded, unsharded.mechanism, unsharded.sharding_mode) == (False, None, "unsharded")
     assert [unsharded.seed_offset_for(r) for r in range(3)] == [4, 4 + 16127, 4 + 2 * 16127]
     same = _find({"torch_distributed": {}, "train": dict(DFD, random_seed_offset=7)}, num_ranks=3)[("train",)]
@@ -79,30 +107,38 @@ def test_sub_epoch_sharding_again():
     assert again() is True and again(sharding_fix=False) is True
     assert again(sharding_fix=True) is False
     assert again(get_sub_epoch_dataset=functools.partial(hdf_sub_epoch, _num_shards=1, _shard_index=0)) is False
-    template = sharded_files_dataset(["a"], sub_epoch_dataset={**HDF, "_num_shards": 1, "_shard_index": 0},
-                                     partition_epoch=1)["get_sub_epoch_dataset"]
+    template = sharded_files_dataset(
+        ["a"], sub_epoch_dataset={**HDF, "_num_shards": 1, "_shard_index": 0}, partition_epoch=1
+    )["get_sub_epoch_dataset"]
     assert again(get_sub_epoch_dataset=template) is False  # read from i6_shard's template, not called
     assert again(files="files.txt") is None  # a user function and no inline file: cannot be told
-    assert _find({"train": dict(DFD, distrib_shard_files=True)}, num_ranks=2)[("train",)].sub_epoch_shards_again \
-        is False  # no distributed config: RETURNN sees one process
+    assert (
+        _find({"train": dict(DFD, distrib_shard_files=True)}, num_ranks=2)[("train",)].sub_epoch_shards_again is False
+    )  # no distributed config: RETURNN sees one process
 
 
 def test_wrappers_returnn_cannot_run():
     def fails(config):
         return [r.returnn_fails for r in find_distribute_files_datasets(config, num_ranks=2)][0]
 
-    meta = {"class": "MetaDataset", "seq_order_control_dataset": "a", "data_map": {"data": ("a", "data")},
-            "datasets": {"a": dict(DFD)}}
+    meta = {
+        "class": "MetaDataset",
+        "seq_order_control_dataset": "a",
+        "data_map": {"data": ("a", "data")},
+        "datasets": {"a": dict(DFD)},
+    }
     assert "MetaDataset" in fails({"train": meta})
     combined = {"class": "CombinedDataset", "datasets": {"a": dict(DFD)}, "data_map": {("a", "data"): "data"}}
     assert "every seq_ordering but 'interleave'" in fails({"train": combined})
     assert fails({"train": dict(combined, seq_ordering="interleave")}) is None
-    assert "does not support sharding" in fails({"torch_distributed": {"dataset_distribution": "shard"},
-                                                 "train": dict(combined, seq_ordering="interleave")})
+    assert "does not support sharding" in fails(
+        {"torch_distributed": {"dataset_distribution": "shard"}, "train": dict(combined, seq_ordering="interleave")}
+    )
     assert "sharding_method 'seq_order'" in fails({"train": {"class": "MultiProcDataset", "dataset": dict(DFD)}})
     assert "clashes" in fails({"train": dict(DFD, distrib_shard_files=True, _num_shards=2, _shard_index=1)})
-    assert "tuple" in fails({"train": {"class": "VariableDataset",
-                                       "get_dataset": functools.partial(_variable, dataset=dict(DFD))}})
+    assert "tuple" in fails(
+        {"train": {"class": "VariableDataset", "get_dataset": functools.partial(_variable, dataset=dict(DFD))}}
+    )
     assert fails({"train": dict(DFD, files=("a", "b"))}).startswith("files=('a', 'b') is neither")
 
 
@@ -111,9 +147,17 @@ def _variable(*, dataset, epoch, **_kwargs):
 
 
 def test_multi_proc_passes_its_options_and_dedicated_workers():
-    config = {"torch_distributed": {"dataset_distribution": "shard"},
-              "train": {"class": "MultiProcDataset", "num_workers": 3, "buffer_size": 1, "sharding_method": "dedicated",
-                        "partition_epoch": 5, "dataset": {k: v for k, v in DFD.items() if k != "partition_epoch"}}}
+    config = {
+        "torch_distributed": {"dataset_distribution": "shard"},
+        "train": {
+            "class": "MultiProcDataset",
+            "num_workers": 3,
+            "buffer_size": 1,
+            "sharding_method": "dedicated",
+            "partition_epoch": 5,
+            "dataset": {k: v for k, v in DFD.items() if k != "partition_epoch"},
+        },
+    }
     (record,) = find_distribute_files_datasets(config, num_ranks=2)
     assert record.partition_epoch == 5  # MultiProcDataset.__init__: dataset.setdefault(k, v) for its other options
     assert record.shards.shards_per_rank == 3 and record.num_shards() == 6
@@ -125,8 +169,11 @@ def test_multi_proc_passes_its_options_and_dedicated_workers():
 
 
 def test_dataloader_workers_shard_since_behavior_version_37():
-    config = {"torch_distributed": {}, "torch_dataloader_opts": {"num_workers": 2},
-              "train": dict(DFD, distrib_shard_files=True)}
+    config = {
+        "torch_distributed": {},
+        "torch_dataloader_opts": {"num_workers": 2},
+        "train": dict(DFD, distrib_shard_files=True),
+    }
     assert _find(config, num_ranks=2)[("train",)].shards.shards_per_rank == 1
     assert _find({**config, "behavior_version": 37}, num_ranks=2)[("train",)].shards.shards_per_rank == 2
     assert _find({**config, "torch_dataloader_shard_workers": True}, num_ranks=2)[("train",)].num_shards() == 4
@@ -136,8 +183,13 @@ def test_files_kinds(tmp_path):
     path = tmp_path / "files.json"
     write_file_list([["a", "b"], ["c", "d"]], path)
     pairs = functools.partial(file_pairs, feat_dir=str(tmp_path), align_dir=str(tmp_path))
-    assert [files_kind(f) for f in (["a"], str(path), pairs, ("a",), 3)] == \
-        ["inline", "list_file", "callable", "invalid", "invalid"]
+    assert [files_kind(f) for f in (["a"], str(path), pairs, ("a",), 3)] == [
+        "inline",
+        "list_file",
+        "callable",
+        "invalid",
+        "invalid",
+    ]
     assert read_files(str(path)) == [["a", "b"], ["c", "d"]]
     (tmp_path / "x.hdf").write_bytes(b"")
     assert read_files(pairs) == [(str(tmp_path / "x.hdf"), str(tmp_path / "x.hdf"))]
@@ -152,14 +204,17 @@ def test_class_given_as_object_name_or_subclass():
     class MyDFD(returnn.DistributeFilesDataset):
         pass
 
-    for cls, name, ours in ((returnn.DistributeFilesDataset, "DistributeFilesDataset", False),
-                            (ext.ShardedDistributeFilesDataset, "ShardedDistributeFilesDataset", True),
-                            (MyDFD, "MyDFD", False), ("returnn.datasets.distrib_files.DistributeFilesDataset",
-                                                      "DistributeFilesDataset", False)):
+    for cls, name, ours in (
+        (returnn.DistributeFilesDataset, "DistributeFilesDataset", False),
+        (ext.ShardedDistributeFilesDataset, "ShardedDistributeFilesDataset", True),
+        (MyDFD, "MyDFD", False),
+        ("returnn.datasets.distrib_files.DistributeFilesDataset", "DistributeFilesDataset", False),
+    ):
         (record,) = find_distribute_files_datasets(dict(DFD, **{"class": cls}))
         assert (record.class_name, record.is_i6_shard) == (name, ours)
-    (record,) = find_distribute_files_datasets(dict(DFD, **{"class": ext.ShardedDistributeFilesDataset},
-                                                    distribution="balanced"), num_ranks=2)
+    (record,) = find_distribute_files_datasets(
+        dict(DFD, **{"class": ext.ShardedDistributeFilesDataset}, distribution="balanced"), num_ranks=2
+    )
     assert record.plan_settings(num_epochs=2).distribution == "balanced"
 
 
@@ -202,10 +257,22 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
             assert not record.returnn_fails, (repr(config), record.returnn_fails)
             dfd = verify._locate(top, record.key_path[1:])
             assert isinstance(dfd, DistributeFilesDataset)
-            got = (dfd._num_shards, dfd._shard_index, dfd.random_seed_offset, dfd.partition_epoch,
-                   dfd.seq_ordering, dfd.fixed_random_seed)
-            predicted = (record.num_shards(), record.shard_index_for(rank), record.seed_offset_for(rank),
-                         record.partition_epoch, record.seq_ordering, record.fixed_random_seed)
+            got = (
+                dfd._num_shards,
+                dfd._shard_index,
+                dfd.random_seed_offset,
+                dfd.partition_epoch,
+                dfd.seq_ordering,
+                dfd.fixed_random_seed,
+            )
+            predicted = (
+                record.num_shards(),
+                record.shard_index_for(rank),
+                record.seed_offset_for(rank),
+                record.partition_epoch,
+                record.seq_ordering,
+                record.fixed_random_seed,
+            )
             assert got == predicted, (repr(config), rank)
             with global_config_ctx(returnn_config):
                 dfd._lazy_init_file_list()
@@ -239,25 +306,46 @@ def test_reader_predicts_what_returnn_gives_every_rank(hdf, monkeypatch):
 
 
 def _cases(files):
-    dfd = {"class": "DistributeFilesDataset", "files": list(files), "get_sub_epoch_dataset": hdf_sub_epoch,
-           "use_worker_proc": False, "seq_ordering": "random", "partition_epoch": 2}
+    dfd = {
+        "class": "DistributeFilesDataset",
+        "files": list(files),
+        "get_sub_epoch_dataset": hdf_sub_epoch,
+        "use_worker_proc": False,
+        "seq_ordering": "random",
+        "partition_epoch": 2,
+    }
     shard = {"torch_distributed": {"dataset_distribution": "shard"}}
     combined = {"class": "CombinedDataset", "seq_ordering": "interleave", "data_map": {("asr", "data"): "data"}}
     return {
-        "sharded, sub-epoch shards again": ({"torch_distributed": {}, "train": dict(dfd, distrib_shard_files=True)},
-                                            {("sharded", False), ("again", True)}),
+        "sharded, sub-epoch shards again": (
+            {"torch_distributed": {}, "train": dict(dfd, distrib_shard_files=True)},
+            {("sharded", False), ("again", True)},
+        ),
         "shard mode, fixed": ({**shard, "train": dict(dfd, sharding_fix=True)}, {("sharded", False), ("again", False)}),
         "unsharded per-rank seeds": ({"torch_distributed": {}, "train": dict(dfd)}, {("unsharded", True)}),
-        "unsharded same seed": ({"torch_distributed": {}, "train": dict(dfd, random_seed_offset=3)},
-                                {("unsharded", False)}),
+        "unsharded same seed": (
+            {"torch_distributed": {}, "train": dict(dfd, random_seed_offset=3)},
+            {("unsharded", False)},
+        ),
         "sharded inside a wrapper, per-rank seeds": (
             {"torch_distributed": {}, "train": dict(combined, datasets={"asr": dict(dfd, distrib_shard_files=True)})},
-            {("sharded", True)}),
+            {("sharded", True)},
+        ),
         "explicit None offset blocks the wrapper's": (
-            {"torch_distributed": {}, "train": dict(combined, random_seed_offset=5, datasets={
-                "asr": dict(dfd, distrib_shard_files=True, random_seed_offset=None)})}, {("sharded", False)}),
-        "ConcatDataset under shard mode": ({**shard, "train": {"class": "ConcatDataset", "datasets": [dict(dfd)]}},
-                                           {"fails"}),
+            {
+                "torch_distributed": {},
+                "train": dict(
+                    combined,
+                    random_seed_offset=5,
+                    datasets={"asr": dict(dfd, distrib_shard_files=True, random_seed_offset=None)},
+                ),
+            },
+            {("sharded", False)},
+        ),
+        "ConcatDataset under shard mode": (
+            {**shard, "train": {"class": "ConcatDataset", "datasets": [dict(dfd)]}},
+            {"fails"},
+        ),
     }
 
 
@@ -271,23 +359,39 @@ def test_reader_predicts_returnn_on_the_cases_that_matter(name, hdf, monkeypatch
 
 
 def _sub_epoch_with_constants(files):
-    return {"class": "MetaDataset", "seq_order_control_dataset": "feat",
-            "data_map": {"data": ("feat", "data"), "lm": ("lm", "data")},
-            "datasets": {"feat": {"class": "HDFDataset", "files": list(files), "use_cache_manager": True,
-                                  "seq_ordering": "random"},
-                         "lm": {"class": "HDFDataset", "files": ["/data/lm.hdf"],
-                                "epoch_wise_filter": {(1, 5): {"max_mean_len": 100}}}}}
+    return {
+        "class": "MetaDataset",
+        "seq_order_control_dataset": "feat",
+        "data_map": {"data": ("feat", "data"), "lm": ("lm", "data")},
+        "datasets": {
+            "feat": {"class": "HDFDataset", "files": list(files), "use_cache_manager": True, "seq_ordering": "random"},
+            "lm": {
+                "class": "HDFDataset",
+                "files": ["/data/lm.hdf"],
+                "epoch_wise_filter": {(1, 5): {"max_mean_len": 100}},
+            },
+        },
+    }
 
 
 def test_what_the_sub_epoch_dataset_adds_and_filters():
     (record,) = find_distribute_files_datasets(dict(DFD, get_sub_epoch_dataset=_sub_epoch_with_constants))
     assert record.sub_epoch_constant_files == ("/data/lm.hdf",)  # not the bin's file "a"
     assert record.sub_epoch_cache_manager and record.sub_epoch_epoch_wise_filter
-    template = sharded_files_dataset(["a"], sub_epoch_dataset={
-        "class": "MetaDataset", "seq_order_control_dataset": "x", "data_map": {"data": ("x", "data")},
-        "datasets": {"x": {"class": "HDFDataset", "seq_ordering": "random"},
-                     "y": {"class": "HDFDataset", "files": ["/c/1.hdf", "/c/2.hdf"]}}},
-        files_key=("datasets", "x", "files"), partition_epoch=1)
+    template = sharded_files_dataset(
+        ["a"],
+        sub_epoch_dataset={
+            "class": "MetaDataset",
+            "seq_order_control_dataset": "x",
+            "data_map": {"data": ("x", "data")},
+            "datasets": {
+                "x": {"class": "HDFDataset", "seq_ordering": "random"},
+                "y": {"class": "HDFDataset", "files": ["/c/1.hdf", "/c/2.hdf"]},
+            },
+        },
+        files_key=("datasets", "x", "files"),
+        partition_epoch=1,
+    )
     (record,) = find_distribute_files_datasets(template)
     assert record.sub_epoch_constant_files == ("/c/1.hdf", "/c/2.hdf")
     assert not record.sub_epoch_cache_manager and not record.sub_epoch_epoch_wise_filter
@@ -297,8 +401,15 @@ def test_what_the_sub_epoch_dataset_adds_and_filters():
 
 def test_multi_epoch_remaps_the_epochs():
     def record(multi_epoch):
-        config = {"torch_distributed": {}, "train": {"class": "MultiEpochDataset", "multi_epoch": multi_epoch,
-                                                     "random_seed_offset": 0, "dataset": dict(DFD)}}
+        config = {
+            "torch_distributed": {},
+            "train": {
+                "class": "MultiEpochDataset",
+                "multi_epoch": multi_epoch,
+                "random_seed_offset": 0,
+                "dataset": dict(DFD),
+            },
+        }
         return find_distribute_files_datasets(config, num_ranks=2)[0]
 
     assert record(1).epoch_multiplier == 1 and record(1).plan_problem() is None
@@ -307,11 +418,14 @@ def test_multi_epoch_remaps_the_epochs():
 
 def test_where_the_engine_reads_the_dataset():
     def read(**config):
-        return find_distribute_files_datasets({"backend": "torch", "torch_distributed": {}, "train": dict(DFD),
-                                               **config}, num_ranks=2)[0]
+        return find_distribute_files_datasets(
+            {"backend": "torch", "torch_distributed": {}, "train": dict(DFD), **config}, num_ranks=2
+        )[0]
 
-    assert (read(behavior_version=30).effective_behavior_version, read(behavior_version=31).effective_behavior_version) \
-        == (0, 31)
+    assert (
+        read(behavior_version=30).effective_behavior_version,
+        read(behavior_version=31).effective_behavior_version,
+    ) == (0, 31)
     assert "DataLoader worker" in read().reading_process
     assert read(behavior_version=26, torch_dataloader_opts={"num_workers": 0}).effective_behavior_version == 26
     assert read(behavior_version=26, propagate_behavior_version_to_subprocs=True).effective_behavior_version == 26
@@ -322,14 +436,17 @@ def test_where_the_engine_reads_the_dataset():
 
 def test_sync_modes():
     def sync(**opts):
-        return find_distribute_files_datasets({"torch_distributed": opts, "behavior_version": 33,
-                                               "train": dict(DFD)}, num_ranks=2)[0].sync
+        return find_distribute_files_datasets(
+            {"torch_distributed": opts, "behavior_version": 33, "train": dict(DFD)}, num_ranks=2
+        )[0].sync
 
     assert sync().ranks_stop_together and sync().param_sync_every is None and sync().sync_complete_frac
     param = sync(reduce_type="param", param_sync_step=100)
     assert (param.levels, param.ranks_stop_together, param.param_sync_every) == ((("world", "param", 100),), False, 100)
-    assert not param.sync_at_epoch_end and sync(reduce_type="param", param_sync_step=1, sync_at_epoch_end=True) \
-        .sync_at_epoch_end
+    assert (
+        not param.sync_at_epoch_end
+        and sync(reduce_type="param", param_sync_step=1, sync_at_epoch_end=True).sync_at_epoch_end
+    )
     levels = sync(sync=[{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 50}])
     assert (levels.reduce_type, levels.ranks_stop_together, levels.param_sync_every) == ("sync", False, 50)
     assert sync(reduce_type="grad_explicit").ranks_stop_together
@@ -344,12 +461,14 @@ def test_the_sync_mode_of_a_config_is_what_the_drop_model_takes():
 
     assert read_sync_mode({}) == SyncMode() == read_sync_mode({"torch_distributed": {}})
     assert read_sync_mode({"torch_distributed": {"reduce_type": "grad_explicit"}}) == SyncMode()
-    assert read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 100}}) == \
-        SyncMode("param", 100)
+    assert read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 100}}) == SyncMode(
+        "param", 100
+    )
     levels = [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 50}]
     assert read_sync_mode({"torch_distributed": {"sync": levels}}) == SyncMode("param", 50)
-    (info,) = find_distribute_files_datasets({"torch_distributed": {"reduce_type": "param", "param_sync_step": 7},
-                                              "train": dict(DFD)}, num_ranks=2)
+    (info,) = find_distribute_files_datasets(
+        {"torch_distributed": {"reduce_type": "param", "param_sync_step": 7}, "train": dict(DFD)}, num_ranks=2
+    )
     assert info.sync.sync_mode == SyncMode("param", 7)
 
 
@@ -360,8 +479,12 @@ def test_sync_rule_follows_returnn(monkeypatch):
 
     from i6_shard.returnn_ext import verify
 
-    for opts in ({}, {"reduce_type": "param", "param_sync_step": 7}, {"reduce_type": "grad_explicit"},
-                 {"sync": [{"group": "world", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}):
+    for opts in (
+        {},
+        {"reduce_type": "param", "param_sync_step": 7},
+        {"reduce_type": "grad_explicit"},
+        {"sync": [{"group": "world", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]},
+    ):
         monkeypatch.setenv(verify._TORCH_INIT_INFO_ENV, repr({"rank": 0, "size": 1, "hostnames": None}))
         monkeypatch.setenv("LOCAL_RANK", "0")
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
@@ -376,8 +499,16 @@ def test_what_the_prediction_does_not_model():
     (record,) = find_distribute_files_datasets(config, num_ranks=2)
     assert record.engine_batching.batch_size == 2000 and record.prediction_gaps() == []
     laplace = dict(DFD, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch, seq_ordering="laplace:.100"))
-    (record,) = find_distribute_files_datasets({**config, "max_seq_length": {"data": 800}, "accum_grad_multiple_step": 2,
-                                                "batch_size_train": 5000, "train": laplace}, num_ranks=2)
+    (record,) = find_distribute_files_datasets(
+        {
+            **config,
+            "max_seq_length": {"data": 800},
+            "accum_grad_multiple_step": 2,
+            "batch_size_train": 5000,
+            "train": laplace,
+        },
+        num_ranks=2,
+    )
     assert record.engine_batching.batch_size == 5000
     gaps = record.prediction_gaps()
     assert len(gaps) == 3 and "max_seq_length" in gaps[0] and "every 2 steps" in gaps[1] and "laplace" in gaps[2]
@@ -398,6 +529,9 @@ def test_the_plan_request_of_a_config_carries_its_settings_and_sync_mode():
     assert plain.plan_request(num_epochs=4).sync == SyncMode()
     few = FileSizes(keys=["a", "b", "c"], sizes=[1, 2, 3])  # 3 files for 2 ranks x 2 sub-epochs
     with pytest.raises(ValueError, match=r"3 files cannot fill num_shards\*partition_epoch=2\*2=4 bins"):
-        plan_for_returnn_config(dict(config, train=dict(DFD, files=["a", "b", "c"], distrib_shard_files=True)),
-                                file_sizes=few, num_ranks=2,
-                                num_epochs=4)
+        plan_for_returnn_config(
+            dict(config, train=dict(DFD, files=["a", "b", "c"], distrib_shard_files=True)),
+            file_sizes=few,
+            num_ranks=2,
+            num_epochs=4,
+        )

@@ -81,8 +81,10 @@ def test_partial_pickles_by_reference():
 
 
 def test_the_reference_hashes_as_the_function_did_before_it_moved():
-    hashing = pytest.importorskip("sisyphus.hash", reason="needs the real Sisyphus: pip install it from its "
-                                  "source repository (github.com/rwth-i6/sisyphus)")
+    hashing = pytest.importorskip(
+        "sisyphus.hash",
+        reason="needs the real Sisyphus: pip install it from its source repository (github.com/rwth-i6/sisyphus)",
+    )
 
     def get_sub_epoch_dataset():  # the name the function had when job hashes were made
         pass

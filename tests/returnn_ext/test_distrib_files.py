@@ -35,8 +35,14 @@ def corpus(tmp_path_factory):
     directory = tmp_path_factory.mktemp("hdf")
     rng = np.random.RandomState(0)
     num_seqs = [int(min(40, max(1, rng.lognormal(np.log(6), 1.0)))) for _ in range(NUM_FILES)]
-    files = write_tiny_hdf_files(str(directory), num_files=NUM_FILES, seqs_per_file=num_seqs, frames=(30, 30), dim=8,
-                                 names=[f"part-{i:02d}.hdf" for i in range(NUM_FILES)])
+    files = write_tiny_hdf_files(
+        str(directory),
+        num_files=NUM_FILES,
+        seqs_per_file=num_seqs,
+        frames=(30, 30),
+        dim=8,
+        names=[f"part-{i:02d}.hdf" for i in range(NUM_FILES)],
+    )
     tags = {path: [seq_tag(i, j) for j in range(n)] for i, (path, n) in enumerate(zip(files, num_seqs))}
     sizes = core.collect_file_sizes(files, num_threads=1)
     sizes_path = str(directory / "file_sizes.npz")
@@ -59,17 +65,19 @@ def no_stat(monkeypatch):
 
 def make_dataset(corpus, rank, **opts):
     with global_config_ctx(Config({"__debug_dummy_distributed_rank_and_size": (rank, NUM_SHARDS)})):
-        return init_dataset({
-            "class": ShardedDistributeFilesDataset,
-            "files": corpus["files"],
-            "get_sub_epoch_dataset": get_sub_epoch_dataset,
-            "partition_epoch": PARTITION_EPOCH,
-            "seq_ordering": "random",
-            "distrib_shard_files": True,
-            "sharding_fix": True,
-            "use_worker_proc": False,
-            **opts,
-        })
+        return init_dataset(
+            {
+                "class": ShardedDistributeFilesDataset,
+                "files": corpus["files"],
+                "get_sub_epoch_dataset": get_sub_epoch_dataset,
+                "partition_epoch": PARTITION_EPOCH,
+                "seq_ordering": "random",
+                "distrib_shard_files": True,
+                "sharding_fix": True,
+                "use_worker_proc": False,
+                **opts,
+            }
+        )
 
 
 def read_sub_epoch(dataset, epoch):
@@ -85,7 +93,11 @@ def read_sub_epoch(dataset, epoch):
 
 
 def plan_for(corpus, distribution):
-    return core.ShardPlan(corpus["sizes"].keys, corpus["sizes"].sizes, core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distribution=distribution))
+    return core.ShardPlan(
+        corpus["sizes"].keys,
+        corpus["sizes"].sizes,
+        core.PlanSettings(num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, distribution=distribution),
+    )
 
 
 def test_balanced_reads_the_plan_and_every_seq_once_per_full_epoch(corpus, no_stat):
@@ -110,13 +122,20 @@ def test_balanced_reads_the_plan_and_every_seq_once_per_full_epoch(corpus, no_st
 def test_balanced_differs_from_returnn_and_is_more_even(corpus):
     # Not vacuous: on these sizes the two distributions give other bins, and balanced drops less.
     balanced, returnn = plan_for(corpus, "balanced"), plan_for(corpus, "returnn")
-    assert any(balanced.files_for(epoch=e, shard_index=r) != returnn.files_for(epoch=e, shard_index=r)
-               for e in (1, 2) for r in range(NUM_SHARDS))
+    assert any(
+        balanced.files_for(epoch=e, shard_index=r) != returnn.files_for(epoch=e, shard_index=r)
+        for e in (1, 2)
+        for r in range(NUM_SHARDS)
+    )
     sizes = dict(zip(corpus["sizes"].keys, corpus["sizes"].sizes.tolist()))
 
     def worst_min_over_mean(plan):
-        loads = np.array([[sum(sizes[f] for f in plan.files_for(epoch=e, shard_index=r)) for r in range(NUM_SHARDS)]
-                          for e in range(1, 2 * PARTITION_EPOCH + 1)])
+        loads = np.array(
+            [
+                [sum(sizes[f] for f in plan.files_for(epoch=e, shard_index=r)) for r in range(NUM_SHARDS)]
+                for e in range(1, 2 * PARTITION_EPOCH + 1)
+            ]
+        )
         return float((loads.min(axis=1) / loads.mean(axis=1)).min())
 
     assert worst_min_over_mean(balanced) > worst_min_over_mean(returnn)
@@ -166,6 +185,7 @@ def test_without_sizes_returnn_stats_every_file(corpus, no_stat):
 
 def _read_in_child(payload: bytes, epoch: int) -> List[str]:
     """In a spawned process (as MultiProcDataset or DataLoader workers do): unpickle, read one sub-epoch."""
+
     def trap(path):
         raise AssertionError(f"os.path.getsize({path!r}) in the child")
 
@@ -191,8 +211,14 @@ def test_worker_processes(corpus, no_stat):
     from returnn.datasets.distrib_files import _WorkerProcParent
 
     plan = plan_for(corpus, "balanced")
-    dataset = make_dataset(corpus, 2, distribution="balanced", file_sizes=corpus["sizes_path"],
-                           use_worker_proc=True, preload_next_n_sub_epochs=0)
+    dataset = make_dataset(
+        corpus,
+        2,
+        distribution="balanced",
+        file_sizes=corpus["sizes_path"],
+        use_worker_proc=True,
+        preload_next_n_sub_epochs=0,
+    )
     try:
         for epoch in (1, 2):
             files, tags = read_sub_epoch(dataset, epoch)
@@ -208,8 +234,11 @@ def test_sizes_must_match_the_file_list(corpus, tmp_path):
     keys, sizes = corpus["sizes"].keys, corpus["sizes"].sizes
     cases = {
         "missing": (keys[:-2], sizes[:-2], r"no size for 2 of the 20 files \(first 2: \[.*part-18\.hdf.*part-19\.hdf"),
-        "extra": (keys + ["/elsewhere/x.hdf"], np.append(sizes, 5),
-                  r"21 entries, 1 of them not in the 20 files .*'/elsewhere/x\.hdf'"),
+        "extra": (
+            keys + ["/elsewhere/x.hdf"],
+            np.append(sizes, 5),
+            r"21 entries, 1 of them not in the 20 files .*'/elsewhere/x\.hdf'",
+        ),
         "order": (keys[::-1], sizes[::-1], r"another order .* first difference at entry 0: '.*part-19\.hdf' there"),
     }
     for name, (case_keys, case_sizes, message) in cases.items():
@@ -223,8 +252,11 @@ def test_sizes_must_match_the_file_list(corpus, tmp_path):
 
 
 def test_bad_options_are_clear_errors(corpus):
-    with pytest.raises(ValueError, match=r"distribution='lpt' is unknown; use one of "
-                                         r"\('returnn', 'balanced', 'flexible', 'flexible_auto'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"distribution='lpt' is unknown; use one of "
+        r"\('returnn', 'balanced', 'flexible', 'flexible_auto'\)",
+    ):
         make_dataset(corpus, 0, distribution="lpt")
     with pytest.raises(TypeError, match="must be the path"):
         make_dataset(corpus, 0, file_sizes={"a": 1})
@@ -238,6 +270,9 @@ def test_import_fails_loudly_without_the_hooks(monkeypatch):
 
     monkeypatch.setattr(DistributeFilesDataset, "_distribute_evenly_by_size", staticmethod(changed))
     monkeypatch.delattr(DistributeFilesDataset, "_lazy_init_file_sizes")
-    with pytest.raises(ImportError, match=r"cannot extend RETURNN .*expected \(\*, num_bins, file_sizes, "
-                                          r"files_order\).*_lazy_init_file_sizes\(self\) is missing"):
+    with pytest.raises(
+        ImportError,
+        match=r"cannot extend RETURNN .*expected \(\*, num_bins, file_sizes, "
+        r"files_order\).*_lazy_init_file_sizes\(self\) is missing",
+    ):
         check_returnn_hooks()

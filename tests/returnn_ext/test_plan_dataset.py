@@ -5,7 +5,7 @@ with a message naming the difference; an old plan keeps its bins after the algor
 
 import importlib.util
 import os
-from typing import Any, Dict, List, Sequence
+from typing import Any, List, Sequence
 
 import numpy as np
 import pytest
@@ -18,8 +18,7 @@ from i6_shard.core import PlanSettings, ShardPlan, save_plan  # noqa: E402
 from i6_shard.core.pure import cut as cut_module  # noqa: E402
 from i6_shard.returnn_ext import ShardedDistributeFilesDataset  # noqa: E402
 
-from ..returnn_ranks import _sized_files, as_rank, dfd_files_per_epoch, placeholder_sub_epoch_dataset, \
-    returnn_files  # noqa: E402
+from ..returnn_ranks import _sized_files, as_rank, dfd_files_per_epoch, placeholder_sub_epoch_dataset, returnn_files  # noqa: E402
 
 _PLANS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "plans")
 
@@ -36,16 +35,22 @@ def _plan_bins(path: str, *, num_epochs: int) -> List[List[List[str]]]:
         for epoch in range(1, num_epochs + 1):
             k, layout = (epoch - 1) // p, 0 if sharded else r
             b = (r * p if sharded else 0) + (epoch - 1) % p
-            per_epoch.append([keys[i] for i in orders[k, layout, bounds[k, layout, b]:bounds[k, layout, b + 1]]])
+            per_epoch.append([keys[i] for i in orders[k, layout, bounds[k, layout, b] : bounds[k, layout, b + 1]]])
         out.append(per_epoch)
     return out
 
 
 def _dataset(files: Sequence[Any], plan: str, settings: PlanSettings, **opts):
-    d = {"class": ShardedDistributeFilesDataset, "files": list(files),
-         "get_sub_epoch_dataset": placeholder_sub_epoch_dataset, "use_worker_proc": False, "plan": plan,
-         "partition_epoch": settings.partition_epoch, "seq_ordering": settings.seq_ordering,
-         "distrib_shard_files": settings.distrib_shard_files}
+    d = {
+        "class": ShardedDistributeFilesDataset,
+        "files": list(files),
+        "get_sub_epoch_dataset": placeholder_sub_epoch_dataset,
+        "use_worker_proc": False,
+        "plan": plan,
+        "partition_epoch": settings.partition_epoch,
+        "seq_ordering": settings.seq_ordering,
+        "distrib_shard_files": settings.distrib_shard_files,
+    }
     if settings.distrib_shard_files:
         d["sharding_fix"] = True
     if settings.same_seed_on_all_ranks:
@@ -78,8 +83,14 @@ def test_every_rank_reads_exactly_the_plans_bins(tmp_path, monkeypatch, distribu
     rng = np.random.RandomState(len(distribution) + len(sharding))
     sizes = (rng.lognormal(3, 1.5, size=23) + 1).astype(int).tolist()
     files = _sized_files(sizes)
-    settings = PlanSettings.from_mode(sharding=sharding, num_shards=3, partition_epoch=2, num_epochs=7,
-                                      random_seed_offset=5, distribution=distribution)
+    settings = PlanSettings.from_mode(
+        sharding=sharding,
+        num_shards=3,
+        partition_epoch=2,
+        num_epochs=7,
+        random_seed_offset=5,
+        distribution=distribution,
+    )
     path = str(tmp_path / "plan.npz")
     save_plan(ShardPlan(files, sizes, settings), path)
     got = _ranks_read(files, path, settings, num_epochs=7, monkeypatch=monkeypatch)
@@ -121,18 +132,24 @@ def _start(files, path, settings, *, rank=0, num_shards=None, seed_offset=None, 
         dataset.init_seq_order(epoch=1)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(files="drop"), "the plan has 24 files, the dataset 23"),
-    (dict(files="swap"), "the plan has the dataset's files in another order; first difference at entry 0"),
-    (dict(files="other"), "1 of the dataset's 24 files are not in the plan"),
-    (dict(partition_epoch=4), "the plan has partition_epoch=3, the dataset 4"),
-    (dict(num_shards=3), "the plan is for 2 ranks, the training has 3"),
-    (dict(distrib_shard_files=False), "the plan is 'sharded', the dataset unsharded"),
-    (dict(seq_ordering="default"), "the plan has seq_ordering='random', the dataset 'default'"),
-    (dict(distribution="balanced"), "the plan was cut with distribution='returnn', the dataset asks for 'balanced'"),
-    (dict(seed_offset=2), "it shuffles full epoch 0 with seed 2, this dataset on rank 0 with seed 3"),
-    (dict(config={"num_epochs": 6}), "does not hold what the training reads for the config's num_epochs=6"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(files="drop"), "the plan has 24 files, the dataset 23"),
+        (dict(files="swap"), "the plan has the dataset's files in another order; first difference at entry 0"),
+        (dict(files="other"), "1 of the dataset's 24 files are not in the plan"),
+        (dict(partition_epoch=4), "the plan has partition_epoch=3, the dataset 4"),
+        (dict(num_shards=3), "the plan is for 2 ranks, the training has 3"),
+        (dict(distrib_shard_files=False), "the plan is 'sharded', the dataset unsharded"),
+        (dict(seq_ordering="default"), "the plan has seq_ordering='random', the dataset 'default'"),
+        (
+            dict(distribution="balanced"),
+            "the plan was cut with distribution='returnn', the dataset asks for 'balanced'",
+        ),
+        (dict(seed_offset=2), "it shuffles full epoch 0 with seed 2, this dataset on rank 0 with seed 3"),
+        (dict(config={"num_epochs": 6}), "does not hold what the training reads for the config's num_epochs=6"),
+    ],
+)
 def test_a_plan_that_does_not_fit_fails_at_start_with_the_difference(planned, change, message):
     files, settings, path = planned
     kind = change.pop("files", None)
@@ -159,8 +176,11 @@ def test_epochs_beyond_the_plan_say_how_many_to_plan(planned):
         dataset = _dataset(files, path, settings, preload_next_n_sub_epochs=1)
         for epoch in range(1, 6):
             dataset.init_seq_order(epoch=epoch)
-        with pytest.raises(ValueError, match=r"reads at sub-epoch 6: .*sub-epoch 7 is read .* plan 3 full epochs, "
-                                             r"e.g. ShardPlanJob\(..., num_epochs=6\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"reads at sub-epoch 6: .*sub-epoch 7 is read .* plan 3 full epochs, "
+            r"e.g. ShardPlanJob\(..., num_epochs=6\)",
+        ):
             dataset.init_seq_order(epoch=6)
     with as_rank(0, 2, dataset_random_seed_offset=1, extra_config={"num_epochs": 5}):
         dataset = _dataset(files, path, settings, preload_next_n_sub_epochs=1)

@@ -17,8 +17,11 @@ returnn = pytest.importorskip("returnn", reason="needs RETURNN: pip install retu
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: RETURNN's DFD tests that take more than a few seconds (68 s, 18 s, 11 s measured on 2 cores).
-SLOW = ("test_DistributeFilesDataset_no_worker_proc", "test_DistributeFilesDataset",
-        "test_DistributeFilesDataset_with_multi_proc_postprocessing_cleanup")
+SLOW = (
+    "test_DistributeFilesDataset_no_worker_proc",
+    "test_DistributeFilesDataset",
+    "test_DistributeFilesDataset_with_multi_proc_postprocessing_cleanup",
+)
 
 
 def _sdist_tests_dir() -> str:
@@ -33,14 +36,27 @@ def _sdist_tests_dir() -> str:
         if candidate and os.path.isfile(os.path.join(candidate, "tests", "test_Dataset.py")):
             return os.path.join(candidate, "tests")
     os.makedirs(cache, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--no-build-isolation",
-           f"returnn=={version}", "-d", cache]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-binary",
+        ":all:",
+        "--no-deps",
+        "--no-build-isolation",
+        f"returnn=={version}",
+        "-d",
+        cache,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     archives = glob.glob(os.path.join(cache, f"returnn-{version}.tar.gz"))
     if proc.returncode != 0 or not archives:
-        pytest.skip(f"could not fetch the returnn {version} sdist with its tests ({' '.join(cmd)}: exit "
-                    f"{proc.returncode}, {proc.stderr.strip()[-300:]!r}); set I6_SHARD_RETURNN_SDIST to an unpacked "
-                    "returnn sdist to run RETURNN's own DistributeFilesDataset tests")
+        pytest.skip(
+            f"could not fetch the returnn {version} sdist with its tests ({' '.join(cmd)}: exit "
+            f"{proc.returncode}, {proc.stderr.strip()[-300:]!r}); set I6_SHARD_RETURNN_SDIST to an unpacked "
+            "returnn sdist to run RETURNN's own DistributeFilesDataset tests"
+        )
     with tarfile.open(archives[0]) as tar:
         tar.extractall(cache, filter="data")
     return os.path.join(cache, f"returnn-{version}", "tests")
@@ -59,20 +75,40 @@ def _dfd_tests(tests_dir: str) -> list:
 def _run(tests_dir: str, names: list, tmp_path, *, substitute: bool) -> dict:
     """test name -> "passed"/"failed"/"skipped" for the given tests of RETURNN's test_Dataset.py."""
     report = tmp_path / f"junit-{int(substitute)}.xml"
-    env = {**os.environ, "I6_SHARD_SUBSTITUTE_DFD": "1" if substitute else "0",
-           "PYTHONPATH": os.pathsep.join([REPO, os.path.dirname(os.path.abspath(__file__)),
-                                          os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                           "returnn_substitute_plugin", *[f"test_Dataset.py::{n}" for n in names],
-                           f"--junitxml={report}"],
-                          cwd=tests_dir, env=env, capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "I6_SHARD_SUBSTITUTE_DFD": "1" if substitute else "0",
+        "PYTHONPATH": os.pathsep.join(
+            [REPO, os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "returnn_substitute_plugin",
+            *[f"test_Dataset.py::{n}" for n in names],
+            f"--junitxml={report}",
+        ],
+        cwd=tests_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if not report.exists():
         raise AssertionError(f"pytest did not run RETURNN's tests:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     out = {}
     for case in ElementTree.parse(report).iter("testcase"):
         kinds = {child.tag for child in case}
-        out[case.get("name")] = "failed" if kinds & {"failure", "error"} else (
-            "skipped" if "skipped" in kinds else "passed")
+        out[case.get("name")] = (
+            "failed" if kinds & {"failure", "error"} else ("skipped" if "skipped" in kinds else "passed")
+        )
     return out
 
 

@@ -33,18 +33,25 @@ def corpus(tmp_path):
 
 def make_dataset(files, rank, **opts):
     with global_config_ctx(Config({"__debug_dummy_distributed_rank_and_size": (rank, NUM_SHARDS)})):
-        return init_dataset({
-            "class": ShardedDistributeFilesDataset, "files": files, "get_sub_epoch_dataset": hdf_sub_epoch_dataset,
-            "partition_epoch": 2, "distrib_shard_files": True, "sharding_fix": True, "use_worker_proc": False,
-            **opts})
+        return init_dataset(
+            {
+                "class": ShardedDistributeFilesDataset,
+                "files": files,
+                "get_sub_epoch_dataset": hdf_sub_epoch_dataset,
+                "partition_epoch": 2,
+                "distrib_shard_files": True,
+                "sharding_fix": True,
+                "use_worker_proc": False,
+                **opts,
+            }
+        )
 
 
 def test_a_file_resized_after_its_size_was_computed_stops_the_training_naming_it(corpus):
     files, sizes_path = corpus
     with open(files[5], "ab") as f:
         f.write(b"\0" * 100)
-    dataset = make_dataset(files, 0, distribution="balanced", file_sizes=sizes_path,
-                           file_sizes_check_samples=NUM_FILES)
+    dataset = make_dataset(files, 0, distribution="balanced", file_sizes=sizes_path, file_sizes_check_samples=NUM_FILES)
     with pytest.raises(StaleFileSizesError) as info:
         dataset.init_seq_order(epoch=1)
     msg = str(info.value)
@@ -76,8 +83,7 @@ def test_each_rank_stats_k_files_once_and_unchanged_files_pass(corpus, monkeypat
 
     sampled = {}
     for rank in range(NUM_SHARDS):
-        dataset = make_dataset(files, rank, distribution="balanced", file_sizes=sizes_path,
-                               file_sizes_check_samples=3)
+        dataset = make_dataset(files, rank, distribution="balanced", file_sizes=sizes_path, file_sizes_check_samples=3)
         monkeypatch.setattr(os, "stat", counting_stat)
         dataset._lazy_init_file_sizes()
         monkeypatch.setattr(os, "stat", real_stat)
@@ -98,8 +104,9 @@ def test_no_check_with_zero_samples_and_the_option_survives_pickling(corpus):
     assert fresh.file_sizes_check_samples == 0
     fresh.init_seq_order(epoch=1)  # the stale size is used as asked
     assert fresh._file_sizes[files[0]] == os.path.getsize(files[0]) - 1
-    checked = pickle.loads(pickle.dumps(make_dataset(files, 0, file_sizes=sizes_path,
-                                                     file_sizes_check_samples=NUM_FILES)))
+    checked = pickle.loads(
+        pickle.dumps(make_dataset(files, 0, file_sizes=sizes_path, file_sizes_check_samples=NUM_FILES))
+    )
     assert checked.file_sizes_check_samples == NUM_FILES
     with pytest.raises(StaleFileSizesError):
         checked.init_seq_order(epoch=1)

@@ -29,8 +29,20 @@ def _record(tmp_path, source_args, *, num_shards, epochs):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
     for rank in range(num_shards):
         out = str(tmp_path / f"rank-{rank}.json")
-        cmd = [sys.executable, "-m", "i6_shard.returnn_ext.verify", *source_args, "--rank", str(rank),
-               "--num-shards", str(num_shards), "--epochs", ",".join(map(str, epochs)), "--output", out]
+        cmd = [
+            sys.executable,
+            "-m",
+            "i6_shard.returnn_ext.verify",
+            *source_args,
+            "--rank",
+            str(rank),
+            "--num-shards",
+            str(num_shards),
+            "--epochs",
+            ",".join(map(str, epochs)),
+            "--output",
+            out,
+        ]
         if rank == 0:
             cmd += ["--reference", str(tmp_path / "reference.json")]
         subprocess.run(cmd, check=True, env=env, cwd=str(tmp_path), stdout=subprocess.DEVNULL)
@@ -48,8 +60,12 @@ def _pickled(tmp_path, dataset):
 
 
 def test_sharding_fix_reads_everything_exactly_once(tmp_path, hdf_files):
-    ranks, ref = _record(tmp_path, _pickled(tmp_path, sharded_dfd(hdf_files, partition_epoch=2, sharding_fix=True)),
-                         num_shards=2, epochs=[1, 2, 3, 4])
+    ranks, ref = _record(
+        tmp_path,
+        _pickled(tmp_path, sharded_dfd(hdf_files, partition_epoch=2, sharding_fix=True)),
+        num_shards=2,
+        epochs=[1, 2, 3, 4],
+    )
     violations, report = verify_records(ranks, ref, num_shards=2)
     assert violations == [], report
     assert report.startswith("i6_shard sharding verification: OK")
@@ -57,15 +73,20 @@ def test_sharding_fix_reads_everything_exactly_once(tmp_path, hdf_files):
     all_tags = sorted(t for tags in ref["file_tags"] for t in tags)
     assert len(all_tags) > 10 and len(set(all_tags)) == len(all_tags)
     for full_epoch in (0, 1):
-        read = sorted(t for r in ranks for se in r["sub_epochs"] if (se["epoch"] - 1) // 2 == full_epoch
-                      for t in se["seq_tags"])
+        read = sorted(
+            t for r in ranks for se in r["sub_epochs"] if (se["epoch"] - 1) // 2 == full_epoch for t in se["seq_tags"]
+        )
         assert read == all_tags
     assert ranks[1]["settings"]["shard_index"] == 1 and ranks[1]["settings"]["sharding_fix"] is True
 
 
 def test_double_sharding_without_fix_is_caught(tmp_path, hdf_files):
-    ranks, ref = _record(tmp_path, _pickled(tmp_path, sharded_dfd(hdf_files, partition_epoch=2, sharding_fix=False)),
-                         num_shards=2, epochs=[1, 2])
+    ranks, ref = _record(
+        tmp_path,
+        _pickled(tmp_path, sharded_dfd(hdf_files, partition_epoch=2, sharding_fix=False)),
+        num_shards=2,
+        epochs=[1, 2],
+    )
     violations, report = verify_records(ranks, ref, num_shards=2)
     kinds = [v.kind for v in violations]
     # The files are right; the sub-epoch datasets shard them again, so about half the data is lost.
@@ -88,7 +109,8 @@ def test_returnn_config_file_and_behavior_version(tmp_path, hdf_files):
             f"behavior_version = {behavior_version}\n"
             f"train = {{'class': 'DistributeFilesDataset', 'files': {hdf_files!r}, 'partition_epoch': 1,\n"
             "         'get_sub_epoch_dataset': functools.partial(hdf_sub_epoch_dataset, seq_ordering='default'),\n"
-            "         'distrib_shard_files': True, 'use_worker_proc': False, 'seq_ordering': 'random'}\n")
+            "         'distrib_shard_files': True, 'use_worker_proc': False, 'seq_ordering': 'random'}\n"
+        )
         ranks, ref = _record(tmp_path, ["--config", str(config)], num_shards=2, epochs=[1])
         violations, report = verify_records(ranks, ref, num_shards=2)
         assert (violations == []) is ok, report
@@ -149,24 +171,42 @@ def test_runner_reports_too_few_files_in_a_list_file(tmp_path, hdf_files):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
     source = _pickled(tmp_path, sharded_dfd(list_path, partition_epoch=3))
     proc = subprocess.run(
-        [sys.executable, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", "1", "--num-shards", "2",
-         "--epochs", "1", "--output", str(tmp_path / "rank-1.json")],
-        env=env, cwd=str(tmp_path), capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "i6_shard.returnn_ext.verify",
+            *source,
+            "--rank",
+            "1",
+            "--num-shards",
+            "2",
+            "--epochs",
+            "1",
+            "--output",
+            str(tmp_path / "rank-1.json"),
+        ],
+        env=env,
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1].startswith(
-        "ValueError: 5 files cannot fill num_shards*partition_epoch=2*3=6 bins")
+        "ValueError: 5 files cannot fill num_shards*partition_epoch=2*3=6 bins"
+    )
     assert not os.path.exists(tmp_path / "rank-1.json")
 
 
 def _config_file(tmp_path, name, body):
     path = tmp_path / name
-    path.write_text("#!rnn.py\nimport functools\nfrom tests.hdf_data import hdf_sub_epoch_dataset\n"
-                    "def dfd(files, **extra):\n"
-                    "    return {'class': 'DistributeFilesDataset', 'files': files, 'partition_epoch': 2,\n"
-                    "            'get_sub_epoch_dataset':\n"
-                    "                functools.partial(hdf_sub_epoch_dataset, seq_ordering='random'),\n"
-                    "            'use_worker_proc': False, 'seq_ordering': 'random', 'sharding_fix': True, **extra}\n"
-                    + body)
+    path.write_text(
+        "#!rnn.py\nimport functools\nfrom tests.hdf_data import hdf_sub_epoch_dataset\n"
+        "def dfd(files, **extra):\n"
+        "    return {'class': 'DistributeFilesDataset', 'files': files, 'partition_epoch': 2,\n"
+        "            'get_sub_epoch_dataset':\n"
+        "                functools.partial(hdf_sub_epoch_dataset, seq_ordering='random'),\n"
+        "            'use_worker_proc': False, 'seq_ordering': 'random', 'sharding_fix': True, **extra}\n" + body
+    )
     return ["--config", str(path)]
 
 
@@ -175,8 +215,11 @@ def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
     """torch_distributed stays in the config: RETURNN shards the train dataset itself and gives every rank
     the same seed (the runner simulates each rank with RETURNN's own DistributedContext)."""
     needs_torch("torch_distributed needs torch")
-    source = _config_file(tmp_path, "shard.config", "torch_distributed = {'dataset_distribution': 'shard'}\n"
-                          f"train = dfd({hdf_files!r}, random_seed_offset=3)\n")
+    source = _config_file(
+        tmp_path,
+        "shard.config",
+        f"torch_distributed = {{'dataset_distribution': 'shard'}}\ntrain = dfd({hdf_files!r}, random_seed_offset=3)\n",
+    )
     ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2, 3, 4])
     violations, report = verify_records(ranks, ref, num_shards=2)
     assert violations == [], report
@@ -189,12 +232,15 @@ def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
 def test_a_dfd_inside_a_wrapper_is_found_and_verified(tmp_path, hdf_files, offset, ok):
     """Inside CombinedDataset a sharded DFD takes the wrapper's per-rank seed unless it sets its own."""
     needs_torch("torch_distributed needs torch")
-    source = _config_file(tmp_path, f"combined{int(ok)}.config", "torch_distributed = {}\n"
-                          "train = {'class': 'CombinedDataset', 'seq_ordering': 'interleave',\n"
-                          "         'data_map': {('asr', 'data'): 'data'},\n"
-                          f"         'datasets': {{'asr': dfd({hdf_files!r}, distrib_shard_files=True{offset})}}}}\n")
-    ranks, ref = _record(tmp_path, source + ["--key-path", '["train", "datasets", "asr"]'], num_shards=2,
-                         epochs=[1, 2])
+    source = _config_file(
+        tmp_path,
+        f"combined{int(ok)}.config",
+        "torch_distributed = {}\n"
+        "train = {'class': 'CombinedDataset', 'seq_ordering': 'interleave',\n"
+        "         'data_map': {('asr', 'data'): 'data'},\n"
+        f"         'datasets': {{'asr': dfd({hdf_files!r}, distrib_shard_files=True{offset})}}}}\n",
+    )
+    ranks, ref = _record(tmp_path, source + ["--key-path", '["train", "datasets", "asr"]'], num_shards=2, epochs=[1, 2])
     violations, report = verify_records(ranks, ref, num_shards=2)
     assert ranks[0]["settings"]["key_path"] == ["train", "datasets", "asr"]
     assert (violations == []) is ok, report
@@ -208,35 +254,56 @@ def test_flexible_bound_travels_from_the_dataset_into_the_checked_plan(tmp_path)
     from i6_shard import core
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
-    files = write_tiny_hdf_files(str(tmp_path / "hdf"), num_files=10, seed=1, frames=(40, 40), dim=8,
-                                 seqs_per_file=[3, 1, 4, 2, 5, 200, 3, 2, 4, 1])
+    files = write_tiny_hdf_files(
+        str(tmp_path / "hdf"),
+        num_files=10,
+        seed=1,
+        frames=(40, 40),
+        dim=8,
+        seqs_per_file=[3, 1, 4, 2, 5, 200, 3, 2, 4, 1],
+    )
     sizes = core.collect_file_sizes(files).sizes
-    layouts = [core.ShardPlan(files, sizes, core.PlanSettings(
-        num_shards=2, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=d)).layout(full_epoch_0idx=0)
-        for d in (0.05, 0.25)]
+    layouts = [
+        core.ShardPlan(
+            files,
+            sizes,
+            core.PlanSettings(num_shards=2, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=d),
+        ).layout(full_epoch_0idx=0)
+        for d in (0.05, 0.25)
+    ]
     assert layouts[0][1].tolist() != layouts[1][1].tolist()  # else this test could not tell the bounds apart
-    dataset = sharded_dfd(files, partition_epoch=2, **{"class": ShardedDistributeFilesDataset,
-                                                      "distribution": "flexible", "max_sub_epoch_deviation": 0.05})
+    dataset = sharded_dfd(
+        files,
+        partition_epoch=2,
+        **{"class": ShardedDistributeFilesDataset, "distribution": "flexible", "max_sub_epoch_deviation": 0.05},
+    )
     ranks, ref = _record(tmp_path, _pickled(tmp_path, dataset), num_shards=2, epochs=[1, 2])
     assert ranks[0]["settings"]["max_sub_epoch_deviation"] == 0.05
     violations, report = verify_records(ranks, ref, num_shards=2)
     assert violations == [], report
 
 
-@pytest.mark.parametrize("extra, ok", [
-    ("behavior_version = 26\n", False),  # the DataLoader worker does not get 26: sharding_fix is off there
-    ("behavior_version = 31\n", True),
-    ("behavior_version = 26\npropagate_behavior_version_to_subprocs = True\n", True),
-    ("behavior_version = 26\ntorch_dataloader_opts = {'num_workers': 0}\n", True),
-])
+@pytest.mark.parametrize(
+    "extra, ok",
+    [
+        ("behavior_version = 26\n", False),  # the DataLoader worker does not get 26: sharding_fix is off there
+        ("behavior_version = 31\n", True),
+        ("behavior_version = 26\npropagate_behavior_version_to_subprocs = True\n", True),
+        ("behavior_version = 26\ntorch_dataloader_opts = {'num_workers': 0}\n", True),
+    ],
+)
 @pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_reads_through_the_engines_dataloader_worker(tmp_path, hdf_files, extra, ok):
     """Under the torch backend the data is read in the engine's DataLoader worker, which RETURNN hands the
     behavior version only from 31: behavior_version 26-30 without sharding_fix double-shards there."""
     needs_torch("the torch engine's DataLoader needs torch")
-    source = _config_file(tmp_path, f"loader{len(extra)}.config",
-                          "backend = 'torch'\ntorch_distributed = {}\n" + extra +
-                          f"train = dfd({hdf_files!r}, distrib_shard_files=True, sharding_fix=None)\n")
+    source = _config_file(
+        tmp_path,
+        f"loader{len(extra)}.config",
+        "backend = 'torch'\ntorch_distributed = {}\n"
+        + extra
+        + f"train = dfd({hdf_files!r}, distrib_shard_files=True, sharding_fix=None)\n",
+    )
     ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2])
     violations, report = verify_records(ranks, ref, num_shards=2)
     assert (violations == []) is ok, report

@@ -17,26 +17,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 #: feature key -> code that removes it from the imported RETURNN (as an older RETURNN lacks it)
 REMOVE = {
     "sharding_fix": "import inspect\nfrom returnn.datasets.distrib_files import DistributeFilesDataset as D\n"
-                    "sig = inspect.signature(D.__init__)\n"
-                    "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
-                    "if n != 'sharding_fix'])\n",
+    "sig = inspect.signature(D.__init__)\n"
+    "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
+    "if n != 'sharding_fix'])\n",
     "use_worker_proc": "import inspect\nfrom returnn.datasets.distrib_files import DistributeFilesDataset as D\n"
-                       "sig = inspect.signature(D.__init__)\n"
-                       "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
-                       "if n != 'use_worker_proc'])\n",
+    "sig = inspect.signature(D.__init__)\n"
+    "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
+    "if n != 'use_worker_proc'])\n",
     "get_default_kwargs_train": "from returnn.datasets import basic\ndel basic.Dataset.get_default_kwargs_train\n",
     # (after RETURNN's own distrib_files, which imports it in this RETURNN, has been imported)
     "get_distributed_rank_and_size": "import returnn.datasets.distrib_files\nfrom returnn.datasets import basic\n"
-                                     "del basic._get_distributed_rank_and_size\n",
+    "del basic._get_distributed_rank_and_size\n",
     "dataset_random_seed_offset": "from returnn.datasets import basic\n"
-                                  "basic.Dataset._get_default_random_seed_offset = lambda self: 0\n",
+    "basic.Dataset._get_default_random_seed_offset = lambda self: 0\n",
 }
 
 
 def _run(code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
 
 
 def test_every_feature_has_a_simulation():

@@ -9,8 +9,17 @@ from .harness import run_sharded_training
 #: Settings of the shared training: skewed HDF data, frames-based batching, behavior_version 33 (the logged
 #: 'complete' is the mean over the ranks). The DFD worker process is off here: it doubles the time on two
 #: cores; the committed logs in tests/data/returnn_logs cover it.
-SHARED = dict(num_ranks=2, num_files=16, seed=11, partition_epoch=2, num_epochs=4, behavior_version=33,
-              use_worker_proc=False, batch_size=300, max_seqs=10)
+SHARED = dict(
+    num_ranks=2,
+    num_files=16,
+    seed=11,
+    partition_epoch=2,
+    num_epochs=4,
+    behavior_version=33,
+    use_worker_proc=False,
+    batch_size=300,
+    max_seqs=10,
+)
 
 
 @pytest.fixture(scope="session")

@@ -84,9 +84,18 @@ def _write_hdf(path: str, seq_lens: Sequence[int], *, tags: Sequence[str], rng: 
     write_hdf_file(path, [f[:n] for f, n in zip(features, lens.tolist())], tags=tags)
 
 
-def write_skewed_hdf_files(directory: str, *, num_files: int, seed: int = 0, median_seqs: float = 8.0,
-                           seqs_sigma: float = 1.0, median_frames: float = 20.0, frames_sigma: float = 0.6,
-                           max_seqs_per_file: int = 200, max_frames: int = 150) -> List[str]:
+def write_skewed_hdf_files(
+    directory: str,
+    *,
+    num_files: int,
+    seed: int = 0,
+    median_seqs: float = 8.0,
+    seqs_sigma: float = 1.0,
+    median_frames: float = 20.0,
+    frames_sigma: float = 0.6,
+    max_seqs_per_file: int = 200,
+    max_frames: int = 150,
+) -> List[str]:
     """``num_files`` HDF files with lognormal numbers of sequences (median ``median_seqs``) and
     lognormal sequence lengths in frames (median ``median_frames``), so files differ a lot in size;
     tags ``file{i}/seq{j}``. Deterministic for a seed.
@@ -118,9 +127,17 @@ def hdf_seq_lengths(path: str) -> np.ndarray:
 # --- config ----------------------------------------------------------------------------------------
 
 
-def training_config(*, train: Mapping[str, Any], num_epochs: int, batch_size: int = 200, max_seqs: int = 8,
-                    behavior_version: int = 24, torch_distributed: Optional[Mapping[str, Any]] = None,
-                    log_batch_size: bool = True, extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+def training_config(
+    *,
+    train: Mapping[str, Any],
+    num_epochs: int,
+    batch_size: int = 200,
+    max_seqs: int = 8,
+    behavior_version: int = 24,
+    torch_distributed: Optional[Mapping[str, Any]] = None,
+    log_batch_size: bool = True,
+    extra: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
     """The RETURNN config of a harness training (without the model code, see :func:`write_training_config`):
     torch on the CPU, ``torch_distributed`` with the gloo backend, ``batch_size`` in frames, ``max_seqs``,
     every step logged (``log_verbosity=5``) with its batch size (``log_batch_size``) into ``returnn.log``
@@ -187,8 +204,18 @@ def launch_command(config_path: str, *, num_ranks: int) -> List[str]:
     """torchrun (as i6_core's ReturnnTrainingJob runs it: ``-mtorch.distributed.run --standalone --tee=3``)
     on RETURNN's main module, ``python -m returnn`` (its ``__main__`` runs ``main``, as ``rnn.py`` does),
     so no RETURNN source checkout is needed."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-            f"--nproc-per-node={num_ranks}", "--tee=3", "-m", "returnn", config_path]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={num_ranks}",
+        "--tee=3",
+        "-m",
+        "returnn",
+        config_path,
+    ]
 
 
 @contextlib.contextmanager
@@ -213,11 +240,21 @@ def _training_lock(timeout: float):
 _LOG_NAME = re.compile(r"^returnn\.torch-distrib-(\d+)-(\d+)\.log$")
 
 
-def run_training(work_dir: str, *, train: Mapping[str, Any], num_ranks: int, num_epochs: int,
-                 batch_size: int = 200, max_seqs: int = 8, behavior_version: int = 24,
-                 torch_distributed: Optional[Mapping[str, Any]] = None, log_batch_size: bool = True,
-                 extra_config: Optional[Mapping[str, Any]] = None, timeout: float = 600.0,
-                 lock_timeout: float = 1800.0) -> Training:
+def run_training(
+    work_dir: str,
+    *,
+    train: Mapping[str, Any],
+    num_ranks: int,
+    num_epochs: int,
+    batch_size: int = 200,
+    max_seqs: int = 8,
+    behavior_version: int = 24,
+    torch_distributed: Optional[Mapping[str, Any]] = None,
+    log_batch_size: bool = True,
+    extra_config: Optional[Mapping[str, Any]] = None,
+    timeout: float = 600.0,
+    lock_timeout: float = 1800.0,
+) -> Training:
     """Write the config into ``work_dir`` (which must not hold an earlier training) and train with
     ``num_ranks`` processes; raise ``RuntimeError`` with the output's tail if the training fails.
 
@@ -228,17 +265,36 @@ def run_training(work_dir: str, *, train: Mapping[str, Any], num_ranks: int, num
     if any(_LOG_NAME.match(n) for n in os.listdir(work_dir)):
         raise ValueError(f"{work_dir!r} already holds RETURNN logs; give a fresh directory per training")
     config_path = os.path.join(work_dir, "returnn.config")
-    write_training_config(config_path, training_config(
-        train=train, num_epochs=num_epochs, batch_size=batch_size, max_seqs=max_seqs,
-        behavior_version=behavior_version, torch_distributed=torch_distributed, log_batch_size=log_batch_size,
-        extra=extra_config))
+    write_training_config(
+        config_path,
+        training_config(
+            train=train,
+            num_epochs=num_epochs,
+            batch_size=batch_size,
+            max_seqs=max_seqs,
+            behavior_version=behavior_version,
+            torch_distributed=torch_distributed,
+            log_batch_size=log_batch_size,
+            extra=extra_config,
+        ),
+    )
     stdout_path = os.path.join(work_dir, "stdout.txt")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
-           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (_REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
     with _training_lock(lock_timeout), open(stdout_path, "wb") as out:
         start = time.monotonic()
-        proc = subprocess.Popen(launch_command(config_path, num_ranks=num_ranks), cwd=work_dir, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            launch_command(config_path, num_ranks=num_ranks),
+            cwd=work_dir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             returncode = proc.wait(timeout=timeout)
         except BaseException:
@@ -253,17 +309,36 @@ def run_training(work_dir: str, *, train: Mapping[str, Any], num_ranks: int, num
     logs = [os.path.join(work_dir, f"returnn.torch-distrib-{r}-{num_ranks}.log") for r in range(num_ranks)]
     missing = [p for p in logs if not os.path.isfile(p)]
     if missing:
-        raise RuntimeError(f"training in {work_dir} wrote no per-rank log {missing}; "
-                           f"files: {sorted(os.listdir(work_dir))}")
-    return Training(work_dir=work_dir, config_path=config_path, log_files=logs, stdout_path=stdout_path,
-                    num_ranks=num_ranks, seconds=seconds)
+        raise RuntimeError(
+            f"training in {work_dir} wrote no per-rank log {missing}; files: {sorted(os.listdir(work_dir))}"
+        )
+    return Training(
+        work_dir=work_dir,
+        config_path=config_path,
+        log_files=logs,
+        stdout_path=stdout_path,
+        num_ranks=num_ranks,
+        seconds=seconds,
+    )
 
 
-def run_sharded_training(work_dir: str, *, num_ranks: int, num_files: int = 16, seed: int = 0,
-                         partition_epoch: int = 2, num_epochs: int = 4, behavior_version: int = 24,
-                         use_worker_proc: bool = False, sharding_fix: bool = True, distribution: str = "returnn",
-                         file_sizes: Optional[str] = None, data_kwargs: Optional[Mapping[str, Any]] = None,
-                         max_sub_epoch_deviation: Optional[float] = None, **run_kwargs) -> Training:
+def run_sharded_training(
+    work_dir: str,
+    *,
+    num_ranks: int,
+    num_files: int = 16,
+    seed: int = 0,
+    partition_epoch: int = 2,
+    num_epochs: int = 4,
+    behavior_version: int = 24,
+    use_worker_proc: bool = False,
+    sharding_fix: bool = True,
+    distribution: str = "returnn",
+    file_sizes: Optional[str] = None,
+    data_kwargs: Optional[Mapping[str, Any]] = None,
+    max_sub_epoch_deviation: Optional[float] = None,
+    **run_kwargs,
+) -> Training:
     """Skewed HDF files in ``work_dir/data`` (named ``data/partNNN.hdf`` relative to ``work_dir``, the
     training's working directory, so the logs name no machine's directories), a DistributeFilesDataset
     over them from ``i6_shard.returnn_config.sharded_files_dataset``, and a training on ``num_ranks`` ranks.
@@ -277,12 +352,23 @@ def run_sharded_training(work_dir: str, *, num_ranks: int, num_files: int = 16, 
 
     write_skewed_hdf_files(os.path.join(work_dir, "data"), num_files=num_files, seed=seed, **dict(data_kwargs or {}))
     files = [f"data/part{i:03d}.hdf" for i in range(num_files)]
-    train = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=partition_epoch, use_worker_proc=use_worker_proc,
-                                  distribution=distribution, file_sizes=file_sizes, num_shards=num_ranks,
-                                  **({} if max_sub_epoch_deviation is None else
-                                     {"max_sub_epoch_deviation": max_sub_epoch_deviation}))
+    train = sharded_files_dataset(
+        files,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=partition_epoch,
+        use_worker_proc=use_worker_proc,
+        distribution=distribution,
+        file_sizes=file_sizes,
+        num_shards=num_ranks,
+        **({} if max_sub_epoch_deviation is None else {"max_sub_epoch_deviation": max_sub_epoch_deviation}),
+    )
     if not sharding_fix:
         train["sharding_fix"] = False
-    return run_training(work_dir, train=train, num_ranks=num_ranks, num_epochs=num_epochs,
-                        behavior_version=behavior_version, **run_kwargs)
+    return run_training(
+        work_dir,
+        train=train,
+        num_ranks=num_ranks,
+        num_epochs=num_epochs,
+        behavior_version=behavior_version,
+        **run_kwargs,
+    )

@@ -25,11 +25,13 @@ CASES = {
     "w2_bv24": dict(num_ranks=2, num_files=16, seed=3, behavior_version=24),
     "w2_bv38_worker": dict(num_ranks=2, num_files=16, seed=3, behavior_version=38, use_worker_proc=True),
     "w4_bv24": dict(num_ranks=4, num_files=32, seed=4, behavior_version=24, data={"median_seqs": 12.0}),
-    "w4_bv33_worker": dict(num_ranks=4, num_files=32, seed=4, behavior_version=33, use_worker_proc=True,
-                           data={"median_seqs": 12.0}),
+    "w4_bv33_worker": dict(
+        num_ranks=4, num_files=32, seed=4, behavior_version=33, use_worker_proc=True, data={"median_seqs": 12.0}
+    ),
     "w2_nofix": dict(num_ranks=2, num_files=16, seed=3, behavior_version=24, sharding_fix=False),
-    "w4_nofix": dict(num_ranks=4, num_files=32, seed=4, behavior_version=24, sharding_fix=False,
-                     data={"median_seqs": 12.0}),
+    "w4_nofix": dict(
+        num_ranks=4, num_files=32, seed=4, behavior_version=24, sharding_fix=False, data={"median_seqs": 12.0}
+    ),
     "w2_bv24_nobatch": dict(num_ranks=2, num_files=16, seed=3, behavior_version=24, log_batch_size=False),
     "w2_bv38_nobatch": dict(num_ranks=2, num_files=16, seed=3, behavior_version=38, log_batch_size=False),
     "w2_balanced": dict(num_ranks=2, num_files=16, seed=3, behavior_version=24, distribution="balanced"),
@@ -51,12 +53,14 @@ def make_case(name: str) -> None:
             # the balanced split needs the sizes; write the data first, then point the dataset at them
             from tests.training.harness import write_skewed_hdf_files
 
-            paths = write_skewed_hdf_files(os.path.join(work, "data"), num_files=settings["num_files"],
-                                           seed=settings["seed"], **data)
+            paths = write_skewed_hdf_files(
+                os.path.join(work, "data"), num_files=settings["num_files"], seed=settings["seed"], **data
+            )
             sizes = core.collect_file_sizes(paths)
             sizes_path = os.path.join(tmp, "sizes_abs.npz")
-            core.save_file_sizes(core.FileSizes(keys=[f"data/{os.path.basename(p)}" for p in paths],
-                                                sizes=sizes.sizes), sizes_path)
+            core.save_file_sizes(
+                core.FileSizes(keys=[f"data/{os.path.basename(p)}" for p in paths], sizes=sizes.sizes), sizes_path
+            )
         training = run_sharded_training(work, data_kwargs=data, file_sizes=sizes_path, **BATCH, **settings)
         paths = [os.path.join(work, "data", f"part{i:03d}.hdf") for i in range(settings["num_files"])]
         keys = [f"data/part{i:03d}.hdf" for i in range(settings["num_files"])]
@@ -73,9 +77,18 @@ def make_case(name: str) -> None:
         with open(os.path.join(out, "file_lengths.json"), "w") as f:
             json.dump(lengths, f, indent=0, sort_keys=True)
             f.write("\n")
-        case = {"partition_epoch": 2, "num_epochs": 4, "distribution": "returnn", "sharding_fix": True,
-                "use_worker_proc": False, "log_batch_size": True, **settings, **BATCH, "data": data,
-                "seconds": round(training.seconds, 1)}
+        case = {
+            "partition_epoch": 2,
+            "num_epochs": 4,
+            "distribution": "returnn",
+            "sharding_fix": True,
+            "use_worker_proc": False,
+            "log_batch_size": True,
+            **settings,
+            **BATCH,
+            "data": data,
+            "seconds": round(training.seconds, 1),
+        }
         with open(os.path.join(out, "case.json"), "w") as f:
             json.dump(case, f, indent=1, sort_keys=True)
             f.write("\n")

@@ -19,21 +19,30 @@ NUM_FILES = 8
 
 def _train():
     files = [f"data/part{i:03d}.hdf" for i in range(NUM_FILES)]
-    train = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=2, use_worker_proc=False, num_shards=2)
+    train = sharded_files_dataset(
+        files,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+        use_worker_proc=False,
+        num_shards=2,
+    )
     del train["sharding_fix"]  # RETURNN's default: on from behavior_version 26, where BehaviorVersion is set
     return train
 
 
 def _read_shares(training, work_dir):
     """Per (epoch, rank): sequences the rank trained on / sequences of the files it drew."""
-    seqs = {f"data/part{i:03d}.hdf": len(hdf_seq_lengths(os.path.join(work_dir, f"data/part{i:03d}.hdf")))
-            for i in range(NUM_FILES)}
+    seqs = {
+        f"data/part{i:03d}.hdf": len(hdf_seq_lengths(os.path.join(work_dir, f"data/part{i:03d}.hdf")))
+        for i in range(NUM_FILES)
+    }
     out = {}
     for rank in range(2):
         text = training.log_text(rank)
-        files = {int(m[1]): sum(seqs[k] for k in re.findall(r"'([^']+)'", m[2]))
-                 for m in re.finditer(r"using files for epoch (\d+): \[(.*)\]$", text, flags=re.M)}
+        files = {
+            int(m[1]): sum(seqs[k] for k in re.findall(r"'([^']+)'", m[2]))
+            for m in re.finditer(r"using files for epoch (\d+): \[(.*)\]$", text, flags=re.M)
+        }
         read = {}
         for m in re.finditer(r"^ep (\d+) train, step \d+, .*?num_seqs (\d+)", text, flags=re.M):
             read[int(m[1])] = read.get(int(m[1]), 0) + int(m[2])
@@ -49,15 +58,15 @@ def test_behavior_version_reaches_the_dataloader_worker_only_from_31(tmp_path, b
     work_dir = str(tmp_path / "run")
     write_skewed_hdf_files(os.path.join(work_dir, "data"), num_files=NUM_FILES, seed=5)
     train = _train()
-    config = training_config(train=train, num_epochs=2, behavior_version=behavior_version, batch_size=300,
-                             max_seqs=10)
+    config = training_config(train=train, num_epochs=2, behavior_version=behavior_version, batch_size=300, max_seqs=10)
     if double_sharding:
         with pytest.raises(ConfigCheckError, match="DataLoader worker.*behavior_version 26 does not apply"):
             check_returnn_config(config, num_ranks=2)
     else:
         check_returnn_config(config, num_ranks=2)
-    training = run_training(work_dir, train=train, num_ranks=2, num_epochs=2, behavior_version=behavior_version,
-                            batch_size=300, max_seqs=10)
+    training = run_training(
+        work_dir, train=train, num_ranks=2, num_epochs=2, behavior_version=behavior_version, batch_size=300, max_seqs=10
+    )
     shares = _read_shares(training, work_dir)
     assert sorted(shares) == [(e, r) for e in (1, 2) for r in (0, 1)]
     for epoch in (1, 2):
@@ -72,8 +81,10 @@ def test_behavior_version_reaches_the_dataloader_worker_only_from_31(tmp_path, b
 
 def _per_rank(training, work_dir, num_files):
     """Per (epoch, rank): (steps, frames trained on, frames of the files it drew)."""
-    frames = {f"data/part{i:03d}.hdf": int(hdf_seq_lengths(os.path.join(work_dir, f"data/part{i:03d}.hdf")).sum())
-              for i in range(num_files)}
+    frames = {
+        f"data/part{i:03d}.hdf": int(hdf_seq_lengths(os.path.join(work_dir, f"data/part{i:03d}.hdf")).sum())
+        for i in range(num_files)
+    }
     out = {}
     for rank in range(training.num_ranks):
         text = training.log_text(rank)
@@ -100,13 +111,26 @@ def test_param_sync_runs_the_ranks_on_to_their_next_sync(tmp_path, sync_every):
     work_dir = str(tmp_path / "run")
     write_skewed_hdf_files(os.path.join(work_dir, "data"), num_files=num_files, seed=9)
     files = [f"data/part{i:03d}.hdf" for i in range(num_files)]
-    train = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=2, use_worker_proc=False, num_shards=2)
+    train = sharded_files_dataset(
+        files,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+        use_worker_proc=False,
+        num_shards=2,
+    )
     torch_distributed = {"backend": "gloo"}
     if sync_every > 1:
         torch_distributed.update(reduce_type="param", param_sync_step=sync_every)
-    training = run_training(work_dir, train=train, num_ranks=2, num_epochs=4, behavior_version=31, batch_size=150,
-                            max_seqs=4, torch_distributed=torch_distributed)
+    training = run_training(
+        work_dir,
+        train=train,
+        num_ranks=2,
+        num_epochs=4,
+        behavior_version=31,
+        batch_size=150,
+        max_seqs=4,
+        torch_distributed=torch_distributed,
+    )
     ranks = _per_rank(training, work_dir, num_files)
     for epoch in range(1, 5):
         (s0, read0, have0), (s1, read1, have1) = ranks[(epoch, 0)], ranks[(epoch, 1)]

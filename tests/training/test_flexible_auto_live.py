@@ -36,23 +36,45 @@ def test_flexible_auto_by_steps_trains_its_plan(tmp_path):
     costs = collect_file_costs(paths, unit="steps", num_procs=1, batching=BATCHING)
     archive = str(tmp_path / "steps.npz")
     save_file_costs(dataclasses.replace(costs, keys=keys), archive)
-    plan = core.ShardPlan(keys, costs.costs, core.PlanSettings(
-        num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS, distribution="flexible_auto",
-        unit="steps"))
+    plan = core.ShardPlan(
+        keys,
+        costs.costs,
+        core.PlanSettings(
+            num_shards=NUM_RANKS,
+            partition_epoch=PARTITION_EPOCH,
+            num_epochs=NUM_EPOCHS,
+            distribution="flexible_auto",
+            unit="steps",
+        ),
+    )
     # not vacuous: files moved between sub-epochs in both full epochs (counted independently in
     # tests/core/pure/test_flexible_auto.py)
     assert plan.non_contiguous_sub_epochs(full_epoch_0idx=0) and plan.non_contiguous_sub_epochs(full_epoch_0idx=1)
-    train = sharded_files_dataset(keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=PARTITION_EPOCH, use_worker_proc=False,
-                                  distribution="flexible_auto", file_sizes=archive, num_shards=NUM_RANKS)
-    training = run_training(work, train=train, num_ranks=NUM_RANKS, num_epochs=NUM_EPOCHS,
-                            batch_size=BATCHING.batch_size, max_seqs=BATCHING.max_seqs)
+    train = sharded_files_dataset(
+        keys,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        use_worker_proc=False,
+        distribution="flexible_auto",
+        file_sizes=archive,
+        num_shards=NUM_RANKS,
+    )
+    training = run_training(
+        work,
+        train=train,
+        num_ranks=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        batch_size=BATCHING.batch_size,
+        max_seqs=BATCHING.max_seqs,
+    )
     logs = read_training_logs(training.log_files)
     assert logs.epochs == list(range(1, NUM_EPOCHS + 1))
     for rank_log in logs.ranks:
         for epoch in logs.epochs:
-            assert rank_log.sub_epochs[epoch].file_keys == plan.files_for(epoch=epoch, shard_index=rank_log.rank), \
-                (rank_log.rank, epoch)
+            assert rank_log.sub_epochs[epoch].file_keys == plan.files_for(epoch=epoch, shard_index=rank_log.rank), (
+                rank_log.rank,
+                epoch,
+            )
             assert rank_log.sub_epochs[epoch].finished
     plan_path = str(tmp_path / "plan.npz")
     core.save_plan(plan, plan_path)

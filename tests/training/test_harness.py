@@ -13,14 +13,20 @@ from .harness import hdf_seq_lengths, run_training
 
 def test_every_rank_read_files_in_every_sub_epoch(two_rank_training):
     t = two_rank_training
-    assert [os.path.basename(p) for p in t.log_files] == ["returnn.torch-distrib-0-2.log",
-                                                          "returnn.torch-distrib-1-2.log"]
+    assert [os.path.basename(p) for p in t.log_files] == [
+        "returnn.torch-distrib-0-2.log",
+        "returnn.torch-distrib-1-2.log",
+    ]
     files = {}  # (epoch, rank) -> files
     for rank in range(2):
         text = t.log_text(rank)
         for epoch in range(1, SHARED["num_epochs"] + 1):
-            line = re.search(rf"^<DistributeFilesDataset 'train' epoch=\d+>: using files for epoch {epoch}: "
-                             rf"\[(.*)\]$", text, flags=re.M)
+            line = re.search(
+                rf"^<DistributeFilesDataset 'train' epoch=\d+>: using files for epoch {epoch}: "
+                rf"\[(.*)\]$",
+                text,
+                flags=re.M,
+            )
             assert line, f"rank {rank} logged no files for epoch {epoch}"
             files[(epoch, rank)] = re.findall(r"'([^']+)'", line.group(1))
             assert files[(epoch, rank)], (epoch, rank)

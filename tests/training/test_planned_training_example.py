@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -18,11 +17,15 @@ from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-pytest.importorskip("better_exchook", reason="the example's settings.py uses better_exchook: "
-                                             "pip install better_exchook")
+pytest.importorskip(
+    "better_exchook", reason="the example's settings.py uses better_exchook: pip install better_exchook"
+)
 needs_torch("the training needs torch")
-pytest.importorskip("i6_core.returnn", reason="the training job is i6_core's ReturnnTrainingJob: clone "
-                                              "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH")
+pytest.importorskip(
+    "i6_core.returnn",
+    reason="the training job is i6_core's ReturnnTrainingJob: clone "
+    "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH",
+)
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 
 from i6_shard import core  # noqa: E402
@@ -40,15 +43,24 @@ def _returnn_root():
     for root in candidates:
         if root and os.path.isfile(os.path.join(root, "rnn.py")):
             return root
-    pytest.skip("no RETURNN root with rnn.py: set RETURNN_ROOT to a RETURNN source checkout (or the PyPI sdist "
-                "unpacked); the wheel has no rnn.py")
+    pytest.skip(
+        "no RETURNN root with rnn.py: set RETURNN_ROOT to a RETURNN source checkout (or the PyPI sdist "
+        "unpacked); the wheel has no rnn.py"
+    )
 
 
 def run_sis_manager(sis: str, config: str, *, setup, env, log_path) -> str:
     """``sis m -r CONFIG`` in ``setup`` until every output is there (a real training's lock held); its log."""
     with _training_lock(timeout=1800), open(log_path, "ab") as log:
-        proc = subprocess.Popen([sis, "m", "-r", config], cwd=setup, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sis, "m", "-r", config],
+            cwd=setup,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -64,11 +76,13 @@ def run_sis_manager(sis: str, config: str, *, setup, env, log_path) -> str:
 def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
     root, sis = _returnn_root(), sis_command()[0]
     setup = str(tmp_path / "setup")
-    shutil.copytree(os.path.join(REPO, "recipe_examples"), setup,
-                    ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"))
+    shutil.copytree(
+        os.path.join(REPO, "recipe_examples"),
+        setup,
+        ignore=shutil.ignore_patterns("__pycache__", "work", "output", "alias"),
+    )
     os.mkdir(os.path.join(setup, "work"))
-    env = dict(os.environ, RETURNN_ROOT=root,
-               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, RETURNN_ROOT=root, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     run_sis_manager(sis, "config/planned_training.py", setup=setup, env=env, log_path=str(tmp_path / "sis.log"))
     out = os.path.join(setup, "output", "planned_training")
     with open(os.path.join(out, "verify_ok")) as f:
@@ -89,5 +103,6 @@ def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
         # The sub-epoch RETURNN loads ahead after the last one comes from the plan too (its 7th).
         with open(rank_log.path, encoding="utf-8") as f:
             (line,) = [ln for ln in f if ": using files for epoch 7: " in ln]
-        assert ast.literal_eval(line.split(": using files for epoch 7: ", 1)[1].strip()) == \
-            plan.files_for(epoch=7, shard_index=rank_log.rank)
+        assert ast.literal_eval(line.split(": using files for epoch 7: ", 1)[1].strip()) == plan.files_for(
+            epoch=7, shard_index=rank_log.rank
+        )

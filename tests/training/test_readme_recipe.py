@@ -20,8 +20,11 @@ pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
 needs_torch("the training needs torch")
 pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
-pytest.importorskip("i6_core.returnn", reason="the training job is i6_core's ReturnnTrainingJob: clone "
-                                              "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH")
+pytest.importorskip(
+    "i6_core.returnn",
+    reason="the training job is i6_core's ReturnnTrainingJob: clone "
+    "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH",
+)
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
 
 from i6_shard import core  # noqa: E402
@@ -38,8 +41,8 @@ def _readme_blocks():
     """The code blocks of the README's recipe section: config/train.py and settings.py."""
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    section = readme[readme.index("## Config builders"):]
-    section = section[:section.index("\n## ", 1)]
+    section = readme[readme.index("## Config builders") :]
+    section = section[: section.index("\n## ", 1)]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     (config,) = [b for b in blocks if b.startswith("# config/train.py")]
     (settings,) = [b for b in blocks if b.startswith("# settings.py")]
@@ -60,8 +63,13 @@ def test_the_readme_recipe_trains_and_reports(tmp_path):
     (setup / "config" / "train.py").write_text(config)
     (setup / "settings.py").write_text(settings)
     env = dict(os.environ, RETURNN_ROOT=root, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    subprocess.run([sys.executable, "-m", "i6_shard", "make-data", "-o", "data"], cwd=setup, env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "i6_shard", "make-data", "-o", "data"],
+        cwd=setup,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     run_sis_manager(sis, "config/train.py", setup=setup, env=env, log_path=str(tmp_path / "sis.log"))
 
     out = setup / "output"
@@ -69,8 +77,10 @@ def test_the_readme_recipe_trains_and_reports(tmp_path):
     s = plan.settings
     assert (s.num_shards, s.partition_epoch, s.distribution, s.unit) == (2, 2, "balanced", "frames")
     assert (s.training_num_epochs, s.preloaded_sub_epochs) == (4, 1)  # 2 passes, and the preloaded sub-epoch
-    assert "4 sub-epochs = 2 full epochs; the plan also holds the 1 after them that RETURNN preloads" in (
-        out / "sharding" / "report.txt").read_text()
+    assert (
+        "4 sub-epochs = 2 full epochs; the plan also holds the 1 after them that RETURNN preloads"
+        in (out / "sharding" / "report.txt").read_text()
+    )
     (train_dir,) = glob.glob(str(setup / "work" / "i6_core" / "returnn" / "training" / "ReturnnTrainingJob.*"))
     training = read_training_logs(sorted(glob.glob(os.path.join(train_dir, "work", "returnn.torch-distrib-*-2.log"))))
     assert training.num_ranks == 2 and training.epochs == [1, 2, 3, 4]

@@ -23,14 +23,24 @@ def test_a_file_resized_after_the_sizes_were_computed_stops_the_training(tmp_pat
     core.save_file_sizes(core.collect_file_sizes(files, num_threads=1, num_procs=1), sizes_path)
     with open(files[2], "ab") as f:  # e.g. a file rewritten by a preprocessing job after the sizes job ran
         f.write(b"\0" * 4096)
-    train = sharded_files_dataset(files, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                                  partition_epoch=2, distribution="balanced", file_sizes=sizes_path, num_shards=2,
-                                  extra_opts={"file_sizes_check_samples": len(files)})  # every rank checks all
+    train = sharded_files_dataset(
+        files,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+        distribution="balanced",
+        file_sizes=sizes_path,
+        num_shards=2,
+        extra_opts={"file_sizes_check_samples": len(files)},
+    )  # every rank checks all
     with pytest.raises(RuntimeError, match="failed with exit code") as info:
         run_training(work_dir, train=train, num_ranks=2, num_epochs=2, timeout=300)
     out = open(os.path.join(work_dir, "stdout.txt"), encoding="utf-8", errors="replace").read()
     for rank in (0, 1):
-        line = re.search(rf"^\[default{rank}\]:.*StaleFileSizesError: file_sizes {re.escape(repr(sizes_path))} is "
-                         rf"stale: 1 of 8 sampled entries changed .*entry 2 {re.escape(repr(files[2]))}: ", out, re.M)
+        line = re.search(
+            rf"^\[default{rank}\]:.*StaleFileSizesError: file_sizes {re.escape(repr(sizes_path))} is "
+            rf"stale: 1 of 8 sampled entries changed .*entry 2 {re.escape(repr(files[2]))}: ",
+            out,
+            re.M,
+        )
         assert line, f"rank {rank} did not name the changed file:\n{str(info.value)[-3000:]}"
     assert not re.search(r"^\[default\d\]:ep 1 train, step", out, re.M), "a step ran on stale sizes"

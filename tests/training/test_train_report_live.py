@@ -16,8 +16,11 @@ def test_report_of_a_real_training(two_rank_training, tmp_path):
     t = two_rank_training
     keys = [f"data/part{i:03d}.hdf" for i in range(SHARED["num_files"])]
     sizes = core.collect_file_sizes([os.path.join(t.work_dir, k) for k in keys])
-    plan = core.ShardPlan(keys, sizes.sizes, core.PlanSettings(
-        num_shards=2, partition_epoch=SHARED["partition_epoch"], num_epochs=SHARED["num_epochs"]))
+    plan = core.ShardPlan(
+        keys,
+        sizes.sizes,
+        core.PlanSettings(num_shards=2, partition_epoch=SHARED["partition_epoch"], num_epochs=SHARED["num_epochs"]),
+    )
     plan_path = str(tmp_path / "plan.npz")
     core.save_plan(plan, plan_path)
     summary = write_train_report(t.log_files, str(tmp_path / "report"), plan_path=plan_path)  # HDF read from cwd

@@ -16,22 +16,60 @@ from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import FileSizes, load_file_sizes, save_file_sizes
 from .stat_engine import DEFAULT_NUM_THREADS, MissingFilesError, collect_file_sizes
 from .stale_sizes import DEFAULT_CHECK_SAMPLES, StaleFileSizesError, check_sample_unchanged
-from .plan_file import (PLAN_FORMAT_VERSION, PlanFile, PlanHead, load_plan, read_plan_file, read_plan_head,
-                        read_plan_layout, save_plan)
+from .plan_file import (
+    PLAN_FORMAT_VERSION,
+    PlanFile,
+    PlanHead,
+    load_plan,
+    read_plan_file,
+    read_plan_head,
+    read_plan_layout,
+    save_plan,
+)
 from .progress import Progress
 from .file_costs import FileCosts, collect_file_costs, load_file_costs, save_file_costs
 from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
 from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
 
 __all__ = [
-    "collect_file_sizes", "FileSizes", "MissingFilesError", "save_file_sizes", "load_file_sizes", "DEFAULT_NUM_THREADS",
-    "check_sample_unchanged", "StaleFileSizesError", "DEFAULT_CHECK_SAMPLES",
-    "read_file_list", "write_file_list", "FILE_LIST_EXTENSIONS",
-    "save_plan", "load_plan", "read_plan_file", "PlanFile", "PLAN_FORMAT_VERSION", "PlanHead", "read_plan_head",
+    "collect_file_sizes",
+    "FileSizes",
+    "MissingFilesError",
+    "save_file_sizes",
+    "load_file_sizes",
+    "DEFAULT_NUM_THREADS",
+    "check_sample_unchanged",
+    "StaleFileSizesError",
+    "DEFAULT_CHECK_SAMPLES",
+    "read_file_list",
+    "write_file_list",
+    "FILE_LIST_EXTENSIONS",
+    "save_plan",
+    "load_plan",
+    "read_plan_file",
+    "PlanFile",
+    "PLAN_FORMAT_VERSION",
+    "PlanHead",
+    "read_plan_head",
     "read_plan_layout",
-    "atomic_write", "atomic_path", "check_output_path", "Progress",
-    "lognormal_sizes", "make_demo_files", "write_hdf_corpus",
-    "read_training_logs", "TrainingLog", "RankLog", "SubEpochLog",
-    "FileCosts", "collect_file_costs", "load_file_costs", "save_file_costs",
-    "FileLengths", "hdf_file_lengths", "read_hdf_lengths", "load_file_lengths", "save_file_lengths",
+    "atomic_write",
+    "atomic_path",
+    "check_output_path",
+    "Progress",
+    "lognormal_sizes",
+    "make_demo_files",
+    "write_hdf_corpus",
+    "read_training_logs",
+    "TrainingLog",
+    "RankLog",
+    "SubEpochLog",
+    "FileCosts",
+    "collect_file_costs",
+    "load_file_costs",
+    "save_file_costs",
+    "FileLengths",
+    "hdf_file_lengths",
+    "read_hdf_lengths",
+    "load_file_lengths",
+    "save_file_lengths",
 ]

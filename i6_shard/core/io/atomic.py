@@ -18,8 +18,11 @@ __all__ = ["atomic_write", "atomic_path", "atomic_dir", "check_output_path", "ch
 #: Longest part of the target's name put into the temporary name (names are limited to 255 bytes).
 _MAX_PREFIX_CHARS = 100
 #: Write errors that say the device is full: the message names the target instead of the temporary file.
-_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-         errno.EFBIG: "file too large for this file system"}
+_FULL = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for this file system",
+}
 #: Entries of an output directory listed in an error before the rest is only counted.
 _MAX_LISTED_ENTRIES = 5
 #: The file :func:`atomic_dir` writes into every set it swaps in, naming what the set is: only a directory that
@@ -35,14 +38,16 @@ def _not_a_directory(path: str) -> str:
             os.stat(path)
         except OSError as exc:  # ELOOP: a loop; ENOENT: a missing target
             why = "a loop" if exc.errno == errno.ELOOP else "its target is missing"
-            return (f"it is a symbolic link that leads nowhere ({why}); remove the link or choose another output "
-                    "directory")
+            return (
+                f"it is a symbolic link that leads nowhere ({why}); remove the link or choose another output directory"
+            )
         return "it is a symbolic link to a file, not a directory; remove the link or choose another output directory"
     return "it exists and is not a directory; remove it or choose another output directory"
 
 
-def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffix: Optional[str] = None,
-                      kind: str = "output") -> None:
+def check_output_path(
+    path: str | os.PathLike, *, directory: bool = False, suffix: Optional[str] = None, kind: str = "output"
+) -> None:
     """Raise now, with a message naming ``path``, what writing it later would raise.
 
     A file (``directory=False``): ``path`` is not a directory, and its directory exists and
@@ -73,8 +78,9 @@ def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffi
         if os.path.islink(ancestor) and not os.path.isdir(ancestor):
             raise NotADirectoryError(f"cannot create {path!r}: {ancestor!r}: {_not_a_directory(ancestor)}")
         if not os.path.isdir(ancestor):
-            raise NotADirectoryError(f"cannot create {path!r}: {ancestor!r} is not a directory; "
-                                     "choose another output directory")
+            raise NotADirectoryError(
+                f"cannot create {path!r}: {ancestor!r} is not a directory; choose another output directory"
+            )
         _check_writable_dir(ancestor, target=path)
         return
     if os.path.isdir(path):
@@ -83,8 +89,9 @@ def check_output_path(path: str | os.PathLike, *, directory: bool = False, suffi
     if os.path.islink(parent) and not os.path.isdir(parent):
         raise NotADirectoryError(f"cannot write {path!r}: {parent!r}: {_not_a_directory(parent)}")
     if not os.path.exists(parent):
-        raise FileNotFoundError(f"cannot write {path!r}: directory {parent!r} does not exist; "
-                                "create it or choose another path")
+        raise FileNotFoundError(
+            f"cannot write {path!r}: directory {parent!r} does not exist; create it or choose another path"
+        )
     if not os.path.isdir(parent):
         raise NotADirectoryError(f"cannot write {path!r}: {parent!r} is not a directory; choose another path")
     _check_writable_dir(parent, target=path)
@@ -105,14 +112,18 @@ def check_suffix(path: str | os.PathLike, *, suffix: str, kind: str) -> None:
         return
     stem, ext = os.path.splitext(path)
     has = f"the name ends in {ext!r}" if ext else "the name has no extension"
-    raise ValueError(f"cannot write {path!r}: a {kind} is a {suffix} file, but {has}; give a name ending in "
-                     f"{suffix}, e.g. {(stem if ext else path) + suffix!r}")
+    raise ValueError(
+        f"cannot write {path!r}: a {kind} is a {suffix} file, but {has}; give a name ending in "
+        f"{suffix}, e.g. {(stem if ext else path) + suffix!r}"
+    )
 
 
 def _check_writable_dir(directory: str, *, target: str) -> None:
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise PermissionError(f"cannot write {target!r}: no permission to create files in {directory!r}; "
-                              "make it writable or choose another path")
+        raise PermissionError(
+            f"cannot write {target!r}: no permission to create files in {directory!r}; "
+            "make it writable or choose another path"
+        )
 
 
 @contextlib.contextmanager
@@ -171,8 +182,9 @@ def _full_device_error(exc: BaseException, *, path: str) -> Optional[OSError]:
     """
     if not isinstance(exc, OSError) or exc.errno not in _FULL:
         return None
-    new = type(exc)(f"cannot write {path!r}: {_FULL[exc.errno]}; free some space or choose another path "
-                    "(nothing was written there)")
+    new = type(exc)(
+        f"cannot write {path!r}: {_FULL[exc.errno]}; free some space or choose another path (nothing was written there)"
+    )
     new.errno = exc.errno
     return new
 
@@ -186,8 +198,10 @@ def _temp_file_error(exc: OSError, *, path: str, dirname: str) -> OSError:
     elif isinstance(exc, PermissionError):
         why = f"no permission to create files in {dirname!r}; make it writable or choose another path"
     else:
-        why = (f"cannot create a temporary file in {dirname!r} ({exc.strerror or exc}); "
-               "check free space and permissions, or choose another path")
+        why = (
+            f"cannot create a temporary file in {dirname!r} ({exc.strerror or exc}); "
+            "check free space and permissions, or choose another path"
+        )
     new = type(exc)(f"cannot write {path!r}: {why}")
     new.errno = exc.errno
     return new
@@ -206,8 +220,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "wt", **open_kwargs) -> It
 
 def _is_leftover(entry: str, names: Collection[str]) -> bool:
     """A temporary file that a killed :func:`atomic_path` writer left for one of ``names``."""
-    return entry.startswith(".") and entry.endswith(".tmp") and any(
-        entry.startswith(f".{n.rstrip('/')[:_MAX_PREFIX_CHARS]}.") for n in names)
+    return (
+        entry.startswith(".")
+        and entry.endswith(".tmp")
+        and any(entry.startswith(f".{n.rstrip('/')[:_MAX_PREFIX_CHARS]}.") for n in names)
+    )
 
 
 def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: str = "output set") -> None:
@@ -231,16 +248,20 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
     target = os.path.realpath(path)
     cwd = os.path.realpath(os.getcwd())
     if target == os.path.dirname(target) or cwd == target or cwd.startswith(target.rstrip(os.sep) + os.sep):
-        raise ValueError(f"cannot write the {what} {path!r}: it is the working directory, or holds it, and is "
-                         "replaced whole; give a new directory, e.g. a subdirectory")
+        raise ValueError(
+            f"cannot write the {what} {path!r}: it is the working directory, or holds it, and is "
+            "replaced whole; give a new directory, e.g. a subdirectory"
+        )
     if os.path.lexists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f"cannot write the {what} {path!r}: {_not_a_directory(path)}")
     if not os.path.isdir(target):
         check_output_path(path, directory=True)
         return
     if os.path.ismount(target):
-        raise ValueError(f"cannot write the {what} {path!r}: it is a mount point, which cannot be replaced; "
-                         "give a directory inside it")
+        raise ValueError(
+            f"cannot write the {what} {path!r}: it is a mount point, which cannot be replaced; "
+            "give a directory inside it"
+        )
     files = {n for n in names if not n.endswith("/")} | {SET_MARKER}
     dirs = {n.rstrip("/") for n in names if n.endswith("/")}
     others = []
@@ -248,11 +269,15 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
     for entry in entries:
         full = os.path.join(path, entry)
         if entry in files and os.path.isdir(full) and not os.path.islink(full):
-            raise IsADirectoryError(f"cannot write {full!r}: it is a directory, not a file of an earlier {what}; "
-                                    "remove it or choose another output directory")
+            raise IsADirectoryError(
+                f"cannot write {full!r}: it is a directory, not a file of an earlier {what}; "
+                "remove it or choose another output directory"
+            )
         if entry in dirs and not os.path.isdir(full):
-            raise NotADirectoryError(f"cannot write {full!r}: it is not a directory, as in an earlier {what}; "
-                                     "remove it or choose another output directory")
+            raise NotADirectoryError(
+                f"cannot write {full!r}: it is not a directory, as in an earlier {what}; "
+                "remove it or choose another output directory"
+            )
         if entry not in files and entry not in dirs and not _is_leftover(entry, names):
             others.append(entry)
     if others:
@@ -262,19 +287,23 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
             f"cannot write the {what} {path!r}: it holds {len(others)} "
             f"entr{'y' if len(others) == 1 else 'ies'} that {'is' if len(others) == 1 else 'are'} not part of "
             f"it ({shown}{more}); the {what} is replaced whole, so give a new or empty directory, or one that an "
-            f"earlier run wrote (it holds only {', '.join(sorted(names))})")
+            f"earlier run wrote (it holds only {', '.join(sorted(names))})"
+        )
     named = [e for e in entries if e != SET_MARKER and not _is_leftover(e, names)]
     if named and _marker_of(target) != what:
         shown = ", ".join(repr(e[:100]) for e in named[:_MAX_LISTED_ENTRIES])
         raise ValueError(
             f"cannot write the {what} {path!r}: it holds {shown}{' ...' if len(named) > _MAX_LISTED_ENTRIES else ''} "
             f"but was not written as a {what} by i6_shard (no {SET_MARKER} naming it); a {what} is replaced whole, "
-            "which would delete these files: give a new or empty directory, or move them away")
+            "which would delete these files: give a new or empty directory, or move them away"
+        )
     parent = os.path.dirname(target)
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise PermissionError(f"cannot write the {what} {path!r}: no permission to create files in {parent!r}, "
-                              "where the new set is built before it replaces the old one; make it writable or "
-                              "choose another output directory")
+        raise PermissionError(
+            f"cannot write the {what} {path!r}: no permission to create files in {parent!r}, "
+            "where the new set is built before it replaces the old one; make it writable or "
+            "choose another output directory"
+        )
 
 
 def _marker_of(directory: str) -> Optional[str]:
@@ -361,8 +390,9 @@ def _renamed(exc: OSError, *, tmp: str, path: str) -> OSError:
         return new
     name = exc.filename if isinstance(exc.filename, str) else ""
     inside = os.path.abspath(name).startswith(tmp + os.sep) if name else False
-    full = _full_device_error(exc, path=os.path.join(path, os.path.relpath(os.path.abspath(name), tmp))
-                              if inside else path)
+    full = _full_device_error(
+        exc, path=os.path.join(path, os.path.relpath(os.path.abspath(name), tmp)) if inside else path
+    )
     return exc if full is None else full
 
 

@@ -11,8 +11,7 @@ import numpy as np
 __all__ = ["lognormal_sizes", "make_demo_files"]
 
 
-def lognormal_sizes(num_files: int, *, seed: int = 0, median_bytes: int = 1_000_000,
-                    sigma: float = 1.0) -> np.ndarray:
+def lognormal_sizes(num_files: int, *, seed: int = 0, median_bytes: int = 1_000_000, sigma: float = 1.0) -> np.ndarray:
     """int64 file sizes, lognormal around ``median_bytes``, each at least 1 byte.
 
     >>> lognormal_sizes(3, seed=1, median_bytes=100).tolist()
@@ -23,8 +22,15 @@ def lognormal_sizes(num_files: int, *, seed: int = 0, median_bytes: int = 1_000_
     return np.maximum(1, sizes.astype(np.int64))
 
 
-def make_demo_files(directory: str, *, num_files: int = 200, seed: int = 0, median_bytes: int = 1_000_000,
-                    sigma: float = 1.0, suffix: str = ".hdf") -> List[str]:
+def make_demo_files(
+    directory: str,
+    *,
+    num_files: int = 200,
+    seed: int = 0,
+    median_bytes: int = 1_000_000,
+    sigma: float = 1.0,
+    suffix: str = ".hdf",
+) -> List[str]:
     """Create ``num_files`` sparse files of lognormal sizes under ``directory``.
 
     :return: their paths, in name order

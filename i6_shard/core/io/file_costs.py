@@ -20,24 +20,41 @@ from ..pure.args import first_negative
 from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
 from ..pure.file_tree import FileTree, flatten
 from ..pure.settings import UNITS
-from .file_sizes import COSTS_ARRAYS, FILE_COSTS_FORMAT_VERSION, SEQ_LENGTHS_ARRAY, STEPS_BATCHING_ARRAY, FileSizes, \
-    load_file_sizes
+from .file_sizes import (
+    COSTS_ARRAYS,
+    FILE_COSTS_FORMAT_VERSION,
+    SEQ_LENGTHS_ARRAY,
+    STEPS_BATCHING_ARRAY,
+    load_file_sizes,
+)
 from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
 from .npz import encode_keys, inflation_problem, open_npz, save_npz
 from .preflight import short_repr
 from .progress import Progress
 
-__all__ = ["FileCosts", "COST_UNITS", "cost_leaf", "collect_file_costs", "save_file_costs", "load_file_costs",
-           "prediction_batching", "MISSING_H5PY"]
+__all__ = [
+    "FileCosts",
+    "COST_UNITS",
+    "cost_leaf",
+    "collect_file_costs",
+    "save_file_costs",
+    "load_file_costs",
+    "prediction_batching",
+    "MISSING_H5PY",
+]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
 COST_UNITS = tuple(u for u in UNITS if u != "bytes")
 #: Points of the pooled sequence length distribution a costs archive keeps (quantiles 0, 1/256, ..., 1).
 NUM_LENGTH_QUANTILES = 257
-MISSING_H5PY = ("h5py is not installed, so RETURNN HDF files cannot be read for their sequence lengths: "
-                "pip install h5py into the Python that runs this, or balance by bytes (`sizes`)")
-MISSING_PYARROW = ("pyarrow is not installed, so arrow shards cannot be read for their rows: pip install pyarrow "
-                   "(or i6_shard[arrow]) into the Python that runs this, or balance by bytes (`sizes`)")
+MISSING_H5PY = (
+    "h5py is not installed, so RETURNN HDF files cannot be read for their sequence lengths: "
+    "pip install h5py into the Python that runs this, or balance by bytes (`sizes`)"
+)
+MISSING_PYARROW = (
+    "pyarrow is not installed, so arrow shards cannot be read for their rows: pip install pyarrow "
+    "(or i6_shard[arrow]) into the Python that runs this, or balance by bytes (`sizes`)"
+)
 #: The first bytes of an Arrow IPC *file* (an IPC stream, as HuggingFace datasets writes ``.arrow``, has none).
 _ARROW_FILE_MAGIC = b"ARROW1"
 #: Files up to which the costs are read in this process: a read takes ~0.5 ms (warm), a helper process
@@ -88,13 +105,17 @@ class FileCosts:
             if np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"{name} has shape {np.shape(getattr(self, name))} for {n} keys; they must pair up")
         if np.shape(self.seq_length_quantiles) != (NUM_LENGTH_QUANTILES,):
-            raise ValueError(f"seq_length_quantiles has shape {np.shape(self.seq_length_quantiles)}, expected "
-                             f"({NUM_LENGTH_QUANTILES},)")
+            raise ValueError(
+                f"seq_length_quantiles has shape {np.shape(self.seq_length_quantiles)}, expected "
+                f"({NUM_LENGTH_QUANTILES},)"
+            )
         if self.seq_lengths is not None:
             expected = sum(int(x) for x in np.asarray(self.num_seqs))
             if np.shape(self.seq_lengths) != (expected,):
-                raise ValueError(f"seq_lengths has shape {np.shape(self.seq_lengths)}, but num_seqs sum to {expected:,}; "
-                                 "they must pair up")
+                raise ValueError(
+                    f"seq_lengths has shape {np.shape(self.seq_lengths)}, but num_seqs sum to {expected:,}; "
+                    "they must pair up"
+                )
 
     def file_lengths(self) -> Optional[List[np.ndarray]]:
         """Each entry's sequence lengths (views into :attr:`seq_lengths`), or None where they are not kept."""
@@ -106,7 +127,6 @@ class FileCosts:
         return len(self.keys)
 
 
-
 def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optional[Batching]:
     """The batching limits a plan of ``costs`` predicts its loss under: the given ones, or for costs in
     steps the limits they were counted under (a plan by steps always records them in its summary).
@@ -114,14 +134,18 @@ def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optio
     :raises ValueError: if costs in steps were counted under other limits than the given ones
     """
     if batching is not None and not costs.num_frames.any() and costs.num_seqs.any():  # sums could wrap
-        raise ValueError("the costs archive knows no sequence lengths (arrow shards without a length column), so no "
-                         "loss can be predicted under batch_size / max_seqs: compute the costs with a length column "
-                         "(`costs --length-column NAME`, ComputeFileCostsJob(length_column=...))")
+        raise ValueError(
+            "the costs archive knows no sequence lengths (arrow shards without a length column), so no "
+            "loss can be predicted under batch_size / max_seqs: compute the costs with a length column "
+            "(`costs --length-column NAME`, ComputeFileCostsJob(length_column=...))"
+        )
     if costs.batching is None or batching is None or batching == costs.batching:
         return batching if batching is not None else costs.batching
-    raise ValueError(f"the costs count steps under {costs.batching.as_dict()}, but the prediction was asked for "
-                     f"{batching.as_dict()}: give the same batch_size / max_seqs, or compute the costs again with "
-                     "these")
+    raise ValueError(
+        f"the costs count steps under {costs.batching.as_dict()}, but the prediction was asked for "
+        f"{batching.as_dict()}: give the same batch_size / max_seqs, or compute the costs again with "
+        "these"
+    )
 
 
 def hdf_stream_names(h5file) -> List[str]:
@@ -150,14 +174,18 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
         raise ImportError(MISSING_H5PY) from exc
     with h5py.File(path, "r") as f:
         if "seqLengths" not in f:
-            raise ValueError(f"{short_repr(path)} has no seqLengths dataset; it is not a RETURNN HDF file "
-                             "(balance by bytes for files without such metadata)")
+            raise ValueError(
+                f"{short_repr(path)} has no seqLengths dataset; it is not a RETURNN HDF file "
+                "(balance by bytes for files without such metadata)"
+            )
         dataset = f["seqLengths"]
         declared = math.prod(dataset.shape) * dataset.dtype.itemsize
         problem = inflation_problem(declared, os.path.getsize(path), stored_as="in the whole file")
         if problem:
-            raise ValueError(f"{short_repr(path)}: its seqLengths of shape {list(dataset.shape)} {problem}: the file "
-                             "is crafted or damaged (refused before reading it); fix it, or remove it from the list")
+            raise ValueError(
+                f"{short_repr(path)}: its seqLengths of shape {list(dataset.shape)} {problem}: the file "
+                "is crafted or damaged (refused before reading it); fix it, or remove it from the list"
+            )
         lengths = dataset[...]
         if stream == "data" and lengths.ndim == 2 and "inputs" in f:  # the common case: column 0
             return lengths[:, 0].astype(np.int64)
@@ -168,8 +196,9 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
     if lengths.ndim != 2 or lengths.shape[1] != len(names):
         raise ValueError(f"{short_repr(path)}: seqLengths has shape {list(lengths.shape)} for the streams {names}")
     if stream not in names:
-        raise ValueError(f"{short_repr(path)} has no stream {stream!r}; its streams are {names}: pass one of them "
-                         "as the cost stream")
+        raise ValueError(
+            f"{short_repr(path)} has no stream {stream!r}; its streams are {names}: pass one of them as the cost stream"
+        )
     return np.ascontiguousarray(lengths[:, names.index(stream)])
 
 
@@ -193,31 +222,39 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
             info = zf.getinfo(name + ".txt")
             problem = inflation_problem(info.file_size, info.compress_size)
             if problem:
-                raise ValueError(f"{short_repr(path)}: its manifest {info.filename!r} {problem}: the zip is crafted "
-                                 "or damaged (refused before inflating it); fix it, or remove it from the list")
+                raise ValueError(
+                    f"{short_repr(path)}: its manifest {info.filename!r} {problem}: the zip is crafted "
+                    "or damaged (refused before inflating it); fix it, or remove it from the list"
+                )
             text = zf.read(info)
     except KeyError:
-        raise ValueError(f"{short_repr(path)} has no manifest {name + '.txt'!r}; it is not an OggZipDataset zip "
-                         "(balance by bytes for files without such metadata)") from None
+        raise ValueError(
+            f"{short_repr(path)} has no manifest {name + '.txt'!r}; it is not an OggZipDataset zip "
+            "(balance by bytes for files without such metadata)"
+        ) from None
     except zipfile.BadZipFile as exc:
         raise ValueError(f"{short_repr(path)} is not a zip file ({exc})") from None
     try:
         entries = parse_returnn_py_literal(text)
     except ValueError as exc:
         raise ValueError(f"{short_repr(path)}: its manifest does not parse as RETURNN reads it ({exc})") from None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("duration"), (int, float))
-                                                for e in entries):
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("duration"), (int, float)) for e in entries
+    ):
         raise ValueError(f"{short_repr(path)}: the manifest must be a list of dicts with a float 'duration'")
     durations = np.array([float(e["duration"]) for e in entries], dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(durations) | (durations < 0))
     if len(bad):
-        raise ValueError(f"{short_repr(path)}: entry {int(bad[0])} of its manifest has duration "
-                         f"{float(durations[bad[0]])!r}; a duration is a finite number of seconds, at least 0")
+        raise ValueError(
+            f"{short_repr(path)}: entry {int(bad[0])} of its manifest has duration "
+            f"{float(durations[bad[0]])!r}; a duration is a finite number of seconds, at least 0"
+        )
     return np.rint(durations * frame_rate).astype(np.int64)
 
 
 #: Leaves whose costs can be read: RETURNN HDF, OggZip zips, arrow shards.
 _COST_SUFFIXES = (".hdf", ".zip", ".arrow")
+
 
 def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
     """The leaf of a file tree whose sequences define the entry's cost.
@@ -243,10 +280,12 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
         if len(readable) == 1:
             return readable[0]
         example = next(iter(tree)) if isinstance(tree, dict) else 0
-        raise ValueError(f"file tree {short_repr(tree)} has {len(readable)} leaves whose costs can be read "
-                         f"({', '.join(_COST_SUFFIXES)}); name the one that defines the "
-                         f"cost (leaf={example!r} or another path of dict keys / list indices, or its position "
-                         f"0..{len(leaves) - 1})")
+        raise ValueError(
+            f"file tree {short_repr(tree)} has {len(readable)} leaves whose costs can be read "
+            f"({', '.join(_COST_SUFFIXES)}); name the one that defines the "
+            f"cost (leaf={example!r} or another path of dict keys / list indices, or its position "
+            f"0..{len(leaves) - 1})"
+        )
     if isinstance(leaf, int) and not isinstance(leaf, bool):
         if not 0 <= leaf < len(leaves):
             raise ValueError(f"leaf={leaf} is out of range for file tree {short_repr(tree)} with {len(leaves)} leaves")
@@ -260,8 +299,10 @@ def cost_leaf(tree: FileTree, *, leaf: Union[None, int, str] = None) -> str:
         elif isinstance(node, (list, tuple)) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            raise ValueError(f"file tree {short_repr(tree)} has no leaf at {leaf!r} (stuck at {part!r}); give a "
-                             "path of dict keys / list indices joined by '/'")
+            raise ValueError(
+                f"file tree {short_repr(tree)} has no leaf at {leaf!r} (stuck at {part!r}); give a "
+                "path of dict keys / list indices joined by '/'"
+            )
     if not isinstance(node, str):
         raise ValueError(f"{leaf!r} names a subtree of {short_repr(tree)}, not a file; go down to one leaf")
     return node
@@ -297,24 +338,32 @@ def read_arrow_seq_lengths(path: str, *, length_column: Optional[str] = None) ->
                 return sum(b.num_rows for b in batches)
             idx = reader.schema.get_field_index(length_column)
             if idx < 0:
-                raise ValueError(f"{short_repr(path)} has no column {length_column!r}; its columns are "
-                                 f"{short_repr(reader.schema.names)}: name one of them as the length column")
+                raise ValueError(
+                    f"{short_repr(path)} has no column {length_column!r}; its columns are "
+                    f"{short_repr(reader.schema.names)}: name one of them as the length column"
+                )
             kind = reader.schema.field(idx).type
             is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
             if not (is_list or pa.types.is_integer(kind)):
-                raise ValueError(f"{short_repr(path)}: column {length_column!r} is {kind}; the length column must "
-                                 "hold ints (each row's length) or lists (whose lengths count)")
+                raise ValueError(
+                    f"{short_repr(path)}: column {length_column!r} is {kind}; the length column must "
+                    "hold ints (each row's length) or lists (whose lengths count)"
+                )
             parts = []
             for batch in batches:
                 column = batch.column(idx)
                 if column.null_count:
-                    raise ValueError(f"{short_repr(path)}: column {length_column!r} has {column.null_count} nulls; "
-                                     "every row needs a length")
+                    raise ValueError(
+                        f"{short_repr(path)}: column {length_column!r} has {column.null_count} nulls; "
+                        "every row needs a length"
+                    )
                 values = pc.list_value_length(column) if is_list else column
                 parts.append(values.to_numpy(zero_copy_only=False).astype(np.int64))
     except pa.ArrowInvalid as exc:
-        raise ValueError(f"{short_repr(path)} is not an Arrow IPC stream or file ({exc}); balance by bytes for "
-                         "files without such metadata") from None
+        raise ValueError(
+            f"{short_repr(path)} is not an Arrow IPC stream or file ({exc}); balance by bytes for "
+            "files without such metadata"
+        ) from None
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -332,8 +381,10 @@ _INT64_MAX = 2**63 - 1
 def _check_num_seqs(path: str, num_seqs: int) -> int:
     """``num_seqs`` if at most :data:`MAX_SEQS_PER_FILE`, else ValueError naming the file and the fix."""
     if num_seqs > MAX_SEQS_PER_FILE:
-        raise ValueError(f"{short_repr(path)} claims {num_seqs:,} sequences, more than {MAX_SEQS_PER_FILE:,} (2**32), "
-                         "which no file holds; the file is damaged or crafted; fix it, or remove it from the list")
+        raise ValueError(
+            f"{short_repr(path)} claims {num_seqs:,} sequences, more than {MAX_SEQS_PER_FILE:,} (2**32), "
+            "which no file holds; the file is damaged or crafted; fix it, or remove it from the list"
+        )
     return num_seqs
 
 
@@ -345,9 +396,11 @@ def _check_lengths(path: str, lengths: np.ndarray, *, source: str = "") -> np.nd
     if len(lengths):
         i = int(np.argmax(lengths))
         if int(lengths[i]) > MAX_SEQ_LENGTH:
-            raise ValueError(f"{short_repr(path)}: sequence {i} is {int(lengths[i]):,} frames long, more than RETURNN's "
-                             f"int32 sequence lengths hold ({MAX_SEQ_LENGTH:,}){source}; the file is damaged or "
-                             "crafted; fix it, or remove it from the list")
+            raise ValueError(
+                f"{short_repr(path)}: sequence {i} is {int(lengths[i]):,} frames long, more than RETURNN's "
+                f"int32 sequence lengths hold ({MAX_SEQ_LENGTH:,}){source}; the file is damaged or "
+                "crafted; fix it, or remove it from the list"
+            )
     return lengths
 
 
@@ -361,19 +414,29 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
             rows = read_arrow_seq_lengths(path, length_column=length_column)
             return _check_num_seqs(path, rows) if isinstance(rows, int) else _check_lengths(path, rows)
         if path.endswith(".zip"):
-            return _check_lengths(path, read_oggzip_seq_lengths(path, frame_rate=frame_rate),
-                                  source=f" (its manifest's duration times the frame rate {frame_rate:g})")
+            return _check_lengths(
+                path,
+                read_oggzip_seq_lengths(path, frame_rate=frame_rate),
+                source=f" (its manifest's duration times the frame rate {frame_rate:g})",
+            )
         return _check_lengths(path, read_hdf_seq_lengths(path, stream=stream))
     except ImportError:
         raise
     except Exception as exc:  # noqa: BLE001 -- h5py, zipfile, pyarrow: whatever a damaged file raises
         if isinstance(exc, ValueError) and short_repr(path) in str(exc):
             raise  # names the file already
-        kind = "an arrow shard" if path.endswith(".arrow") else "an OggZip zip" if path.endswith(".zip") else \
-            "a RETURNN HDF file"
-        raise ValueError(f"{short_repr(path)} cannot be read as {kind} ({type(exc).__name__}: "
-                         f"{short_repr(str(exc), limit=200)}): it is damaged or of another format; fix it, or remove it "
-                         "from the list") from None
+        kind = (
+            "an arrow shard"
+            if path.endswith(".arrow")
+            else "an OggZip zip"
+            if path.endswith(".zip")
+            else "a RETURNN HDF file"
+        )
+        raise ValueError(
+            f"{short_repr(path)} cannot be read as {kind} ({type(exc).__name__}: "
+            f"{short_repr(str(exc), limit=200)}): it is damaged or of another format; fix it, or remove it "
+            "from the list"
+        ) from None
 
 
 #: Seconds between a helper's looks at whether its parent still runs.
@@ -387,14 +450,17 @@ def _check_total_frames(num_frames: np.ndarray, cost_paths: Sequence[str]) -> No
     total = sum(int(x) for x in num_frames)
     if total > _INT64_MAX:
         largest = int(np.argmax(num_frames))
-        raise ValueError(f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
-                         f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
-                         f"{int(num_frames[largest]):,} frames); fix it, or remove it from the list")
+        raise ValueError(
+            f"the {len(num_frames):,} entries sum to {total:,} frames, more than int64 holds; a file "
+            f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
+            f"{int(num_frames[largest]):,} frames); fix it, or remove it from the list"
+        )
 
 
 def _exit_with_parent(parent_pid: int) -> None:
     """In a helper process: end it (``os._exit``) once its parent ``parent_pid`` is gone (it is then re-parented),
     from a daemon thread that looks every :data:`_PARENT_POLL_S` seconds, whatever the helper is reading."""
+
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(_PARENT_POLL_S)
@@ -440,10 +506,18 @@ def length_quantiles(counts: np.ndarray) -> np.ndarray:
     return np.searchsorted(cum, targets, side="left").astype(np.int64)
 
 
-def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf: Union[None, int, str] = None,
-                       stream: str = "data", frame_rate: float = DEFAULT_FRAME_RATE, num_procs: Optional[int] = None,
-                       progress_interval: float = 5.0, batching: Optional[Batching] = None,
-                       length_column: Optional[str] = None) -> FileCosts:
+def collect_file_costs(
+    trees: Sequence[FileTree],
+    *,
+    unit: str = "frames",
+    leaf: Union[None, int, str] = None,
+    stream: str = "data",
+    frame_rate: float = DEFAULT_FRAME_RATE,
+    num_procs: Optional[int] = None,
+    progress_interval: float = 5.0,
+    batching: Optional[Batching] = None,
+    length_column: Optional[str] = None,
+) -> FileCosts:
     """Frames, sequences or expected steps per entry of a file list, read from the ``seqLengths`` of its
     RETURNN HDF files (one read of a small dataset per file, no features), the manifests of its
     ``OggZipDataset`` zips (``.zip``: durations times ``frame_rate``) or its HuggingFace/arrow shards
@@ -469,8 +543,10 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     :raises MissingFilesError: as :func:`collect_file_sizes`
     """
     if unit not in COST_UNITS:
-        raise ValueError(f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
-                         "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)")
+        raise ValueError(
+            f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
+            "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)"
+        )
     if batching is not None and not isinstance(batching, Batching):
         raise TypeError(f"batching={batching!r} must be a core.pure.batching.Batching")
     check_batching_for_unit(unit, batching)
@@ -485,9 +561,11 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     cost_paths = [cost_leaf(t, leaf=leaf) for t in trees]
     unique = list(dict.fromkeys(cost_paths))
     if unit != "seqs" and length_column is None and any(p.endswith(".arrow") for p in unique):
-        raise ValueError(f"unit={unit!r} needs each arrow shard's sequence lengths: name its length column "
-                         "(length_column=..., `costs --length-column NAME`: an int column or a list column), or "
-                         "balance by seqs (the rows)")
+        raise ValueError(
+            f"unit={unit!r} needs each arrow shard's sequence lengths: name its length column "
+            "(length_column=..., `costs --length-column NAME`: an int column or a list column), or "
+            "balance by seqs (the rows)"
+        )
     sizes = collect_file_sizes(trees, progress_interval=progress_interval)  # existence, readability, mtimes
     num_procs = default_num_procs(_DEFAULT_MAX_PROCS) if num_procs is None else num_procs
     progress = Progress("file costs", total=len(unique), interval=progress_interval)
@@ -498,12 +576,13 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
             lengths.append(_read_one(item))
             progress.add(1)
     else:
-        chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+        chunks = [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
         # spawned, so that this process is each helper's parent (a forkserver would be): a helper ends as soon as
         # it sees that parent gone, mid-chunk too, so a killed costs pass leaves no helper reading on
         ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=num_procs, mp_context=ctx,
-                                                    initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=num_procs, mp_context=ctx, initializer=_exit_with_parent, initargs=(os.getpid(),)
+        ) as pool:
             for part in pool.map(_read_chunk, chunks):
                 lengths.extend(part)
                 progress.add(len(part))
@@ -511,27 +590,35 @@ def collect_file_costs(trees: Sequence[FileTree], *, unit: str = "frames", leaf:
     index = dict(zip(unique, range(len(unique))))
     per_file = [lengths[index[p]] for p in cost_paths]
     known = [x for x in lengths if not isinstance(x, int)]  # an int: the rows of an arrow shard, lengths unknown
-    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in per_file), dtype=np.int64,
-                           count=len(per_file))
-    num_frames = np.fromiter((0 if isinstance(x, int) else int(x.sum()) for x in per_file), dtype=np.int64,
-                             count=len(per_file))
+    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in per_file), dtype=np.int64, count=len(per_file))
+    num_frames = np.fromiter(
+        (0 if isinstance(x, int) else int(x.sum()) for x in per_file), dtype=np.int64, count=len(per_file)
+    )
     bad = next((p for p, x in zip(unique, lengths) if not isinstance(x, int) and len(x) and int(x.min()) < 0), None)
     if bad is not None:
-        raise ValueError(f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it "
-                         "is corrupt")
+        raise ValueError(
+            f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it is corrupt"
+        )
     _check_total_frames(num_frames, cost_paths)  # sequences cannot wrap: at most 2**32 per file
     if unit == "steps":
         costs = file_millisteps(per_file, batching)
     else:
         costs = (num_frames if unit == "frames" else num_seqs).copy()
     all_known = all(not isinstance(x, int) for x in per_file)
-    seq_lengths = (np.concatenate(per_file).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)) \
-        if all_known else None
-    return FileCosts(keys=keys, costs=costs, unit=unit, num_seqs=num_seqs, num_frames=num_frames,
-                     seq_lengths=seq_lengths,
-                     seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else
-                                                                  np.zeros(0, dtype=np.int64)),
-                     mtimes=sizes.mtimes, batching=batching)
+    seq_lengths = (
+        (np.concatenate(per_file).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)) if all_known else None
+    )
+    return FileCosts(
+        keys=keys,
+        costs=costs,
+        unit=unit,
+        num_seqs=num_seqs,
+        num_frames=num_frames,
+        seq_lengths=seq_lengths,
+        seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else np.zeros(0, dtype=np.int64)),
+        mtimes=sizes.mtimes,
+        batching=batching,
+    )
 
 
 def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
@@ -543,24 +630,29 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
 
     :raises ValueError: if ``path`` does not end in ``.npz`` or a cost is negative
     """
-    arrays = {name: np.asarray(getattr(costs, name), dtype=np.int64)
-              for name in ("num_seqs", "num_frames", "seq_length_quantiles")}
+    arrays = {
+        name: np.asarray(getattr(costs, name), dtype=np.int64)
+        for name in ("num_seqs", "num_frames", "seq_length_quantiles")
+    }
     values = np.asarray(costs.costs, dtype=np.int64)
     for name, arr in (("costs", values), *arrays.items()):
         bad = first_negative(arr)
         if bad is not None:
             raise ValueError(f"{name} must be >= 0, but entry {bad} is {int(arr[bad])}; nothing was written")
     mtimes = costs.mtimes if costs.mtimes is not None else np.zeros(len(costs), dtype=np.int64)
-    arrays.update({
-        "format_version": np.array(FILE_COSTS_FORMAT_VERSION, dtype=np.int64),
-        "keys_utf8": encode_keys(costs.keys),
-        "sizes": values,
-        "mtimes_ns": np.asarray(mtimes, dtype=np.int64),
-        "unit_utf8": np.frombuffer(costs.unit.encode("utf-8"), dtype=np.uint8),
-    })
+    arrays.update(
+        {
+            "format_version": np.array(FILE_COSTS_FORMAT_VERSION, dtype=np.int64),
+            "keys_utf8": encode_keys(costs.keys),
+            "sizes": values,
+            "mtimes_ns": np.asarray(mtimes, dtype=np.int64),
+            "unit_utf8": np.frombuffer(costs.unit.encode("utf-8"), dtype=np.uint8),
+        }
+    )
     if costs.batching is not None:
-        arrays[STEPS_BATCHING_ARRAY] = np.array([costs.batching.batch_size or 0, costs.batching.max_seqs or 0],
-                                                dtype=np.int64)
+        arrays[STEPS_BATCHING_ARRAY] = np.array(
+            [costs.batching.batch_size or 0, costs.batching.max_seqs or 0], dtype=np.int64
+        )
     if costs.seq_lengths is not None:
         arrays[SEQ_LENGTHS_ARRAY] = np.asarray(costs.seq_lengths, dtype=np.int32)
     save_npz(path, arrays, kind="file costs archive")
@@ -575,35 +667,42 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
     path = os.fspath(path)
     sizes = load_file_sizes(path)  # every check of the common arrays
     if sizes.unit == "bytes":
-        raise ValueError(f"{path!r} holds sizes in bytes, without sequence lengths; compute the costs with "
-                         "`python -m i6_shard costs` or ComputeFileCostsJob")
+        raise ValueError(
+            f"{path!r} holds sizes in bytes, without sequence lengths; compute the costs with "
+            "`python -m i6_shard costs` or ComputeFileCostsJob"
+        )
     n = len(sizes)
     with open_npz(path, kind="file costs archive") as npz:
         headers = npz.headers
         for name in COSTS_ARRAYS[1:]:
             want = (NUM_LENGTH_QUANTILES,) if name == "seq_length_quantiles" else (n,)
             if headers[name].dtype != np.int64 or tuple(headers[name].shape) != want:
-                raise ValueError(f"{path!r} is corrupt: {name} is {headers[name].dtype}{list(headers[name].shape)}, "
-                                 f"expected int64{list(want)}")
+                raise ValueError(
+                    f"{path!r} is corrupt: {name} is {headers[name].dtype}{list(headers[name].shape)}, "
+                    f"expected int64{list(want)}"
+                )
         extra = {name: npz.read(name) for name in COSTS_ARRAYS[1:]}
         batching = None
         if sizes.unit == "steps":
             h = headers[STEPS_BATCHING_ARRAY]
             if h.dtype != np.int64 or tuple(h.shape) != (2,):
-                raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} is {h.dtype}{list(h.shape)}, expected "
-                                 "int64[2]")
+                raise ValueError(
+                    f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} is {h.dtype}{list(h.shape)}, expected int64[2]"
+                )
             limits = [int(x) for x in npz.read(STEPS_BATCHING_ARRAY)]
             try:
                 batching = Batching(batch_size=limits[0] or None, max_seqs=limits[1] or None)
             except ValueError as exc:
                 raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} {limits}: {exc}") from None
-        extra[SEQ_LENGTHS_ARRAY] = _read_seq_lengths(npz, path, num_seqs=extra["num_seqs"]) \
-            if SEQ_LENGTHS_ARRAY in headers else None
+        extra[SEQ_LENGTHS_ARRAY] = (
+            _read_seq_lengths(npz, path, num_seqs=extra["num_seqs"]) if SEQ_LENGTHS_ARRAY in headers else None
+        )
     for name, arr in extra.items():
         if arr is not None and first_negative(arr) is not None:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
-    return FileCosts(keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching,
-                     **extra)
+    return FileCosts(
+        keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching, **extra
+    )
 
 
 def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:
@@ -611,6 +710,8 @@ def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:
     h = npz.headers[SEQ_LENGTHS_ARRAY]
     expected = sum(int(x) for x in num_seqs)
     if h.dtype != np.int32 or tuple(h.shape) != (expected,):
-        raise ValueError(f"{path!r} is corrupt: {SEQ_LENGTHS_ARRAY} is {h.dtype}{list(h.shape)}, expected "
-                         f"int32[{expected}] (the sum of num_seqs)")
+        raise ValueError(
+            f"{path!r} is corrupt: {SEQ_LENGTHS_ARRAY} is {h.dtype}{list(h.shape)}, expected "
+            f"int32[{expected}] (the sum of num_seqs)"
+        )
     return npz.read(SEQ_LENGTHS_ARRAY)

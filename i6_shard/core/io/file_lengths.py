@@ -12,13 +12,21 @@ import numpy as np
 from .atomic import atomic_write
 from .progress import Progress
 
-__all__ = ["FileLengths", "hdf_file_lengths", "read_hdf_lengths", "load_file_lengths", "save_file_lengths",
-           "MISSING_H5PY"]
+__all__ = [
+    "FileLengths",
+    "hdf_file_lengths",
+    "read_hdf_lengths",
+    "load_file_lengths",
+    "save_file_lengths",
+    "MISSING_H5PY",
+]
 
 #: tree key -> (number of sequences, number of frames of the data stream)
 FileLengths = Dict[str, Tuple[int, int]]
-MISSING_H5PY = ("h5py is not installed, so the HDF files cannot be read for their sequence lengths: "
-                "pip install h5py (into the Python that runs this), or give the lengths as a JSON file")
+MISSING_H5PY = (
+    "h5py is not installed, so the HDF files cannot be read for their sequence lengths: "
+    "pip install h5py (into the Python that runs this), or give the lengths as a JSON file"
+)
 
 
 def hdf_file_lengths(path: str) -> Tuple[int, int]:
@@ -77,9 +85,14 @@ def load_file_lengths(path: str) -> FileLengths:
         raise ValueError(f"{path!r} holds a {type(data).__name__}; give {{file key: [num_seqs, num_frames]}}")
     out: FileLengths = {}
     for key, value in data.items():
-        if not (isinstance(value, list) and len(value) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
-            raise ValueError(f"{path!r}: entry {key!r} is {value!r}; each value must be [num_seqs, num_frames], "
-                             "two non-negative ints")
+        if not (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+        ):
+            raise ValueError(
+                f"{path!r}: entry {key!r} is {value!r}; each value must be [num_seqs, num_frames], "
+                "two non-negative ints"
+            )
         out[key] = (value[0], value[1])
     return out

@@ -80,7 +80,8 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
             raise ValueError(
                 f"file list {path!r} is not valid {exc.encoding} text ({exc.reason} at byte {exc.start}); RETURNN "
                 f"reads a .txt list in the locale's encoding (here {exc.encoding}): write the list as .json "
-                "(write_file_list escapes any name)") from None
+                "(write_file_list escapes any name)"
+            ) from None
         stripped = (line.strip() for line in lines)
         return [line for line in stripped if line and not line.startswith("#")]
     try:
@@ -93,16 +94,20 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"file list {path!r} cannot be read as RETURNN reads a {ext} list: {exc}") from None
     except RecursionError:
-        raise ValueError(f"file list {path!r} nests lists or dicts too deeply to parse; RETURNN's file trees are a "
-                         f"few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): fix the list") from None
+        raise ValueError(
+            f"file list {path!r} nests lists or dicts too deeply to parse; RETURNN's file trees are a "
+            f"few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): fix the list"
+        ) from None
     if not isinstance(files, list):
         raise ValueError(f"file list {path!r} holds a {type(files).__name__}, but RETURNN needs a list of file trees")
     for idx, tree in enumerate(files):
         depth = tree_depth(tree)
         if depth > MAX_TREE_DEPTH:
-            raise ValueError(f"file list {path!r}: entry {idx} is nested more than {MAX_TREE_DEPTH} levels deep; "
-                             f"RETURNN's file trees are a few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): "
-                             "fix the list")
+            raise ValueError(
+                f"file list {path!r}: entry {idx} is nested more than {MAX_TREE_DEPTH} levels deep; "
+                f"RETURNN's file trees are a few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): "
+                "fix the list"
+            )
     return files
 
 
@@ -110,13 +115,27 @@ def _check_regular(mode: int, path: str) -> None:
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):
-        raise ValueError(f"file list {short_repr(path)} is a directory; give the path of a "
-                         f"{'/'.join(FILE_LIST_EXTENSIONS)} file that lists the files")
-    kind = next((name for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-                 if test(mode)), "not a regular file")
-    raise ValueError(f"file list {short_repr(path)} is {kind}, not a regular file; give the path of a "
-                     f"{'/'.join(FILE_LIST_EXTENSIONS)} file that lists the files (reading it could block or never end)")
+        raise ValueError(
+            f"file list {short_repr(path)} is a directory; give the path of a "
+            f"{'/'.join(FILE_LIST_EXTENSIONS)} file that lists the files"
+        )
+    kind = next(
+        (
+            name
+            for test, name in (
+                (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"),
+                (stat.S_ISSOCK, "a socket"),
+            )
+            if test(mode)
+        ),
+        "not a regular file",
+    )
+    raise ValueError(
+        f"file list {short_repr(path)} is {kind}, not a regular file; give the path of a "
+        f"{'/'.join(FILE_LIST_EXTENSIONS)} file that lists the files (reading it could block or never end)"
+    )
 
 
 def _nonblocking(path: str, flags: int) -> int:
@@ -201,8 +220,10 @@ def _check_str_keys(tree: Any, *, idx: int) -> None:
     if isinstance(tree, dict):
         for k, v in tree.items():
             if not isinstance(k, str):
-                raise ValueError(f"file tree entry {idx} has dict key {short_repr(k)} of type {type(k).__name__}; "
-                                 "a .json or .py list needs str keys")
+                raise ValueError(
+                    f"file tree entry {idx} has dict key {short_repr(k)} of type {type(k).__name__}; "
+                    "a .json or .py list needs str keys"
+                )
             _check_str_keys(v, idx=idx)
     elif isinstance(tree, list):
         for v in tree:

@@ -28,8 +28,11 @@ STEPS_BATCHING_ARRAY = "steps_batching"
 #: A costs archive may also hold every sequence's length, int32 in entry order (``num_seqs`` per entry): the
 #: predicted loss then batches each rank's own lengths. Archives without it predict from the pooled quantiles.
 SEQ_LENGTHS_ARRAY = "seq_lengths"
-_ARCHIVE_ARRAYS = {1: {"format_version", "keys_utf8", "sizes"}, 2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
-                   3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS}}
+_ARCHIVE_ARRAYS = {
+    1: {"format_version", "keys_utf8", "sizes"},
+    2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
+    3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS},
+}
 _MAX_UNIT_BYTES = 64
 
 
@@ -96,16 +99,20 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
         not integers in [0, 2**63)
     """
     if file_sizes.unit != "bytes":
-        raise ValueError(f"these are costs in {file_sizes.unit}, not sizes in bytes; write them with "
-                         "core.io.file_costs.save_file_costs, which records the unit")
+        raise ValueError(
+            f"these are costs in {file_sizes.unit}, not sizes in bytes; write them with "
+            "core.io.file_costs.save_file_costs, which records the unit"
+        )
     sizes = np.asarray(file_sizes.sizes)
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
         raise ValueError(f"sizes must be a vector of integers, got {sizes.dtype}{list(sizes.shape)}")
     _check_not_negative(sizes, file_sizes.keys, where="sizes must be >= 0 (bytes), but", fix="nothing was written")
     if sizes.size and sizes.dtype.kind == "u" and int(sizes.max()) >= 2**63:
         bad = int(np.argmax(sizes >= 2**63))
-        raise ValueError(f"sizes must fit int64, but entry {bad} ({short_repr(file_sizes.keys[bad])}) has "
-                         f"{int(sizes[bad])}; nothing was written")
+        raise ValueError(
+            f"sizes must fit int64, but entry {bad} ({short_repr(file_sizes.keys[bad])}) has "
+            f"{int(sizes[bad])}; nothing was written"
+        )
     arrays = {
         "format_version": np.array(1, dtype=np.int64),
         "keys_utf8": encode_keys(file_sizes.keys),
@@ -114,8 +121,9 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
     if file_sizes.mtimes is not None:
         mtimes = np.asarray(file_sizes.mtimes)
         if mtimes.shape != sizes.shape or (mtimes.size and mtimes.dtype.kind not in "iu"):
-            raise ValueError(f"mtimes must be a vector of integers (ns) like sizes, got "
-                             f"{mtimes.dtype}{list(mtimes.shape)}")
+            raise ValueError(
+                f"mtimes must be a vector of integers (ns) like sizes, got {mtimes.dtype}{list(mtimes.shape)}"
+            )
         arrays["format_version"] = np.array(2, dtype=np.int64)
         arrays["mtimes_ns"] = mtimes.astype(np.int64)
     save_npz(path, arrays, kind="file sizes archive")
@@ -124,8 +132,10 @@ def save_file_sizes(file_sizes: FileSizes, path: str | os.PathLike) -> None:
 def _check_not_negative(sizes: np.ndarray, keys: Sequence[str], *, where: str, fix: str) -> None:
     bad = first_negative(sizes)
     if bad is not None:
-        raise ValueError(f"{where} entry {bad} ({short_repr(keys[bad])}) has {int(sizes[bad])} "
-                         f"({int(np.count_nonzero(sizes < 0))} negative in all); {fix}")
+        raise ValueError(
+            f"{where} entry {bad} ({short_repr(keys[bad])}) has {int(sizes[bad])} "
+            f"({int(np.count_nonzero(sizes < 0))} negative in all); {fix}"
+        )
 
 
 def load_file_sizes(path: str | os.PathLike) -> FileSizes:
@@ -140,8 +150,12 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
     """
     path = os.fspath(path)
     kind = "file sizes archive"
-    with open_npz(path, kind=kind, missing=f"file sizes {path!r} do not exist; compute them with "
-                                          "ComputeFileSizesJob or `python -m i6_shard sizes`") as npz:
+    with open_npz(
+        path,
+        kind=kind,
+        missing=f"file sizes {path!r} do not exist; compute them with "
+        "ComputeFileSizesJob or `python -m i6_shard sizes`",
+    ) as npz:
         headers = npz.headers
         names = set(headers)
         has_batching = STEPS_BATCHING_ARRAY in names and "unit_utf8" in names
@@ -150,45 +164,62 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         if SEQ_LENGTHS_ARRAY in names and "unit_utf8" in names:
             names.discard(SEQ_LENGTHS_ARRAY)  # optional; checked by load_file_costs, which reads it
         if names not in _ARCHIVE_ARRAYS.values():
-            raise ValueError(f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
-                             "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "
-                             f"also {', '.join(COSTS_ARRAYS)})")
+            raise ValueError(
+                f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
+                "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "
+                f"also {', '.join(COSTS_ARRAYS)})"
+            )
         unit_h = headers.get("unit_utf8")
-        if unit_h is not None and (unit_h.dtype != np.uint8 or len(unit_h.shape) != 1
-                                   or not 0 < unit_h.shape[0] <= _MAX_UNIT_BYTES):
-            raise ValueError(f"{path!r} is corrupt: unit_utf8 is {unit_h.dtype}{list(unit_h.shape)}, expected a "
-                             f"uint8 vector of 1..{_MAX_UNIT_BYTES} bytes")
+        if unit_h is not None and (
+            unit_h.dtype != np.uint8 or len(unit_h.shape) != 1 or not 0 < unit_h.shape[0] <= _MAX_UNIT_BYTES
+        ):
+            raise ValueError(
+                f"{path!r} is corrupt: unit_utf8 is {unit_h.dtype}{list(unit_h.shape)}, expected a "
+                f"uint8 vector of 1..{_MAX_UNIT_BYTES} bytes"
+            )
         version_h, keys_h, sizes_h = headers["format_version"], headers["keys_utf8"], headers["sizes"]
         if version_h.shape != () or version_h.dtype.kind not in "iu":
             raise ValueError(f"{path!r} is corrupt: format_version is {version_h.dtype}{list(version_h.shape)}")
         if sizes_h.dtype != np.int64 or len(sizes_h.shape) != 1:
-            raise ValueError(f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)}; expected an int64 "
-                             "vector")
+            raise ValueError(
+                f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)}; expected an int64 vector"
+            )
         num = sizes_h.shape[0]
         mtimes_h = headers.get("mtimes_ns")
         if mtimes_h is not None and (mtimes_h.dtype != np.int64 or mtimes_h.shape != (num,)):
-            raise ValueError(f"{path!r} is corrupt: mtimes_ns {mtimes_h.dtype}{list(mtimes_h.shape)} for {num} "
-                             "sizes; expected an int64 vector like sizes")
+            raise ValueError(
+                f"{path!r} is corrupt: mtimes_ns {mtimes_h.dtype}{list(mtimes_h.shape)} for {num} "
+                "sizes; expected an int64 vector like sizes"
+            )
         if keys_h.dtype != np.uint8 or len(keys_h.shape) != 1:
-            raise ValueError(f"{path!r} is corrupt: keys_utf8 is {keys_h.dtype}{list(keys_h.shape)}, expected a "
-                             "uint8 vector")
+            raise ValueError(
+                f"{path!r} is corrupt: keys_utf8 is {keys_h.dtype}{list(keys_h.shape)}, expected a uint8 vector"
+            )
         if (num == 0 and keys_h.shape[0]) or keys_h.shape[0] < num - 1:
             raise ValueError(f"{path!r} is corrupt: {keys_h.shape[0]} bytes of keys cannot hold {num} keys")
         version = npz.read("format_version")
         if int(version) not in _ARCHIVE_ARRAYS or _ARCHIVE_ARRAYS[int(version)] != names:
-            raise ValueError(f"{path!r} has file sizes format {int(version)} with arrays {sorted(names)}; this "
-                             f"i6_shard reads formats {sorted(set(_ARCHIVE_ARRAYS) - {FILE_COSTS_FORMAT_VERSION})} "
-                             f"({FILE_SIZES_FORMAT_VERSION}: with mtimes_ns) and costs archives (format "
-                             f"{FILE_COSTS_FORMAT_VERSION})")
+            raise ValueError(
+                f"{path!r} has file sizes format {int(version)} with arrays {sorted(names)}; this "
+                f"i6_shard reads formats {sorted(set(_ARCHIVE_ARRAYS) - {FILE_COSTS_FORMAT_VERSION})} "
+                f"({FILE_SIZES_FORMAT_VERSION}: with mtimes_ns) and costs archives (format "
+                f"{FILE_COSTS_FORMAT_VERSION})"
+            )
         sizes = npz.read("sizes")
         keys = decode_keys(npz.read("keys_utf8"), num_keys=num, path=path)
         mtimes = npz.read("mtimes_ns") if mtimes_h is not None else None
         unit = "bytes" if unit_h is None else _read_unit(npz.read("unit_utf8"), path=path)
     if has_batching != (unit == "steps"):
-        raise ValueError(f"{path!r} is corrupt: a costs archive holds {STEPS_BATCHING_ARRAY} if and only if its unit "
-                         f"is steps (its unit is {unit!r})")
-    _check_not_negative(sizes, keys, where=f"{path!r} is corrupt: sizes must be >= 0 (bytes), but",
-                        fix="compute the sizes again (ComputeFileSizesJob or `python -m i6_shard sizes`)")
+        raise ValueError(
+            f"{path!r} is corrupt: a costs archive holds {STEPS_BATCHING_ARRAY} if and only if its unit "
+            f"is steps (its unit is {unit!r})"
+        )
+    _check_not_negative(
+        sizes,
+        keys,
+        where=f"{path!r} is corrupt: sizes must be >= 0 (bytes), but",
+        fix="compute the sizes again (ComputeFileSizesJob or `python -m i6_shard sizes`)",
+    )
     return FileSizes(keys=keys, sizes=sizes, mtimes=mtimes, unit=unit)
 
 

@@ -12,8 +12,9 @@ from .atomic import atomic_path
 
 __all__ = ["write_hdf_corpus"]
 
-MISSING_H5PY_FOR_DATA = ("h5py is not installed, so no HDF files can be written: pip install h5py (or "
-                         "pip install 'i6_shard[demo]')")
+MISSING_H5PY_FOR_DATA = (
+    "h5py is not installed, so no HDF files can be written: pip install h5py (or pip install 'i6_shard[demo]')"
+)
 #: Frames of one sequence: uniform in this range.
 SEQ_FRAMES = (20, 120)
 
@@ -65,8 +66,15 @@ def _write_hdf(path: str, features: List[np.ndarray], tags: List[str]) -> None:
             f.create_dataset("inputs", data=np.concatenate(features).astype(np.float32))
 
 
-def write_hdf_corpus(directory: str, *, num_files: int = 32, seed: int = 0, feature_dim: int = 8,
-                     median_seqs: int = 8, sigma: float = 1.0) -> List[str]:
+def write_hdf_corpus(
+    directory: str,
+    *,
+    num_files: int = 32,
+    seed: int = 0,
+    feature_dim: int = 8,
+    median_seqs: int = 8,
+    sigma: float = 1.0,
+) -> List[str]:
     """Write ``num_files`` RETURNN HDF files ``part-<i>.hdf`` into ``directory`` and return their paths, in
     file order. File ``i`` holds :func:`hdf_corpus_seq_counts` sequences of 20..120 frames of ``feature_dim``
     random float32 features (the ``data`` stream of RETURNN's ``HDFDataset``), tagged ``corpus/file<i>/seq<j>``.

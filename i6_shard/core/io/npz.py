@@ -38,13 +38,18 @@ def inflation_problem(declared: int, stored: int, *, stored_as: str = "compresse
     ('declares 1,000,000,000 bytes (953.7 MiB) from 1,000,000 bytes compressed, more than 400 times as much', None)
     """
     if declared > _MAX_RATIO * stored + _RATIO_SLACK:
-        return (f"declares {_nbytes(declared)} from {_nbytes(stored)} {stored_as}, more than {_MAX_RATIO} times "
-                "as much")
+        return f"declares {_nbytes(declared)} from {_nbytes(stored)} {stored_as}, more than {_MAX_RATIO} times as much"
     return None
 
 
-def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], *, compress: bool = True,
-             kind: str = "npz archive", uncompressed: Collection[str] = ()) -> None:
+def save_npz(
+    path: str | os.PathLike,
+    arrays: Mapping[str, np.ndarray],
+    *,
+    compress: bool = True,
+    kind: str = "npz archive",
+    uncompressed: Collection[str] = (),
+) -> None:
     """Write ``arrays`` as an npz archive, atomically and with deterministic bytes.
 
     :param arrays: name -> array; no object arrays (they would need pickle to load)
@@ -81,7 +86,7 @@ def _write_npy(fp, arr: np.ndarray) -> None:
     flat = arr.reshape(-1)
     step = max(1, _WRITE_CHUNK_BYTES // max(arr.itemsize, 1))
     for start in range(0, flat.size, step):
-        fp.write(flat[start:start + step].tobytes())
+        fp.write(flat[start : start + step].tobytes())
 
 
 def _set_compress_level(info: zipfile.ZipInfo, level: int) -> None:
@@ -89,7 +94,6 @@ def _set_compress_level(info: zipfile.ZipInfo, level: int) -> None:
         info.compress_level = level
     else:
         info._compresslevel = level
-
 
 
 def read_npy_header(f) -> tuple:
@@ -104,6 +108,7 @@ def read_npy_header(f) -> tuple:
     if version == (2, 0):
         return np.lib.format.read_array_header_2_0(f)
     raise ValueError(f".npy format version {version}, not 1.0 or 2.0")
+
 
 class NpzReader:
     """An opened ``.npz`` archive whose members' ``.npy`` headers are read and checked, none of the
@@ -121,23 +126,31 @@ class NpzReader:
         for info in infos:
             name = info.filename[:-4] if info.filename.endswith(".npy") else None
             if name is None or name in self._infos:
-                raise ValueError(f"{path!r} is not a {kind}: member {info.filename[:100]!r} is "
-                                 f"{'not an .npy array' if name is None else 'there twice'}")
+                raise ValueError(
+                    f"{path!r} is not a {kind}: member {info.filename[:100]!r} is "
+                    f"{'not an .npy array' if name is None else 'there twice'}"
+                )
             self._infos[name] = info
             self.headers[name] = self._header(info, name)
 
     def _header(self, info: zipfile.ZipInfo, name: str) -> NpyHeader:
         where = f"{self.path!r} is corrupt or crafted: member {info.filename[:100]!r}"
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise ValueError(f"{where} uses zip compression method {info.compress_type}; "
-                             f"a {self.kind} has only stored or deflated members")
+            raise ValueError(
+                f"{where} uses zip compression method {info.compress_type}; "
+                f"a {self.kind} has only stored or deflated members"
+            )
         if info.header_offset + info.compress_size > self._archive_bytes:
-            raise ValueError(f"{where} declares {_nbytes(info.compress_size)} compressed from byte "
-                             f"{info.header_offset:,} on, but the file has {_nbytes(self._archive_bytes)}; it was "
-                             "refused before reading it")
+            raise ValueError(
+                f"{where} declares {_nbytes(info.compress_size)} compressed from byte "
+                f"{info.header_offset:,} on, but the file has {_nbytes(self._archive_bytes)}; it was "
+                "refused before reading it"
+            )
         if inflation_problem(info.file_size, info.compress_size):
-            raise ValueError(f"{where} {inflation_problem(info.file_size, info.compress_size)}, which no i6_shard "
-                             "archive holds; it was refused before inflating it")
+            raise ValueError(
+                f"{where} {inflation_problem(info.file_size, info.compress_size)}, which no i6_shard "
+                "archive holds; it was refused before inflating it"
+            )
         with self._zf.open(info) as f:
             try:
                 shape, fortran_order, dtype = read_npy_header(f)
@@ -148,8 +161,10 @@ class NpzReader:
             raise ValueError(f"{where} holds Python objects, which only pickle could load; refused")
         data_bytes = math.prod(shape) * dtype.itemsize
         if header_bytes + data_bytes != info.file_size:
-            raise ValueError(f"{where} declares shape {shape} of {dtype} ({_nbytes(data_bytes)}) but holds "
-                             f"{_nbytes(info.file_size - header_bytes)}; refused before allocating it")
+            raise ValueError(
+                f"{where} declares shape {shape} of {dtype} ({_nbytes(data_bytes)}) but holds "
+                f"{_nbytes(info.file_size - header_bytes)}; refused before allocating it"
+            )
         self._header_bytes[name] = header_bytes
         return NpyHeader(shape=tuple(int(n) for n in shape), dtype=dtype, fortran_order=bool(fortran_order))
 
@@ -160,7 +175,6 @@ class NpzReader:
                 return np.lib.format.read_array(f, allow_pickle=False)
         except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
             raise ValueError(f"{self.path!r} is not a readable {self.kind}: {type(exc).__name__}: {exc}") from None
-
 
     def read_row(self, name: str, row: int) -> np.ndarray:
         """Row ``row`` of member ``name``, a C-order array of shape [..., n], its leading axes flattened:
@@ -233,8 +247,9 @@ def _nbytes(n: int) -> str:
 
 
 @contextlib.contextmanager
-def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
-             missing: Optional[str] = None) -> Iterator[NpzReader]:
+def open_npz(
+    path: str | os.PathLike, *, kind: str = "npz archive", missing: Optional[str] = None
+) -> Iterator[NpzReader]:
     """Open an npz archive for reading, its members' headers checked (see :class:`NpzReader`).
 
     Only a regular file is opened (a FIFO or device is refused without blocking). Every member must be an
@@ -277,16 +292,21 @@ def open_npz(path: str | os.PathLike, *, kind: str = "npz archive",
 
 
 def _file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
 
 
-def load_npz(path: str | os.PathLike, *, kind: str = "npz archive",
-             missing: Optional[str] = None) -> Dict[str, np.ndarray]:
+def load_npz(
+    path: str | os.PathLike, *, kind: str = "npz archive", missing: Optional[str] = None
+) -> Dict[str, np.ndarray]:
     """Load every array of an npz archive into memory (no pickle), each checked against its header
     first (see :func:`open_npz`); for archives whose members must also fit each other, use
     :func:`open_npz` and check :attr:`NpzReader.headers` before reading.

@@ -19,8 +19,18 @@ from ..pure.settings import PlanSettings
 from .progress import Progress
 from ..pure.stats import num_full_epochs_for
 
-__all__ = ["PLAN_FORMAT_VERSION", "PlanFile", "PlanHead", "plan_arrays", "check_plan_fits_memory", "save_plan",
-           "load_plan", "read_plan_file", "read_plan_head", "read_plan_layout"]
+__all__ = [
+    "PLAN_FORMAT_VERSION",
+    "PlanFile",
+    "PlanHead",
+    "plan_arrays",
+    "check_plan_fits_memory",
+    "save_plan",
+    "load_plan",
+    "read_plan_file",
+    "read_plan_head",
+    "read_plan_layout",
+]
 
 #: 2: adds ``algorithm_version`` (the distribution's ``CUT_VERSIONS`` entry that cut the bins) and stores
 #: ``orders`` and ``bounds`` uncompressed, so that one full epoch is read without the others.
@@ -31,8 +41,16 @@ READABLE_PLAN_FORMATS = (1, 2)
 #: Scalar arrays of the plan file, one per PlanSettings field (texts as str scalars, fixed_random_seed as
 #: shape [0] or [1]); same_seed_on_all_ranks is stored only when True, so that plans without it keep
 #: their bytes and older files load unchanged.
-_SETTINGS_ARRAYS = ("num_shards", "partition_epoch", "num_epochs", "random_seed_offset", "fixed_random_seed",
-                    "distrib_shard_files", "seq_ordering", "distribution")
+_SETTINGS_ARRAYS = (
+    "num_shards",
+    "partition_epoch",
+    "num_epochs",
+    "random_seed_offset",
+    "fixed_random_seed",
+    "distrib_shard_files",
+    "seq_ordering",
+    "distribution",
+)
 _ARRAYS = {"format_version", "keys_utf8", "sizes", "orders", "bounds", *_SETTINGS_ARRAYS}
 #: Arrays a format adds to :data:`_ARRAYS`.
 _FORMAT_ARRAYS = {1: set(), 2: {"algorithm_version"}}
@@ -86,8 +104,10 @@ def plan_arrays_nbytes(settings: PlanSettings, *, num_files: int) -> int:
     80000000000
     """
     if settings.num_epochs is None:
-        raise ValueError("the plan's settings have num_epochs=None; a plan file covers a fixed number of "
-                         "sub-epochs: set num_epochs in PlanSettings")
+        raise ValueError(
+            "the plan's settings have num_epochs=None; a plan file covers a fixed number of "
+            "sub-epochs: set num_epochs in PlanSettings"
+        )
     num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
     per_layout = num_files * (4 if num_files < 2**32 else 8) + (settings.num_bins + 1) * 8
     return num_full * settings.num_layouts * per_layout
@@ -123,7 +143,8 @@ def check_plan_fits_memory(settings: PlanSettings, *, num_files: int, memory_byt
             f"num_epochs={settings.num_epochs} with {num_files:,} files needs {_nbytes(need)} for the plan's arrays "
             f"({num_full:,} full epochs x {settings.num_layouts} layouts x ({num_files:,} files + "
             f"{settings.num_bins + 1} bin bounds)), more than this machine's memory ({_nbytes(limit)}); plan fewer "
-            "sub-epochs (num_epochs): the balance of later full epochs is the same as that of the first few")
+            "sub-epochs (num_epochs): the balance of later full epochs is the same as that of the first few"
+        )
     return need
 
 
@@ -152,8 +173,9 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
     dtype = np.uint32 if plan.num_files < 2**32 else np.int64
     orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
     bounds = np.empty((num_full, num_layouts, settings.num_bins + 1), dtype=np.int64)
-    progress = Progress("plan", total=num_full * num_layouts,
-                        unit="full epochs" if num_layouts == 1 else "full epochs x ranks")
+    progress = Progress(
+        "plan", total=num_full * num_layouts, unit="full epochs" if num_layouts == 1 else "full epochs x ranks"
+    )
     for k in range(num_full):
         for r in range(num_layouts):
             orders[k, r], bounds[k, r] = plan.layout(full_epoch_0idx=k, shard_index=r)
@@ -241,8 +263,11 @@ def load_plan(path: str | os.PathLike, *, verify: bool = False) -> ShardPlan:
 
 
 def _open_plan(path: str):
-    return open_npz(path, kind="plan file", missing=f"plan file {path!r} does not exist; write it with ShardPlanJob "
-                                                    "or `python -m i6_shard plan`")
+    return open_npz(
+        path,
+        kind="plan file",
+        missing=f"plan file {path!r} does not exist; write it with ShardPlanJob or `python -m i6_shard plan`",
+    )
 
 
 _BIG = ("keys_utf8", "sizes", "orders", "bounds")
@@ -256,8 +281,10 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         raise ValueError(f"{path!r} is not a plan file (arrays {sorted(headers)[:20]})")
     version = int(npz.read("format_version"))
     if version not in READABLE_PLAN_FORMATS:
-        raise ValueError(f"{path!r} has plan format {version}; this i6_shard reads formats {READABLE_PLAN_FORMATS}: "
-                         "use the i6_shard that wrote it, or re-plan with this one")
+        raise ValueError(
+            f"{path!r} has plan format {version}; this i6_shard reads formats {READABLE_PLAN_FORMATS}: "
+            "use the i6_shard that wrote it, or re-plan with this one"
+        )
     required = _ARRAYS | _FORMAT_ARRAYS[version]
     flags = set(headers) - required - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS) - set(_OPTIONAL_INTS)
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
@@ -271,25 +298,41 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
             raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
     settings = _settings_from_arrays(data)
     sizes_h, keys_h = headers["sizes"], headers["keys_utf8"]
-    if len(sizes_h.shape) != 1 or sizes_h.dtype.kind not in "iu" or keys_h.dtype != np.uint8 \
-            or len(keys_h.shape) != 1:
-        raise ValueError(f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)} and keys_utf8 "
-                         f"{keys_h.dtype}{list(keys_h.shape)}; expected integer and uint8 vectors")
+    if len(sizes_h.shape) != 1 or sizes_h.dtype.kind not in "iu" or keys_h.dtype != np.uint8 or len(keys_h.shape) != 1:
+        raise ValueError(
+            f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)} and keys_utf8 "
+            f"{keys_h.dtype}{list(keys_h.shape)}; expected integer and uint8 vectors"
+        )
     num_files = sizes_h.shape[0]
-    expected = (num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch),
-                settings.num_layouts)
+    expected = (
+        num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch),
+        settings.num_layouts,
+    )
     orders_h, bounds_h = headers["orders"], headers["bounds"]
-    if orders_h.shape != expected + (num_files,) or bounds_h.shape != expected + (settings.num_bins + 1,) \
-            or orders_h.dtype.kind not in "iu" or bounds_h.dtype.kind not in "iu":
-        raise ValueError(f"{path!r} is corrupt: orders {orders_h.dtype}{orders_h.shape} and bounds "
-                         f"{bounds_h.dtype}{bounds_h.shape} do not fit {expected[0]} full epochs of {num_files} "
-                         "files; nothing of them was read")
+    if (
+        orders_h.shape != expected + (num_files,)
+        or bounds_h.shape != expected + (settings.num_bins + 1,)
+        or orders_h.dtype.kind not in "iu"
+        or bounds_h.dtype.kind not in "iu"
+    ):
+        raise ValueError(
+            f"{path!r} is corrupt: orders {orders_h.dtype}{orders_h.shape} and bounds "
+            f"{bounds_h.dtype}{bounds_h.shape} do not fit {expected[0]} full epochs of {num_files} "
+            "files; nothing of them was read"
+        )
     sizes = npz.read("sizes").astype(np.int64, copy=False)
     blob = npz.read("keys_utf8")
     keys = decode_keys(blob, num_keys=num_files, path=path) if decode else None
     algorithm = int(data["algorithm_version"]) if "algorithm_version" in data else None
-    return PlanHead(settings=settings, keys_utf8=blob, costs=sizes, format_version=version,
-                    algorithm_version=algorithm, num_full_epochs=expected[0], keys=keys)
+    return PlanHead(
+        settings=settings,
+        keys_utf8=blob,
+        costs=sizes,
+        format_version=version,
+        algorithm_version=algorithm,
+        num_full_epochs=expected[0],
+        keys=keys,
+    )
 
 
 def read_plan_head(path: str | os.PathLike, *, decode_keys: bool = True) -> PlanHead:
@@ -304,8 +347,9 @@ def read_plan_head(path: str | os.PathLike, *, decode_keys: bool = True) -> Plan
         return _read_head(npz, path, decode=decode_keys)
 
 
-def read_plan_layout(path: str | os.PathLike, *, full_epoch_0idx: int, layout_idx: int = 0,
-                     num_files: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+def read_plan_layout(
+    path: str | os.PathLike, *, full_epoch_0idx: int, layout_idx: int = 0, num_files: Optional[int] = None
+) -> Tuple[np.ndarray, np.ndarray]:
     """``(order, bounds)`` of one full epoch and layout of a plan file (see :func:`plan_arrays`), reading
     only those bytes (format 2; format 1 inflates the layouts before it, in chunks): memory O(files).
 
@@ -316,27 +360,42 @@ def read_plan_layout(path: str | os.PathLike, *, full_epoch_0idx: int, layout_id
     path = os.fspath(path)
     with _open_plan(path) as npz:
         orders_h, bounds_h = npz.headers.get("orders"), npz.headers.get("bounds")
-        if orders_h is None or bounds_h is None or len(orders_h.shape) != 3 or len(bounds_h.shape) != 3 \
-                or orders_h.shape[:2] != bounds_h.shape[:2]:
+        if (
+            orders_h is None
+            or bounds_h is None
+            or len(orders_h.shape) != 3
+            or len(bounds_h.shape) != 3
+            or orders_h.shape[:2] != bounds_h.shape[:2]
+        ):
             raise ValueError(f"{path!r} is not a plan file: no orders/bounds of matching shape")
         num_full, num_layouts, width = orders_h.shape
         if num_files is not None and width != num_files:
             raise ValueError(f"{path!r} plans {width} files, not {num_files}")
         if not 0 <= full_epoch_0idx < num_full or not 0 <= layout_idx < num_layouts:
-            raise ValueError(f"{path!r} holds full epochs 0..{num_full - 1} of {num_layouts} layouts, not full "
-                             f"epoch {full_epoch_0idx} of layout {layout_idx}")
+            raise ValueError(
+                f"{path!r} holds full epochs 0..{num_full - 1} of {num_layouts} layouts, not full "
+                f"epoch {full_epoch_0idx} of layout {layout_idx}"
+            )
         row = full_epoch_0idx * num_layouts + layout_idx
         order, bounds = npz.read_row("orders", row), npz.read_row("bounds", row)
-    if (order.size and (int(order.min()) < 0 or int(order.max()) >= width)) or bounds[0] != 0 \
-            or bounds[-1] != width or np.any(np.diff(bounds) < 0):
-        raise ValueError(f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}) has file indices "
-                         "or bin bounds outside its files")
+    if (
+        (order.size and (int(order.min()) < 0 or int(order.max()) >= width))
+        or bounds[0] != 0
+        or bounds[-1] != width
+        or np.any(np.diff(bounds) < 0)
+    ):
+        raise ValueError(
+            f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}) has file indices "
+            "or bin bounds outside its files"
+        )
     try:  # the stored bins as they are: every file exactly once, no empty bin (never a recomputation)
         check_layout(order, bounds, num_files=width, num_bins=len(bounds) - 1)
     except AssertionError as exc:
-        raise ValueError(f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}): {exc}; a plan "
-                         "must give every file once per full epoch: write the plan again (ShardPlanJob or "
-                         "`python -m i6_shard plan`)") from None
+        raise ValueError(
+            f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}): {exc}; a plan "
+            "must give every file once per full epoch: write the plan again (ShardPlanJob or "
+            "`python -m i6_shard plan`)"
+        ) from None
     return order.astype(np.int64, copy=False), bounds.astype(np.int64, copy=False)
 
 
@@ -352,7 +411,14 @@ def read_plan_file(path: str | os.PathLike, *, verify: bool = False) -> PlanFile
             for r in range(orders.shape[1]):
                 order, bnd = plan.layout(full_epoch_0idx=k, shard_index=r)
                 if not (np.array_equal(order, orders[k, r]) and np.array_equal(bnd, bounds[k, r])):
-                    raise ValueError(f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
-                                     "computes for the stored settings; re-plan with this version")
-    return PlanFile(plan=plan, orders=orders, bounds=bounds, format_version=head.format_version,
-                    algorithm_version=head.algorithm_version)
+                    raise ValueError(
+                        f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
+                        "computes for the stored settings; re-plan with this version"
+                    )
+    return PlanFile(
+        plan=plan,
+        orders=orders,
+        bounds=bounds,
+        format_version=head.format_version,
+        algorithm_version=head.algorithm_version,
+    )

@@ -22,9 +22,13 @@ __all__ = ["check_regular_file", "archive_entry_count", "file_list_digest", "che
 _MAX_LISTED = 3
 #: Entries JSON-encoded per digest update (bounds the memory of the digest of a huge list).
 _DIGEST_CHUNK = 4096
-_FILE_TYPES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
+_FILE_TYPES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def file_kind(mode: int) -> str:
@@ -58,8 +62,10 @@ def check_regular_file(path: str | os.PathLike, *, what: str = "file list") -> o
         raise ValueError(f"{what} {short_repr(path)} cannot be stat-ed: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         why = "" if stat.S_ISDIR(st.st_mode) else " (reading it could block, or never end)"
-        raise ValueError(f"{what} {short_repr(path)} is {file_kind(st.st_mode)}, not a regular file{why}; give the "
-                         "path of a regular file")
+        raise ValueError(
+            f"{what} {short_repr(path)} is {file_kind(st.st_mode)}, not a regular file{why}; give the "
+            "path of a regular file"
+        )
     return st
 
 
@@ -95,7 +101,7 @@ def file_list_digest(trees: Sequence[FileTree]) -> str:
     encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
     digest = hashlib.sha256(b"i6_shard file list digest 1\n")
     for start in range(0, len(trees), _DIGEST_CHUNK):
-        chunk = trees[start:start + _DIGEST_CHUNK]
+        chunk = trees[start : start + _DIGEST_CHUNK]
         digest.update(("".join(encode(t) + "\n" for t in chunk)).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
@@ -125,8 +131,9 @@ def key_collisions(leaves_per_tree: Sequence[Sequence[str]], keys: Sequence[str]
     return [idxs for idxs in groups.values() if len({tuple(leaves_per_tree[i]) for i in idxs}) > 1]
 
 
-def check_key_collisions(trees: Sequence[FileTree], *, where: str = "file list",
-                         leaves_and_keys_: Optional[tuple] = None) -> None:
+def check_key_collisions(
+    trees: Sequence[FileTree], *, where: str = "file list", leaves_and_keys_: Optional[tuple] = None
+) -> None:
     """Raise ``ValueError`` if entries of ``trees`` share RETURNN's file key but not their leaves
     (see :func:`key_collisions`): RETURNN would silently give them one size, that of the last.
 
@@ -146,14 +153,17 @@ def check_key_collisions(trees: Sequence[FileTree], *, where: str = "file list",
     for idxs in groups[:_MAX_LISTED]:
         first = idxs[0]
         other = next(i for i in idxs if tuple(leaves_per_tree[i]) != tuple(leaves_per_tree[first]))
-        listed.append(f"entries {first} ({short_repr(trees[first])}) and {other} ({short_repr(trees[other])}) "
-                      f"share key {short_repr(keys[first])}")
+        listed.append(
+            f"entries {first} ({short_repr(trees[first])}) and {other} ({short_repr(trees[other])}) "
+            f"share key {short_repr(keys[first])}"
+        )
     more = f" (first {_MAX_LISTED} listed)" if len(groups) > _MAX_LISTED else ""
     raise ValueError(
         f"{where} has {len(groups)} RETURNN file key{'s' if len(groups) > 1 else ''} shared by entries with "
         f"different files{more}: {'; '.join(listed)}. DistributeFilesDataset keys a file tree by its file names "
         "joined with ':', and keeps one size per key, so it would give these entries one size between them. "
-        "Rename the files whose names hold ':', then compute the sizes again.")
+        "Rename the files whose names hold ':', then compute the sizes again."
+    )
 
 
 def read_training_file_list(path: str | os.PathLike) -> List[FileTree]:
@@ -168,8 +178,9 @@ def read_training_file_list(path: str | os.PathLike) -> List[FileTree]:
     check_regular_file(path, what="file list")
     trees = read_file_list(path)
     if not trees:
-        raise ValueError(f"file list {path!r} holds no entries (only blank or comment lines, or []); "
-                         "DistributeFilesDataset needs at least one file")
+        raise ValueError(
+            f"file list {path!r} holds no entries (only blank or comment lines, or []); "
+            "DistributeFilesDataset needs at least one file"
+        )
     check_key_collisions(trees, where=f"file list {path!r}")
     return trees
-

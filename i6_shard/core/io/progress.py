@@ -24,8 +24,16 @@ class Progress:
     stat: 0/0 files (100.0%), 0 files/s, elapsed 5s, ETA infs
     """
 
-    def __init__(self, label: str, *, total: int, interval: float = 5.0, unit: str = "files",
-                 stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        label: str,
+        *,
+        total: int,
+        interval: float = 5.0,
+        unit: str = "files",
+        stream: Optional[TextIO] = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.label = label
         self.total = total
         self.interval = interval
@@ -60,6 +68,10 @@ class Progress:
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
         stream = self.stream if self.stream is not None else sys.stderr
         rate_text = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
-        print(f"{self.label}: {self.done}/{self.total} {self.unit} ({pct:.1f}%), "
-              f"{rate_text} {self.unit}/s, elapsed {elapsed:.0f}s, ETA {eta:.0f}s", file=stream, flush=True)
+        print(
+            f"{self.label}: {self.done}/{self.total} {self.unit} ({pct:.1f}%), "
+            f"{rate_text} {self.unit}/s, elapsed {elapsed:.0f}s, ETA {eta:.0f}s",
+            file=stream,
+            flush=True,
+        )
         self._printed_done = self.done

@@ -38,8 +38,10 @@ MAX_LOST_STEPS = 1_000_000
 # The lines below are RETURNN's (1.2026): returnn/__main__.py, returnn/datasets/distrib_files.py
 # (DistributeFilesDataset.init_seq_order) and returnn/torch/engine.py (Engine.train_epoch, _print_process).
 _STARTUP = re.compile(r"^RETURNN starting up, .*?, cwd (?P<cwd>.*?), Python ")
-_FILES = re.compile(r"^<(?P<cls>\w+) '(?P<name>[^']*)' epoch=[^>]*>: using files for epoch (?P<epoch>\d+): "
-                    r"(?P<files>.*)$")
+_FILES = re.compile(
+    r"^<(?P<cls>\w+) '(?P<name>[^']*)' epoch=[^>]*>: using files for epoch (?P<epoch>\d+): "
+    r"(?P<files>.*)$"
+)
 _START_EPOCH = re.compile(r"^start epoch (?P<epoch>\d+) global train step ")
 _NUM_SEQS = re.compile(r"^ep (?P<epoch>\d+) train num_seqs: (?P<n>-?\d+)\s*$")
 _STEP = re.compile(r"^ep (?P<epoch>\d+) train, step (?P<step>\d+), (?P<info>.*)$")
@@ -188,12 +190,14 @@ class _RankParser:
         self.lost_steps = 0
 
     def _epoch(self, digits: str, where: str) -> int:
-        return _bounded_int(digits, what="sub-epoch", limit=MAX_EPOCH, where=where,
-                            fix=f"no training runs that many; {_DAMAGED}")
+        return _bounded_int(
+            digits, what="sub-epoch", limit=MAX_EPOCH, where=where, fix=f"no training runs that many; {_DAMAGED}"
+        )
 
     def _count(self, digits: str, what: str, where: str) -> int:
-        return _bounded_int(digits, what=what, limit=MAX_COUNT, where=where, fix=f"no step or sub-epoch has that "
-                                                                                 f"many; {_DAMAGED}")
+        return _bounded_int(
+            digits, what=what, limit=MAX_COUNT, where=where, fix=f"no step or sub-epoch has that many; {_DAMAGED}"
+        )
 
     def _begin(self, epoch: int, lineno: int) -> _Building:
         if self.current is None or self.current.record.epoch != epoch:
@@ -236,10 +240,15 @@ class _RankParser:
             try:
                 files = ast.literal_eval(m["files"])
             except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
-                cut = (f"; the line is longer than {MAX_LINE_CHARS:,} characters and was cut there"
-                       if len(line) >= MAX_LINE_CHARS else "; is the line cut off?")
-                raise ValueError(f"{where}: the files of epoch {epoch} are not a Python literal "
-                                 f"({short_repr(str(exc), limit=100)}){cut} {short_repr(line)}") from None
+                cut = (
+                    f"; the line is longer than {MAX_LINE_CHARS:,} characters and was cut there"
+                    if len(line) >= MAX_LINE_CHARS
+                    else "; is the line cut off?"
+                )
+                raise ValueError(
+                    f"{where}: the files of epoch {epoch} are not a Python literal "
+                    f"({short_repr(str(exc), limit=100)}){cut} {short_repr(line)}"
+                ) from None
             if not isinstance(files, list):
                 raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
             self.files_by_epoch[epoch] = files
@@ -256,9 +265,16 @@ class _RankParser:
         """One step line: its sequences, frames and completed share; skipped steps stay unknown (-1, nan)."""
         known = len(current.seqs)
         limit = known + MAX_LOST_STEPS - self.lost_steps
-        step = _bounded_int(m["step"], what="step", limit=limit, where=where, fix=(
-            f"it would leave {MAX_LOST_STEPS:,} or more steps of this log without a line (its sub-epoch "
-            f"{current.record.epoch} has {known:,} so far), but RETURNN logs every step; {_DAMAGED}"))
+        step = _bounded_int(
+            m["step"],
+            what="step",
+            limit=limit,
+            where=where,
+            fix=(
+                f"it would leave {MAX_LOST_STEPS:,} or more steps of this log without a line (its sub-epoch "
+                f"{current.record.epoch} has {known:,} so far), but RETURNN logs every step; {_DAMAGED}"
+            ),
+        )
         if step >= known:  # a lost line leaves its step unknown
             gap = step + 1 - known
             self.lost_steps += gap - 1
@@ -278,8 +294,10 @@ class _RankParser:
         if mc:
             complete = float(mc["pct"]) / 100.0
             if not 0.0 <= complete <= 1.0:
-                raise ValueError(f"{where}: complete {short_repr(mc['pct'], limit=40)}% is not a share of the "
-                                 f"sub-epoch (0 to 100%); {_DAMAGED}")
+                raise ValueError(
+                    f"{where}: complete {short_repr(mc['pct'], limit=40)}% is not a share of the "
+                    f"sub-epoch (0 to 100%); {_DAMAGED}"
+                )
         current.complete[step] = complete
 
     def result(self) -> RankLog:
@@ -288,12 +306,19 @@ class _RankParser:
             self.current = None
         for epoch, record in self.sub_epochs.items():
             record.files = self.files_by_epoch.get(epoch)
-        return RankLog(rank=self.rank, source=self.source, sub_epochs=dict(sorted(self.sub_epochs.items())),
-                       frames_dim=self.frames_dim, cwd=self.cwd, num_starts=self.num_starts)
+        return RankLog(
+            rank=self.rank,
+            source=self.source,
+            sub_epochs=dict(sorted(self.sub_epochs.items())),
+            frames_dim=self.frames_dim,
+            cwd=self.cwd,
+            num_starts=self.num_starts,
+        )
 
 
-def parse_rank_log(lines: Iterable[str], *, rank: int, source: str, dataset_name: str = "train",
-                   frames_dim: Optional[str] = None) -> RankLog:
+def parse_rank_log(
+    lines: Iterable[str], *, rank: int, source: str, dataset_name: str = "train", frames_dim: Optional[str] = None
+) -> RankLog:
     """Parse one rank's RETURNN log lines (without torchrun prefixes), one at a time.
 
     :param dataset_name: the DistributeFilesDataset whose files are taken (RETURNN names it by its config key)
@@ -345,20 +370,28 @@ def rank_of_log_file(path: str) -> Optional[Tuple[int, int]]:
     m = _RANK_FILE.search(name)
     if not m:
         return None
-    fix = "the name is not one RETURNN gives (<name>.torch-distrib-<rank>-<size>.log): pass the logs under the names " \
-          "RETURNN wrote"
+    fix = (
+        "the name is not one RETURNN gives (<name>.torch-distrib-<rank>-<size>.log): pass the logs under the names "
+        "RETURNN wrote"
+    )
     size = _bounded_int(m["size"], what="world size", limit=MAX_RANKS, where=short_repr(name)[1:-1], fix=fix)
     rank = _bounded_int(m["rank"], what="rank", limit=MAX_RANKS - 1, where=short_repr(name)[1:-1], fix=fix)
     if not 0 <= rank < size:
-        raise ValueError(f"{short_repr(name)}: rank {rank} is outside the world size {size} (ranks 0..{size - 1}); "
-                         f"{fix}")
+        raise ValueError(
+            f"{short_repr(name)}: rank {rank} is outside the world size {size} (ranks 0..{size - 1}); {fix}"
+        )
     return rank, size
 
 
 def _torchrun_rank(digits: str, where: str) -> int:
-    return _bounded_int(digits, what="torchrun rank", limit=MAX_RANKS - 1, where=where,
-                        fix="no training runs that many ranks; the prefix is damaged: remove the line, or give "
-                            "the stdout torchrun wrote")
+    return _bounded_int(
+        digits,
+        what="torchrun rank",
+        limit=MAX_RANKS - 1,
+        where=where,
+        fix="no training runs that many ranks; the prefix is damaged: remove the line, or give "
+        "the stdout torchrun wrote",
+    )
 
 
 def split_torchrun_stdout(lines: Iterable[str], *, source: str = "stdout") -> Dict[int, List[str]]:
@@ -396,8 +429,7 @@ def _read_lines(path: str, *, max_line_chars: Optional[int] = None) -> Iterator[
             yield line
 
 
-def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str],
-                num_paths: int) -> List[RankLog]:
+def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str], num_paths: int) -> List[RankLog]:
     """The rank logs of one file: a per-rank log (its rank from the name), a torchrun stdout (a rank per prefix),
     or the log of a one-process training (rank 0), read in one pass."""
     name = os.path.basename(path)
@@ -407,8 +439,7 @@ def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str],
         for lineno, line in enumerate(_read_lines(path), start=1):
             parser.feed(line, lineno)
         return [parser.result()]
-    plain: Optional[_RankParser] = _RankParser(rank=0, source=name, dataset_name=dataset_name,
-                                               frames_dim=frames_dim)
+    plain: Optional[_RankParser] = _RankParser(rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim)
     split: Dict[int, _RankParser] = {}
     for lineno, line in enumerate(_read_lines(path), start=1):
         m = _TORCHRUN_PREFIX.match(line)
@@ -417,17 +448,20 @@ def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str],
             rank = _torchrun_rank(m["rank"], f"{name}:{lineno}")
             parser = split.get(rank)
             if parser is None:
-                parser = split[rank] = _RankParser(rank=rank, source=f"{name} [rank {rank}]",
-                                                   dataset_name=dataset_name, frames_dim=frames_dim)
+                parser = split[rank] = _RankParser(
+                    rank=rank, source=f"{name} [rank {rank}]", dataset_name=dataset_name, frames_dim=frames_dim
+                )
             parser.feed(m["line"], lineno)
         elif plain is not None:
             plain.feed(line, lineno)
     if split:
         return [split[rank].result() for rank in sorted(split)]
     if num_paths > 1:
-        raise ValueError(f"{path!r} is neither a per-rank RETURNN log (<name>.torch-distrib-<rank>-<size>.log) "
-                         "nor a torchrun stdout with [default<rank>]: prefixes, so its lines cannot be given "
-                         "to a rank; pass the per-rank logs, or run torchrun with --tee=3")
+        raise ValueError(
+            f"{path!r} is neither a per-rank RETURNN log (<name>.torch-distrib-<rank>-<size>.log) "
+            "nor a torchrun stdout with [default<rank>]: prefixes, so its lines cannot be given "
+            "to a rank; pass the per-rank logs, or run torchrun with --tee=3"
+        )
     return [plain.result()]
 
 
@@ -440,8 +474,9 @@ def _few(items: Sequence, n: int = 10) -> str:
     return str(list(items)) if len(items) <= n else f"{str(list(items[:n]))[:-1]}, ...] ({len(items):,} in all)"
 
 
-def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
-                       frames_dim: Optional[str] = None) -> TrainingLog:
+def read_training_logs(
+    paths: Sequence[str], *, dataset_name: str = "train", frames_dim: Optional[str] = None
+) -> TrainingLog:
     """Read the logs of one training: RETURNN's per-rank files (``<name>.torch-distrib-<rank>-<size>.log``,
     what ``log = [...]`` gives under torch distributed; i6_core's ReturnnTrainingJob writes
     ``returnn.torch-distrib-<rank>-<size>.log`` in its work dir), or one interleaved torchrun stdout
@@ -457,20 +492,25 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
     if not paths:
-        raise ValueError("no log files given; pass RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) "
-                         "or the torchrun stdout of the training")
+        raise ValueError(
+            "no log files given; pass RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) "
+            "or the torchrun stdout of the training"
+        )
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
         raise FileNotFoundError(f"{len(missing)} log files do not exist: {missing[:5]}")
     irregular = [p for p in paths if not os.path.isfile(p)]
     if irregular:
-        raise ValueError(f"{len(irregular)} log files are not regular files (a directory, FIFO or device; reading "
-                         f"could block): {irregular[:5]}; give RETURNN's log files")
+        raise ValueError(
+            f"{len(irregular)} log files are not regular files (a directory, FIFO or device; reading "
+            f"could block): {irregular[:5]}; give RETURNN's log files"
+        )
     named = {p: rank_of_log_file(p) for p in paths}  # names checked before any file is read
     sizes = {n[1] for n in named.values() if n is not None}
     if len(sizes) > 1:
-        raise ValueError(f"the log names give different world sizes {_few(sorted(sizes))}; pass the logs of one "
-                         "training")
+        raise ValueError(
+            f"the log names give different world sizes {_few(sorted(sizes))}; pass the logs of one training"
+        )
     ranks: Dict[int, RankLog] = {}
     for path in paths:
         for log in _parse_file(path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths)):
@@ -484,9 +524,11 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
         raise ValueError(f"ranks {_few(extra)} are outside the world size {expected}")
     empty = [r.source for r in ranks.values() if not r.sub_epochs and not r.num_starts]
     if empty:
-        raise ValueError(f"{len(empty)} of the logs hold no line of a RETURNN training (no start-up line, no files "
-                         f"of a sub-epoch of {dataset_name!r}): {empty[:5]}; give RETURNN's own per-rank logs "
-                         "(returnn.torch-distrib-<rank>-<size>.log in the training's work dir) or its torchrun stdout")
+        raise ValueError(
+            f"{len(empty)} of the logs hold no line of a RETURNN training (no start-up line, no files "
+            f"of a sub-epoch of {dataset_name!r}): {empty[:5]}; give RETURNN's own per-rank logs "
+            "(returnn.torch-distrib-<rank>-<size>.log in the training's work dir) or its torchrun stdout"
+        )
     dims = {r.frames_dim for r in ranks.values() if r.frames_dim is not None}
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")
@@ -497,7 +539,8 @@ def read_training_logs(paths: Sequence[str], *, dataset_name: str = "train",
 
 def _add(ranks: Dict[int, RankLog], log: RankLog, path: str) -> None:
     if log.rank in ranks:
-        raise ValueError(f"rank {log.rank} is in two logs ({ranks[log.rank].path!r} and {path!r}); "
-                         "pass each rank's log once")
+        raise ValueError(
+            f"rank {log.rank} is in two logs ({ranks[log.rank].path!r} and {path!r}); pass each rank's log once"
+        )
     log.path = path
     ranks[log.rank] = log

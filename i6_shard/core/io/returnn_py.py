@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 __all__ = ["RETURNN_OUT_SLACK", "parse_returnn_py_literal", "parse_with_output_size"]
 
@@ -18,8 +18,15 @@ _STR_BODY = {
     ord('"'): re.compile(rb'[^"\\]*(?:\\[\s\S][^"\\]*)*"'),
 }
 _ESCAPE = re.compile(rb"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8})|([\s\S]))")
-_SIMPLE_ESCAPES = {ord("r"): b"\r", ord("t"): b"\t", ord("n"): b"\n", ord("\\"): b"\\", ord('"'): b'"',
-                   ord("'"): b"'", ord("\n"): b"\n"}
+_SIMPLE_ESCAPES = {
+    ord("r"): b"\r",
+    ord("t"): b"\t",
+    ord("n"): b"\n",
+    ord("\\"): b"\\",
+    ord('"'): b'"',
+    ord("'"): b"'",
+    ord("\n"): b"\n",
+}
 _NUM_CHARS = frozenset(b"0123456789+-.")
 
 
@@ -55,7 +62,8 @@ def parse_with_output_size(data: bytes, *, check_buffer: bool) -> Tuple[Any, int
         raise ValueError(
             f"RETURNN's .py parser would overflow its output buffer ({size} bytes of pickle for "
             f"{len(data)} bytes of input, it has room for {len(data) + RETURNN_OUT_SLACK}); "
-            "rewrite the list with write_file_list (which pads it) or use .json")
+            "rewrite the list with write_file_list (which pads it) or use .json"
+        )
     return value, size
 
 
@@ -96,7 +104,7 @@ class _PyParser:
                 if c < 0 or c not in _WS:
                     return c, True, value
             elif c == 0x4E:  # N
-                if data[self.pos:self.pos + 3] != b"one":
+                if data[self.pos : self.pos + 3] != b"one":
                     self.error("after 'N' (expected None)", c)
                 self.pos += 3
                 self.out_size += 1
@@ -130,8 +138,10 @@ class _PyParser:
             return chr(code).encode("utf-8", "surrogatepass")
         c = m.group(4)[0]
         if c not in _SIMPLE_ESCAPES:
-            raise ValueError(f"RETURNN's .py parser fails on escape {m.group().decode('utf-8', 'replace')!r} "
-                             "(it knows only \\r \\t \\n \\\\ \\' \\\" and lowercase \\x \\u \\U)")
+            raise ValueError(
+                f"RETURNN's .py parser fails on escape {m.group().decode('utf-8', 'replace')!r} "
+                "(it knows only \\r \\t \\n \\\\ \\' \\\" and lowercase \\x \\u \\U)"
+            )
         return _SIMPLE_ESCAPES[c]
 
     def parse_list(self) -> List[Any]:
@@ -187,7 +197,7 @@ class _PyParser:
         end = self.pos
         while end < len(data) and data[end] in _NUM_CHARS:
             end += 1
-        text = data[self.pos - 1:end].decode("ascii")
+        text = data[self.pos - 1 : end].decode("ascii")
         c = data[end] if end < len(data) else -1
         self.pos = end + 1 if end < len(data) else end
         try:

@@ -63,9 +63,14 @@ def check_num_samples(num_samples: int, *, name: str = "num_samples") -> None:
         raise ValueError(f"{name}={short_repr(num_samples)} must be an int >= 0 (entries stat-ed again; 0: none)")
 
 
-def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
-                           num_samples: int = DEFAULT_CHECK_SAMPLES,
-                           seed: int = 0, source: str = "the file sizes archive") -> int:
+def check_sample_unchanged(
+    file_sizes: FileSizes,
+    *,
+    trees: Sequence[FileTree],
+    num_samples: int = DEFAULT_CHECK_SAMPLES,
+    seed: int = 0,
+    source: str = "the file sizes archive",
+) -> int:
     """Stat the leaves of ``num_samples`` random entries again and compare with ``file_sizes``: the size
     (the sum over the leaves) and, if recorded, the modification time (the latest leaf's). Costs one
     stat per leaf of the sample, whatever the length of the list: run it where the sizes are used (e.g.
@@ -92,8 +97,10 @@ def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
     i6_shard.core.io.stale_sizes.StaleFileSizesError: the file sizes archive is stale: 1 of 1 sampled entries changed ...
     """
     if len(trees) != len(file_sizes):
-        raise ValueError(f"{len(trees)} file trees for {len(file_sizes)} sizes of {source}; give the trees the "
-                         "sizes were computed for, in the same order")
+        raise ValueError(
+            f"{len(trees)} file trees for {len(file_sizes)} sizes of {source}; give the trees the "
+            "sizes were computed for, in the same order"
+        )
     check_num_samples(num_samples)
     k = min(int(num_samples), len(trees))
     idxs = _sample_indices(len(trees), k, seed)
@@ -102,8 +109,10 @@ def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
     for i in idxs:
         leaves = flatten(trees[i])
         if ":".join(leaves) != file_sizes.keys[i]:
-            raise ValueError(f"entry {i} of the file trees ({short_repr(trees[i])}) has another key than {source} "
-                             f"there ({short_repr(file_sizes.keys[i])}); give the trees the sizes were computed for")
+            raise ValueError(
+                f"entry {i} of the file trees ({short_repr(trees[i])}) has another key than {source} "
+                f"there ({short_repr(file_sizes.keys[i])}); give the trees the sizes were computed for"
+            )
         try:
             stats = [os.stat(leaf) for leaf in leaves]
         except OSError as exc:
@@ -124,5 +133,7 @@ def check_sample_unchanged(file_sizes: FileSizes, *, trees: Sequence[FileTree],
             f"{source} is stale: {len(changed)} of {k} sampled entries changed since their sizes were computed "
             f"({shown}{more}). The bins would be balanced on the old sizes: compute the sizes again "
             "(ComputeFileSizesJob or `python -m i6_shard sizes`) from the files as they are now, and keep the "
-            "files unchanged while a training uses them.", changed)
+            "files unchanged while a training uses them.",
+            changed,
+        )
     return k

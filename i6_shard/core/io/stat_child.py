@@ -39,7 +39,7 @@ def _main() -> None:
     paths = data.split(b"\0") if data else []
     out = sys.stdout.buffer
     for i in range(0, len(paths), chunk_size):
-        out.write(array("q", [v for r in stat_records(paths[i:i + chunk_size]) for v in r]).tobytes())
+        out.write(array("q", [v for r in stat_records(paths[i : i + chunk_size]) for v in r]).tobytes())
         out.flush()
 
 

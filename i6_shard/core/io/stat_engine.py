@@ -24,8 +24,14 @@ from .preflight import short_repr
 from .progress import Progress
 from .stat_child import FAILED_RECORD, RECORD_INTS, stat_records
 
-__all__ = ["collect_file_sizes", "MissingFilesError", "DEFAULT_NUM_THREADS", "MAX_TREE_DEPTH", "tree_depth",
-           "default_num_procs"]
+__all__ = [
+    "collect_file_sizes",
+    "MissingFilesError",
+    "DEFAULT_NUM_THREADS",
+    "MAX_TREE_DEPTH",
+    "tree_depth",
+    "default_num_procs",
+]
 
 DEFAULT_NUM_THREADS = 32
 #: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
@@ -33,9 +39,13 @@ MAX_TREE_DEPTH = 100
 _MAX_LISTED_MISSING = 20
 # Codes in the size array for leaves that stat-ed but cannot be read as data files.
 _STAT_FAILED, _NOT_REGULAR, _UNREADABLE = FAILED_RECORD[0], -2, -3
-_FILE_TYPES = ((stat_mod.S_ISDIR, "a directory"), (stat_mod.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat_mod.S_ISCHR, "a character device"), (stat_mod.S_ISBLK, "a block device"),
-               (stat_mod.S_ISSOCK, "a socket"))
+_FILE_TYPES = (
+    (stat_mod.S_ISDIR, "a directory"),
+    (stat_mod.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat_mod.S_ISCHR, "a character device"),
+    (stat_mod.S_ISBLK, "a block device"),
+    (stat_mod.S_ISSOCK, "a socket"),
+)
 _MAX_PROCS = 8
 _NUM_PROBE = 16  # stat calls timed one by one to tell a waiting file system from a computing one
 _WAITING_STAT_S = 20e-6  # a cached local stat takes ~2 us, a network round trip >= 100 us
@@ -43,7 +53,6 @@ _MIN_PROCS_WORK_S = 0.15  # helper processes start in ~20 ms; below this much st
 _SERIAL_CHUNK = 4096
 _CHILD_CHUNK = 1024  # sizes per block a helper process sends: how often it reports progress
 _MAX_THREAD_CHUNK = 256
-
 
 
 class MissingFilesError(FileNotFoundError):
@@ -58,8 +67,6 @@ class MissingFilesError(FileNotFoundError):
             f"(first {min(len(missing), _MAX_LISTED_MISSING)} listed):\n{shown}{more}\n"
             "Fix or remove these entries from the file list; nothing was written."
         )
-
-
 
 
 class _Reader:
@@ -83,8 +90,9 @@ class _Reader:
         size[ok & ~regular] = _NOT_REGULAR
         if self.euid != 0:
             uid, gid = rec[:, 3], rec[:, 4]
-            bits = np.where(uid == self.euid, mode & 0o400,
-                            np.where(np.isin(gid, self.groups), mode & 0o040, mode & 0o004))
+            bits = np.where(
+                uid == self.euid, mode & 0o400, np.where(np.isin(gid, self.groups), mode & 0o040, mode & 0o004)
+            )
             size[ok & regular & (bits == 0)] = _UNREADABLE
         return rec[:, :2]
 
@@ -144,8 +152,9 @@ def collect_file_sizes(
     leaf_records = _stat_all(paths, num_threads=num_threads, num_procs=num_procs, progress_interval=progress_interval)
     if len(paths) != len(all_leaves):  # duplicates: stat-ed once, gathered back here
         index = dict(zip(paths, range(len(paths))))
-        leaf_records = leaf_records[np.fromiter(map(index.__getitem__, all_leaves), dtype=np.int64,
-                                                count=len(all_leaves))]
+        leaf_records = leaf_records[
+            np.fromiter(map(index.__getitem__, all_leaves), dtype=np.int64, count=len(all_leaves))
+        ]
     leaf_sizes, leaf_mtimes = leaf_records[:, 0], leaf_records[:, 1]
     counts = np.fromiter(map(len, leaves_per_tree), dtype=np.int64, count=len(leaves_per_tree))
     if int(counts.min()) == int(counts.max()):
@@ -155,8 +164,11 @@ def collect_file_sizes(
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         sizes = np.add.reduceat(leaf_sizes, starts)
         mtimes = np.maximum.reduceat(leaf_mtimes, starts)
-    return FileSizes(keys=keys, sizes=np.ascontiguousarray(sizes, dtype=np.int64),
-                     mtimes=np.ascontiguousarray(mtimes, dtype=np.int64))
+    return FileSizes(
+        keys=keys,
+        sizes=np.ascontiguousarray(sizes, dtype=np.int64),
+        mtimes=np.ascontiguousarray(mtimes, dtype=np.int64),
+    )
 
 
 def _leaves_and_keys(trees: Sequence[FileTree]) -> Tuple[List[Sequence[str]], List[str]]:
@@ -168,10 +180,14 @@ def _leaves_and_keys(trees: Sequence[FileTree]) -> Tuple[List[Sequence[str]], Li
     for idx, tree in enumerate(trees):
         depth = tree_depth(tree)
         if depth > MAX_TREE_DEPTH:
-            raise ValueError(f"file tree entry {idx} is nested more than {MAX_TREE_DEPTH} levels deep; RETURNN's "
-                             f"file trees are a few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): fix the list")
-    raise ValueError(f"a file tree is nested too deeply to walk; RETURNN's file trees are a few levels deep "
-                     f"(i6_shard takes at most {MAX_TREE_DEPTH}): fix the list")
+            raise ValueError(
+                f"file tree entry {idx} is nested more than {MAX_TREE_DEPTH} levels deep; RETURNN's "
+                f"file trees are a few levels deep (i6_shard takes at most {MAX_TREE_DEPTH}): fix the list"
+            )
+    raise ValueError(
+        f"a file tree is nested too deeply to walk; RETURNN's file trees are a few levels deep "
+        f"(i6_shard takes at most {MAX_TREE_DEPTH}): fix the list"
+    )
 
 
 def tree_depth(tree: object, *, limit: int = MAX_TREE_DEPTH) -> int:
@@ -233,7 +249,7 @@ def _stat_all(paths: List[str], *, num_threads: int, num_procs: int, progress_in
     times = []
     for i in range(num_probe):
         t0 = time.perf_counter()
-        records = stat_records(paths[i:i + 1])
+        records = stat_records(paths[i : i + 1])
         times.append(time.perf_counter() - t0)
         out[i] = reader.classify(records)[0]
     per_stat = sorted(times)[num_probe // 2] if times else 0.0
@@ -260,16 +276,18 @@ def _stat_all(paths: List[str], *, num_threads: int, num_procs: int, progress_in
     return out
 
 
-def _stat_serial(paths: List[str], out: np.ndarray, *, start: int, stop: int, progress: Progress,
-                 reader: _Reader) -> None:
+def _stat_serial(
+    paths: List[str], out: np.ndarray, *, start: int, stop: int, progress: Progress, reader: _Reader
+) -> None:
     for a in range(start, stop, _SERIAL_CHUNK):
         b = min(a + _SERIAL_CHUNK, stop)
         out[a:b] = _stat_chunk(paths[a:b], reader)
         progress.add(b - a)
 
 
-def _stat_in_threads(paths: List[str], out: np.ndarray, *, start: int, num_threads: int,
-                     progress: Progress, reader: _Reader) -> None:
+def _stat_in_threads(
+    paths: List[str], out: np.ndarray, *, start: int, num_threads: int, progress: Progress, reader: _Reader
+) -> None:
     n = len(paths)
     # Small chunks: each one waits on the file system, and balance matters more than overhead.
     chunk = max(1, min(_MAX_THREAD_CHUNK, (n - start) // (num_threads * 4)))
@@ -289,16 +307,27 @@ def _stat_in_threads(paths: List[str], out: np.ndarray, *, start: int, num_threa
 # parent can report progress.
 
 
-def _stat_in_procs(paths: List[str], out: np.ndarray, *, start: int, num_procs: int, progress: Progress,
-                   reader: _Reader, steal: bool = True) -> None:
+def _stat_in_procs(
+    paths: List[str],
+    out: np.ndarray,
+    *,
+    start: int,
+    num_procs: int,
+    progress: Progress,
+    reader: _Reader,
+    steal: bool = True,
+) -> None:
     """This process takes the first share, ``num_procs - 1`` fresh interpreters (spawned, not
     forked: safe with threads) the others. Once done with its own share, this process stats
     the helpers' shares from their far ends backwards until it meets each helper, so a helper
     that is slow to start, starved of CPU, or failing costs no more than doing it here."""
     bounds = np.linspace(start, len(paths), num_procs + 1).astype(np.int64).tolist()
     lock = threading.Lock()
-    helpers = [_Helper(paths, out, a, b, progress, lock, reader, wait=not steal)
-               for a, b in zip(bounds[1:-1], bounds[2:]) if a < b]
+    helpers = [
+        _Helper(paths, out, a, b, progress, lock, reader, wait=not steal)
+        for a, b in zip(bounds[1:-1], bounds[2:])
+        if a < b
+    ]
     for helper in helpers:
         helper.start()
     try:
@@ -323,8 +352,18 @@ class _Helper:
     """One helper process for ``paths[a:b]``; it fills ``out`` from ``a`` up to ``pos``, the
     parent from ``b`` down to ``limit`` (both change under ``lock``; ``pos <= limit``)."""
 
-    def __init__(self, paths: List[str], out: np.ndarray, a: int, b: int, progress: Progress,
-                 lock: threading.Lock, reader: _Reader, *, wait: bool = False):
+    def __init__(
+        self,
+        paths: List[str],
+        out: np.ndarray,
+        a: int,
+        b: int,
+        progress: Progress,
+        lock: threading.Lock,
+        reader: _Reader,
+        *,
+        wait: bool = False,
+    ):
         self.paths, self.out, self.a, self.b, self.progress, self.lock = paths, out, a, b, progress, lock
         self.reader, self.wait = reader, wait
         self.pos = a
@@ -354,14 +393,20 @@ class _Helper:
         try:
             self.proc = proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", stat_child.__file__, str(_CHILD_CHUNK)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
         except OSError:
             return
         record_bytes = 8 * RECORD_INTS
         try:
             with proc.stdin:
-                proc.stdin.write("\0".join(self.paths[self.a:self.b]).encode(
-                    sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()))
+                proc.stdin.write(
+                    "\0".join(self.paths[self.a : self.b]).encode(
+                        sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+                    )
+                )
             while self.pos < self.limit:
                 data = proc.stdout.read(_CHILD_CHUNK * record_bytes)
                 if len(data) % record_bytes:
@@ -372,7 +417,7 @@ class _Helper:
                 classified = self.reader.classify(records)
                 with self.lock:
                     num = max(0, min(len(classified), self.limit - self.pos))
-                    self.out[self.pos:self.pos + num] = classified[:num]
+                    self.out[self.pos : self.pos + num] = classified[:num]
                     self.pos += num
                 self.progress.add(num)
         except OSError:  # the helper died or could not start: the parent takes over its share

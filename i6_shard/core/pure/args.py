@@ -10,8 +10,15 @@ import numpy as np
 
 from .text import short_repr
 
-__all__ = ["first_negative", "check_int", "check_optional_int", "check_bool", "check_optional_bool",
-           "check_optional_mapping", "check_choice"]
+__all__ = [
+    "first_negative",
+    "check_int",
+    "check_optional_int",
+    "check_bool",
+    "check_optional_bool",
+    "check_optional_mapping",
+    "check_choice",
+]
 
 
 def check_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> int:
@@ -97,4 +104,3 @@ def first_negative(values: Any) -> Optional[int]:
     if not arr.size or arr.dtype.kind == "u" or int(arr.min()) >= 0:
         return None
     return int(np.argmax(arr < 0))
-

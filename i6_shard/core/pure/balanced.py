@@ -67,8 +67,9 @@ def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     return order, bounds
 
 
-def _balanced_split(sizes: np.ndarray, *, num_shards: int,
-                    partition_epoch: int) -> Tuple[np.ndarray, np.ndarray, Fraction, Dict[Tuple[int, int], tuple]]:
+def _balanced_split(
+    sizes: np.ndarray, *, num_shards: int, partition_epoch: int
+) -> Tuple[np.ndarray, np.ndarray, Fraction, Dict[Tuple[int, int], tuple]]:
     """:func:`distribute_balanced` with what it computed on the way: ``(order, bounds, dropped, groups)``,
     with ``dropped`` the exact sum over sub-epochs of ``1 - W*min/sum`` of the result, and ``groups`` the
     largest-first assignment (:func:`_assign_group`) of every contiguous group it tried, by ``(start, end)``."""
@@ -81,8 +82,9 @@ def _balanced_split(sizes: np.ndarray, *, num_shards: int,
     tried = {(int(cut[s]), int(cut[s + 1])): groups[s] for s in range(partition_epoch)}
     loss = sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
     if num_shards > 1 and loss > _TRY_ALIGNED_CUT_ABOVE * partition_epoch:
-        aligned = _min_group_size(((cut + num_shards // 2) // num_shards) * num_shards,
-                                  num_files=num_files, min_group_size=num_shards)
+        aligned = _min_group_size(
+            ((cut + num_shards // 2) // num_shards) * num_shards, num_files=num_files, min_group_size=num_shards
+        )
         if not np.array_equal(aligned, cut):
             aligned_groups = _assign_groups(sizes, aligned, num_shards=num_shards)
             tried.update({(int(aligned[s]), int(aligned[s + 1])): aligned_groups[s] for s in range(partition_epoch)})
@@ -99,8 +101,14 @@ def _balanced_split(sizes: np.ndarray, *, num_shards: int,
     return order, bounds, loss, tried
 
 
-def _bins_from_groups(cut: Optional[np.ndarray], groups: list, *, num_shards: int, partition_epoch: int,
-                      members: Optional[List[np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
+def _bins_from_groups(
+    cut: Optional[np.ndarray],
+    groups: list,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    members: Optional[List[np.ndarray]] = None,
+) -> Tuple[np.ndarray, np.ndarray]:
     """``(order, bounds)`` in RETURNN's bin order from contiguous groups (``cut``) and their per-rank assignment,
     or from groups given as sorted positions (``members``, one int64 array per group; ``cut`` then None)."""
     # Bin r*P + s holds group s's files of rank r; concatenate the slices rank-major.
@@ -108,8 +116,13 @@ def _bins_from_groups(cut: Optional[np.ndarray], groups: list, *, num_shards: in
     for s, (by_rank, rank_starts, _) in enumerate(groups):
         counts[:, s] = np.diff(rank_starts)
         pieces.append(members[s][by_rank] if members is not None else by_rank + cut[s])
-    order = np.concatenate([pieces[s][int(groups[s][1][r]):int(groups[s][1][r + 1])]
-                            for r in range(num_shards) for s in range(partition_epoch)])
+    order = np.concatenate(
+        [
+            pieces[s][int(groups[s][1][r]) : int(groups[s][1][r + 1])]
+            for r in range(num_shards)
+            for s in range(partition_epoch)
+        ]
+    )
     bounds = np.zeros(num_shards * partition_epoch + 1, dtype=np.int64)
     np.cumsum(counts.reshape(-1), out=bounds[1:])
     return order, bounds
@@ -121,15 +134,16 @@ _TRY_ALIGNED_CUT_ABOVE = Fraction(1, 1000)
 
 
 def _assign_groups(sizes: np.ndarray, cut: np.ndarray, *, num_shards: int) -> list:
-    return [_assign_group(sizes[int(cut[s]):int(cut[s + 1])], num_shards=num_shards) for s in range(len(cut) - 1)]
+    return [_assign_group(sizes[int(cut[s]) : int(cut[s + 1])], num_shards=num_shards) for s in range(len(cut) - 1)]
 
 
 def _assign_group(sizes: np.ndarray, *, num_shards: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Largest-first on one group: (positions sorted by rank, stable; rank starts [W+1]; loads [W])."""
     rank = assign_largest_first(sizes, num_bins=num_shards)
     # A stable sort of small ints is a radix sort in numpy: keep the rank narrow.
-    by_rank = np.argsort(rank.astype(np.int16 if num_shards <= np.iinfo(np.int16).max else np.int32),
-                         kind="stable").astype(np.int64, copy=False)
+    by_rank = np.argsort(
+        rank.astype(np.int16 if num_shards <= np.iinfo(np.int16).max else np.int32), kind="stable"
+    ).astype(np.int64, copy=False)
     rank_starts = np.zeros(num_shards + 1, dtype=np.int64)
     np.cumsum(np.bincount(rank, minlength=num_shards), out=rank_starts[1:])
     assert int(np.diff(rank_starts).min()) >= 1, "every rank has a file"
@@ -164,8 +178,10 @@ def group_bounds(sizes: np.ndarray, *, num_groups: int, min_group_size: int = 1)
     num_files = int(sizes.shape[0])
     min_group_size = check_int(min_group_size, name="min_group_size", minimum=1)
     if num_files < num_groups * min_group_size:
-        raise ValueError(f"{num_files} files cannot fill {num_groups} groups of at least {min_group_size} files; "
-                         "lower partition_epoch or num_shards, or split the data into more files")
+        raise ValueError(
+            f"{num_files} files cannot fill {num_groups} groups of at least {min_group_size} files; "
+            "lower partition_epoch or num_shards, or split the data into more files"
+        )
     bounds = distribute_evenly_by_size(sizes, num_bins=num_groups)
     return _min_group_size(bounds, num_files=num_files, min_group_size=min_group_size)
 
@@ -246,7 +262,7 @@ def _lpt_runs(sorted_sizes: np.ndarray, num_bins: int) -> np.ndarray:
         run = min(num_bins, num_files - pos)
         cand = cand[:run]
         old_load, old_tie = load[cand], tie[cand]
-        new_load, new_tie = old_load + sorted_sizes[pos:pos + run], old_tie + num_bins
+        new_load, new_tie = old_load + sorted_sizes[pos : pos + run], old_tie + num_bins
         # File j goes to cand[j] if that bin's key is below every key the files 0..j-1 created.
         # Loads decide unless they are equal; then compare whole keys (rare, so done only then).
         lowest_new_load = np.minimum.accumulate(new_load)
@@ -255,7 +271,7 @@ def _lpt_runs(sorted_sizes: np.ndarray, num_bins: int) -> np.ndarray:
         if take < run and old_load[take] == lowest_new_load[take - 1]:
             take = _run_length_exact(old_load, old_tie, new_load, new_tie)
         chosen = cand[:take]
-        out[pos:pos + take] = chosen
+        out[pos : pos + take] = chosen
         load[chosen] = new_load[:take]
         tie[chosen] = new_tie[:take]
         pos += take
@@ -267,8 +283,9 @@ def _run_length_exact(old_load: np.ndarray, old_tie: np.ndarray, new_load: np.nd
     rank all 2*run keys (distinct, as each contains its bin index) and compare ranks."""
     run = len(old_load)
     key_rank = np.empty(2 * run, dtype=np.int64)
-    key_rank[np.lexsort((np.concatenate([old_tie, new_tie]), np.concatenate([old_load, new_load])))] = \
-        np.arange(2 * run, dtype=np.int64)
+    key_rank[np.lexsort((np.concatenate([old_tie, new_tie]), np.concatenate([old_load, new_load])))] = np.arange(
+        2 * run, dtype=np.int64
+    )
     beaten = key_rank[1:run] > np.minimum.accumulate(key_rank[run:])[:-1]
     return run if not beaten.any() else 1 + int(np.argmax(beaten))
 

@@ -13,9 +13,20 @@ from .args import check_choice, check_int, check_optional_int
 from .plan import ShardPlan
 from .stats import compute_plan_stats
 
-__all__ = ["Batching", "simulate_num_batches", "seqs_per_batch_moments", "rank_steps", "order_variance",
-           "predict_dropped", "sync_stop", "SyncMode", "REDUCE_TYPES", "predict_plan_drop", "file_millisteps",
-           "MILLISTEPS_PER_STEP"]
+__all__ = [
+    "Batching",
+    "simulate_num_batches",
+    "seqs_per_batch_moments",
+    "rank_steps",
+    "order_variance",
+    "predict_dropped",
+    "sync_stop",
+    "SyncMode",
+    "REDUCE_TYPES",
+    "predict_plan_drop",
+    "file_millisteps",
+    "MILLISTEPS_PER_STEP",
+]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
 DEFAULT_NUM_DRAWS = 512
@@ -44,18 +55,28 @@ class Batching:
     max_seqs: Optional[int]
 
     def __post_init__(self):
-        object.__setattr__(self, "batch_size", check_optional_int(self.batch_size, name="batch_size", minimum=1,
-                                                                  hint="frames per batch, padding included"))
-        object.__setattr__(self, "max_seqs", check_optional_int(self.max_seqs, name="max_seqs", minimum=1,
-                                                                hint="sequences per batch"))
+        object.__setattr__(
+            self,
+            "batch_size",
+            check_optional_int(
+                self.batch_size, name="batch_size", minimum=1, hint="frames per batch, padding included"
+            ),
+        )
+        object.__setattr__(
+            self, "max_seqs", check_optional_int(self.max_seqs, name="max_seqs", minimum=1, hint="sequences per batch")
+        )
         if self.batch_size is None and self.max_seqs is None:
-            raise ValueError("batch_size and max_seqs are both None: give at least one batching limit (RETURNN's "
-                             "batch_size in frames, max_seqs)")
+            raise ValueError(
+                "batch_size and max_seqs are both None: give at least one batching limit (RETURNN's "
+                "batch_size in frames, max_seqs)"
+            )
         for name in ("batch_size", "max_seqs"):
             value = getattr(self, name)
             if value is not None and value > MAX_BATCHING_LIMIT:
-                raise ValueError(f"{name}={value} is beyond any batch RETURNN makes (at most {MAX_BATCHING_LIMIT:,}); "
-                                 f"give the training's {name}, or leave it out for no limit")
+                raise ValueError(
+                    f"{name}={value} is beyond any batch RETURNN makes (at most {MAX_BATCHING_LIMIT:,}); "
+                    f"give the training's {name}, or leave it out for no limit"
+                )
 
     @property
     def frames_limit(self) -> int:
@@ -88,9 +109,11 @@ def check_batching_for_unit(unit: str, batching: Optional[Batching]) -> None:
     """
     if (batching is not None) != (unit == "steps"):
         limits = batching.as_dict() if batching is not None else {"batch_size": None, "max_seqs": None}
-        raise ValueError(f"unit={unit!r} with batch_size={limits['batch_size']!r}, max_seqs={limits['max_seqs']!r}: "
-                         "unit='steps' needs batch_size and/or max_seqs (the limits its steps are counted under), "
-                         "the other units take neither")
+        raise ValueError(
+            f"unit={unit!r} with batch_size={limits['batch_size']!r}, max_seqs={limits['max_seqs']!r}: "
+            "unit='steps' needs batch_size and/or max_seqs (the limits its steps are counted under), "
+            "the other units take neither"
+        )
 
 
 def simulate_num_batches(lengths: Sequence[int] | np.ndarray, batching: Batching) -> np.ndarray:
@@ -139,7 +162,7 @@ def seqs_per_batch_moments(lengths: np.ndarray, batching: Batching) -> Tuple[flo
         return 1.0, 0.0
     k = np.arange(2, k_max + 1, dtype=np.int64)
     cdf = np.searchsorted(sample, batching.frames_limit // k, side="right") / sample.size
-    p = np.concatenate([[1.0], cdf ** k])  # P(K >= k), k = 1..k_max
+    p = np.concatenate([[1.0], cdf**k])  # P(K >= k), k = 1..k_max
     kk = np.arange(1, k_max + 1, dtype=np.float64)
     mean = float(p.sum())
     second = float(((2 * kk - 1) * p).sum())
@@ -158,7 +181,7 @@ def rank_steps(num_seqs: int, lengths: np.ndarray, batching: Batching) -> Tuple[
     if num_seqs <= 0:
         return 0.0, 0.0
     mean, var = seqs_per_batch_moments(lengths, batching)
-    return num_seqs / mean, num_seqs * var / mean ** 3
+    return num_seqs / mean, num_seqs * var / mean**3
 
 
 def file_millisteps(file_lengths: Sequence[np.ndarray], batching: Batching) -> np.ndarray:
@@ -238,18 +261,25 @@ class SyncMode:
     param_sync_step: Optional[int] = None
 
     def __post_init__(self):
-        check_choice(self.reduce_type, name="reduce_type", choices=REDUCE_TYPES,
-                     problem="is not a sync mode of the drop model")
+        check_choice(
+            self.reduce_type, name="reduce_type", choices=REDUCE_TYPES, problem="is not a sync mode of the drop model"
+        )
         if self.reduce_type == "grad":
             if self.param_sync_step is not None:
-                raise ValueError(f"param_sync_step={self.param_sync_step!r} is only used with reduce_type='param'; "
-                                 "give reduce_type='param' too, or leave param_sync_step out")
+                raise ValueError(
+                    f"param_sync_step={self.param_sync_step!r} is only used with reduce_type='param'; "
+                    "give reduce_type='param' too, or leave param_sync_step out"
+                )
         elif self.param_sync_step is None:
-            raise ValueError("reduce_type='param' needs param_sync_step (torch_distributed's steps between param "
-                             "syncs, e.g. 100)")
+            raise ValueError(
+                "reduce_type='param' needs param_sync_step (torch_distributed's steps between param syncs, e.g. 100)"
+            )
         else:
-            object.__setattr__(self, "param_sync_step", check_int(
-                self.param_sync_step, name="param_sync_step", minimum=1, hint="steps between param syncs"))
+            object.__setattr__(
+                self,
+                "param_sync_step",
+                check_int(self.param_sync_step, name="param_sync_step", minimum=1, hint="steps between param syncs"),
+            )
 
     @property
     def sync_every(self) -> int:
@@ -263,8 +293,15 @@ class SyncMode:
         return {"reduce_type": self.reduce_type, "param_sync_step": self.param_sync_step}
 
 
-def predict_dropped(frames: np.ndarray, steps_mean: np.ndarray, steps_var: np.ndarray, *,
-                    num_draws: int = DEFAULT_NUM_DRAWS, seed: int = 0, sync_every: int = 1) -> np.ndarray:
+def predict_dropped(
+    frames: np.ndarray,
+    steps_mean: np.ndarray,
+    steps_var: np.ndarray,
+    *,
+    num_draws: int = DEFAULT_NUM_DRAWS,
+    seed: int = 0,
+    sync_every: int = 1,
+) -> np.ndarray:
     """Per sub-epoch, the expected share of the frames dropped when every rank stops at the control
     sync after the first rank runs out. Rank r's work ``X_r`` (in batches of mean fill, see
     :func:`rank_steps`) is drawn normal around ``steps_mean`` with ``steps_var``; it makes
@@ -318,11 +355,19 @@ def scaled_lengths(quantiles: np.ndarray, *, mean_length: float) -> np.ndarray:
     return np.maximum(1, np.rint(q * mean_length / pooled_mean)).astype(np.int64)
 
 
-def predict_plan_drop(plan: ShardPlan, *, num_epochs: int, num_seqs: np.ndarray, num_frames: np.ndarray,
-                      batching: Batching, seq_length_quantiles: Optional[np.ndarray] = None,
-                      file_lengths: Optional[Sequence[np.ndarray]] = None,
-                      layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
-                      num_draws: int = DEFAULT_NUM_DRAWS, sync_every: int = 1) -> Dict[str, np.ndarray]:
+def predict_plan_drop(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    num_seqs: np.ndarray,
+    num_frames: np.ndarray,
+    batching: Batching,
+    seq_length_quantiles: Optional[np.ndarray] = None,
+    file_lengths: Optional[Sequence[np.ndarray]] = None,
+    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
+    num_draws: int = DEFAULT_NUM_DRAWS,
+    sync_every: int = 1,
+) -> Dict[str, np.ndarray]:
     """The predicted steps and dropped share of every sub-epoch of ``plan`` under ``batching``.
 
     A rank's sequences are taken in random order (the sub-epoch dataset's ``seq_ordering="random"``).
@@ -340,12 +385,16 @@ def predict_plan_drop(plan: ShardPlan, *, num_epochs: int, num_seqs: np.ndarray,
     if file_lengths is None and seq_length_quantiles is None:
         raise ValueError("give seq_length_quantiles (a costs archive has them) or file_lengths")
     if layout is None:
+
         def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
             return plan.layout(full_epoch_0idx=k, shard_index=r)
-    seqs = compute_plan_stats(ShardPlan(plan.keys, num_seqs, plan.settings), num_epochs=num_epochs,
-                              layout=layout, check=False).bytes
-    frames = compute_plan_stats(ShardPlan(plan.keys, num_frames, plan.settings), num_epochs=num_epochs,
-                                layout=layout, check=False).bytes
+
+    seqs = compute_plan_stats(
+        ShardPlan(plan.keys, num_seqs, plan.settings), num_epochs=num_epochs, layout=layout, check=False
+    ).bytes
+    frames = compute_plan_stats(
+        ShardPlan(plan.keys, num_frames, plan.settings), num_epochs=num_epochs, layout=layout, check=False
+    ).bytes
     mean = np.zeros(seqs.shape)
     var = np.zeros(seqs.shape)
     cache: Dict[int, Tuple[float, float]] = {}
@@ -379,4 +428,4 @@ def _files_of(layout, e: int, r: int, plan: ShardPlan) -> np.ndarray:
     k, s = divmod(e, part)
     order, bounds = layout(k, r)
     b = r * part + s if plan.settings.distrib_shard_files else s
-    return order[bounds[b]:bounds[b + 1]]
+    return order[bounds[b] : bounds[b + 1]]

@@ -15,8 +15,16 @@ from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 from .stats import num_full_epochs_for
 
-__all__ = ["DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS", "check_preload_next_n_sub_epochs", "NodeCache", "CacheFootprint",
-           "compute_cache_footprint", "partition_epochs_fitting", "partition_epoch_fits", "parse_bytes"]
+__all__ = [
+    "DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS",
+    "check_preload_next_n_sub_epochs",
+    "NodeCache",
+    "CacheFootprint",
+    "compute_cache_footprint",
+    "partition_epochs_fitting",
+    "partition_epoch_fits",
+    "parse_bytes",
+]
 
 #: DistributeFilesDataset's ``preload_next_n_sub_epochs`` when not set: 1 with ``use_worker_proc=True`` (its
 #: default), 0 without (``returnn/datasets/distrib_files.py``, ``DistributeFilesDataset.__init__``).
@@ -34,15 +42,24 @@ def check_preload_next_n_sub_epochs(value: Any) -> int:
     ...
     ValueError: preload_next_n_sub_epochs=1000000000 is more than 100: RETURNN would create that many sub-epoch datasets ahead of the one it trains on (its default is 1 with use_worker_proc=True, else 0); give the dataset's own value
     """
-    value = check_int(value, name="preload_next_n_sub_epochs", minimum=0, hint=(
-        f"sub-epoch datasets RETURNN loads ahead; its default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, 0 with "
-        "use_worker_proc=False"))
+    value = check_int(
+        value,
+        name="preload_next_n_sub_epochs",
+        minimum=0,
+        hint=(
+            f"sub-epoch datasets RETURNN loads ahead; its default is {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, 0 with "
+            "use_worker_proc=False"
+        ),
+    )
     if value > MAX_PRELOAD_NEXT_N_SUB_EPOCHS:
-        raise ValueError(f"preload_next_n_sub_epochs={value} is more than {MAX_PRELOAD_NEXT_N_SUB_EPOCHS}: RETURNN "
-                         "would create that many sub-epoch datasets ahead of the one it trains on (its default is "
-                         f"{DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS} with use_worker_proc=True, else 0); give the "
-                         "dataset's own value")
+        raise ValueError(
+            f"preload_next_n_sub_epochs={value} is more than {MAX_PRELOAD_NEXT_N_SUB_EPOCHS}: RETURNN "
+            "would create that many sub-epoch datasets ahead of the one it trains on (its default is "
+            f"{DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS} with use_worker_proc=True, else 0); give the "
+            "dataset's own value"
+        )
     return value
+
 
 Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
 
@@ -76,14 +93,25 @@ class NodeCache:
     constant_bytes: int = 0
 
     def __post_init__(self):
-        object.__setattr__(self, "ranks_per_node", check_int(self.ranks_per_node, name="ranks_per_node", minimum=1,
-                                                             hint="GPUs per node"))
-        object.__setattr__(self, "preload_next_n_sub_epochs",
-                           check_preload_next_n_sub_epochs(self.preload_next_n_sub_epochs))
+        object.__setattr__(
+            self,
+            "ranks_per_node",
+            check_int(self.ranks_per_node, name="ranks_per_node", minimum=1, hint="GPUs per node"),
+        )
+        object.__setattr__(
+            self, "preload_next_n_sub_epochs", check_preload_next_n_sub_epochs(self.preload_next_n_sub_epochs)
+        )
         object.__setattr__(self, "cached_file", check_bool(self.cached_file, name="cached_file"))
-        object.__setattr__(self, "constant_bytes", check_int(
-            self.constant_bytes, name="constant_bytes", minimum=0,
-            hint="bytes of the files the sub-epoch dataset reads in every sub-epoch; 0 for none"))
+        object.__setattr__(
+            self,
+            "constant_bytes",
+            check_int(
+                self.constant_bytes,
+                name="constant_bytes",
+                minimum=0,
+                hint="bytes of the files the sub-epoch dataset reads in every sub-epoch; 0 for none",
+            ),
+        )
 
     def num_nodes(self, num_shards: int) -> int:
         """Nodes that ``num_shards`` ranks take.
@@ -103,9 +131,11 @@ class NodeCache:
 
     def as_dict(self) -> Dict[str, object]:
         """The settings as JSON types (``constant_bytes`` only where there are such files)."""
-        out: Dict[str, object] = {"ranks_per_node": self.ranks_per_node,
-                                  "preload_next_n_sub_epochs": self.preload_next_n_sub_epochs,
-                                  "cached_file": self.cached_file}
+        out: Dict[str, object] = {
+            "ranks_per_node": self.ranks_per_node,
+            "preload_next_n_sub_epochs": self.preload_next_n_sub_epochs,
+            "cached_file": self.cached_file,
+        }
         if self.constant_bytes:
             out["constant_bytes"] = self.constant_bytes
         return out
@@ -162,8 +192,9 @@ def _key_ids(plan: ShardPlan) -> Tuple[Optional[np.ndarray], np.ndarray]:
     return ids.astype(np.int64).reshape(-1), plan.costs[first]
 
 
-def compute_cache_footprint(plan: ShardPlan, *, node_cache: NodeCache, num_epochs: int,
-                            layout: Optional[Layout] = None) -> CacheFootprint:
+def compute_cache_footprint(
+    plan: ShardPlan, *, node_cache: NodeCache, num_epochs: int, layout: Optional[Layout] = None
+) -> CacheFootprint:
     """Bytes held and read per node and sub-epoch over sub-epochs ``1..num_epochs``, as RETURNN's
     ``DistributeFilesDataset.init_seq_order`` creates (and preloads) the sub-epoch datasets of each rank and
     ``returnn.util.file_cache.FileCache`` copies their ``CachedFile`` s.
@@ -200,8 +231,9 @@ def compute_cache_footprint(plan: ShardPlan, *, node_cache: NodeCache, num_epoch
             for n in range(num_nodes):
                 ranks = node_cache.ranks_of(n, num_shards=num_shards)
                 shared[e - 1, n] = sum(bins.bytes(bins.bin_id(e, r)) + node_cache.constant_bytes for r in ranks)
-        return CacheFootprint(node_cache, num_shards, plan.partition_epoch, int(num_epochs), held_bytes, held_files,
-                              shared)
+        return CacheFootprint(
+            node_cache, num_shards, plan.partition_epoch, int(num_epochs), held_bytes, held_files, shared
+        )
     previous: List[Optional[_Window]] = [None] * num_nodes
     for e in range(1, num_epochs + 1):
         for n in range(num_nodes):
@@ -244,8 +276,10 @@ class _Bins:
                 try:
                     order, bounds = self.plan.layout(full_epoch_0idx=k, shard_index=li)
                 except ValueError as exc:  # a seed out of range: RETURNN fails there too, when it preloads
-                    raise ValueError(f"the sub-epoch datasets RETURNN creates ahead (preload_next_n_sub_epochs) "
-                                     f"need full epoch {k}, which it cannot shuffle: {exc}") from None
+                    raise ValueError(
+                        f"the sub-epoch datasets RETURNN creates ahead (preload_next_n_sub_epochs) "
+                        f"need full epoch {k}, which it cannot shuffle: {exc}"
+                    ) from None
             order = np.asarray(order, dtype=np.int64)
             bounds = np.asarray(bounds, dtype=np.int64)
             bin_bytes = np.add.reduceat(self.plan.costs[order], bounds[:-1]) if order.size else np.zeros(0, np.int64)
@@ -259,7 +293,7 @@ class _Bins:
     def files(self, bin_id: BinId) -> np.ndarray:
         """Key ids of the bin's files (entry indices when every key is unique)."""
         order, bounds, _ = self._get(bin_id[0], bin_id[1])
-        entries = order[bounds[bin_id[2]]:bounds[bin_id[2] + 1]]
+        entries = order[bounds[bin_id[2]] : bounds[bin_id[2] + 1]]
         return entries if self.key_ids is None else self.key_ids[entries]
 
     def bytes(self, bin_id: BinId) -> int:
@@ -313,8 +347,15 @@ class _Window:
         return int(self.bins.key_costs[d[~found]].sum())
 
 
-def partition_epoch_candidates(*, num_files: int, settings: PlanSettings, cache_size: int, total_bytes: int,
-                               node_cache: NodeCache, max_candidates: int = 8) -> List[int]:
+def partition_epoch_candidates(
+    *,
+    num_files: int,
+    settings: PlanSettings,
+    cache_size: int,
+    total_bytes: int,
+    node_cache: NodeCache,
+    max_candidates: int = 8,
+) -> List[int]:
     """``partition_epoch`` values worth checking against ``cache_size``: the plan's own, the smallest the
     mean bin size suggests (``ranks_per_node * (preload + 1) * total / (num_bins per partition_epoch * P)
     <= cache_size``) and a few above it, round values around it, and the largest the files allow (sorted).
@@ -339,8 +380,9 @@ def partition_epoch_candidates(*, num_files: int, settings: PlanSettings, cache_
     return values
 
 
-def partition_epochs_fitting(plan: ShardPlan, *, node_cache: NodeCache, cache_size: int,
-                             candidates: Sequence[int], num_full_epochs: int = 3) -> List[Dict[str, object]]:
+def partition_epochs_fitting(
+    plan: ShardPlan, *, node_cache: NodeCache, cache_size: int, candidates: Sequence[int], num_full_epochs: int = 3
+) -> List[Dict[str, object]]:
     """For each candidate ``partition_epoch``: the peak bytes a node holds (the same files and other settings,
     over the first ``num_full_epochs`` full epochs; the bins' sizes are alike in every full epoch) and
     whether it fits ``cache_size`` bytes. Candidates the files cannot fill are reported with the reason.
@@ -365,8 +407,9 @@ def partition_epochs_fitting(plan: ShardPlan, *, node_cache: NodeCache, cache_si
     return out
 
 
-def partition_epoch_fits(plan: ShardPlan, *, node_cache: NodeCache, cache_size: int, num_full_epochs: int = 3,
-                         max_refine: int = 4) -> List[Dict[str, object]]:
+def partition_epoch_fits(
+    plan: ShardPlan, *, node_cache: NodeCache, cache_size: int, num_full_epochs: int = 3, max_refine: int = 4
+) -> List[Dict[str, object]]:
     """:func:`partition_epochs_fitting` for the :func:`partition_epoch_candidates`, then up to ``max_refine``
     more values halving the gap between the largest value that does not fit below the smallest that does
     and that one (the peak shrinks with partition_epoch, though not strictly), sorted by partition_epoch.
@@ -376,10 +419,19 @@ def partition_epoch_fits(plan: ShardPlan, *, node_cache: NodeCache, cache_size: 
     >>> [(r["partition_epoch"], r["peak_bytes"]) for r in rows if 17 <= r["partition_epoch"] <= 19]  # refined
     [(17, 7600), (18, 7200), (19, 6800)]
     """
-    candidates = partition_epoch_candidates(num_files=plan.num_files, settings=plan.settings, cache_size=cache_size,
-                                            total_bytes=int(plan.costs.sum()), node_cache=node_cache)
-    rows = {r["partition_epoch"]: r for r in partition_epochs_fitting(
-        plan, node_cache=node_cache, cache_size=cache_size, candidates=candidates, num_full_epochs=num_full_epochs)}
+    candidates = partition_epoch_candidates(
+        num_files=plan.num_files,
+        settings=plan.settings,
+        cache_size=cache_size,
+        total_bytes=int(plan.costs.sum()),
+        node_cache=node_cache,
+    )
+    rows = {
+        r["partition_epoch"]: r
+        for r in partition_epochs_fitting(
+            plan, node_cache=node_cache, cache_size=cache_size, candidates=candidates, num_full_epochs=num_full_epochs
+        )
+    }
     for _ in range(max_refine):
         fitting = [p for p, r in rows.items() if r.get("fits")]
         if not fitting:
@@ -389,14 +441,40 @@ def partition_epoch_fits(plan: ShardPlan, *, node_cache: NodeCache, cache_size: 
         if not below or smallest - max(below) < 2:
             break
         middle = (max(below) + smallest) // 2
-        rows.update({r["partition_epoch"]: r for r in partition_epochs_fitting(
-            plan, node_cache=node_cache, cache_size=cache_size, candidates=[middle], num_full_epochs=num_full_epochs)})
+        rows.update(
+            {
+                r["partition_epoch"]: r
+                for r in partition_epochs_fitting(
+                    plan,
+                    node_cache=node_cache,
+                    cache_size=cache_size,
+                    candidates=[middle],
+                    num_full_epochs=num_full_epochs,
+                )
+            }
+        )
     return [rows[p] for p in sorted(rows)]
 
 
-_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20, "MB": 10**6, "MIB": 2**20,
-          "G": 2**30, "GB": 10**9, "GIB": 2**30, "T": 2**40, "TB": 10**12, "TIB": 2**40, "P": 2**50, "PB": 10**15,
-          "PIB": 2**50}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 2**10,
+    "KB": 10**3,
+    "KIB": 2**10,
+    "M": 2**20,
+    "MB": 10**6,
+    "MIB": 2**20,
+    "G": 2**30,
+    "GB": 10**9,
+    "GIB": 2**30,
+    "T": 2**40,
+    "TB": 10**12,
+    "TIB": 2**40,
+    "P": 2**50,
+    "PB": 10**15,
+    "PIB": 2**50,
+}
 
 
 def parse_bytes(text: str, *, what: str = "cache size") -> int:
@@ -414,16 +492,20 @@ def parse_bytes(text: str, *, what: str = "cache size") -> int:
     """
     s = str(text).strip().upper().replace(" ", "")
     num = s.rstrip("KMGTPIB")
-    unit = s[len(num):]
+    unit = s[len(num) :]
     try:
         value = float(num) if num else float("nan")
     except ValueError:
         value = float("nan")
     if unit not in _UNITS or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} {text!r} is not a byte count; write e.g. 800G (binary units K, M, G, T, P or "
-                         "KiB..PiB) or 800GB (decimal)")
+        raise ValueError(
+            f"{what} {text!r} is not a byte count; write e.g. 800G (binary units K, M, G, T, P or "
+            "KiB..PiB) or 800GB (decimal)"
+        )
     size = value * _UNITS[unit]
     if not math.isfinite(size) or size >= 2**63:
-        raise ValueError(f"{what} {text!r} is more bytes than a cache can hold (at most 2**63 - 1, about 8 EiB); "
-                         "give the node cache's real size, e.g. 800G")
+        raise ValueError(
+            f"{what} {text!r} is more bytes than a cache can hold (at most 2**63 - 1, about 8 EiB); "
+            "give the node cache's real size, e.g. 800G"
+        )
     return int(round(size))

@@ -89,17 +89,24 @@ def _check_comparable(old: ShardPlan, new: ShardPlan) -> None:
         if not isinstance(plan, ShardPlan):
             raise TypeError(f"{name}={plan!r} must be a ShardPlan (e.g. PlanFile.plan of a plan file)")
         if not plan.settings.distrib_shard_files:
-            raise ValueError(f"the {name} plan is unsharded (distrib_shard_files=False): every rank shuffles all files "
-                             "with its own seed, which does not depend on num_shards, so there is no split to compare; "
-                             "compare sharded plans")
+            raise ValueError(
+                f"the {name} plan is unsharded (distrib_shard_files=False): every rank shuffles all files "
+                "with its own seed, which does not depend on num_shards, so there is no split to compare; "
+                "compare sharded plans"
+            )
     if old.partition_epoch != new.partition_epoch:
-        raise ValueError(f"the plans have partition_epoch={old.partition_epoch} and {new.partition_epoch}, so their "
-                         "full epochs do not line up; plan the new num_shards with the same partition_epoch")
+        raise ValueError(
+            f"the plans have partition_epoch={old.partition_epoch} and {new.partition_epoch}, so their "
+            "full epochs do not line up; plan the new num_shards with the same partition_epoch"
+        )
     if old.keys != new.keys:
-        diff = next((i for i, (a, b) in enumerate(zip(old.keys, new.keys)) if a != b),
-                    min(old.num_files, new.num_files))
-        raise ValueError(f"the plans are of different file lists ({old.num_files} and {new.num_files} entries, first "
-                         f"difference at entry {diff}); plan both from the same file sizes")
+        diff = next(
+            (i for i, (a, b) in enumerate(zip(old.keys, new.keys)) if a != b), min(old.num_files, new.num_files)
+        )
+        raise ValueError(
+            f"the plans are of different file lists ({old.num_files} and {new.num_files} entries, first "
+            f"difference at entry {diff}); plan both from the same file sizes"
+        )
 
 
 #: A full epoch's ``(order, bounds)`` by its 0-based index: a plan file's stored bins, or ``ShardPlan.layout``.
@@ -115,14 +122,15 @@ def _reader(plan: ShardPlan, layout: Layout, *, full_epoch_0idx: int, epochs: ra
         for e in epochs:
             for r in range(plan.num_shards):
                 b = plan.bin_index(epoch=e, shard_index=r)
-                entries = order[bounds[b]:bounds[b + 1]]
+                entries = order[bounds[b] : bounds[b + 1]]
                 rank[entries] = r
                 epoch[entries] = e
     return rank, epoch
 
 
-def _affected(old: ShardPlan, new: ShardPlan, resume_epoch: int, old_layout: Layout,
-              new_layout: Layout) -> Tuple[ResumeFullEpoch, ...]:
+def _affected(
+    old: ShardPlan, new: ShardPlan, resume_epoch: int, old_layout: Layout, new_layout: Layout
+) -> Tuple[ResumeFullEpoch, ...]:
     part = new.partition_epoch
     k = (resume_epoch - 1) // part
     first, last = k * part + 1, (k + 1) * part
@@ -131,12 +139,21 @@ def _affected(old: ShardPlan, new: ShardPlan, resume_epoch: int, old_layout: Lay
     old_rank, old_epoch = _reader(old, old_layout, full_epoch_0idx=k, epochs=range(first, resume_epoch))
     new_rank, new_epoch = _reader(new, new_layout, full_epoch_0idx=k, epochs=range(resume_epoch, last + 1))
     planned_rank, planned_epoch = _reader(old, old_layout, full_epoch_0idx=k, epochs=range(resume_epoch, last + 1))
-    return (ResumeFullEpoch(k, first, resume_epoch, last, old_rank, old_epoch, new_rank, new_epoch,
-                            planned_rank, planned_epoch),)
+    return (
+        ResumeFullEpoch(
+            k, first, resume_epoch, last, old_rank, old_epoch, new_rank, new_epoch, planned_rank, planned_epoch
+        ),
+    )
 
 
-def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int, old_layout: Optional[Layout] = None,
-                  new_layout: Optional[Layout] = None) -> PlanChange:
+def compare_plans(
+    old: ShardPlan,
+    new: ShardPlan,
+    *,
+    resume_epoch: int,
+    old_layout: Optional[Layout] = None,
+    new_layout: Optional[Layout] = None,
+) -> PlanChange:
     """What the ranks read when a sharded training runs sub-epochs ``1..resume_epoch-1`` under ``old`` and
     resumes at ``resume_epoch`` under ``new`` (e.g. another ``num_shards``), as RETURNN's
     DistributeFilesDataset does it: a resumed training cuts the full epoch of ``resume_epoch`` anew for the
@@ -158,20 +175,27 @@ def compare_plans(old: ShardPlan, new: ShardPlan, *, resume_epoch: int, old_layo
     >>> [(e, len(affected)) for e, affected in change.boundaries]
     [(1, 0), (4, 0)]
     """
-    resume_epoch = check_int(resume_epoch, name="resume_epoch", minimum=1,
-                             hint="the first sub-epoch the resumed training runs, 1-based as RETURNN counts")
+    resume_epoch = check_int(
+        resume_epoch,
+        name="resume_epoch",
+        minimum=1,
+        hint="the first sub-epoch the resumed training runs, 1-based as RETURNN counts",
+    )
     _check_comparable(old, new)
     for which, plan in (("old", old), ("new", new)):
         planned = plan.settings.num_epochs
         if planned is not None and resume_epoch > planned:
-            raise ValueError(f"resume_epoch={resume_epoch}, but the {which} plan holds sub-epochs 1..{planned}: give "
-                             f"the first sub-epoch the resumed training runs, at most {planned}")
+            raise ValueError(
+                f"resume_epoch={resume_epoch}, but the {which} plan holds sub-epochs 1..{planned}: give "
+                f"the first sub-epoch the resumed training runs, at most {planned}"
+            )
     part = new.partition_epoch
-    layouts = tuple(given or (lambda k, p=plan: p.layout(full_epoch_0idx=k))
-                    for given, plan in ((old_layout, old), (new_layout, new)))
+    layouts = tuple(
+        given or (lambda k, p=plan: p.layout(full_epoch_0idx=k))
+        for given, plan in ((old_layout, old), (new_layout, new))
+    )
     affected = _affected(old, new, resume_epoch, *layouts)
     k = (resume_epoch - 1) // part
     edges = [k * part + 1] + ([(k + 1) * part + 1] if affected else [])
     boundaries = tuple((e, _affected(old, new, e, *layouts)) for e in edges)
     return PlanChange(old=old, new=new, resume_epoch=resume_epoch, affected=affected, boundaries=boundaries)
-

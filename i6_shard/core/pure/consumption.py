@@ -29,8 +29,9 @@ def dropped_share(consumed: np.ndarray, available: np.ndarray) -> np.ndarray:
     consumed = np.asarray(consumed, dtype=np.int64)
     available = np.asarray(available, dtype=np.int64)
     if consumed.shape != available.shape or consumed.ndim != 2:
-        raise ValueError(f"consumed {consumed.shape} and available {available.shape} must both be "
-                         "[num_epochs, num_ranks]")
+        raise ValueError(
+            f"consumed {consumed.shape} and available {available.shape} must both be [num_epochs, num_ranks]"
+        )
     known = (consumed >= 0).all(axis=1) & (available >= 0).all(axis=1)
     total = np.where(known, available.sum(axis=1), 0).astype(np.float64)
     used = np.where(known, consumed.sum(axis=1), 0).astype(np.float64)
@@ -40,8 +41,9 @@ def dropped_share(consumed: np.ndarray, available: np.ndarray) -> np.ndarray:
     return out
 
 
-def expected_steps(steps: np.ndarray, consumed: np.ndarray, available: np.ndarray, *,
-                   sync_every: int = 1) -> np.ndarray:
+def expected_steps(
+    steps: np.ndarray, consumed: np.ndarray, available: np.ndarray, *, sync_every: int = 1
+) -> np.ndarray:
     """Per sub-epoch, the steps it should have made, each rank going on at its own logged rate (rank r runs
     out after ``X_r = steps * available / consumed``). Under grad sync (``sync_every=1``) every rank stops
     when the first runs out: ``min over ranks of X_r``. Under param sync every ``sync_every`` steps the
@@ -67,8 +69,10 @@ def expected_steps(steps: np.ndarray, consumed: np.ndarray, available: np.ndarra
     """
     steps, consumed, available = (np.asarray(a, dtype=np.int64) for a in (steps, consumed, available))
     if not steps.shape == consumed.shape == available.shape or steps.ndim != 2:
-        raise ValueError(f"steps {steps.shape}, consumed {consumed.shape} and available {available.shape} must all "
-                         "be [num_epochs, num_ranks]")
+        raise ValueError(
+            f"steps {steps.shape}, consumed {consumed.shape} and available {available.shape} must all "
+            "be [num_epochs, num_ranks]"
+        )
     ok = (steps > 0) & (consumed > 0) & (available >= 0)
     per_rank = np.full(steps.shape, np.inf)
     per_rank[ok] = steps[ok] * available[ok] / consumed[ok]
@@ -119,4 +123,3 @@ def infer_partition_epoch(files_per_epoch: Sequence[Optional[Sequence[str]]]) ->
         if seen == universe:
             return idx + 1
     return None
-

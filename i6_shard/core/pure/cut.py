@@ -33,8 +33,14 @@ CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
 CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1}
 
 
-def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int, distribution: str,
-                   options: Optional[Mapping[str, Any]] = None) -> Tuple[np.ndarray, np.ndarray]:
+def cut_full_epoch(
+    costs: np.ndarray,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    distribution: str,
+    options: Optional[Mapping[str, Any]] = None,
+) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for files whose costs are given in the shuffled order.
 
     :param costs: int64 costs in the (shuffled) order, shape [num_files]
@@ -51,5 +57,6 @@ def cut_full_epoch(costs: np.ndarray, *, num_shards: int, partition_epoch: int, 
     >>> positions.tolist(), bounds.tolist()
     ([0, 1, 2, 3], [0, 1, 2, 3, 4])
     """
-    return CUTS[distribution](np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch,
-                              **(options or {}))
+    return CUTS[distribution](
+        np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **(options or {})
+    )

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from .args import check_int
+
 __all__ = [
     "UNSHARDED_RANK_SEED_STRIDE",
     "check_enough_files",
@@ -50,15 +51,16 @@ def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int)
             fewer = ", use fewer shards" if num_shards > 1 else ""
             hint = f"Lower partition_epoch to at most {max_p}{fewer}, or split the data into more files."
         else:  # fewer files than shards (so num_shards > 1)
-            hint = (f"Use at most {num_files} shards (with partition_epoch=1), or split the data into more files.")
+            hint = f"Use at most {num_files} shards (with partition_epoch=1), or split the data into more files."
         raise ValueError(
             f"{num_files} files cannot fill num_shards*partition_epoch={num_shards}*{partition_epoch}={num_bins} "
             f"bins: every rank needs at least one file per sub-epoch. {hint}"
         )
 
 
-def dfd_num_shards(*, distrib_shard_files: bool, num_ranks: Optional[int] = None,
-                   explicit_num_shards: Optional[int] = None) -> int:
+def dfd_num_shards(
+    *, distrib_shard_files: bool, num_ranks: Optional[int] = None, explicit_num_shards: Optional[int] = None
+) -> int:
     """The number of shards a DistributeFilesDataset cuts each full epoch for (its ``_num_shards``;
     it cuts ``_num_shards * partition_epoch`` bins), as ``DistributeFilesDataset.__init__`` sets it:
     the distributed world size with ``distrib_shard_files``, else the ``_num_shards`` the dataset was
@@ -103,13 +105,17 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
     num_bins = check_int(num_bins, name="num_bins", minimum=1)
     n = int(sizes.shape[0])
     if n < num_bins:
-        raise ValueError(f"{n} files cannot fill num_bins={num_bins} bins; lower partition_epoch or num_shards, "
-                         "or split the data into more files")
+        raise ValueError(
+            f"{n} files cannot fill num_bins={num_bins} bins; lower partition_epoch or num_shards, "
+            "or split the data into more files"
+        )
     if sizes.size and int(sizes.min()) < 0:
         raise ValueError(f"sizes must be >= 0, got {int(sizes.min())}")
     if sizes.size and int(sizes.max()) * n >= 2**63:
-        raise ValueError(f"sizes up to {int(sizes.max())} over {n} files could overflow int64 prefix sums; "
-                         "pass sizes in a coarser unit")
+        raise ValueError(
+            f"sizes up to {int(sizes.max())} over {n} files could overflow int64 prefix sums; "
+            "pass sizes in a coarser unit"
+        )
     prefix = np.empty(n + 1, dtype=np.int64)
     prefix[0] = 0
     np.cumsum(sizes, dtype=np.int64, out=prefix[1:])
@@ -131,7 +137,7 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
         if j >= forced_from:
             # Forced: files [bin_start, forced_from) stay, then one file per remaining bin.
             assert forced_from > bin_start, "RETURNN invariant: current bin is not empty"
-            bounds[bin_idx + 1:num_bins] = np.arange(forced_from, n, dtype=np.int64)
+            bounds[bin_idx + 1 : num_bins] = np.arange(forced_from, n, dtype=np.int64)
             return bounds
         size_taken = int(prefix[j]) - base
         size = int(prefix[j + 1]) - int(prefix[j])
@@ -156,7 +162,7 @@ def _first_exceeding(prefix: np.ndarray, *, lo: int, hi: int, base: int, avg: fl
     # For integers p: p - base > avg  <=>  p > floor(base + avg). Locate with a rounded integer key
     # (no float copy of the prefix sums), then correct with exact int-vs-float comparisons.
     key = base + math.floor(avg)
-    j = int(np.searchsorted(prefix[lo + 1:hi + 1], key, side="right")) + lo
+    j = int(np.searchsorted(prefix[lo + 1 : hi + 1], key, side="right")) + lo
     while j > lo and int(prefix[j]) - base > avg:
         j -= 1
     while j < hi and not (int(prefix[j + 1]) - base > avg):
@@ -164,8 +170,9 @@ def _first_exceeding(prefix: np.ndarray, *, lo: int, hi: int, base: int, avg: fl
     return j
 
 
-def full_epoch_seed(full_epoch_0idx: int, *, random_seed_offset: int = 0,
-                    fixed_random_seed: Optional[int] = None) -> int:
+def full_epoch_seed(
+    full_epoch_0idx: int, *, random_seed_offset: int = 0, fixed_random_seed: Optional[int] = None
+) -> int:
     """The shuffle seed RETURNN uses for a full epoch (``Dataset._get_random_seed_for_epoch``
     at the full epoch's first sub-epoch): ``fixed_random_seed`` if set, else
     ``full_epoch_0idx + 1 + random_seed_offset``.

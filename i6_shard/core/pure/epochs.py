@@ -46,8 +46,9 @@ def _as_fraction(name: str, value: Number) -> Fraction:
     return frac
 
 
-def num_epochs_for_passes(passes: Number, *, partition_epoch: int, num_shards: int = 1,
-                          distrib_shard_files: bool = True) -> int:
+def num_epochs_for_passes(
+    passes: Number, *, partition_epoch: int, num_shards: int = 1, distrib_shard_files: bool = True
+) -> int:
     """RETURNN's ``num_epochs`` (sub-epochs) for reading the data set ``passes`` times in total,
     summed over all ranks (see :func:`passes_per_full_epoch` for why the modes differ).
 
@@ -79,8 +80,9 @@ def num_epochs_for_passes(passes: Number, *, partition_epoch: int, num_shards: i
     return int(num_epochs)
 
 
-def passes_for_num_epochs(num_epochs: int, *, partition_epoch: int, num_shards: int = 1,
-                          distrib_shard_files: bool = True) -> Fraction:
+def passes_for_num_epochs(
+    num_epochs: int, *, partition_epoch: int, num_shards: int = 1, distrib_shard_files: bool = True
+) -> Fraction:
     """How many times ``num_epochs`` sub-epochs read the data set in total, summed over all ranks;
     the inverse of :func:`num_epochs_for_passes`.
 
@@ -95,7 +97,9 @@ def passes_for_num_epochs(num_epochs: int, *, partition_epoch: int, num_shards: 
     return Fraction(num_epochs * per_full, partition_epoch)
 
 
-def plan_coverage_problem(*, plan_full_epochs: int, partition_epoch: int, needed_epoch: int, preload: int) -> Optional[str]:
+def plan_coverage_problem(
+    *, plan_full_epochs: int, partition_epoch: int, needed_epoch: int, preload: int
+) -> Optional[str]:
     """The one rule of whether a plan holds what a training reads: RETURNN reads sub-epochs up to the training's
     last plus the ``preload`` it loads after it (``needed_epoch``), and a plan holds whole full epochs. None if
     the plan's ``plan_full_epochs`` cover ``needed_epoch``, else what is missing and the fix, for the plan
@@ -109,9 +113,11 @@ def plan_coverage_problem(*, plan_full_epochs: int, partition_epoch: int, needed
     p = partition_epoch
     if (needed_epoch - 1) // p < plan_full_epochs:
         return None
-    return (f"the plan covers sub-epochs 1..{plan_full_epochs * p} ({plan_full_epochs} full epochs of "
-            f"partition_epoch={p}), but sub-epoch {needed_epoch} is read (RETURNN loads "
-            f"preload_next_n_sub_epochs={preload} sub-epochs ahead, also past the last one): plan "
-            f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch - preload}) "
-            f"or `python -m i6_shard plan --num-epochs {needed_epoch - preload}` (the training's num_epochs: both "
-            "plan the preloaded sub-epochs themselves)")
+    return (
+        f"the plan covers sub-epochs 1..{plan_full_epochs * p} ({plan_full_epochs} full epochs of "
+        f"partition_epoch={p}), but sub-epoch {needed_epoch} is read (RETURNN loads "
+        f"preload_next_n_sub_epochs={preload} sub-epochs ahead, also past the last one): plan "
+        f"{(needed_epoch - 1) // p + 1} full epochs, e.g. ShardPlanJob(..., num_epochs={needed_epoch - preload}) "
+        f"or `python -m i6_shard plan --num-epochs {needed_epoch - preload}` (the training's num_epochs: both "
+        "plan the preloaded sub-epochs themselves)"
+    )

@@ -147,8 +147,9 @@ def _check_tree(tree: Any, *, idx: int, path: Tuple[Any, ...]) -> None:
             try:
                 sorted(tree)
             except TypeError:
-                raise TypeError(f"file tree entry {idx} has dict keys that cannot be sorted: "
-                                f"{short_repr(list(tree))}") from None
+                raise TypeError(
+                    f"file tree entry {idx} has dict keys that cannot be sorted: {short_repr(list(tree))}"
+                ) from None
     elif isinstance(tree, (list, tuple)):
         items = list(enumerate(tree))
     else:

@@ -12,8 +12,13 @@ import numpy as np
 from .balanced import _assign_group, _balanced_split, _bins_from_groups, _check_sizes, _dropped, group_bounds
 from .distribute import check_enough_files
 
-__all__ = ["distribute_flexible", "distribute_flexible_auto", "check_max_sub_epoch_deviation", "sub_epoch_size_range",
-           "DEFAULT_MAX_SUB_EPOCH_DEVIATION"]
+__all__ = [
+    "distribute_flexible",
+    "distribute_flexible_auto",
+    "check_max_sub_epoch_deviation",
+    "sub_epoch_size_range",
+    "DEFAULT_MAX_SUB_EPOCH_DEVIATION",
+]
 
 #: By default a sub-epoch may be up to 25% larger or smaller than the mean sub-epoch.
 DEFAULT_MAX_SUB_EPOCH_DEVIATION = 0.25
@@ -60,12 +65,15 @@ def check_max_sub_epoch_deviation(value) -> float:
     ValueError: max_sub_epoch_deviation=1.0 must be in [0, 1): the share by which a sub-epoch may be larger or smaller than the mean sub-epoch, e.g. 0.25 for +-25%
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"max_sub_epoch_deviation={value!r} must be a float, e.g. 0.25 for +-25% around the mean "
-                        "sub-epoch size")
+        raise TypeError(
+            f"max_sub_epoch_deviation={value!r} must be a float, e.g. 0.25 for +-25% around the mean sub-epoch size"
+        )
     value = float(value)
     if not 0.0 <= value < 1.0:  # also rejects nan
-        raise ValueError(f"max_sub_epoch_deviation={value!r} must be in [0, 1): the share by which a sub-epoch "
-                         "may be larger or smaller than the mean sub-epoch, e.g. 0.25 for +-25%")
+        raise ValueError(
+            f"max_sub_epoch_deviation={value!r} must be in [0, 1): the share by which a sub-epoch "
+            "may be larger or smaller than the mean sub-epoch, e.g. 0.25 for +-25%"
+        )
     return value
 
 
@@ -82,12 +90,16 @@ def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) ->
     if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or distribution == "flexible":
         return
     if distribution == "flexible_auto":
-        raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
-                         f"distribution='flexible_auto', which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
-                         "use distribution='flexible' to fix the bound, or drop max_sub_epoch_deviation")
-    raise ValueError(f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
-                     f"distribution='flexible' only, but distribution={distribution!r}: use "
-                     "distribution='flexible', or drop max_sub_epoch_deviation")
+        raise ValueError(
+            f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
+            f"distribution='flexible_auto', which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
+            "use distribution='flexible' to fix the bound, or drop max_sub_epoch_deviation"
+        )
+    raise ValueError(
+        f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
+        f"distribution='flexible' only, but distribution={distribution!r}: use "
+        "distribution='flexible', or drop max_sub_epoch_deviation"
+    )
 
 
 def sub_epoch_size_range(total: int, *, partition_epoch: int, max_sub_epoch_deviation: float) -> Tuple[int, int]:
@@ -104,9 +116,13 @@ def sub_epoch_size_range(total: int, *, partition_epoch: int, max_sub_epoch_devi
     return -((-low.numerator) // low.denominator), high.numerator // high.denominator
 
 
-def distribute_flexible(sizes: np.ndarray, *, num_shards: int, partition_epoch: int,
-                        max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION
-                        ) -> Tuple[np.ndarray, np.ndarray]:
+def distribute_flexible(
+    sizes: np.ndarray,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for the files in the given (shuffled) order, with sub-epochs of
     flexible size, chosen with the per-rank bins to drop as little as possible when each sub-epoch
     ends at its first rank out of data.
@@ -162,29 +178,44 @@ def distribute_flexible(sizes: np.ndarray, *, num_shards: int, partition_epoch: 
     check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
     check_max_sub_epoch_deviation(max_sub_epoch_deviation)
-    today_order, today_bounds, today_loss, tried = _balanced_split(sizes, num_shards=num_shards,
-                                                                   partition_epoch=partition_epoch)
+    today_order, today_bounds, today_loss, tried = _balanced_split(
+        sizes, num_shards=num_shards, partition_epoch=partition_epoch
+    )
     if today_loss == 0:  # nothing to gain (also: one rank)
         return today_order, today_bounds
-    cut, groups, loss = _flexible_groups(sizes, num_shards=num_shards, partition_epoch=partition_epoch,
-                                         max_sub_epoch_deviation=max_sub_epoch_deviation, tried=tried)
+    cut, groups, loss = _flexible_groups(
+        sizes,
+        num_shards=num_shards,
+        partition_epoch=partition_epoch,
+        max_sub_epoch_deviation=max_sub_epoch_deviation,
+        tried=tried,
+    )
     if loss < today_loss:
         return _bins_from_groups(cut, groups, num_shards=num_shards, partition_epoch=partition_epoch)
     return today_order, today_bounds
 
 
-def _flexible_groups(sizes: np.ndarray, *, num_shards: int, partition_epoch: int, max_sub_epoch_deviation: float,
-                     tried: Dict[Tuple[int, int], tuple]) -> Tuple[np.ndarray, list, Fraction]:
+def _flexible_groups(
+    sizes: np.ndarray,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    max_sub_epoch_deviation: float,
+    tried: Dict[Tuple[int, int], tuple],
+) -> Tuple[np.ndarray, list, Fraction]:
     """Steps 1 and 2 of :func:`distribute_flexible` with bound ``max_sub_epoch_deviation``: ``(cut, groups,
     loss)``, the group boundaries, each group's assignment and the exact sum over sub-epochs of ``1 - W*min/sum``.
     ``tried``: largest-first assignments already made, by ``(start, end)`` (read only)."""
-    low, high = sub_epoch_size_range(int(sizes.sum()), partition_epoch=partition_epoch,
-                                     max_sub_epoch_deviation=max_sub_epoch_deviation)
+    low, high = sub_epoch_size_range(
+        int(sizes.sum()), partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
+    )
     start = group_bounds(sizes, num_groups=partition_epoch, min_group_size=num_shards)
     cut = search_cut(sizes, start, num_shards=num_shards, low=low, high=high)
     rounds = _raise_rounds(num_shards, partition_epoch)
-    groups = [_assign(sizes, int(cut[s]), int(cut[s + 1]), num_shards=num_shards, rounds=rounds, known=tried)
-              for s in range(partition_epoch)]
+    groups = [
+        _assign(sizes, int(cut[s]), int(cut[s + 1]), num_shards=num_shards, rounds=rounds, known=tried)
+        for s in range(partition_epoch)
+    ]
     return cut, groups, sum((_dropped(loads, num_shards) for _, _, loads in groups), Fraction(0))
 
 
@@ -194,8 +225,9 @@ def _raise_rounds(num_shards: int, partition_epoch: int) -> int:
     return max(1, min(_RAISE_ROUNDS, _RAISE_WORK // num_shards) // partition_epoch)
 
 
-def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_epoch: int
-                             ) -> Tuple[np.ndarray, np.ndarray]:
+def distribute_flexible_auto(
+    sizes: np.ndarray, *, num_shards: int, partition_epoch: int
+) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch like :func:`distribute_flexible`, with the bound on the sub-epoch sizes chosen
     for the full epoch: the balanced split and the flexible split at each bound of :data:`AUTO_DEVIATIONS`
     are made, and the first of them, in that order (the most regular sizes first), that drops at most
@@ -227,14 +259,20 @@ def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_ep
     sizes = _check_sizes(sizes)
     check_enough_files(int(sizes.shape[0]), num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
-    today_order, today_bounds, today_loss, tried = _balanced_split(sizes, num_shards=num_shards,
-                                                                   partition_epoch=partition_epoch)
+    today_order, today_bounds, today_loss, tried = _balanced_split(
+        sizes, num_shards=num_shards, partition_epoch=partition_epoch
+    )
     if today_loss == 0:
         return today_order, today_bounds
     candidates = [(today_loss, None, AUTO_DEVIATIONS[0])]
     for deviation in AUTO_DEVIATIONS:
-        cut, groups, loss = _flexible_groups(sizes, num_shards=num_shards, partition_epoch=partition_epoch,
-                                             max_sub_epoch_deviation=deviation, tried=tried)
+        cut, groups, loss = _flexible_groups(
+            sizes,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            max_sub_epoch_deviation=deviation,
+            tried=tried,
+        )
         candidates.append((loss, (cut, groups), deviation))
         if loss == 0:
             break
@@ -242,26 +280,38 @@ def distribute_flexible_auto(sizes: np.ndarray, *, num_shards: int, partition_ep
     loss, chosen, deviation = next(c for c in candidates if c[0] <= limit)
     if chosen is None:
         bins = today_order, today_bounds
-        members = [np.sort(np.concatenate([today_order[today_bounds[r * partition_epoch + s]:
-                                                       today_bounds[r * partition_epoch + s + 1]]
-                                           for r in range(num_shards)])) for s in range(partition_epoch)]
+        members = [
+            np.sort(
+                np.concatenate(
+                    [
+                        today_order[today_bounds[r * partition_epoch + s] : today_bounds[r * partition_epoch + s + 1]]
+                        for r in range(num_shards)
+                    ]
+                )
+            )
+            for s in range(partition_epoch)
+        ]
     else:
         bins = None  # made from the chosen groups only where they are returned
         members = [np.arange(chosen[0][s], chosen[0][s + 1], dtype=np.int64) for s in range(partition_epoch)]
     if loss > 0 and max(len(m) for m in members) <= _RAISE_MAX_FILES_PER_RANK * num_shards:
         # few files per rank (with more, the small ones even the ranks out already): move files
-        low, high = sub_epoch_size_range(int(sizes.sum()), partition_epoch=partition_epoch,
-                                         max_sub_epoch_deviation=deviation)  # the chosen bound (balanced: 0.1)
-        members, groups, moved_loss = _move_files(sizes, members, num_shards=num_shards,
-                                                  rounds=_raise_rounds(num_shards, partition_epoch), low=low, high=high)
+        low, high = sub_epoch_size_range(
+            int(sizes.sum()), partition_epoch=partition_epoch, max_sub_epoch_deviation=deviation
+        )  # the chosen bound (balanced: 0.1)
+        members, groups, moved_loss = _move_files(
+            sizes, members, num_shards=num_shards, rounds=_raise_rounds(num_shards, partition_epoch), low=low, high=high
+        )
         if moved_loss < loss:
-            return _bins_from_groups(None, groups, num_shards=num_shards, partition_epoch=partition_epoch,
-                                     members=members)
+            return _bins_from_groups(
+                None, groups, num_shards=num_shards, partition_epoch=partition_epoch, members=members
+            )
     return bins or _bins_from_groups(chosen[0], chosen[1], num_shards=num_shards, partition_epoch=partition_epoch)
 
 
-def _move_files(sizes: np.ndarray, members: List[np.ndarray], *, num_shards: int, rounds: int, low: int,
-                high: int) -> Tuple[List[np.ndarray], list, Fraction]:
+def _move_files(
+    sizes: np.ndarray, members: List[np.ndarray], *, num_shards: int, rounds: int, low: int, high: int
+) -> Tuple[List[np.ndarray], list, Fraction]:
     """Move single files between the sub-epochs of a full epoch while that lowers the exact sum over
     sub-epochs of ``1 - W*min/sum``: ``(members, groups, loss)``, the sorted positions of each sub-epoch, their
     assignments (:func:`_assign_array`, positions into the sub-epoch) and that sum.
@@ -301,8 +351,11 @@ def _move_files(sizes: np.ndarray, members: List[np.ndarray], *, num_shards: int
             moves.extend((g, h, largest) for h in range(num_groups) if h != g)
             for src, dst, x in moves:
                 cost = int(sizes[x])
-                if len(members[src]) <= num_shards or budget <= 0 or not (
-                        allowed(sums[src] - cost, sums[src]) and allowed(sums[dst] + cost, sums[dst])):
+                if (
+                    len(members[src]) <= num_shards
+                    or budget <= 0
+                    or not (allowed(sums[src] - cost, sums[src]) and allowed(sums[dst] + cost, sums[dst]))
+                ):
                     continue
                 new_src = members[src][members[src] != x]
                 new_dst = np.insert(members[dst], int(np.searchsorted(members[dst], x)), x)
@@ -324,8 +377,9 @@ def _move_files(sizes: np.ndarray, members: List[np.ndarray], *, num_shards: int
     return members, groups, sum(losses, Fraction(0))
 
 
-def full_epoch_dropped(sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray, *, num_shards: int,
-                  partition_epoch: int) -> Fraction:
+def full_epoch_dropped(
+    sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray, *, num_shards: int, partition_epoch: int
+) -> Fraction:
     """Exact dropped share of one full epoch's bins: the sum over sub-epochs of ``1 - W*min/sum``
     of the ranks' costs (0 for a sub-epoch without cost); divide by P for the mean.
 
@@ -373,10 +427,18 @@ def search_cut(sizes: np.ndarray, start: np.ndarray, *, num_shards: int, low: in
     for sweep in range(_MAX_SWEEPS):
         moved = False
         for j in range(1, num_groups) if sweep % 2 == 0 else range(num_groups - 1, 0, -1):
-            best = _best_boundary(sizes, prefix, int(cut[j - 1]), int(cut[j]), int(cut[j + 1]),
-                                  left_range=(int(lows[j - 1]), int(highs[j - 1])),
-                                  right_range=(int(lows[j]), int(highs[j])), num_shards=num_shards, top_k=top_k,
-                                  exact=exact)
+            best = _best_boundary(
+                sizes,
+                prefix,
+                int(cut[j - 1]),
+                int(cut[j]),
+                int(cut[j + 1]),
+                left_range=(int(lows[j - 1]), int(highs[j - 1])),
+                right_range=(int(lows[j]), int(highs[j])),
+                num_shards=num_shards,
+                top_k=top_k,
+                exact=exact,
+            )
             if best != cut[j]:
                 cut[j] = best
                 moved = True
@@ -385,15 +447,25 @@ def search_cut(sizes: np.ndarray, start: np.ndarray, *, num_shards: int, low: in
     return cut
 
 
-def _best_boundary(sizes: np.ndarray, prefix: np.ndarray, a: int, x0: int, e: int, *, left_range: Tuple[int, int],
-                   right_range: Tuple[int, int], num_shards: int, top_k: int,
-                   exact: Dict[Tuple[int, int], Fraction]) -> int:
+def _best_boundary(
+    sizes: np.ndarray,
+    prefix: np.ndarray,
+    a: int,
+    x0: int,
+    e: int,
+    *,
+    left_range: Tuple[int, int],
+    right_range: Tuple[int, int],
+    num_shards: int,
+    top_k: int,
+    exact: Dict[Tuple[int, int], Fraction],
+) -> int:
     """Where the boundary between groups [a, x) and [x, e) goes: the allowed x whose groups keep the
     most; ``x0`` unless another x keeps strictly more (ties: the first such x)."""
     qa, qe = int(prefix[a]), int(prefix[e])
     q_min = max(qa + left_range[0], qe - right_range[1])
     q_max = min(qa + left_range[1], qe - right_range[0])
-    window = prefix[a:e + 1]
+    window = prefix[a : e + 1]
     x_min = max(a + num_shards, a + int(np.searchsorted(window, q_min, side="left")))
     x_max = min(e - num_shards, a + int(np.searchsorted(window, q_max, side="right")) - 1)
     assert x_min <= x0 <= x_max, "the current boundary is always allowed"
@@ -401,7 +473,7 @@ def _best_boundary(sizes: np.ndarray, prefix: np.ndarray, a: int, x0: int, e: in
         return x0
     if (x_max - x_min + 1) * (e - a) <= _EXACT_BUDGET:
         return _best_boundary_exact(sizes, a, x0, e, x_min, x_max, num_shards=num_shards, exact=exact)
-    xs = prefix[x_min:x_max + 1]
+    xs = prefix[x_min : x_max + 1]
     seg = sizes[x_min:x_max]
     left_tops = _running_top_k(_top_k_of(sizes[a:x_min], top_k), seg, top_k)
     right_tops = _running_top_k(_top_k_of(sizes[x_max:e], top_k), seg[::-1], top_k)[:, ::-1]
@@ -410,10 +482,20 @@ def _best_boundary(sizes: np.ndarray, prefix: np.ndarray, a: int, x0: int, e: in
     return x_min + best if kept[best] > kept[x0 - x_min] else x0
 
 
-def _best_boundary_exact(sizes: np.ndarray, a: int, x0: int, e: int, x_min: int, x_max: int, *,
-                         num_shards: int, exact: Dict[Tuple[int, int], Fraction]) -> int:
+def _best_boundary_exact(
+    sizes: np.ndarray,
+    a: int,
+    x0: int,
+    e: int,
+    x_min: int,
+    x_max: int,
+    *,
+    num_shards: int,
+    exact: Dict[Tuple[int, int], Fraction],
+) -> int:
     """Like :func:`_best_boundary`, scoring each x by the exact dropped share of largest-first on both
     groups (kept in ``exact`` by (start, end) across calls)."""
+
     def group_loss(lo: int, hi: int) -> Fraction:
         if (lo, hi) not in exact:
             exact[lo, hi] = _dropped(_assign_group(sizes[lo:hi], num_shards=num_shards)[2], num_shards)
@@ -435,8 +517,8 @@ def _top_k_of(values: np.ndarray, k: int) -> np.ndarray:
     """The k largest of ``values``, largest first, padded with zeros; shape [k]."""
     out = np.zeros(k, dtype=np.int64)
     if values.size > k:
-        values = np.partition(values, values.size - k)[values.size - k:]
-    out[:values.size] = np.sort(values)[::-1]
+        values = np.partition(values, values.size - k)[values.size - k :]
+    out[: values.size] = np.sort(values)[::-1]
     return out
 
 
@@ -466,15 +548,17 @@ def _kept_bound(group_sizes: np.ndarray, tops: np.ndarray, num_shards: int) -> n
     return np.divide(bound * num_shards, s, out=np.ones_like(s), where=s > 0)
 
 
-def _assign(sizes: np.ndarray, a: int, b: int, *, num_shards: int, rounds: int,
-            known: Dict[Tuple[int, int], tuple] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _assign(
+    sizes: np.ndarray, a: int, b: int, *, num_shards: int, rounds: int, known: Dict[Tuple[int, int], tuple] = None
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Step 2 on group [a, b): largest first (taken from ``known`` if computed already), then
     :func:`_raise_smallest`; returns what ``_assign_group`` returns (positions by rank, rank starts, loads)."""
     return _assign_array(sizes[a:b], num_shards=num_shards, rounds=rounds, lpt=(known or {}).get((a, b)))
 
 
-def _assign_array(group: np.ndarray, *, num_shards: int, rounds: int,
-                  lpt: Optional[tuple] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _assign_array(
+    group: np.ndarray, *, num_shards: int, rounds: int, lpt: Optional[tuple] = None
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Step 2 on the files ``group`` (their costs): largest first (``lpt`` if computed already), then
     :func:`_raise_smallest`; returns what ``_assign_group`` returns, positions into ``group``."""
     lpt = lpt or _assign_group(group, num_shards=num_shards)
@@ -483,12 +567,13 @@ def _assign_array(group: np.ndarray, *, num_shards: int, rounds: int,
         return lpt
     rank = np.empty(len(group), dtype=np.int64)
     rank[by_rank] = np.repeat(np.arange(num_shards, dtype=np.int64), np.diff(rank_starts))
-    members = [by_rank[int(rank_starts[q]):int(rank_starts[q + 1])].tolist() for q in range(num_shards)]
+    members = [by_rank[int(rank_starts[q]) : int(rank_starts[q + 1])].tolist() for q in range(num_shards)]
     if not _raise_smallest(group, rank, loads.copy(), members, rounds=min(rounds, 2 * num_shards)):
         return lpt
     # A stable sort of small ints is a radix sort in numpy: keep the rank narrow.
-    by_rank = np.argsort(rank.astype(np.int16 if num_shards <= np.iinfo(np.int16).max else np.int32),
-                         kind="stable").astype(np.int64, copy=False)
+    by_rank = np.argsort(
+        rank.astype(np.int16 if num_shards <= np.iinfo(np.int16).max else np.int32), kind="stable"
+    ).astype(np.int64, copy=False)
     rank_starts = np.zeros(num_shards + 1, dtype=np.int64)
     np.cumsum(np.bincount(rank, minlength=num_shards), out=rank_starts[1:])
     assert int(np.diff(rank_starts).min()) >= 1, "every rank has a file"
@@ -562,6 +647,6 @@ def _most_loaded(loads: np.ndarray, k: int) -> np.ndarray:
         return np.argsort(-loads, kind="stable")
     threshold = np.partition(loads, len(loads) - k)[len(loads) - k]  # the k-th largest load
     above = np.flatnonzero(loads > threshold)
-    at = np.flatnonzero(loads == threshold)[:k - len(above)]
+    at = np.flatnonzero(loads == threshold)[: k - len(above)]
     top = np.concatenate([above, at])
     return top[np.lexsort((top, -loads[top]))]

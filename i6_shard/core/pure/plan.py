@@ -52,8 +52,9 @@ class ShardPlan:
 
     def __init__(self, keys: Sequence[str], costs: Sequence[int] | np.ndarray, settings: PlanSettings):
         if not isinstance(settings, PlanSettings):
-            raise TypeError(f"settings={settings!r} must be a PlanSettings, e.g. "
-                            "PlanSettings(num_shards=4, partition_epoch=20)")
+            raise TypeError(
+                f"settings={settings!r} must be a PlanSettings, e.g. PlanSettings(num_shards=4, partition_epoch=20)"
+            )
         self.keys = list(keys)
         _check_keys(self.keys)
         self.costs = _int64_costs(costs, keys=self.keys)
@@ -100,8 +101,9 @@ class ShardPlan:
             self._cache.move_to_end(cache_key)
             return hit
         if s.seq_ordering == "random":
-            order = shuffle_order(self.num_files, seed=s.seed_for(full_epoch_0idx=full_epoch_0idx,
-                                                                  shard_index=shard_index))
+            order = shuffle_order(
+                self.num_files, seed=s.seed_for(full_epoch_0idx=full_epoch_0idx, shard_index=shard_index)
+            )
         else:
             order = np.arange(self.num_files, dtype=np.int64)
         order, bounds = self._cut(order)
@@ -115,9 +117,13 @@ class ShardPlan:
     def _cut(self, order: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Cut the shuffled order into bins with the configured distribution."""
         s = self.settings
-        positions, bounds = cut_full_epoch(self.costs[order], num_shards=s.num_bins // s.partition_epoch,
-                                           partition_epoch=s.partition_epoch, distribution=s.distribution,
-                                           options=s.cut_options)
+        positions, bounds = cut_full_epoch(
+            self.costs[order],
+            num_shards=s.num_bins // s.partition_epoch,
+            partition_epoch=s.partition_epoch,
+            distribution=s.distribution,
+            options=s.cut_options,
+        )
         return order[positions], bounds
 
     # --- queries -------------------------------------------------------------------------
@@ -136,7 +142,7 @@ class ShardPlan:
         self._check_shard(shard_index)
         order, bounds = self.layout(full_epoch_0idx=(epoch - 1) // self.partition_epoch, shard_index=shard_index)
         b = self.bin_index(epoch=epoch, shard_index=shard_index)
-        return order[bounds[b]:bounds[b + 1]]
+        return order[bounds[b] : bounds[b + 1]]
 
     def files_for(self, *, epoch: int, shard_index: int) -> List[str]:
         """Keys that ``shard_index`` reads in sub-epoch ``epoch``, in the order RETURNN passes
@@ -168,9 +174,12 @@ class ShardPlan:
         order, bounds = self.layout(full_epoch_0idx=full_epoch_0idx)
         out = []
         for sub in range(s.partition_epoch):
-            pos = np.concatenate([position[order[bounds[r * s.partition_epoch + sub]:
-                                                 bounds[r * s.partition_epoch + sub + 1]]]
-                                  for r in range(s.num_shards)])
+            pos = np.concatenate(
+                [
+                    position[order[bounds[r * s.partition_epoch + sub] : bounds[r * s.partition_epoch + sub + 1]]]
+                    for r in range(s.num_shards)
+                ]
+            )
             if int(pos.max()) - int(pos.min()) + 1 != len(pos):
                 out.append(sub)
         return out
@@ -181,8 +190,10 @@ class ShardPlan:
     def _check_shard(self, shard_index: int) -> None:
         check_int(shard_index, name="shard_index", hint=f"in 0..{self.num_shards - 1}")
         if not 0 <= shard_index < self.num_shards:
-            raise ValueError(f"shard_index={shard_index} is out of range for num_shards={self.num_shards}; "
-                             f"use 0..{self.num_shards - 1}")
+            raise ValueError(
+                f"shard_index={shard_index} is out of range for num_shards={self.num_shards}; "
+                f"use 0..{self.num_shards - 1}"
+            )
 
     def __repr__(self) -> str:
         return f"ShardPlan(num_files={self.num_files}, {self.settings!r})"
@@ -194,8 +205,10 @@ def _check_keys(keys: List) -> None:
         return
     for idx, key in enumerate(keys):
         if not isinstance(key, str):
-            raise TypeError(f"keys[{idx}]={short_repr(key)} is a {type(key).__name__}; keys are tree keys (str), as in "
-                            "FileSizes.keys or core.tree_key(tree)")
+            raise TypeError(
+                f"keys[{idx}]={short_repr(key)} is a {type(key).__name__}; keys are tree keys (str), as in "
+                "FileSizes.keys or core.tree_key(tree)"
+            )
 
 
 def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
@@ -207,9 +220,11 @@ def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
     if arr.size and arr.dtype.kind not in "iu":
         values = arr.tolist()
         bad = next((i for i, x in enumerate(values) if isinstance(x, bool) or not isinstance(x, int)), 0)
-        raise TypeError(f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: "
-                        f"{short_repr(values[bad])}); "
-                        "pass int sizes as collect_file_sizes gives them")
+        raise TypeError(
+            f"costs must be integers (bytes), got dtype {arr.dtype} (entry {bad}: "
+            f"{short_repr(values[bad])}); "
+            "pass int sizes as collect_file_sizes gives them"
+        )
     if arr.size and arr.dtype.kind == "u" and int(arr.max()) >= 2**63:
         raise ValueError(f"costs up to {int(arr.max())} do not fit int64; pass them in a coarser unit")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
@@ -217,4 +232,3 @@ def _int64_costs(costs, *, keys: List[str]) -> np.ndarray:
     if bad is not None:
         raise ValueError(f"costs must be >= 0 (bytes), but entry {bad} ({short_repr(keys[bad])}) has {int(arr[bad])}")
     return arr
-

@@ -48,8 +48,12 @@ class Violation:
     message: str
 
     def sort_key(self) -> Tuple[int, int, int, int]:
-        return (self.full_epoch_0idx, -1 if self.epoch is None else self.epoch,
-                -1 if self.shard_index is None else self.shard_index, VIOLATION_KINDS.index(self.kind))
+        return (
+            self.full_epoch_0idx,
+            -1 if self.epoch is None else self.epoch,
+            -1 if self.shard_index is None else self.shard_index,
+            VIOLATION_KINDS.index(self.kind),
+        )
 
     def __str__(self) -> str:
         return f"[{self.kind}] {self.message}"
@@ -86,18 +90,29 @@ def check_rank_settings(settings: Mapping[int, Mapping[str, Any]], *, num_shards
         if got == (num_shards, rank):
             continue
         if got[0] == 1:
-            msg = (f"rank {rank}: the dataset is not sharded (num_shards=1, shard_index={got[1]} instead of "
-                   f"{num_shards}, {rank}): every rank reads all files; set distrib_shard_files=True")
+            msg = (
+                f"rank {rank}: the dataset is not sharded (num_shards=1, shard_index={got[1]} instead of "
+                f"{num_shards}, {rank}): every rank reads all files; set distrib_shard_files=True"
+            )
         else:
-            msg = (f"rank {rank}: the dataset has num_shards={got[0]}, shard_index={got[1]} instead of "
-                   f"{num_shards}, {rank}: it took another rank or size than the one it ran as")
+            msg = (
+                f"rank {rank}: the dataset has num_shards={got[0]}, shard_index={got[1]} instead of "
+                f"{num_shards}, {rank}: it took another rank or size than the one it ran as"
+            )
         out.append(Violation("settings", -1, None, rank, msg))
     ranks = sorted(settings)
     for name in SETTINGS_CHECKED:
         values = {rank: settings[rank].get(name) for rank in ranks}
         if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
-            out.append(Violation("settings", -1, None, None,
-                                 f"ranks disagree on {name}: {values}; all ranks must shuffle and cut the files alike"))
+            out.append(
+                Violation(
+                    "settings",
+                    -1,
+                    None,
+                    None,
+                    f"ranks disagree on {name}: {values}; all ranks must shuffle and cut the files alike",
+                )
+            )
     return out
 
 
@@ -141,8 +156,10 @@ def check_reads(
     if file_tags is not None:
         lacking = [k for k in dict.fromkeys(plan.keys) if k not in file_tags]
         if lacking:
-            raise ValueError(f"file_tags lacks {len(lacking)} keys of the plan (e.g. {_examples(lacking)}); "
-                             "record the sequences of every file")
+            raise ValueError(
+                f"file_tags lacks {len(lacking)} keys of the plan (e.g. {_examples(lacking)}); "
+                "record the sequences of every file"
+            )
     out: List[Violation] = []
     for read in reads:
         out.extend(_check_read(read, plan=plan, file_tags=file_tags))
@@ -159,8 +176,9 @@ def check_reads(
     return sorted(out, key=Violation.sort_key)
 
 
-def _check_read(read: SubEpochRead, *, plan: ShardPlan,
-                file_tags: Optional[Mapping[str, Sequence[str]]]) -> List[Violation]:
+def _check_read(
+    read: SubEpochRead, *, plan: ShardPlan, file_tags: Optional[Mapping[str, Sequence[str]]]
+) -> List[Violation]:
     out = []
     k = (read.epoch - 1) // plan.partition_epoch
     where = f"sub-epoch {read.epoch}, rank {read.shard_index}"
@@ -193,13 +211,21 @@ def _check_read(read: SubEpochRead, *, plan: ShardPlan,
                 parts.append(f"{len(not_read)} not read (e.g. {_examples(not_read)})")
             if extra:
                 parts.append(f"{len(extra)} not from its files or read too often (e.g. {_examples(extra)})")
-            out.append(Violation("seqs", k, read.epoch, read.shard_index, f"{where}: " + ": ".join(parts[:2]) +
-                                 "".join("; " + p for p in parts[2:])))
+            out.append(
+                Violation(
+                    "seqs",
+                    k,
+                    read.epoch,
+                    read.shard_index,
+                    f"{where}: " + ": ".join(parts[:2]) + "".join("; " + p for p in parts[2:]),
+                )
+            )
     return out
 
 
-def _check_full_epoch(k: int, group: List[SubEpochRead], *, plan: ShardPlan,
-                      universe: Optional[Counter]) -> List[Violation]:
+def _check_full_epoch(
+    k: int, group: List[SubEpochRead], *, plan: ShardPlan, universe: Optional[Counter]
+) -> List[Violation]:
     out = []
     counts: Counter = Counter()
     for read in group:
@@ -208,8 +234,12 @@ def _check_full_epoch(k: int, group: List[SubEpochRead], *, plan: ShardPlan,
     complete = {(r.epoch, r.shard_index) for r in group} >= {(e, s) for e in epochs for s in range(plan.num_shards)}
 
     def where_read(tag: str) -> str:
-        places = [f"sub-epoch {r.epoch} rank {r.shard_index}" for r in sorted(group, key=lambda r: (r.epoch, r.shard_index))
-                  for t in r.seq_tags if t == tag]
+        places = [
+            f"sub-epoch {r.epoch} rank {r.shard_index}"
+            for r in sorted(group, key=lambda r: (r.epoch, r.shard_index))
+            for t in r.seq_tags
+            if t == tag
+        ]
         return f"{tag!r} by {', '.join(places)}"
 
     if universe is None:
@@ -219,25 +249,43 @@ def _check_full_epoch(k: int, group: List[SubEpochRead], *, plan: ShardPlan,
     if dup:
         dup.sort()
         shown = "; ".join(where_read(t) for t in dup[:_NUM_EXAMPLES]) + ("; ..." if len(dup) > _NUM_EXAMPLES else "")
-        out.append(Violation("duplicate", k, None, None,
-                             f"full epoch {k}: {len(dup)} sequences were read more than once ({shown})"))
+        out.append(
+            Violation(
+                "duplicate", k, None, None, f"full epoch {k}: {len(dup)} sequences were read more than once ({shown})"
+            )
+        )
     if universe is not None:
         unknown = sorted(t for t in counts if t not in universe)
         if unknown:
-            out.append(Violation("unknown", k, None, None,
-                                 f"full epoch {k}: {len(unknown)} sequences read are in no file of the list "
-                                 f"(e.g. {_examples(unknown)})"))
+            out.append(
+                Violation(
+                    "unknown",
+                    k,
+                    None,
+                    None,
+                    f"full epoch {k}: {len(unknown)} sequences read are in no file of the list "
+                    f"(e.g. {_examples(unknown)})",
+                )
+            )
         if complete:
             missing = sorted((universe - counts).elements())
             if missing:
-                out.append(Violation("missing", k, None, None,
-                                     f"full epoch {k}: {len(missing)} of {sum(universe.values())} sequences were not "
-                                     f"read by any rank (e.g. {_examples(missing)})"))
+                out.append(
+                    Violation(
+                        "missing",
+                        k,
+                        None,
+                        None,
+                        f"full epoch {k}: {len(missing)} of {sum(universe.values())} sequences were not "
+                        f"read by any rank (e.g. {_examples(missing)})",
+                    )
+                )
     return out
 
 
-def summarize_reads(reads: Sequence[SubEpochRead], *, plan: ShardPlan,
-                    file_tags: Optional[Mapping[str, Sequence[str]]] = None) -> Dict[str, Any]:
+def summarize_reads(
+    reads: Sequence[SubEpochRead], *, plan: ShardPlan, file_tags: Optional[Mapping[str, Sequence[str]]] = None
+) -> Dict[str, Any]:
     """Counts for the report (JSON types): per sub-epoch the sequences per rank and the share
     of them a training loses when it stops at the shortest rank; per full epoch whether every
     (sub-epoch, rank) was read, and how many sequences were expected and read.
@@ -267,7 +315,19 @@ def summarize_reads(reads: Sequence[SubEpochRead], *, plan: ShardPlan,
         ep_range = range(k * plan.partition_epoch + 1, (k + 1) * plan.partition_epoch + 1)
         complete = all((e, s) in by_place for e in ep_range for s in range(plan.num_shards))
         tags = Counter(t for r in group for t in r.seq_tags)
-        full_epochs.append({"full_epoch_0idx": k, "complete": complete, "num_seqs_expected": universe_size,
-                            "num_seqs_read": sum(tags.values()), "num_distinct_read": len(tags)})
-    return {"num_shards": plan.num_shards, "partition_epoch": plan.partition_epoch, "num_files": plan.num_files,
-            "sub_epochs": sub_epochs, "full_epochs": full_epochs}
+        full_epochs.append(
+            {
+                "full_epoch_0idx": k,
+                "complete": complete,
+                "num_seqs_expected": universe_size,
+                "num_seqs_read": sum(tags.values()),
+                "num_distinct_read": len(tags),
+            }
+        )
+    return {
+        "num_shards": plan.num_shards,
+        "partition_epoch": plan.partition_epoch,
+        "num_files": plan.num_files,
+        "sub_epochs": sub_epochs,
+        "full_epochs": full_epochs,
+    }

@@ -73,8 +73,10 @@ class PlanRequest:
         if self.cache_size is not None:
             check_int(self.cache_size, name="cache_size", minimum=1, hint="bytes of file cache per node, or None")
             if self.node_cache is None:
-                raise ValueError(f"cache_size={self.cache_size} needs node_cache (the ranks per node) to compute the "
-                                 "footprint it is compared with")
+                raise ValueError(
+                    f"cache_size={self.cache_size} needs node_cache (the ranks per node) to compute the "
+                    "footprint it is compared with"
+                )
         if not isinstance(self.sync, SyncMode):
             raise TypeError(f"sync has type {type(self.sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
 
@@ -87,36 +89,71 @@ class PlanRequest:
         unknown = sorted(set(options) - set(PLAN_OPTION_DEFAULTS))
         if unknown:
             raise TypeError(f"unknown plan options {unknown}; the options are {sorted(PLAN_OPTION_DEFAULTS)}")
-        o = {name: default if options.get(name) is None else options[name]
-             for name, default in PLAN_OPTION_DEFAULTS.items()}
-        num_epochs = check_int(num_epochs, name="num_epochs", minimum=1,
-                               hint="the training's num_epochs, counted in sub-epochs")
-        preload = DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if o["preload_next_n_sub_epochs"] is None else \
-            check_preload_next_n_sub_epochs(o["preload_next_n_sub_epochs"])
+        o = {
+            name: default if options.get(name) is None else options[name]
+            for name, default in PLAN_OPTION_DEFAULTS.items()
+        }
+        num_epochs = check_int(
+            num_epochs, name="num_epochs", minimum=1, hint="the training's num_epochs, counted in sub-epochs"
+        )
+        preload = (
+            DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
+            if o["preload_next_n_sub_epochs"] is None
+            else check_preload_next_n_sub_epochs(o["preload_next_n_sub_epochs"])
+        )
         settings = PlanSettings.from_mode(
-            sharding=o["sharding"], num_shards=num_shards, partition_epoch=partition_epoch,
-            num_epochs=num_epochs + preload, preloaded_sub_epochs=preload, seq_ordering=o["seq_ordering"],
-            random_seed_offset=o["random_seed_offset"] or 0, fixed_random_seed=o["fixed_random_seed"],
-            distribution=o["distribution"], max_sub_epoch_deviation=o["max_sub_epoch_deviation"])
-        batching = None if o["batch_size"] is None and o["max_seqs"] is None else \
-            Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
-        return cls(settings, batching, *_node_cache(o, preload=preload),
-                   sync=SyncMode(o["reduce_type"], o["param_sync_step"]))
+            sharding=o["sharding"],
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            num_epochs=num_epochs + preload,
+            preloaded_sub_epochs=preload,
+            seq_ordering=o["seq_ordering"],
+            random_seed_offset=o["random_seed_offset"] or 0,
+            fixed_random_seed=o["fixed_random_seed"],
+            distribution=o["distribution"],
+            max_sub_epoch_deviation=o["max_sub_epoch_deviation"],
+        )
+        batching = (
+            None
+            if o["batch_size"] is None and o["max_seqs"] is None
+            else Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
+        )
+        return cls(
+            settings, batching, *_node_cache(o, preload=preload), sync=SyncMode(o["reduce_type"], o["param_sync_step"])
+        )
 
 
 def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
     """The per-node cache and the cache size of the options; the cache options need ``ranks_per_node``."""
     cached_file = check_bool(o["cached_file"], name="cached_file")
-    cache_size = check_optional_int(o["cache_size"], name="cache_size", minimum=1,
-                                    hint="bytes of file cache per node, or None")
-    constant = check_optional_int(o["sub_epoch_constant_bytes"], name="sub_epoch_constant_bytes", minimum=0,
-                                  hint="bytes of the files the sub-epoch dataset reads in every sub-epoch")
+    cache_size = check_optional_int(
+        o["cache_size"], name="cache_size", minimum=1, hint="bytes of file cache per node, or None"
+    )
+    constant = check_optional_int(
+        o["sub_epoch_constant_bytes"],
+        name="sub_epoch_constant_bytes",
+        minimum=0,
+        hint="bytes of the files the sub-epoch dataset reads in every sub-epoch",
+    )
     if o["ranks_per_node"] is None:
-        given = [name for name, used in (("cached_file", not cached_file), ("cache_size", cache_size is not None),
-                                         ("sub_epoch_constant_bytes", constant is not None)) if used]
+        given = [
+            name
+            for name, used in (
+                ("cached_file", not cached_file),
+                ("cache_size", cache_size is not None),
+                ("sub_epoch_constant_bytes", constant is not None),
+            )
+            if used
+        ]
         if given:
-            raise ValueError(f"{', '.join(given)} describe the per-node cache: give ranks_per_node too (GPUs per "
-                             "node), or leave them out")
+            raise ValueError(
+                f"{', '.join(given)} describe the per-node cache: give ranks_per_node too (GPUs per "
+                "node), or leave them out"
+            )
         return None, None
-    return NodeCache(ranks_per_node=o["ranks_per_node"], preload_next_n_sub_epochs=preload,
-                     cached_file=cached_file, constant_bytes=constant or 0), cache_size
+    return NodeCache(
+        ranks_per_node=o["ranks_per_node"],
+        preload_next_n_sub_epochs=preload,
+        cached_file=cached_file,
+        constant_bytes=constant or 0,
+    ), cache_size

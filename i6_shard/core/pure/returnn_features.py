@@ -16,11 +16,17 @@ LAST_RETURNN_VERSION_WITHOUT = "1.20260822.041010"
 RETURNN_FEATURES: Tuple[Tuple[str, str, str], ...] = (
     ("sharding_fix", "DistributeFilesDataset's sharding_fix option", "1.20260611.014531"),
     ("use_worker_proc", "DistributeFilesDataset's use_worker_proc option", MIN_RETURNN_VERSION),
-    ("get_default_kwargs_train", "Dataset.get_default_kwargs_train (the train dataset's _num_shards/_shard_index)",
-     MIN_RETURNN_VERSION),
+    (
+        "get_default_kwargs_train",
+        "Dataset.get_default_kwargs_train (the train dataset's _num_shards/_shard_index)",
+        MIN_RETURNN_VERSION,
+    ),
     ("get_distributed_rank_and_size", "returnn.datasets.basic._get_distributed_rank_and_size", MIN_RETURNN_VERSION),
-    ("dataset_random_seed_offset", "the config's dataset_random_seed_offset "
-     "(Dataset._get_default_random_seed_offset)", MIN_RETURNN_VERSION),
+    (
+        "dataset_random_seed_offset",
+        "the config's dataset_random_seed_offset (Dataset._get_default_random_seed_offset)",
+        MIN_RETURNN_VERSION,
+    ),
 )
 
 

@@ -12,8 +12,18 @@ from .cut import CUTS
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
-__all__ = ["PlanSettings", "SEQ_ORDERINGS", "DISTRIBUTIONS", "SHARDING_MODES", "SEED_LIMIT", "UNITS",
-           "check_seq_ordering", "check_distribution", "check_unit", "sharding_mode"]
+__all__ = [
+    "PlanSettings",
+    "SEQ_ORDERINGS",
+    "DISTRIBUTIONS",
+    "SHARDING_MODES",
+    "SEED_LIMIT",
+    "UNITS",
+    "check_seq_ordering",
+    "check_distribution",
+    "check_unit",
+    "sharding_mode",
+]
 
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
@@ -44,11 +54,16 @@ def sharding_mode(*, distrib_shard_files: bool, same_seed_on_all_ranks: bool) ->
     ValueError: same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: drop same_seed_on_all_ranks
     """
     if same_seed_on_all_ranks and distrib_shard_files:
-        raise ValueError("same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
-                         "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
-                         "drop same_seed_on_all_ranks")
-    return next(name for name, flags in SHARDING_MODES.items()
-                if flags == (bool(distrib_shard_files), bool(same_seed_on_all_ranks)))
+        raise ValueError(
+            "same_seed_on_all_ranks=True models distrib_shard_files=False with an explicit dataset "
+            "random_seed_offset; with distrib_shard_files=True all ranks share the seed anyway: "
+            "drop same_seed_on_all_ranks"
+        )
+    return next(
+        name
+        for name, flags in SHARDING_MODES.items()
+        if flags == (bool(distrib_shard_files), bool(same_seed_on_all_ranks))
+    )
 
 
 def check_seq_ordering(seq_ordering: Any) -> str:
@@ -59,8 +74,9 @@ def check_seq_ordering(seq_ordering: Any) -> str:
     ...
     ValueError: seq_ordering='laplace:.1000' is not supported by DistributeFilesDataset; use one of ('random', 'default')
     """
-    return check_choice(seq_ordering, name="seq_ordering", choices=SEQ_ORDERINGS,
-                        problem="is not supported by DistributeFilesDataset")
+    return check_choice(
+        seq_ordering, name="seq_ordering", choices=SEQ_ORDERINGS, problem="is not supported by DistributeFilesDataset"
+    )
 
 
 def check_distribution(distribution: Any) -> str:
@@ -139,19 +155,25 @@ class PlanSettings:
     def __post_init__(self):
         normalized = {
             "num_shards": check_int(self.num_shards, name="num_shards", minimum=1, hint="the number of ranks"),
-            "partition_epoch": check_int(self.partition_epoch, name="partition_epoch", minimum=1,
-                                         hint="sub-epochs per full epoch"),
-            "num_epochs": check_optional_int(self.num_epochs, name="num_epochs", minimum=1,
-                                             hint="RETURNN's num_epochs counts sub-epochs"),
-            "random_seed_offset": check_int(self.random_seed_offset, name="random_seed_offset",
-                                            hint="RETURNN's default is 0"),
-            "fixed_random_seed": check_optional_int(self.fixed_random_seed, name="fixed_random_seed",
-                                                    hint="or None"),
+            "partition_epoch": check_int(
+                self.partition_epoch, name="partition_epoch", minimum=1, hint="sub-epochs per full epoch"
+            ),
+            "num_epochs": check_optional_int(
+                self.num_epochs, name="num_epochs", minimum=1, hint="RETURNN's num_epochs counts sub-epochs"
+            ),
+            "random_seed_offset": check_int(
+                self.random_seed_offset, name="random_seed_offset", hint="RETURNN's default is 0"
+            ),
+            "fixed_random_seed": check_optional_int(self.fixed_random_seed, name="fixed_random_seed", hint="or None"),
             "distrib_shard_files": check_bool(self.distrib_shard_files, name="distrib_shard_files"),
             "same_seed_on_all_ranks": check_bool(self.same_seed_on_all_ranks, name="same_seed_on_all_ranks"),
             "max_sub_epoch_deviation": check_max_sub_epoch_deviation(self.max_sub_epoch_deviation),
-            "preloaded_sub_epochs": check_int(self.preloaded_sub_epochs, name="preloaded_sub_epochs", minimum=0,
-                                              hint="RETURNN's preload_next_n_sub_epochs, 0 or more"),
+            "preloaded_sub_epochs": check_int(
+                self.preloaded_sub_epochs,
+                name="preloaded_sub_epochs",
+                minimum=0,
+                hint="RETURNN's preload_next_n_sub_epochs, 0 or more",
+            ),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -184,32 +206,38 @@ class PlanSettings:
         check_max_sub_epoch_deviation(self.max_sub_epoch_deviation)
         check_unit(self.unit)
         if self.preloaded_sub_epochs and (self.num_epochs is None or self.preloaded_sub_epochs >= self.num_epochs):
-            raise ValueError(f"num_epochs={self.num_epochs} with preloaded_sub_epochs={self.preloaded_sub_epochs} leaves "
-                             f"the training {self.training_num_epochs} sub-epochs: the training's num_epochs must be "
-                             "1 or more (the preloaded sub-epochs come after its last)")
+            raise ValueError(
+                f"num_epochs={self.num_epochs} with preloaded_sub_epochs={self.preloaded_sub_epochs} leaves "
+                f"the training {self.training_num_epochs} sub-epochs: the training's num_epochs must be "
+                "1 or more (the preloaded sub-epochs come after its last)"
+            )
         sharding_mode(distrib_shard_files=self.distrib_shard_files, same_seed_on_all_ranks=self.same_seed_on_all_ranks)
         if self.seq_ordering == "random":  # only then does RETURNN shuffle, i.e. use the seeds
             if self.fixed_random_seed is not None:
                 if not 0 <= self.fixed_random_seed < SEED_LIMIT:
-                    raise ValueError(f"fixed_random_seed={self.fixed_random_seed} is a shuffle seed, but numpy's "
-                                     "RandomState, RETURNN's shuffle, takes seeds in [0, 2**32): choose one in "
-                                     "that range")
+                    raise ValueError(
+                        f"fixed_random_seed={self.fixed_random_seed} is a shuffle seed, but numpy's "
+                        "RandomState, RETURNN's shuffle, takes seeds in [0, 2**32): choose one in "
+                        "that range"
+                    )
             else:
                 last_full_epoch = 0 if self.num_epochs is None else (self.num_epochs - 1) // self.partition_epoch
                 top_rank = self.num_shards - 1 if self.per_rank_seed_offset else 0
                 for k, rank in ((0, 0), (last_full_epoch, top_rank)):  # the smallest and the largest seed
                     self.seed_for(full_epoch_0idx=k, shard_index=rank)
         if num_files is not None:
-            check_enough_files(num_files, num_shards=self.num_bins // self.partition_epoch,
-                               partition_epoch=self.partition_epoch)
+            check_enough_files(
+                num_files, num_shards=self.num_bins // self.partition_epoch, partition_epoch=self.partition_epoch
+            )
 
     # --- what follows from the settings ------------------------------------------------------
 
     @property
     def sharding(self) -> str:
         """The sharding mode's name, a key of :data:`SHARDING_MODES`."""
-        return sharding_mode(distrib_shard_files=self.distrib_shard_files,
-                             same_seed_on_all_ranks=self.same_seed_on_all_ranks)
+        return sharding_mode(
+            distrib_shard_files=self.distrib_shard_files, same_seed_on_all_ranks=self.same_seed_on_all_ranks
+        )
 
     @property
     def num_bins(self) -> int:
@@ -240,8 +268,12 @@ class PlanSettings:
     @property
     def rank_seeds_differ(self) -> bool:
         """Whether ranks shuffle with different seeds (unsharded, per-rank offset, random order)."""
-        return (self.per_rank_seed_offset and self.seq_ordering == "random" and self.fixed_random_seed is None
-                and self.num_shards > 1)
+        return (
+            self.per_rank_seed_offset
+            and self.seq_ordering == "random"
+            and self.fixed_random_seed is None
+            and self.num_shards > 1
+        )
 
     def seed_for(self, *, full_epoch_0idx: int, shard_index: int = 0) -> int:
         """Shuffle seed of a full epoch on a rank (the same on every rank when sharded).
@@ -252,14 +284,20 @@ class PlanSettings:
         offset = self.random_seed_offset + (shard_index * UNSHARDED_RANK_SEED_STRIDE if per_rank else 0)
         seed = full_epoch_seed(full_epoch_0idx, random_seed_offset=offset, fixed_random_seed=self.fixed_random_seed)
         if not 0 <= seed < SEED_LIMIT:
-            rank_term = f" + rank*{UNSHARDED_RANK_SEED_STRIDE} on rank {shard_index}" if per_rank and shard_index else ""
-            fix = "use random_seed_offset >= -1" if seed < 0 else \
-                "lower random_seed_offset" + (" or num_epochs" if full_epoch_0idx else "")
+            rank_term = (
+                f" + rank*{UNSHARDED_RANK_SEED_STRIDE} on rank {shard_index}" if per_rank and shard_index else ""
+            )
+            fix = (
+                "use random_seed_offset >= -1"
+                if seed < 0
+                else "lower random_seed_offset" + (" or num_epochs" if full_epoch_0idx else "")
+            )
             raise ValueError(
                 f"full epoch {full_epoch_0idx} (epochs {full_epoch_0idx * self.partition_epoch + 1}.."
                 f"{(full_epoch_0idx + 1) * self.partition_epoch}) would shuffle with seed {seed} (full_epoch_0idx + "
                 f"1 + random_seed_offset={self.random_seed_offset}{rank_term}), but numpy's RandomState, RETURNN's "
-                f"shuffle, takes seeds in [0, 2**32): {fix}")
+                f"shuffle, takes seeds in [0, 2**32): {fix}"
+            )
         return seed
 
     @property

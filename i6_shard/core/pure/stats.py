@@ -12,8 +12,14 @@ from .args import check_int
 from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 
-__all__ = ["PlanStats", "compute_plan_stats", "check_layout", "num_full_epochs_for", "max_over_mean",
-           "dropped_fraction"]
+__all__ = [
+    "PlanStats",
+    "compute_plan_stats",
+    "check_layout",
+    "num_full_epochs_for",
+    "max_over_mean",
+    "dropped_fraction",
+]
 
 
 def num_full_epochs_for(num_epochs: int, *, partition_epoch: int) -> int:
@@ -40,16 +46,19 @@ def check_layout(order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_b
     if order.shape != (num_files,):
         raise AssertionError(f"order has shape {order.shape}, expected ({num_files},)")
     if bounds.shape != (num_bins + 1,) or bounds[0] != 0 or bounds[-1] != num_files:
-        raise AssertionError(f"bounds {bounds[:3].tolist()}... (shape {bounds.shape}) do not span 0..{num_files} "
-                             f"in {num_bins} bins")
+        raise AssertionError(
+            f"bounds {bounds[:3].tolist()}... (shape {bounds.shape}) do not span 0..{num_files} in {num_bins} bins"
+        )
     widths = np.diff(bounds)
     if widths.size and int(widths.min()) < 1:
         empty = int(np.flatnonzero(widths < 1)[0])
         raise AssertionError(f"bin {empty} of {num_bins} is empty")
     counts = np.bincount(order, minlength=num_files) if num_files else np.zeros(0, dtype=np.int64)
     if counts.shape != (num_files,) or (num_files and (counts.min() != 1 or counts.max() != 1)):
-        raise AssertionError(f"the bins do not cover every file entry exactly once "
-                             f"({int(np.sum(counts == 0))} missing, {int(np.sum(counts > 1))} repeated)")
+        raise AssertionError(
+            f"the bins do not cover every file entry exactly once "
+            f"({int(np.sum(counts == 0))} missing, {int(np.sum(counts > 1))} repeated)"
+        )
 
 
 def max_over_mean(bytes_per_shard: np.ndarray) -> np.ndarray:
@@ -131,8 +140,13 @@ class PlanStats:
         return float(np.mean(self.passes > 0)) if self.num_files else 1.0
 
 
-def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
-                       layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None) -> PlanStats:
+def compute_plan_stats(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    check: bool = True,
+    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
+) -> PlanStats:
     """Statistics of sub-epochs ``1..num_epochs`` of ``plan``, computed from each full
     epoch's layout with ``np.add.reduceat`` over the bin boundaries.
 
@@ -149,8 +163,10 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
     """
     num_full = num_full_epochs_for(num_epochs, partition_epoch=plan.partition_epoch)
     if layout is None:
+
         def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
             return plan.layout(full_epoch_0idx=k, shard_index=r)
+
     num_shards, part = plan.num_shards, plan.partition_epoch
     n = plan.num_files
     sizes = plan.costs
@@ -184,15 +200,23 @@ def compute_plan_stats(plan: ShardPlan, *, num_epochs: int, check: bool = True,
                 bin_bytes, bin_files = _bin_totals(sizes, order, bounds)
                 out_bytes[rows, r] = bin_bytes
                 out_files[rows, r] = bin_files
-                passes += np.bincount(order[:bounds[num_sub]], minlength=n)
+                passes += np.bincount(order[: bounds[num_sub]], minlength=n)
             for s in range(num_sub):
-                counts = np.bincount(np.concatenate([o[b[s]:b[s + 1]] for o, b in layouts]), minlength=n)
+                counts = np.bincount(np.concatenate([o[b[s] : b[s + 1]] for o, b in layouts]), minlength=n)
                 overlap[k * part + s] = int(np.count_nonzero(counts > 1))
                 coverage[k * part + s] = np.count_nonzero(counts) / max(n, 1)
     return PlanStats(
-        num_shards=num_shards, partition_epoch=part, num_epochs=int(num_epochs), num_files=n,
-        total_bytes=int(sizes.sum()), bytes=out_bytes[:num_epochs], files=out_files[:num_epochs],
-        passes=passes, overlap=overlap[:num_epochs], coverage=coverage[:num_epochs], unit=plan.settings.unit,
+        num_shards=num_shards,
+        partition_epoch=part,
+        num_epochs=int(num_epochs),
+        num_files=n,
+        total_bytes=int(sizes.sum()),
+        bytes=out_bytes[:num_epochs],
+        files=out_files[:num_epochs],
+        passes=passes,
+        overlap=overlap[:num_epochs],
+        coverage=coverage[:num_epochs],
+        unit=plan.settings.unit,
     )
 
 

@@ -22,5 +22,5 @@ def short_repr(value: Any, *, limit: int = MAX_SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return text
     keep = max(limit - 20, 10)
-    head, tail = text[:keep // 2], text[len(text) - (keep - keep // 2):]
+    head, tail = text[: keep // 2], text[len(text) - (keep - keep // 2) :]
     return f"{head}...[{len(text) - len(head) - len(tail)} chars]...{tail}"

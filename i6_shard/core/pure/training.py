@@ -17,8 +17,13 @@ from .fmt import json_float
 from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
 
-__all__ = ["analyze_training", "check_report_size", "TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED",
-           "DEFAULT_MIN_STEPS_RATIO"]
+__all__ = [
+    "analyze_training",
+    "check_report_size",
+    "TRAIN_SUMMARY_FORMAT_VERSION",
+    "DEFAULT_MAX_DROPPED",
+    "DEFAULT_MIN_STEPS_RATIO",
+]
 
 #: The training's logs (:class:`i6_shard.core.io.returnn_log.TrainingLog`), read here by attribute only.
 TrainingLog = Any
@@ -46,10 +51,12 @@ def check_report_size(*, num_epochs: int, num_ranks: int) -> None:
     ValueError: the logs name 3,000 sub-epochs of 3,000 ranks, 9,000,000 (sub-epoch, rank) records, more than the 1,048,576 a report holds; give the logs of one training, cut to the sub-epochs to report (a sub-epoch or rank far from the others is a damaged line)
     """
     if num_epochs * num_ranks > MAX_REPORT_RECORDS:
-        raise ValueError(f"the logs name {num_epochs:,} sub-epochs of {num_ranks:,} ranks, {num_epochs * num_ranks:,} "
-                         f"(sub-epoch, rank) records, more than the {MAX_REPORT_RECORDS:,} a report holds; give the "
-                         "logs of one training, cut to the sub-epochs to report (a sub-epoch or rank far from the "
-                         "others is a damaged line)")
+        raise ValueError(
+            f"the logs name {num_epochs:,} sub-epochs of {num_ranks:,} ranks, {num_epochs * num_ranks:,} "
+            f"(sub-epoch, rank) records, more than the {MAX_REPORT_RECORDS:,} a report holds; give the "
+            "logs of one training, cut to the sub-epochs to report (a sub-epoch or rank far from the "
+            "others is a damaged line)"
+        )
 
 
 def _sum_known(values: np.ndarray) -> Optional[int]:
@@ -101,17 +108,24 @@ def _consumed_seqs(rec: SubEpochLog, *, complete_is_mean: bool) -> Tuple[Optiona
     return None, "unknown"
 
 
-def _lengths_of(keys: Optional[Sequence[str]], lengths: Mapping[str, Tuple[int, int]]) -> Tuple[Optional[int],
-                                                                                                Optional[int]]:
+def _lengths_of(
+    keys: Optional[Sequence[str]], lengths: Mapping[str, Tuple[int, int]]
+) -> Tuple[Optional[int], Optional[int]]:
     if keys is None or any(k not in lengths for k in keys):
         return None, None
     return sum(lengths[k][0] for k in keys), sum(lengths[k][1] for k in keys)
 
 
-def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
-                     plan: Optional[ShardPlan] = None, partition_epoch: Optional[int] = None,
-                     max_dropped: float = DEFAULT_MAX_DROPPED,
-                     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO, sync: SyncMode = SyncMode()) -> Dict[str, Any]:
+def analyze_training(
+    log: TrainingLog,
+    *,
+    file_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
+    plan: Optional[ShardPlan] = None,
+    partition_epoch: Optional[int] = None,
+    max_dropped: float = DEFAULT_MAX_DROPPED,
+    min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO,
+    sync: SyncMode = SyncMode(),
+) -> Dict[str, Any]:
     """The summary (JSON types) of a training from its logs.
 
     Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
@@ -144,11 +158,15 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     complete_is_mean = _complete_is_mean(log)
     if not log.ranks[0].frames_dim:
-        a.notes.append("the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
-                       "to measure frames (the builders' training_job_kwargs do)")
+        a.notes.append(
+            "the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
+            "to measure frames (the builders' training_job_kwargs do)"
+        )
         if complete_is_mean:
-            a.notes.append("the logged 'complete' is the mean over the ranks (sync_complete_frac, the default from "
-                           "behavior_version 33), so it does not show one rank's consumption")
+            a.notes.append(
+                "the logged 'complete' is the mean over the ranks (sync_complete_frac, the default from "
+                "behavior_version 33), so it does not show one rank's consumption"
+            )
     if usable_plan is not None:
         _check_plan_seeds(a, usable_plan)
     sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
@@ -163,12 +181,18 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
     mean_drop = json_float(float(np.mean(drops))) if drops else None
     if mean_drop is not None and mean_drop > max_dropped:
         a.alarms.append(_high_loss_alarm(sub_epochs, mean_drop=mean_drop, max_dropped=max_dropped))
-    universe = list(dict.fromkeys(usable_plan.keys)) if usable_plan is not None else list(dict.fromkeys(
-        k for row in a.keys_grid for keys in row if keys is not None for k in keys))
+    universe = (
+        list(dict.fromkeys(usable_plan.keys))
+        if usable_plan is not None
+        else list(dict.fromkeys(k for row in a.keys_grid for keys in row if keys is not None for k in keys))
+    )
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
     expected_reads = 1 if sharded else a.num_ranks
-    full_epochs = [] if partition_epoch is None else _full_epochs(
-        a, m, partition_epoch=partition_epoch, universe=universe, expected_reads=expected_reads)
+    full_epochs = (
+        []
+        if partition_epoch is None
+        else _full_epochs(a, m, partition_epoch=partition_epoch, universe=universe, expected_reads=expected_reads)
+    )
     made = None
     done_frames = m["consumed_frames"][[i for i in range(len(a.epochs)) if a.finished[i]]]
     if universe_frames and done_frames.size and (done_frames >= 0).all():
@@ -187,8 +211,14 @@ def analyze_training(log: TrainingLog, *, file_lengths: Optional[Mapping[str, Tu
         "partition_epoch": partition_epoch,
         "partition_epoch_inferred": inferred,
         "sharded": sharded,
-        "plan": None if plan is None else {"num_shards": plan.num_shards, "partition_epoch": plan.partition_epoch,
-                                           "distribution": plan.settings.distribution, "num_files": plan.num_files},
+        "plan": None
+        if plan is None
+        else {
+            "num_shards": plan.num_shards,
+            "partition_epoch": plan.partition_epoch,
+            "distribution": plan.settings.distribution,
+            "num_files": plan.num_files,
+        },
         "num_files": len(universe),
         "total_seqs": universe_seqs,
         "total_frames": universe_frames,
@@ -226,13 +256,16 @@ def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optio
     partition_epoch (the plan's, which a given one must equal)."""
     usable_plan = plan
     if plan is not None and plan.num_shards != a.num_ranks:
-        a.alarms.append(f"the plan is for num_shards={plan.num_shards}, but the training ran {a.num_ranks} ranks: "
-                        "its files cannot be compared; plan with the training's number of ranks")
+        a.alarms.append(
+            f"the plan is for num_shards={plan.num_shards}, but the training ran {a.num_ranks} ranks: "
+            "its files cannot be compared; plan with the training's number of ranks"
+        )
         usable_plan = None
     if plan is not None:
         if partition_epoch is not None and partition_epoch != plan.partition_epoch:
-            raise ValueError(f"partition_epoch={partition_epoch} but the plan has {plan.partition_epoch}; "
-                             "give only the plan")
+            raise ValueError(
+                f"partition_epoch={partition_epoch} but the plan has {plan.partition_epoch}; give only the plan"
+            )
         partition_epoch = plan.partition_epoch
     return usable_plan, partition_epoch
 
@@ -251,9 +284,11 @@ def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
             plan.settings.seed_for(full_epoch_0idx=(epoch - 1) // plan.partition_epoch, shard_index=rank_log.rank)
         except ValueError as exc:
             line = rank_log.sub_epochs[epoch].line
-            raise ValueError(f"{rank_log.source}{'' if line is None else f':{line}'}: sub-epoch {epoch} cannot be "
-                             f"looked up in the plan ({exc}); give the plan of this training, or remove the "
-                             "damaged line") from None
+            raise ValueError(
+                f"{rank_log.source}{'' if line is None else f':{line}'}: sub-epoch {epoch} cannot be "
+                f"looked up in the plan ({exc}); give the plan of this training, or remove the "
+                "damaged line"
+            ) from None
 
 
 def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
@@ -272,18 +307,20 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
             sources.add(how)
             file_seqs, file_frames = _lengths_of(keys, a.lengths)
-            row.append({
-                "rank": rank_log.rank,
-                "consumed_seqs": consumed_seqs,
-                "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
-                "available_seqs": file_seqs if file_seqs is not None else rec.dataset_num_seqs,
-                "available_frames": file_frames,
-                "offered_seqs": rec.dataset_num_seqs,
-                "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
-                "num_files": None if keys is None else len(keys),
-                "files_match_plan": None,
-                "finished": rec.finished,
-            })
+            row.append(
+                {
+                    "rank": rank_log.rank,
+                    "consumed_seqs": consumed_seqs,
+                    "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
+                    "available_seqs": file_seqs if file_seqs is not None else rec.dataset_num_seqs,
+                    "available_frames": file_frames,
+                    "offered_seqs": rec.dataset_num_seqs,
+                    "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
+                    "num_files": None if keys is None else len(keys),
+                    "files_match_plan": None,
+                    "finished": rec.finished,
+                }
+            )
             keys_row.append(keys)
         a.records.append(row)
         a.keys_grid.append(keys_row)
@@ -307,13 +344,17 @@ def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
         records[i][r]["files_match_plan"] = (epochs[i], r) not in bad
     logged = {k for read in reads for k in read.files}
     if logged and not logged & set(plan.keys):
-        a.alarms.append(f"none of the {len(logged)} files in the logs is in the plan (e.g. log {min(logged)!r}, "
-                        f"plan {plan.keys[0]!r}): the plan was made from another file list, or names the "
-                        "files otherwise (relative vs absolute paths); plan with the training's own file list")
+        a.alarms.append(
+            f"none of the {len(logged)} files in the logs is in the plan (e.g. log {min(logged)!r}, "
+            f"plan {plan.keys[0]!r}): the plan was made from another file list, or names the "
+            "files otherwise (relative vs absolute paths); plan with the training's own file list"
+        )
     elif bad:
-        a.alarms.append(f"{len(bad)} (sub-epoch, rank) read other files than planned: "
-                        + "; ".join(v.message for v in list(bad.values())[:_MAX_PLACES])
-                        + (f"; and {len(bad) - _MAX_PLACES} more" if len(bad) > _MAX_PLACES else ""))
+        a.alarms.append(
+            f"{len(bad)} (sub-epoch, rank) read other files than planned: "
+            + "; ".join(v.message for v in list(bad.values())[:_MAX_PLACES])
+            + (f"; and {len(bad) - _MAX_PLACES} more" if len(bad) > _MAX_PLACES else "")
+        )
 
 
 def _partition_epoch(a: _Analysis, partition_epoch: Optional[int]) -> Tuple[Optional[int], bool]:
@@ -326,8 +367,10 @@ def _partition_epoch(a: _Analysis, partition_epoch: Optional[int]) -> Tuple[Opti
     if epochs and epochs[0] == 1 and epochs == list(range(1, len(epochs) + 1)):
         partition_epoch = infer_partition_epoch([by_number[e] for e in epochs])
     if partition_epoch is None:
-        a.notes.append("partition_epoch is unknown (no plan, and the logged files do not show a full epoch): "
-                       "full epochs and passes are not reported; give the plan or partition_epoch")
+        a.notes.append(
+            "partition_epoch is unknown (no plan, and the logged files do not show a full epoch): "
+            "full epochs and passes are not reported; give the plan or partition_epoch"
+        )
         return None, False
     a.notes.append(f"partition_epoch={partition_epoch} inferred from the files (no plan given)")
     return partition_epoch, True
@@ -339,7 +382,9 @@ def _sharded(a: _Analysis, plan: Optional[ShardPlan]) -> bool:
         return plan.settings.distrib_shard_files
     return not any(
         sum(1 for keys in row if keys is not None and key in keys) > 1
-        for row in a.keys_grid for key in {k for keys in row if keys is not None for k in keys})
+        for row in a.keys_grid
+        for key in {k for keys in row if keys is not None for k in keys}
+    )
 
 
 def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Dict[str, Any]:
@@ -348,26 +393,35 @@ def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Di
     epochs, num_ranks = a.epochs, a.num_ranks
 
     def grid(name: str) -> np.ndarray:
-        return np.array([[-1 if x is None or x[name] is None else x[name] for x in row] for row in a.records],
-                        dtype=np.int64).reshape(len(epochs), num_ranks)
+        return np.array(
+            [[-1 if x is None or x[name] is None else x[name] for x in row] for row in a.records], dtype=np.int64
+        ).reshape(len(epochs), num_ranks)
 
-    m = {name: grid(name) for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs",
-                                       "steps")}
+    m = {
+        name: grid(name) for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs", "steps")
+    }
     m["drop_frames"] = dropped_share(m["consumed_frames"], m["available_frames"])
     m["drop_seqs"] = dropped_share(m["consumed_seqs"], m["available_seqs"])
     planned_frames, planned_seqs = m["available_frames"], m["available_seqs"]
     if plan is not None:
-        planned = [[_lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths) for r in range(num_ranks)]
-                   for e in epochs]
+        planned = [
+            [_lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths) for r in range(num_ranks)] for e in epochs
+        ]
         planned_seqs, planned_frames = (
-            np.array([[-1 if v[j] is None else v[j] for v in row] for row in planned],
-                     dtype=np.int64).reshape(len(epochs), num_ranks) for j in (0, 1))
+            np.array([[-1 if v[j] is None else v[j] for v in row] for row in planned], dtype=np.int64).reshape(
+                len(epochs), num_ranks
+            )
+            for j in (0, 1)
+        )
     steps, consumed_frames = m["steps"], m["consumed_frames"]
     by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
     m["expected_steps"] = (
-        expected_steps(steps, consumed_frames, planned_frames, sync_every=sync_every) if by_frames else
-        expected_steps(steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1),
-                       sync_every=sync_every))
+        expected_steps(steps, consumed_frames, planned_frames, sync_every=sync_every)
+        if by_frames
+        else expected_steps(
+            steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1), sync_every=sync_every
+        )
+    )
     known = (consumed_frames >= 0) & (steps > 0)
     m["frames_per_step"] = float(consumed_frames[known].sum() / steps[known].sum()) if known.any() else None
     return m
@@ -380,25 +434,28 @@ def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optiona
     for i, epoch in enumerate(a.epochs):
         actual = int(steps[i].max()) if (steps[i] >= 0).any() else None
         ratio = actual / exp_steps[i] if actual is not None and exp_steps[i] > 0 else None
-        sub_epochs.append({
-            "epoch": epoch,
-            "full_epoch_0idx": None if partition_epoch is None else (epoch - 1) // partition_epoch,
-            "finished": a.finished[i],
-            "ranks": [x if x is not None else {"rank": r, "missing": True} for r, x in enumerate(a.records[i])],
-            "steps": actual,
-            "expected_steps": None if math.isnan(exp_steps[i]) else int(round(exp_steps[i])),
-            "steps_ratio": json_float(ratio),
-            "dropped_fraction": json_float(m["drop_frames"][i]),
-            "dropped_fraction_seqs": json_float(m["drop_seqs"][i]),
-        })
+        sub_epochs.append(
+            {
+                "epoch": epoch,
+                "full_epoch_0idx": None if partition_epoch is None else (epoch - 1) // partition_epoch,
+                "finished": a.finished[i],
+                "ranks": [x if x is not None else {"rank": r, "missing": True} for r, x in enumerate(a.records[i])],
+                "steps": actual,
+                "expected_steps": None if math.isnan(exp_steps[i]) else int(round(exp_steps[i])),
+                "steps_ratio": json_float(ratio),
+                "dropped_fraction": json_float(m["drop_frames"][i]),
+                "dropped_fraction_seqs": json_float(m["drop_seqs"][i]),
+            }
+        )
         for x in a.records[i]:
             if x is not None:
                 del x["finished"]
     return sub_epochs
 
 
-def _sub_epoch_alarms(a: _Analysis, sub_epochs: List[Dict[str, Any]], *, usable_plan: Optional[ShardPlan],
-                      min_steps_ratio: float) -> None:
+def _sub_epoch_alarms(
+    a: _Analysis, sub_epochs: List[Dict[str, Any]], *, usable_plan: Optional[ShardPlan], min_steps_ratio: float
+) -> None:
     """Double sharding (fewer sequences offered than the files hold, too few steps) and sequences read twice."""
     epochs, records = a.epochs, a.records
     double = []
@@ -409,44 +466,64 @@ def _sub_epoch_alarms(a: _Analysis, sub_epochs: List[Dict[str, Any]], *, usable_
             if x["offered_seqs"] < x["available_seqs"]:
                 double.append(f"sub-epoch {epoch} rank {x['rank']}: {x['offered_seqs']} of {x['available_seqs']}")
     if double:
-        a.alarms.append(f"sequences never read: the dataset offered fewer sequences than the rank's files hold "
-                        f"({_places(double)}); the sub-epoch dataset shards its files again (double sharding, "
-                        "RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset")
-    over = [f"sub-epoch {epochs[i]} rank {x['rank']}" for i in range(len(epochs)) for x in records[i]
-            if x is not None and x["consumed_seqs"] is not None and x["available_seqs"] is not None
-            and x["consumed_seqs"] > x["available_seqs"]]
+        a.alarms.append(
+            f"sequences never read: the dataset offered fewer sequences than the rank's files hold "
+            f"({_places(double)}); the sub-epoch dataset shards its files again (double sharding, "
+            "RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset"
+        )
+    over = [
+        f"sub-epoch {epochs[i]} rank {x['rank']}"
+        for i in range(len(epochs))
+        for x in records[i]
+        if x is not None
+        and x["consumed_seqs"] is not None
+        and x["available_seqs"] is not None
+        and x["consumed_seqs"] > x["available_seqs"]
+    ]
     if over:
         a.alarms.append(f"sequences read twice: more sequences consumed than available ({_places(over)})")
-    low = [f"sub-epoch {s['epoch']}: {s['steps']} steps, expected about {s['expected_steps']}"
-           for s in sub_epochs if s["finished"] and s["steps_ratio"] is not None and s["steps_ratio"] < min_steps_ratio]
+    low = [
+        f"sub-epoch {s['epoch']}: {s['steps']} steps, expected about {s['expected_steps']}"
+        for s in sub_epochs
+        if s["finished"] and s["steps_ratio"] is not None and s["steps_ratio"] < min_steps_ratio
+    ]
     if low:
-        a.alarms.append(f"steps far below what the {'plan' if usable_plan is not None else 'files'} should give "
-                        f"(under {min_steps_ratio:.0%}): {_places(low)}. This is the double-sharding signature "
-                        "(RETURNN #1738): check sharding_fix=True")
+        a.alarms.append(
+            f"steps far below what the {'plan' if usable_plan is not None else 'files'} should give "
+            f"(under {min_steps_ratio:.0%}): {_places(low)}. This is the double-sharding signature "
+            "(RETURNN #1738): check sharding_fix=True"
+        )
     if any(s["expected_steps"] is None for s in sub_epochs):
-        a.notes.append("steps cannot be checked against the files for every sub-epoch: the files' lengths or the "
-                       "consumption are unknown (give the HDF files readable, or a lengths JSON, and log_batch_size)")
+        a.notes.append(
+            "steps cannot be checked against the files for every sub-epoch: the files' lengths or the "
+            "consumption are unknown (give the HDF files readable, or a lengths JSON, and log_batch_size)"
+        )
 
 
 def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_dropped: float) -> str:
-    worst = sorted((s for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None),
-                   key=lambda s: -s["dropped_fraction"])[:3]
-    return (f"high data loss: on average {100 * mean_drop:.1f}% of each sub-epoch's frames were dropped "
-            f"(above {100 * max_dropped:.1f}%; worst: "
-            + ", ".join(f"sub-epoch {s['epoch']} {100 * s['dropped_fraction']:.1f}%" for s in worst)
-            + "); balance the bins (distribution='balanced', planned with ShardPlanJob) or split the "
-              "data into more, smaller files")
+    worst = sorted(
+        (s for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None),
+        key=lambda s: -s["dropped_fraction"],
+    )[:3]
+    return (
+        f"high data loss: on average {100 * mean_drop:.1f}% of each sub-epoch's frames were dropped "
+        f"(above {100 * max_dropped:.1f}%; worst: "
+        + ", ".join(f"sub-epoch {s['epoch']} {100 * s['dropped_fraction']:.1f}%" for s in worst)
+        + "); balance the bins (distribution='balanced', planned with ShardPlanJob) or split the "
+        "data into more, smaller files"
+    )
 
 
-def _full_epochs(a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, universe: List[str],
-                 expected_reads: int) -> List[Dict[str, Any]]:
+def _full_epochs(
+    a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, universe: List[str], expected_reads: int
+) -> List[Dict[str, Any]]:
     """Per full epoch: what was consumed, the passes made, and the files read twice or never (alarms)."""
     epochs = a.epochs
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
     full_epochs = []
     for k in sorted({(e - 1) // partition_epoch for e in epochs}):
         idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
-        complete = (len(idx) == partition_epoch and all(a.finished[i] for i in idx))
+        complete = len(idx) == partition_epoch and all(a.finished[i] for i in idx)
         counts = read_counts([a.keys_grid[i][r] for i in idx for r in range(a.num_ranks)])
         twice = sorted(key for key, c in counts.items() if c > expected_reads)
         never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete else []
@@ -454,9 +531,12 @@ def _full_epochs(a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, unive
         frames = int(cf.sum()) if (cf >= 0).all() else None
         seqs = int(cs.sum()) if (cs >= 0).all() else None
         entry = {
-            "full_epoch_0idx": k, "complete": complete,
-            "consumed_frames": frames, "consumed_seqs": seqs,
-            "files_read_twice": len(twice), "files_never_read": len(never),
+            "full_epoch_0idx": k,
+            "complete": complete,
+            "consumed_frames": frames,
+            "consumed_seqs": seqs,
+            "files_read_twice": len(twice),
+            "files_never_read": len(never),
             "seqs_never_read": None,
             "passes": json_float(frames / universe_frames) if frames is not None and universe_frames else None,
         }
@@ -464,10 +544,14 @@ def _full_epochs(a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, unive
             entry["seqs_never_read"] = max(expected_reads * universe_seqs - seqs, 0)
         full_epochs.append(entry)
         if twice:
-            a.alarms.append(f"full epoch {k}: {len(twice)} files were given to ranks more than "
-                            f"{'once' if expected_reads == 1 else f'{expected_reads} times'}, so their sequences "
-                            f"are read twice (e.g. {', '.join(repr(t) for t in twice[:3])})")
+            a.alarms.append(
+                f"full epoch {k}: {len(twice)} files were given to ranks more than "
+                f"{'once' if expected_reads == 1 else f'{expected_reads} times'}, so their sequences "
+                f"are read twice (e.g. {', '.join(repr(t) for t in twice[:3])})"
+            )
         if never:
-            a.alarms.append(f"full epoch {k}: {len(never)} of {len(universe)} files were given to no rank, so "
-                            f"their sequences are never read (e.g. {', '.join(repr(t) for t in never[:3])})")
+            a.alarms.append(
+                f"full epoch {k}: {len(never)} of {len(universe)} files were given to no rank, so "
+                f"their sequences are never read (e.g. {', '.join(repr(t) for t in never[:3])})"
+            )
     return full_epochs

@@ -2,8 +2,18 @@
 its plot, the writer of a plan's whole output set, the verification report, the report of a
 training measured from its logs, and the report of a change of plan on resume."""
 
-from .outputs import PLAN_FILE, PLOT_FILE, REPORT_FILE, SUMMARY_FILE, make_plan, make_plan_dir, plan_of_sizes, \
-    plan_summary, plot_title, write_plan_outputs
+from .outputs import (
+    PLAN_FILE,
+    PLOT_FILE,
+    REPORT_FILE,
+    SUMMARY_FILE,
+    make_plan,
+    make_plan_dir,
+    plan_of_sizes,
+    plan_summary,
+    plot_title,
+    write_plan_outputs,
+)
 from .plan_change import change_summary, compare_plan_files, render_change_report, write_change_dir
 from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, require_matplotlib
 from .report import render_report, summarize, summary_json
@@ -11,10 +21,31 @@ from .verify import render_verify_report, verify_records
 from .train_report import analyze_training, plot_training, render_train_report, write_train_report
 
 __all__ = [
-    "make_plan", "make_plan_dir", "plan_of_sizes", "write_plan_outputs", "plan_summary", "PLAN_FILE", "SUMMARY_FILE", "REPORT_FILE", "PLOT_FILE",
-    "summarize", "summary_json", "render_report",
-    "plot_plan", "plot_title", "matplotlib_available", "require_matplotlib", "MISSING_MATPLOTLIB",
-    "verify_records", "render_verify_report",
-    "analyze_training", "render_train_report", "plot_training", "write_train_report",
-    "compare_plan_files", "change_summary", "render_change_report", "write_change_dir",
+    "make_plan",
+    "make_plan_dir",
+    "plan_of_sizes",
+    "write_plan_outputs",
+    "plan_summary",
+    "PLAN_FILE",
+    "SUMMARY_FILE",
+    "REPORT_FILE",
+    "PLOT_FILE",
+    "summarize",
+    "summary_json",
+    "render_report",
+    "plot_plan",
+    "plot_title",
+    "matplotlib_available",
+    "require_matplotlib",
+    "MISSING_MATPLOTLIB",
+    "verify_records",
+    "render_verify_report",
+    "analyze_training",
+    "render_train_report",
+    "plot_training",
+    "write_train_report",
+    "compare_plan_files",
+    "change_summary",
+    "render_change_report",
+    "write_change_dir",
 ]

@@ -49,10 +49,20 @@ def _full_epoch_summary(change: PlanChange, full: ResumeFullEpoch) -> Dict[str, 
         "never_read": int(never.size),
         "read_twice_bytes": int(costs[twice].sum()),
         "never_read_bytes": int(costs[never].sum()),
-        "per_rank": [{"shard_index": r, "read_twice": int(twice_rank[r]), "never_read": int(never_rank[r]),
-                      "files_before": reads_before[r], "files_after": reads_after[r]} for r in range(num_ranks)],
-        "examples": {"read_twice": [keys[i] for i in twice[:_NUM_EXAMPLES].tolist()],
-                     "never_read": [keys[i] for i in never[:_NUM_EXAMPLES].tolist()]},
+        "per_rank": [
+            {
+                "shard_index": r,
+                "read_twice": int(twice_rank[r]),
+                "never_read": int(never_rank[r]),
+                "files_before": reads_before[r],
+                "files_after": reads_after[r],
+            }
+            for r in range(num_ranks)
+        ],
+        "examples": {
+            "read_twice": [keys[i] for i in twice[:_NUM_EXAMPLES].tolist()],
+            "never_read": [keys[i] for i in never[:_NUM_EXAMPLES].tolist()],
+        },
     }
 
 
@@ -69,9 +79,14 @@ def change_summary(change: PlanChange) -> Dict[str, Any]:
         "new": _settings(change, "new"),
         "at_full_epoch_boundary": change.at_boundary,
         "full_epochs": [_full_epoch_summary(change, full) for full in change.affected],
-        "boundaries": [{"resume_epoch": e, "read_twice": sum(int(a.read_twice.size) for a in affected),
-                        "never_read": sum(int(a.never_read.size) for a in affected)}
-                       for e, affected in change.boundaries],
+        "boundaries": [
+            {
+                "resume_epoch": e,
+                "read_twice": sum(int(a.read_twice.size) for a in affected),
+                "never_read": sum(int(a.never_read.size) for a in affected),
+            }
+            for e, affected in change.boundaries
+        ],
     }
 
 
@@ -81,21 +96,42 @@ def change_files(change: PlanChange) -> Dict[str, Any]:
     keys = change.new.keys
     out = []
     for full in change.affected:
-        out.append({
-            "full_epoch_0idx": full.full_epoch_0idx,
-            "read_twice": [{"key": keys[i], "entry_idx": i, "old_rank": int(full.old_rank[i]),
-                            "old_epoch": int(full.old_epoch[i]), "new_rank": int(full.new_rank[i]),
-                            "new_epoch": int(full.new_epoch[i])} for i in full.read_twice.tolist()],
-            "never_read": [{"key": keys[i], "entry_idx": i, "planned_rank": int(full.planned_rank[i]),
-                            "planned_epoch": int(full.planned_epoch[i])} for i in full.never_read.tolist()],
-        })
+        out.append(
+            {
+                "full_epoch_0idx": full.full_epoch_0idx,
+                "read_twice": [
+                    {
+                        "key": keys[i],
+                        "entry_idx": i,
+                        "old_rank": int(full.old_rank[i]),
+                        "old_epoch": int(full.old_epoch[i]),
+                        "new_rank": int(full.new_rank[i]),
+                        "new_epoch": int(full.new_epoch[i]),
+                    }
+                    for i in full.read_twice.tolist()
+                ],
+                "never_read": [
+                    {
+                        "key": keys[i],
+                        "entry_idx": i,
+                        "planned_rank": int(full.planned_rank[i]),
+                        "planned_epoch": int(full.planned_epoch[i]),
+                    }
+                    for i in full.never_read.tolist()
+                ],
+            }
+        )
     return {"format_version": CHANGE_FORMAT_VERSION, "resume_epoch": change.resume_epoch, "full_epochs": out}
 
 
 def _describe(settings: Mapping[str, Any]) -> str:
-    parts = [f"num_shards={settings['num_shards']}", f"partition_epoch={settings['partition_epoch']}",
-             f"seq_ordering={settings['seq_ordering']}", f"random_seed_offset={settings['random_seed_offset']}",
-             f"distribution={settings['distribution']}"]
+    parts = [
+        f"num_shards={settings['num_shards']}",
+        f"partition_epoch={settings['partition_epoch']}",
+        f"seq_ordering={settings['seq_ordering']}",
+        f"random_seed_offset={settings['random_seed_offset']}",
+        f"distribution={settings['distribution']}",
+    ]
     if settings.get("fixed_random_seed") is not None:
         parts.append(f"fixed_random_seed={settings['fixed_random_seed']}")
     return ", ".join(parts)
@@ -108,32 +144,53 @@ def render_change_report(summary: Mapping[str, Any]) -> str:
     unit = new.get("unit", "bytes")  # what the plans' costs count (a frames-balanced plan counts frames)
     k = (e - 1) // part
     title = f"i6_shard plan change: resume at epoch {e}, num_shards {old['num_shards']} -> {new['num_shards']}"
-    lines = [title, "=" * len(title), "", f"  old plan  {_describe(old)}", f"  new plan  {_describe(new)}",
-             f"  files     {summary['num_files']:,}", ""]
+    lines = [
+        title,
+        "=" * len(title),
+        "",
+        f"  old plan  {_describe(old)}",
+        f"  new plan  {_describe(new)}",
+        f"  files     {summary['num_files']:,}",
+        "",
+    ]
     add = lines.append
     if summary["at_full_epoch_boundary"]:
-        add(f"Epoch {e} starts full epoch {k} (epochs {k * part + 1}..{(k + 1) * part}): the new plan cuts that full "
+        add(
+            f"Epoch {e} starts full epoch {k} (epochs {k * part + 1}..{(k + 1) * part}): the new plan cuts that full "
             "epoch from its start, so every file is read exactly once in every full epoch; nothing is read twice "
-            "or never.")
+            "or never."
+        )
     for full in summary["full_epochs"]:
         n = full["num_files"]
         (a, b), (c, d) = full["old_epochs"], full["new_epochs"]
-        add(f"Full epoch {full['full_epoch_0idx']} (epochs {full['first_epoch']}..{full['last_epoch']}): epochs "
+        add(
+            f"Full epoch {full['full_epoch_0idx']} (epochs {full['first_epoch']}..{full['last_epoch']}): epochs "
             f"{a}..{b} were read under the old plan ({old['num_shards']} ranks), epochs {c}..{d} are read under the "
-            f"new one ({new['num_shards']} ranks), which cuts the full epoch anew")
-        add(f"  read twice   {full['read_twice']:,} of {n:,} files ({format_cost(full['read_twice_bytes'], unit)}): read "
-            "before the resume and again after it")
-        add(f"  never read   {full['never_read']:,} of {n:,} files ({format_cost(full['never_read_bytes'], unit)}): in "
-            "neither part")
+            f"new one ({new['num_shards']} ranks), which cuts the full epoch anew"
+        )
+        add(
+            f"  read twice   {full['read_twice']:,} of {n:,} files ({format_cost(full['read_twice_bytes'], unit)}): read "
+            "before the resume and again after it"
+        )
+        add(
+            f"  never read   {full['never_read']:,} of {n:,} files ({format_cost(full['never_read_bytes'], unit)}): in "
+            "neither part"
+        )
         add(f"  {'rank':>6} {'files before':>12} {'files after':>11} {'read twice':>10} {'never read':>10}")
         for row in full["per_rank"]:
             r = row["shard_index"]
             was, now = r < old["num_shards"], r < new["num_shards"]  # '-': the rank is not in that plan
-            cells = [f"{row['files_before']:,}" if was else "-", f"{row['files_after']:,}" if now else "-",
-                     f"{row['read_twice']:,}" if now else "-", f"{row['never_read']:,}" if was else "-"]
+            cells = [
+                f"{row['files_before']:,}" if was else "-",
+                f"{row['files_after']:,}" if now else "-",
+                f"{row['read_twice']:,}" if now else "-",
+                f"{row['never_read']:,}" if was else "-",
+            ]
             add(f"  {r:>6} {cells[0]:>12} {cells[1]:>11} {cells[2]:>10} {cells[3]:>10}")
-        add("    (read twice: of the files this rank reads from the resume on, those already read; never read: of "
-            "the files this rank would have read under the old plan, those no rank reads)")
+        add(
+            "    (read twice: of the files this rank reads from the resume on, those already read; never read: of "
+            "the files this rank would have read under the old plan, those no rank reads)"
+        )
         for what in ("read_twice", "never_read"):
             if full["examples"][what]:
                 shown = ", ".join(json.dumps(x, ensure_ascii=False) for x in full["examples"][what])
@@ -144,8 +201,11 @@ def render_change_report(summary: Mapping[str, Any]) -> str:
     for row in summary["boundaries"]:
         be = row["resume_epoch"]
         if be < e:
-            how = f"restart from the checkpoint of epoch {be - 1} and redo epochs {be}..{e - 1}" if be > 1 else \
-                "start the training anew"
+            how = (
+                f"restart from the checkpoint of epoch {be - 1} and redo epochs {be}..{e - 1}"
+                if be > 1
+                else "start the training anew"
+            )
         elif be == e:
             how = "as planned"
         else:
@@ -166,17 +226,23 @@ def write_change_dir(change: PlanChange, out_dir: str | os.PathLike) -> Dict[str
     """
     summary = change_summary(change)
     with atomic_dir(os.fspath(out_dir), names=CHANGE_OUTPUTS, what="compare-plans directory") as tmp:
-        for name, text in ((CHANGE_SUMMARY_FILE, summary_json(summary)),
-                           (CHANGE_REPORT_FILE, render_change_report(summary)),
-                           (CHANGE_FILES_FILE, json.dumps(change_files(change), sort_keys=True, indent=1,
-                                                          ensure_ascii=True) + "\n")):
+        for name, text in (
+            (CHANGE_SUMMARY_FILE, summary_json(summary)),
+            (CHANGE_REPORT_FILE, render_change_report(summary)),
+            (CHANGE_FILES_FILE, json.dumps(change_files(change), sort_keys=True, indent=1, ensure_ascii=True) + "\n"),
+        ):
             with open(os.path.join(tmp, name), "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
     return summary
 
 
-def compare_plan_files(old_plan: str | os.PathLike, new_plan: str | os.PathLike, *, resume_epoch: int,
-                       out_dir: Optional[str | os.PathLike] = None) -> Dict[str, Any]:
+def compare_plan_files(
+    old_plan: str | os.PathLike,
+    new_plan: str | os.PathLike,
+    *,
+    resume_epoch: int,
+    out_dir: Optional[str | os.PathLike] = None,
+) -> Dict[str, Any]:
     """``python -m i6_shard compare-plans OLD NEW --resume-epoch E [-o DIR]`` as a function: compare the plan a
     training ran with and the one it resumes with at ``resume_epoch`` (each a plan file, or a plan directory
     holding one), and with ``out_dir`` write ``summary.json``, ``report.txt`` and ``files.json`` there.
@@ -195,6 +261,7 @@ def compare_plan_files(old_plan: str | os.PathLike, new_plan: str | os.PathLike,
     def stored(path: str, plan: ShardPlan):  # the bins the training read, each checked to cover every file once
         return lambda k: read_plan_layout(path, full_epoch_0idx=k, num_files=plan.num_files)
 
-    change = compare_plans(old, new, resume_epoch=resume_epoch, old_layout=stored(paths[0], old),
-                           new_layout=stored(paths[1], new))
+    change = compare_plans(
+        old, new, resume_epoch=resume_epoch, old_layout=stored(paths[0], old), new_layout=stored(paths[1], new)
+    )
     return change_summary(change) if out_dir is None else write_change_dir(change, out_dir)

@@ -14,11 +14,18 @@ from ..pure.fmt import json_float
 __all__ = ["prediction_summary", "render_prediction"]
 
 
-def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, num_seqs: np.ndarray,
-                       num_frames: np.ndarray, seq_length_quantiles: np.ndarray,
-                       layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
-                       sync: SyncMode = SyncMode(),
-                       file_lengths: Optional[Sequence[np.ndarray]] = None) -> Dict[str, Any]:
+def prediction_summary(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    batching: Batching,
+    num_seqs: np.ndarray,
+    num_frames: np.ndarray,
+    seq_length_quantiles: np.ndarray,
+    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
+    sync: SyncMode = SyncMode(),
+    file_lengths: Optional[Sequence[np.ndarray]] = None,
+) -> Dict[str, Any]:
     """Summary entries (JSON types): ``dropped_fraction_predicted`` (mean over the sub-epochs of the
     predicted share of the frames dropped), ``dropped_fraction_predicted_max``, ``batching`` with the
     limits, the step floor (``floor_mean``: the drop of an even split, from whole steps and the spread of
@@ -26,9 +33,17 @@ def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, 
     assumes (grad sync: every rank stops in the step the first runs out; param sync: the others run on to
     their next sync). With ``file_lengths`` (each file's sequence lengths, a costs archive's ``seq_lengths``) every
     rank batches its own lengths; without, the pooled quantiles scaled to its mean length (``lengths`` says which)."""
-    p = predict_plan_drop(plan, num_epochs=num_epochs, num_seqs=num_seqs, num_frames=num_frames, batching=batching,
-                          seq_length_quantiles=seq_length_quantiles, layout=layout, sync_every=sync.sync_every,
-                          file_lengths=file_lengths)
+    p = predict_plan_drop(
+        plan,
+        num_epochs=num_epochs,
+        num_seqs=num_seqs,
+        num_frames=num_frames,
+        batching=batching,
+        seq_length_quantiles=seq_length_quantiles,
+        layout=layout,
+        sync_every=sync.sync_every,
+        file_lengths=file_lengths,
+    )
     steps = p["steps_mean"]
     return {
         "dropped_fraction_predicted": json_float(p["dropped"].mean()),
@@ -38,10 +53,16 @@ def prediction_summary(plan: ShardPlan, *, num_epochs: int, batching: Batching, 
             **batching.as_dict(),
             "lengths": "per file" if file_lengths is not None else "pooled",
             "floor_mean": json_float(p["floor"].mean()),
-            "steps_per_rank": {"min": json_float(steps.min()), "mean": json_float(steps.mean()), "max": json_float(steps.max())},
-            "per_sub_epoch": {"steps": [[json_float(x) for x in row] for row in steps.tolist()],
-                              "dropped_fraction": [json_float(x) for x in p["dropped"].tolist()],
-                              "floor": [json_float(x) for x in p["floor"].tolist()]},
+            "steps_per_rank": {
+                "min": json_float(steps.min()),
+                "mean": json_float(steps.mean()),
+                "max": json_float(steps.max()),
+            },
+            "per_sub_epoch": {
+                "steps": [[json_float(x) for x in row] for row in steps.tolist()],
+                "dropped_fraction": [json_float(x) for x in p["dropped"].tolist()],
+                "floor": [json_float(x) for x in p["floor"].tolist()],
+            },
         },
     }
 
@@ -55,8 +76,11 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
     st = b["steps_per_rank"]
     sync = summary.get("sync") or {"reduce_type": "grad"}
     source = "each file's own lengths" if b.get("lengths") == "per file" else "pooled lengths"
-    when = ("when the first rank runs out" if sync["reduce_type"] == "grad" else
-            f"under param sync every {sync['param_sync_step']} steps (the others run on to their next sync)")
+    when = (
+        "when the first rank runs out"
+        if sync["reduce_type"] == "grad"
+        else f"under param sync every {sync['param_sync_step']} steps (the others run on to their next sync)"
+    )
     return [
         "",
         f"Predicted loss under RETURNN's batching ({limits}; {sync['reduce_type']} sync; sequences in random order; "
@@ -83,12 +107,16 @@ def _worst_steps_lines(per_sub_epoch: Mapping[str, Any]) -> List[str]:
         return []
     worst = sorted(range(len(dropped)), key=lambda e: (-dropped[e], e))[:_WORST_ROWS]
     num_ranks = len(steps[0])
-    head = (" ".join(f"{f'r{r}':>6}" for r in range(num_ranks)) if num_ranks <= _MAX_RANK_COLUMNS
-            else f"{'min':>7} {'max':>7}")
-    lines = [f"  expected steps per rank, worst sub-epochs first:", f"    epoch  {head}  dropped"]
+    head = (
+        " ".join(f"{f'r{r}':>6}" for r in range(num_ranks))
+        if num_ranks <= _MAX_RANK_COLUMNS
+        else f"{'min':>7} {'max':>7}"
+    )
+    lines = ["  expected steps per rank, worst sub-epochs first:", f"    epoch  {head}  dropped"]
     for e in worst:
         row = steps[e]
-        cells = (" ".join(f"{x:6.1f}" for x in row) if num_ranks <= _MAX_RANK_COLUMNS
-                 else f"{min(row):7.1f} {max(row):7.1f}")
+        cells = (
+            " ".join(f"{x:6.1f}" for x in row) if num_ranks <= _MAX_RANK_COLUMNS else f"{min(row):7.1f} {max(row):7.1f}"
+        )
         lines.append(f"    {e + 1:>5}  {cells}  {100 * dropped[e]:6.2f}%")
     return lines

@@ -71,10 +71,15 @@ def _distribution_summary(bytes_per_shard: np.ndarray) -> Dict[str, float]:
 def _checked_compare_num_epochs(compare_num_epochs: Optional[int], stats: PlanStats) -> int:
     if compare_num_epochs is None:
         return stats.num_epochs
-    if isinstance(compare_num_epochs, bool) or not isinstance(compare_num_epochs, (int, np.integer)) \
-            or not 1 <= compare_num_epochs <= stats.num_epochs:
-        raise ValueError(f"compare_num_epochs={compare_num_epochs!r} must be an int in 1..{stats.num_epochs} "
-                         "(the sub-epochs of stats)")
+    if (
+        isinstance(compare_num_epochs, bool)
+        or not isinstance(compare_num_epochs, (int, np.integer))
+        or not 1 <= compare_num_epochs <= stats.num_epochs
+    ):
+        raise ValueError(
+            f"compare_num_epochs={compare_num_epochs!r} must be an int in 1..{stats.num_epochs} "
+            "(the sub-epochs of stats)"
+        )
     return compare_num_epochs
 
 
@@ -93,16 +98,27 @@ def _stats_summary(stats: PlanStats) -> Dict[str, Any]:
         "dropped_bytes": int(dropped_bytes.sum()),
         "scheduled_bytes": int(stats.bytes.sum()),
         "files_per_bin": {"min": int(files.min()), "max": int(files.max()), "mean": json_float(files.mean())},
-        "bytes_per_bin": {"min": int(stats.bytes.min()), "max": int(stats.bytes.max()),
-                          "mean": json_float(stats.bytes.mean())},
-        "passes": {"min": int(stats.passes.min()), "max": int(stats.passes.max()),
-                   "mean": json_float(stats.passes.mean())},
+        "bytes_per_bin": {
+            "min": int(stats.bytes.min()),
+            "max": int(stats.bytes.max()),
+            "mean": json_float(stats.bytes.mean()),
+        },
+        "passes": {
+            "min": int(stats.passes.min()),
+            "max": int(stats.passes.max()),
+            "mean": json_float(stats.passes.mean()),
+        },
         "coverage": json_float(stats.full_epoch_coverage),
         "overlap": {"max": int(stats.overlap.max()), "mean": json_float(stats.overlap.mean())},
         "per_shard": [
-            {"shard_index": r, "files": int(per_shard_files[r]), "bytes": int(per_shard_bytes[r]),
-             "bytes_over_mean": json_float(per_shard_bytes[r] / mean_shard if mean_shard > 0 else 1.0),
-             "min_bytes": int(stats.bytes[:, r].min()), "max_bytes": int(stats.bytes[:, r].max())}
+            {
+                "shard_index": r,
+                "files": int(per_shard_files[r]),
+                "bytes": int(per_shard_bytes[r]),
+                "bytes_over_mean": json_float(per_shard_bytes[r] / mean_shard if mean_shard > 0 else 1.0),
+                "min_bytes": int(stats.bytes[:, r].min()),
+                "max_bytes": int(stats.bytes[:, r].max()),
+            }
             for r in range(stats.num_shards)
         ],
         "per_sub_epoch": {
@@ -114,15 +130,21 @@ def _stats_summary(stats: PlanStats) -> Dict[str, Any]:
             "coverage": [json_float(x) for x in stats.coverage.tolist()],
         },
         "worst_sub_epochs": [
-            {"epoch": int(e) + 1, "max_over_mean": json_float(ratio[e]), "dropped_fraction": json_float(drop[e]),
-             "min_bytes": int(stats.bytes[e].min()), "max_bytes": int(stats.bytes[e].max())}
+            {
+                "epoch": int(e) + 1,
+                "max_over_mean": json_float(ratio[e]),
+                "dropped_fraction": json_float(drop[e]),
+                "min_bytes": int(stats.bytes[e].min()),
+                "max_bytes": int(stats.bytes[e].max()),
+            }
             for e in worst.tolist()
         ],
     }
 
 
-def _distributions(plan: ShardPlan, stats: PlanStats, other_distributions: Optional[Mapping[str, Any]],
-                   compare_num_epochs: int) -> Dict[str, Any]:
+def _distributions(
+    plan: ShardPlan, stats: PlanStats, other_distributions: Optional[Mapping[str, Any]], compare_num_epochs: int
+) -> Dict[str, Any]:
     """This plan's and every other distribution's drop over the compared sub-epochs (a str: why not)."""
     out: Dict[str, Any] = {plan.settings.distribution: _distribution_summary(stats.bytes[:compare_num_epochs])}
     for name, other in sorted((other_distributions or {}).items()):
@@ -138,15 +160,23 @@ def _other_mode_summary(plan: ShardPlan, other_mode: Union[PlanStats, str], comp
     if isinstance(other_mode, str):
         return {**head, "not_applicable": other_mode}
     _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
-    return {**head, **_distribution_summary(other_mode.bytes), "overlap_max": int(other_mode.overlap.max()),
-            "coverage_mean": json_float(other_mode.coverage.mean())}
+    return {
+        **head,
+        **_distribution_summary(other_mode.bytes),
+        "overlap_max": int(other_mode.overlap.max()),
+        "coverage_mean": json_float(other_mode.coverage.mean()),
+    }
 
 
-def summarize(plan: ShardPlan, stats: PlanStats, *,
-              other_distributions: Optional[Mapping[str, Any]] = None,
-              other_mode: Optional[Union[PlanStats, str]] = None,
-              compare_num_epochs: Optional[int] = None,
-              cache: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+def summarize(
+    plan: ShardPlan,
+    stats: PlanStats,
+    *,
+    other_distributions: Optional[Mapping[str, Any]] = None,
+    other_mode: Optional[Union[PlanStats, str]] = None,
+    compare_num_epochs: Optional[int] = None,
+    cache: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
     Top-level floats ``max_imbalance`` (max over sub-epochs of max/mean bytes across shards) and
@@ -177,15 +207,18 @@ def summarize(plan: ShardPlan, stats: PlanStats, *,
     }
     if plan.settings.distribution == "flexible_auto" and plan.settings.distrib_shard_files:
         full = stats.num_epochs // plan.partition_epoch  # the complete full epochs
-        summary["non_contiguous_sub_epochs"] = sum(len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k))
-                                                   for k in range(full))
+        summary["non_contiguous_sub_epochs"] = sum(
+            len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k)) for k in range(full)
+        )
         summary["non_contiguous_of"] = full * plan.partition_epoch
     if other_mode is not None:
         summary["other_mode"] = _other_mode_summary(plan, other_mode, compare_num_epochs)
     if cache is not None:
         if cache.get("num_epochs") != stats.num_epochs:
-            raise ValueError(f"cache holds a footprint over {cache.get('num_epochs')} sub-epochs, but the stats are "
-                             f"over {stats.num_epochs}; compute both over the plan's num_epochs")
+            raise ValueError(
+                f"cache holds a footprint over {cache.get('num_epochs')} sub-epochs, but the stats are "
+                f"over {stats.num_epochs}; compute both over the plan's num_epochs"
+            )
         summary["cache"] = dict(cache)
         summary["cache_peak_bytes_per_node"] = int(cache["peak_bytes"])
     summary["warnings"] = plan_warnings(plan, stats, summary)
@@ -213,15 +246,19 @@ def cache_summary(plan: ShardPlan, footprint: CacheFootprint, *, cache_size: Opt
         "shared_fs_bytes_mean": json_float(shared.mean()),
         "shared_fs_bytes_max": int(shared.max()),
         "shared_fs_bytes_total": int(shared.sum()),
-        "per_sub_epoch": {"held_bytes": held.tolist(), "held_files": footprint.held_files.tolist(),
-                          "shared_fs_bytes": shared.tolist()},
+        "per_sub_epoch": {
+            "held_bytes": held.tolist(),
+            "held_files": footprint.held_files.tolist(),
+            "shared_fs_bytes": shared.tolist(),
+        },
     }
     if cache_size is not None:
         out["cache_size"] = int(cache_size)
         out["fits"] = footprint.peak_bytes <= cache_size
         if nc.cached_file:
-            rows = partition_epoch_fits(plan, node_cache=nc, cache_size=cache_size,
-                                        num_full_epochs=CACHE_FIT_FULL_EPOCHS)
+            rows = partition_epoch_fits(
+                plan, node_cache=nc, cache_size=cache_size, num_full_epochs=CACHE_FIT_FULL_EPOCHS
+            )
             own = {"partition_epoch": plan.partition_epoch, "peak_bytes": footprint.peak_bytes, "fits": out["fits"]}
             out["partition_epochs"] = [own if r["partition_epoch"] == plan.partition_epoch else r for r in rows]
             out["partition_epochs_num_full_epochs"] = CACHE_FIT_FULL_EPOCHS
@@ -231,9 +268,11 @@ def cache_summary(plan: ShardPlan, footprint: CacheFootprint, *, cache_size: Opt
 def _check_compared_epochs(name: str, other: PlanStats, compare_num_epochs: int) -> None:
     if not isinstance(other, PlanStats) or other.num_epochs != compare_num_epochs:
         got = f"stats over {other.num_epochs} sub-epochs" if isinstance(other, PlanStats) else type(other).__name__
-        raise ValueError(f"{name} holds {got}, but the distributions are compared over compare_num_epochs="
-                         f"{compare_num_epochs}; compute them with num_epochs={compare_num_epochs} "
-                         "(or pass a str saying why they cannot be planned)")
+        raise ValueError(
+            f"{name} holds {got}, but the distributions are compared over compare_num_epochs="
+            f"{compare_num_epochs}; compute them with num_epochs={compare_num_epochs} "
+            "(or pass a str saying why they cannot be planned)"
+        )
 
 
 def summary_json(summary: Mapping[str, Any]) -> str:
@@ -256,23 +295,31 @@ def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
     ratio = float(plan.costs.max()) / share
     count = int(np.count_nonzero(plan.costs > share))
     needed = math.ceil((ratio - 1) * 100 + 5) / 100  # 5 points of room: the others' files are whole too
-    head = (f"{count} file entr{'y holds' if count == 1 else 'ies hold'} more than a rank's share of a sub-epoch "
-            f"({format_cost(share, unit)}; the largest {ratio:.2f}x): no split of whole files into sub-epochs of "
-            "about equal size fills the other ranks up to such a file, so they drop the difference")
+    head = (
+        f"{count} file entr{'y holds' if count == 1 else 'ies hold'} more than a rank's share of a sub-epoch "
+        f"({format_cost(share, unit)}; the largest {ratio:.2f}x): no split of whole files into sub-epochs of "
+        "about equal size fills the other ranks up to such a file, so they drop the difference"
+    )
     if needed >= 1:
         return head + ". Split these files (no sub-epoch can grow to hold them), or lower partition_epoch."
     if settings.distribution == "flexible_auto":
         if needed <= AUTO_DEVIATIONS[-1]:
             return None
-        return (head + f". Their sub-epochs would need to grow by {needed:g}, flexible_auto lets them grow by "
-                f"{AUTO_DEVIATIONS[-1]:g} at most: split these files, or lower partition_epoch.")
+        return (
+            head + f". Their sub-epochs would need to grow by {needed:g}, flexible_auto lets them grow by "
+            f"{AUTO_DEVIATIONS[-1]:g} at most: split these files, or lower partition_epoch."
+        )
     if settings.distribution != "flexible":
-        return (head + f". distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation={needed:g} or "
-                "more) lets their sub-epochs grow to hold them (docs/flexible_split.md), or lower partition_epoch.")
+        return (
+            head + f". distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation={needed:g} or "
+            "more) lets their sub-epochs grow to hold them (docs/flexible_split.md), or lower partition_epoch."
+        )
     if settings.max_sub_epoch_deviation < needed:
-        return (head + f". Raise max_sub_epoch_deviation to {needed:g} or more (now "
-                f"{settings.max_sub_epoch_deviation:g}) so that their sub-epochs can grow to hold them, or lower "
-                "partition_epoch.")
+        return (
+            head + f". Raise max_sub_epoch_deviation to {needed:g} or more (now "
+            f"{settings.max_sub_epoch_deviation:g}) so that their sub-epochs can grow to hold them, or lower "
+            "partition_epoch."
+        )
     return None
 
 
@@ -283,23 +330,31 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     balance = "the byte balance" if unit == "bytes" else f"the balance by {unit}"
     fpb = summary["files_per_bin"]
     if fpb["min"] < FEW_FILES_PER_BIN:
-        out.append(f"few files per bin: as few as {fpb['min']} (mean {fpb['mean']:.1f}) file entries per "
-                   f"(shard, sub-epoch); with so few files {balance} is coarse and the shuffle weak. "
-                   f"Lower partition_epoch, use fewer shards or split the data into more, smaller files.")
+        out.append(
+            f"few files per bin: as few as {fpb['min']} (mean {fpb['mean']:.1f}) file entries per "
+            f"(shard, sub-epoch); with so few files {balance} is coarse and the shuffle weak. "
+            f"Lower partition_epoch, use fewer shards or split the data into more, smaller files."
+        )
     if summary["dropped_fraction"] > HIGH_DROPPED_FRACTION:
-        out.append(f"high expected data loss: on average {100 * summary['dropped_fraction']:.1f}% of each "
-                   f"sub-epoch's {unit} lie beyond the shortest rank's share and are dropped when it finishes.")
+        out.append(
+            f"high expected data loss: on average {100 * summary['dropped_fraction']:.1f}% of each "
+            f"sub-epoch's {unit} lie beyond the shortest rank's share and are dropped when it finishes."
+        )
     if summary["max_imbalance"] > HIGH_IMBALANCE:
         e = summary["worst_sub_epochs"][0]["epoch"]
-        out.append(f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
-                   f"the mean {unit} of all shards.")
+        out.append(
+            f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
+            f"the mean {unit} of all shards."
+        )
     large = _large_file_warning(plan, unit=unit)
     if large:
         out.append(large)
     if stats.num_epochs % plan.partition_epoch:
-        out.append(f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
-                   f"the last full epoch is cut short, so entries are scheduled between "
-                   f"{summary['passes']['min']} and {summary['passes']['max']} times.")
+        out.append(
+            f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
+            f"the last full epoch is cut short, so entries are scheduled between "
+            f"{summary['passes']['min']} and {summary['passes']['max']} times."
+        )
     num_zero = int(np.count_nonzero(plan.costs == 0))
     if num_zero:
         out.append(f"{num_zero} file entries have size 0; they count as empty when balancing.")
@@ -313,28 +368,41 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
             why, fix = "fixed_random_seed is set", "remove fixed_random_seed"
         else:
             why = "the dataset sets random_seed_offset itself, which RETURNN uses unchanged on every rank"
-            fix = ("remove random_seed_offset from the dataset dict (RETURNN then adds rank*16127 to the config's "
-                   "dataset_random_seed_offset on each rank)")
-        out.append(f"unsharded with the same shuffle on every rank ({why}): all {plan.num_shards} ranks read the "
-                   f"same files in the same order in every sub-epoch, so they train on identical data "
-                   f"(up to {summary['overlap']['max']} entries read by more than one rank in a sub-epoch). "
-                   f"Set distrib_shard_files=True, or {fix}.")
+            fix = (
+                "remove random_seed_offset from the dataset dict (RETURNN then adds rank*16127 to the config's "
+                "dataset_random_seed_offset on each rank)"
+            )
+        out.append(
+            f"unsharded with the same shuffle on every rank ({why}): all {plan.num_shards} ranks read the "
+            f"same files in the same order in every sub-epoch, so they train on identical data "
+            f"(up to {summary['overlap']['max']} entries read by more than one rank in a sub-epoch). "
+            f"Set distrib_shard_files=True, or {fix}."
+        )
     elif summary["overlap"]["max"]:
-        out.append(f"unsharded: up to {summary['overlap']['max']} file entries are read by more than one rank "
-                   f"in the same sub-epoch; set distrib_shard_files=True to give each rank disjoint files.")
+        out.append(
+            f"unsharded: up to {summary['overlap']['max']} file entries are read by more than one rank "
+            f"in the same sub-epoch; set distrib_shard_files=True to give each rank disjoint files."
+        )
     if plan.settings.seq_ordering == "default" or plan.settings.fixed_random_seed is not None:
         why = "seq_ordering='default'" if plan.settings.seq_ordering == "default" else "fixed_random_seed is set"
-        out.append(f"{why}: every full epoch has the same bins, so each rank reads the same files "
-                   f"in the same sub-epochs every full epoch.")
+        out.append(
+            f"{why}: every full epoch has the same bins, so each rank reads the same files "
+            f"in the same sub-epochs every full epoch."
+        )
     cache = summary.get("cache")
     if cache is not None and cache.get("fits") is False:
         fitting = [r["partition_epoch"] for r in cache.get("partition_epochs", ()) if r.get("fits")]
-        fix = (f"e.g. partition_epoch={min(p for p in fitting if p > plan.partition_epoch)} (the smallest of the "
-               f"values checked that fits)" if any(p > plan.partition_epoch for p in fitting) else
-               "use more nodes (fewer ranks per node), preload fewer sub-epochs or split the data into more files")
-        out.append(f"the per-node file cache needs up to {format_bytes(cache['peak_bytes'])} (sub-epoch "
-                   f"{cache['peak_epoch']}, node {cache['peak_node']}), more than the cache size "
-                   f"{format_bytes(cache['cache_size'])}: {fix}.")
+        fix = (
+            f"e.g. partition_epoch={min(p for p in fitting if p > plan.partition_epoch)} (the smallest of the "
+            f"values checked that fits)"
+            if any(p > plan.partition_epoch for p in fitting)
+            else "use more nodes (fewer ranks per node), preload fewer sub-epochs or split the data into more files"
+        )
+        out.append(
+            f"the per-node file cache needs up to {format_bytes(cache['peak_bytes'])} (sub-epoch "
+            f"{cache['peak_epoch']}, node {cache['peak_node']}), more than the cache size "
+            f"{format_bytes(cache['cache_size'])}: {fix}."
+        )
     return out
 
 
@@ -343,7 +411,7 @@ def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
     shape [num_full_epochs * P]; None without a complete full epoch or bytes."""
     part = summary["settings"]["partition_epoch"]
     table = np.asarray(summary["per_sub_epoch"]["bytes"], dtype=np.float64).sum(axis=1)
-    table = table[:len(table) // part * part].reshape(-1, part)
+    table = table[: len(table) // part * part].reshape(-1, part)
     if table.size == 0 or not (table.sum(axis=1) > 0).all():
         return None
     return (table / table.mean(axis=1, keepdims=True)).ravel()
@@ -364,8 +432,14 @@ def render_report(summary: Mapping[str, Any]) -> str:
     unit = summary.get("unit", "bytes")
     s = summary["settings"]
     lines = ["i6_shard plan report", "====================", ""]
-    for section in (_settings_section, _totals_section, _balance_section, _worst_section, _dropped_section,
-                    _distributions_section):
+    for section in (
+        _settings_section,
+        _totals_section,
+        _balance_section,
+        _worst_section,
+        _dropped_section,
+        _distributions_section,
+    ):
         lines += section(summary, unit)
     lines += render_prediction(summary)
     if "cache" in summary:
@@ -380,14 +454,21 @@ def _rows(rows: List[tuple]) -> List[str]:
 
 def _settings_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     s = summary["settings"]
-    mode = ("sharded (distrib_shard_files=True)" if s["distrib_shard_files"] else
-            "unsharded (distrib_shard_files=False, the same random_seed_offset on every rank)"
-            if s.get("same_seed_on_all_ranks") else
-            "unsharded (distrib_shard_files=False, per-rank seed offset rank*16127)")
+    mode = (
+        "sharded (distrib_shard_files=True)"
+        if s["distrib_shard_files"]
+        else "unsharded (distrib_shard_files=False, the same random_seed_offset on every rank)"
+        if s.get("same_seed_on_all_ranks")
+        else "unsharded (distrib_shard_files=False, per-rank seed offset rank*16127)"
+    )
     rows = [
         ("file entries", f"{s['num_files']:,}"),
-        ("total size", f"{format_cost(s['total_bytes'], unit)} ({s['total_bytes']:,} bytes)" if unit == "bytes"
-         else format_cost(s["total_bytes"], unit)),
+        (
+            "total size",
+            f"{format_cost(s['total_bytes'], unit)} ({s['total_bytes']:,} bytes)"
+            if unit == "bytes"
+            else format_cost(s["total_bytes"], unit),
+        ),
         ("num_shards", str(s["num_shards"])),
         ("partition_epoch", str(s["partition_epoch"])),
         ("num_epochs", _num_epochs_row(s)),
@@ -396,9 +477,18 @@ def _settings_section(summary: Mapping[str, Any], unit: str) -> List[str]:
         ("random_seed_offset", str(s["random_seed_offset"])),
         ("fixed_random_seed", "none" if s["fixed_random_seed"] is None else str(s["fixed_random_seed"])),
         ("distribution", s["distribution"]),
-    ] + ([("unit", f"{unit} (the costs the bins are balanced by"
-                   + ("; the plan and summary count milli-steps" if unit == "steps" else "") + ")")]
-         if unit != "bytes" else [])
+    ] + (
+        [
+            (
+                "unit",
+                f"{unit} (the costs the bins are balanced by"
+                + ("; the plan and summary count milli-steps" if unit == "steps" else "")
+                + ")",
+            )
+        ]
+        if unit != "bytes"
+        else []
+    )
     return ["Settings"] + _rows(rows)
 
 
@@ -407,18 +497,33 @@ def _totals_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     fpb, bpb, passes = summary["files_per_bin"], summary["bytes_per_bin"], summary["passes"]
     bins = s["num_shards"] * s["partition_epoch"] if s["distrib_shard_files"] else s["partition_epoch"]
     rows = [
-        ("bins per full epoch", f"{bins}" + (f" ({s['num_shards']} shards x {s['partition_epoch']} sub-epochs)"
-                                             if s["distrib_shard_files"] else " per rank")),
+        (
+            "bins per full epoch",
+            f"{bins}"
+            + (
+                f" ({s['num_shards']} shards x {s['partition_epoch']} sub-epochs)"
+                if s["distrib_shard_files"]
+                else " per rank"
+            ),
+        ),
         ("files per bin", f"min {fpb['min']:,}, mean {fpb['mean']:,.1f}, max {fpb['max']:,}"),
-        (f"{unit} per bin", f"min {format_cost(bpb['min'], unit)}, mean {format_cost(round(bpb['mean']), unit)}, "
-                          f"max {format_cost(bpb['max'], unit)}"),
+        (
+            f"{unit} per bin",
+            f"min {format_cost(bpb['min'], unit)}, mean {format_cost(round(bpb['mean']), unit)}, "
+            f"max {format_cost(bpb['max'], unit)}",
+        ),
         ("scheduled reads", f"{format_cost(summary['scheduled_bytes'], unit)} over all ranks and sub-epochs"),
         ("passes per entry", f"min {passes['min']}, mean {passes['mean']:.2f}, max {passes['max']}"),
         ("coverage", f"{pct(summary['coverage'])} of entries scheduled at least once"),
     ]
     if not s["distrib_shard_files"]:
-        rows.append(("overlap", f"up to {summary['overlap']['max']:,} entries (mean "
-                                f"{summary['overlap']['mean']:,.1f}) read by several ranks in one sub-epoch"))
+        rows.append(
+            (
+                "overlap",
+                f"up to {summary['overlap']['max']:,} entries (mean "
+                f"{summary['overlap']['mean']:,.1f}) read by several ranks in one sub-epoch",
+            )
+        )
     return ["", "Totals"] + _rows(rows)
 
 
@@ -426,40 +531,60 @@ def _balance_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     def fmt(value: int) -> str:
         return format_cost(value, unit)
 
-    lines = ["", f"Balance per shard ({unit} over all sub-epochs)",
-             f"  {'shard':>5} {'files':>10} {unit:>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}"]
+    lines = [
+        "",
+        f"Balance per shard ({unit} over all sub-epochs)",
+        f"  {'shard':>5} {'files':>10} {unit:>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}",
+    ]
     for row in summary["per_shard"]:
-        lines.append(f"  {row['shard_index']:>5} {row['files']:>10,} {fmt(row['bytes']):>14} "
-                     f"{row['bytes_over_mean']:>8.3f} {fmt(row['min_bytes']):>14} {fmt(row['max_bytes']):>14}")
+        lines.append(
+            f"  {row['shard_index']:>5} {row['files']:>10,} {fmt(row['bytes']):>14} "
+            f"{row['bytes_over_mean']:>8.3f} {fmt(row['min_bytes']):>14} {fmt(row['max_bytes']):>14}"
+        )
     return lines
 
 
 def _worst_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     p = summary["settings"]["partition_epoch"]
-    lines = ["", f"Worst sub-epochs (by max/mean {unit} across shards)",
-             f"  {'epoch':>6} {'full epoch':>10} {'min ' + unit:>12} {'max ' + unit:>12} {'max/mean':>9} {'dropped':>8}"]
+    lines = [
+        "",
+        f"Worst sub-epochs (by max/mean {unit} across shards)",
+        f"  {'epoch':>6} {'full epoch':>10} {'min ' + unit:>12} {'max ' + unit:>12} {'max/mean':>9} {'dropped':>8}",
+    ]
     for row in summary["worst_sub_epochs"]:
-        lines.append(f"  {row['epoch']:>6} {(row['epoch'] - 1) // p:>10} {format_cost(row['min_bytes'], unit):>12} "
-                     f"{format_cost(row['max_bytes'], unit):>12} {row['max_over_mean']:>9.3f} "
-                     f"{pct(row['dropped_fraction']):>8}")
+        lines.append(
+            f"  {row['epoch']:>6} {(row['epoch'] - 1) // p:>10} {format_cost(row['min_bytes'], unit):>12} "
+            f"{format_cost(row['max_bytes'], unit):>12} {row['max_over_mean']:>9.3f} "
+            f"{pct(row['dropped_fraction']):>8}"
+        )
     return lines
 
 
 def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     s = summary["settings"]
-    lines = ["", f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)",
-             f"  mean over sub-epochs {pct(summary['dropped_fraction'])}, worst "
-             f"{pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
-             f"of {format_cost(summary['scheduled_bytes'], unit)}"]
+    lines = [
+        "",
+        f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)",
+        f"  mean over sub-epochs {pct(summary['dropped_fraction'])}, worst "
+        f"{pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
+        f"of {format_cost(summary['scheduled_bytes'], unit)}",
+    ]
     sizes = _sub_epoch_sizes(summary) if s["distribution"] in ("flexible", "flexible_auto") else None
     if sizes is not None:
-        bound = (f"max_sub_epoch_deviation={s.get('max_sub_epoch_deviation', DEFAULT_MAX_SUB_EPOCH_DEVIATION):g}"
-                 if s["distribution"] == "flexible" else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}")
-        lines.append(f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "
-                     f"{sizes.max():.3f} ({bound})")
+        bound = (
+            f"max_sub_epoch_deviation={s.get('max_sub_epoch_deviation', DEFAULT_MAX_SUB_EPOCH_DEVIATION):g}"
+            if s["distribution"] == "flexible"
+            else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}"
+        )
+        lines.append(
+            f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "
+            f"{sizes.max():.3f} ({bound})"
+        )
     if summary.get("non_contiguous_of"):
-        lines.append(f"  sub-epochs that files were moved into from other sub-epochs (so not a contiguous part of "
-                     f"the shuffled order): {summary['non_contiguous_sub_epochs']} of {summary['non_contiguous_of']}")
+        lines.append(
+            f"  sub-epochs that files were moved into from other sub-epochs (so not a contiguous part of "
+            f"the shuffled order): {summary['non_contiguous_sub_epochs']} of {summary['non_contiguous_of']}"
+        )
     return lines
 
 
@@ -467,8 +592,11 @@ def _distributions_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     s = summary["settings"]
     cmp_epochs = summary["distributions_num_epochs"]
     window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"
-    lines = ["", f"Distributions on the same files and settings, over {window} (* = this plan)",
-             f"  {'distribution':<22} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}"]
+    lines = [
+        "",
+        f"Distributions on the same files and settings, over {window} (* = this plan)",
+        f"  {'distribution':<22} {'dropped mean':>12} {'dropped worst':>13} {'max/mean worst':>14}",
+    ]
     dists = summary["distributions"]
     for name in [s["distribution"]] + sorted(n for n in dists if n != s["distribution"]):
         row = dists[name]
@@ -476,8 +604,10 @@ def _distributions_section(summary: Mapping[str, Any], unit: str) -> List[str]:
         if isinstance(row, str):
             lines.append(f"  {name:<20} {mark} not applicable: {row}")
             continue
-        lines.append(f"  {name:<20} {mark} {pct(row['dropped_fraction']):>12} "
-                     f"{pct(row['dropped_fraction_max']):>13} {row['max_imbalance']:>14.3f}")
+        lines.append(
+            f"  {name:<20} {mark} {pct(row['dropped_fraction']):>12} "
+            f"{pct(row['dropped_fraction_max']):>13} {row['max_imbalance']:>14.3f}"
+        )
     return lines + _other_mode_rows(summary.get("other_mode"))
 
 
@@ -487,55 +617,89 @@ def _other_mode_rows(mode_row: Optional[Mapping[str, Any]]) -> List[str]:
     label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
     if "not_applicable" in mode_row:
         return [f"  {label:<20}   not applicable: {mode_row['not_applicable']}"]
-    lines = [f"  {label:<20}   {pct(mode_row['dropped_fraction']):>12} {pct(mode_row['dropped_fraction_max']):>13} "
-             f"{mode_row['max_imbalance']:>14.3f}"]
+    lines = [
+        f"  {label:<20}   {pct(mode_row['dropped_fraction']):>12} {pct(mode_row['dropped_fraction_max']):>13} "
+        f"{mode_row['max_imbalance']:>14.3f}"
+    ]
     if mode_row["distrib_shard_files"]:
-        lines.append("    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per "
-                     "sub-epoch)")
+        lines.append(
+            "    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per sub-epoch)"
+        )
     else:
-        lines.append(f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
-                     f"together read {pct(mode_row['coverage_mean'])} of the entries, up to "
-                     f"{mode_row['overlap_max']:,} of them on more than one rank)")
+        lines.append(
+            f"    (unsharded: every rank reads every file once per full epoch; in a sub-epoch the ranks "
+            f"together read {pct(mode_row['coverage_mean'])} of the entries, up to "
+            f"{mode_row['overlap_max']:,} of them on more than one rank)"
+        )
     return lines
 
 
 def _render_cache(c: Mapping[str, Any], *, partition_epoch: int) -> List[str]:
     """The report's section on the per-node file cache (see :func:`cache_summary`)."""
     rpn, nodes = c["ranks_per_node"], c["num_nodes"]
-    how = (f"preload_next_n_sub_epochs={c['preload_next_n_sub_epochs']}, files through CachedFile"
-           if c["cached_file"] else "without CachedFile: files read from the shared file system directly")
-    lines = [f"Per-node file cache ({rpn} rank{'s' if rpn != 1 else ''} per node, {nodes} node"
-             f"{'s' if nodes != 1 else ''}; {how})"]
+    how = (
+        f"preload_next_n_sub_epochs={c['preload_next_n_sub_epochs']}, files through CachedFile"
+        if c["cached_file"]
+        else "without CachedFile: files read from the shared file system directly"
+    )
+    lines = [
+        f"Per-node file cache ({rpn} rank{'s' if rpn != 1 else ''} per node, {nodes} node"
+        f"{'s' if nodes != 1 else ''}; {how})"
+    ]
     rows = []
     if c["cached_file"]:
-        rows.append(("held at once", f"peak {format_bytes(c['peak_bytes'])} (sub-epoch {c['peak_epoch']}, node "
-                                     f"{c['peak_node']}), mean {format_bytes(round(c['held_bytes_mean']))} per node "
-                                     "and sub-epoch (the node's ranks' current and preloaded sub-epochs)"))
-        rows.append(("from shared FS", f"per node: up to {format_bytes(c['shared_fs_bytes_first'])} in sub-epoch 1 "
-                                       f"(with its preloads), then per sub-epoch mean "
-                                       f"{format_bytes(round(c['shared_fs_bytes_mean']))}, max "
-                                       f"{format_bytes(c['shared_fs_bytes_max'])} (files not held in the sub-epoch "
-                                       "before)"))
+        rows.append(
+            (
+                "held at once",
+                f"peak {format_bytes(c['peak_bytes'])} (sub-epoch {c['peak_epoch']}, node "
+                f"{c['peak_node']}), mean {format_bytes(round(c['held_bytes_mean']))} per node "
+                "and sub-epoch (the node's ranks' current and preloaded sub-epochs)",
+            )
+        )
+        rows.append(
+            (
+                "from shared FS",
+                f"per node: up to {format_bytes(c['shared_fs_bytes_first'])} in sub-epoch 1 "
+                f"(with its preloads), then per sub-epoch mean "
+                f"{format_bytes(round(c['shared_fs_bytes_mean']))}, max "
+                f"{format_bytes(c['shared_fs_bytes_max'])} (files not held in the sub-epoch "
+                "before)",
+            )
+        )
     else:
         rows.append(("held at once", "nothing: without CachedFile the node caches no files"))
-        rows.append(("from shared FS", f"per node and sub-epoch mean {format_bytes(round(c['shared_fs_bytes_mean']))}, "
-                                       f"max {format_bytes(c['shared_fs_bytes_max'])} (each rank reads its own files)"))
+        rows.append(
+            (
+                "from shared FS",
+                f"per node and sub-epoch mean {format_bytes(round(c['shared_fs_bytes_mean']))}, "
+                f"max {format_bytes(c['shared_fs_bytes_max'])} (each rank reads its own files)",
+            )
+        )
     if c.get("constant_bytes"):
-        rows.append(("every sub-epoch", f"{format_bytes(c['constant_bytes'])} of files the sub-epoch dataset reads "
-                                        "besides its bin's, counted in every sub-epoch above"))
+        rows.append(
+            (
+                "every sub-epoch",
+                f"{format_bytes(c['constant_bytes'])} of files the sub-epoch dataset reads "
+                "besides its bin's, counted in every sub-epoch above",
+            )
+        )
     if "cache_size" in c:
         verdict = "fits" if c["fits"] else "does NOT fit"
         rows.append(("cache size", f"{format_bytes(c['cache_size'])} per node: this plan {verdict}"))
     lines += [f"  {k:<20} {v}" for k, v in rows]
     if c.get("partition_epochs"):
-        lines.append(f"  partition_epoch values against the cache size (peak per node over the first "
-                     f"{c['partition_epochs_num_full_epochs']} full epochs; * = this plan, over all its sub-epochs)")
+        lines.append(
+            f"  partition_epoch values against the cache size (peak per node over the first "
+            f"{c['partition_epochs_num_full_epochs']} full epochs; * = this plan, over all its sub-epochs)"
+        )
         lines.append(f"    {'partition_epoch':>15} {'peak':>12} {'fits':>5}")
         for row in c["partition_epochs"]:
             mark = "*" if row["partition_epoch"] == partition_epoch else " "
             if "not_applicable" in row:
                 lines.append(f"    {row['partition_epoch']:>14}{mark} {'-':>12} {'-':>5}  (too few files)")
             else:
-                lines.append(f"    {row['partition_epoch']:>14}{mark} {format_bytes(row['peak_bytes']):>12} "
-                             f"{'yes' if row['fits'] else 'no':>5}")
+                lines.append(
+                    f"    {row['partition_epoch']:>14}{mark} {format_bytes(row['peak_bytes']):>12} "
+                    f"{'yes' if row['fits'] else 'no':>5}"
+                )
     return lines

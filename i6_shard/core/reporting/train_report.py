@@ -16,13 +16,21 @@ from ..io.plan_file import load_plan
 from ..io.returnn_log import read_training_logs
 from ..pure.batching import SyncMode
 from ..pure.fmt import num, pct
-from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_SUMMARY_FORMAT_VERSION, \
-    analyze_training
+from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_SUMMARY_FORMAT_VERSION, analyze_training
 from .plot import require_matplotlib
 
-__all__ = ["TRAIN_SUMMARY_FORMAT_VERSION", "DEFAULT_MAX_DROPPED", "DEFAULT_MIN_STEPS_RATIO", "TRAIN_REPORT_FILE",
-           "TRAIN_SUMMARY_FILE", "TRAIN_PLOT_FILE", "analyze_training", "render_train_report", "plot_training",
-           "write_train_report"]
+__all__ = [
+    "TRAIN_SUMMARY_FORMAT_VERSION",
+    "DEFAULT_MAX_DROPPED",
+    "DEFAULT_MIN_STEPS_RATIO",
+    "TRAIN_REPORT_FILE",
+    "TRAIN_SUMMARY_FILE",
+    "TRAIN_PLOT_FILE",
+    "analyze_training",
+    "render_train_report",
+    "plot_training",
+    "write_train_report",
+]
 
 TRAIN_REPORT_FILE, TRAIN_SUMMARY_FILE, TRAIN_PLOT_FILE = "report.txt", "summary.json", "plot.png"
 #: Percentages in the training report: one decimal.
@@ -38,15 +46,23 @@ def render_train_report(summary: Mapping[str, Any]) -> str:
     """The text report of :func:`analyze_training`'s summary (deterministic, no times): one section per
     function below."""
     s = summary
-    lines = ["i6_shard training report (measured from RETURNN's logs)",
-             "=======================================================", ""]
+    lines = [
+        "i6_shard training report (measured from RETURNN's logs)",
+        "=======================================================",
+        "",
+    ]
     lines += _train_settings_section(s) + [""] + _sub_epochs_section(s) + [""] + _full_epochs_section(s)
     p = s["passes"]
-    lines += ["", "Whole training",
-              f"  passes over the data made {'?' if p['made'] is None else format(p['made'], '.3f')}, "
-              f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}",
-              f"  dropped per sub-epoch: mean {_pct1(s['dropped_fraction'])}, worst {_pct1(s['dropped_fraction_max'])} "
-              "of the frames", "", "Alarms"]
+    lines += [
+        "",
+        "Whole training",
+        f"  passes over the data made {'?' if p['made'] is None else format(p['made'], '.3f')}, "
+        f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}",
+        f"  dropped per sub-epoch: mean {_pct1(s['dropped_fraction'])}, worst {_pct1(s['dropped_fraction_max'])} "
+        "of the frames",
+        "",
+        "Alarms",
+    ]
     lines += [f"  - {a}" for a in s["alarms"]] or ["  none"]
     if s["notes"]:
         lines += ["", "Notes"] + [f"  - {n}" for n in s["notes"]]
@@ -57,13 +73,25 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
     pe = s["partition_epoch"]
     rows = [
         ("ranks", str(s["num_ranks"])),
-        ("partition_epoch", "unknown" if pe is None else f"{pe}" + (" (inferred from the files)"
-                                                                     if s["partition_epoch_inferred"] else "")),
-        ("mode", "sharded (each file on one rank per full epoch)" if s["sharded"] else
-         "unsharded (each rank reads every file per full epoch)"),
-        ("plan", "none" if s["plan"] is None else
-         f"{s['plan']['num_files']:,} files, num_shards={s['plan']['num_shards']}, "
-         f"partition_epoch={s['plan']['partition_epoch']}, distribution={s['plan']['distribution']}"),
+        (
+            "partition_epoch",
+            "unknown"
+            if pe is None
+            else f"{pe}" + (" (inferred from the files)" if s["partition_epoch_inferred"] else ""),
+        ),
+        (
+            "mode",
+            "sharded (each file on one rank per full epoch)"
+            if s["sharded"]
+            else "unsharded (each rank reads every file per full epoch)",
+        ),
+        (
+            "plan",
+            "none"
+            if s["plan"] is None
+            else f"{s['plan']['num_files']:,} files, num_shards={s['plan']['num_shards']}, "
+            f"partition_epoch={s['plan']['partition_epoch']}, distribution={s['plan']['distribution']}",
+        ),
         ("files", f"{s['num_files']:,} ({num(s['total_seqs'])} sequences, {num(s['total_frames'])} frames)"),
         ("frames counted on", s["frames_dim"] or "unknown (no log_batch_size)"),
         ("frames per step", "?" if s["frames_per_step"] is None else f"{s['frames_per_step']:.1f} (mean per rank)"),
@@ -73,18 +101,25 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
 
 def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
     sync = s.get("sync") or {"reduce_type": "grad"}
-    ends = ("a sub-epoch ends on every rank when the first rank runs out" if sync["reduce_type"] == "grad" else
-            f"param sync every {sync['param_sync_step']} steps: a rank that runs out stops, the others run on to "
-            "their next sync")
-    lines = ["Per sub-epoch and rank: frames consumed/available (sequences consumed/available), files vs plan",
-             f"  ({ends}; dropped = what the others still held)"]
+    ends = (
+        "a sub-epoch ends on every rank when the first rank runs out"
+        if sync["reduce_type"] == "grad"
+        else f"param sync every {sync['param_sync_step']} steps: a rank that runs out stops, the others run on to "
+        "their next sync"
+    )
+    lines = [
+        "Per sub-epoch and rank: frames consumed/available (sequences consumed/available), files vs plan",
+        f"  ({ends}; dropped = what the others still held)",
+    ]
     for se in s["sub_epochs"]:
         exp = "" if se["expected_steps"] is None else f" (expected ~{se['expected_steps']})"
         state = "" if se["finished"] else "  [not finished]"
-        lines.append(f"  sub-epoch {se['epoch']:>3}"
-                     + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
-                     + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames, "
-                       f"{_pct1(se['dropped_fraction_seqs'])} of sequences{state}")
+        lines.append(
+            f"  sub-epoch {se['epoch']:>3}"
+            + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
+            + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames, "
+            f"{_pct1(se['dropped_fraction_seqs'])} of sequences{state}"
+        )
         lines += [_rank_line(x) for x in se["ranks"]]
     return lines
 
@@ -93,11 +128,16 @@ def _rank_line(x: Mapping[str, Any]) -> str:
     if x.get("missing"):
         return f"    rank {x['rank']:>2}: not in the log"
     match = {None: "", True: ", files as planned", False: ", FILES DIFFER FROM THE PLAN"}[x["files_match_plan"]]
-    offered = ("" if x["offered_seqs"] is None or x["offered_seqs"] == x["available_seqs"]
-               else f", dataset offered {x['offered_seqs']:,}")
-    return (f"    rank {x['rank']:>2}: {num(x['consumed_frames'])}/{num(x['available_frames'])} frames "
-            f"({num(x['consumed_seqs'])}/{num(x['available_seqs'])} seqs{offered}), {num(x['steps'])} steps, "
-            f"{num(x['num_files'])} files{match}")
+    offered = (
+        ""
+        if x["offered_seqs"] is None or x["offered_seqs"] == x["available_seqs"]
+        else f", dataset offered {x['offered_seqs']:,}"
+    )
+    return (
+        f"    rank {x['rank']:>2}: {num(x['consumed_frames'])}/{num(x['available_frames'])} frames "
+        f"({num(x['consumed_seqs'])}/{num(x['available_seqs'])} seqs{offered}), {num(x['steps'])} steps, "
+        f"{num(x['num_files'])} files{match}"
+    )
 
 
 def _full_epochs_section(s: Mapping[str, Any]) -> List[str]:
@@ -105,11 +145,13 @@ def _full_epochs_section(s: Mapping[str, Any]) -> List[str]:
     if not s["full_epochs"]:
         lines.append("  none (partition_epoch unknown)")
     for fe in s["full_epochs"]:
-        lines.append(f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
-                     f"{num(fe['consumed_frames'])} frames, {num(fe['consumed_seqs'])} sequences consumed, "
-                     f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
-                     f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
-                     f"sequences never read {num(fe['seqs_never_read'])}")
+        lines.append(
+            f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
+            f"{num(fe['consumed_frames'])} frames, {num(fe['consumed_seqs'])} sequences consumed, "
+            f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
+            f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
+            f"sequences never read {num(fe['seqs_never_read'])}"
+        )
     return lines
 
 
@@ -145,38 +187,57 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
     fig = Figure(figsize=(width, 8.0), dpi=100, layout="constrained")
     ax_map, ax_drop, ax_steps = fig.subplots(3, 1, sharex=True, height_ratios=[max(1.2, 0.3 * num_ranks), 1.6, 1.6])
     lo, hi = (float(epochs.min()) - 0.5, float(epochs.max()) + 0.5) if len(subs) else (0.5, 1.5)
-    image = ax_map.imshow(share, aspect="auto", interpolation="nearest", origin="lower", cmap="viridis",
-                          vmin=0.0, vmax=1.0, extent=(lo, hi, -0.5, num_ranks - 0.5))
+    image = ax_map.imshow(
+        share,
+        aspect="auto",
+        interpolation="nearest",
+        origin="lower",
+        cmap="viridis",
+        vmin=0.0,
+        vmax=1.0,
+        extent=(lo, hi, -0.5, num_ranks - 0.5),
+    )
     cbar = fig.colorbar(image, ax=ax_map, pad=0.01, fraction=0.04)
     cbar.set_label("consumed / available")
     ax_map.set_ylabel("rank")
     if num_ranks <= 16:
         ax_map.set_yticks(range(num_ranks))
-    ax_map.set_title("Share of its frames each rank consumed per sub-epoch (1: all of them)", fontsize=10,
-                     loc="left")
+    ax_map.set_title("Share of its frames each rank consumed per sub-epoch (1: all of them)", fontsize=10, loc="left")
     ax_drop.bar(epochs, np.nan_to_num(drop), width=0.8, color="tab:orange", label="dropped")
     thr = summary["thresholds"]["max_dropped"]
     if thr is not None:
         ax_drop.axhline(100 * thr, color="tab:red", linestyle=":", linewidth=1, label=f"alarm {100 * thr:.1f}%")
     if summary["dropped_fraction"] is not None:
-        ax_drop.axhline(100 * summary["dropped_fraction"], color="black", linestyle="--", linewidth=1,
-                        label=f"mean {100 * summary['dropped_fraction']:.2f}%")
+        ax_drop.axhline(
+            100 * summary["dropped_fraction"],
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"mean {100 * summary['dropped_fraction']:.2f}%",
+        )
     ax_drop.set_ylabel("dropped %")
-    ax_drop.set_ylim(0, max(float(np.nanmax(drop)) * 1.15 if np.isfinite(drop).any() else 0.0,
-                            100 * (thr or 0) * 1.3, 0.1))
+    ax_drop.set_ylim(
+        0, max(float(np.nanmax(drop)) * 1.15 if np.isfinite(drop).any() else 0.0, 100 * (thr or 0) * 1.3, 0.1)
+    )
     ax_drop.legend(loc="upper right", fontsize=8, framealpha=0.9)
-    ax_drop.set_title("Frames dropped per sub-epoch: 1 - sum consumed / sum available over the ranks",
-                      fontsize=10, loc="left")
+    ax_drop.set_title(
+        "Frames dropped per sub-epoch: 1 - sum consumed / sum available over the ranks", fontsize=10, loc="left"
+    )
     ax_steps.bar(epochs, np.nan_to_num(steps), width=0.8, color="tab:blue", label="steps")
     if np.isfinite(exp).any():
-        ax_steps.plot(epochs, exp, color="black", marker="_", markersize=14, linestyle="none",
-                      label="expected from the files")
+        ax_steps.plot(
+            epochs, exp, color="black", marker="_", markersize=14, linestyle="none", label="expected from the files"
+        )
     ax_steps.set_ylabel("steps")
     ax_steps.set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
     ax_steps.legend(loc="upper right", fontsize=8, framealpha=0.9)
     too_few = any(a.startswith("steps far below") for a in summary["alarms"])  # the alarm, only where it was raised
-    ax_steps.set_title("Steps per sub-epoch and those the files should give" + (
-        ": far below them, as with double sharding (RETURNN #1738)" if too_few else ""), fontsize=10, loc="left")
+    ax_steps.set_title(
+        "Steps per sub-epoch and those the files should give"
+        + (": far below them, as with double sharding (RETURNN #1738)" if too_few else ""),
+        fontsize=10,
+        loc="left",
+    )
     ax_steps.set_xlim(lo, hi)
     if len(subs) <= 40:
         ax_steps.set_xticks(epochs)
@@ -185,17 +246,29 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
         for k in sorted({(int(e) - 1) // pe for e in epochs} - {0}):
             for ax in (ax_map, ax_drop, ax_steps):
                 ax.axvline(k * pe + 0.5, color="0.3", linewidth=0.8, linestyle=":")
-    fig.suptitle(f"Training measured from RETURNN's logs: {num_ranks} ranks, {len(subs)} sub-epochs, "
-                 f"{len(summary['alarms'])} alarm{'' if len(summary['alarms']) == 1 else 's'}", fontsize=11)
+    fig.suptitle(
+        f"Training measured from RETURNN's logs: {num_ranks} ranks, {len(subs)} sub-epochs, "
+        f"{len(summary['alarms'])} alarm{'' if len(summary['alarms']) == 1 else 's'}",
+        fontsize=11,
+    )
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None})
 
 
-def write_train_report(log_paths: Sequence[str], out_dir: str, *, plan_path: Optional[str] = None,
-                       file_lengths_path: Optional[str] = None, read_hdf: bool = True,
-                       partition_epoch: Optional[int] = None, max_dropped: float = DEFAULT_MAX_DROPPED,
-                       min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO, plot: bool = True,
-                       dataset_name: str = "train", sync: Optional[SyncMode] = None) -> Dict[str, Any]:
+def write_train_report(
+    log_paths: Sequence[str],
+    out_dir: str,
+    *,
+    plan_path: Optional[str] = None,
+    file_lengths_path: Optional[str] = None,
+    read_hdf: bool = True,
+    partition_epoch: Optional[int] = None,
+    max_dropped: float = DEFAULT_MAX_DROPPED,
+    min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO,
+    plot: bool = True,
+    dataset_name: str = "train",
+    sync: Optional[SyncMode] = None,
+) -> Dict[str, Any]:
     """Read the logs (and plan, lengths), analyze, and write ``out_dir``/report.txt, summary.json and
     (with ``plot``) plot.png, each atomically; nothing is written if reading or analysis fails.
 
@@ -217,8 +290,15 @@ def write_train_report(log_paths: Sequence[str], out_dir: str, *, plan_path: Opt
         base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
         missing = [k for k in dict.fromkeys(keys) if k not in lengths]
         lengths.update(read_hdf_lengths(missing, base_dir=base))
-    summary = analyze_training(log, file_lengths=lengths, plan=plan, partition_epoch=partition_epoch,
-                               max_dropped=max_dropped, min_steps_ratio=min_steps_ratio, sync=sync or SyncMode())
+    summary = analyze_training(
+        log,
+        file_lengths=lengths,
+        plan=plan,
+        partition_epoch=partition_epoch,
+        max_dropped=max_dropped,
+        min_steps_ratio=min_steps_ratio,
+        sync=sync or SyncMode(),
+    )
     os.makedirs(out_dir, exist_ok=True)
     with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
         f.write(train_summary_json(summary))

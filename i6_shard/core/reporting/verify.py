@@ -17,21 +17,29 @@ from ..pure.reads import SubEpochRead, Violation, check_rank_settings, check_rea
 __all__ = ["render_verify_report", "verify_records"]
 
 
-def render_verify_report(summary: Mapping[str, Any], violations: Sequence[Violation], *,
-                         settings: Optional[Mapping[str, Any]] = None, max_listed: int = 50) -> str:
+def render_verify_report(
+    summary: Mapping[str, Any],
+    violations: Sequence[Violation],
+    *,
+    settings: Optional[Mapping[str, Any]] = None,
+    max_listed: int = 50,
+) -> str:
     """The text report: verdict, settings, full-epoch coverage, sequences per rank and
     sub-epoch, and the violations (the first ``max_listed``)."""
     lines = [f"i6_shard sharding verification: {'OK' if not violations else 'FAILED'}", ""]
-    lines.append(f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
-                 f"files={summary['num_files']}")
+    lines.append(
+        f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
+        f"files={summary['num_files']}"
+    )
     for name, value in sorted((settings or {}).items()):
         lines.append(f"  {name}: {value!r}")
     lines += ["", "Full epochs (sequences expected / read / distinct read):"]
     for fe in summary["full_epochs"]:
         exp = "?" if fe["num_seqs_expected"] is None else fe["num_seqs_expected"]
         note = "" if fe["complete"] else "  (partly read: checked per sub-epoch only)"
-        lines.append(f"  full epoch {fe['full_epoch_0idx']}: {exp} / {fe['num_seqs_read']} / "
-                     f"{fe['num_distinct_read']}{note}")
+        lines.append(
+            f"  full epoch {fe['full_epoch_0idx']}: {exp} / {fe['num_seqs_read']} / {fe['num_distinct_read']}{note}"
+        )
     lines += ["", "Sequences per rank and sub-epoch (dropped = lost when all ranks stop at the shortest):"]
     for se in summary["sub_epochs"]:
         nums = " ".join("-" if n is None else str(n) for n in se["num_seqs"])
@@ -45,8 +53,9 @@ def render_verify_report(summary: Mapping[str, Any], violations: Sequence[Violat
     return "\n".join(lines) + "\n"
 
 
-def _reference_plan(first: Mapping[str, Any], files: Sequence[Any], *, num_shards: int,
-                    num_threads: Optional[int]) -> ShardPlan:
+def _reference_plan(
+    first: Mapping[str, Any], files: Sequence[Any], *, num_shards: int, num_threads: Optional[int]
+) -> ShardPlan:
     """The plan the ranks must follow: the dataset's own plan file if it reads one; else the plan of its
     settings over its sizes archive (in the archive's unit) if it has one, or over the sizes on disk."""
     if first.get("plan"):
@@ -55,15 +64,29 @@ def _reference_plan(first: Mapping[str, Any], files: Sequence[Any], *, num_shard
         sizes = load_file_sizes(first["file_sizes"])
     else:
         sizes = collect_file_sizes(files, num_threads=num_threads)
-    return ShardPlan(sizes.keys, sizes.sizes, PlanSettings(
-        num_shards=num_shards, partition_epoch=first["partition_epoch"], seq_ordering=first["seq_ordering"],
-        random_seed_offset=first["random_seed_offset"], fixed_random_seed=first["fixed_random_seed"],
-        distribution=first.get("distribution", "returnn"), unit=sizes.unit,
-        max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)))
+    return ShardPlan(
+        sizes.keys,
+        sizes.sizes,
+        PlanSettings(
+            num_shards=num_shards,
+            partition_epoch=first["partition_epoch"],
+            seq_ordering=first["seq_ordering"],
+            random_seed_offset=first["random_seed_offset"],
+            fixed_random_seed=first["fixed_random_seed"],
+            distribution=first.get("distribution", "returnn"),
+            unit=sizes.unit,
+            max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
+        ),
+    )
 
 
-def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, Any], *, num_shards: int,
-                   num_threads: Optional[int] = None) -> Tuple[List[Violation], str]:
+def verify_records(
+    ranks: Sequence[Mapping[str, Any]],
+    reference: Mapping[str, Any],
+    *,
+    num_shards: int,
+    num_threads: Optional[int] = None,
+) -> Tuple[List[Violation], str]:
     """Check the records of ``python -m i6_shard.returnn_ext.verify`` (one per rank, and the
     reference with the file list and each file's sequence tags) against the plan the dataset
     follows: its plan file, or the plan of its own settings (rank 0's) over its sizes archive or the
@@ -82,11 +105,13 @@ def verify_records(ranks: Sequence[Mapping[str, Any]], reference: Mapping[str, A
     first = settings[min(settings)]
     plan = _reference_plan(first, files, num_shards=num_shards, num_threads=num_threads)
     file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
-    reads = [SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
-             for rec in ranks for se in rec["sub_epochs"]]
+    reads = [
+        SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
+        for rec in ranks
+        for se in rec["sub_epochs"]
+    ]
     violations += check_reads(reads, plan=plan, file_tags=file_tags)
     violations.sort(key=Violation.sort_key)
     shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
-    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations,
-                                  settings=shown)
+    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations, settings=shown)
     return violations, report

@@ -34,7 +34,8 @@ def zeros_writer(num_bytes):
     def write(f):
         chunk = bytes(1 << 22)
         for start in range(0, num_bytes, len(chunk)):
-            f.write(chunk[:min(len(chunk), num_bytes - start)])
+            f.write(chunk[: min(len(chunk), num_bytes - start)])
+
     return write
 
 
@@ -48,8 +49,12 @@ def bomb(tmp_path_factory):
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
         write_member(zf, "format_version", np.array(1, dtype=np.int64))
         write_member(zf, "keys_utf8", np.frombuffer(b"a\0b\0c", dtype=np.uint8))
-        write_member(zf, "sizes", header={"descr": "<i8", "fortran_order": False, "shape": (BOMB_BYTES // 8,)},
-                     data=zeros_writer(BOMB_BYTES))
+        write_member(
+            zf,
+            "sizes",
+            header={"descr": "<i8", "fortran_order": False, "shape": (BOMB_BYTES // 8,)},
+            data=zeros_writer(BOMB_BYTES),
+        )
     assert os.path.getsize(path) < BOMB_BYTES // 500
     return path
 
@@ -69,8 +74,12 @@ _MEASURE = """
 
 
 def load_in_child(path, call):
-    res = subprocess.run([sys.executable, "-c", textwrap.dedent(_MEASURE.format(call=call)), str(path)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_MEASURE.format(call=call)), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.splitlines()
     return lines[0], int(lines[-1].split()[1]) * 1024
@@ -90,20 +99,27 @@ def test_an_npy_header_declaring_far_more_than_its_data_is_refused_without_alloc
     with zipfile.ZipFile(path, "w") as zf:
         write_member(zf, "format_version", np.array(1, dtype=np.int64))
         write_member(zf, "keys_utf8", np.frombuffer(b"a", dtype=np.uint8))
-        write_member(zf, "sizes", header={"descr": "<i8", "fortran_order": False, "shape": (10**12,)},
-                     data=b"\0" * 8)
+        write_member(zf, "sizes", header={"descr": "<i8", "fortran_order": False, "shape": (10**12,)}, data=b"\0" * 8)
     for call in ("load_file_sizes", "load_npz"):
         outcome, grew = load_in_child(path, call)
-        assert outcome == (f"refused: {str(path)!r} is corrupt or crafted: member 'sizes.npy' declares shape "
-                           "(1000000000000,) of int64 (8,000,000,000,000 bytes (7.3 TiB)) but holds 8 bytes; refused "
-                           "before allocating it"), outcome
+        assert outcome == (
+            f"refused: {str(path)!r} is corrupt or crafted: member 'sizes.npy' declares shape "
+            "(1000000000000,) of int64 (8,000,000,000,000 bytes (7.3 TiB)) but holds 8 bytes; refused "
+            "before allocating it"
+        ), outcome
         assert grew < 64 << 20
 
 
 def test_headers_that_do_not_fit_each_other_are_refused_before_reading(tmp_path, monkeypatch):
     path = tmp_path / "sizes.npz"
-    save_npz(path, {"format_version": np.array(1), "keys_utf8": np.frombuffer(b"a\0b\0c", np.uint8),
-                    "sizes": np.zeros(1000, dtype=np.int64)})
+    save_npz(
+        path,
+        {
+            "format_version": np.array(1),
+            "keys_utf8": np.frombuffer(b"a\0b\0c", np.uint8),
+            "sizes": np.zeros(1000, dtype=np.int64),
+        },
+    )
     reads = []
     real_read = np.lib.format.read_array
     monkeypatch.setattr(np.lib.format, "read_array", lambda *a, **k: reads.append(1) or real_read(*a, **k))
@@ -114,8 +130,15 @@ def test_headers_that_do_not_fit_each_other_are_refused_before_reading(tmp_path,
 
 def test_members_that_do_not_belong_are_refused_before_reading(tmp_path, monkeypatch):
     path = tmp_path / "sizes.npz"
-    save_npz(path, {"format_version": np.array(1), "keys_utf8": np.frombuffer(b"a", np.uint8),
-                    "sizes": np.array([1]), "extra": np.zeros(1000)})
+    save_npz(
+        path,
+        {
+            "format_version": np.array(1),
+            "keys_utf8": np.frombuffer(b"a", np.uint8),
+            "sizes": np.array([1]),
+            "extra": np.zeros(1000),
+        },
+    )
     reads = []
     real_read = np.lib.format.read_array
     monkeypatch.setattr(np.lib.format, "read_array", lambda *a, **k: reads.append(1) or real_read(*a, **k))
@@ -125,8 +148,9 @@ def test_members_that_do_not_belong_are_refused_before_reading(tmp_path, monkeyp
 
 
 def test_a_plan_file_whose_arrays_do_not_fit_its_settings_is_refused_before_reading_them(tmp_path, monkeypatch):
-    plan = ShardPlan([f"f{i}" for i in range(6)], list(range(6)),
-                     PlanSettings(num_shards=2, partition_epoch=3, num_epochs=3))
+    plan = ShardPlan(
+        [f"f{i}" for i in range(6)], list(range(6)), PlanSettings(num_shards=2, partition_epoch=3, num_epochs=3)
+    )
     good = tmp_path / "plan.npz"
     save_plan(plan, good)
     with np.load(good) as d:
@@ -136,25 +160,43 @@ def test_a_plan_file_whose_arrays_do_not_fit_its_settings_is_refused_before_read
     reads = []
     real_read = np.lib.format.read_array
     monkeypatch.setattr(np.lib.format, "read_array", lambda f, *a, **k: reads.append(f.name) or real_read(f, *a, **k))
-    with pytest.raises(ValueError, match=r"corrupt: orders uint32\(1000, 1, 6\) and bounds int64\(1, 1, 7\) do not "
-                                         r"fit 1 full epochs of 6 files; nothing of them was read"):
+    with pytest.raises(
+        ValueError,
+        match=r"corrupt: orders uint32\(1000, 1, 6\) and bounds int64\(1, 1, 7\) do not "
+        r"fit 1 full epochs of 6 files; nothing of them was read",
+    ):
         load_plan(tmp_path / "bad.npz")
     assert "orders.npy" not in reads and "bounds.npy" not in reads
 
 
 def test_load_file_sizes_refuses_negative_sizes_like_save(tmp_path):
     path = tmp_path / "neg.npz"
-    save_npz(path, {"format_version": np.array(1), "keys_utf8": np.frombuffer(b"a\0b\0c", np.uint8),
-                    "sizes": np.array([5, -3, -1], dtype=np.int64)})
-    with pytest.raises(ValueError, match=r"sizes must be >= 0 \(bytes\), but entry 1 \('b'\) has -3 \(2 negative in "
-                                         r"all\); compute the sizes again"):
+    save_npz(
+        path,
+        {
+            "format_version": np.array(1),
+            "keys_utf8": np.frombuffer(b"a\0b\0c", np.uint8),
+            "sizes": np.array([5, -3, -1], dtype=np.int64),
+        },
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"sizes must be >= 0 \(bytes\), but entry 1 \('b'\) has -3 \(2 negative in "
+        r"all\); compute the sizes again",
+    ):
         load_file_sizes(path)
 
 
 def test_format_1_archives_still_load_and_format_2_adds_modification_times(tmp_path):
     old = tmp_path / "v1.npz"  # exactly what the writer of format 1 wrote
-    save_npz(old, {"format_version": np.array(1, dtype=np.int64), "keys_utf8": np.frombuffer(b"a\0b", np.uint8),
-                   "sizes": np.array([3, 4], dtype=np.int64)})
+    save_npz(
+        old,
+        {
+            "format_version": np.array(1, dtype=np.int64),
+            "keys_utf8": np.frombuffer(b"a\0b", np.uint8),
+            "sizes": np.array([3, 4], dtype=np.int64),
+        },
+    )
     loaded = load_file_sizes(old)
     assert loaded.keys == ["a", "b"] and loaded.sizes.tolist() == [3, 4] and loaded.mtimes is None
     save_file_sizes(loaded, tmp_path / "again.npz")  # unknown mtimes: format 1, the same bytes
@@ -184,8 +226,15 @@ def test_collected_sizes_record_each_entrys_latest_modification_time(tmp_path):
 def test_version_and_arrays_must_agree(tmp_path):
     for version, arrays in ((2, {}), (1, {"mtimes_ns": np.array([1])}), (3, {"mtimes_ns": np.array([1])})):
         path = tmp_path / f"v{version}_{len(arrays)}.npz"
-        save_npz(path, {"format_version": np.array(version), "keys_utf8": np.frombuffer(b"a", np.uint8),
-                        "sizes": np.array([1]), **arrays})
+        save_npz(
+            path,
+            {
+                "format_version": np.array(version),
+                "keys_utf8": np.frombuffer(b"a", np.uint8),
+                "sizes": np.array([1]),
+                **arrays,
+            },
+        )
         with pytest.raises(ValueError, match=rf"has file sizes format {version} with arrays .*reads formats \[1, 2\]"):
             load_file_sizes(path)
 
@@ -193,23 +242,31 @@ def test_version_and_arrays_must_agree(tmp_path):
 def test_archives_are_written_only_under_their_extension(tmp_path):
     fs = FileSizes(keys=["a"], sizes=np.array([1]))
     for name in ("out.json", "out", "out.npz.tmp", ".npz"):
-        with pytest.raises(ValueError, match=r"a file sizes archive is a \.npz file, but the name .*; give a name "
-                                             r"ending in \.npz"):
+        with pytest.raises(
+            ValueError,
+            match=r"a file sizes archive is a \.npz file, but the name .*; give a name "
+            r"ending in \.npz",
+        ):
             save_file_sizes(fs, tmp_path / name)
     with pytest.raises(ValueError, match=r"out.json': a plan file is a \.npz file"):
-        save_plan(ShardPlan(["a"], [1], PlanSettings(num_shards=1, partition_epoch=1, num_epochs=1)),
-                  str(tmp_path / "out.json"))
+        save_plan(
+            ShardPlan(["a"], [1], PlanSettings(num_shards=1, partition_epoch=1, num_epochs=1)),
+            str(tmp_path / "out.json"),
+        )
     assert os.listdir(tmp_path) == []
 
 
 def test_only_regular_files_are_opened_as_archives(tmp_path):
     fifo = tmp_path / "sizes.npz"
     os.mkfifo(fifo)
-    code = "import sys\nfrom i6_shard.core import load_file_sizes\ntry:\n    load_file_sizes(sys.argv[1])\n" \
-           "except ValueError as exc:\n    print(exc)\n"
+    code = (
+        "import sys\nfrom i6_shard.core import load_file_sizes\ntry:\n    load_file_sizes(sys.argv[1])\n"
+        "except ValueError as exc:\n    print(exc)\n"
+    )
     res = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
-    assert res.stdout.startswith(f"{str(fifo)!r} is not a file sizes archive: it is a FIFO (named pipe), not a "
-                                 "regular file"), res.stdout + res.stderr
+    assert res.stdout.startswith(
+        f"{str(fifo)!r} is not a file sizes archive: it is a FIFO (named pipe), not a regular file"
+    ), res.stdout + res.stderr
     with pytest.raises(ValueError, match="it is a directory"):
         with open_npz(tmp_path, kind="plan file"):
             pass
@@ -224,7 +281,7 @@ def lie_about_member_size(path, member, size):
     while True:
         pos = raw.index(b"PK\x01\x02", pos)
         name_len = struct.unpack_from("<H", raw, pos + 28)[0]
-        if raw[pos + 46:pos + 46 + name_len] == member.encode():
+        if raw[pos + 46 : pos + 46 + name_len] == member.encode():
             break
         pos += 4
     struct.pack_into("<II", raw, pos + 20, size, size)
@@ -243,8 +300,11 @@ def test_a_member_claiming_more_compressed_bytes_than_the_file_has_is_refused_be
     lie_about_member_size(path, "sizes.npy", header_bytes + 8 * num)
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match=r"member 'sizes\.npy' declares 800,000,128 bytes \(762\.9 MiB\) "
-                                             r"compressed from byte [0-9,]+ on, but the file has [0-9,]+ bytes"):
+        with pytest.raises(
+            ValueError,
+            match=r"member 'sizes\.npy' declares 800,000,128 bytes \(762\.9 MiB\) "
+            r"compressed from byte [0-9,]+ on, but the file has [0-9,]+ bytes",
+        ):
             load_npz(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:

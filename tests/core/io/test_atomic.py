@@ -101,8 +101,9 @@ def writer(path, mode):
 
 def kill_while_writing(writer_code: str, target) -> None:
     """Run a writer in a child process, SIGKILL it in the middle of writing ``target``."""
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD.format(writer=writer_code), str(target)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_CHILD.format(writer=writer_code), str(target)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline() == "written\n"
     finally:

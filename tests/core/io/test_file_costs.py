@@ -33,8 +33,13 @@ def _returnn_counts(path, *, key="data"):
 def test_frames_and_seqs_equal_returnn_hdf_dataset(tmp_path, seed):
     rng = np.random.RandomState(seed)
     num_files = int(rng.randint(2, 6))
-    paths = write_tiny_hdf_files(str(tmp_path), num_files=num_files, seed=seed, max_seqs=int(rng.randint(1, 9)),
-                                 frames=(1, int(rng.randint(1, 40))))
+    paths = write_tiny_hdf_files(
+        str(tmp_path),
+        num_files=num_files,
+        seed=seed,
+        max_seqs=int(rng.randint(1, 9)),
+        frames=(1, int(rng.randint(1, 40))),
+    )
     frames = collect_file_costs(paths, unit="frames", num_procs=1)
     seqs = collect_file_costs(paths, unit="seqs", num_procs=1)
     expected = [_returnn_counts(p) for p in paths]
@@ -50,8 +55,9 @@ def test_target_stream_and_multimodal_leaf(tmp_path):
     path = str(tmp_path / "t.hdf")
     writer = SimpleHDFWriter(path, dim=2, ndim=2)
     for n in (3, 5):
-        writer.insert_batch(np.zeros((1, n, 2), "float32"), seq_len=[n], seq_tag=[f"s{n}"],
-                            extra={"classes": np.zeros((1, n), "int32")})
+        writer.insert_batch(
+            np.zeros((1, n, 2), "float32"), seq_len=[n], seq_tag=[f"s{n}"], extra={"classes": np.zeros((1, n), "int32")}
+        )
     writer.close()
     other = write_tiny_hdf_files(str(tmp_path / "o"), num_files=1, seqs_per_file=[7])[0]
     tree = {"audio": path, "other": other}
@@ -99,8 +105,10 @@ def test_steps_archive_keeps_its_batching(tmp_path):
     # no batch_size: a file of n sequences takes n / 3 steps of 3 sequences on average
     assert costs.costs.tolist() == [round(1000 * n / 3) for n in costs.num_seqs.tolist()]
     costs = collect_file_costs(paths, unit="steps", batching=Batching(batch_size=200, max_seqs=8), num_procs=1)
-    assert costs.costs.tolist() == file_millisteps([read_hdf_seq_lengths(p) for p in paths],
-                                                   Batching(batch_size=200, max_seqs=8)).tolist()
+    assert (
+        costs.costs.tolist()
+        == file_millisteps([read_hdf_seq_lengths(p) for p in paths], Batching(batch_size=200, max_seqs=8)).tolist()
+    )
     out = str(tmp_path / "steps.npz")
     save_file_costs(costs, out)
     loaded = load_file_costs(out)
@@ -128,8 +136,9 @@ def _write_oggzip(path, durations, seed):
     import zipfile
 
     name = os.path.splitext(os.path.basename(path))[0]
-    entries = [{"text": f"utt {i}", "duration": float(d), "seq_name": f"{name}/seq{i}"}
-               for i, d in enumerate(durations)]
+    entries = [
+        {"text": f"utt {i}", "duration": float(d), "seq_name": f"{name}/seq{i}"} for i, d in enumerate(durations)
+    ]
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{name}.txt", repr(entries))
 
@@ -178,10 +187,14 @@ def test_corrupt_costs_archives_are_refused(tmp_path):
         "missing": ({"num_frames": None}, "not a file sizes archive"),
         "steps_unit": ({"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8)}, "if and only if its unit is steps"),
         "batching_not_steps": ({"steps_batching": np.array([100, 4], dtype=np.int64)}, "if and only if"),
-        "batching_none": ({"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8),
-                           "steps_batching": np.array([0, 0], dtype=np.int64)}, "both None"),
-        "batching_shape": ({"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8),
-                            "steps_batching": np.array([100], dtype=np.int64)}, r"expected int64\[2\]"),
+        "batching_none": (
+            {"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8), "steps_batching": np.array([0, 0], dtype=np.int64)},
+            "both None",
+        ),
+        "batching_shape": (
+            {"unit_utf8": np.frombuffer(b"steps", dtype=np.uint8), "steps_batching": np.array([100], dtype=np.int64)},
+            r"expected int64\[2\]",
+        ),
     }
     for name, (change, message) in cases.items():
         bad = {k: v for k, v in {**arrays, **change}.items() if v is not None}
@@ -240,8 +253,11 @@ def test_a_costs_archive_whose_lengths_do_not_pair_with_its_counts_is_refused(tm
     arrays = load_npz(out)
     arrays["seq_lengths"] = arrays["seq_lengths"][:-1]
     save_npz(out, arrays, kind="file costs archive")
-    with pytest.raises(ValueError, match=r"is corrupt: seq_lengths is int32\[\d+\], expected int32\[\d+\] \(the sum "
-                                         r"of num_seqs\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"is corrupt: seq_lengths is int32\[\d+\], expected int32\[\d+\] \(the sum "
+        r"of num_seqs\)",
+    ):
         load_file_costs(out)
 
 
@@ -256,16 +272,35 @@ def test_the_plan_predicts_from_each_files_own_lengths(tmp_path, capsys):
     costs = collect_file_costs(paths, unit="frames", num_procs=1)
     archive = str(tmp_path / "costs.npz")
     save_file_costs(costs, archive)
-    options = ["--num-shards", "2", "--partition-epoch", "3", "--num-epochs", "6", "--distribution", "balanced",
-               "--batch-size", "300", "--max-seqs", "8", "--no-plot"]
+    options = [
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "3",
+        "--num-epochs",
+        "6",
+        "--distribution",
+        "balanced",
+        "--batch-size",
+        "300",
+        "--max-seqs",
+        "8",
+        "--no-plot",
+    ]
     assert main(["plan", "--sizes", archive, *options, "-o", str(tmp_path / "p")]) == 0
     assert "each file's own lengths" in capsys.readouterr().out
     import json
 
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
     plan = core.load_plan(str(tmp_path / "p" / "plan.npz"))
-    model = predict_plan_drop(plan, num_epochs=6, num_seqs=costs.num_seqs, num_frames=costs.num_frames,
-                              batching=Batching(300, 8), file_lengths=[hdf_seq_lengths(p) for p in paths])
+    model = predict_plan_drop(
+        plan,
+        num_epochs=6,
+        num_seqs=costs.num_seqs,
+        num_frames=costs.num_frames,
+        batching=Batching(300, 8),
+        file_lengths=[hdf_seq_lengths(p) for p in paths],
+    )
     assert summary["batching"]["lengths"] == "per file"
     assert summary["dropped_fraction_predicted"] == pytest.approx(float(model["dropped"].mean()), abs=1e-6)
     pooled = core.io.file_costs.FileCosts(**{**costs.__dict__, "seq_lengths": None})

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 pa = pytest.importorskip("pyarrow", reason="arrow shards need pyarrow: pip install pyarrow (or i6_shard[arrow])")
-import pyarrow.ipc  # noqa: E402
 
 from i6_shard import core  # noqa: E402
 from i6_shard.cli import main  # noqa: E402
@@ -20,12 +19,17 @@ def _write_shard(path, lengths, *, stream=True, batch_rows=7):
     open_writer = pa.ipc.new_stream if stream else pa.ipc.new_file
     with pa.OSFile(str(path), "wb") as sink, open_writer(sink, schema) as writer:
         for start in range(0, len(lengths), batch_rows):
-            part = lengths[start:start + batch_rows]
-            writer.write_batch(pa.record_batch([
-                pa.array([[0.5] * n for n in part], type=pa.list_(pa.float32())),
-                pa.array(part, type=pa.int32()),
-                pa.array([f"utt {i}" for i in range(len(part))]),
-            ], schema=schema))
+            part = lengths[start : start + batch_rows]
+            writer.write_batch(
+                pa.record_batch(
+                    [
+                        pa.array([[0.5] * n for n in part], type=pa.list_(pa.float32())),
+                        pa.array(part, type=pa.int32()),
+                        pa.array([f"utt {i}" for i in range(len(part))]),
+                    ],
+                    schema=schema,
+                )
+            )
     return str(path)
 
 
@@ -88,8 +92,29 @@ def test_cli_costs_of_arrow_shards_then_plan(tmp_path, shards, capsys):
     out = str(tmp_path / "costs.npz")
     assert main(["costs", list_path, "--unit", "frames", "--length-column", "input_values", "-o", out]) == 0
     assert load_file_costs(out).costs.tolist() == [sum(x) for _, x in shards]
-    assert main(["plan", "--sizes", out, "--num-shards", "2", "--partition-epoch", "1", "--num-epochs", "2",
-                 "--distribution", "balanced", "--batch-size", "300", "--no-plot", "-o", str(tmp_path / "plan")]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                out,
+                "--num-shards",
+                "2",
+                "--partition-epoch",
+                "1",
+                "--num-epochs",
+                "2",
+                "--distribution",
+                "balanced",
+                "--batch-size",
+                "300",
+                "--no-plot",
+                "-o",
+                str(tmp_path / "plan"),
+            ]
+        )
+        == 0
+    )
     assert "unit                 frames" in capsys.readouterr().out
 
 
@@ -102,14 +127,16 @@ def test_rows_and_frames_equal_returnn_huggingface_dataset(tmp_path, seed):
     rng = np.random.RandomState(seed)
     num = int(rng.randint(5, 40))
     lens = [int(x) for x in rng.randint(1, 60, size=num)]
-    data = datasets.Dataset.from_dict({"id": [f"seq-{i}" for i in range(num)], "feat": [[0.5] * n for n in lens],
-                                       "num_frames": lens})
+    data = datasets.Dataset.from_dict(
+        {"id": [f"seq-{i}" for i in range(num)], "feat": [[0.5] * n for n in lens], "num_frames": lens}
+    )
     data.save_to_disk(str(tmp_path / "hf"), num_shards=int(rng.randint(1, 4)))
     files = hf.get_arrow_shard_files_from_hf_dataset_dir(str(tmp_path / "hf"))
     costs = collect_file_costs(files, unit="frames", length_column="feat", num_procs=1)
     for i, path in enumerate(files):
-        dataset = hf.HuggingFaceDataset(dataset_opts=[path], data_format={"feat": {"dtype": "float64",
-                                                                                   "shape": [None]}})
+        dataset = hf.HuggingFaceDataset(
+            dataset_opts=[path], data_format={"feat": {"dtype": "float64", "shape": [None]}}
+        )
         dataset.initialize()
         dataset.init_seq_order(epoch=1)
         lengths = []

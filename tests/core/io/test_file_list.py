@@ -27,8 +27,9 @@ def get_sub_epoch_dataset(files):
 
 def returnn_reads(path):
     """The list as RETURNN's DistributeFilesDataset loads it from ``files=path``."""
-    ds = distrib_files.DistributeFilesDataset(files=path, get_sub_epoch_dataset=get_sub_epoch_dataset,
-                                              use_worker_proc=False)
+    ds = distrib_files.DistributeFilesDataset(
+        files=path, get_sub_epoch_dataset=get_sub_epoch_dataset, use_worker_proc=False
+    )
     ds._lazy_init_file_list()
     return ds._files
 
@@ -72,8 +73,9 @@ def test_json_and_py_lists_read_back_by_returnn(tmpdir_m, trees, ext):
     assert got == expected
     assert read_file_list(path) == expected
     assert not _has_tuple(got)  # tuples come back as lists
-    assert [distrib_files._get_key_for_file_tree(t) for t in got] == \
-        [distrib_files._get_key_for_file_tree(t) for t in trees]
+    assert [distrib_files._get_key_for_file_tree(t) for t in got] == [
+        distrib_files._get_key_for_file_tree(t) for t in trees
+    ]
 
 
 @settings(max_examples=examples(30))
@@ -123,9 +125,13 @@ def test_any_txt_content_reads_as_returnn(tmpdir_m, text):
 
 
 @settings(max_examples=examples(40))
-@given(st.recursive(st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=5),
-                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
-                    max_leaves=8).map(lambda x: [x]))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
+        max_leaves=8,
+    ).map(lambda x: [x])
+)
 def test_any_json_list_reads_as_returnn(tmpdir_m, value):
     path = os.path.join(tmpdir_m, "any.json")
     with open(path, "w") as f:
@@ -135,11 +141,33 @@ def test_any_json_list_reads_as_returnn(tmpdir_m, value):
 
 # -- RETURNN's native .py parser: fuzzed text, the same result or the same failure --------
 
-_ESCAPES = ["\\n", "\\t", "\\r", "\\\\", "\\'", '\\"', "\\x41", "\\xe9", "\\xAB", "\\u00e9", "\\ud800",
-            "\\U0001f600", "\\U00110000", "\\q", "\\\n", "\\x4", "\\0", "\\a"]
-_str_body = st.lists(st.sampled_from(["a", "é", "😀", " ", "\n", "'", '"', "/", ":"] + _ESCAPES), max_size=5).map("".join)
+_ESCAPES = [
+    "\\n",
+    "\\t",
+    "\\r",
+    "\\\\",
+    "\\'",
+    '\\"',
+    "\\x41",
+    "\\xe9",
+    "\\xAB",
+    "\\u00e9",
+    "\\ud800",
+    "\\U0001f600",
+    "\\U00110000",
+    "\\q",
+    "\\\n",
+    "\\x4",
+    "\\0",
+    "\\a",
+]
+_str_body = st.lists(st.sampled_from(["a", "é", "😀", " ", "\n", "'", '"', "/", ":"] + _ESCAPES), max_size=5).map(
+    "".join
+)
 _str_lit = st.tuples(st.sampled_from(["'", '"']), _str_body).map(lambda q: q[0] + q[1] + q[0])
-_num_lit = st.integers(-2**40, 2**40).map(str) | st.sampled_from(["1.5", "-0.25", "65536", "4294967295", "2147483648"])
+_num_lit = st.integers(-(2**40), 2**40).map(str) | st.sampled_from(
+    ["1.5", "-0.25", "65536", "4294967295", "2147483648"]
+)
 _sep = st.sampled_from([",", ", ", " , ", ",,", ",\n"])
 
 
@@ -150,13 +178,17 @@ def _render_seq(items, seps, open_, close):
 def _containers(children):
     return st.one_of(
         st.lists(st.tuples(children, _sep), max_size=3).map(
-            lambda xs: _render_seq([x for x, _ in xs], [s for _, s in xs], "[", "]")),
+            lambda xs: _render_seq([x for x, _ in xs], [s for _, s in xs], "[", "]")
+        ),
         st.lists(st.tuples(children, _sep), max_size=3).map(
-            lambda xs: _render_seq([x for x, _ in xs], [s for _, s in xs], "(", ")")),
+            lambda xs: _render_seq([x for x, _ in xs], [s for _, s in xs], "(", ")")
+        ),
         st.lists(st.tuples(_str_lit, children, _sep), max_size=3).map(
-            lambda xs: "{" + "".join(f"{k}: {v}{s}" for k, v, s in xs) + "}"),
+            lambda xs: "{" + "".join(f"{k}: {v}{s}" for k, v, s in xs) + "}"
+        ),
         st.lists(st.tuples(_str_lit, _sep), min_size=1, max_size=3).map(
-            lambda xs: "{" + "".join(k + s for k, s in xs) + "}"),
+            lambda xs: "{" + "".join(k + s for k, s in xs) + "}"
+        ),
     )
 
 
@@ -179,9 +211,24 @@ def test_py_parser_matches_returnn_on_fuzzed_text(text, noise, tail):
 
 
 def test_py_parser_quirks_match_returnn():
-    for text in [b"[,,'a',,]", b"{'a'}", b"{'a':,}", b"['a'] junk", b"[\"it's\", '\\x41\\u00e9']", b" [ None , ] ",
-                 b"[('a',)]", b"[True]", b"# c\n['a']", b"['\\xAB']", b"['a' 'b']", b"'a'", b"",
-                 b"[65536, 4294967295, 2147483648, -3, 2.5]", b"['\\\n']", b"[{'a': ['b']}, {'b': 'c', 'a': 'd'}]"]:
+    for text in [
+        b"[,,'a',,]",
+        b"{'a'}",
+        b"{'a':,}",
+        b"['a'] junk",
+        b"[\"it's\", '\\x41\\u00e9']",
+        b" [ None , ] ",
+        b"[('a',)]",
+        b"[True]",
+        b"# c\n['a']",
+        b"['\\xAB']",
+        b"['a' 'b']",
+        b"'a'",
+        b"",
+        b"[65536, 4294967295, 2147483648, -3, 2.5]",
+        b"['\\\n']",
+        b"[{'a': ['b']}, {'b': 'c', 'a': 'd'}]",
+    ]:
         assert ours_literal_eval(text) == returnn_literal_eval(text), text
 
 
@@ -232,8 +279,17 @@ def test_unknown_extension_is_rejected_both_ways(tmpdir_m):
         returnn_reads(path)
 
 
-@pytest.mark.parametrize("ext,content", [(".json", '{"a": "b"}'), (".json", '"a"'), (".py", "'a'"),
-                                         (".py", "{'a': 'b'}"), (".json", "not json"), (".py", "[oops]")])
+@pytest.mark.parametrize(
+    "ext,content",
+    [
+        (".json", '{"a": "b"}'),
+        (".json", '"a"'),
+        (".py", "'a'"),
+        (".py", "{'a': 'b'}"),
+        (".json", "not json"),
+        (".py", "[oops]"),
+    ],
+)
 def test_content_that_is_not_a_list_is_rejected_as_by_returnn(tmpdir_m, ext, content):
     path = os.path.join(tmpdir_m, "bad" + ext)
     with open(path, "w") as f:

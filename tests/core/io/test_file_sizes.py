@@ -32,16 +32,21 @@ MODES = ["serial", "threads", "procs"]
 @contextlib.contextmanager
 def stat_mode(mode):
     """Force one of collect_file_sizes' strategies, whatever the probe measures."""
-    names = ("_NUM_PROBE", "_WAITING_STAT_S", "_MIN_PROCS_WORK_S", "_SERIAL_CHUNK", "_MAX_THREAD_CHUNK",
-             "_CHILD_CHUNK")
+    names = ("_NUM_PROBE", "_WAITING_STAT_S", "_MIN_PROCS_WORK_S", "_SERIAL_CHUNK", "_MAX_THREAD_CHUNK", "_CHILD_CHUNK")
     saved = {n: getattr(stat_engine, n) for n in names}
-    forced = {"serial": (1, float("inf"), float("inf")), "threads": (1, 0.0, float("inf")),
-              "procs": (1, float("inf"), 0.0)}[mode] + (7, 3, 5)  # small chunks: many chunk boundaries
+    forced = {
+        "serial": (1, float("inf"), float("inf")),
+        "threads": (1, 0.0, float("inf")),
+        "procs": (1, float("inf"), 0.0),
+    }[mode] + (7, 3, 5)  # small chunks: many chunk boundaries
     try:
         for n, v in zip(names, forced):
             setattr(stat_engine, n, v)
-        yield {"serial": dict(num_threads=1, num_procs=1), "threads": dict(num_threads=5, num_procs=1),
-               "procs": dict(num_threads=1, num_procs=3)}[mode]
+        yield {
+            "serial": dict(num_threads=1, num_procs=1),
+            "threads": dict(num_threads=5, num_procs=1),
+            "procs": dict(num_threads=1, num_procs=3),
+        }[mode]
     finally:
         for n, v in saved.items():
             setattr(stat_engine, n, v)
@@ -53,8 +58,9 @@ def get_sub_epoch_dataset(files):
 
 def returnn_file_sizes(trees):
     """RETURNN's own result: a real DistributeFilesDataset computing its _file_sizes."""
-    ds = distrib_files.DistributeFilesDataset(files=list(trees), get_sub_epoch_dataset=get_sub_epoch_dataset,
-                                              use_worker_proc=False)
+    ds = distrib_files.DistributeFilesDataset(
+        files=list(trees), get_sub_epoch_dataset=get_sub_epoch_dataset, use_worker_proc=False
+    )
     ds._lazy_init_file_sizes()
     return ds._file_sizes
 
@@ -77,8 +83,17 @@ def pool():
     """Real files: odd names, zero bytes, symlinks (to files, chained, relative). Directories and a link
     to one are made too, but are not in ``paths``: they are no data files (tests below)."""
     d = tempfile.mkdtemp(prefix="i6_shard_sizes.")
-    names = ["a.hdf", "zero.hdf", "with:colon.hdf", "sp ace's \"q\".hdf", "new\nline", "back\\slash", "é€😀.hdf",
-             "#hash", " lead"]
+    names = [
+        "a.hdf",
+        "zero.hdf",
+        "with:colon.hdf",
+        'sp ace\'s "q".hdf',
+        "new\nline",
+        "back\\slash",
+        "é€😀.hdf",
+        "#hash",
+        " lead",
+    ]
     paths = []
     for idx, name in enumerate(names):
         p = os.path.join(d, name)
@@ -99,10 +114,16 @@ def trees_over(leaves):
     return st.lists(
         st.recursive(
             leaves,
-            lambda c: st.lists(c, min_size=1, max_size=3) | st.lists(c, min_size=1, max_size=3).map(tuple)
-            | st.dictionaries(st.text(max_size=3), c, min_size=1, max_size=3),
-            max_leaves=5),
-        min_size=1, max_size=12)
+            lambda c: (
+                st.lists(c, min_size=1, max_size=3)
+                | st.lists(c, min_size=1, max_size=3).map(tuple)
+                | st.dictionaries(st.text(max_size=3), c, min_size=1, max_size=3)
+            ),
+            max_leaves=5,
+        ),
+        min_size=1,
+        max_size=12,
+    )
 
 
 @pytest.mark.parametrize("mode", ["serial", "threads"])
@@ -177,9 +198,12 @@ def test_missing_files_are_all_reported_at_once(pool, mode):
     d, paths = pool
     os.symlink(os.path.join(d, "gone"), os.path.join(d, f"dangling_{mode}"))
     os.symlink(os.path.join(d, f"loop_{mode}"), os.path.join(d, f"loop_{mode}"))
-    bad = ([os.path.join(d, f"missing{i}.hdf") for i in range(21)]
-           + [os.path.join(d, f"dangling_{mode}"), os.path.join(d, f"loop_{mode}"),
-              os.path.join(paths[0], "not_a_dir"), os.path.join(d, "x" * 300)])
+    bad = [os.path.join(d, f"missing{i}.hdf") for i in range(21)] + [
+        os.path.join(d, f"dangling_{mode}"),
+        os.path.join(d, f"loop_{mode}"),
+        os.path.join(paths[0], "not_a_dir"),
+        os.path.join(d, "x" * 300),
+    ]
     for p in bad:  # RETURNN fails on each of them, too
         with pytest.raises(OSError):
             returnn_entry_size(p)
@@ -234,6 +258,7 @@ def test_bad_trees_fail_before_any_stat(pool, monkeypatch):
 
 
 # -- progress ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mode", MODES)
 def test_progress_lines_for_slow_work_and_silence_for_fast_work(pool, mode, capfd):
@@ -317,8 +342,9 @@ def test_load_errors_name_the_file(tmp_path):
     cases["other.npz"] = tmp_path / "other.npz"
     for name, arrays in {
         "v2.npz": dict(format_version=np.array(2), keys_utf8=np.frombuffer(b"a", np.uint8), sizes=np.array([1])),
-        "count.npz": dict(format_version=np.array(1), keys_utf8=np.frombuffer(b"a\0b", np.uint8),
-                          sizes=np.array([1, 2, 3])),
+        "count.npz": dict(
+            format_version=np.array(1), keys_utf8=np.frombuffer(b"a\0b", np.uint8), sizes=np.array([1, 2, 3])
+        ),
         "float.npz": dict(format_version=np.array(1), keys_utf8=np.frombuffer(b"a", np.uint8), sizes=np.array([1.0])),
         "utf8.npz": dict(format_version=np.array(1), keys_utf8=np.frombuffer(b"\xff", np.uint8), sizes=np.array([1])),
     }.items():

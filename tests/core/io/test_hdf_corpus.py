@@ -46,7 +46,7 @@ def test_the_costs_pass_counts_the_frames_returnn_reads(tmp_path):
     costs = collect_file_costs(paths, unit="frames")
     per_file = [0] * 4
     for tag, frames, _ in _read_with_returnn(paths):
-        per_file[int(tag.split("/")[1][len("file"):])] += frames
+        per_file[int(tag.split("/")[1][len("file") :])] += frames
     assert costs.costs.tolist() == per_file
 
 
@@ -61,12 +61,15 @@ def test_sizes_are_skewed_and_reproducible(tmp_path):
             assert list(fx["seqTags"][...]) == list(fy["seqTags"][...])
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"num_files": 0}, "num_files=0: write at least one file"),
-    ({"num_files": 2, "feature_dim": 0}, "feature_dim=0: give at least one feature per frame"),
-    ({"num_files": 2, "median_seqs": 0}, "median_seqs=0: a file holds at least one sequence"),
-    ({"num_files": 2, "seed": 2**32}, r"seed=4294967296: numpy's RandomState takes seeds in \[0, 2\*\*32\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_files": 0}, "num_files=0: write at least one file"),
+        ({"num_files": 2, "feature_dim": 0}, "feature_dim=0: give at least one feature per frame"),
+        ({"num_files": 2, "median_seqs": 0}, "median_seqs=0: a file holds at least one sequence"),
+        ({"num_files": 2, "seed": 2**32}, r"seed=4294967296: numpy's RandomState takes seeds in \[0, 2\*\*32\)"),
+    ],
+)
 def test_bad_arguments_are_named_and_nothing_is_written(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         write_hdf_corpus(str(tmp_path / "out"), **kwargs)

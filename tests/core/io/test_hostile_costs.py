@@ -32,15 +32,15 @@ def _hdf(path, lengths=None, *, shape=None):
 
 def _oggzip(path, durations, *, padding=0):
     name = os.path.splitext(os.path.basename(path))[0]
-    entries = ",".join(f"{{'file': 'a{i}.ogg', 'seq_name': 's{i}', 'duration': {d!r}, 'text': ''}}"
-                       for i, d in enumerate(durations))
+    entries = ",".join(
+        f"{{'file': 'a{i}.ogg', 'seq_name': 's{i}', 'duration': {d!r}, 'text': ''}}" for i, d in enumerate(durations)
+    )
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(f"{name}.txt", f"[{entries}]" + " " * padding)
 
 
 def _arrow(path, lengths):
     pa = pytest.importorskip("pyarrow", reason="writes arrow shards: pip install pyarrow")
-    import pyarrow.ipc
 
     table = pa.table({"length": pa.array(lengths, type=pa.int64())})
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
@@ -51,7 +51,6 @@ def _arrow_rows(path, rows):
     """An arrow stream of one null column whose record batch claims ``rows`` rows: a few hundred bytes, since
     the row count is metadata (written for 123,457 rows, then that count rewritten)."""
     pa = pytest.importorskip("pyarrow", reason="writes arrow shards: pip install pyarrow")
-    import pyarrow.ipc
 
     table = pa.table({"x": pa.nulls(123457)})
     sink = pa.BufferOutputStream()
@@ -64,18 +63,30 @@ def _arrow_rows(path, rows):
 
 
 CASES = {
-    "declared_shape": (lambda p: _hdf(p, shape=(10**11, 2)), ".hdf",
-                       "its seqLengths of shape [100000000000, 2] declares 800,000,000,000 bytes"),
+    "declared_shape": (
+        lambda p: _hdf(p, shape=(10**11, 2)),
+        ".hdf",
+        "its seqLengths of shape [100000000000, 2] declares 800,000,000,000 bytes",
+    ),
     "huge_length": (lambda p: _hdf(p, [2**40, 5]), ".hdf", "sequence 0 is 1,099,511,627,776 frames long"),
     "wrapping_sum": (lambda p: _hdf(p, [2**62] * 4), ".hdf", "sequence 0 is 4,611,686,018,427,387,904 frames long"),
-    "huge_duration": (lambda p: _oggzip(p, [1.0, 1e12]), ".zip",
-                      "sequence 1 is 100,000,000,000,000 frames long, more than RETURNN's int32"),
+    "huge_duration": (
+        lambda p: _oggzip(p, [1.0, 1e12]),
+        ".zip",
+        "sequence 1 is 100,000,000,000,000 frames long, more than RETURNN's int32",
+    ),
     "arrow_length": (lambda p: _arrow(p, [7, 2**40]), ".arrow", "sequence 1 is 1,099,511,627,776 frames long"),
-    "arrow_rows": (lambda p: _arrow_rows(p, 2**62), ".arrow",
-                   "claims 4,611,686,018,427,387,904 sequences, more than 4,294,967,296 (2**32)"),
+    "arrow_rows": (
+        lambda p: _arrow_rows(p, 2**62),
+        ".arrow",
+        "claims 4,611,686,018,427,387,904 sequences, more than 4,294,967,296 (2**32)",
+    ),
     "negative_duration": (lambda p: _oggzip(p, [1.0, -2.5]), ".zip", "entry 1 of its manifest has duration -2.5"),
-    "inflating_manifest": (lambda p: _oggzip(p, [1.0] * 10, padding=200 * 10**6), ".zip",
-                           "its manifest 'crafted.txt' declares 200,000,"),
+    "inflating_manifest": (
+        lambda p: _oggzip(p, [1.0] * 10, padding=200 * 10**6),
+        ".zip",
+        "its manifest 'crafted.txt' declares 200,000,",
+    ),
 }
 
 
@@ -93,9 +104,23 @@ def test_numbers_inside_a_file_do_not_drive_memory(tmp_path, case):
     (tmp_path / "files.txt").write_text(f"{normal}\n{path}\n")
     unit = ["--unit", "seqs"] if case == "arrow_rows" else ["--unit", "frames"]  # rows only: no length column
     column = ["--length-column", "length"] if ext == ".arrow" and case != "arrow_rows" else []
-    res = subprocess.run([sys.executable, "-m", "i6_shard", "costs", str(tmp_path / "files.txt"), *unit,
-                          *column, "-o", str(tmp_path / "costs.npz")], capture_output=True, text=True, timeout=120,
-                         preexec_fn=_cap_memory)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "i6_shard",
+            "costs",
+            str(tmp_path / "files.txt"),
+            *unit,
+            *column,
+            "-o",
+            str(tmp_path / "costs.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_cap_memory,
+    )
     assert res.returncode == 2, (res.returncode, res.stderr[-1500:])
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr[-1500:]
     assert repr(path) in res.stderr and message in res.stderr, res.stderr
@@ -118,14 +143,21 @@ def test_a_crafted_archive_whose_frames_wrap_is_not_taken_for_arrow_shards():
     from i6_shard.core.io.file_costs import FileCosts, prediction_batching
     from i6_shard.core.pure.batching import Batching
 
-    costs = FileCosts(keys=["a", "b"], costs=np.array([1, 1]), unit="frames", num_seqs=np.array([1, 1]),
-                      num_frames=np.array([2**62, 2**62]) * 2, seq_length_quantiles=np.ones(257, dtype=np.int64),
-                      mtimes=None, batching=None)
+    costs = FileCosts(
+        keys=["a", "b"],
+        costs=np.array([1, 1]),
+        unit="frames",
+        num_seqs=np.array([1, 1]),
+        num_frames=np.array([2**62, 2**62]) * 2,
+        seq_length_quantiles=np.ones(257, dtype=np.int64),
+        mtimes=None,
+        batching=None,
+    )
     assert int(costs.num_frames.sum()) == 0  # what the old check summed
     assert prediction_batching(costs, Batching(100, None)) == Batching(100, None)
 
 
-_SLOW_COSTS = '''
+_SLOW_COSTS = """
 import sys, time
 from i6_shard.core.io import file_costs
 file_costs._SERIAL_MAX_FILES = 0  # helper processes for any list
@@ -137,7 +169,7 @@ file_costs._read_one = _slow
 if __name__ == "__main__":
     from i6_shard.cli import main
     sys.exit(main(sys.argv[1:]))
-'''
+"""
 
 
 def _session(sid):
@@ -168,9 +200,22 @@ def test_a_killed_costs_pass_leaves_no_helper_reading_on(tmp_path):
     (tmp_path / "files.txt").write_text("".join(p + "\n" for p in paths))
     (tmp_path / "slow_costs.py").write_text(_SLOW_COSTS)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "slow_costs.py"), "costs", str(tmp_path / "files.txt"),
-                             "--procs", "2", "-o", str(tmp_path / "costs.npz")], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(tmp_path / "slow_costs.py"),
+            "costs",
+            str(tmp_path / "files.txt"),
+            "--procs",
+            "2",
+            "-o",
+            str(tmp_path / "costs.npz"),
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 60
         while len(_session(proc.pid)) < 4 and proc.poll() is None and time.monotonic() < deadline:

@@ -23,8 +23,9 @@ TIMEOUT_S = 60
 
 
 def run_child(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=TIMEOUT_S
+    )
 
 
 @pytest.fixture
@@ -80,8 +81,13 @@ def test_a_list_file_swapped_for_a_fifo_after_the_stat_is_refused_not_read(tmp_p
 
 @pytest.mark.parametrize("mode", MODES)
 def test_leaves_that_are_not_regular_files_are_errors_naming_them(specials, mode):
-    trees = [specials["regular"], (specials["regular"], specials["dir"]), {"k": specials["fifo"]},
-             specials["device"], "/dev/null"]
+    trees = [
+        specials["regular"],
+        (specials["regular"], specials["dir"]),
+        {"k": specials["fifo"]},
+        specials["device"],
+        "/dev/null",
+    ]
     with stat_mode(mode) as kwargs:
         with pytest.raises(MissingFilesError) as info:
             collect_file_sizes(trees * 7, **kwargs)  # repeated: several chunks, duplicates
@@ -138,8 +144,9 @@ def test_unreadable_leaves_are_reported_for_a_user_that_cannot_read_them(open_di
             f.write(data)
         os.chmod(path, mode)
     paths = [readable, unreadable]
-    expected = {"missing": [[unreadable, "no read permission for this user (RETURNN, run as this user, would fail "
-                                         "opening it)"]]}
+    expected = {
+        "missing": [[unreadable, "no read permission for this user (RETURNN, run as this user, would fail opening it)"]]
+    }
     if os.geteuid() == 0:
         # Root reads everything: the check sees no problem (what the docs say a root user sees) ...
         assert collect_file_sizes(paths).sizes.tolist() == [5, 3]
@@ -208,8 +215,9 @@ def test_huge_names_are_cut_in_messages_with_their_length(tmp_path):
 HUGE = "/data/" + "n" * 10_000_000
 
 
-@pytest.mark.parametrize("case", ["nul_in_name", "non_str_leaf", "negative_cost", "non_str_key", "txt_entry",
-                                  "json_dict_key"])
+@pytest.mark.parametrize(
+    "case", ["nul_in_name", "non_str_leaf", "negative_cost", "non_str_key", "txt_entry", "json_dict_key"]
+)
 def test_every_message_that_shows_an_entry_cuts_it(tmp_path, case):
     from i6_shard.core import PlanSettings, ShardPlan, write_file_list
 

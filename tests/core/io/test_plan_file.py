@@ -17,8 +17,9 @@ from ...returnn_ranks import returnn_files  # noqa: E402
 def test_plan_file_round_trip_and_numpy_only_reading(tmp_path, sharding):
     keys = [f"/data/ü {i}\n.hdf" for i in range(30)]
     sizes = np.random.RandomState(0).randint(0, 100, size=30)
-    settings = PlanSettings.from_mode(sharding=sharding, num_shards=3, partition_epoch=4, random_seed_offset=5,
-                                      num_epochs=9)
+    settings = PlanSettings.from_mode(
+        sharding=sharding, num_shards=3, partition_epoch=4, random_seed_offset=5, num_epochs=9
+    )
     path = tmp_path / "plan.npz"
     save_plan(ShardPlan(keys, sizes, settings), path)
     loaded = read_plan_file(path, verify=True)
@@ -35,7 +36,7 @@ def test_plan_file_round_trip_and_numpy_only_reading(tmp_path, sharding):
                 b = (r * p if sharded else 0) + (epoch - 1) % p
                 order = d["orders"][(epoch - 1) // p, layout]
                 bnd = d["bounds"][(epoch - 1) // p, layout]
-                assert [raw_keys[i] for i in order[bnd[b]:bnd[b + 1]].tolist()] == expected[r][epoch - 1]
+                assert [raw_keys[i] for i in order[bnd[b] : bnd[b + 1]].tolist()] == expected[r][epoch - 1]
 
 
 def test_same_seed_on_all_ranks_is_kept_in_the_plan_file_only_when_set(tmp_path):
@@ -72,8 +73,11 @@ def test_stored_bins_that_repeat_or_skip_files_are_refused_by_the_dataset(tmp_pa
     arrays["orders"][0, 0, :] = 3  # every bin of full epoch 0 reads file 3
     path = str(tmp_path / "plan.npz")
     save_npz(path, arrays, kind="plan file", uncompressed=("orders", "bounds"))
-    with pytest.raises(ValueError, match=r"is corrupt: full epoch 0 \(layout 0\): the bins do not cover every file "
-                                         r"entry exactly once \(7 missing, 1 repeated\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"is corrupt: full epoch 0 \(layout 0\): the bins do not cover every file "
+        r"entry exactly once \(7 missing, 1 repeated\)",
+    ):
         read_plan_layout(path, full_epoch_0idx=0)
     read_plan_layout(path, full_epoch_0idx=1)  # the other full epoch is whole
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
@@ -83,8 +87,14 @@ def test_stored_bins_that_repeat_or_skip_files_are_refused_by_the_dataset(tmp_pa
     from i6_shard.returnn_config import sharded_files_dataset
     from i6_shard.returnn_config.pycode import resolve_refs
 
-    d = sharded_files_dataset(keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-                              partition_epoch=2, num_shards=2, plan=path, use_worker_proc=False)
+    d = sharded_files_dataset(
+        keys,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+        num_shards=2,
+        plan=path,
+        use_worker_proc=False,
+    )
     with global_config_ctx(Config({"__debug_dummy_distributed_rank_and_size": (0, 2)})):
         dataset = init_dataset(resolve_refs(d))
         with pytest.raises(ValueError, match="the bins do not cover every file entry exactly once"):
@@ -95,8 +105,9 @@ def test_a_huge_setting_in_a_plan_file_gives_a_bounded_message(tmp_path):
     """A crafted plan file whose distribution is 10 M characters: one short message naming the setting."""
     from i6_shard.core.io.plan_file import plan_arrays
 
-    plan = ShardPlan([f"/d/{i}" for i in range(4)], [1, 2, 3, 4], PlanSettings(num_shards=2, partition_epoch=2,
-                                                                                 num_epochs=2))
+    plan = ShardPlan(
+        [f"/d/{i}" for i in range(4)], [1, 2, 3, 4], PlanSettings(num_shards=2, partition_epoch=2, num_epochs=2)
+    )
     arrays = plan_arrays(plan)
     arrays["distribution"] = np.array("x" * 10_000_000)
     path = str(tmp_path / "plan.npz")

@@ -12,8 +12,14 @@ from hypothesis import strategies as st
 from tests.strategies import examples
 
 from i6_shard import core
-from i6_shard.core.io.preflight import archive_entry_count, check_key_collisions, check_regular_file, \
-    file_list_digest, key_collisions, short_repr
+from i6_shard.core.io.preflight import (
+    archive_entry_count,
+    check_key_collisions,
+    check_regular_file,
+    file_list_digest,
+    key_collisions,
+    short_repr,
+)
 from tests.blocking import returns_within as _returns_within, unblock_fifo as _unblock_fifo
 from tests.strategies import file_trees
 
@@ -28,8 +34,11 @@ def test_regular_file_passes(tmp_path):
 def test_fifo_is_refused_without_blocking(tmp_path):
     fifo = str(tmp_path / "files.txt")
     os.mkfifo(fifo)
-    with pytest.raises(ValueError, match=f"file list '{fifo}' is a FIFO \\(named pipe\\), not a regular file "
-                                         "\\(reading it could block, or never end\\)"):
+    with pytest.raises(
+        ValueError,
+        match=f"file list '{fifo}' is a FIFO \\(named pipe\\), not a regular file "
+        "\\(reading it could block, or never end\\)",
+    ):
         _returns_within(lambda: check_regular_file(fifo), unblock=_unblock_fifo(fifo))
     assert _returns_within(lambda: archive_entry_count(fifo), unblock=_unblock_fifo(fifo)) is None
 
@@ -78,8 +87,14 @@ def test_digest_follows_entries_not_spelling():
     same = ["/a.hdf", ["/b.hdf", {"x": "/d.hdf", "y": "/c.hdf"}]]  # as a .json list gives it back
     assert file_list_digest(trees) == file_list_digest(same)
     assert len(file_list_digest(trees)) == 64
-    for other in (["/a.hdf"], ["/a.hdf", ("/b.hdf", {"y": "/d.hdf", "x": "/c.hdf"})], trees + ["/a.hdf"],
-                  [trees[1], trees[0]], ["/a.hdf\n/b.hdf"], ["/a.hdf", "/b.hdf"]):
+    for other in (
+        ["/a.hdf"],
+        ["/a.hdf", ("/b.hdf", {"y": "/d.hdf", "x": "/c.hdf"})],
+        trees + ["/a.hdf"],
+        [trees[1], trees[0]],
+        ["/a.hdf\n/b.hdf"],
+        ["/a.hdf", "/b.hdf"],
+    ):
         assert file_list_digest(other) != file_list_digest(trees), other
     # Entries are framed: a name holding a newline is not two names.
     assert file_list_digest(["a\nb"]) != file_list_digest(["a", "b"])
@@ -102,8 +117,14 @@ def _brute_force_collisions(trees):
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(st.lists(file_trees(leaves=st.sampled_from(["a", "b", "a:b", "b:a", ":", "a:", ":b", "c"]), max_leaves=3),
-                min_size=1, max_size=8), st.lists(st.integers(min_value=0, max_value=7), max_size=3))
+@given(
+    st.lists(
+        file_trees(leaves=st.sampled_from(["a", "b", "a:b", "b:a", ":", "a:", ":b", "c"]), max_leaves=3),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.integers(min_value=0, max_value=7), max_size=3),
+)
 def test_key_collisions_equal_returnns_keys(trees, spliced):
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
     # Entries whose one name is another entry's key: collisions whenever that entry has several files.
@@ -117,10 +138,15 @@ def test_collision_error_names_both_entries_and_duplicates_pass():
     with pytest.raises(ValueError) as exc:
         check_key_collisions(trees, where="file list '/lists/train.json'")
     msg = str(exc.value)
-    assert msg.startswith("file list '/lists/train.json' has 1 RETURNN file key shared by entries with different "
-                          "files: entries 1 ('/d/a:b') and 3 ({'k': '/d/a', 'l': 'b'}) share key '/d/a:b'.")
+    assert msg.startswith(
+        "file list '/lists/train.json' has 1 RETURNN file key shared by entries with different "
+        "files: entries 1 ('/d/a:b') and 3 ({'k': '/d/a', 'l': 'b'}) share key '/d/a:b'."
+    )
     assert "keeps one size per key" in msg and "Rename the files whose names hold ':'" in msg
     many = [f"/d/{i}:x" for i in range(5)] + [(f"/d/{i}", "x") for i in range(5)]
-    with pytest.raises(ValueError, match="has 5 RETURNN file keys shared .* \\(first 3 listed\\): entries 0 .*; "
-                                         "entries 1 .*; entries 2 \\('/d/2:x'\\) and 7"):
+    with pytest.raises(
+        ValueError,
+        match="has 5 RETURNN file keys shared .* \\(first 3 listed\\): entries 0 .*; "
+        "entries 1 .*; entries 2 \\('/d/2:x'\\) and 7",
+    ):
         check_key_collisions(many)

@@ -56,8 +56,10 @@ def test_slow_work_prints_done_total_and_rate_after_the_interval():
     clock.advance(2)
     p.add(5)
     p.close()  # a final line, since lines were printed and work was done since
-    assert out.getvalue().splitlines()[1:] == ["stat: 5/10 files (50.0%), 0.5 files/s, elapsed 10s, ETA 10s",
-                                               "stat: 10/10 files (100.0%), 0.83 files/s, elapsed 12s, ETA 0s"]
+    assert out.getvalue().splitlines()[1:] == [
+        "stat: 5/10 files (50.0%), 0.5 files/s, elapsed 10s, ETA 10s",
+        "stat: 10/10 files (100.0%), 0.83 files/s, elapsed 12s, ETA 0s",
+    ]
 
 
 def test_the_interval_counts_from_the_last_line_not_from_the_start():

@@ -55,8 +55,9 @@ def test_every_rank_and_sub_epoch_is_read_with_its_files_and_steps(name):
             else:
                 assert (rec.step_seqs == -1).all() and (rec.step_frames == -1).all()
                 assert rank_log.frames_dim is None
-            assert rec.dataset_num_seqs == int(re.search(rf"^ep {epoch} train num_seqs: (\d+)$", text,
-                                                         flags=re.M).group(1))
+            assert rec.dataset_num_seqs == int(
+                re.search(rf"^ep {epoch} train num_seqs: (\d+)$", text, flags=re.M).group(1)
+            )
 
 
 def test_worker_process_preloads_the_next_files_but_they_go_to_their_sub_epoch():
@@ -101,8 +102,11 @@ def test_interleaved_torchrun_stdout_gives_the_per_rank_records():
         assert a.rank == b.rank and a.sub_epochs.keys() == b.sub_epochs.keys()
         for epoch in a.sub_epochs:
             ra, rb = a.sub_epochs[epoch], b.sub_epochs[epoch]
-            assert (ra.file_keys, ra.dataset_num_seqs, ra.trained_steps) == (rb.file_keys, rb.dataset_num_seqs,
-                                                                             rb.trained_steps)
+            assert (ra.file_keys, ra.dataset_num_seqs, ra.trained_steps) == (
+                rb.file_keys,
+                rb.dataset_num_seqs,
+                rb.trained_steps,
+            )
             assert ra.step_frames.tolist() == rb.step_frames.tolist()
 
 
@@ -112,8 +116,8 @@ def test_a_restart_runs_an_epoch_again_and_the_last_run_counts(tmp_path):
     cut = next(i for i, line in enumerate(lines) if line.startswith("ep 3 train, step 1,"))
     # killed inside sub-epoch 3, then started again from the beginning: RETURNN appends to the log
     restarted = tmp_path / os.path.basename(path)
-    restarted.write_text("\n".join(lines[:cut + 1] + lines) + "\n")
-    partial = parse_rank_log(lines[:cut + 1], rank=0, source="cut")
+    restarted.write_text("\n".join(lines[: cut + 1] + lines) + "\n")
+    partial = parse_rank_log(lines[: cut + 1], rank=0, source="cut")
     assert not partial.sub_epochs[3].finished and partial.sub_epochs[3].num_steps == 2
     again = parse_rank_log(restarted.read_text().splitlines(), rank=0, source="restarted")
     whole = parse_rank_log(lines, rank=0, source="whole")
@@ -131,9 +135,11 @@ def test_a_lost_step_line_leaves_that_step_unknown():
 
 
 def test_other_datasets_files_are_not_taken():
-    lines = ["<DistributeFilesDataset 'dev' epoch=1>: using files for epoch 1: ['dev.hdf']",
-             "start epoch 1 global train step 0 with effective learning rate 0.1 ...",
-             "<ShardedDistributeFilesDataset 'train' epoch=1>: using files for epoch 1: [('a.hdf', 'b.hdf')]"]
+    lines = [
+        "<DistributeFilesDataset 'dev' epoch=1>: using files for epoch 1: ['dev.hdf']",
+        "start epoch 1 global train step 0 with effective learning rate 0.1 ...",
+        "<ShardedDistributeFilesDataset 'train' epoch=1>: using files for epoch 1: [('a.hdf', 'b.hdf')]",
+    ]
     rec = parse_rank_log(lines, rank=0, source="x").sub_epochs[1]
     assert rec.file_keys == ["a.hdf:b.hdf"] and not rec.finished
 
@@ -157,8 +163,9 @@ def test_bad_inputs_fail_naming_the_fix(tmp_path):
     with pytest.raises(ValueError, match="no log files given"):
         read_training_logs([])
     with pytest.raises(ValueError, match="not a Python literal"):
-        parse_rank_log(["<DistributeFilesDataset 'train' epoch=1>: using files for epoch 1: ['a.hdf', 'b"],
-                       rank=0, source="x")
+        parse_rank_log(
+            ["<DistributeFilesDataset 'train' epoch=1>: using files for epoch 1: ['a.hdf', 'b"], rank=0, source="x"
+        )
 
 
 def test_names_and_prefixes():

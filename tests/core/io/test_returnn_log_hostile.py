@@ -66,19 +66,29 @@ def test_a_files_line_cut_at_the_limit_is_named(tmp_path, monkeypatch):
 STEP = "ep 1 train, step {step}, mse 0.5, num_seqs {seqs}, sum_size:time:var-unk:data {frames}, complete 60.00%\n"
 
 
-@pytest.mark.parametrize("tail, message", [
-    (STEP.format(step=3_000_000_000, seqs=3, frames=20), "step 3000000000 is more than 1,000,000; it would leave"),
-    (STEP.format(step=0, seqs=10**30, frames=20), f"num_seqs {10**30} is more than 4,294,967,295"),
-    (STEP.format(step=0, seqs=3, frames=10**30), f"sum_size:time:var-unk:data {10**30} is more than 4,294,967,295"),
-    (STEP.format(step=0, seqs=3, frames="9" * 5000), "sum_size:time:var-unk:data 99999999999999999999...(5000 digits)"),
-    (f"ep 1 train num_seqs: {10**30}\n", f"num_seqs {10**30} is more than 4,294,967,295"),
-    (STEP.format(step=0, seqs=3, frames=20) + "Epoch 1: Trained 99999999999999999999 steps, 0:00:01 elapsed\n",
-     "trained steps 99999999999999999999 is more than"),
-    (STEP.format(step=0, seqs=3, frames=20).replace("ep 1 ", "ep 99999999999999 "),
-     "sub-epoch 99999999999999 is more than 2,147,483,647; no training runs that many"),
-    (STEP.format(step=0, seqs=3, frames=20).replace("60.00", "1" * 400), "is not a share of the sub-epoch"),
-], ids=["step", "step_num_seqs", "sum_size", "5000_digits", "dataset_num_seqs", "trained_steps", "epoch",
-        "complete"])
+@pytest.mark.parametrize(
+    "tail, message",
+    [
+        (STEP.format(step=3_000_000_000, seqs=3, frames=20), "step 3000000000 is more than 1,000,000; it would leave"),
+        (STEP.format(step=0, seqs=10**30, frames=20), f"num_seqs {10**30} is more than 4,294,967,295"),
+        (STEP.format(step=0, seqs=3, frames=10**30), f"sum_size:time:var-unk:data {10**30} is more than 4,294,967,295"),
+        (
+            STEP.format(step=0, seqs=3, frames="9" * 5000),
+            "sum_size:time:var-unk:data 99999999999999999999...(5000 digits)",
+        ),
+        (f"ep 1 train num_seqs: {10**30}\n", f"num_seqs {10**30} is more than 4,294,967,295"),
+        (
+            STEP.format(step=0, seqs=3, frames=20) + "Epoch 1: Trained 99999999999999999999 steps, 0:00:01 elapsed\n",
+            "trained steps 99999999999999999999 is more than",
+        ),
+        (
+            STEP.format(step=0, seqs=3, frames=20).replace("ep 1 ", "ep 99999999999999 "),
+            "sub-epoch 99999999999999 is more than 2,147,483,647; no training runs that many",
+        ),
+        (STEP.format(step=0, seqs=3, frames=20).replace("60.00", "1" * 400), "is not a share of the sub-epoch"),
+    ],
+    ids=["step", "step_num_seqs", "sum_size", "5000_digits", "dataset_num_seqs", "trained_steps", "epoch", "complete"],
+)
 def test_numbers_out_of_bounds_name_the_line(tmp_path, tail, message):
     """Each number is bounded before anything is allocated for it (a step of 3e9 took 14 GB before)."""
     paths = _two_rank_logs(tmp_path, tail.encode())
@@ -110,11 +120,14 @@ def test_a_huge_torchrun_rank_names_the_line(tmp_path):
     assert str(info.value).startswith(f"log.run.1:{num_lines}: torchrun rank 999999999999 is more than 65,535")
 
 
-@pytest.mark.parametrize("name, message", [
-    ("returnn.torch-distrib-0-999999999999.log", "world size 999999999999 is more than 65,536"),
-    ("returnn.torch-distrib-999999999999-999999999999.log", "world size 999999999999 is more than 65,536"),
-    ("returnn.torch-distrib-5-2.log", "rank 5 is outside the world size 2"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("returnn.torch-distrib-0-999999999999.log", "world size 999999999999 is more than 65,536"),
+        ("returnn.torch-distrib-999999999999-999999999999.log", "world size 999999999999 is more than 65,536"),
+        ("returnn.torch-distrib-5-2.log", "rank 5 is outside the world size 2"),
+    ],
+)
 def test_a_huge_world_size_in_a_name_is_refused_before_reading(tmp_path, name, message):
     paths = _two_rank_logs(tmp_path, name0=name)
     with pytest.raises(ValueError) as info:
@@ -124,8 +137,11 @@ def test_a_huge_world_size_in_a_name_is_refused_before_reading(tmp_path, name, m
 
 def test_missing_ranks_are_listed_bounded(tmp_path):
     paths = _two_rank_logs(tmp_path, name0="returnn.torch-distrib-0-60000.log")[:1]
-    with pytest.raises(ValueError, match=r"^logs of ranks \[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, \.\.\.\] \(59,999 in all\) "
-                                         r"of 60000 are missing"):
+    with pytest.raises(
+        ValueError,
+        match=r"^logs of ranks \[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, \.\.\.\] \(59,999 in all\) "
+        r"of 60000 are missing",
+    ):
         read_training_logs(paths)
 
 
@@ -135,7 +151,9 @@ def test_the_stdout_names_its_own_lines():
     lines = open(path).read().splitlines()
     log = read_training_logs([path])
     rec = log.ranks[1].sub_epochs[2]
-    assert lines[rec.line - 1].startswith("[default1]:") and " epoch 2" in lines[rec.line - 1].replace("ep 2", " epoch 2")
+    assert lines[rec.line - 1].startswith("[default1]:") and " epoch 2" in lines[rec.line - 1].replace(
+        "ep 2", " epoch 2"
+    )
 
 
 def test_a_few_kb_naming_thousands_of_ranks_and_sub_epochs_is_refused(tmp_path):
@@ -144,6 +162,9 @@ def test_a_few_kb_naming_thousands_of_ranks_and_sub_epochs_is_refused(tmp_path):
     with open(path, "w") as f:
         f.writelines(f"[default{r}]:start epoch 1 global train step 0\n" for r in range(1100))
         f.writelines(f"[default0]:start epoch {e} global train step 0\n" for e in range(2, 1001))
-    with pytest.raises(ValueError, match=r"^the logs name 1,000 sub-epochs of 1,100 ranks, 1,100,000 \(sub-epoch, "
-                                         r"rank\) records, more than the 1,048,576 a report holds; give the logs"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the logs name 1,000 sub-epochs of 1,100 ranks, 1,100,000 \(sub-epoch, "
+        r"rank\) records, more than the 1,048,576 a report holds; give the logs",
+    ):
         read_training_logs([str(path)])

@@ -61,11 +61,16 @@ def test_a_changed_file_in_the_sample_is_named(files, change):
     err = info.value
     assert [i for i, _ in err.changed] == [22]
     msg = str(err)
-    assert msg.startswith(f"sizes.npz is stale: 1 of {len(trees)} sampled entries changed since their sizes were "
-                          "computed (entry 22 ")
+    assert msg.startswith(
+        f"sizes.npz is stale: 1 of {len(trees)} sampled entries changed since their sizes were computed (entry 22 "
+    )
     assert "compute the sizes again" in msg
-    expected = {"resize": "51 bytes then, 55 now", "touch": "modified ", "replace": "modified ",
-                "remove": "cannot be stat-ed now: No such file or directory"}[change]
+    expected = {
+        "resize": "51 bytes then, 55 now",
+        "touch": "modified ",
+        "replace": "modified ",
+        "remove": "cannot be stat-ed now: No such file or directory",
+    }[change]
     assert expected in msg
     if change == "resize":
         assert "modified" not in msg or "then" in msg

@@ -36,7 +36,7 @@ def _stored_bins(path: str):
                 order = d["orders"][(epoch - 1) // p, 0 if sharded else r]
                 bnd = d["bounds"][(epoch - 1) // p, 0 if sharded else r]
                 b = (r * p if sharded else 0) + (epoch - 1) % p
-                out[r].append([keys[i] for i in order[bnd[b]:bnd[b + 1]].tolist()])
+                out[r].append([keys[i] for i in order[bnd[b] : bnd[b + 1]].tolist()])
     return out
 
 
@@ -49,7 +49,7 @@ def test_every_distribution_and_both_formats_are_pinned():
 def test_stored_plan_loads_with_its_settings_and_versions(name):
     fmt, rest = name.split("_", 1)
     distribution = max((d for d in CUTS if rest == d or rest.startswith(d + "_")), key=len)  # flexible_auto
-    mode = rest[len(distribution) + 1:]
+    mode = rest[len(distribution) + 1 :]
     path = os.path.join(_DIR, name + ".npz")
     head = read_plan_head(path)
     expected = PlanSettings.from_mode(sharding=mode or "sharded", distribution=distribution, **_made.SETTINGS)
@@ -78,8 +78,11 @@ def test_this_i6_shard_still_cuts_the_stored_bins(name):
     path = os.path.join(_DIR, name + ".npz")
     settings = read_plan_head(path).plan.settings
     plan = ShardPlan(_made.KEYS, _made.SIZES, settings)
-    now = [[plan.files_for(epoch=e, shard_index=r) for e in range(1, settings.num_epochs + 1)]
-           for r in range(settings.num_shards)]
+    now = [
+        [plan.files_for(epoch=e, shard_index=r) for e in range(1, settings.num_epochs + 1)]
+        for r in range(settings.num_shards)
+    ]
     assert now == _stored_bins(path), (
         f"{settings.distribution!r} now cuts other bins than the stored plan {name}: raise "
-        f"CUT_VERSIONS[{settings.distribution!r}] (now {CUT_VERSIONS[settings.distribution]})")
+        f"CUT_VERSIONS[{settings.distribution!r}] (now {CUT_VERSIONS[settings.distribution]})"
+    )

@@ -85,12 +85,20 @@ def test_assign_largest_first_fills_every_bin_even_with_empty_files():
     assert lpt_reference([5, 0, 0], 3, fewer_files_first=False) == [0, 1, 1]
 
 
-layouts = st.integers(1, 6).flatmap(lambda w: st.integers(1, 5).flatmap(lambda p: st.tuples(
-    st.just(w), st.just(p),
-    st.one_of(st.lists(st.integers(0, 10**12), min_size=w * p, max_size=w * p + 60),
-              st.lists(st.integers(0, 2), min_size=w * p, max_size=w * p + 60),
-              # one huge file up front: RETURNN's cut leaves the first groups with too few files
-              st.lists(st.integers(1, 3), min_size=w * p, max_size=w * p + 20).map(lambda s: [10**9] + s)))))
+layouts = st.integers(1, 6).flatmap(
+    lambda w: st.integers(1, 5).flatmap(
+        lambda p: st.tuples(
+            st.just(w),
+            st.just(p),
+            st.one_of(
+                st.lists(st.integers(0, 10**12), min_size=w * p, max_size=w * p + 60),
+                st.lists(st.integers(0, 2), min_size=w * p, max_size=w * p + 60),
+                # one huge file up front: RETURNN's cut leaves the first groups with too few files
+                st.lists(st.integers(1, 3), min_size=w * p, max_size=w * p + 20).map(lambda s: [10**9] + s),
+            ),
+        )
+    )
+)
 
 
 @settings(max_examples=examples(300))
@@ -101,13 +109,14 @@ def test_distribute_balanced_invariants(case):
     order, bounds = distribute_balanced(sizes, num_shards=num_shards, partition_epoch=partition_epoch)
     assert bounds.shape == (num_shards * partition_epoch + 1,) and bounds[0] == 0 and bounds[-1] == len(sizes)
     assert sorted(order.tolist()) == list(range(len(sizes)))  # every file exactly once
-    bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_shards * partition_epoch)]
+    bins = [order[bounds[b] : bounds[b + 1]].tolist() for b in range(num_shards * partition_epoch)]
     assert all(bins), "empty bin"
     assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
     # Sub-epoch s of all ranks (bins r*P + s) is one contiguous group of the given order,
     # unless RETURNN's own bins were kept (they drop less on some tiny inputs).
-    groups = [sorted(i for r in range(num_shards) for i in bins[r * partition_epoch + s])
-              for s in range(partition_epoch)]
+    groups = [
+        sorted(i for r in range(num_shards) for i in bins[r * partition_epoch + s]) for s in range(partition_epoch)
+    ]
     returnn_bins = distribute_evenly_by_size(sizes, num_bins=num_shards * partition_epoch)
     is_returnn = order.tolist() == list(range(len(sizes))) and bounds.tolist() == returnn_bins.tolist()
     assert is_returnn or sum(groups, []) == list(range(len(sizes)))
@@ -130,7 +139,7 @@ def test_groups_are_returnns_cut_unless_too_small(case):
 
 def mean_dropped(loads_per_sub_epoch):
     """Exact mean over sub-epochs of 1 - W*min/sum (0 for a sub-epoch without bytes)."""
-    fracs = [Fraction(sum(l) - len(l) * min(l), sum(l)) if sum(l) else Fraction(0) for l in loads_per_sub_epoch]
+    fracs = [Fraction(sum(ld) - len(ld) * min(ld), sum(ld)) if sum(ld) else Fraction(0) for ld in loads_per_sub_epoch]
     return sum(fracs) / len(fracs)
 
 
@@ -139,7 +148,7 @@ def mean_dropped(loads_per_sub_epoch):
 def test_never_drops_more_than_lpt_on_returnns_cut(case):
     num_shards, partition_epoch, sizes = case
     order, bounds = distribute_balanced(np.array(sizes), num_shards=num_shards, partition_epoch=partition_epoch)
-    bins = [sum(sizes[i] for i in order[bounds[b]:bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
+    bins = [sum(sizes[i] for i in order[bounds[b] : bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
     got = [[bins[r * partition_epoch + s] for r in range(num_shards)] for s in range(partition_epoch)]
     cut = group_bounds(np.array(sizes), num_groups=partition_epoch, min_group_size=num_shards).tolist()
     ref = [loads_of(sizes[a:b], lpt_reference(sizes[a:b], num_shards), num_shards) for a, b in zip(cut, cut[1:])]
@@ -150,17 +159,21 @@ def returnn_sub_epoch_loads(sizes, num_shards, partition_epoch):
     """Bytes per [sub-epoch][rank] of RETURNN's own DistributeFilesDataset cut (called on RETURNN)."""
     dfd = pytest.importorskip("returnn.datasets.distrib_files").DistributeFilesDataset
     keys = [f"f{i}" for i in range(len(sizes))]
-    bins = dfd._distribute_evenly_by_size(num_bins=num_shards * partition_epoch, file_sizes=dict(zip(keys, sizes)),
-                                          files_order=keys)
+    bins = dfd._distribute_evenly_by_size(
+        num_bins=num_shards * partition_epoch, file_sizes=dict(zip(keys, sizes)), files_order=keys
+    )
     size_of = dict(zip(keys, sizes))
-    return [[sum(size_of[k] for k in bins[r * partition_epoch + s]) for r in range(num_shards)]
-            for s in range(partition_epoch)]
+    return [
+        [sum(size_of[k] for k in bins[r * partition_epoch + s]) for r in range(num_shards)]
+        for s in range(partition_epoch)
+    ]
 
 
 def balanced_sub_epoch_loads(sizes, num_shards, partition_epoch):
-    order, bounds = distribute_balanced(np.array(sizes, dtype=np.int64), num_shards=num_shards,
-                                        partition_epoch=partition_epoch)
-    bins = [sum(sizes[i] for i in order[bounds[b]:bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
+    order, bounds = distribute_balanced(
+        np.array(sizes, dtype=np.int64), num_shards=num_shards, partition_epoch=partition_epoch
+    )
+    bins = [sum(sizes[i] for i in order[bounds[b] : bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
     return [[bins[r * partition_epoch + s] for r in range(num_shards)] for s in range(partition_epoch)]
 
 
@@ -168,14 +181,18 @@ def balanced_sub_epoch_loads(sizes, num_shards, partition_epoch):
 @given(layouts)
 def test_never_drops_more_than_returnns_distribution(case):
     num_shards, partition_epoch, sizes = case
-    assert mean_dropped(balanced_sub_epoch_loads(sizes, num_shards, partition_epoch)) <= \
-        mean_dropped(returnn_sub_epoch_loads(sizes, num_shards, partition_epoch))
+    assert mean_dropped(balanced_sub_epoch_loads(sizes, num_shards, partition_epoch)) <= mean_dropped(
+        returnn_sub_epoch_loads(sizes, num_shards, partition_epoch)
+    )
 
 
-@pytest.mark.parametrize("sizes, num_shards, partition_epoch", [
-    ([31, 74, 23, 35, 75, 55, 28, 34], 2, 4),
-    ([56, 60, 77, 30, 24, 2, 3, 94, 98, 13, 40, 72, 19, 95], 4, 3),
-])
+@pytest.mark.parametrize(
+    "sizes, num_shards, partition_epoch",
+    [
+        ([31, 74, 23, 35, 75, 55, 28, 34], 2, 4),
+        ([56, 60, 77, 30, 24, 2, 3, 94, 98, 13, 40, 72, 19, 95], 4, 3),
+    ],
+)
 def test_tiny_inputs_where_returnns_cut_drops_less_keep_it(sizes, num_shards, partition_epoch):
     # Largest-first per group loses here (21.7% against RETURNN's 16.9% in the first case).
     cut = group_bounds(np.array(sizes), num_groups=partition_epoch, min_group_size=num_shards).tolist()
@@ -238,11 +255,23 @@ def test_shard_plan_balanced_full_epochs(num_shards, partition_epoch, extra, see
     num_files = num_shards * partition_epoch + extra
     keys = [f"f{i}" for i in range(num_files)]
     sizes = lognormal_sizes(num_files, seed=seed)
-    plan = ShardPlan(keys, sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=shard_files, distribution="balanced", random_seed_offset=seed))
+    plan = ShardPlan(
+        keys,
+        sizes,
+        PlanSettings(
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            distrib_shard_files=shard_files,
+            distribution="balanced",
+            random_seed_offset=seed,
+        ),
+    )
     for full_epoch_0idx in range(2):
         first = full_epoch_0idx * partition_epoch + 1
-        per_rank = [[plan.files_for(epoch=e, shard_index=r) for e in range(first, first + partition_epoch)]
-                    for r in range(num_shards)]
+        per_rank = [
+            [plan.files_for(epoch=e, shard_index=r) for e in range(first, first + partition_epoch)]
+            for r in range(num_shards)
+        ]
         assert all(files for rank in per_rank for files in rank), "a rank has an empty sub-epoch"
         for r in range(num_shards):
             if shard_files:
@@ -257,10 +286,14 @@ def test_shard_plan_balanced_full_epochs(num_shards, partition_epoch, extra, see
 
 def test_shard_plan_balanced_layout_is_distribute_balanced_of_the_shuffle():
     sizes = lognormal_sizes(300, seed=5)
-    plan = ShardPlan([str(i) for i in range(300)], sizes, PlanSettings(num_shards=4, partition_epoch=3, distribution="balanced", random_seed_offset=11))
+    plan = ShardPlan(
+        [str(i) for i in range(300)],
+        sizes,
+        PlanSettings(num_shards=4, partition_epoch=3, distribution="balanced", random_seed_offset=11),
+    )
     shuffled = shuffle_order(300, seed=1 + 1 + 11)  # full epoch 1
     positions, bounds = distribute_balanced(sizes[shuffled], num_shards=4, partition_epoch=3)
     order, plan_bounds = plan.layout(full_epoch_0idx=1)
     assert order.tolist() == shuffled[positions].tolist() and plan_bounds.tolist() == bounds.tolist()
     # rank 2 reads bin 2*3 + 1 in sub-epoch 5 (the second of full epoch 1)
-    assert plan.files_for(epoch=5, shard_index=2) == [str(i) for i in shuffled[positions[bounds[7]:bounds[8]]]]
+    assert plan.files_for(epoch=5, shard_index=2) == [str(i) for i in shuffled[positions[bounds[7] : bounds[8]]]]

@@ -10,8 +10,15 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-from i6_shard.core.pure.batching import Batching, file_millisteps, order_variance, predict_dropped, rank_steps, \
-    seqs_per_batch_moments, simulate_num_batches
+from i6_shard.core.pure.batching import (
+    Batching,
+    file_millisteps,
+    order_variance,
+    predict_dropped,
+    rank_steps,
+    seqs_per_batch_moments,
+    simulate_num_batches,
+)
 
 
 def _returnn_batches(lengths, batching):
@@ -33,9 +40,14 @@ def test_port_equals_returnn_batching(seed):
     pytest.importorskip("returnn")
     rng = np.random.RandomState(seed)
     lengths = rng.randint(1, 120, size=rng.randint(1, 300)).tolist()
-    batching = Batching(batch_size=int(rng.choice([50, 300, 2000])) if seed % 3 else None,
-                        max_seqs=int(rng.choice([1, 5, 20])) if seed % 2 else None) if seed else \
-        Batching(batch_size=100, max_seqs=None)
+    batching = (
+        Batching(
+            batch_size=int(rng.choice([50, 300, 2000])) if seed % 3 else None,
+            max_seqs=int(rng.choice([1, 5, 20])) if seed % 2 else None,
+        )
+        if seed
+        else Batching(batch_size=100, max_seqs=None)
+    )
     assert simulate_num_batches(lengths, batching).tolist() == _returnn_batches(lengths, batching).tolist()
 
 
@@ -109,17 +121,31 @@ def test_plan_prediction_matches_simulation_of_its_sub_epochs():
     keys = [f"f{i}" for i in range(len(files))]
     frames = np.array([int(x.sum()) for x in files])
     seqs = np.array([len(x) for x in files])
-    plan = core.ShardPlan(keys, frames, core.PlanSettings(num_shards=4, partition_epoch=2, num_epochs=4,
-                                                          distribution="balanced", unit="frames"))
+    plan = core.ShardPlan(
+        keys,
+        frames,
+        core.PlanSettings(num_shards=4, partition_epoch=2, num_epochs=4, distribution="balanced", unit="frames"),
+    )
     batching = Batching(batch_size=1500, max_seqs=20)
     quantiles = length_quantiles(np.bincount(np.concatenate(files)))
     assert quantiles.shape == (NUM_LENGTH_QUANTILES,)
-    predicted = predict_plan_drop(plan, num_epochs=4, num_seqs=seqs, num_frames=frames, batching=batching,
-                                  file_lengths=files)["dropped"]
-    from_totals = predict_plan_drop(plan, num_epochs=4, num_seqs=seqs, num_frames=frames, batching=batching,
-                                    seq_length_quantiles=quantiles)["dropped"]
-    brute = np.array([_brute_drop([np.concatenate([files[i] for i in plan.file_indices_for(epoch=e, shard_index=r)])
-                                   for r in range(4)], batching, 40, rng) for e in range(1, 5)])
+    predicted = predict_plan_drop(
+        plan, num_epochs=4, num_seqs=seqs, num_frames=frames, batching=batching, file_lengths=files
+    )["dropped"]
+    from_totals = predict_plan_drop(
+        plan, num_epochs=4, num_seqs=seqs, num_frames=frames, batching=batching, seq_length_quantiles=quantiles
+    )["dropped"]
+    brute = np.array(
+        [
+            _brute_drop(
+                [np.concatenate([files[i] for i in plan.file_indices_for(epoch=e, shard_index=r)]) for r in range(4)],
+                batching,
+                40,
+                rng,
+            )
+            for e in range(1, 5)
+        ]
+    )
     assert abs(float(predicted.mean()) - float(brute.mean())) < 0.01, (predicted.tolist(), brute)
     assert float(np.mean(np.abs(predicted - brute))) < 0.02, (predicted.tolist(), brute)
     # From totals alone the model cannot see which rank drew the long sequences (more padding): coarser.
@@ -130,9 +156,12 @@ def _files(seed):
     """Files of few to many sequences whose lengths scale differently: frames, sequences and steps order them
     differently."""
     rng = np.random.RandomState(seed)
-    return [np.clip(np.round(rng.lognormal(np.log(rng.choice([5, 20, 60, 150])), 0.7,
-                                           size=int(rng.randint(1, 120)))), 1, 400).astype(np.int64)
-            for _ in range(8)]
+    return [
+        np.clip(
+            np.round(rng.lognormal(np.log(rng.choice([5, 20, 60, 150])), 0.7, size=int(rng.randint(1, 120)))), 1, 400
+        ).astype(np.int64)
+        for _ in range(8)
+    ]
 
 
 def _brute_steps(lengths, batching, rng, trials=30):
@@ -142,13 +171,20 @@ def _brute_steps(lengths, batching, rng, trials=30):
 
 def _misordered(cost, brute, *, margin):
     """Pairs of files that brute force orders by more than ``margin`` (relative + 1 step) but ``cost`` not."""
-    return [(i, j) for i in range(len(cost)) for j in range(len(cost))
-            if brute[i] > brute[j] + margin * max(brute[i], brute[j]) + 1.0 and not cost[i] > cost[j]]
+    return [
+        (i, j)
+        for i in range(len(cost))
+        for j in range(len(cost))
+        if brute[i] > brute[j] + margin * max(brute[i], brute[j]) + 1.0 and not cost[i] > cost[j]
+    ]
 
 
 @settings(max_examples=examples(20), deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), batch_size=st.sampled_from([None, 300, 1000, 4000]),
-       max_seqs=st.sampled_from([None, 4, 20, 100]))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    batch_size=st.sampled_from([None, 300, 1000, 4000]),
+    max_seqs=st.sampled_from([None, 4, 20, 100]),
+)
 def test_steps_cost_orders_files_like_brute_force_batching(seed, batch_size, max_seqs):
     if batch_size is None and max_seqs is None:
         max_seqs = 10
@@ -167,7 +203,10 @@ def test_steps_order_files_where_frames_and_seqs_do_not():
     for seed in range(6):
         files = _files(seed)
         brute = [_brute_steps(x, batching, np.random.RandomState(seed)) for x in files]
-        for name, cost in (("frames", [int(x.sum()) for x in files]), ("seqs", [len(x) for x in files]),
-                           ("steps", file_millisteps(files, batching).tolist())):
+        for name, cost in (
+            ("frames", [int(x.sum()) for x in files]),
+            ("seqs", [len(x) for x in files]),
+            ("steps", file_millisteps(files, batching).tolist()),
+        ):
             wrong[name] += len(_misordered(cost, brute, margin=0.1))
     assert wrong["steps"] == 0 and wrong["frames"] > 0 and wrong["seqs"] > 0, wrong

@@ -50,9 +50,10 @@ def brute_force(plan, node_cache, num_epochs, constant=None):
             else:
                 row_held.append(0)
                 row_files.append(0)
-                row_shared.append(sum(int(plan.costs[i]) for r in ranks
-                                      for i in plan.file_indices_for(epoch=e, shard_index=r))
-                                  + len(ranks) * sum(constant.values()))
+                row_shared.append(
+                    sum(int(plan.costs[i]) for r in ranks for i in plan.file_indices_for(epoch=e, shard_index=r))
+                    + len(ranks) * sum(constant.values())
+                )
         held.append(row_held)
         files.append(row_files)
         shared.append(row_shared)
@@ -65,8 +66,11 @@ def footprint_cases(draw):
     settings_ = PlanSettings(**kwargs)
     num_files = draw(st.integers(settings_.num_bins, settings_.num_bins + 12))
     pool = draw(st.sampled_from([None, 3, 6]))  # None: every key once; else keys drawn from a few, with repeats
-    keys = [f"f{i}" for i in range(num_files)] if pool is None else \
-        draw(st.lists(st.sampled_from([f"k{i}" for i in range(pool)]), min_size=num_files, max_size=num_files))
+    keys = (
+        [f"f{i}" for i in range(num_files)]
+        if pool is None
+        else draw(st.lists(st.sampled_from([f"k{i}" for i in range(pool)]), min_size=num_files, max_size=num_files))
+    )
     sizes = draw(st.lists(st.integers(0, 1000), min_size=num_files, max_size=num_files))
     return ShardPlan(keys, sizes, settings_), draw(node_caches(max_ranks_per_node=kwargs["num_shards"] + 1))
 
@@ -96,8 +100,12 @@ def test_footprint_equals_a_brute_force_count_over_the_bins(case):
 @given(footprint_cases())
 def test_stored_layouts_give_the_same_footprint(case):
     plan, node_cache = case
-    if node_cache.preload_next_n_sub_epochs and plan.settings.seq_ordering == "random" and \
-            plan.settings.random_seed_offset > 2**31 and plan.settings.fixed_random_seed is None:
+    if (
+        node_cache.preload_next_n_sub_epochs
+        and plan.settings.seq_ordering == "random"
+        and plan.settings.random_seed_offset > 2**31
+        and plan.settings.fixed_random_seed is None
+    ):
         return  # preloads past num_epochs may need seeds beyond numpy's range (the test above covers that)
     stored = {}
 
@@ -115,14 +123,16 @@ def test_stored_layouts_give_the_same_footprint(case):
 
 def test_footprint_by_hand_with_a_preload_across_the_full_epoch_boundary():
     # default order: bins [a] [b] [c] [d] every full epoch; rank 0 reads a, b; rank 1 reads c, d.
-    plan = ShardPlan(list("abcd"), [1, 10, 100, 1000],
-                     PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default"))
+    plan = ShardPlan(
+        list("abcd"), [1, 10, 100, 1000], PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default")
+    )
     one_per_node = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=1), num_epochs=3)
     assert one_per_node.held_bytes.tolist() == [[11, 1100], [11, 1100], [11, 1100]]
     # epoch 2 preloads epoch 3, whose file (a, resp. c) the node still holds for epoch 1's dataset: no new reads
     assert one_per_node.shared_fs_bytes.tolist() == [[11, 1100], [0, 0], [0, 0]]
-    no_preload = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2, preload_next_n_sub_epochs=0),
-                                         num_epochs=2)
+    no_preload = compute_cache_footprint(
+        plan, node_cache=NodeCache(ranks_per_node=2, preload_next_n_sub_epochs=0), num_epochs=2
+    )
     assert no_preload.held_bytes.tolist() == [[101], [1010]] and no_preload.peak_place == (2, 0)
     direct = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2, cached_file=False), num_epochs=2)
     assert direct.peak_bytes == 0 and direct.shared_fs_bytes.tolist() == [[101], [1010]]
@@ -130,10 +140,20 @@ def test_footprint_by_hand_with_a_preload_across_the_full_epoch_boundary():
 
 def test_two_ranks_of_a_node_share_one_copy_unsharded():
     # unsharded, same seed on all ranks: both ranks of the node read the same files, cached once
-    plan = ShardPlan(list("abcd"), [1, 2, 3, 4], PlanSettings(
-        num_shards=2, partition_epoch=2, distrib_shard_files=False, same_seed_on_all_ranks=True, random_seed_offset=5))
-    fp = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2, preload_next_n_sub_epochs=0),
-                                 num_epochs=2)
+    plan = ShardPlan(
+        list("abcd"),
+        [1, 2, 3, 4],
+        PlanSettings(
+            num_shards=2,
+            partition_epoch=2,
+            distrib_shard_files=False,
+            same_seed_on_all_ranks=True,
+            random_seed_offset=5,
+        ),
+    )
+    fp = compute_cache_footprint(
+        plan, node_cache=NodeCache(ranks_per_node=2, preload_next_n_sub_epochs=0), num_epochs=2
+    )
     per_rank = [sum(plan.costs[plan.file_indices_for(epoch=e, shard_index=0)]) for e in (1, 2)]
     assert fp.held_bytes[:, 0].tolist() == per_rank
     direct = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2, cached_file=False), num_epochs=2)
@@ -148,13 +168,15 @@ def test_node_cache_checks_its_values():
     with pytest.raises(TypeError, match="cached_file='yes' has type str"):
         NodeCache(ranks_per_node=1, cached_file="yes")
     with pytest.raises(TypeError, match="must be a NodeCache"):
-        compute_cache_footprint(ShardPlan(["a"], [1], PlanSettings(num_shards=1, partition_epoch=1)),
-                                node_cache=4, num_epochs=1)
+        compute_cache_footprint(
+            ShardPlan(["a"], [1], PlanSettings(num_shards=1, partition_epoch=1)), node_cache=4, num_epochs=1
+        )
     assert NodeCache(ranks_per_node=np.int64(4)).ranks_per_node == 4
 
 
-@pytest.mark.parametrize("text, expected", [("123", 123), ("2k", 2048), ("1.5 GiB", 3 * 2**29), ("800gb", 8 * 10**11),
-                                            ("2T", 2 * 2**40)])
+@pytest.mark.parametrize(
+    "text, expected", [("123", 123), ("2k", 2048), ("1.5 GiB", 3 * 2**29), ("800gb", 8 * 10**11), ("2T", 2 * 2**40)]
+)
 def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 
@@ -167,11 +189,15 @@ def test_parse_bytes_rejects(text):
 
 def test_partition_epochs_fitting_is_the_footprint_of_each_candidate():
     rng = np.random.RandomState(3)
-    plan = ShardPlan([f"f{i}" for i in range(60)], rng.randint(1, 1000, size=60),
-                     PlanSettings(num_shards=4, partition_epoch=2, num_epochs=4))
+    plan = ShardPlan(
+        [f"f{i}" for i in range(60)],
+        rng.randint(1, 1000, size=60),
+        PlanSettings(num_shards=4, partition_epoch=2, num_epochs=4),
+    )
     node_cache = NodeCache(ranks_per_node=2)
-    candidates = partition_epoch_candidates(num_files=60, settings=plan.settings, cache_size=5000,
-                                            total_bytes=int(plan.costs.sum()), node_cache=node_cache)
+    candidates = partition_epoch_candidates(
+        num_files=60, settings=plan.settings, cache_size=5000, total_bytes=int(plan.costs.sum()), node_cache=node_cache
+    )
     assert plan.partition_epoch in candidates and max(candidates) <= 15
     rows = partition_epochs_fitting(plan, node_cache=node_cache, cache_size=5000, candidates=candidates + [16])
     by_p = {row["partition_epoch"]: row for row in rows}
@@ -203,9 +229,15 @@ def _returnn_held_files(keys, sizes, settings_, *, preload, num_epochs):
         for rank in range(settings_.num_shards):
             config = Config({"__debug_dummy_distributed_rank_and_size": (rank, settings_.num_shards)})
             with global_config_ctx(config):
-                dataset = new_dataset(paths, get_sub_epoch_dataset=placeholder_sub_epoch_dataset,
-                                      partition_epoch=settings_.partition_epoch, distrib_shard_files=True,
-                                      sharding_fix=True, seq_ordering="random", preload_next_n_sub_epochs=preload)
+                dataset = new_dataset(
+                    paths,
+                    get_sub_epoch_dataset=placeholder_sub_epoch_dataset,
+                    partition_epoch=settings_.partition_epoch,
+                    distrib_shard_files=True,
+                    sharding_fix=True,
+                    seq_ordering="random",
+                    preload_next_n_sub_epochs=preload,
+                )
                 got = []
                 for epoch in range(1, num_epochs + 1):
                     dataset.init_seq_order(epoch=epoch)
@@ -217,10 +249,17 @@ def _returnn_held_files(keys, sizes, settings_, *, preload, num_epochs):
 
 
 @settings(max_examples=examples(8))
-@given(num_shards=st.integers(1, 4), partition_epoch=st.integers(1, 3), ranks_per_node=st.integers(1, 3),
-       preload=st.integers(0, 2), extra=st.integers(0, 6), seed=st.integers(0, 2**16))
-def test_held_files_are_those_of_the_sub_epoch_datasets_returnn_keeps(num_shards, partition_epoch, ranks_per_node,
-                                                                       preload, extra, seed):
+@given(
+    num_shards=st.integers(1, 4),
+    partition_epoch=st.integers(1, 3),
+    ranks_per_node=st.integers(1, 3),
+    preload=st.integers(0, 2),
+    extra=st.integers(0, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_held_files_are_those_of_the_sub_epoch_datasets_returnn_keeps(
+    num_shards, partition_epoch, ranks_per_node, preload, extra, seed
+):
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
     rng = np.random.RandomState(seed)
     num_files = num_shards * partition_epoch + extra
@@ -246,21 +285,27 @@ def test_default_preload_is_returnns():
     from tests.returnn_ranks import placeholder_sub_epoch_dataset
 
     def preload(**opts):
-        return DistributeFilesDataset(files=["/nonexistent"], get_sub_epoch_dataset=placeholder_sub_epoch_dataset,
-                                      **opts).preload_next_n_sub_epochs
+        return DistributeFilesDataset(
+            files=["/nonexistent"], get_sub_epoch_dataset=placeholder_sub_epoch_dataset, **opts
+        ).preload_next_n_sub_epochs
 
     assert preload() == DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS == 1
     assert preload(use_worker_proc=False) == 0
 
 
 @settings(max_examples=examples(60))
-@given(footprint_cases(), st.dictionaries(st.sampled_from(["const/a", "const/b", "const/c"]), st.integers(0, 500),
-                                          min_size=1))
+@given(
+    footprint_cases(),
+    st.dictionaries(st.sampled_from(["const/a", "const/b", "const/c"]), st.integers(0, 500), min_size=1),
+)
 def test_files_the_sub_epoch_dataset_adds_to_every_sub_epoch_are_held_and_read(case, constant):
     plan, node_cache = case
-    with_constant = NodeCache(ranks_per_node=node_cache.ranks_per_node,
-                              preload_next_n_sub_epochs=node_cache.preload_next_n_sub_epochs,
-                              cached_file=node_cache.cached_file, constant_bytes=sum(constant.values()))
+    with_constant = NodeCache(
+        ranks_per_node=node_cache.ranks_per_node,
+        preload_next_n_sub_epochs=node_cache.preload_next_n_sub_epochs,
+        cached_file=node_cache.cached_file,
+        constant_bytes=sum(constant.values()),
+    )
     num_epochs = plan.settings.num_epochs
     try:
         held, _, shared = brute_force(plan, node_cache, num_epochs, constant=constant)

@@ -61,13 +61,22 @@ def resume_cases(draw):
     old_shards, new_shards = draw(st.integers(1, 5)), draw(st.integers(1, 5))
     num_files = draw(st.integers(max(old_shards, new_shards) * partition_epoch, 40))
     sizes = draw(st.lists(st.integers(0, 100), min_size=num_files, max_size=num_files))
-    common = dict(partition_epoch=partition_epoch, seq_ordering=draw(st.sampled_from(["random", "default"])),
-                  random_seed_offset=draw(st.integers(0, 20)))
+    common = dict(
+        partition_epoch=partition_epoch,
+        seq_ordering=draw(st.sampled_from(["random", "default"])),
+        random_seed_offset=draw(st.integers(0, 20)),
+    )
     keys = [f"f{i}" for i in range(num_files)]
-    old = ShardPlan(keys, sizes, PlanSettings(num_shards=old_shards, distribution=draw(st.sampled_from(
-        ["returnn", "balanced"])), **common))
-    new = ShardPlan(keys, sizes, PlanSettings(num_shards=new_shards, distribution=draw(st.sampled_from(
-        ["returnn", "balanced"])), **common))
+    old = ShardPlan(
+        keys,
+        sizes,
+        PlanSettings(num_shards=old_shards, distribution=draw(st.sampled_from(["returnn", "balanced"])), **common),
+    )
+    new = ShardPlan(
+        keys,
+        sizes,
+        PlanSettings(num_shards=new_shards, distribution=draw(st.sampled_from(["returnn", "balanced"])), **common),
+    )
     return old, new, draw(st.integers(1, 3 * partition_epoch + 1))
 
 
@@ -80,8 +89,13 @@ def test_compare_equals_a_brute_force_count_over_files_for(case):
     first, last = k * part + 1, (k + 1) * part
     change = compare_plans(old, new, resume_epoch=resume)
     old_reads = plan_reads(old, range(first, resume))
-    check_change(change, old_reads, plan_reads(new, range(resume, last + 1)), plan_reads(old, range(resume, last + 1)),
-                 keys=old.keys)
+    check_change(
+        change,
+        old_reads,
+        plan_reads(new, range(resume, last + 1)),
+        plan_reads(old, range(resume, last + 1)),
+        keys=old.keys,
+    )
     # At the boundaries every file is read once: none twice, none never.
     assert [e for e, _ in change.boundaries] == [first] + ([last + 1] if resume != first else [])
     assert all(affected == () for _, affected in change.boundaries)
@@ -132,12 +146,18 @@ def returnn_reads(paths, *, num_shards, partition_epoch, epochs, seed_offset):
 
     out = {}
     for rank in range(num_shards):
-        config = Config({"__debug_dummy_distributed_rank_and_size": (rank, num_shards),
-                         "dataset_random_seed_offset": seed_offset})
+        config = Config(
+            {"__debug_dummy_distributed_rank_and_size": (rank, num_shards), "dataset_random_seed_offset": seed_offset}
+        )
         with global_config_ctx(config):
-            dataset = new_dataset(paths, get_sub_epoch_dataset=placeholder_sub_epoch_dataset,
-                                  partition_epoch=partition_epoch, distrib_shard_files=True, sharding_fix=True,
-                                  seq_ordering="random")
+            dataset = new_dataset(
+                paths,
+                get_sub_epoch_dataset=placeholder_sub_epoch_dataset,
+                partition_epoch=partition_epoch,
+                distrib_shard_files=True,
+                sharding_fix=True,
+                seq_ordering="random",
+            )
             assert (dataset._shard_index, dataset._num_shards) == (rank, num_shards)
             for epoch in epochs:
                 dataset.init_seq_order(epoch=epoch)
@@ -147,8 +167,13 @@ def returnn_reads(paths, *, num_shards, partition_epoch, epochs, seed_offset):
 
 
 @settings(max_examples=examples(6))
-@given(partition_epoch=st.integers(2, 4), extra=st.integers(0, 20), seed=st.integers(0, 2**16),
-       seed_offset=st.integers(0, 9), data=st.data())
+@given(
+    partition_epoch=st.integers(2, 4),
+    extra=st.integers(0, 20),
+    seed=st.integers(0, 2**16),
+    seed_offset=st.integers(0, 9),
+    data=st.data(),
+)
 def test_8_to_6_ranks_agrees_with_what_returnn_reads(partition_epoch, extra, seed, seed_offset, data):
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
     old_shards, new_shards = data.draw(st.sampled_from([(8, 6), (6, 8)]), label="num_shards old, new")

@@ -14,8 +14,9 @@ from i6_shard.core.pure.consumption import dropped_share, expected_steps, infer_
 def consumption(draw):
     """(consumed, available) per (sub-epoch, rank), consumed <= available, some unknown (-1)."""
     num_epochs, num_ranks = draw(st.integers(1, 5)), draw(st.integers(1, 6))
-    available = np.array(draw(st.lists(st.integers(0, 10**6), min_size=num_epochs * num_ranks,
-                                       max_size=num_epochs * num_ranks))).reshape(num_epochs, num_ranks)
+    available = np.array(
+        draw(st.lists(st.integers(0, 10**6), min_size=num_epochs * num_ranks, max_size=num_epochs * num_ranks))
+    ).reshape(num_epochs, num_ranks)
     share = np.array(draw(st.lists(st.floats(0, 1), min_size=available.size, max_size=available.size)))
     consumed = np.floor(available * share.reshape(available.shape)).astype(np.int64)
     unknown = np.array(draw(st.lists(st.booleans(), min_size=available.size, max_size=available.size)))
@@ -57,16 +58,25 @@ def test_bad_shapes_and_rates_are_refused():
     assert np.isnan(expected_steps(np.array([[0, 0]]), np.array([[0, 0]]), np.array([[5, 5]]))).all()
 
 
-@given(num_shards=st.integers(1, 4), partition_epoch=st.integers(1, 5), extra=st.integers(0, 20),
-       seed=st.integers(0, 100), more_epochs=st.integers(1, 6))
+@given(
+    num_shards=st.integers(1, 4),
+    partition_epoch=st.integers(1, 5),
+    extra=st.integers(0, 20),
+    seed=st.integers(0, 100),
+    more_epochs=st.integers(1, 6),
+)
 def test_partition_epoch_is_read_back_from_the_bins_of_a_plan(num_shards, partition_epoch, extra, seed, more_epochs):
     num_files = num_shards * partition_epoch + extra
     keys = [f"f{i}" for i in range(num_files)]
-    plan = ShardPlan(keys, np.random.RandomState(seed).randint(1, 1000, size=num_files),
-                     PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, random_seed_offset=seed))
+    plan = ShardPlan(
+        keys,
+        np.random.RandomState(seed).randint(1, 1000, size=num_files),
+        PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, random_seed_offset=seed),
+    )
     epochs = partition_epoch + more_epochs
-    per_epoch = [[k for r in range(num_shards) for k in plan.files_for(epoch=e, shard_index=r)]
-                 for e in range(1, epochs + 1)]
+    per_epoch = [
+        [k for r in range(num_shards) for k in plan.files_for(epoch=e, shard_index=r)] for e in range(1, epochs + 1)
+    ]
     assert infer_partition_epoch(per_epoch) == partition_epoch
     assert infer_partition_epoch(per_epoch[:partition_epoch]) is None  # no sub-epoch after the first full epoch
     counts = read_counts(per_epoch[:partition_epoch])

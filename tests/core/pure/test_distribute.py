@@ -14,17 +14,21 @@ from i6_shard.core.pure import check_enough_files, full_epoch_seed, shuffle_orde
 from i6_shard.core import distribute_evenly_by_size
 from tests.strategies import file_sizes
 
+
 def returnn_bins(files: List[str], sizes_by_name: dict, num_bins: int) -> List[List[str]]:
     """RETURNN's own bins; only the parity tests need RETURNN, the invariants run without it."""
-    distrib_files = pytest.importorskip("returnn.datasets.distrib_files",
-                                        reason="parity tests need RETURNN: pip install returnn dm-tree")
+    distrib_files = pytest.importorskip(
+        "returnn.datasets.distrib_files", reason="parity tests need RETURNN: pip install returnn dm-tree"
+    )
     return distrib_files.DistributeFilesDataset._distribute_evenly_by_size(
-        num_bins=num_bins, file_sizes=sizes_by_name, files_order=files)
+        num_bins=num_bins, file_sizes=sizes_by_name, files_order=files
+    )
 
 
 def our_bins(files: List[str], sizes_by_name: dict, num_bins: int) -> List[List[str]]:
-    bounds = distribute_evenly_by_size(np.array([sizes_by_name[f] for f in files], dtype=np.int64),
-                                       num_bins=num_bins).tolist()
+    bounds = distribute_evenly_by_size(
+        np.array([sizes_by_name[f] for f in files], dtype=np.int64), num_bins=num_bins
+    ).tolist()
     assert len(bounds) == num_bins + 1
     return [files[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -109,8 +113,11 @@ def test_edge_cases_num_bins_equal_num_files_and_one_bin():
 
 
 def test_too_few_files_names_the_values_and_the_fix():
-    with pytest.raises(ValueError, match=r"3 files cannot fill num_shards\*partition_epoch=2\*2=4 bins.*"
-                                         r"partition_epoch to at most 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"3 files cannot fill num_shards\*partition_epoch=2\*2=4 bins.*"
+        r"partition_epoch to at most 1",
+    ):
         check_enough_files(3, num_shards=2, partition_epoch=2)
     with pytest.raises(ValueError, match="3 files cannot fill num_bins=4"):
         distribute_evenly_by_size(np.array([1, 2, 3]), num_bins=4)
@@ -155,8 +162,9 @@ def test_shuffle_order_is_returnn_list_shuffle(num_files, seed):
 
 
 def test_full_epoch_seed_matches_returnn_dataset():
-    Dataset = pytest.importorskip("returnn.datasets.basic", reason="parity tests need RETURNN: pip install returnn "
-                                  "dm-tree").Dataset
+    Dataset = pytest.importorskip(
+        "returnn.datasets.basic", reason="parity tests need RETURNN: pip install returnn dm-tree"
+    ).Dataset
 
     for partition_epoch, offset, fixed in [(1, 0, None), (5, 0, None), (3, 16127, None), (4, 0, 42)]:
         ds = Dataset(partition_epoch=partition_epoch, random_seed_offset=offset, fixed_random_seed=fixed)

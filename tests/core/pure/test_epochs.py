@@ -24,7 +24,11 @@ from i6_shard.core.pure.epochs import num_epochs_for_passes, passes_for_num_epoc
 def test_passes_match_reads_in_plan(num_shards, partition_epoch, num_full_epochs, distrib_shard_files, seed):
     num_files = num_shards * partition_epoch + 3
     sizes = np.random.RandomState(seed).randint(1, 100, size=num_files)
-    plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=distrib_shard_files))
+    plan = ShardPlan(
+        [f"f{i}" for i in range(num_files)],
+        sizes,
+        PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=distrib_shard_files),
+    )
     num_epochs = num_full_epochs * partition_epoch
     reads = np.zeros(num_files, dtype=np.int64)
     for epoch in range(1, num_epochs + 1):
@@ -38,8 +42,12 @@ def test_passes_match_reads_in_plan(num_shards, partition_epoch, num_full_epochs
     assert num_epochs_for_passes(passes, **kwargs) == num_epochs
 
 
-@given(num_epochs=st.integers(1, 500), partition_epoch=st.integers(1, 50), num_shards=st.integers(1, 16),
-       distrib_shard_files=st.booleans())
+@given(
+    num_epochs=st.integers(1, 500),
+    partition_epoch=st.integers(1, 50),
+    num_shards=st.integers(1, 16),
+    distrib_shard_files=st.booleans(),
+)
 def test_round_trip(num_epochs, partition_epoch, num_shards, distrib_shard_files):
     kwargs = dict(partition_epoch=partition_epoch, num_shards=num_shards, distrib_shard_files=distrib_shard_files)
     passes = passes_for_num_epochs(num_epochs, **kwargs)

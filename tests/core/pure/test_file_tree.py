@@ -83,8 +83,13 @@ BAD_LEAVES = [
 
 
 def _place(bad, good, how):
-    return {"bare": lambda: bad, "list": lambda: [good, bad], "tuple": lambda: (bad, good),
-            "dict": lambda: {"a": good, "b": bad}, "deep": lambda: [good, {"k": (good, [bad])}]}[how]()
+    return {
+        "bare": lambda: bad,
+        "list": lambda: [good, bad],
+        "tuple": lambda: (bad, good),
+        "dict": lambda: {"a": good, "b": bad},
+        "deep": lambda: [good, {"k": (good, [bad])}],
+    }[how]()
 
 
 @given(

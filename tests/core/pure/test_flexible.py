@@ -19,26 +19,42 @@ from i6_shard.core.io import lognormal_sizes
 from i6_shard.core.pure import DISTRIBUTIONS, cut_full_epoch, distribute_evenly_by_size, shuffle_order
 from i6_shard.core.pure.balanced import distribute_balanced, group_bounds
 from i6_shard.core.pure.flexible import (
-    _kept_bound, _most_loaded, _raise_smallest, _running_top_k, _top_k_of, check_max_sub_epoch_deviation,
-    distribute_flexible, full_epoch_dropped, search_cut, sub_epoch_size_range)
+    _kept_bound,
+    _most_loaded,
+    _raise_smallest,
+    _running_top_k,
+    _top_k_of,
+    check_max_sub_epoch_deviation,
+    distribute_flexible,
+    full_epoch_dropped,
+    search_cut,
+    sub_epoch_size_range,
+)
 
 
 def loads_of(sizes, order, bounds, num_shards, partition_epoch):
     """[sub-epoch][rank] -> sum of sizes, with Python ints (bin r*P + s is rank r, sub-epoch s)."""
-    bins = [sum(int(sizes[i]) for i in order[bounds[b]:bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
+    bins = [sum(int(sizes[i]) for i in order[bounds[b] : bounds[b + 1]]) for b in range(num_shards * partition_epoch)]
     return [[bins[r * partition_epoch + s] for r in range(num_shards)] for s in range(partition_epoch)]
 
 
 def dropped(loads):
     """Exact sum over sub-epochs of 1 - W*min/sum (0 for a sub-epoch without cost)."""
-    return sum((Fraction(sum(l) - len(l) * min(l), sum(l)) if sum(l) else Fraction(0) for l in loads), Fraction(0))
+    return sum(
+        (Fraction(sum(ld) - len(ld) * min(ld), sum(ld)) if sum(ld) else Fraction(0) for ld in loads), Fraction(0)
+    )
 
 
 def groups_of(order, bounds, num_shards, partition_epoch):
     """Sorted positions of each sub-epoch (all ranks)."""
-    return [sorted(int(i) for r in range(num_shards)
-                   for i in order[bounds[r * partition_epoch + s]:bounds[r * partition_epoch + s + 1]])
-            for s in range(partition_epoch)]
+    return [
+        sorted(
+            int(i)
+            for r in range(num_shards)
+            for i in order[bounds[r * partition_epoch + s] : bounds[r * partition_epoch + s + 1]]
+        )
+        for s in range(partition_epoch)
+    ]
 
 
 def check_bins(order, bounds, num_files, num_shards, partition_epoch):
@@ -47,7 +63,7 @@ def check_bins(order, bounds, num_files, num_shards, partition_epoch):
     assert order.dtype == np.int64 and bounds.dtype == np.int64
     assert bounds.shape == (num_bins + 1,) and bounds[0] == 0 and bounds[-1] == num_files
     assert sorted(order.tolist()) == list(range(num_files)), "every file exactly once"
-    bins = [order[bounds[b]:bounds[b + 1]].tolist() for b in range(num_bins)]
+    bins = [order[bounds[b] : bounds[b + 1]].tolist() for b in range(num_bins)]
     assert all(bins), "empty bin"
     assert all(b == sorted(b) for b in bins), "a bin does not keep the given order"
 
@@ -57,14 +73,23 @@ def is_contiguous_split(groups, num_files):
 
 
 # Small size alphabets force ties; a huge file up front or in the middle exceeds any rank's share.
-layouts = st.integers(1, 5).flatmap(lambda w: st.integers(1, 4).flatmap(lambda p: st.tuples(
-    st.just(w), st.just(p),
-    st.one_of(st.lists(st.integers(0, 10**12), min_size=w * p, max_size=w * p + 60),
-              st.lists(st.integers(0, 2), min_size=w * p, max_size=w * p + 60),
-              st.lists(st.integers(1, 3), min_size=w * p, max_size=w * p + 40).map(lambda s: [10**4] + s),
-              st.lists(st.integers(1, 40), min_size=w * p, max_size=w * p + 80).flatmap(
-                  lambda s: st.integers(0, len(s)).map(lambda i: s[:i] + [60 + 7 * len(s)] + s[i:]))),
-    st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9]))))
+layouts = st.integers(1, 5).flatmap(
+    lambda w: st.integers(1, 4).flatmap(
+        lambda p: st.tuples(
+            st.just(w),
+            st.just(p),
+            st.one_of(
+                st.lists(st.integers(0, 10**12), min_size=w * p, max_size=w * p + 60),
+                st.lists(st.integers(0, 2), min_size=w * p, max_size=w * p + 60),
+                st.lists(st.integers(1, 3), min_size=w * p, max_size=w * p + 40).map(lambda s: [10**4] + s),
+                st.lists(st.integers(1, 40), min_size=w * p, max_size=w * p + 80).flatmap(
+                    lambda s: st.integers(0, len(s)).map(lambda i: s[:i] + [60 + 7 * len(s)] + s[i:])
+                ),
+            ),
+            st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9]),
+        )
+    )
+)
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -87,11 +112,10 @@ def test_invariants_and_never_worse_than_balanced(case):
     if not (np.array_equal(order, today[0]) and np.array_equal(bounds, today[1])):
         groups = groups_of(order, bounds, num_shards, partition_epoch)
         assert is_contiguous_split(groups, len(sizes))
-        low, high = sub_epoch_size_range(sum(sizes), partition_epoch=partition_epoch,
-                                         max_sub_epoch_deviation=deviation)
+        low, high = sub_epoch_size_range(sum(sizes), partition_epoch=partition_epoch, max_sub_epoch_deviation=deviation)
         start = group_bounds(arr, num_groups=partition_epoch, min_group_size=num_shards).tolist()
         for s, group in enumerate(groups):
-            size, start_size = sum(sizes[i] for i in group), sum(sizes[start[s]:start[s + 1]])
+            size, start_size = sum(sizes[i] for i in group), sum(sizes[start[s] : start[s + 1]])
             assert min(low, start_size) <= size <= max(high, start_size), (s, size, low, high, start_size)
 
 
@@ -122,11 +146,12 @@ def test_issue_like_corpus_drops_at_most_half_of_the_balanced_split():
         flex += dropped(loads_of(shuffled, order, bounds, 4, 3))
         today += dropped(loads_of(shuffled, *distribute_balanced(shuffled, **kw), 4, 3))
         low, high = sub_epoch_size_range(int(shuffled.sum()), partition_epoch=3, max_sub_epoch_deviation=0.25)
-        assert all(low <= sum(l) <= high for l in loads_of(shuffled, order, bounds, 4, 3))
+        assert all(low <= sum(ld) <= high for ld in loads_of(shuffled, order, bounds, 4, 3))
     assert flex <= today / 2
 
 
 # --- the stated bounds, against exact solvers on small inputs ------------------------------------------
+
 
 def best_min(sizes, num_shards):
     """The largest smallest-rank load over all assignments of ``sizes`` to the ranks (brute force)."""
@@ -148,17 +173,31 @@ def best_split(sizes, num_shards, partition_epoch, low, high):
         groups = [sizes[a:b] for a, b in zip(cut, cut[1:])]
         if any(len(g) < num_shards or not low <= sum(g) <= high for g in groups):
             continue
-        loss = sum((Fraction(sum(g) - num_shards * best_min(g, num_shards), sum(g)) if sum(g) else Fraction(0)
-                    for g in groups), Fraction(0))
+        loss = sum(
+            (
+                Fraction(sum(g) - num_shards * best_min(g, num_shards), sum(g)) if sum(g) else Fraction(0)
+                for g in groups
+            ),
+            Fraction(0),
+        )
         best = loss if best is None or loss < best else best
     return best
 
 
-small_layouts = st.integers(2, 3).flatmap(lambda w: st.integers(1, 3).flatmap(lambda p: st.tuples(
-    st.just(w), st.just(p),
-    st.one_of(st.lists(st.integers(1, 30), min_size=w * p, max_size=min(9, w * p + 4)),
-              st.lists(st.integers(1, 4), min_size=w * p, max_size=min(9, w * p + 4)).flatmap(
-                  lambda s: st.integers(0, len(s) - 1).map(lambda i: s[:i] + [15] + s[i + 1:]))))))
+small_layouts = st.integers(2, 3).flatmap(
+    lambda w: st.integers(1, 3).flatmap(
+        lambda p: st.tuples(
+            st.just(w),
+            st.just(p),
+            st.one_of(
+                st.lists(st.integers(1, 30), min_size=w * p, max_size=min(9, w * p + 4)),
+                st.lists(st.integers(1, 4), min_size=w * p, max_size=min(9, w * p + 4)).flatmap(
+                    lambda s: st.integers(0, len(s) - 1).map(lambda i: s[:i] + [15] + s[i + 1 :])
+                ),
+            ),
+        )
+    )
+)
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -172,8 +211,10 @@ def test_each_sub_epochs_smallest_rank_is_within_the_largest_first_bound_of_the_
     returnn = distribute_evenly_by_size(np.array(sizes), num_bins=num_shards * partition_epoch)
     if order.tolist() == list(range(len(sizes))) and bounds.tolist() == returnn.tolist():
         return
-    for group, loads in zip(groups_of(order, bounds, num_shards, partition_epoch),
-                            loads_of(sizes, order, bounds, num_shards, partition_epoch)):
+    for group, loads in zip(
+        groups_of(order, bounds, num_shards, partition_epoch),
+        loads_of(sizes, order, bounds, num_shards, partition_epoch),
+    ):
         best = best_min([sizes[i] for i in group], num_shards)
         assert Fraction(min(loads)) >= Fraction(3 * num_shards - 1, 4 * num_shards - 2) * best
 
@@ -230,9 +271,9 @@ def test_the_search_bound_is_an_upper_bound_for_every_assignment(sizes, num_shar
 
 # --- helpers against plain references ------------------------------------------------------------------
 
+
 @settings(max_examples=examples(300))
-@given(st.lists(st.integers(0, 10**15), max_size=30), st.lists(st.integers(0, 10**15), max_size=40),
-       st.integers(1, 6))
+@given(st.lists(st.integers(0, 10**15), max_size=30), st.lists(st.integers(0, 10**15), max_size=40), st.integers(1, 6))
 def test_running_top_k_is_the_sorted_prefix(initial, seg, k):
     got = _running_top_k(_top_k_of(np.array(initial, dtype=np.int64), k), np.array(seg, dtype=np.int64), k)
     for i in range(len(seg) + 1):
@@ -263,8 +304,9 @@ def test_raising_the_smallest_rank_never_lowers_it_nor_empties_a_rank(sizes, num
     assert sorted(sum(members, [])) == list(range(len(sizes)))
     assert all(rank[i] == q for q in range(num_shards) for i in members[q])
     assert np.bincount(rank, minlength=num_shards).min() >= 1, "a rank lost its last file"
-    assert int(loads.min()) >= before and (int(loads.min()) > before or not changed or
-                                           np.count_nonzero(loads == before) < num_shards)
+    assert int(loads.min()) >= before and (
+        int(loads.min()) > before or not changed or np.count_nonzero(loads == before) < num_shards
+    )
 
 
 def test_search_cut_keeps_groups_in_range_and_large_enough():
@@ -289,10 +331,17 @@ def test_size_range_is_exact():
     assert low - 1 < (1 - Fraction(0.1)) * exact <= low and high <= (1 + Fraction(0.1)) * exact < high + 1
 
 
-@pytest.mark.parametrize("value, error, message", [
-    (1.0, ValueError, "must be in \\[0, 1\\)"), (-0.1, ValueError, "must be in"), (float("nan"), ValueError, "in"),
-    ("0.25", TypeError, "must be a float"), (True, TypeError, "must be a float"), (None, TypeError, "a float"),
-])
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (1.0, ValueError, "must be in \\[0, 1\\)"),
+        (-0.1, ValueError, "must be in"),
+        (float("nan"), ValueError, "in"),
+        ("0.25", TypeError, "must be a float"),
+        (True, TypeError, "must be a float"),
+        (None, TypeError, "a float"),
+    ],
+)
 def test_bad_deviation_is_a_clear_error(value, error, message):
     with pytest.raises(error, match=message) as info:
         check_max_sub_epoch_deviation(value)
@@ -300,8 +349,7 @@ def test_bad_deviation_is_a_clear_error(value, error, message):
     with pytest.raises(error, match="max_sub_epoch_deviation="):
         PlanSettings(num_shards=2, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=value)
     with pytest.raises(error, match="max_sub_epoch_deviation="):
-        distribute_flexible(np.ones(8, dtype=np.int64), num_shards=2, partition_epoch=2,
-                            max_sub_epoch_deviation=value)
+        distribute_flexible(np.ones(8, dtype=np.int64), num_shards=2, partition_epoch=2, max_sub_epoch_deviation=value)
 
 
 def test_too_few_files_and_bad_sizes_are_clear_errors():
@@ -313,6 +361,7 @@ def test_too_few_files_and_bad_sizes_are_clear_errors():
 
 # --- the setting, the plan and the plan file -----------------------------------------------------------
 
+
 def test_setting_default_validation_and_as_dict():
     assert "flexible" in DISTRIBUTIONS
     default = PlanSettings(num_shards=2, partition_epoch=3, distribution="flexible")
@@ -321,52 +370,77 @@ def test_setting_default_validation_and_as_dict():
     assert PlanSettings(num_shards=2, partition_epoch=3, distribution="balanced").cut_options == {}
     tight = default.replace(max_sub_epoch_deviation=np.float32(0.5))
     assert type(tight.max_sub_epoch_deviation) is float and tight.as_dict()["max_sub_epoch_deviation"] == 0.5
-    assert PlanSettings(num_shards=2, partition_epoch=3, max_sub_epoch_deviation=0) == \
-        PlanSettings(num_shards=2, partition_epoch=3, max_sub_epoch_deviation=0.0)
+    assert PlanSettings(num_shards=2, partition_epoch=3, max_sub_epoch_deviation=0) == PlanSettings(
+        num_shards=2, partition_epoch=3, max_sub_epoch_deviation=0.0
+    )
     # Settings of the other distributions keep their JSON (the plan file and summary store as_dict).
-    assert json.dumps(PlanSettings(num_shards=2, partition_epoch=3, distribution="balanced").as_dict(),
-                      sort_keys=True) == (
+    assert json.dumps(
+        PlanSettings(num_shards=2, partition_epoch=3, distribution="balanced").as_dict(), sort_keys=True
+    ) == (
         '{"distrib_shard_files": true, "distribution": "balanced", "fixed_random_seed": null, "num_epochs": null, '
-        '"num_shards": 2, "partition_epoch": 3, "random_seed_offset": 0, "seq_ordering": "random"}')
+        '"num_shards": 2, "partition_epoch": 3, "random_seed_offset": 0, "seq_ordering": "random"}'
+    )
 
 
 def test_shard_plan_layout_is_the_flexible_cut_of_the_shuffle_with_the_configured_bound():
     sizes = lognormal_sizes(200, seed=2, sigma=1.5)
     keys = [f"f{i}" for i in range(200)]
     for deviation in (0.25, 0.05):
-        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=4, partition_epoch=5, distribution="flexible",
-                                                   random_seed_offset=3, max_sub_epoch_deviation=deviation))
+        plan = ShardPlan(
+            keys,
+            sizes,
+            PlanSettings(
+                num_shards=4,
+                partition_epoch=5,
+                distribution="flexible",
+                random_seed_offset=3,
+                max_sub_epoch_deviation=deviation,
+            ),
+        )
         shuffled = shuffle_order(200, seed=1 + 1 + 3)  # full epoch 1
-        positions, bounds = distribute_flexible(sizes[shuffled], num_shards=4, partition_epoch=5,
-                                                max_sub_epoch_deviation=deviation)
+        positions, bounds = distribute_flexible(
+            sizes[shuffled], num_shards=4, partition_epoch=5, max_sub_epoch_deviation=deviation
+        )
         order, plan_bounds = plan.layout(full_epoch_0idx=1)
         assert order.tolist() == shuffled[positions].tolist() and plan_bounds.tolist() == bounds.tolist()
-        via_table = cut_full_epoch(sizes[shuffled], num_shards=4, partition_epoch=5, distribution="flexible",
-                                   options=plan.settings.cut_options)
+        via_table = cut_full_epoch(
+            sizes[shuffled], num_shards=4, partition_epoch=5, distribution="flexible", options=plan.settings.cut_options
+        )
         assert [x.tolist() for x in via_table] == [positions.tolist(), bounds.tolist()]
-    wide, narrow = (ShardPlan(keys, sizes, PlanSettings(num_shards=4, partition_epoch=5, distribution="flexible",
-                                                        max_sub_epoch_deviation=d)) for d in (0.5, 0.02))
-    assert any(not np.array_equal(wide.layout(full_epoch_0idx=k)[1], narrow.layout(full_epoch_0idx=k)[1])
-               for k in range(3)), "the bound reaches the cut"
+    wide, narrow = (
+        ShardPlan(
+            keys,
+            sizes,
+            PlanSettings(num_shards=4, partition_epoch=5, distribution="flexible", max_sub_epoch_deviation=d),
+        )
+        for d in (0.5, 0.02)
+    )
+    assert any(
+        not np.array_equal(wide.layout(full_epoch_0idx=k)[1], narrow.layout(full_epoch_0idx=k)[1]) for k in range(3)
+    ), "the bound reaches the cut"
 
 
 @pytest.mark.parametrize("deviation", [0.25, 0.1])
 def test_plan_file_round_trip_keeps_the_bound_and_other_plans_keep_their_arrays(tmp_path, deviation):
     keys = [f"f{i}" for i in range(30)]
     sizes = lognormal_sizes(30, seed=1, sigma=2.0)
-    written = PlanSettings(num_shards=3, partition_epoch=2, num_epochs=4, distribution="flexible",
-                           max_sub_epoch_deviation=deviation)
+    written = PlanSettings(
+        num_shards=3, partition_epoch=2, num_epochs=4, distribution="flexible", max_sub_epoch_deviation=deviation
+    )
     save_plan(ShardPlan(keys, sizes, written), str(tmp_path / "plan.npz"))
     assert read_plan_file(str(tmp_path / "plan.npz"), verify=True).plan.settings == written
     with np.load(str(tmp_path / "plan.npz")) as data:
         assert ("max_sub_epoch_deviation" in data.files) == (deviation != 0.25)
-    save_plan(ShardPlan(keys, sizes, written.replace(distribution="balanced", max_sub_epoch_deviation=0.25)),
-              str(tmp_path / "balanced.npz"))
+    save_plan(
+        ShardPlan(keys, sizes, written.replace(distribution="balanced", max_sub_epoch_deviation=0.25)),
+        str(tmp_path / "balanced.npz"),
+    )
     with np.load(str(tmp_path / "balanced.npz")) as data:
         assert "max_sub_epoch_deviation" not in data.files
 
 
 # --- selectable wherever distribution= is --------------------------------------------------------------
+
 
 def test_cli_offers_it(tmp_path, capsys):
     from i6_shard import core
@@ -376,8 +450,27 @@ def test_cli_offers_it(tmp_path, capsys):
     path = str(tmp_path / "file_sizes.npz")
     core.save_file_sizes(core.FileSizes(keys=keys, sizes=lognormal_sizes(40, seed=5, sigma=2.0)), path)
     out = tmp_path / "out"
-    assert main(["plan", "--sizes", path, "--num-shards", "3", "--partition-epoch", "2", "--num-epochs", "4",
-                 "--distribution", "flexible", "--no-plot", "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--sizes",
+                path,
+                "--num-shards",
+                "3",
+                "--partition-epoch",
+                "2",
+                "--num-epochs",
+                "4",
+                "--distribution",
+                "flexible",
+                "--no-plot",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     plan = core.load_plan(str(out / "plan.npz"), verify=True)
     assert plan.settings.distribution == "flexible"
     assert json.loads((out / "summary.json").read_text())["settings"]["distribution"] == "flexible"
@@ -389,8 +482,9 @@ def test_job_and_builder_take_it():
 
     from i6_shard.jobs import ShardPlanJob
 
-    job = ShardPlanJob(tk.Path("/data/file_sizes.npz"), num_shards=4, partition_epoch=3, num_epochs=6,
-                       distribution="flexible")
+    job = ShardPlanJob(
+        tk.Path("/data/file_sizes.npz"), num_shards=4, partition_epoch=3, num_epochs=6, distribution="flexible"
+    )
     assert job.distribution == "flexible"
 
 
@@ -399,16 +493,27 @@ def test_returnn_dataset_cuts_as_the_plan(tmp_path):
     from i6_shard.returnn_config import sharded_files_dataset
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
-    d = sharded_files_dataset(["a", "b"], sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "default"},
-                              partition_epoch=1, distribution="flexible")
+    d = sharded_files_dataset(
+        ["a", "b"],
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "default"},
+        partition_epoch=1,
+        distribution="flexible",
+    )
     assert d["class"].resolve() is ShardedDistributeFilesDataset and d["distribution"] == "flexible"
     keys = [f"/data/part-{i:02d}.hdf" for i in range(40)]
     sizes = lognormal_sizes(40, seed=9, sigma=2.0)
-    dataset = ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
-                                            distribution="flexible", _num_shards=3, _shard_index=0)
+    dataset = ShardedDistributeFilesDataset(
+        files=keys,
+        get_sub_epoch_dataset=None,
+        partition_epoch=2,
+        distribution="flexible",
+        _num_shards=3,
+        _shard_index=0,
+    )
     files_order = [keys[i] for i in shuffle_order(40, seed=1)]
-    bins = dataset._distribute_evenly_by_size(num_bins=6, file_sizes=dict(zip(keys, sizes.tolist())),
-                                              files_order=files_order)
+    bins = dataset._distribute_evenly_by_size(
+        num_bins=6, file_sizes=dict(zip(keys, sizes.tolist())), files_order=files_order
+    )
     plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible"))
     assert bins == [plan.files_for(epoch=s + 1, shard_index=r) for r in range(3) for s in range(2)]
 
@@ -431,20 +536,35 @@ def test_returnn_dataset_takes_the_bound_and_keeps_it_when_pickled():
     files_order = [keys[i] for i in shuffle_order(len(keys), seed=1)]
     bins = {}
     for bound in (0.05, 0.5):
-        dataset = ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
-                                                distribution="flexible", max_sub_epoch_deviation=bound,
-                                                _num_shards=3, _shard_index=0)
+        dataset = ShardedDistributeFilesDataset(
+            files=keys,
+            get_sub_epoch_dataset=None,
+            partition_epoch=2,
+            distribution="flexible",
+            max_sub_epoch_deviation=bound,
+            _num_shards=3,
+            _shard_index=0,
+        )
         dataset = pickle.loads(pickle.dumps(dataset))  # RETURNN pickles datasets into worker processes
         assert dataset.max_sub_epoch_deviation == bound
-        bins[bound] = dataset._distribute_evenly_by_size(num_bins=6, file_sizes=dict(zip(keys, sizes.tolist())),
-                                                         files_order=files_order)
-        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible",
-                                                   max_sub_epoch_deviation=bound))
+        bins[bound] = dataset._distribute_evenly_by_size(
+            num_bins=6, file_sizes=dict(zip(keys, sizes.tolist())), files_order=files_order
+        )
+        plan = ShardPlan(
+            keys,
+            sizes,
+            PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=bound),
+        )
         assert bins[bound] == [plan.files_for(epoch=s + 1, shard_index=r) for r in range(3) for s in range(2)]
     assert bins[0.05] != bins[0.5]
     with pytest.raises(ValueError, match=r"max_sub_epoch_deviation=1.5 must be in \[0, 1\)"):
-        ShardedDistributeFilesDataset(files=keys, get_sub_epoch_dataset=None, partition_epoch=2,
-                                      distribution="flexible", max_sub_epoch_deviation=1.5)
+        ShardedDistributeFilesDataset(
+            files=keys,
+            get_sub_epoch_dataset=None,
+            partition_epoch=2,
+            distribution="flexible",
+            max_sub_epoch_deviation=1.5,
+        )
 
 
 def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads_it():
@@ -455,20 +575,31 @@ def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads
     files = [f"/data/part-{i}.hdf" for i in range(8)]
     default = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible")
     assert "max_sub_epoch_deviation" not in default
-    explicit = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
-                                     max_sub_epoch_deviation=0.25)
+    explicit = sharded_files_dataset(
+        files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=0.25
+    )
     assert set(explicit) == set(default)
-    wider = sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
-                                  max_sub_epoch_deviation=np.float32(0.5))
+    wider = sharded_files_dataset(
+        files,
+        sub_epoch_dataset=hdf,
+        partition_epoch=2,
+        distribution="flexible",
+        max_sub_epoch_deviation=np.float32(0.5),
+    )
     assert wider["max_sub_epoch_deviation"] == 0.5 and type(wider["max_sub_epoch_deviation"]) is float
     for value, error in ((1.0, ValueError), ("0.5", TypeError), (True, TypeError)):
         with pytest.raises(error, match="max_sub_epoch_deviation="):
-            sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible",
-                                  max_sub_epoch_deviation=value)
-    with pytest.raises(ValueError, match="max_sub_epoch_deviation=0.5 bounds the sub-epoch sizes of "
-                                         "distribution='flexible' only, but distribution='balanced'"):
-        sharded_files_dataset(files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="balanced",
-                              max_sub_epoch_deviation=0.5)
+            sharded_files_dataset(
+                files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="flexible", max_sub_epoch_deviation=value
+            )
+    with pytest.raises(
+        ValueError,
+        match="max_sub_epoch_deviation=0.5 bounds the sub-epoch sizes of "
+        "distribution='flexible' only, but distribution='balanced'",
+    ):
+        sharded_files_dataset(
+            files, sub_epoch_dataset=hdf, partition_epoch=2, distribution="balanced", max_sub_epoch_deviation=0.5
+        )
     for d, bound in ((default, 0.25), (wider, 0.5)):
         (record,) = find_distribute_files_datasets(d, num_ranks=2)
         settings = record.plan_settings(num_epochs=4)
@@ -477,6 +608,7 @@ def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads
 
 # --- the report's comparison row ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("distribution", ["returnn", "balanced"])
 def test_report_compares_flexible_only_where_the_balanced_split_drops_enough(tmp_path, distribution):
     from i6_shard.core import compute_plan_stats, write_plan_outputs
@@ -484,22 +616,29 @@ def test_report_compares_flexible_only_where_the_balanced_split_drops_enough(tmp
 
     def outputs_of(sizes, name):
         keys = [f"/corpus/{name}-{i:03d}.hdf" for i in range(len(sizes))]
-        plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, num_epochs=6,
-                                                   distribution=distribution))
-        paths = {k: str(tmp_path / f"{name}.{k[:-5]}.{ext}") for k, ext in
-                 (("plan_path", "npz"), ("summary_path", "json"), ("report_path", "txt"))}
+        plan = ShardPlan(
+            keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, num_epochs=6, distribution=distribution)
+        )
+        paths = {
+            k: str(tmp_path / f"{name}.{k[:-5]}.{ext}")
+            for k, ext in (("plan_path", "npz"), ("summary_path", "json"), ("report_path", "txt"))
+        }
         summary = write_plan_outputs(plan, **paths)
         with open(paths["report_path"], encoding="utf-8") as f:
             report = f.read()
-        drops = {d: compute_plan_stats(plan.with_settings(distribution=d), num_epochs=6).dropped_fraction.mean()
-                 for d in ("balanced", "flexible")}
+        drops = {
+            d: compute_plan_stats(plan.with_settings(distribution=d), num_epochs=6).dropped_fraction.mean()
+            for d in ("balanced", "flexible")
+        }
         return summary["distributions"]["flexible"], report, drops
 
     # Many similar files: the balanced split drops almost nothing, so flexible cannot gain more than that.
     row, report, drops = outputs_of(lognormal_sizes(400, seed=2, sigma=0.3), "even")
     assert drops["balanced"] < FLEXIBLE_COMPARE_MIN_DROPPED
-    assert row == (f"the balanced split drops only {100 * drops['balanced']:.2f}% here, all that flexible sub-epochs "
-                   "could save (not computed; plan with distribution='flexible' to see it)")
+    assert row == (
+        f"the balanced split drops only {100 * drops['balanced']:.2f}% here, all that flexible sub-epochs "
+        "could save (not computed; plan with distribution='flexible' to see it)"
+    )
     assert re.search(r"^  flexible +not applicable: " + re.escape(row) + "$", report, flags=re.M)
     # A file beyond a rank's share: the balanced split drops more, and the row holds the flexible plan's numbers.
     keys, sizes = _skewed()
@@ -514,17 +653,32 @@ def test_report_of_a_flexible_plan_shows_its_sub_epoch_sizes(tmp_path, deviation
     from i6_shard.core import compute_plan_stats, write_plan_outputs
 
     keys, sizes = _skewed()
-    plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, num_epochs=7, distribution="flexible",
-                                               max_sub_epoch_deviation=deviation))
-    write_plan_outputs(plan, plan_path=str(tmp_path / "p.npz"), summary_path=str(tmp_path / "s.json"),
-                       report_path=str(tmp_path / "r.txt"))
+    plan = ShardPlan(
+        keys,
+        sizes,
+        PlanSettings(
+            num_shards=3, partition_epoch=2, num_epochs=7, distribution="flexible", max_sub_epoch_deviation=deviation
+        ),
+    )
+    write_plan_outputs(
+        plan,
+        plan_path=str(tmp_path / "p.npz"),
+        summary_path=str(tmp_path / "s.json"),
+        report_path=str(tmp_path / "r.txt"),
+    )
     per_sub_epoch = compute_plan_stats(plan, num_epochs=6).bytes.sum(axis=1).reshape(3, 2)  # complete full epochs
     ratio = per_sub_epoch / per_sub_epoch.mean(axis=1, keepdims=True)
     assert ratio.max() > 1.01  # the sizes do differ here
-    line = (f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {ratio.min():.3f} to {ratio.max():.3f} "
-            f"(max_sub_epoch_deviation={deviation:g})\n")
+    line = (
+        f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {ratio.min():.3f} to {ratio.max():.3f} "
+        f"(max_sub_epoch_deviation={deviation:g})\n"
+    )
     assert line in (tmp_path / "r.txt").read_text(encoding="utf-8")
     other = plan.with_settings(distribution="balanced")
-    write_plan_outputs(other, plan_path=str(tmp_path / "b.npz"), summary_path=str(tmp_path / "b.json"),
-                       report_path=str(tmp_path / "b.txt"))
+    write_plan_outputs(
+        other,
+        plan_path=str(tmp_path / "b.npz"),
+        summary_path=str(tmp_path / "b.json"),
+        report_path=str(tmp_path / "b.txt"),
+    )
     assert "sub-epoch sizes over" not in (tmp_path / "b.txt").read_text(encoding="utf-8")

@@ -16,8 +16,13 @@ from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core.io import lognormal_sizes
 from i6_shard.core.pure.balanced import distribute_balanced, group_bounds
 from i6_shard.core.pure.flexible import (
-    AUTO_DEVIATIONS, AUTO_TOLERANCE, check_bound_is_used, distribute_flexible, distribute_flexible_auto,
-    sub_epoch_size_range)
+    AUTO_DEVIATIONS,
+    AUTO_TOLERANCE,
+    check_bound_is_used,
+    distribute_flexible,
+    distribute_flexible_auto,
+    sub_epoch_size_range,
+)
 
 from .test_flexible import check_bins, dropped, groups_of, is_contiguous_split, layouts, loads_of
 
@@ -32,8 +37,9 @@ def test_invariants_and_within_the_tolerance_of_every_bound_it_tries(case):
     check_bins(order, bounds, len(sizes), num_shards, partition_epoch)
     got = dropped(loads_of(sizes, order, bounds, num_shards, partition_epoch))
     # The candidates, cut here by the public functions and scored with sums computed here.
-    candidates = [distribute_balanced(arr, **kw)] + [distribute_flexible(arr, max_sub_epoch_deviation=d, **kw)
-                                                     for d in AUTO_DEVIATIONS]
+    candidates = [distribute_balanced(arr, **kw)] + [
+        distribute_flexible(arr, max_sub_epoch_deviation=d, **kw) for d in AUTO_DEVIATIONS
+    ]
     losses = [dropped(loads_of(sizes, *c, num_shards, partition_epoch)) for c in candidates]
     assert got <= min(losses) + AUTO_TOLERANCE * partition_epoch
     # At most the first of them (the most regular) within the tolerance of the best: moving files only lowers
@@ -43,15 +49,21 @@ def test_invariants_and_within_the_tolerance_of_every_bound_it_tries(case):
     again = distribute_flexible_auto(arr.copy(), **kw)
     assert order.tobytes() == again[0].tobytes() and bounds.tobytes() == again[1].tobytes()
     # Sub-epoch sizes within the largest bound, or no farther outside than the balanced split's cut.
-    low, high = sub_epoch_size_range(sum(sizes), partition_epoch=partition_epoch,
-                                     max_sub_epoch_deviation=AUTO_DEVIATIONS[-1])
+    low, high = sub_epoch_size_range(
+        sum(sizes), partition_epoch=partition_epoch, max_sub_epoch_deviation=AUTO_DEVIATIONS[-1]
+    )
     start = group_bounds(arr, num_groups=partition_epoch, min_group_size=num_shards).tolist()
-    start_sizes = [sum(sizes[start[s]:start[s + 1]]) for s in range(partition_epoch)]
+    start_sizes = [sum(sizes[start[s] : start[s + 1]]) for s in range(partition_epoch)]
     balanced_sizes = [sum(sizes[i] for i in g) for g in groups_of(*candidates[0], num_shards, partition_epoch)]
     for s, group in enumerate(groups_of(order, bounds, num_shards, partition_epoch)):
         size = sum(sizes[i] for i in group)
-        assert min([low] + start_sizes + balanced_sizes) <= size <= max([high] + start_sizes + balanced_sizes), \
-            (s, size, low, high, start_sizes)
+        assert min([low] + start_sizes + balanced_sizes) <= size <= max([high] + start_sizes + balanced_sizes), (
+            s,
+            size,
+            low,
+            high,
+            start_sizes,
+        )
 
 
 def test_moving_files_between_sub_epochs_reaches_what_no_contiguous_split_does():
@@ -60,8 +72,9 @@ def test_moving_files_between_sub_epochs_reaches_what_no_contiguous_split_does()
     sizes = [4, 4, 2, 15, 2, 4, 3, 15, 5, 4, 2, 3, 4]
     arr = np.array(sizes, dtype=np.int64)
     kw = dict(num_shards=3, partition_epoch=3)
-    contiguous = [distribute_balanced(arr, **kw)] + [distribute_flexible(arr, max_sub_epoch_deviation=d, **kw)
-                                                     for d in AUTO_DEVIATIONS]
+    contiguous = [distribute_balanced(arr, **kw)] + [
+        distribute_flexible(arr, max_sub_epoch_deviation=d, **kw) for d in AUTO_DEVIATIONS
+    ]
     best = min(dropped(loads_of(sizes, *c, 3, 3)) for c in contiguous)
     order, bounds = distribute_flexible_auto(arr, **kw)
     check_bins(order, bounds, len(sizes), 3, 3)
@@ -90,11 +103,15 @@ def test_plans_take_it_and_its_bound_is_refused():
     keys = [f"/data/part-{i:02d}.hdf" for i in range(40)]
     sizes = lognormal_sizes(40, seed=9, sigma=2.0)
     plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible_auto"))
-    assert sorted(k for r in range(3) for s in range(2) for k in plan.files_for(epoch=s + 1, shard_index=r)) \
-        == sorted(keys)
+    assert sorted(k for r in range(3) for s in range(2) for k in plan.files_for(epoch=s + 1, shard_index=r)) == sorted(
+        keys
+    )
     check_bound_is_used(0.25, distribution="flexible_auto")  # the default: not given
-    with pytest.raises(ValueError, match=r"max_sub_epoch_deviation=0.5 is not used by distribution='flexible_auto', "
-                                         r"which chooses the bound itself, up to 0.9: use distribution='flexible'"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_sub_epoch_deviation=0.5 is not used by distribution='flexible_auto', "
+        r"which chooses the bound itself, up to 0.9: use distribution='flexible'",
+    ):
         check_bound_is_used(0.5, distribution="flexible_auto")
 
 
@@ -110,21 +127,41 @@ def test_every_entry_point_takes_it_and_refuses_a_bound_with_it(tmp_path):
     keys = [f"/data/part-{i:02d}.hdf" for i in range(12)]
     sizes_path = str(tmp_path / "sizes.npz")
     save_file_sizes(FileSizes(keys=keys, sizes=lognormal_sizes(12, seed=1, sigma=1.0)), sizes_path)
-    base = [sys.executable, "-m", "i6_shard", "plan", "--sizes", sizes_path, "--num-shards", "2",
-            "--partition-epoch", "3", "--num-epochs", "6", "--distribution", "flexible_auto", "--no-plot"]
+    base = [
+        sys.executable,
+        "-m",
+        "i6_shard",
+        "plan",
+        "--sizes",
+        sizes_path,
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "3",
+        "--num-epochs",
+        "6",
+        "--distribution",
+        "flexible_auto",
+        "--no-plot",
+    ]
     ok = subprocess.run(base + ["-o", str(tmp_path / "ok")], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "distribution         flexible_auto" in (tmp_path / "ok" / "report.txt").read_text()
-    bad = subprocess.run(base + ["--max-sub-epoch-deviation", "0.5", "-o", str(tmp_path / "bad")],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        base + ["--max-sub-epoch-deviation", "0.5", "-o", str(tmp_path / "bad")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "is not used by distribution='flexible_auto'" in bad.stderr, bad.stderr
     assert not (tmp_path / "bad").exists()
     sub = {"class": "HDFDataset", "seq_ordering": "random"}
     built = sharded_files_dataset(keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto")
     assert built["distribution"] == "flexible_auto" and "max_sub_epoch_deviation" not in built
     with pytest.raises(ValueError, match="is not used by distribution='flexible_auto'"):
-        sharded_files_dataset(keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto",
-                              max_sub_epoch_deviation=0.5)
+        sharded_files_dataset(
+            keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto", max_sub_epoch_deviation=0.5
+        )
 
 
 def test_the_report_counts_the_sub_epochs_files_were_moved_into():
@@ -143,12 +180,13 @@ def test_the_report_counts_the_sub_epochs_files_were_moved_into():
         position = np.argsort(shuffle_order(len(sizes), seed=settings.seed_for(full_epoch_0idx=k, shard_index=0)))
         order, bounds = plan.layout(full_epoch_0idx=k)
         for s in range(3):
-            pos = sorted(int(position[i]) for r in range(3) for i in order[bounds[r * 3 + s]:bounds[r * 3 + s + 1]])
+            pos = sorted(int(position[i]) for r in range(3) for i in order[bounds[r * 3 + s] : bounds[r * 3 + s + 1]])
             expected += pos != list(range(pos[0], pos[0] + len(pos)))
     assert expected > 0
     summary = core.plan_summary(plan, num_epochs=12, compare=False)[0]
     assert (summary["non_contiguous_sub_epochs"], summary["non_contiguous_of"]) == (expected, 12)
-    assert f"from other sub-epochs (so not a contiguous part of the shuffled order): {expected} of 12" in \
-        render_report(summary)
+    assert f"from other sub-epochs (so not a contiguous part of the shuffled order): {expected} of 12" in render_report(
+        summary
+    )
     other = core.plan_summary(plan.with_settings(distribution="flexible"), num_epochs=12, compare=False)[0]
     assert "non_contiguous_sub_epochs" not in other

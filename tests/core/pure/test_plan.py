@@ -25,7 +25,8 @@ def plan_cases(draw):
     sizes = draw(st.lists(st.integers(0, 1000), min_size=num_files, max_size=num_files))
     sharded = draw(st.booleans())
     kwargs = dict(
-        num_shards=num_shards, partition_epoch=partition_epoch,
+        num_shards=num_shards,
+        partition_epoch=partition_epoch,
         seq_ordering=draw(st.sampled_from(["random", "random", "default"])),
         random_seed_offset=draw(st.sampled_from([0, 3, 16127])),
         fixed_random_seed=draw(st.sampled_from([None, None, 7])),
@@ -42,8 +43,9 @@ def test_files_for_equals_returnn_over_three_full_epochs(case):
     plan = ShardPlan(keys, sizes, PlanSettings(**kwargs))
     num_epochs = 3 * kwargs["partition_epoch"]
     expected = returnn_files(keys, sizes, plan.settings, num_epochs=num_epochs)
-    assert [[plan.files_for(epoch=e, shard_index=r) for e in range(1, num_epochs + 1)]
-            for r in range(kwargs["num_shards"])] == expected
+    assert [
+        [plan.files_for(epoch=e, shard_index=r) for e in range(1, num_epochs + 1)] for r in range(kwargs["num_shards"])
+    ] == expected
 
 
 def test_the_reference_is_returnns_per_rank_seed():
@@ -65,16 +67,21 @@ def test_each_full_epoch_covers_every_entry_once(case, full):
     plan = ShardPlan(keys, sizes, PlanSettings(**kwargs))
     p = kwargs["partition_epoch"]
     ranks = range(kwargs["num_shards"])
-    for r in ([0] if plan.settings.distrib_shard_files else ranks):  # sharded: one layout shared by all ranks
+    for r in [0] if plan.settings.distrib_shard_files else ranks:  # sharded: one layout shared by all ranks
         order, bounds = plan.layout(full_epoch_0idx=full, shard_index=r)
         check_layout(order, bounds, num_files=len(keys), num_bins=plan.settings.num_bins)
     if plan.settings.distrib_shard_files:
-        seen = [i for r in ranks for e in range(full * p + 1, (full + 1) * p + 1)
-                for i in plan.file_indices_for(epoch=e, shard_index=r).tolist()]
+        seen = [
+            i
+            for r in ranks
+            for e in range(full * p + 1, (full + 1) * p + 1)
+            for i in plan.file_indices_for(epoch=e, shard_index=r).tolist()
+        ]
         assert sorted(seen) == list(range(len(keys)))
     again = ShardPlan(keys, sizes, PlanSettings(**kwargs))  # same settings, same plan
-    assert [again.files_for(epoch=full * p + 1, shard_index=r) for r in ranks] == \
-           [plan.files_for(epoch=full * p + 1, shard_index=r) for r in ranks]
+    assert [again.files_for(epoch=full * p + 1, shard_index=r) for r in ranks] == [
+        plan.files_for(epoch=full * p + 1, shard_index=r) for r in ranks
+    ]
 
 
 def test_duplicate_entries_are_kept():
@@ -97,9 +104,11 @@ def test_errors_name_the_value():
 GOOD = dict(num_shards=2, partition_epoch=2)
 
 
-@pytest.mark.parametrize("sizes", [[1.0, 2.0, 3.0, 4.0], [1, 2, 3, 4.5], ["1", "2", "3", "4"],
-                                   np.ones(4, dtype=bool), [1, None, 2, 3]],
-                         ids=["floats", "one-float", "str", "bools", "none"])
+@pytest.mark.parametrize(
+    "sizes",
+    [[1.0, 2.0, 3.0, 4.0], [1, 2, 3, 4.5], ["1", "2", "3", "4"], np.ones(4, dtype=bool), [1, None, 2, 3]],
+    ids=["floats", "one-float", "str", "bools", "none"],
+)
 def test_non_integer_sizes_are_rejected_like_distribute_evenly_by_size(sizes):
     with pytest.raises(TypeError, match=r"costs must be integers \(bytes\), got dtype .* \(entry \d"):
         ShardPlan(list("abcd"), sizes, PlanSettings(**GOOD))
@@ -115,7 +124,9 @@ def test_negative_and_oversized_sizes_name_the_entry():
         ShardPlan(list("abcd"), [1, 2, -5, -1], PlanSettings(**GOOD))
     with pytest.raises(ValueError, match="do not fit int64"):
         ShardPlan(list("abcd"), np.array([1, 2, 2**63, 1], dtype=np.uint64), PlanSettings(**GOOD))
-    assert ShardPlan(list("abcd"), np.array([1, 2, 3, 4], dtype=np.uint32), PlanSettings(**GOOD)).costs.dtype == np.int64
+    assert (
+        ShardPlan(list("abcd"), np.array([1, 2, 3, 4], dtype=np.uint32), PlanSettings(**GOOD)).costs.dtype == np.int64
+    )
 
 
 def test_keys_must_be_str():
@@ -128,8 +139,9 @@ def test_keys_must_be_str():
     assert ShardPlan(np.array(list("abcd")), [1, 2, 3, 4], PlanSettings(**GOOD)).files_for(epoch=1, shard_index=0)
 
 
-@pytest.mark.parametrize("shard_index, error", [(None, TypeError), (0.5, TypeError), (True, TypeError),
-                                                (-1, ValueError), (2, ValueError)])
+@pytest.mark.parametrize(
+    "shard_index, error", [(None, TypeError), (0.5, TypeError), (True, TypeError), (-1, ValueError), (2, ValueError)]
+)
 def test_shard_index_is_checked(shard_index, error):
     plan = ShardPlan(list("abcd"), [1, 2, 3, 4], PlanSettings(**GOOD))
     for query in (plan.files_for, plan.file_indices_for):
@@ -150,7 +162,11 @@ def test_going_over_the_ranks_computes_each_layout_once(monkeypatch, sharded):
 
     monkeypatch.setattr(ShardPlan, "_cut", counting_cut)
     num_shards, part = 6, 3  # more ranks than a sharded plan keeps layouts
-    plan = ShardPlan([f"f{i}" for i in range(40)], list(range(40)), PlanSettings(num_shards=num_shards, partition_epoch=part, distrib_shard_files=sharded))
+    plan = ShardPlan(
+        [f"f{i}" for i in range(40)],
+        list(range(40)),
+        PlanSettings(num_shards=num_shards, partition_epoch=part, distrib_shard_files=sharded),
+    )
     num_full = 4
     for epoch in range(1, num_full * part + 1):  # as a training goes: sub-epoch by sub-epoch, every rank
         for r in range(num_shards):

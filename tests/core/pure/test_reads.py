@@ -1,7 +1,5 @@
 """The verification logic finds every kind of broken sharding, on simulated reads."""
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,7 +20,9 @@ def _setup(num_files, num_shards, partition_epoch, seed=0):
     rng = np.random.RandomState(seed)
     keys = [f"/data/part-{i:03d}.hdf" for i in range(num_files)]
     sizes = rng.randint(1, 1000, size=num_files)
-    plan = ShardPlan(keys, sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, random_seed_offset=seed))
+    plan = ShardPlan(
+        keys, sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, random_seed_offset=seed)
+    )
     tags = {k: [f"{k}/seq{j}" for j in range(1 + rng.randint(0, 4))] for k in keys}
     return plan, tags
 
@@ -40,8 +40,12 @@ def _reads(plan, tags, epochs, *, keep=lambda seqs, rank: seqs):
 
 
 @settings(max_examples=examples(60))
-@given(num_files=st.integers(4, 30), num_shards=st.integers(1, 4), partition_epoch=st.integers(1, 3),
-       seed=st.integers(0, 100))
+@given(
+    num_files=st.integers(4, 30),
+    num_shards=st.integers(1, 4),
+    partition_epoch=st.integers(1, 3),
+    seed=st.integers(0, 100),
+)
 def test_faithful_reads_pass(num_files, num_shards, partition_epoch, seed):
     if num_files < num_shards * partition_epoch:
         num_files = num_shards * partition_epoch
@@ -78,8 +82,7 @@ def test_wrong_files_are_caught():
     # Rank 0 reads rank 1's first file in addition to its own: the file, its sequences twice.
     bad = SubEpochRead(r0.epoch, r0.shard_index, r0.files + (other,), r0.seq_tags + tuple(tags[other]))
     violations = check_reads([bad] + reads[1:], plan=plan, file_tags=tags)
-    assert [(v.kind, v.epoch, v.shard_index) for v in violations] == [
-        ("duplicate", None, None), ("files", r0.epoch, 0)]
+    assert [(v.kind, v.epoch, v.shard_index) for v in violations] == [("duplicate", None, None), ("files", r0.epoch, 0)]
     assert "1 not planned" in violations[1].message and repr(other) in violations[1].message
     assert f"{len(tags[other])} sequences were read more than once" in violations[0].message
     # The same files in another order is a violation too.
@@ -93,10 +96,15 @@ def test_missing_is_only_claimed_for_complete_full_epochs():
     reads = _reads(plan, tags, [1])  # only half of full epoch 0
     assert check_reads(reads, plan=plan, file_tags=tags) == []
     summary = summarize_reads(reads, plan=plan, file_tags=tags)
-    assert summary["full_epochs"] == [{"full_epoch_0idx": 0, "complete": False,
-                                       "num_seqs_expected": sum(len(t) for t in tags.values()),
-                                       "num_seqs_read": sum(len(r.seq_tags) for r in reads),
-                                       "num_distinct_read": sum(len(r.seq_tags) for r in reads)}]
+    assert summary["full_epochs"] == [
+        {
+            "full_epoch_0idx": 0,
+            "complete": False,
+            "num_seqs_expected": sum(len(t) for t in tags.values()),
+            "num_seqs_read": sum(len(r.seq_tags) for r in reads),
+            "num_distinct_read": sum(len(r.seq_tags) for r in reads),
+        }
+    ]
     # A rank that read nothing at all in a complete full epoch.
     reads = _reads(plan, tags, [1, 2], keep=lambda seqs, r: seqs if r == 0 else [])
     kinds = [v.kind for v in check_reads(reads, plan=plan, file_tags=tags)]

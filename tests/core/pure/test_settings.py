@@ -26,15 +26,27 @@ INT_DTYPES = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uin
 
 # -- invalid values ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, value, error", [
-    ("num_shards", None, TypeError), ("num_shards", True, TypeError), ("num_shards", 2.0, TypeError),
-    ("num_shards", 0, ValueError),
-    ("partition_epoch", None, TypeError), ("partition_epoch", 1.5, TypeError), ("partition_epoch", -1, ValueError),
-    ("random_seed_offset", None, TypeError), ("random_seed_offset", 1.7, TypeError),
-    ("random_seed_offset", True, TypeError), ("random_seed_offset", "3", TypeError),
-    ("fixed_random_seed", 2.9, TypeError), ("fixed_random_seed", False, TypeError),
-    ("distrib_shard_files", 1, TypeError), ("same_seed_on_all_ranks", 1, TypeError),
-])
+
+@pytest.mark.parametrize(
+    "name, value, error",
+    [
+        ("num_shards", None, TypeError),
+        ("num_shards", True, TypeError),
+        ("num_shards", 2.0, TypeError),
+        ("num_shards", 0, ValueError),
+        ("partition_epoch", None, TypeError),
+        ("partition_epoch", 1.5, TypeError),
+        ("partition_epoch", -1, ValueError),
+        ("random_seed_offset", None, TypeError),
+        ("random_seed_offset", 1.7, TypeError),
+        ("random_seed_offset", True, TypeError),
+        ("random_seed_offset", "3", TypeError),
+        ("fixed_random_seed", 2.9, TypeError),
+        ("fixed_random_seed", False, TypeError),
+        ("distrib_shard_files", 1, TypeError),
+        ("same_seed_on_all_ranks", 1, TypeError),
+    ],
+)
 def test_settings_of_the_wrong_type_name_the_parameter(name, value, error):
     with pytest.raises(error, match=rf"^{re.escape(f'{name}={value!r}')} (has type \w+; {name} )?must be "):
         PlanSettings(**{**GOOD, name: value})
@@ -43,8 +55,11 @@ def test_settings_of_the_wrong_type_name_the_parameter(name, value, error):
 def test_unsupported_values_name_the_choices():
     with pytest.raises(ValueError, match=r"seq_ordering='sorted' is not supported .*\('random', 'default'\)"):
         PlanSettings(**GOOD, seq_ordering="sorted")
-    with pytest.raises(ValueError, match=r"distribution='lpt' is unknown; use one of "
-                                         r"\('returnn', 'balanced', 'flexible', 'flexible_auto'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"distribution='lpt' is unknown; use one of "
+        r"\('returnn', 'balanced', 'flexible', 'flexible_auto'\)",
+    ):
         PlanSettings(**GOOD, distribution="lpt")
     with pytest.raises(ValueError, match="same_seed_on_all_ranks=True models distrib_shard_files=False"):
         PlanSettings(**GOOD, same_seed_on_all_ranks=True)
@@ -52,10 +67,22 @@ def test_unsupported_values_name_the_choices():
         PlanSettings.from_mode(sharding="shard", **GOOD)
 
 
-not_an_int = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3),
-                       st.builds(np.float64, st.floats(-10, 10)), st.just([1]), st.builds(np.bool_, st.booleans()))
-not_a_bool = st.one_of(st.integers(-2, 2), st.none(), st.sampled_from(["yes", "no", "True", ""]),
-                       st.floats(allow_nan=False), st.builds(np.int64, st.integers(0, 1)))
+not_an_int = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.builds(np.float64, st.floats(-10, 10)),
+    st.just([1]),
+    st.builds(np.bool_, st.booleans()),
+)
+not_a_bool = st.one_of(
+    st.integers(-2, 2),
+    st.none(),
+    st.sampled_from(["yes", "no", "True", ""]),
+    st.floats(allow_nan=False),
+    st.builds(np.int64, st.integers(0, 1)),
+)
 not_a_choice = st.one_of(st.text(max_size=8), st.none(), st.integers(), st.just(["random"]))
 
 
@@ -116,6 +143,7 @@ def test_the_combined_rule_is_checked_in_replace_too():
 
 # -- numpy scalars ---------------------------------------------------------------------------------
 
+
 @settings(max_examples=examples(100))
 @given(plan_settings_kwargs(), st.data())
 def test_numpy_scalars_give_the_same_settings_as_python_ints(kwargs, data):
@@ -137,6 +165,7 @@ def test_numpy_scalars_give_the_same_settings_as_python_ints(kwargs, data):
 
 # -- seeds ----------------------------------------------------------------------------------------
 
+
 def test_seed_bounds_are_numpys_and_are_checked_before_numpy_sees_them():
     # numpy's own limits, which RETURNN's shuffle inherits:
     np.random.RandomState(0), np.random.RandomState(2**32 - 1)
@@ -146,25 +175,35 @@ def test_seed_bounds_are_numpys_and_are_checked_before_numpy_sees_them():
     keys, sizes = list("abcd"), [1, 2, 3, 4]
     assert PlanSettings(random_seed_offset=-1, **GOOD).seed_for(full_epoch_0idx=0) == 0
     ShardPlan(keys, sizes, PlanSettings(random_seed_offset=-1, **GOOD)).layout(full_epoch_0idx=0)
-    with pytest.raises(ValueError, match=r"full epoch 0 \(epochs 1..2\) would shuffle with seed -1 "
-                                         r"\(full_epoch_0idx \+ 1 \+ random_seed_offset=-2\).*>= -1"):
+    with pytest.raises(
+        ValueError,
+        match=r"full epoch 0 \(epochs 1..2\) would shuffle with seed -1 "
+        r"\(full_epoch_0idx \+ 1 \+ random_seed_offset=-2\).*>= -1",
+    ):
         PlanSettings(random_seed_offset=-2, **GOOD)
     PlanSettings(random_seed_offset=-5, seq_ordering="default", **GOOD)  # no shuffle: no seed
     for fixed in (-1, 2**32):
         with pytest.raises(ValueError, match=rf"fixed_random_seed={fixed} is a shuffle seed"):
             PlanSettings(fixed_random_seed=fixed, **GOOD)
     ShardPlan(keys, sizes, PlanSettings(fixed_random_seed=2**32 - 1, random_seed_offset=2**40, **GOOD)).layout(
-        full_epoch_0idx=9)
+        full_epoch_0idx=9
+    )
 
     # Seeds grow with the full epoch: the last valid one is 2**32 - 1.
     plan = ShardPlan(keys, sizes, PlanSettings(random_seed_offset=2**32 - 3, **GOOD))
     assert plan.settings.seed_for(full_epoch_0idx=1) == 2**32 - 1
     plan.layout(full_epoch_0idx=1)
     plan.settings.replace(num_epochs=4)  # full epochs 0 and 1
-    for call in (lambda: plan.layout(full_epoch_0idx=2), lambda: plan.files_for(epoch=5, shard_index=1),
-                 lambda: plan.settings.replace(num_epochs=5)):
-        with pytest.raises(ValueError, match=r"full epoch 2 \(epochs 5..6\) would shuffle with seed 4294967296 .*"
-                                             r"random_seed_offset=4294967293.*lower random_seed_offset or num_epochs"):
+    for call in (
+        lambda: plan.layout(full_epoch_0idx=2),
+        lambda: plan.files_for(epoch=5, shard_index=1),
+        lambda: plan.settings.replace(num_epochs=5),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"full epoch 2 \(epochs 5..6\) would shuffle with seed 4294967296 .*"
+            r"random_seed_offset=4294967293.*lower random_seed_offset or num_epochs",
+        ):
             call()
     with pytest.raises(ValueError, match="full epoch 0 .* with seed 4294967296 .*: lower random_seed_offset$"):
         PlanSettings(random_seed_offset=2**32 - 1, **GOOD)
@@ -187,12 +226,14 @@ def test_seed_bounds_are_numpys_and_are_checked_before_numpy_sees_them():
 
 # -- the plan file ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("sharding", sorted(SHARDING_MODES))
 @settings(max_examples=examples(20))
 @given(data=st.data())
 def test_settings_survive_the_plan_file_round_trip(sharding, data):
-    kwargs = data.draw(plan_settings_kwargs(sharding=sharding, with_num_epochs=True, max_num_shards=3,
-                                            max_partition_epoch=3))
+    kwargs = data.draw(
+        plan_settings_kwargs(sharding=sharding, with_num_epochs=True, max_num_shards=3, max_partition_epoch=3)
+    )
     written = PlanSettings(**kwargs)
     num_files = written.num_bins + data.draw(st.integers(0, 4))
     costs = data.draw(st.lists(st.integers(0, 10**6), min_size=num_files, max_size=num_files))

@@ -18,7 +18,16 @@ def stats_cases(draw):
     partition_epoch = draw(st.integers(1, 4))
     num_files = draw(st.integers(num_shards * partition_epoch, num_shards * partition_epoch + 15))
     sizes = draw(st.lists(st.integers(0, 50), min_size=num_files, max_size=num_files))
-    plan = ShardPlan([f"f{i}" for i in range(num_files)], sizes, PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch, distrib_shard_files=draw(st.booleans()), seq_ordering=draw(st.sampled_from(["random", "default"]))))
+    plan = ShardPlan(
+        [f"f{i}" for i in range(num_files)],
+        sizes,
+        PlanSettings(
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            distrib_shard_files=draw(st.booleans()),
+            seq_ordering=draw(st.sampled_from(["random", "default"])),
+        ),
+    )
     return plan, draw(st.integers(1, 3 * partition_epoch + 2))
 
 
@@ -46,7 +55,9 @@ def test_stats_equal_brute_force_over_files_for(case):
 
 def test_balance_numbers_by_hand():
     # default order, 2 shards x 2 sub-epochs: bins [a] [b] [c] [d]; rank 0 reads a, b; rank 1 reads c, d.
-    plan = ShardPlan(list("abcd"), [1, 1, 78, 120], PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default"))
+    plan = ShardPlan(
+        list("abcd"), [1, 1, 78, 120], PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default")
+    )
     st_ = compute_plan_stats(plan, num_epochs=2)
     assert st_.bytes.tolist() == [[1, 78], [1, 120]]
     assert st_.max_over_mean.tolist() == pytest.approx([78 / 39.5, 120 / 60.5])
@@ -62,18 +73,25 @@ def test_all_zero_sizes_count_as_balanced():
 
 def test_unsharded_overlap_and_coverage():
     # Unsharded, default order: every rank reads the same bins, so everything overlaps.
-    plan = ShardPlan(list("abcdef"), [1] * 6, PlanSettings(num_shards=3, partition_epoch=2, seq_ordering="default", distrib_shard_files=False))
+    plan = ShardPlan(
+        list("abcdef"),
+        [1] * 6,
+        PlanSettings(num_shards=3, partition_epoch=2, seq_ordering="default", distrib_shard_files=False),
+    )
     st_ = compute_plan_stats(plan, num_epochs=2)
     assert st_.overlap.tolist() == [3, 3] and st_.coverage.tolist() == [0.5, 0.5]
     assert st_.passes.tolist() == [3] * 6
 
 
-@pytest.mark.parametrize("order, bounds, num_bins, message", [
-    ([0, 1, 1], [0, 1, 3], 2, "exactly once"),
-    ([0, 1, 2], [0, 2, 2, 3], 3, "bin 1 of 3 is empty"),
-    ([0, 1], [0, 2], 1, r"shape \(2,\)"),
-    ([0, 1, 2], [0, 1, 2], 2, "do not span"),
-])
+@pytest.mark.parametrize(
+    "order, bounds, num_bins, message",
+    [
+        ([0, 1, 1], [0, 1, 3], 2, "exactly once"),
+        ([0, 1, 2], [0, 2, 2, 3], 3, "bin 1 of 3 is empty"),
+        ([0, 1], [0, 2], 1, r"shape \(2,\)"),
+        ([0, 1, 2], [0, 1, 2], 2, "do not span"),
+    ],
+)
 def test_check_layout_catches(order, bounds, num_bins, message):
     with pytest.raises(AssertionError, match=message):
         check_layout(np.array(order), np.array(bounds), num_files=3, num_bins=num_bins)

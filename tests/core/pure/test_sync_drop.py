@@ -4,8 +4,14 @@ first rank runs out; checked against brute-force batching in random orders."""
 import numpy as np
 import pytest
 
-from i6_shard.core.pure.batching import Batching, order_variance, predict_dropped, rank_steps, \
-    simulate_num_batches, sync_stop
+from i6_shard.core.pure.batching import (
+    Batching,
+    order_variance,
+    predict_dropped,
+    rank_steps,
+    simulate_num_batches,
+    sync_stop,
+)
 
 
 def _lognormal(rng, n, median):
@@ -50,8 +56,9 @@ def test_param_sync_drop_matches_simulation(sync_every):
         ranks = [_lognormal(rng, int(rng.randint(100, 600)), 20.0) for _ in range(num_ranks)]
         frames = np.array([[int(x.sum()) for x in ranks]])
         moments = [(rank_steps(len(x), x, batching)[0], len(x) * order_variance(x, batching)) for x in ranks]
-        predicted = predict_dropped(frames, np.array([[m for m, _ in moments]]),
-                                    np.array([[v for _, v in moments]]), sync_every=sync_every)
+        predicted = predict_dropped(
+            frames, np.array([[m for m, _ in moments]]), np.array([[v for _, v in moments]]), sync_every=sync_every
+        )
         errors.append(float(predicted[0]) - _brute_drop(ranks, batching, 300, rng, sync_every=sync_every))
     # Grad sync: within 1 point, as test_batching's own check. Param sync stops at whole sync periods, so the
     # tails of the step counts (estimated from a few orders, order_variance) weigh more: within 2 points.

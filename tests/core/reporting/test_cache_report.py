@@ -11,8 +11,13 @@ from i6_shard import core
 from i6_shard.core.pure.cache import NodeCache, compute_cache_footprint
 from i6_shard.core.pure.compare import compare_plans
 from i6_shard.core.reporting import outputs
-from i6_shard.core.reporting.plan_change import CHANGE_OUTPUTS, change_files, change_summary, render_change_report, \
-    write_change_dir
+from i6_shard.core.reporting.plan_change import (
+    CHANGE_OUTPUTS,
+    change_files,
+    change_summary,
+    render_change_report,
+    write_change_dir,
+)
 from i6_shard.core.reporting.plot import matplotlib_available, plot_plan
 
 from ...golden import check_golden
@@ -28,8 +33,10 @@ def golden_plan(**kwargs) -> core.ShardPlan:
 
 def write(plan, directory, **cache):
     os.makedirs(directory, exist_ok=True)
-    paths = {k: os.path.join(directory, fn) for k, fn in (
-        ("plan_path", "plan.npz"), ("summary_path", "summary.json"), ("report_path", "report.txt"))}
+    paths = {
+        k: os.path.join(directory, fn)
+        for k, fn in (("plan_path", "plan.npz"), ("summary_path", "summary.json"), ("report_path", "report.txt"))
+    }
     summary = core.write_plan_outputs(plan, **paths, **cache)
     with open(paths["report_path"], encoding="utf-8") as f:
         report = f.read()
@@ -39,10 +46,13 @@ def write(plan, directory, **cache):
     return summary, report, text
 
 
-@pytest.mark.parametrize("name, cache", [
-    ("cache_fits_not", {"node_cache": NodeCache(ranks_per_node=2), "cache_size": 3 * 10**6}),
-    ("cache_direct", {"node_cache": NodeCache(ranks_per_node=2, preload_next_n_sub_epochs=0, cached_file=False)}),
-])
+@pytest.mark.parametrize(
+    "name, cache",
+    [
+        ("cache_fits_not", {"node_cache": NodeCache(ranks_per_node=2), "cache_size": 3 * 10**6}),
+        ("cache_direct", {"node_cache": NodeCache(ranks_per_node=2, preload_next_n_sub_epochs=0, cached_file=False)}),
+    ],
+)
 def test_golden_cache_report(tmp_path, monkeypatch, name, cache):
     monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn",))
     _, report, text = write(golden_plan(), str(tmp_path), **cache)
@@ -55,8 +65,9 @@ def test_without_the_option_nothing_changes_and_with_it_only_the_cache_is_added(
     plan = golden_plan()
     plain, plain_report, _ = write(plan, str(tmp_path / "plain"))
     assert "cache" not in plain and "cache_peak_bytes_per_node" not in plain and "file cache" not in plain_report
-    cached, report, _ = write(plan, str(tmp_path / "cache"), node_cache=NodeCache(ranks_per_node=2),
-                              cache_size=10**12)  # fits: no warning added
+    cached, report, _ = write(
+        plan, str(tmp_path / "cache"), node_cache=NodeCache(ranks_per_node=2), cache_size=10**12
+    )  # fits: no warning added
     assert {k: v for k, v in cached.items() if not k.startswith("cache")} == plain
     before, after = plain_report.split("\nWarnings\n")
     assert report.startswith(before + "\nPer-node file cache (2 ranks per node, 2 nodes; ")
@@ -78,8 +89,9 @@ def test_summary_numbers_are_the_brute_force_count(tmp_path):
     for p, row in rows.items():
         if p != 4 and "peak_bytes" in row:
             other = plan.with_settings(partition_epoch=p, num_epochs=3 * p)
-            assert row["peak_bytes"] == compute_cache_footprint(other, node_cache=node_cache,
-                                                                num_epochs=3 * p).peak_bytes
+            assert (
+                row["peak_bytes"] == compute_cache_footprint(other, node_cache=node_cache, num_epochs=3 * p).peak_bytes
+            )
     assert f"peak {core.reporting.report.format_bytes(c['peak_bytes'])} (sub-epoch {c['peak_epoch']}" in report
 
 
@@ -100,6 +112,7 @@ def test_plot_has_a_cache_panel_only_when_asked(tmp_path):
     a, b, c = ((tmp_path / f"{n}.png").read_bytes() for n in "abc")
     assert b == c and a != b
     from matplotlib.image import imread
+
     assert imread(str(tmp_path / "b.png")).shape[0] > imread(str(tmp_path / "a.png")).shape[0]  # a panel more
     short = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2), num_epochs=4)
     with pytest.raises(ValueError, match="covers 4 sub-epochs, the stats 10"):
@@ -140,12 +153,16 @@ def test_change_summary_and_files_follow_files_for():
         assert x["key"] in new.files_for(epoch=x["new_epoch"], shard_index=x["new_rank"])
     for x in files["full_epochs"][0]["never_read"]:
         assert x["key"] in old.files_for(epoch=x["planned_epoch"], shard_index=x["planned_rank"])
-    assert [row["files_before"] for row in full["per_rank"]] == \
-        [len(old.files_for(epoch=4, shard_index=r)) for r in range(8)]
-    assert [row["files_after"] for row in full["per_rank"]] == \
-        [sum(len(new.files_for(epoch=e, shard_index=r)) for e in (5, 6)) if r < 6 else 0 for r in range(8)]
-    assert summary["boundaries"] == [{"resume_epoch": 4, "read_twice": 0, "never_read": 0},
-                                     {"resume_epoch": 7, "read_twice": 0, "never_read": 0}]
+    assert [row["files_before"] for row in full["per_rank"]] == [
+        len(old.files_for(epoch=4, shard_index=r)) for r in range(8)
+    ]
+    assert [row["files_after"] for row in full["per_rank"]] == [
+        sum(len(new.files_for(epoch=e, shard_index=r)) for e in (5, 6)) if r < 6 else 0 for r in range(8)
+    ]
+    assert summary["boundaries"] == [
+        {"resume_epoch": 4, "read_twice": 0, "never_read": 0},
+        {"resume_epoch": 7, "read_twice": 0, "never_read": 0},
+    ]
     at_boundary = change_summary(compare_plans(old, new, resume_epoch=4))
     assert at_boundary["at_full_epoch_boundary"] and at_boundary["full_epochs"] == []
     assert "nothing is read twice or never" in render_change_report(at_boundary)

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
@@ -18,15 +17,17 @@ from tests.deps import needs_matplotlib
 
 from i6_shard import core
 from i6_shard.core.io import atomic
-from i6_shard.core.io.atomic import atomic_dir
 from i6_shard.core.io.plan_file import check_plan_fits_memory, plan_arrays_nbytes
 from i6_shard.core.reporting.outputs import PLAN_OUTPUTS, write_plan_dir
 
 
 def small_plan(num_epochs, num_files=30, seed=0):
     sizes = np.random.RandomState(seed).randint(1, 1000, size=num_files)
-    return core.ShardPlan([f"/d/f{i}.hdf" for i in range(num_files)], sizes,
-                          core.PlanSettings(num_shards=2, partition_epoch=3, num_epochs=num_epochs))
+    return core.ShardPlan(
+        [f"/d/f{i}.hdf" for i in range(num_files)],
+        sizes,
+        core.PlanSettings(num_shards=2, partition_epoch=3, num_epochs=num_epochs),
+    )
 
 
 def read_set(out):
@@ -57,7 +58,12 @@ def test_a_rerun_replaces_the_whole_set_and_leaves_no_stale_plot(tmp_path):
     write_plan_dir(small_plan(6), out, plot=True)
     assert sorted(os.listdir(out)) == sorted(PLAN_OUTPUTS + (".i6_shard-set",))
     write_plan_dir(small_plan(9), out, plot=False)
-    assert sorted(os.listdir(out)) == [".i6_shard-set", "plan.npz", "report.txt", "summary.json"]  # the older plot is gone
+    assert sorted(os.listdir(out)) == [
+        ".i6_shard-set",
+        "plan.npz",
+        "report.txt",
+        "summary.json",
+    ]  # the older plot is gone
     assert read_set(out) == (9, 9, True)
     assert os.listdir(tmp_path) == ["out"]  # no temporary or old directory left beside it
 
@@ -101,8 +107,15 @@ def test_concurrent_writers_never_show_a_reader_a_mix(tmp_path, capfd):
     sizes = str(tmp_path / "sizes.npz")
     core.save_file_sizes(core.FileSizes(keys=[f"/d/f{i}" for i in range(30)], sizes=np.arange(1, 31)), sizes)
     out = str(tmp_path / "out")
-    writers = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(_WRITER), sizes, out, str(n), "8"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for n in (3, 7)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(_WRITER), sizes, out, str(n), "8"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in (3, 7)
+    ]
     seen, mixed = set(), []
     while any(w.poll() is None for w in writers):
         got = read_set(out)
@@ -141,14 +154,28 @@ def test_sigkill_while_writing_leaves_the_earlier_set_whole(tmp_path):
     sizes = tmp_path / "sizes.npz"
     core.save_file_sizes(core.FileSizes(keys=[f"/d/f{i}" for i in range(30)], sizes=np.arange(1, 31)), sizes)
     out = tmp_path / "out"
-    common = ["plan", "--sizes", str(sizes), "--num-shards", "2", "--partition-epoch", "3", "-o", str(out),
-              "--preload-next-n-sub-epochs", "0"]
+    common = [
+        "plan",
+        "--sizes",
+        str(sizes),
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "3",
+        "-o",
+        str(out),
+        "--preload-next-n-sub-epochs",
+        "0",
+    ]
     from i6_shard.cli import main
 
     assert main(common + ["--num-epochs", "6", "--no-plot"]) == 0
     before = {n: (out / n).read_bytes() for n in os.listdir(out)}
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_KILLED), *common, "--num-epochs", "9",
-                             "--no-plot"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_KILLED), *common, "--num-epochs", "9", "--no-plot"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline() == "plan file written\n"
     finally:
@@ -167,8 +194,11 @@ def test_a_directory_holding_other_files_is_refused_before_any_work(tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")
     (out / "plan.npz").write_bytes(b"old")
-    with pytest.raises(ValueError, match=r"it holds 1 entry that is not part of it \('notes.txt'\); the plan "
-                                         "directory is replaced whole"):
+    with pytest.raises(
+        ValueError,
+        match=r"it holds 1 entry that is not part of it \('notes.txt'\); the plan "
+        "directory is replaced whole",
+    ):
         write_plan_dir(small_plan(3), out, plot=False)
     assert (out / "notes.txt").read_text() == "mine\n" and (out / "plan.npz").read_bytes() == b"old"
     (out / "notes.txt").unlink()
@@ -191,13 +221,21 @@ def test_plans_that_would_not_fit_in_memory_are_refused_naming_the_size(tmp_path
     assert plan_arrays_nbytes(huge, num_files=1) == 4_000_000_000 * (4 + 2 * 8)
     plan = core.ShardPlan(["/d/a"], [5], huge)
     started = time.perf_counter()
-    for call in (lambda: write_plan_dir(plan, tmp_path / "out", plot=False),
-                 lambda: core.write_plan_outputs(plan, plan_path=str(tmp_path / "p.npz"),
-                                                 summary_path=str(tmp_path / "s.json"),
-                                                 report_path=str(tmp_path / "r.txt")),
-                 lambda: core.save_plan(plan, tmp_path / "p.npz")):
-        with pytest.raises(ValueError, match=r"num_epochs=4000000000 with 1 files needs 80,000,000,000 bytes "
-                                             r"\(74\.5 GiB\) for the plan's arrays"):
+    for call in (
+        lambda: write_plan_dir(plan, tmp_path / "out", plot=False),
+        lambda: core.write_plan_outputs(
+            plan,
+            plan_path=str(tmp_path / "p.npz"),
+            summary_path=str(tmp_path / "s.json"),
+            report_path=str(tmp_path / "r.txt"),
+        ),
+        lambda: core.save_plan(plan, tmp_path / "p.npz"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"num_epochs=4000000000 with 1 files needs 80,000,000,000 bytes "
+            r"\(74\.5 GiB\) for the plan's arrays",
+        ):
             call()
     assert time.perf_counter() - started < 5  # refused from the settings, nothing allocated or looped
     assert os.listdir(tmp_path) == []
@@ -206,12 +244,15 @@ def test_plans_that_would_not_fit_in_memory_are_refused_naming_the_size(tmp_path
 
 def test_output_names_must_have_their_formats_extension(tmp_path):
     plan = small_plan(3)
-    paths = dict(plan_path=str(tmp_path / "p.npz"), summary_path=str(tmp_path / "s.json"),
-                 report_path=str(tmp_path / "r.txt"))
-    for name, bad, message in (("plan_path", "p.zip", "a plan file is a .npz file"),
-                               ("summary_path", "s.txt", "a plan summary is a .json file"),
-                               ("report_path", "r.json", "a plan report is a .txt file"),
-                               ("plot_path", "p.jpg", "a plot is a .png file")):
+    paths = dict(
+        plan_path=str(tmp_path / "p.npz"), summary_path=str(tmp_path / "s.json"), report_path=str(tmp_path / "r.txt")
+    )
+    for name, bad, message in (
+        ("plan_path", "p.zip", "a plan file is a .npz file"),
+        ("summary_path", "s.txt", "a plan summary is a .json file"),
+        ("report_path", "r.json", "a plan report is a .txt file"),
+        ("plot_path", "p.jpg", "a plot is a .png file"),
+    ):
         with pytest.raises(ValueError, match=message.replace(".", r"\.")):
             core.write_plan_outputs(plan, **{**paths, name: str(tmp_path / bad)})
     assert os.listdir(tmp_path) == []
@@ -256,18 +297,36 @@ def test_a_full_device_names_the_file_and_leaves_the_earlier_set(tmp_path):
         pytest.skip("needs unshare (util-linux) to mount a small tmpfs in a private mount namespace")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    res = subprocess.run([unshare, "-rm", "sh", "-c", 'mount -t tmpfs -o size=48k tmpfs "$1" && shift && exec "$@"',
-                          "sh", str(mnt), sys.executable, "-c", textwrap.dedent(_FULL), str(mnt)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            unshare,
+            "-rm",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=48k tmpfs "$1" && shift && exec "$@"',
+            "sh",
+            str(mnt),
+            sys.executable,
+            "-c",
+            textwrap.dedent(_FULL),
+            str(mnt),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if res.returncode != 0 and ("mount" in res.stderr or "unshare" in res.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()[-200:]}")
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads(res.stdout)
-    assert result["plan_error"].startswith(f"cannot write {os.path.join(str(mnt), 'out', 'plan.npz')!r}: no space left "
-                                           "on device; free some space or choose another path"), result
+    assert result["plan_error"].startswith(
+        f"cannot write {os.path.join(str(mnt), 'out', 'plan.npz')!r}: no space left "
+        "on device; free some space or choose another path"
+    ), result
     assert result["plan_kept"] and result["beside"] == ["out"]
-    assert result["sizes_error"].startswith(f"cannot write {os.path.join(str(mnt), 'sizes.npz')!r}: no space left on "
-                                            "device"), result
+    assert result["sizes_error"].startswith(
+        f"cannot write {os.path.join(str(mnt), 'sizes.npz')!r}: no space left on device"
+    ), result
     assert result["beside_after_sizes"] == ["out"]
 
 
@@ -283,8 +342,20 @@ def test_a_folder_of_the_users_is_never_replaced_even_with_the_sets_file_names(t
     out.mkdir()
     for name in names:
         (out / name).write_text("the user's own\n")
-    argv = ["plan", "--sizes", str(sizes), "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "2",
-            "--no-plot", "-o", str(out)]
+    argv = [
+        "plan",
+        "--sizes",
+        str(sizes),
+        "--num-shards",
+        "2",
+        "--partition-epoch",
+        "2",
+        "--num-epochs",
+        "2",
+        "--no-plot",
+        "-o",
+        str(out),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "was not written as a plan directory by i6_shard" in err and err.count("\n") == 1, err

@@ -9,25 +9,36 @@ from i6_shard.core.reporting.prediction import render_prediction
 
 
 def _summary(steps, dropped):
-    return {"unit": "frames", "dropped_fraction": 0.2, "dropped_fraction_predicted": sum(dropped) / len(dropped),
-            "dropped_fraction_predicted_max": max(dropped), "sync": {"reduce_type": "grad", "param_sync_step": None},
-            "batching": {"batch_size": 1000, "max_seqs": None, "floor_mean": 0.01,
-                         "steps_per_rank": {"min": 1.0, "mean": 2.0, "max": 3.0},
-                         "per_sub_epoch": {"steps": steps, "dropped_fraction": dropped, "floor": [0.0] * len(steps)}}}
+    return {
+        "unit": "frames",
+        "dropped_fraction": 0.2,
+        "dropped_fraction_predicted": sum(dropped) / len(dropped),
+        "dropped_fraction_predicted_max": max(dropped),
+        "sync": {"reduce_type": "grad", "param_sync_step": None},
+        "batching": {
+            "batch_size": 1000,
+            "max_seqs": None,
+            "floor_mean": 0.01,
+            "steps_per_rank": {"min": 1.0, "mean": 2.0, "max": 3.0},
+            "per_sub_epoch": {"steps": steps, "dropped_fraction": dropped, "floor": [0.0] * len(steps)},
+        },
+    }
 
 
 def _table(lines):
     start = lines.index("  expected steps per rank, worst sub-epochs first:")
-    return [line.split() for line in lines[start + 1:]]
+    return [line.split() for line in lines[start + 1 :]]
 
 
 def test_steps_per_rank_are_shown_worst_sub_epoch_first():
     steps = [[10.0, 10.04, 9.96], [12.0, 6.5, 9.25], [8.0, 8.0, 7.0]]
     table = _table(render_prediction(_summary(steps, [0.01, 0.3, 0.05])))
-    assert table == [["epoch", "r0", "r1", "r2", "dropped"],
-                     ["2", "12.0", "6.5", "9.2", "30.00%"],
-                     ["3", "8.0", "8.0", "7.0", "5.00%"],
-                     ["1", "10.0", "10.0", "10.0", "1.00%"]]
+    assert table == [
+        ["epoch", "r0", "r1", "r2", "dropped"],
+        ["2", "12.0", "6.5", "9.2", "30.00%"],
+        ["3", "8.0", "8.0", "7.0", "5.00%"],
+        ["1", "10.0", "10.0", "10.0", "1.00%"],
+    ]
 
 
 def test_many_ranks_and_sub_epochs_are_bounded():
@@ -55,8 +66,7 @@ def test_the_plot_of_a_plan_with_a_prediction_has_a_steps_panel(tmp_path):
 
     keys = [f"/c/{i}.hdf" for i in range(24)]
     frames = core.io.lognormal_sizes(24, seed=3, median_bytes=2000)
-    plan = core.ShardPlan(keys, frames, core.PlanSettings(num_shards=4, partition_epoch=3, num_epochs=6,
-                                                           unit="frames"))
+    plan = core.ShardPlan(keys, frames, core.PlanSettings(num_shards=4, partition_epoch=3, num_epochs=6, unit="frames"))
     summary, stats = core.plan_summary(plan, num_epochs=6)
     steps = [[1.0 + e + r for r in range(4)] for e in range(6)]
     prediction = {"per_sub_epoch": {"steps": steps, "dropped_fraction": [0.1] * 6, "floor": [0.0] * 6}}

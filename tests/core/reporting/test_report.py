@@ -25,17 +25,25 @@ def golden_plan(**kwargs) -> core.ShardPlan:
 
 def write_outputs(plan, directory, *, num_epochs=10, plot=False):
     os.makedirs(directory, exist_ok=True)
-    paths = {k: os.path.join(directory, fn) for k, fn in (
-        ("plan_path", "plan.npz"), ("summary_path", "summary.json"), ("report_path", "report.txt"))}
-    summary = core.write_plan_outputs(plan.with_settings(num_epochs=num_epochs), plot_path=os.path.join(directory, "plot.png")
-                                      if plot else None, **paths)
+    paths = {
+        k: os.path.join(directory, fn)
+        for k, fn in (("plan_path", "plan.npz"), ("summary_path", "summary.json"), ("report_path", "report.txt"))
+    }
+    summary = core.write_plan_outputs(
+        plan.with_settings(num_epochs=num_epochs),
+        plot_path=os.path.join(directory, "plot.png") if plot else None,
+        **paths,
+    )
     return summary, paths
 
 
-@pytest.mark.parametrize("name, kwargs", [
-    ("sharded", {}),
-    ("unsharded", {"distrib_shard_files": False}),
-])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("sharded", {}),
+        ("unsharded", {"distrib_shard_files": False}),
+    ],
+)
 def test_golden_report_and_summary(tmp_path, monkeypatch, name, kwargs):
     # Only RETURNN's distribution, so that other distributions' numbers cannot move these files.
     monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn",))
@@ -61,14 +69,17 @@ def test_outputs_are_byte_identical_and_headline_numbers_follow_the_table(tmp_pa
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     # Recompute the headline numbers from files_for, independently of the stats module.
     size_of = dict(zip(plan.keys, plan.costs.tolist()))
-    table = np.array([[sum(size_of[k] for k in plan.files_for(epoch=e, shard_index=r)) for r in range(3)]
-                      for e in range(1, 11)], dtype=float)
+    table = np.array(
+        [[sum(size_of[k] for k in plan.files_for(epoch=e, shard_index=r)) for r in range(3)] for e in range(1, 11)],
+        dtype=float,
+    )
     assert isinstance(first["max_imbalance"], float) and isinstance(first["dropped_fraction"], float)
     assert first["max_imbalance"] == pytest.approx((table.max(1) / table.mean(1)).max(), abs=1e-6)
     assert first["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
     assert first["per_sub_epoch"]["bytes"] == table.astype(int).tolist()
-    assert core.load_plan(paths_a["plan_path"], verify=True).files_for(epoch=7, shard_index=2) == \
-        plan.files_for(epoch=7, shard_index=2)
+    assert core.load_plan(paths_a["plan_path"], verify=True).files_for(epoch=7, shard_index=2) == plan.files_for(
+        epoch=7, shard_index=2
+    )
 
 
 def test_every_other_distribution_is_compared(tmp_path):
@@ -79,7 +90,9 @@ def test_every_other_distribution_is_compared(tmp_path):
     for name in core.DISTRIBUTIONS:
         if name == plan.settings.distribution:
             continue
-        other = core.ShardPlan(plan.keys, plan.costs, core.PlanSettings(num_shards=3, partition_epoch=4, distribution=name))
+        other = core.ShardPlan(
+            plan.keys, plan.costs, core.PlanSettings(num_shards=3, partition_epoch=4, distribution=name)
+        )
         drop = core.compute_plan_stats(other, num_epochs=10).dropped_fraction
         assert summary["distributions"][name]["dropped_fraction"] == pytest.approx(drop.mean(), abs=1e-6)
         assert f"  {name:<20}   {100 * drop.mean():>11.2f}%" in report
@@ -89,8 +102,10 @@ def test_a_distribution_that_cannot_plan_is_reported_not_fatal(tmp_path, monkeyp
     monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn", "no-such-distribution"))
     summary, paths = write_outputs(golden_plan(), str(tmp_path))
     assert "unknown" in summary["distributions"]["no-such-distribution"]
-    assert "no-such-distribution   not applicable: distribution='no-such-distribution' is unknown" in \
-        open(paths["report_path"], encoding="utf-8").read()
+    assert (
+        "no-such-distribution   not applicable: distribution='no-such-distribution' is unknown"
+        in open(paths["report_path"], encoding="utf-8").read()
+    )
 
 
 def test_a_requested_plot_without_matplotlib_fails_before_any_output(tmp_path, monkeypatch):
@@ -111,7 +126,9 @@ def test_report_warns_about_few_files_partial_epochs_and_overlap():
     assert "few files per bin" in text  # 40 files in 3*4 bins
     assert "num_epochs=10 is not a multiple of partition_epoch=4" in text
     assert "read by more than one rank" in text
-    quiet = core.ShardPlan([f"f{i}" for i in range(400)], [1000] * 400, core.PlanSettings(num_shards=2, partition_epoch=2))
+    quiet = core.ShardPlan(
+        [f"f{i}" for i in range(400)], [1000] * 400, core.PlanSettings(num_shards=2, partition_epoch=2)
+    )
     assert core.plan_summary(quiet, num_epochs=4, compare=False)[0]["warnings"] == []
 
 
@@ -135,8 +152,10 @@ def test_the_other_sharding_mode_is_compared(sharded):
     assert row["distrib_shard_files"] is (not sharded)
     flipped = golden_plan(distrib_shard_files=not sharded)
     size_of = dict(zip(plan.keys, plan.costs.tolist()))
-    table = np.array([[sum(size_of[k] for k in flipped.files_for(epoch=e, shard_index=r)) for r in range(3)]
-                      for e in range(1, 9)], dtype=float)
+    table = np.array(
+        [[sum(size_of[k] for k in flipped.files_for(epoch=e, shard_index=r)) for r in range(3)] for e in range(1, 9)],
+        dtype=float,
+    )
     assert row["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
     assert row["max_imbalance"] == pytest.approx((table.max(1) / table.mean(1)).max(), abs=1e-6)
     label = "returnn, sharded" if not sharded else "returnn, unsharded"
@@ -145,7 +164,9 @@ def test_the_other_sharding_mode_is_compared(sharded):
 
 def test_other_mode_that_cannot_plan_is_reported_not_fatal():
     # 5 files: unsharded needs partition_epoch=2 bins per rank, sharded would need 3*2=6.
-    plan = core.ShardPlan(list("abcde"), [1, 2, 3, 4, 5], core.PlanSettings(num_shards=3, partition_epoch=2, distrib_shard_files=False))
+    plan = core.ShardPlan(
+        list("abcde"), [1, 2, 3, 4, 5], core.PlanSettings(num_shards=3, partition_epoch=2, distrib_shard_files=False)
+    )
     summary, _ = core.plan_summary(plan, num_epochs=2)
     assert "5 files cannot fill" in summary["other_mode"]["not_applicable"]
     report = core.render_report(summary)
@@ -177,20 +198,28 @@ def test_summarize_rejects_stats_over_other_sub_epochs_with_a_value_error():
     plan = golden_plan()
     stats = core.compute_plan_stats(plan, num_epochs=8)
     short = core.compute_plan_stats(plan, num_epochs=4)
-    with pytest.raises(ValueError, match=r"other_distributions\['balanced'\] holds stats over 4 sub-epochs.*"
-                                         r"compare_num_epochs=8"):
+    with pytest.raises(
+        ValueError,
+        match=r"other_distributions\['balanced'\] holds stats over 4 sub-epochs.*"
+        r"compare_num_epochs=8",
+    ):
         core.reporting.summarize(plan, stats, other_distributions={"balanced": short})
     with pytest.raises(ValueError, match=r"other_mode holds stats over 8 sub-epochs.*compare_num_epochs=4"):
         core.reporting.summarize(plan, stats, other_mode=stats, compare_num_epochs=4)
     for bad in (0, 9, 2.5, True):
         with pytest.raises(ValueError, match=rf"compare_num_epochs={bad!r} must be an int in 1..8"):
             core.reporting.summarize(plan, stats, compare_num_epochs=bad)
-    assert core.reporting.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"] >= 0
+    assert (
+        core.reporting.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"]
+        >= 0
+    )
 
 
 def test_plot_path_must_name_a_png(tmp_path):
     pytest.importorskip("matplotlib")
-    plan = ShardPlan([f"f{i}" for i in range(8)], [5, 1, 3, 8, 2, 7, 4, 6], PlanSettings(num_shards=2, partition_epoch=2))
+    plan = ShardPlan(
+        [f"f{i}" for i in range(8)], [5, 1, 3, 8, 2, 7, 4, 6], PlanSettings(num_shards=2, partition_epoch=2)
+    )
     stats = compute_plan_stats(plan, num_epochs=2)
     with pytest.raises(ValueError, match=r"out\.jpg.*must end in \.png"):
         plot_plan(stats, str(tmp_path / "out.jpg"))
@@ -216,10 +245,16 @@ def test_warnings_speak_of_the_plans_unit(tmp_path):
 
 
 def _large_file_warnings(sizes, **settings):
-    plan = core.ShardPlan([f"f{i}" for i in range(len(sizes))], sizes,
-                          core.PlanSettings(**{"num_shards": 2, "partition_epoch": 2, **settings}))
-    return [w for w in core.plan_summary(plan, num_epochs=4, compare=False)[0]["warnings"]
-            if "more than a rank's share" in w]
+    plan = core.ShardPlan(
+        [f"f{i}" for i in range(len(sizes))],
+        sizes,
+        core.PlanSettings(**{"num_shards": 2, "partition_epoch": 2, **settings}),
+    )
+    return [
+        w
+        for w in core.plan_summary(plan, num_epochs=4, compare=False)[0]["warnings"]
+        if "more than a rank's share" in w
+    ]
 
 
 def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them():
@@ -228,8 +263,9 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     points), or says to split files of 2 shares or more; no warning once the deviation holds it, or unsharded."""
     sizes = [12] + [1] * 25  # total 37, share 37 / 4 = 9.25: the 12 is 1.30 shares, needs 0.30 + 0.05
     (warning,) = _large_file_warnings(sizes)
-    assert warning.startswith("1 file entry holds more than a rank's share of a sub-epoch (9 B; the largest "
-                              "1.30x)"), warning
+    assert warning.startswith("1 file entry holds more than a rank's share of a sub-epoch (9 B; the largest 1.30x)"), (
+        warning
+    )
     assert "distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation=0.35 or more)" in warning
     (warning,) = _large_file_warnings(sizes, distribution="flexible")  # 0.25 by default
     assert "Raise max_sub_epoch_deviation to 0.35 or more (now 0.25)" in warning
@@ -237,8 +273,10 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     assert _large_file_warnings(sizes, distrib_shard_files=False) == []
     assert _large_file_warnings(sizes, distribution="flexible_auto") == []  # it grows sub-epochs by up to 0.9
     (warning,) = _large_file_warnings([19] + [1] * 21, distribution="flexible_auto")  # share 10: 1.90x, needs 0.95
-    assert warning.endswith("would need to grow by 0.95, flexible_auto lets them grow by 0.9 at most: split "
-                            "these files, or lower partition_epoch."), warning
+    assert warning.endswith(
+        "would need to grow by 0.95, flexible_auto lets them grow by 0.9 at most: split "
+        "these files, or lower partition_epoch."
+    ), warning
     (warning,) = _large_file_warnings([20, 19] + [1] * 20)  # share 59 / 4 = 14.75: 1.36x and 1.29x, 2.0x below
     assert warning.startswith("2 file entries hold more than")
     (warning,) = _large_file_warnings([40] + [1] * 40)  # share 20: 2.00x, no deviation below 1 holds it

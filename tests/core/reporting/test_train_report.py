@@ -42,8 +42,12 @@ def plan_of(name, **changes):
     """A plan made with core for the files (their sizes in bytes) and the training's settings."""
     c = case(name)
     sizes = core.load_file_sizes(os.path.join(LOGS, name, "file_sizes.npz"))
-    settings = dict(num_shards=c["num_ranks"], partition_epoch=c["partition_epoch"], num_epochs=c["num_epochs"],
-                    distribution=c["distribution"])
+    settings = dict(
+        num_shards=c["num_ranks"],
+        partition_epoch=c["partition_epoch"],
+        num_epochs=c["num_epochs"],
+        distribution=c["distribution"],
+    )
     settings.update(changes)
     return core.ShardPlan(sizes.keys, sizes.sizes, core.PlanSettings(**settings))
 
@@ -60,7 +64,8 @@ def independent_drop(name):
         for m in re.finditer(r"using files for epoch (\d+): \[(.*)\]$", text, flags=re.M):
             if int(m[1]) <= case(name)["num_epochs"]:
                 available[int(m[1])] = available.get(int(m[1]), 0) + sum(
-                    lengths[k][1] for k in re.findall(r"'([^']+)'", m[2]))
+                    lengths[k][1] for k in re.findall(r"'([^']+)'", m[2])
+                )
     return {e: 1 - consumed.get(e, 0) / available[e] for e in available}
 
 
@@ -94,8 +99,7 @@ def test_a_plan_with_other_seeds_or_files_is_an_alarm():
     summary = analyze_training(log, file_lengths=lengths_of(name), plan=plan_of(name, random_seed_offset=7))
     assert any(x["files_match_plan"] is False for s in summary["sub_epochs"] for x in s["ranks"])
     assert any("read other files than planned" in a for a in summary["alarms"])
-    other = core.ShardPlan(["/elsewhere/" + k for k in plan_of(name).keys], plan_of(name).costs,
-                           plan_of(name).settings)
+    other = core.ShardPlan(["/elsewhere/" + k for k in plan_of(name).keys], plan_of(name).costs, plan_of(name).settings)
     summary = analyze_training(log, file_lengths=lengths_of(name), plan=other)
     assert any("none of the 16 files in the logs is in the plan" in a for a in summary["alarms"])
     wrong_size = plan_of("w4_bv24")
@@ -132,8 +136,9 @@ def test_dropped_share_threshold():
     log = read_training_logs(logs_of(name))
     summary = analyze_training(log, file_lengths=lengths_of(name), plan=plan_of(name), max_dropped=0.5)
     assert summary["alarms"] == []
-    summary = analyze_training(log, file_lengths=lengths_of(name), plan=plan_of(name),
-                               max_dropped=summary["dropped_fraction"] - 0.001)
+    summary = analyze_training(
+        log, file_lengths=lengths_of(name), plan=plan_of(name), max_dropped=summary["dropped_fraction"] - 0.001
+    )
     assert len(summary["alarms"]) == 1 and summary["alarms"][0].startswith("high data loss")
 
 
@@ -201,8 +206,9 @@ def test_hdf_lengths_are_read_from_the_training_directory(tmp_path):
     from_hdf = write_train_report(logs, str(tmp_path / "out"), plot=False)
     from_json = analyze_training(read_training_logs(logs), file_lengths=lengths_of(name))
     assert from_hdf["total_frames"] == from_json["total_frames"] == sum(v[1] for v in lengths_of(name).values())
-    assert [s["dropped_fraction"] for s in from_hdf["sub_epochs"]] == [s["dropped_fraction"]
-                                                                       for s in from_json["sub_epochs"]]
+    assert [s["dropped_fraction"] for s in from_hdf["sub_epochs"]] == [
+        s["dropped_fraction"] for s in from_json["sub_epochs"]
+    ]
 
 
 @pytest.mark.parametrize("name, too_few", [("w2_balanced", False), ("w2_nofix", True)])
@@ -213,8 +219,11 @@ def test_the_steps_panel_speaks_of_double_sharding_only_with_its_alarm(name, too
     from i6_shard.core.reporting.train_report import plot_training
 
     titles = []
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
-                        lambda fig, *a, **k: titles.extend(ax.get_title(loc="left") for ax in fig.axes))
+    monkeypatch.setattr(
+        matplotlib.figure.Figure,
+        "savefig",
+        lambda fig, *a, **k: titles.extend(ax.get_title(loc="left") for ax in fig.axes),
+    )
     summary = analyze_training(read_training_logs(logs_of(name)), file_lengths=lengths_of(name), plan=plan_of(name))
     assert any(a.startswith("steps far below") for a in summary["alarms"]) is too_few
     plot_training(summary, str(tmp_path / "plot.png"))

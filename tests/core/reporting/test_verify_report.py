@@ -12,8 +12,9 @@ def test_report_lists_verdict_and_dropped_share():
     plan, tags = _setup(4, 2, 1)
     reads = _reads(plan, tags, [1], keep=lambda seqs, r: seqs[:1] if r == 1 else seqs)
     violations = check_reads(reads, plan=plan, file_tags=tags)
-    text = render_verify_report(summarize_reads(reads, plan=plan, file_tags=tags), violations,
-                                settings={"sharding_fix": True})
+    text = render_verify_report(
+        summarize_reads(reads, plan=plan, file_tags=tags), violations, settings={"sharding_fix": True}
+    )
     n0, n1 = len(reads[0].seq_tags), 1
     assert text.startswith("i6_shard sharding verification: FAILED\n")
     assert f"  sub-epoch 1: {n0} {n1}  dropped {100 * (1 - 2 * min(n0, n1) / (n0 + n1)):.1f}%" in text
@@ -27,6 +28,10 @@ def test_golden_report_of_double_sharding():
     plan, tags = _setup(8, 2, 2, seed=4)
     reads = _reads(plan, tags, range(1, 5), keep=lambda seqs, r: seqs[r::2])
     violations = check_reads(reads, plan=plan, file_tags=tags)
-    text = render_verify_report(summarize_reads(reads, plan=plan, file_tags=tags), violations,
-                                settings={"sharding_fix": False, "seq_ordering": "random"}, max_listed=6)
+    text = render_verify_report(
+        summarize_reads(reads, plan=plan, file_tags=tags),
+        violations,
+        settings={"sharding_fix": False, "seq_ordering": "random"},
+        max_listed=6,
+    )
     check_golden("verify_report_double_sharding.txt", text)
