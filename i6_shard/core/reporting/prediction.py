@@ -3,47 +3,23 @@ and report lines: steps per rank, the dropped share beside the cost formula's, a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping
 
-import numpy as np
-
-from ..pure.batching import Batching, SyncMode, predict_plan_drop
-from ..pure.plan import ShardPlan
+from ..planning import RankOutputs
 from ..pure.fmt import json_float
 
 __all__ = ["prediction_summary", "render_prediction"]
 
 
-def prediction_summary(
-    plan: ShardPlan,
-    *,
-    num_epochs: int,
-    batching: Batching,
-    num_seqs: np.ndarray,
-    num_frames: np.ndarray,
-    seq_length_quantiles: np.ndarray,
-    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
-    sync: SyncMode = SyncMode(),
-    file_lengths: Optional[Sequence[np.ndarray]] = None,
-) -> Dict[str, Any]:
-    """Summary entries (JSON types): ``dropped_fraction_predicted`` (mean over the sub-epochs of the
-    predicted share of the frames dropped), ``dropped_fraction_predicted_max``, ``batching`` with the
-    limits, the step floor (``floor_mean``: the drop of an even split, from whole steps and the spread of
-    batching) and per sub-epoch the predicted steps per rank and drop, and ``sync``: the sync mode the drop
-    assumes (grad sync: every rank stops in the step the first runs out; param sync: the others run on to
-    their next sync). With ``file_lengths`` (each file's sequence lengths, a costs archive's ``seq_lengths``) every
-    rank batches its own lengths; without, the pooled quantiles scaled to its mean length (``lengths`` says which)."""
-    p = predict_plan_drop(
-        plan,
-        num_epochs=num_epochs,
-        num_seqs=num_seqs,
-        num_frames=num_frames,
-        batching=batching,
-        seq_length_quantiles=seq_length_quantiles,
-        layout=layout,
-        sync_every=sync.sync_every,
-        file_lengths=file_lengths,
-    )
+def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
+    """Summary entries (JSON types) of the predicted loss the planning floor computed (:class:`RankOutputs` with
+    a prediction): ``dropped_fraction_predicted`` (mean over the sub-epochs of the predicted share of the frames
+    dropped), ``dropped_fraction_predicted_max``, ``batching`` with the limits, the step floor (``floor_mean``:
+    the drop of an even split, from whole steps and the spread of batching) and per sub-epoch the predicted steps
+    per rank and drop, and ``sync``: the sync mode the drop assumes (grad sync: every rank stops in the step the
+    first runs out; param sync: the others run on to their next sync). ``lengths`` says whether every rank batched
+    its files' own lengths ("per file") or the pooled quantiles scaled to its mean length ("pooled")."""
+    p, batching, sync, per_file = ranks.prediction, ranks.batching, ranks.sync, ranks.per_file_lengths
     steps = p["steps_mean"]
     return {
         "dropped_fraction_predicted": json_float(p["dropped"].mean()),
@@ -51,7 +27,7 @@ def prediction_summary(
         "sync": sync.as_dict(),
         "batching": {
             **batching.as_dict(),
-            "lengths": "per file" if file_lengths is not None else "pooled",
+            "lengths": "per file" if per_file else "pooled",
             "floor_mean": json_float(p["floor"].mean()),
             "steps_per_rank": {
                 "min": json_float(steps.min()),
