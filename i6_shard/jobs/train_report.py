@@ -128,7 +128,7 @@ class TrainReportJob(Job):
         dataset_name: str = "train",
         after: Optional[tk.Path] = None,
         plot: bool = True,
-        reduce_type: str = "grad",
+        reduce_type: str = core.PLAN_OPTION_DEFAULTS["reduce_type"],
         param_sync_step: Optional[int] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
