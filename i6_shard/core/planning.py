@@ -33,7 +33,7 @@ from .pure.batching import Batching, SyncMode, predict_plan_drop
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
-from .pure.settings import DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
+from .pure.settings import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
 
 __all__ = [
@@ -382,7 +382,7 @@ def _other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, s
         other = plan.with_settings(
             distrib_shard_files=not plan.settings.distrib_shard_files,
             same_seed_on_all_ranks=False,
-            distribution="returnn",
+            distribution=DEFAULT_DISTRIBUTION,
         )
     except ValueError as exc:
         return str(exc)

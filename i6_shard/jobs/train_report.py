@@ -113,7 +113,11 @@ class TrainReportJob(Job):
     """
 
     # Options added later go here with the value that reproduces the old behavior.
-    __sis_hash_exclude__ = {"after": None, "reduce_type": "grad", "param_sync_step": None}
+    __sis_hash_exclude__ = {
+        "after": None,
+        "reduce_type": core.PLAN_OPTION_DEFAULTS["reduce_type"],
+        "param_sync_step": None,
+    }
 
     def __init__(
         self,
