@@ -4,10 +4,11 @@ mode, the predicted loss, the per-node cache footprint). It sits above :mod:`i6_
 :mod:`i6_shard.core.io` and below :mod:`i6_shard.core.reporting`, which only renders what it returns.
 
 Every entry point comes here: the command line (``plan``, ``demo``, ``report``), ``ShardPlanJob``, the builders'
-``plan_for_returnn_config`` and the verify job's reference plan. The request is validated once, when it is built
-(``PlanRequest.from_options``, the one public constructor), the files against it and the memory the plan's
-arrays take once, at the entry (:func:`plan_of_sizes` for a request, :func:`plan_outputs` for a plan made
-already); the bins are cut here (:func:`plan_bins`), never in an I/O function.
+``plan_for_returnn_config`` and the verify job's reference plan. The request is validated when it is built
+(``PlanRequest.from_options``, the one public constructor); at the floor's entry its settings are checked against
+the files once (by ``ShardPlan``) and the memory the plan's arrays take once (:func:`plan_of_sizes` for a request,
+:func:`plan_outputs` for a plan made already); the bins are cut here (:func:`plan_bins`), never in an I/O
+function.
 
 What each rank does in each sub-epoch (its files and their costs, and under batching its predicted steps and
 the share dropped) is computed in one function, :func:`rank_outputs`. That is where an exact simulation of the
