@@ -13,7 +13,7 @@ from .core.io import DEFAULT_NUM_THREADS
 from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
 from .core.io.plan_file import check_plan_fits_memory
-from .core.io.preflight import read_training_file_list
+from .core.io.file_list import read_training_file_list
 from .core.pure import SEED_LIMIT
 from .core.pure.batching import REDUCE_TYPES, batching_of, check_batching_for_unit
 from .core.pure.settings import sharding_mode

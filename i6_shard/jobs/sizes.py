@@ -15,8 +15,8 @@ from i6_shard.core.io.preflight import (
     check_key_collisions,
     check_regular_file,
     file_list_digest,
-    read_training_file_list,
 )
+from i6_shard.core.io.file_list import read_training_file_list
 
 from i6_shard.returnn_config.reader import files_kind, read_files
 

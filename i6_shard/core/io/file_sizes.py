@@ -13,7 +13,7 @@ import numpy as np
 from ..pure.args import first_negative
 from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
-from .preflight import short_repr
+from ..pure.text import short_repr
 
 __all__ = ["FileSizes", "save_file_sizes", "load_file_sizes"]
 
