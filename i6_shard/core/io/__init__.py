@@ -10,7 +10,7 @@
 """
 
 from .atomic import atomic_path, atomic_write, check_output_path
-from .demo import lognormal_sizes, make_demo_files
+from .demo import lognormal_sizes
 from .hdf_corpus import write_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import FileSizes, load_file_sizes, save_file_sizes
@@ -57,7 +57,6 @@ __all__ = [
     "check_output_path",
     "Progress",
     "lognormal_sizes",
-    "make_demo_files",
     "write_hdf_corpus",
     "read_training_logs",
     "TrainingLog",
