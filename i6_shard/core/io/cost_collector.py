@@ -14,8 +14,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..pure.batching import Batching, check_batching_for_unit, file_millisteps
-from ..pure.costs import COST_UNITS, FileCosts, _check_total_frames, sorted_length_quantiles
+from ..pure.batching import Batching, check_batching_for_unit
+from ..pure.costs import COST_UNITS, FileCosts, cost_arrays, sorted_length_quantiles
 from ..pure.file_tree import FileTree
 from ..pure.text import short_repr
 from .cost_formats import DEFAULT_FRAME_RATE, _read_one, cost_leaf
@@ -91,21 +91,9 @@ def collect_file_costs(
         batching without unit "steps" or the reverse, a tree without a cost leaf, or a file without the stream
     :raises MissingFilesError: as :func:`collect_file_sizes`
     """
-    if unit not in COST_UNITS:
-        raise ValueError(
-            f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
-            "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)"
-        )
-    if batching is not None and not isinstance(batching, Batching):
-        raise TypeError(f"batching={batching!r} must be a core.pure.batching.Batching")
-    check_batching_for_unit(unit, batching)
-    if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
-        raise ValueError(f"num_procs={num_procs!r} must be a positive int")
-    # The options are checked before any file is stat-ed or read.
-    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not 0 < frame_rate < math.inf:
-        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
-    if length_column is not None and (not isinstance(length_column, str) or not length_column):
-        raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
+    _check_options(
+        unit=unit, batching=batching, num_procs=num_procs, frame_rate=frame_rate, length_column=length_column
+    )
     _, keys = _leaves_and_keys(trees)
     cost_paths = [cost_leaf(t, leaf=leaf) for t in trees]
     unique = list(dict.fromkeys(cost_paths))
@@ -117,10 +105,59 @@ def collect_file_costs(
         )
     sizes = collect_file_sizes(trees, progress_interval=progress_interval)  # existence, readability, mtimes
     num_procs = default_num_procs(_DEFAULT_MAX_PROCS) if num_procs is None else num_procs
-    progress = Progress("file costs", total=len(unique), interval=progress_interval)
-    lengths: List[np.ndarray] = []
     items = [(p, stream, float(frame_rate), length_column) for p in unique]
-    if num_procs == 1 or len(unique) <= _SERIAL_MAX_FILES:
+    lengths = _read_leaves(items, num_procs=num_procs, progress_interval=progress_interval)
+    bad = next((p for p, x in zip(unique, lengths) if not isinstance(x, int) and len(x) and int(x.min()) < 0), None)
+    if bad is not None:
+        raise ValueError(
+            f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it is corrupt"
+        )
+    index = dict(zip(unique, range(len(unique))))
+    per_file = [lengths[index[p]] for p in cost_paths]
+    known = [x for x in lengths if not isinstance(x, int)]  # an int: the rows of an arrow shard, lengths unknown
+    return FileCosts(
+        keys=keys,
+        unit=unit,
+        seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else np.zeros(0, dtype=np.int64)),
+        mtimes=sizes.mtimes,
+        batching=batching,
+        **cost_arrays(per_file, unit=unit, batching=batching, names=cost_paths),
+    )
+
+
+def _check_options(
+    *,
+    unit: str,
+    batching: Optional[Batching],
+    num_procs: Optional[int],
+    frame_rate: float,
+    length_column: Optional[str],
+) -> None:
+    """The options of :func:`collect_file_costs`, checked before any file is stat-ed or read."""
+    if unit not in COST_UNITS:
+        raise ValueError(
+            f"unit={unit!r} cannot be read from the files; use one of {COST_UNITS} (bytes: the "
+            "sizes, `python -m i6_shard sizes` / ComputeFileSizesJob)"
+        )
+    if batching is not None and not isinstance(batching, Batching):
+        raise TypeError(f"batching={batching!r} must be a core.pure.batching.Batching")
+    check_batching_for_unit(unit, batching)
+    if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
+        raise ValueError(f"num_procs={num_procs!r} must be a positive int")
+    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not 0 < frame_rate < math.inf:
+        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
+    if length_column is not None and (not isinstance(length_column, str) or not length_column):
+        raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
+
+
+def _read_leaves(
+    items: List[Tuple[str, str, float, Optional[str]]], *, num_procs: int, progress_interval: float
+) -> List[Union[int, np.ndarray]]:
+    """:func:`_read_one` of every item, in order: in this process, or in ``num_procs`` helper processes for more
+    than :data:`_SERIAL_MAX_FILES` items, with progress lines."""
+    progress = Progress("file costs", total=len(items), interval=progress_interval)
+    lengths: List[Union[int, np.ndarray]] = []
+    if num_procs == 1 or len(items) <= _SERIAL_MAX_FILES:
         for item in items:
             lengths.append(_read_one(item))
             progress.add(1)
@@ -136,35 +173,4 @@ def collect_file_costs(
                 lengths.extend(part)
                 progress.add(len(part))
     progress.close()
-    index = dict(zip(unique, range(len(unique))))
-    per_file = [lengths[index[p]] for p in cost_paths]
-    known = [x for x in lengths if not isinstance(x, int)]  # an int: the rows of an arrow shard, lengths unknown
-    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in per_file), dtype=np.int64, count=len(per_file))
-    num_frames = np.fromiter(
-        (0 if isinstance(x, int) else int(x.sum()) for x in per_file), dtype=np.int64, count=len(per_file)
-    )
-    bad = next((p for p, x in zip(unique, lengths) if not isinstance(x, int) and len(x) and int(x.min()) < 0), None)
-    if bad is not None:
-        raise ValueError(
-            f"{short_repr(bad)} has negative sequence lengths (seqLengths, or the length column); it is corrupt"
-        )
-    _check_total_frames(num_frames, cost_paths)  # sequences cannot wrap: at most 2**32 per file
-    if unit == "steps":
-        costs = file_millisteps(per_file, batching)
-    else:
-        costs = (num_frames if unit == "frames" else num_seqs).copy()
-    all_known = all(not isinstance(x, int) for x in per_file)
-    seq_lengths = (
-        (np.concatenate(per_file).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)) if all_known else None
-    )
-    return FileCosts(
-        keys=keys,
-        costs=costs,
-        unit=unit,
-        num_seqs=num_seqs,
-        num_frames=num_frames,
-        seq_lengths=seq_lengths,
-        seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else np.zeros(0, dtype=np.int64)),
-        mtimes=sizes.mtimes,
-        batching=batching,
-    )
+    return lengths

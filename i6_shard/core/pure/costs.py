@@ -5,11 +5,11 @@ total, and the batching limits a prediction takes from costs in steps."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .batching import Batching, check_batching_for_unit
+from .batching import Batching, check_batching_for_unit, file_millisteps
 from .settings import UNITS
 from .text import short_repr
 
@@ -20,6 +20,7 @@ __all__ = [
     "prediction_batching",
     "length_quantiles",
     "sorted_length_quantiles",
+    "cost_arrays",
 ]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
@@ -127,6 +128,37 @@ def _check_total_frames(num_frames: np.ndarray, cost_paths: Sequence[str]) -> No
             f"holds lengths no corpus has (the largest entry: {short_repr(cost_paths[largest])}, "
             f"{int(num_frames[largest]):,} frames); fix it, or remove it from the list"
         )
+
+
+def cost_arrays(
+    per_file: Sequence[Union[int, np.ndarray]], *, unit: str, batching: Optional[Batching], names: Sequence[str]
+) -> Dict[str, Optional[np.ndarray]]:
+    """The per-entry arrays of :class:`FileCosts` from each entry's sequence lengths (an int: only the number of
+    its sequences is known, as for an arrow shard without a length column): ``num_seqs``, ``num_frames``,
+    ``costs`` in ``unit`` (steps: ``file_millisteps`` under ``batching``) and ``seq_lengths`` (int32, all entries'
+    lengths in order; None unless every entry's are known).
+
+    :param names: each entry's name, for the error
+    :raises ValueError: if the frames sum beyond int64, naming the largest entry
+
+    >>> {k: v.tolist() for k, v in cost_arrays([np.array([3, 4]), 2], unit="seqs", batching=None,
+    ...                                        names=["a", "b"]).items() if v is not None}
+    {'costs': [2, 2], 'num_seqs': [2, 2], 'num_frames': [7, 0]}
+    """
+    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in per_file), dtype=np.int64, count=len(per_file))
+    num_frames = np.fromiter(
+        (0 if isinstance(x, int) else int(x.sum()) for x in per_file), dtype=np.int64, count=len(per_file)
+    )
+    _check_total_frames(num_frames, names)  # sequences cannot wrap: at most 2**32 per file
+    if unit == "steps":
+        costs = file_millisteps(per_file, batching)
+    else:
+        costs = (num_frames if unit == "frames" else num_seqs).copy()
+    all_known = all(not isinstance(x, int) for x in per_file)
+    seq_lengths = (
+        (np.concatenate(per_file).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)) if all_known else None
+    )
+    return {"costs": costs, "num_seqs": num_seqs, "num_frames": num_frames, "seq_lengths": seq_lengths}
 
 
 def sorted_length_quantiles(lengths: np.ndarray) -> np.ndarray:
