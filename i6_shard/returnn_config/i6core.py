@@ -23,7 +23,7 @@ from ..core.pure.batching import SyncMode
 from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
 from .plan import find_dataset
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
-from .reader import files_kind, find_distribute_files_datasets
+from .reader import DistributeFilesDatasetInfo, files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -287,34 +287,40 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
                 f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
                 + "; ".join(problems)
             )
-        gaps = plan_prediction_gaps(
-            info,
-            batch_size=getattr(job, "batch_size", None),
-            max_seqs=getattr(job, "max_seqs", None),
-            sync=SyncMode(getattr(job, "reduce_type", "grad"), getattr(job, "param_sync_step", None)),
+        _warn_of_plan_job_gaps(info, job)
+
+
+def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any) -> None:
+    """Warn where the report of the plan job a dataset reads its bins from is not this training's: sub-epoch
+    files its node cache does not count, or batching and sync it does not predict the loss under."""
+    gaps = plan_prediction_gaps(
+        info,
+        batch_size=getattr(job, "batch_size", None),
+        max_seqs=getattr(job, "max_seqs", None),
+        sync=SyncMode(getattr(job, "reduce_type", "grad"), getattr(job, "param_sync_step", None)),
+    )
+    constant = info.sub_epoch_constant_files
+    if (
+        constant
+        and getattr(job, "ranks_per_node", None) is not None
+        and not getattr(job, "sub_epoch_constant_bytes", None)
+    ):
+        warnings.warn(
+            f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
+            f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
+            f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
+            ConfigCheckWarning,
+            stacklevel=4,
         )
-        constant = info.sub_epoch_constant_files
-        if (
-            constant
-            and getattr(job, "ranks_per_node", None) is not None
-            and not getattr(job, "sub_epoch_constant_bytes", None)
-        ):
-            warnings.warn(
-                f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
-                f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
-                f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
-                ConfigCheckWarning,
-                stacklevel=3,
-            )
-        if gaps:
-            warnings.warn(
-                f"{info.name}: the predicted loss in the report of {job} is not this training's: "
-                + "; ".join(gaps)
-                + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
-                "and param_sync_step; what it does not model, its figures leave out",
-                ConfigCheckWarning,
-                stacklevel=3,
-            )
+    if gaps:
+        warnings.warn(
+            f"{info.name}: the predicted loss in the report of {job} is not this training's: "
+            + "; ".join(gaps)
+            + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
+            "and param_sync_step; what it does not model, its figures leave out",
+            ConfigCheckWarning,
+            stacklevel=4,
+        )
 
 
 def training_job_kwargs(
