@@ -364,16 +364,7 @@ def training_job_kwargs(
         "also fractional ones, give passes= instead",
     )
     check_optional_mapping(torch_distributed, name="torch_distributed", example="{} or {'reduce_type': 'param'}")
-    if not isinstance(train_key, str):
-        raise TypeError(
-            f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
-            "the config key of the training dataset, e.g. 'train'"
-        )
-    for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
-        if name in job_kwargs:
-            raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
-    if not isinstance(returnn_config, ReturnnConfig):
-        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig, got {type(returnn_config).__name__}")
+    _check_job_arguments(returnn_config, train_key=train_key, job_kwargs=job_kwargs)
     rc = copy.deepcopy(returnn_config)
     merged = {**rc.config, **rc.post_config}
     if num_gpus > 1:
@@ -394,21 +385,7 @@ def training_job_kwargs(
     if (num_epochs is None) == (passes is None):
         raise ValueError("give exactly one of num_epochs (RETURNN sub-epochs) and passes (passes over the data)")
     if passes is not None:
-        try:
-            info = find_dataset(merged, num_ranks=num_gpus, key=train_key)
-        except ValueError as exc:
-            raise ValueError(
-                f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
-                "num_epochs instead"
-            ) from None
-        if not isinstance(info.partition_epoch, int):
-            raise ValueError(f"passes needs an int partition_epoch in {info.name}; give num_epochs instead")
-        num_epochs = num_epochs_for_passes(
-            passes,
-            partition_epoch=info.partition_epoch,
-            num_shards=num_gpus,
-            distrib_shard_files=info.sharded or num_gpus == 1,
-        )
+        num_epochs = _num_epochs_of_passes(merged, passes=passes, num_gpus=num_gpus, train_key=train_key)
 
     check_returnn_config(
         merged,
@@ -430,6 +407,43 @@ def training_job_kwargs(
         kwargs["distributed_launch_cmd"] = "torchrun"
     kwargs.update(job_kwargs)
     return kwargs
+
+
+def _check_job_arguments(returnn_config: Any, *, train_key: Any, job_kwargs: Mapping[str, Any]) -> None:
+    """The arguments of :func:`training_job_kwargs` besides the numbers: an i6_core ``ReturnnConfig``, a str
+    ``train_key``, and none of the job's arguments that it sets itself."""
+    if not isinstance(train_key, str):
+        raise TypeError(
+            f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
+            "the config key of the training dataset, e.g. 'train'"
+        )
+    for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
+        if name in job_kwargs:
+            raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
+    if not isinstance(returnn_config, ReturnnConfig):
+        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig, got {type(returnn_config).__name__}")
+
+
+def _num_epochs_of_passes(
+    merged: Mapping[str, Any], *, passes: Union[int, float], num_gpus: int, train_key: str
+) -> int:
+    """RETURNN's ``num_epochs`` for ``passes`` over the data of the config's ``train_key`` DistributeFilesDataset
+    (:func:`~i6_shard.core.pure.epochs.num_epochs_for_passes`, with its ``partition_epoch`` and sharding)."""
+    try:
+        info = find_dataset(merged, num_ranks=num_gpus, key=train_key)
+    except ValueError as exc:
+        raise ValueError(
+            f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
+            "num_epochs instead"
+        ) from None
+    if not isinstance(info.partition_epoch, int):
+        raise ValueError(f"passes needs an int partition_epoch in {info.name}; give num_epochs instead")
+    return num_epochs_for_passes(
+        passes,
+        partition_epoch=info.partition_epoch,
+        num_shards=num_gpus,
+        distrib_shard_files=info.sharded or num_gpus == 1,
+    )
 
 
 def training_job(returnn_config: ReturnnConfig, *, num_gpus: int, **kwargs) -> ReturnnTrainingJob:
