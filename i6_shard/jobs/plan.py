@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 from sisyphus import Job, tk
 
 from i6_shard import core
-from i6_shard.core.io.preflight import archive_entry_count
+from i6_shard.core.io import archive_entry_count
 
 from .util import (
     RQMT_ARGS,

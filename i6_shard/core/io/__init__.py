@@ -31,6 +31,16 @@ from .file_costs import FileCosts, collect_file_costs, load_file_costs, save_fil
 from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
 from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
 
+# What the layers above the core (jobs, returnn_config, returnn_ext, cli) use besides the names above.
+from .atomic import atomic_dir, check_output_dir
+from .dataset_files import files_kind, read_files
+from .file_costs import cost_leaf
+from .file_list import read_training_file_list
+from .npz import decode_keys, encode_keys
+from .plan_file import check_plan_fits_memory
+from .preflight import archive_entry_count, check_key_collisions, check_regular_file, file_list_digest
+from .stale_sizes import check_num_samples
+
 __all__ = [
     "collect_file_sizes",
     "FileSizes",
@@ -71,4 +81,18 @@ __all__ = [
     "read_hdf_lengths",
     "load_file_lengths",
     "save_file_lengths",
+    "atomic_dir",
+    "check_output_dir",
+    "files_kind",
+    "read_files",
+    "cost_leaf",
+    "read_training_file_list",
+    "decode_keys",
+    "encode_keys",
+    "check_plan_fits_memory",
+    "archive_entry_count",
+    "check_key_collisions",
+    "check_regular_file",
+    "file_list_digest",
+    "check_num_samples",
 ]

@@ -18,7 +18,7 @@ One concern per module:
 The ``files`` option (:func:`files_kind`, :func:`read_files`) is read in ``i6_shard.core.io.dataset_files``.
 """
 
-from ...core.io.dataset_files import files_kind, read_files
+from ...core.io import files_kind, read_files
 from .classes import dataset_class_name, is_distribute_files_dataset
 from .context import DATASET_DICT_CONTEXT
 from .engine import EngineBatching  # noqa: F401 -- importable from the reader, as before the split

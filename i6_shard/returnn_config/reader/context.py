@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ...core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
+from ...core.pure import UNSHARDED_RANK_SEED_STRIDE
 from .engine import (
     EngineBatching,
     _is_true,

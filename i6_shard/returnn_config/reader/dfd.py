@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...core.io.dataset_files import files_kind
+from ...core.io import files_kind
 from .classes import _is_i6_shard_class, dataset_class_name
 from .context import _Context
 from .info import DistributeFilesDatasetInfo

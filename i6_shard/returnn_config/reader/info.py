@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
-from ...core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from ...core.pure import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from .engine import EngineBatching
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule

@@ -8,9 +8,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Optional
 
 from ...core.pure import PlanSettings
-from ...core.pure.args import check_optional_int
-from ...core.pure.batching import SyncMode
-from ...core.pure.request import PlanRequest
+from ...core.pure import check_optional_int
+from ...core.pure import SyncMode
+from ...core.pure import PlanRequest
 
 if TYPE_CHECKING:
     from .info import DistributeFilesDatasetInfo

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
-from ...core.pure.batching import SyncMode
+from ...core.pure import SyncMode
 
 
 @dataclass(frozen=True)

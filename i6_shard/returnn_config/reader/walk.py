@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...core.pure.args import check_optional_int
+from ...core.pure import check_optional_int
 from .classes import dataset_class_name, is_distribute_files_dataset
 from .context import DATASET_DICT_CONTEXT, _Context
 from .dfd import _dfd_info
