@@ -36,7 +36,6 @@ __all__ = [
     "check_returnn_version",
     "plan_prediction_gaps",
     "parse_returnn_version",
-    "returnn_version_of",
     "returnn_version_info",
     "is_distribute_files_dataset",
 ]
@@ -465,13 +464,6 @@ def check_returnn_version(returnn_version: Optional[str], *, reason: Optional[st
     problems, messages = _version_check(returnn_version, reason=reason)
     _raise_if(problems, where="the RETURNN version")
     return CheckResult(warnings=_warn(messages, loud=messages if (returnn_version or reason) else []))
-
-
-def returnn_version_of(returnn_root: Any) -> Optional[str]:
-    """The version of a RETURNN checkout or installation at ``returnn_root`` (str, os.PathLike
-    or a Sisyphus path), as RETURNN computes it; ``None`` if it cannot be told (then
-    :func:`returnn_version_info` says why)."""
-    return returnn_version_info(returnn_root)[0]
 
 
 def returnn_version_info(returnn_root: Any) -> Tuple[Optional[str], str]:
