@@ -9,18 +9,32 @@ import sys
 from typing import List, Optional
 
 from . import __version__, core
-from .core.io import DEFAULT_NUM_THREADS
-from .core.io import write_hdf_corpus
-from .core.io import atomic_dir, check_output_dir
-from .core.io import check_plan_fits_memory
-from .core.io import read_training_file_list
-from .core.pure import SEED_LIMIT
-from .core.pure import REDUCE_TYPES, batching_of, check_batching_for_unit
-from .core.pure import sharding_mode
-from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
-from .core.reporting import PLAN_OUTPUTS, make_plan_dir
-from .core.reporting import format_cost
-from .core.pure import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, parse_bytes
+from .core.io import (
+    DEFAULT_NUM_THREADS,
+    atomic_dir,
+    check_output_dir,
+    check_plan_fits_memory,
+    read_training_file_list,
+    write_hdf_corpus,
+)
+from .core.pure import (
+    DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
+    REDUCE_TYPES,
+    SEED_LIMIT,
+    batching_of,
+    check_batching_for_unit,
+    parse_bytes,
+    sharding_mode,
+)
+from .core.reporting import (
+    MISSING_MATPLOTLIB,
+    PLAN_OUTPUTS,
+    format_cost,
+    make_plan_dir,
+    matplotlib_available,
+    plot_plan,
+    plot_title,
+)
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:

@@ -11,10 +11,14 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..core.pure import SEQ_ORDERINGS, check_enough_files
-from ..core.pure import check_optional_int
-from ..core.pure import SyncMode
-from ..core.pure import MIN_RETURNN_VERSION, features_missing_before
+from ..core.pure import (
+    MIN_RETURNN_VERSION,
+    SEQ_ORDERINGS,
+    SyncMode,
+    check_enough_files,
+    check_optional_int,
+    features_missing_before,
+)
 from .reader import (
     DistributeFilesDatasetInfo,
     _flatten_with_path,

@@ -7,10 +7,21 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS
-from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
-from ..core.pure import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
-from ..core.pure import check_preload_next_n_sub_epochs
-from ..core.pure import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
+from ..core.pure import (
+    DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    check_bool,
+    check_bound_is_used,
+    check_distribution,
+    check_enough_files,
+    check_file_trees,
+    check_int,
+    check_max_sub_epoch_deviation,
+    check_optional_bool,
+    check_optional_int,
+    check_optional_mapping,
+    check_preload_next_n_sub_epochs,
+    check_seq_ordering,
+)
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
 from .reader import files_kind, find_distribute_files_datasets

@@ -15,11 +15,17 @@ from sisyphus.hash import sis_hash_helper
 from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
-from ..core.pure import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
-from ..core.pure import num_epochs_for_passes, plan_coverage_problem
-from ..core.pure import check_bool, check_int, check_optional_int, check_optional_mapping
-from ..core.pure import short_repr
-from ..core.pure import SyncMode
+from ..core.pure import (
+    DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
+    SyncMode,
+    check_bool,
+    check_int,
+    check_optional_int,
+    check_optional_mapping,
+    num_epochs_for_passes,
+    plan_coverage_problem,
+    short_repr,
+)
 from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
 from .plan import find_dataset
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths

@@ -17,8 +17,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from i6_shard.core.io import atomic_write
-from i6_shard.core.pure import check_enough_files
-from i6_shard.core.pure import DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from i6_shard.core.pure import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_enough_files
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 
 __all__ = ["main"]

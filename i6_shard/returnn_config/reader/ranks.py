@@ -7,10 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Optional
 
-from ...core.pure import PlanSettings
-from ...core.pure import check_optional_int
-from ...core.pure import SyncMode
-from ...core.pure import PlanRequest
+from ...core.pure import PlanRequest, PlanSettings, SyncMode, check_optional_int
 
 if TYPE_CHECKING:
     from .info import DistributeFilesDatasetInfo
