@@ -9,18 +9,32 @@ import sys
 from typing import List, Optional
 
 from . import __version__, core
-from .core.io import DEFAULT_NUM_THREADS
-from .core.io.hdf_corpus import write_hdf_corpus
-from .core.io.atomic import atomic_dir, check_output_dir
-from .core.io.preflight import read_training_file_list
-from .core.pure import SEED_LIMIT
-from .core.pure.batching import REDUCE_TYPES, batching_of, check_batching_for_unit
-from .core.pure.settings import sharding_mode
-from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
-from .core.planning import check_request_fits, plan_sizes, stored_plan_outputs
-from .core.reporting.outputs import PLAN_OUTPUTS, summary_of
-from .core.reporting.report import format_cost
-from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, parse_bytes
+from .core.io import (
+    DEFAULT_NUM_THREADS,
+    atomic_dir,
+    check_output_dir,
+    read_training_file_list,
+    write_hdf_corpus,
+)
+from .core.pure import (
+    DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
+    REDUCE_TYPES,
+    SEED_LIMIT,
+    batching_of,
+    check_batching_for_unit,
+    parse_bytes,
+    sharding_mode,
+)
+from .core import check_request_fits, plan_sizes, stored_plan_outputs
+from .core.reporting import (
+    summary_of,
+    MISSING_MATPLOTLIB,
+    PLAN_OUTPUTS,
+    format_cost,
+    matplotlib_available,
+    plot_plan,
+    plot_title,
+)
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
@@ -33,7 +47,7 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
 
 
 def _cmd_costs(args: argparse.Namespace) -> int:
-    from .core.io.file_costs import collect_file_costs, save_file_costs
+    from .core.io import collect_file_costs, save_file_costs
 
     core.check_output_path(args.output, suffix=".npz", kind="file costs archive")  # before any file is read
     trees = read_training_file_list(args.file_list)
@@ -119,7 +133,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare_plans(args: argparse.Namespace) -> int:
-    from .core.reporting.plan_change import CHANGE_OUTPUTS, compare_plan_files, render_change_report
+    from .core.reporting import CHANGE_OUTPUTS, compare_plan_files, render_change_report
 
     summary = compare_plan_files(args.old_plan, args.new_plan, resume_epoch=args.resume_epoch, out_dir=args.output)
     print(render_change_report(summary), end="")
@@ -205,9 +219,9 @@ def _cmd_make_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_report(args: argparse.Namespace) -> int:
-    from .core.reporting import train_report
+    from .core import reporting
 
-    names = (train_report.TRAIN_REPORT_FILE, train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_PLOT_FILE)
+    names = (reporting.TRAIN_REPORT_FILE, reporting.TRAIN_SUMMARY_FILE, reporting.TRAIN_PLOT_FILE)
     check_output_dir(args.output, names=names, what="training report directory")
     plot = not args.no_plot
     if plot and not matplotlib_available():
@@ -215,7 +229,7 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
         plot = False
     # Built beside the target and swapped in whole: a rerun without a plot leaves no older plot.png.
     with atomic_dir(args.output, names=names, what="training report directory") as tmp:
-        summary = train_report.write_train_report(
+        summary = reporting.write_train_report(
             args.logs,
             tmp,
             plan_path=args.plan,
@@ -228,10 +242,10 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
             dataset_name=args.dataset_name,
             sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step),
         )
-    print(train_report.render_train_report(summary), end="")
+    print(reporting.render_train_report(summary), end="")
     print()
-    for name in (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE) + (
-        (train_report.TRAIN_PLOT_FILE,) if plot else ()
+    for name in (reporting.TRAIN_SUMMARY_FILE, reporting.TRAIN_REPORT_FILE) + (
+        (reporting.TRAIN_PLOT_FILE,) if plot else ()
     ):
         print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
     return 1 if summary["alarms"] and args.fail_on_alarm else 0

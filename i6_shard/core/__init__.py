@@ -26,6 +26,7 @@ from .io import (
     write_file_list,
 )
 from .planning import PlanOutputs, load_plan, plan_archive, plan_of_sizes, plan_outputs, read_plan_file, save_plan
+from .planning import check_request_fits, plan_sizes, stored_plan_outputs
 from .pure import (
     DISTRIBUTIONS,
     SEQ_ORDERINGS,
@@ -61,6 +62,9 @@ from .reporting import (
 )
 
 __all__ = [
+    "check_request_fits",
+    "plan_sizes",
+    "stored_plan_outputs",
     "PlanSettings",
     "PlanRequest",
     "PLAN_OPTION_DEFAULTS",

@@ -9,8 +9,8 @@ from typing import Any, Dict, Optional, Sequence, Union
 from sisyphus import Job, tk
 
 from i6_shard import core
-from i6_shard.core.io.file_costs import COST_UNITS, collect_file_costs, cost_leaf, save_file_costs
-from i6_shard.core.pure.batching import Batching, batching_of, check_batching_for_unit
+from i6_shard.core.io import collect_file_costs, cost_leaf, save_file_costs
+from i6_shard.core.pure import Batching, COST_UNITS, batching_of, check_batching_for_unit
 
 from .sizes import ComputeFileSizesJob, _checked_args as _checked_list_args
 from .util import RQMT_ARGS, PlainNumbersJobType, check_rqmt_args, instantiate, sized_task

@@ -9,8 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from sisyphus import Job, tk
 
 from i6_shard import core
-from i6_shard.core.io.file_sizes import check_archive_path
-from i6_shard.core.io.preflight import archive_entry_count
+from i6_shard.core.io import archive_entry_count, check_archive_path
 
 from .util import (
     RQMT_ARGS,

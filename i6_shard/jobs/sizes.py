@@ -11,12 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from sisyphus import Job, gs, tk
 
 from i6_shard import core
-from i6_shard.core.io.preflight import (
-    check_key_collisions,
-    check_regular_file,
-    file_list_digest,
-    read_training_file_list,
-)
+from i6_shard.core.io import check_key_collisions, check_regular_file, file_list_digest, read_training_file_list
 
 from i6_shard.returnn_config.reader import files_kind, read_files
 

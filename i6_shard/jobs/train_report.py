@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from sisyphus import Job, tk
 
 from i6_shard import core
-from i6_shard.core.reporting import train_report
+from i6_shard.core import reporting
 from i6_shard.returnn_config.reader import read_sync_mode
 
 from .util import RQMT_ARGS, check_absolute, check_rqmt_args, path_str, round_up, sized_task, write_variable
@@ -127,8 +127,8 @@ class TrainReportJob(Job):
         file_lengths: Optional[Union[tk.Path, str]] = None,
         read_hdf: bool = True,
         partition_epoch: Optional[int] = None,
-        max_dropped: float = train_report.DEFAULT_MAX_DROPPED,
-        min_steps_ratio: float = train_report.DEFAULT_MIN_STEPS_RATIO,
+        max_dropped: float = reporting.DEFAULT_MAX_DROPPED,
+        min_steps_ratio: float = reporting.DEFAULT_MIN_STEPS_RATIO,
         dataset_name: str = "train",
         after: Optional[tk.Path] = None,
         plot: bool = True,
@@ -180,10 +180,10 @@ class TrainReportJob(Job):
         self.reduce_type, self.param_sync_step = sync.reduce_type, sync.param_sync_step
         self.given_rqmt = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
 
-        self.out_report = self.output_path(train_report.TRAIN_REPORT_FILE)
-        self.out_summary = self.output_path(train_report.TRAIN_SUMMARY_FILE)
+        self.out_report = self.output_path(reporting.TRAIN_REPORT_FILE)
+        self.out_summary = self.output_path(reporting.TRAIN_SUMMARY_FILE)
         if self.plot:
-            self.out_plot = self.output_path(train_report.TRAIN_PLOT_FILE)
+            self.out_plot = self.output_path(reporting.TRAIN_PLOT_FILE)
         self.out_dropped_fraction = self.output_var("dropped_fraction")
         self.out_num_alarms = self.output_var("num_alarms")
 
@@ -212,7 +212,7 @@ class TrainReportJob(Job):
         yield sized_task("run", given=self.given_rqmt, sized=sized, mini=mini)
 
     def run(self):
-        summary = train_report.write_train_report(
+        summary = reporting.write_train_report(
             # normpath: the logs of a training are "<job>/output/../work/...", which needs no output dir this way
             [os.path.normpath(path_str(p)) for p in self.log_files],
             os.path.dirname(self.out_summary.get_path()),

@@ -239,31 +239,6 @@ def check_rqmt_args(
     return given
 
 
-def rqmt_from_args(
-    *,
-    time_rqmt: Optional[float] = None,
-    mem_rqmt: Optional[float] = None,
-    cpu_rqmt: Optional[int] = None,
-    default: Optional[Dict[str, Union[int, float]]] = None,
-) -> Optional[Dict[str, Union[int, float]]]:
-    """A task's resource request from i6_core-style arguments (hours, GB, CPUs), over ``default``;
-    None (a mini task) when neither any argument nor a default is given.
-
-    :raises TypeError, ValueError: for a value that is not a positive number
-    """
-    given = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
-    if not given and default is None:
-        return None
-    return {**(default or {}), **given}
-
-
-def task_for(name: str, rqmt: Optional[Dict[str, Union[int, float]]], **kwargs) -> Task:
-    """A Task that runs as a mini task without a resource request, else with it."""
-    if rqmt is None:
-        return Task(name, mini_task=True, **kwargs)
-    return Task(name, rqmt=dict(rqmt), **kwargs)
-
-
 def sized_task(
     name: str, *, given: Dict[str, Union[int, float]], sized: Dict[str, Union[int, float]], mini: bool, **kwargs
 ) -> Task:

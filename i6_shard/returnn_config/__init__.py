@@ -13,7 +13,6 @@ from .checks import (
     check_sub_epoch_dataset,
     parse_returnn_version,
     returnn_version_info,
-    returnn_version_of,
 )
 from .dataset import DEFAULT_MAX_INLINE_FILES, sharded_files_dataset
 from .plan import plan_for_returnn_config
@@ -42,7 +41,6 @@ __all__ = [
     "check_sub_epoch_dataset",
     "parse_returnn_version",
     "returnn_version_info",
-    "returnn_version_of",
     "DEFAULT_MAX_INLINE_FILES",
     "sharded_files_dataset",
     "plan_for_returnn_config",

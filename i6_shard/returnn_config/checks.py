@@ -11,10 +11,14 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..core.pure import SEQ_ORDERINGS, check_enough_files
-from ..core.pure.args import check_optional_int
-from ..core.pure.batching import SyncMode
-from ..core.pure.returnn_features import MIN_RETURNN_VERSION, features_missing_before
+from ..core.pure import (
+    MIN_RETURNN_VERSION,
+    SEQ_ORDERINGS,
+    SyncMode,
+    check_enough_files,
+    check_optional_int,
+    features_missing_before,
+)
 from .reader import (
     DistributeFilesDatasetInfo,
     _flatten_with_path,
@@ -36,7 +40,6 @@ __all__ = [
     "check_returnn_version",
     "plan_prediction_gaps",
     "parse_returnn_version",
-    "returnn_version_of",
     "returnn_version_info",
     "is_distribute_files_dataset",
 ]
@@ -465,13 +468,6 @@ def check_returnn_version(returnn_version: Optional[str], *, reason: Optional[st
     problems, messages = _version_check(returnn_version, reason=reason)
     _raise_if(problems, where="the RETURNN version")
     return CheckResult(warnings=_warn(messages, loud=messages if (returnn_version or reason) else []))
-
-
-def returnn_version_of(returnn_root: Any) -> Optional[str]:
-    """The version of a RETURNN checkout or installation at ``returnn_root`` (str, os.PathLike
-    or a Sisyphus path), as RETURNN computes it; ``None`` if it cannot be told (then
-    :func:`returnn_version_info` says why)."""
-    return returnn_version_info(returnn_root)[0]
 
 
 def returnn_version_info(returnn_root: Any) -> Tuple[Optional[str], str]:

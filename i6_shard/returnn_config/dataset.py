@@ -7,12 +7,23 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS
-from ..core.io.file_sizes import check_archive_path
-from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
-from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
-from ..core.pure.cache import check_preload_next_n_sub_epochs
-from ..core.pure.request import PLAN_OPTION_DEFAULTS
-from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
+from ..core.io import check_archive_path
+from ..core.pure import (
+    PLAN_OPTION_DEFAULTS,
+    DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    check_bool,
+    check_bound_is_used,
+    check_distribution,
+    check_enough_files,
+    check_file_trees,
+    check_int,
+    check_max_sub_epoch_deviation,
+    check_optional_bool,
+    check_optional_int,
+    check_optional_mapping,
+    check_preload_next_n_sub_epochs,
+    check_seq_ordering,
+)
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
 from .reader import files_kind, find_distribute_files_datasets

@@ -15,15 +15,22 @@ from sisyphus.hash import sis_hash_helper
 from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
-from ..core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
-from ..core.pure.epochs import num_epochs_for_passes, plan_coverage_problem
-from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
-from ..core.pure.text import short_repr
-from ..core.pure.batching import DEFAULT_REDUCE_TYPE, SyncMode
+from ..core.pure import (
+    DEFAULT_REDUCE_TYPE,
+    DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
+    SyncMode,
+    check_bool,
+    check_int,
+    check_optional_int,
+    check_optional_mapping,
+    num_epochs_for_passes,
+    plan_coverage_problem,
+    short_repr,
+)
 from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
 from .plan import find_dataset
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
-from .reader import files_kind, find_distribute_files_datasets
+from .reader import DistributeFilesDatasetInfo, files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = [
@@ -287,34 +294,40 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
                 f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
                 + "; ".join(problems)
             )
-        gaps = plan_prediction_gaps(
-            info,
-            batch_size=getattr(job, "batch_size", None),
-            max_seqs=getattr(job, "max_seqs", None),
-            sync=SyncMode(getattr(job, "reduce_type", DEFAULT_REDUCE_TYPE), getattr(job, "param_sync_step", None)),
+        _warn_of_plan_job_gaps(info, job)
+
+
+def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any) -> None:
+    """Warn where the report of the plan job a dataset reads its bins from is not this training's: sub-epoch
+    files its node cache does not count, or batching and sync it does not predict the loss under."""
+    gaps = plan_prediction_gaps(
+        info,
+        batch_size=getattr(job, "batch_size", None),
+        max_seqs=getattr(job, "max_seqs", None),
+        sync=SyncMode(getattr(job, "reduce_type", DEFAULT_REDUCE_TYPE), getattr(job, "param_sync_step", None)),
+    )
+    constant = info.sub_epoch_constant_files
+    if (
+        constant
+        and getattr(job, "ranks_per_node", None) is not None
+        and not getattr(job, "sub_epoch_constant_bytes", None)
+    ):
+        warnings.warn(
+            f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
+            f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
+            f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
+            ConfigCheckWarning,
+            stacklevel=4,
         )
-        constant = info.sub_epoch_constant_files
-        if (
-            constant
-            and getattr(job, "ranks_per_node", None) is not None
-            and not getattr(job, "sub_epoch_constant_bytes", None)
-        ):
-            warnings.warn(
-                f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
-                f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
-                f"{job} does not count: give ShardPlanJob(sub_epoch_constant_bytes=...) their total size",
-                ConfigCheckWarning,
-                stacklevel=3,
-            )
-        if gaps:
-            warnings.warn(
-                f"{info.name}: the predicted loss in the report of {job} is not this training's: "
-                + "; ".join(gaps)
-                + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
-                "and param_sync_step; what it does not model, its figures leave out",
-                ConfigCheckWarning,
-                stacklevel=3,
-            )
+    if gaps:
+        warnings.warn(
+            f"{info.name}: the predicted loss in the report of {job} is not this training's: "
+            + "; ".join(gaps)
+            + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
+            "and param_sync_step; what it does not model, its figures leave out",
+            ConfigCheckWarning,
+            stacklevel=4,
+        )
 
 
 def training_job_kwargs(
@@ -358,16 +371,7 @@ def training_job_kwargs(
         "also fractional ones, give passes= instead",
     )
     check_optional_mapping(torch_distributed, name="torch_distributed", example="{} or {'reduce_type': 'param'}")
-    if not isinstance(train_key, str):
-        raise TypeError(
-            f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
-            "the config key of the training dataset, e.g. 'train'"
-        )
-    for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
-        if name in job_kwargs:
-            raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
-    if not isinstance(returnn_config, ReturnnConfig):
-        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig, got {type(returnn_config).__name__}")
+    _check_job_arguments(returnn_config, train_key=train_key, job_kwargs=job_kwargs)
     rc = copy.deepcopy(returnn_config)
     merged = {**rc.config, **rc.post_config}
     if num_gpus > 1:
@@ -388,21 +392,7 @@ def training_job_kwargs(
     if (num_epochs is None) == (passes is None):
         raise ValueError("give exactly one of num_epochs (RETURNN sub-epochs) and passes (passes over the data)")
     if passes is not None:
-        try:
-            info = find_dataset(merged, num_ranks=num_gpus, key=train_key)
-        except ValueError as exc:
-            raise ValueError(
-                f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
-                "num_epochs instead"
-            ) from None
-        if not isinstance(info.partition_epoch, int):
-            raise ValueError(f"passes needs an int partition_epoch in {info.name}; give num_epochs instead")
-        num_epochs = num_epochs_for_passes(
-            passes,
-            partition_epoch=info.partition_epoch,
-            num_shards=num_gpus,
-            distrib_shard_files=info.sharded or num_gpus == 1,
-        )
+        num_epochs = _num_epochs_of_passes(merged, passes=passes, num_gpus=num_gpus, train_key=train_key)
 
     check_returnn_config(
         merged,
@@ -424,6 +414,43 @@ def training_job_kwargs(
         kwargs["distributed_launch_cmd"] = "torchrun"
     kwargs.update(job_kwargs)
     return kwargs
+
+
+def _check_job_arguments(returnn_config: Any, *, train_key: Any, job_kwargs: Mapping[str, Any]) -> None:
+    """The arguments of :func:`training_job_kwargs` besides the numbers: an i6_core ``ReturnnConfig``, a str
+    ``train_key``, and none of the job's arguments that it sets itself."""
+    if not isinstance(train_key, str):
+        raise TypeError(
+            f"train_key={train_key!r} has type {type(train_key).__name__}; train_key must be a str, "
+            "the config key of the training dataset, e.g. 'train'"
+        )
+    for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
+        if name in job_kwargs:
+            raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
+    if not isinstance(returnn_config, ReturnnConfig):
+        raise TypeError(f"returnn_config must be an i6_core ReturnnConfig, got {type(returnn_config).__name__}")
+
+
+def _num_epochs_of_passes(
+    merged: Mapping[str, Any], *, passes: Union[int, float], num_gpus: int, train_key: str
+) -> int:
+    """RETURNN's ``num_epochs`` for ``passes`` over the data of the config's ``train_key`` DistributeFilesDataset
+    (:func:`~i6_shard.core.pure.epochs.num_epochs_for_passes`, with its ``partition_epoch`` and sharding)."""
+    try:
+        info = find_dataset(merged, num_ranks=num_gpus, key=train_key)
+    except ValueError as exc:
+        raise ValueError(
+            f"passes needs the {train_key!r} DistributeFilesDataset's partition_epoch: {exc}; or give "
+            "num_epochs instead"
+        ) from None
+    if not isinstance(info.partition_epoch, int):
+        raise ValueError(f"passes needs an int partition_epoch in {info.name}; give num_epochs instead")
+    return num_epochs_for_passes(
+        passes,
+        partition_epoch=info.partition_epoch,
+        num_shards=num_gpus,
+        distrib_shard_files=info.sharded or num_gpus == 1,
+    )
 
 
 def training_job(returnn_config: ReturnnConfig, *, num_gpus: int, **kwargs) -> ReturnnTrainingJob:

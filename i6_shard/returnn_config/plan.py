@@ -7,9 +7,9 @@ import os
 from typing import Any, Mapping, Optional, Tuple, Union
 
 from .. import core
-from ..core.io.file_sizes import check_archive_path
-from ..core.planning import plan_of_sizes
-from ..core.pure.text import first_difference
+from ..core import plan_of_sizes
+from ..core.io import check_archive_path
+from ..core.pure import first_difference
 from .reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 from .pycode import resolve_paths
 

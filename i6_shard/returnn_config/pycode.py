@@ -15,7 +15,7 @@ import site
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from ..core.io.atomic import atomic_write
+from ..core.io import atomic_write
 
 __all__ = [
     "PyCode",

@@ -21,15 +21,28 @@ from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 
 from i6_shard import core
-from i6_shard.core.io.stale_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
-from i6_shard.core.pure import check_distribution
-from i6_shard.core.io.npz import decode_keys, encode_keys
-from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
-from i6_shard.core.pure.cut import cut_full_epoch, cut_options
-from i6_shard.core.pure.epochs import plan_coverage_problem, plan_covers
-from i6_shard.core.pure.text import first_difference, short_repr
-from i6_shard.core.pure.settings import DEFAULT_DISTRIBUTION, PlanSettings
-from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
+from i6_shard.core.io import (
+    DEFAULT_CHECK_SAMPLES,
+    check_num_samples,
+    check_sample_unchanged,
+    decode_keys,
+    encode_keys,
+    read_plan_head,
+    read_plan_layout,
+)
+from i6_shard.core.pure import (
+    DEFAULT_DISTRIBUTION,
+    cut_options,
+    first_difference,
+    plan_covers,
+    DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    PlanSettings,
+    check_distribution,
+    check_max_sub_epoch_deviation,
+    cut_full_epoch,
+    plan_coverage_problem,
+    short_repr,
+)
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
 _MAX_LISTED_KEYS = 5

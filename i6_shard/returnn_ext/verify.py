@@ -16,10 +16,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from i6_shard.core.io.atomic import atomic_write
-from i6_shard.core.pure.distribute import check_enough_files
-from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
-from i6_shard.core.pure.settings import DEFAULT_DISTRIBUTION
+from i6_shard.core.io import atomic_write
+from i6_shard.core.pure import DEFAULT_DISTRIBUTION, DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_enough_files
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 
 __all__ = ["main"]

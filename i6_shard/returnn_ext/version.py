@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import List
 
-from i6_shard.core.pure.returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES
+from i6_shard.core.pure import MIN_RETURNN_VERSION, RETURNN_FEATURES
 
 __all__ = ["require_returnn_features"]
 

@@ -14,7 +14,6 @@ from i6_shard.returnn_config import (
     check_returnn_config,
     check_returnn_version,
     parse_returnn_version,
-    returnn_version_of,
     sharded_files_dataset,
 )
 from i6_shard.returnn_config import ConfigCheckWarning, returnn_version_info
@@ -266,7 +265,7 @@ def test_installed_returnn_has_sharding_fix_and_is_new_enough():
     assert "sharding_fix" in inspect.signature(DistributeFilesDataset.__init__).parameters
     check_returnn_version(returnn.__version__)
     root = os.path.dirname(os.path.dirname(returnn.__file__))
-    assert returnn_version_of(root) == returnn.__version__
+    assert returnn_version_info(root)[0] == returnn.__version__
 
 
 def _returnn_git_checkout() -> str:
@@ -308,12 +307,12 @@ def test_returnn_version_of_git_checkout(tmp_path):
     }
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
-    assert returnn_version_of(str(tmp_path)) is None  # a git repository, but not RETURNN's
+    assert returnn_version_info(str(tmp_path))[0] is None  # a git repository, but not RETURNN's
     (tmp_path / "returnn").mkdir()
     (tmp_path / "returnn" / "__init__.py").write_text("")
-    assert returnn_version_of(str(tmp_path / ".")) == "1.20260612.101112"
-    assert returnn_version_of(str(tmp_path / "missing")) is None
-    assert returnn_version_of(None) is None
+    assert returnn_version_info(str(tmp_path / "."))[0] == "1.20260612.101112"
+    assert returnn_version_info(str(tmp_path / "missing"))[0] is None
+    assert returnn_version_info(None)[0] is None
 
 
 @pytest.mark.parametrize(
@@ -370,7 +369,7 @@ def test_returnn_without_readable_version_skips_the_check_and_says_why(tmp_path)
     with pytest.warns(ConfigCheckWarning, match="the RETURNN version is unknown .*no git metadata.*was not checked"):
         result = check_returnn_config({}, returnn_root=str(root))
     assert any(MIN_RETURNN_VERSION in w and "not checked" in w for w in result.warnings)
-    assert returnn_version_of(str(root)) is None
+    assert returnn_version_info(str(root))[0] is None
     # Given, but unreadable: the check says so too (a warning, not an error).
     assert "returnn_root" in returnn_version_info(str(tmp_path / "nope"))[1]
     assert "was not given" in check_returnn_version(None).warnings[0]

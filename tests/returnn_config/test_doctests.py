@@ -6,10 +6,11 @@ import doctest
 
 import pytest
 
-from i6_shard.returnn_config import checks, pycode, reader, sub_epoch
+from i6_shard.returnn_config import checks, pycode, sub_epoch
+from i6_shard.returnn_config.reader import classes, engine, sync, walk
 
 
-@pytest.mark.parametrize("module", [checks, pycode, reader, sub_epoch], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [checks, pycode, sub_epoch, classes, engine, sync, walk], ids=lambda m: m.__name__)
 def test_doctests(module):
     with pytest.warns() if module is checks else contextlib.nullcontext():  # checks shows the unknown-version warning
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -10,7 +10,7 @@
 """
 
 from .atomic import atomic_path, atomic_write, check_output_path
-from .demo import lognormal_sizes, make_demo_files
+from .demo import lognormal_sizes
 from .hdf_corpus import write_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import FileSizes, load_file_sizes, save_file_sizes
@@ -31,7 +31,19 @@ from .file_costs import FileCosts, collect_file_costs, load_file_costs, save_fil
 from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
 from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
 
+# What the layers above the core (jobs, returnn_config, returnn_ext, cli) use besides the names above.
+from .atomic import atomic_dir, check_output_dir
+from .dataset_files import files_kind, read_files
+from .file_costs import cost_leaf
+from .file_list import read_training_file_list
+from .npz import decode_keys, encode_keys
+from .plan_file import check_plan_fits_memory
+from .preflight import archive_entry_count, check_key_collisions, check_regular_file, file_list_digest
+from .stale_sizes import check_num_samples
+from .file_sizes import check_archive_path
+
 __all__ = [
+    "check_archive_path",
     "collect_file_sizes",
     "FileSizes",
     "MissingFilesError",
@@ -57,7 +69,6 @@ __all__ = [
     "check_output_path",
     "Progress",
     "lognormal_sizes",
-    "make_demo_files",
     "write_hdf_corpus",
     "read_training_logs",
     "TrainingLog",
@@ -72,4 +83,18 @@ __all__ = [
     "read_hdf_lengths",
     "load_file_lengths",
     "save_file_lengths",
+    "atomic_dir",
+    "check_output_dir",
+    "files_kind",
+    "read_files",
+    "cost_leaf",
+    "read_training_file_list",
+    "decode_keys",
+    "encode_keys",
+    "check_plan_fits_memory",
+    "archive_entry_count",
+    "check_key_collisions",
+    "check_regular_file",
+    "file_list_digest",
+    "check_num_samples",
 ]

@@ -11,7 +11,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from typing import IO, Collection, Iterator, Optional
+from typing import IO, Collection, Iterator, List, Optional
 
 __all__ = ["atomic_write", "atomic_path", "atomic_dir", "check_output_path", "check_output_dir"]
 
@@ -262,24 +262,8 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
             f"cannot write the {what} {path!r}: it is a mount point, which cannot be replaced; "
             "give a directory inside it"
         )
-    files = {n for n in names if not n.endswith("/")} | {SET_MARKER}
-    dirs = {n.rstrip("/") for n in names if n.endswith("/")}
-    others = []
     entries = sorted(os.listdir(target))
-    for entry in entries:
-        full = os.path.join(path, entry)
-        if entry in files and os.path.isdir(full) and not os.path.islink(full):
-            raise IsADirectoryError(
-                f"cannot write {full!r}: it is a directory, not a file of an earlier {what}; "
-                "remove it or choose another output directory"
-            )
-        if entry in dirs and not os.path.isdir(full):
-            raise NotADirectoryError(
-                f"cannot write {full!r}: it is not a directory, as in an earlier {what}; "
-                "remove it or choose another output directory"
-            )
-        if entry not in files and entry not in dirs and not _is_leftover(entry, names):
-            others.append(entry)
+    others = _entries_not_of_the_set(path, entries, names=names, what=what)
     if others:
         shown = ", ".join(repr(e[:100]) for e in others[:_MAX_LISTED_ENTRIES])
         more = f" and {len(others) - _MAX_LISTED_ENTRIES} more" if len(others) > _MAX_LISTED_ENTRIES else ""
@@ -304,6 +288,32 @@ def check_output_dir(path: str | os.PathLike, *, names: Collection[str], what: s
             "where the new set is built before it replaces the old one; make it writable or "
             "choose another output directory"
         )
+
+
+def _entries_not_of_the_set(path: str, entries: List[str], *, names: Collection[str], what: str) -> List[str]:
+    """The ``entries`` of the directory ``path`` that are not part of the set ``names`` (nor leftovers of writing
+    it), as :func:`check_output_dir` takes them.
+
+    :raises IsADirectoryError, NotADirectoryError: for an entry of the set that is of the other kind
+    """
+    files = {n for n in names if not n.endswith("/")} | {SET_MARKER}
+    dirs = {n.rstrip("/") for n in names if n.endswith("/")}
+    others = []
+    for entry in entries:
+        full = os.path.join(path, entry)
+        if entry in files and os.path.isdir(full) and not os.path.islink(full):
+            raise IsADirectoryError(
+                f"cannot write {full!r}: it is a directory, not a file of an earlier {what}; "
+                "remove it or choose another output directory"
+            )
+        if entry in dirs and not os.path.isdir(full):
+            raise NotADirectoryError(
+                f"cannot write {full!r}: it is not a directory, as in an earlier {what}; "
+                "remove it or choose another output directory"
+            )
+        if entry not in files and entry not in dirs and not _is_leftover(entry, names):
+            others.append(entry)
+    return others
 
 
 def _marker_of(directory: str) -> Optional[str]:

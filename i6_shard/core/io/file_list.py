@@ -9,12 +9,19 @@ import stat
 from typing import Any, List, Sequence
 
 from .atomic import atomic_write
-from .stat_engine import MAX_TREE_DEPTH, tree_depth
-from .preflight import short_repr
+from .preflight import check_key_collisions, check_regular_file
 from .returnn_py import RETURNN_OUT_SLACK, parse_returnn_py_literal, parse_with_output_size
-from ..pure.file_tree import FileTree, check_file_trees
+from ..pure.file_tree import MAX_TREE_DEPTH, FileTree, check_file_trees, tree_depth
+from ..pure.text import short_repr
 
-__all__ = ["FILE_LIST_EXTENSIONS", "read_file_list", "write_file_list", "normalize_file_tree", "txt_entry_problem"]
+__all__ = [
+    "FILE_LIST_EXTENSIONS",
+    "read_file_list",
+    "write_file_list",
+    "normalize_file_tree",
+    "txt_entry_problem",
+    "read_training_file_list",
+]
 
 FILE_LIST_EXTENSIONS = (".txt", ".json", ".py")
 
@@ -151,6 +158,24 @@ def _open_regular(path: str, mode: str):
         f.close()
         raise
     return f
+
+
+def read_training_file_list(path: str | os.PathLike) -> List[FileTree]:
+    """The file trees of a list file that a DistributeFilesDataset can train on: a regular file (a FIFO would
+    block), at least one entry, and no two entries RETURNN would give the same key; each problem named.
+
+    :raises ValueError: naming the list and the problem
+    """
+    path = os.fspath(path)
+    check_regular_file(path, what="file list")
+    trees = read_file_list(path)
+    if not trees:
+        raise ValueError(
+            f"file list {path!r} holds no entries (only blank or comment lines, or []); "
+            "DistributeFilesDataset needs at least one file"
+        )
+    check_key_collisions(trees, where=f"file list {path!r}")
+    return trees
 
 
 def write_file_list(files: Sequence[FileTree], path: str | os.PathLike) -> None:

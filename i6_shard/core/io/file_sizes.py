@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..pure.args import first_negative
 from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
-from .preflight import short_repr
+from ..pure.text import short_repr
 
 __all__ = ["FileSizes", "save_file_sizes", "load_file_sizes", "check_archive_path"]
 
@@ -175,47 +175,8 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         missing=f"file sizes {path!r} do not exist; compute them with "
         "ComputeFileSizesJob or `python -m i6_shard sizes`",
     ) as npz:
-        headers = npz.headers
-        names = set(headers)
-        has_batching = STEPS_BATCHING_ARRAY in names and "unit_utf8" in names
-        if has_batching:
-            names.discard(STEPS_BATCHING_ARRAY)  # checked with the unit below
-        if SEQ_LENGTHS_ARRAY in names and "unit_utf8" in names:
-            names.discard(SEQ_LENGTHS_ARRAY)  # optional; checked by load_file_costs, which reads it
-        if names not in _ARCHIVE_ARRAYS.values():
-            raise ValueError(
-                f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
-                "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "
-                f"also {', '.join(COSTS_ARRAYS)})"
-            )
-        unit_h = headers.get("unit_utf8")
-        if unit_h is not None and (
-            unit_h.dtype != np.uint8 or len(unit_h.shape) != 1 or not 0 < unit_h.shape[0] <= _MAX_UNIT_BYTES
-        ):
-            raise ValueError(
-                f"{path!r} is corrupt: unit_utf8 is {unit_h.dtype}{list(unit_h.shape)}, expected a "
-                f"uint8 vector of 1..{_MAX_UNIT_BYTES} bytes"
-            )
-        version_h, keys_h, sizes_h = headers["format_version"], headers["keys_utf8"], headers["sizes"]
-        if version_h.shape != () or version_h.dtype.kind not in "iu":
-            raise ValueError(f"{path!r} is corrupt: format_version is {version_h.dtype}{list(version_h.shape)}")
-        if sizes_h.dtype != np.int64 or len(sizes_h.shape) != 1:
-            raise ValueError(
-                f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)}; expected an int64 vector"
-            )
-        num = sizes_h.shape[0]
-        mtimes_h = headers.get("mtimes_ns")
-        if mtimes_h is not None and (mtimes_h.dtype != np.int64 or mtimes_h.shape != (num,)):
-            raise ValueError(
-                f"{path!r} is corrupt: mtimes_ns {mtimes_h.dtype}{list(mtimes_h.shape)} for {num} "
-                "sizes; expected an int64 vector like sizes"
-            )
-        if keys_h.dtype != np.uint8 or len(keys_h.shape) != 1:
-            raise ValueError(
-                f"{path!r} is corrupt: keys_utf8 is {keys_h.dtype}{list(keys_h.shape)}, expected a uint8 vector"
-            )
-        if (num == 0 and keys_h.shape[0]) or keys_h.shape[0] < num - 1:
-            raise ValueError(f"{path!r} is corrupt: {keys_h.shape[0]} bytes of keys cannot hold {num} keys")
+        names, has_batching, num = _check_headers(npz.headers, path=path)
+        unit_h, mtimes_h = npz.headers.get("unit_utf8"), npz.headers.get("mtimes_ns")
         version = npz.read("format_version")
         if int(version) not in _ARCHIVE_ARRAYS or _ARCHIVE_ARRAYS[int(version)] != names:
             raise ValueError(
@@ -240,6 +201,54 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
         fix="compute the sizes again (ComputeFileSizesJob or `python -m i6_shard sizes`)",
     )
     return FileSizes(keys=keys, sizes=sizes, mtimes=mtimes, unit=unit)
+
+
+def _check_headers(headers: Mapping[str, Any], *, path: str) -> Tuple[set, bool, int]:
+    """The member headers of a sizes (or costs) archive checked against each other, before any data is read.
+
+    :return: the names of its members (without the optional ones of a costs archive), whether it holds
+        ``steps_batching``, and the number of entries
+    :raises ValueError: naming the archive and what is wrong
+    """
+    names = set(headers)
+    has_batching = STEPS_BATCHING_ARRAY in names and "unit_utf8" in names
+    if has_batching:
+        names.discard(STEPS_BATCHING_ARRAY)  # checked with the unit, by load_file_sizes
+    if SEQ_LENGTHS_ARRAY in names and "unit_utf8" in names:
+        names.discard(SEQ_LENGTHS_ARRAY)  # optional; checked by load_file_costs, which reads it
+    if names not in _ARCHIVE_ARRAYS.values():
+        raise ValueError(
+            f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "
+            "format_version, keys_utf8, sizes and, from format 2 on, mtimes_ns; a costs archive "
+            f"also {', '.join(COSTS_ARRAYS)})"
+        )
+    unit_h = headers.get("unit_utf8")
+    if unit_h is not None and (
+        unit_h.dtype != np.uint8 or len(unit_h.shape) != 1 or not 0 < unit_h.shape[0] <= _MAX_UNIT_BYTES
+    ):
+        raise ValueError(
+            f"{path!r} is corrupt: unit_utf8 is {unit_h.dtype}{list(unit_h.shape)}, expected a "
+            f"uint8 vector of 1..{_MAX_UNIT_BYTES} bytes"
+        )
+    version_h, keys_h, sizes_h = headers["format_version"], headers["keys_utf8"], headers["sizes"]
+    if version_h.shape != () or version_h.dtype.kind not in "iu":
+        raise ValueError(f"{path!r} is corrupt: format_version is {version_h.dtype}{list(version_h.shape)}")
+    if sizes_h.dtype != np.int64 or len(sizes_h.shape) != 1:
+        raise ValueError(f"{path!r} is corrupt: sizes {sizes_h.dtype}{list(sizes_h.shape)}; expected an int64 vector")
+    num = sizes_h.shape[0]
+    mtimes_h = headers.get("mtimes_ns")
+    if mtimes_h is not None and (mtimes_h.dtype != np.int64 or mtimes_h.shape != (num,)):
+        raise ValueError(
+            f"{path!r} is corrupt: mtimes_ns {mtimes_h.dtype}{list(mtimes_h.shape)} for {num} "
+            "sizes; expected an int64 vector like sizes"
+        )
+    if keys_h.dtype != np.uint8 or len(keys_h.shape) != 1:
+        raise ValueError(
+            f"{path!r} is corrupt: keys_utf8 is {keys_h.dtype}{list(keys_h.shape)}, expected a uint8 vector"
+        )
+    if (num == 0 and keys_h.shape[0]) or keys_h.shape[0] < num - 1:
+        raise ValueError(f"{path!r} is corrupt: {keys_h.shape[0]} bytes of keys cannot hold {num} keys")
+    return names, has_batching, num
 
 
 def _read_unit(data: np.ndarray, *, path: str) -> str:

@@ -16,7 +16,7 @@ from ..pure.file_tree import FileTree, leaves_and_keys
 from ..pure.text import short_repr
 from .npz import read_npy_header
 
-__all__ = ["check_regular_file", "archive_entry_count", "file_list_digest", "check_key_collisions", "short_repr"]
+__all__ = ["check_regular_file", "archive_entry_count", "file_list_digest", "check_key_collisions"]
 
 #: Groups of colliding entries listed in an error.
 _MAX_LISTED = 3
@@ -164,23 +164,3 @@ def check_key_collisions(
         "joined with ':', and keeps one size per key, so it would give these entries one size between them. "
         "Rename the files whose names hold ':', then compute the sizes again."
     )
-
-
-def read_training_file_list(path: str | os.PathLike) -> List[FileTree]:
-    """The file trees of a list file that a DistributeFilesDataset can train on: a regular file (a FIFO would
-    block), at least one entry, and no two entries RETURNN would give the same key; each problem named.
-
-    :raises ValueError: naming the list and the problem
-    """
-    from .file_list import read_file_list
-
-    path = os.fspath(path)
-    check_regular_file(path, what="file list")
-    trees = read_file_list(path)
-    if not trees:
-        raise ValueError(
-            f"file list {path!r} holds no entries (only blank or comment lines, or []); "
-            "DistributeFilesDataset needs at least one file"
-        )
-    check_key_collisions(trees, where=f"file list {path!r}")
-    return trees

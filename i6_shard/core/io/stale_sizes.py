@@ -13,7 +13,7 @@ import numpy as np
 from ..pure.file_tree import FileTree, flatten
 from .file_sizes import FileSizes
 from .stat_engine import collect_file_sizes  # noqa: F401 (collect_file_sizes: its doctest)
-from .preflight import short_repr
+from ..pure.text import short_repr
 
 __all__ = ["StaleFileSizesError", "check_sample_unchanged", "check_num_samples", "DEFAULT_CHECK_SAMPLES"]
 

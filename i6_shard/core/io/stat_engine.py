@@ -17,10 +17,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..pure.file_tree import FileTree, leaves_and_keys
+from ..pure.file_tree import MAX_TREE_DEPTH, FileTree, leaves_and_keys, tree_depth
 from . import stat_child
 from .file_sizes import FileSizes
-from .preflight import short_repr
+from ..pure.text import short_repr
 from .progress import Progress
 from .stat_child import FAILED_RECORD, RECORD_INTS, stat_records
 
@@ -28,14 +28,10 @@ __all__ = [
     "collect_file_sizes",
     "MissingFilesError",
     "DEFAULT_NUM_THREADS",
-    "MAX_TREE_DEPTH",
-    "tree_depth",
     "default_num_procs",
 ]
 
 DEFAULT_NUM_THREADS = 32
-#: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
-MAX_TREE_DEPTH = 100
 _MAX_LISTED_MISSING = 20
 # Codes in the size array for leaves that stat-ed but cannot be read as data files.
 _STAT_FAILED, _NOT_REGULAR, _UNREADABLE = FAILED_RECORD[0], -2, -3
@@ -188,26 +184,6 @@ def _leaves_and_keys(trees: Sequence[FileTree]) -> Tuple[List[Sequence[str]], Li
         f"a file tree is nested too deeply to walk; RETURNN's file trees are a few levels deep "
         f"(i6_shard takes at most {MAX_TREE_DEPTH}): fix the list"
     )
-
-
-def tree_depth(tree: object, *, limit: int = MAX_TREE_DEPTH) -> int:
-    """How deeply lists, tuples and dicts nest in ``tree`` (a str: 0), walked without recursion;
-    counting stops a level beyond ``limit``.
-
-    >>> tree_depth("a"), tree_depth(["a", ("b", {"k": ["c"]})]), tree_depth([[[[]]]], limit=2)
-    (0, 4, 3)
-    """
-    deepest = 0
-    stack = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (list, tuple, dict)):
-            depth += 1
-            deepest = max(deepest, depth)
-            if depth > limit:
-                return depth
-            stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
 
 
 def default_num_procs(maximum: int = _MAX_PROCS) -> int:

@@ -44,8 +44,26 @@ from .settings import (
 from .stats import PlanStats, check_layout, compute_plan_stats, num_full_epochs_for
 from .text import short_repr
 
+# What the layers above the core (jobs, returnn_config, returnn_ext, cli) use besides the names above.
+from .args import check_optional_bool, check_optional_mapping
+from .batching import DEFAULT_REDUCE_TYPE, REDUCE_TYPES, Batching, batching_of, check_batching_for_unit
+from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_epochs, parse_bytes
+from .costs import COST_UNITS
+from .epochs import plan_coverage_problem
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
+from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
+from .settings import DEFAULT_DISTRIBUTION, sharding_mode
+from .cut import cut_options
+from .epochs import plan_covers
+from .text import first_difference
+
 __all__ = [
+    "cut_options",
+    "first_difference",
+    "plan_covers",
     "PlanSettings",
+    "DEFAULT_DISTRIBUTION",
+    "DEFAULT_REDUCE_TYPE",
     "SEQ_ORDERINGS",
     "DISTRIBUTIONS",
     "SHARDING_MODES",
@@ -97,4 +115,22 @@ __all__ = [
     "ResumeFullEpoch",
     "compare_plans",
     "short_repr",
+    "check_optional_bool",
+    "check_optional_mapping",
+    "REDUCE_TYPES",
+    "Batching",
+    "batching_of",
+    "check_batching_for_unit",
+    "DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS",
+    "check_preload_next_n_sub_epochs",
+    "parse_bytes",
+    "COST_UNITS",
+    "plan_coverage_problem",
+    "DEFAULT_MAX_SUB_EPOCH_DEVIATION",
+    "check_bound_is_used",
+    "check_max_sub_epoch_deviation",
+    "MIN_RETURNN_VERSION",
+    "RETURNN_FEATURES",
+    "features_missing_before",
+    "sharding_mode",
 ]

@@ -7,9 +7,12 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from .text import short_repr
 
+#: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
+MAX_TREE_DEPTH = 100
+
 FileTree = Union[str, Tuple["FileTree", ...], List["FileTree"], Dict[Any, "FileTree"]]
 
-__all__ = ["FileTree", "flatten", "tree_key", "check_file_trees", "leaves_and_keys"]
+__all__ = ["FileTree", "flatten", "tree_key", "check_file_trees", "leaves_and_keys", "MAX_TREE_DEPTH", "tree_depth"]
 
 
 def flatten(tree: FileTree) -> List[str]:
@@ -165,3 +168,23 @@ def _check_tree(tree: Any, *, idx: int, path: Tuple[Any, ...]) -> None:
         )
     for k, sub in items:
         _check_tree(sub, idx=idx, path=path + (k,))
+
+
+def tree_depth(tree: object, *, limit: int = MAX_TREE_DEPTH) -> int:
+    """How deeply lists, tuples and dicts nest in ``tree`` (a str: 0), walked without recursion;
+    counting stops a level beyond ``limit``.
+
+    >>> tree_depth("a"), tree_depth(["a", ("b", {"k": ["c"]})]), tree_depth([[[[]]]], limit=2)
+    (0, 4, 3)
+    """
+    deepest = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, tuple, dict)):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest

@@ -377,24 +377,6 @@ def _move_files(
     return members, groups, sum(losses, Fraction(0))
 
 
-def full_epoch_dropped(
-    sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray, *, num_shards: int, partition_epoch: int
-) -> Fraction:
-    """Exact dropped share of one full epoch's bins: the sum over sub-epochs of ``1 - W*min/sum``
-    of the ranks' costs (0 for a sub-epoch without cost); divide by P for the mean.
-
-    :param sizes: int64 costs, shape [num_files]
-    :param order: int64 positions into ``sizes``, shape [num_files]; ``bounds``: shape [W*P + 1]
-
-    >>> full_epoch_dropped(np.array([3, 1, 2, 2]), np.arange(4), np.array([0, 1, 2, 3, 4]), num_shards=2,
-    ...               partition_epoch=2)  # sub-epoch 0: ranks 3 | 2, sub-epoch 1: 1 | 2
-    Fraction(8, 15)
-    """
-    loads = np.add.reduceat(np.asarray(sizes, dtype=np.int64)[order], bounds[:-1])
-    loads = loads.reshape(num_shards, partition_epoch)
-    return sum((_dropped(loads[:, s], num_shards) for s in range(partition_epoch)), Fraction(0))
-
-
 def search_cut(sizes: np.ndarray, start: np.ndarray, *, num_shards: int, low: int, high: int) -> np.ndarray:
     """Group boundaries after the local search of :func:`distribute_flexible`, from ``start``.
 

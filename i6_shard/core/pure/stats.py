@@ -4,7 +4,7 @@ balance, expected dropped data, passes per file, and the plan's invariants."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -163,10 +163,7 @@ def compute_plan_stats(
     """
     num_full = num_full_epochs_for(num_epochs, partition_epoch=plan.partition_epoch)
     if layout is None:
-
-        def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
-            return plan.layout(full_epoch_0idx=k, shard_index=r)
-
+        layout = _layout_of(plan)
     num_shards, part = plan.num_shards, plan.partition_epoch
     n = plan.num_files
     sizes = plan.costs
@@ -201,10 +198,8 @@ def compute_plan_stats(
                 out_bytes[rows, r] = bin_bytes
                 out_files[rows, r] = bin_files
                 passes += np.bincount(order[: bounds[num_sub]], minlength=n)
-            for s in range(num_sub):
-                counts = np.bincount(np.concatenate([o[b[s] : b[s + 1]] for o, b in layouts]), minlength=n)
-                overlap[k * part + s] = int(np.count_nonzero(counts > 1))
-                coverage[k * part + s] = np.count_nonzero(counts) / max(n, 1)
+            within = slice(k * part, k * part + num_sub)
+            overlap[within], coverage[within] = _overlap_and_coverage(layouts, num_sub=num_sub, num_files=n)
     return PlanStats(
         num_shards=num_shards,
         partition_epoch=part,
@@ -218,6 +213,25 @@ def compute_plan_stats(
         coverage=coverage[:num_epochs],
         unit=plan.settings.unit,
     )
+
+
+def _layout_of(plan: ShardPlan) -> Callable[[int, int], Tuple[np.ndarray, np.ndarray]]:
+    """``(full_epoch_0idx, shard_index) -> (order, bounds)`` of ``plan``."""
+    return lambda k, r: plan.layout(full_epoch_0idx=k, shard_index=r)
+
+
+def _overlap_and_coverage(
+    layouts: Sequence[Tuple[np.ndarray, np.ndarray]], *, num_sub: int, num_files: int
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Per sub-epoch ``0..num_sub-1`` of one full epoch of unsharded layouts (one per rank): the entries that
+    more than one rank reads (int64), and the share of all entries that some rank reads (float64)."""
+    overlap = np.zeros(num_sub, dtype=np.int64)
+    coverage = np.zeros(num_sub, dtype=np.float64)
+    for s in range(num_sub):
+        counts = np.bincount(np.concatenate([o[b[s] : b[s + 1]] for o, b in layouts]), minlength=num_files)
+        overlap[s] = int(np.count_nonzero(counts > 1))
+        coverage[s] = np.count_nonzero(counts) / max(num_files, 1)
+    return overlap, coverage
 
 
 def _bin_totals(sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,18 @@ from .report import render_report, summarize, summary_json
 from .verify import render_verify_report, verify_records
 from .train_report import analyze_training, plot_training, render_train_report, write_train_report
 
+# What the layers above the core (jobs, returnn_config, returnn_ext, cli) use besides the names above.
+from .outputs import PLAN_OUTPUTS
+from .plan_change import CHANGE_OUTPUTS
+from .report import format_cost
+from .train_report import (
+    DEFAULT_MAX_DROPPED,
+    DEFAULT_MIN_STEPS_RATIO,
+    TRAIN_PLOT_FILE,
+    TRAIN_REPORT_FILE,
+    TRAIN_SUMMARY_FILE,
+)
+
 __all__ = [
     "summary_of",
     "write_outputs",
@@ -53,4 +65,12 @@ __all__ = [
     "change_summary",
     "render_change_report",
     "write_change_dir",
+    "PLAN_OUTPUTS",
+    "CHANGE_OUTPUTS",
+    "format_cost",
+    "DEFAULT_MAX_DROPPED",
+    "DEFAULT_MIN_STEPS_RATIO",
+    "TRAIN_PLOT_FILE",
+    "TRAIN_REPORT_FILE",
+    "TRAIN_SUMMARY_FILE",
 ]

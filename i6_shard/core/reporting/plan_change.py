@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -161,57 +161,76 @@ def render_change_report(summary: Mapping[str, Any]) -> str:
             "or never."
         )
     for full in summary["full_epochs"]:
-        n = full["num_files"]
-        (a, b), (c, d) = full["old_epochs"], full["new_epochs"]
-        add(
-            f"Full epoch {full['full_epoch_0idx']} (epochs {full['first_epoch']}..{full['last_epoch']}): epochs "
-            f"{a}..{b} were read under the old plan ({old['num_shards']} ranks), epochs {c}..{d} are read under the "
-            f"new one ({new['num_shards']} ranks), which cuts the full epoch anew"
-        )
-        add(
-            f"  read twice   {full['read_twice']:,} of {n:,} files ({format_cost(full['read_twice_bytes'], unit)}): read "
-            "before the resume and again after it"
-        )
-        add(
-            f"  never read   {full['never_read']:,} of {n:,} files ({format_cost(full['never_read_bytes'], unit)}): in "
-            "neither part"
-        )
-        add(f"  {'rank':>6} {'files before':>12} {'files after':>11} {'read twice':>10} {'never read':>10}")
-        for row in full["per_rank"]:
-            r = row["shard_index"]
-            was, now = r < old["num_shards"], r < new["num_shards"]  # '-': the rank is not in that plan
-            cells = [
-                f"{row['files_before']:,}" if was else "-",
-                f"{row['files_after']:,}" if now else "-",
-                f"{row['read_twice']:,}" if now else "-",
-                f"{row['never_read']:,}" if was else "-",
-            ]
-            add(f"  {r:>6} {cells[0]:>12} {cells[1]:>11} {cells[2]:>10} {cells[3]:>10}")
-        add(
-            "    (read twice: of the files this rank reads from the resume on, those already read; never read: of "
-            "the files this rank would have read under the old plan, those no rank reads)"
-        )
-        for what in ("read_twice", "never_read"):
-            if full["examples"][what]:
-                shown = ", ".join(json.dumps(x, ensure_ascii=False) for x in full["examples"][what])
-                more = ", ..." if full[what] > len(full["examples"][what]) else ""
-                add(f"  e.g. {what.replace('_', ' ')}: {shown}{more}")
+        lines += _render_full_epoch(full, old=old, new=new, unit=unit)
     add("")
     add("Resuming at a full-epoch boundary reads every file once per full epoch:")
-    for row in summary["boundaries"]:
+    lines += _render_boundaries(summary["boundaries"], resume_epoch=e, old_num_shards=old["num_shards"])
+    return "\n".join(lines) + "\n"
+
+
+def _render_full_epoch(
+    full: Mapping[str, Any], *, old: Mapping[str, Any], new: Mapping[str, Any], unit: str
+) -> List[str]:
+    """The lines of one affected full epoch in :func:`render_change_report`: what is read twice or never, per rank,
+    with examples."""
+    lines: List[str] = []
+    add = lines.append
+    n = full["num_files"]
+    (a, b), (c, d) = full["old_epochs"], full["new_epochs"]
+    add(
+        f"Full epoch {full['full_epoch_0idx']} (epochs {full['first_epoch']}..{full['last_epoch']}): epochs "
+        f"{a}..{b} were read under the old plan ({old['num_shards']} ranks), epochs {c}..{d} are read under the "
+        f"new one ({new['num_shards']} ranks), which cuts the full epoch anew"
+    )
+    add(
+        f"  read twice   {full['read_twice']:,} of {n:,} files ({format_cost(full['read_twice_bytes'], unit)}): read "
+        "before the resume and again after it"
+    )
+    add(
+        f"  never read   {full['never_read']:,} of {n:,} files ({format_cost(full['never_read_bytes'], unit)}): in "
+        "neither part"
+    )
+    add(f"  {'rank':>6} {'files before':>12} {'files after':>11} {'read twice':>10} {'never read':>10}")
+    for row in full["per_rank"]:
+        r = row["shard_index"]
+        was, now = r < old["num_shards"], r < new["num_shards"]  # '-': the rank is not in that plan
+        cells = [
+            f"{row['files_before']:,}" if was else "-",
+            f"{row['files_after']:,}" if now else "-",
+            f"{row['read_twice']:,}" if now else "-",
+            f"{row['never_read']:,}" if was else "-",
+        ]
+        add(f"  {r:>6} {cells[0]:>12} {cells[1]:>11} {cells[2]:>10} {cells[3]:>10}")
+    add(
+        "    (read twice: of the files this rank reads from the resume on, those already read; never read: of "
+        "the files this rank would have read under the old plan, those no rank reads)"
+    )
+    for what in ("read_twice", "never_read"):
+        if full["examples"][what]:
+            shown = ", ".join(json.dumps(x, ensure_ascii=False) for x in full["examples"][what])
+            more = ", ..." if full[what] > len(full["examples"][what]) else ""
+            add(f"  e.g. {what.replace('_', ' ')}: {shown}{more}")
+    return lines
+
+
+def _render_boundaries(boundaries: List[Mapping[str, Any]], *, resume_epoch: int, old_num_shards: int) -> List[str]:
+    """The lines of :func:`render_change_report` that name each full-epoch boundary to resume at instead."""
+    lines: List[str] = []
+    add = lines.append
+    for row in boundaries:
         be = row["resume_epoch"]
-        if be < e:
+        if be < resume_epoch:
             how = (
-                f"restart from the checkpoint of epoch {be - 1} and redo epochs {be}..{e - 1}"
+                f"restart from the checkpoint of epoch {be - 1} and redo epochs {be}..{resume_epoch - 1}"
                 if be > 1
                 else "start the training anew"
             )
-        elif be == e:
+        elif be == resume_epoch:
             how = "as planned"
         else:
-            how = f"finish epochs {e}..{be - 1} on the old {old['num_shards']} ranks first"
+            how = f"finish epochs {resume_epoch}..{be - 1} on the old {old_num_shards} ranks first"
         add(f"  resume at epoch {be} ({how}): {row['read_twice']} read twice, {row['never_read']} never read")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def check_change_dir(out_dir: str | os.PathLike) -> None:

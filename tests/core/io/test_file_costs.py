@@ -121,7 +121,7 @@ def test_steps_archive_keeps_its_batching(tmp_path):
 
 
 def test_helper_processes_give_the_same_costs(tmp_path, monkeypatch):
-    import i6_shard.core.io.file_costs as fc
+    import i6_shard.core.io.cost_collector as fc
 
     paths = write_tiny_hdf_files(str(tmp_path), num_files=9, seed=4)
     serial = collect_file_costs(paths, unit="frames", num_procs=1)

@@ -159,13 +159,13 @@ def test_a_crafted_archive_whose_frames_wrap_is_not_taken_for_arrow_shards():
 
 _SLOW_COSTS = """
 import sys, time
-from i6_shard.core.io import file_costs
-file_costs._SERIAL_MAX_FILES = 0  # helper processes for any list
-_read_one = file_costs._read_one
+from i6_shard.core.io import cost_collector
+cost_collector._SERIAL_MAX_FILES = 0  # helper processes for any list
+_read_one = cost_collector._read_one
 def _slow(item):  # a slow file system; spawned helpers import this module too, so they read slowly as well
     time.sleep(0.05)
     return _read_one(item)
-file_costs._read_one = _slow
+cost_collector._read_one = _slow
 if __name__ == "__main__":
     from i6_shard.cli import main
     sys.exit(main(sys.argv[1:]))

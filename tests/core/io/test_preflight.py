@@ -18,8 +18,8 @@ from i6_shard.core.io.preflight import (
     check_regular_file,
     file_list_digest,
     key_collisions,
-    short_repr,
 )
+from i6_shard.core.pure.text import short_repr
 from tests.blocking import returns_within as _returns_within, unblock_fifo as _unblock_fifo
 from tests.strategies import file_trees
 

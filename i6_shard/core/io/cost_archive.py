@@ -1,0 +1,119 @@
+"""The costs archive: a sizes archive of format 3 (``file_sizes.py``) whose ``sizes`` hold costs in another unit,
+with the sequences, frames, pooled length quantiles and (when kept) every sequence's length; written
+deterministically and atomically, and loaded with every check of the sizes archive."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..pure.args import first_negative
+from ..pure.batching import Batching
+from ..pure.costs import NUM_LENGTH_QUANTILES, FileCosts
+from .file_sizes import (
+    COSTS_ARRAYS,
+    FILE_COSTS_FORMAT_VERSION,
+    SEQ_LENGTHS_ARRAY,
+    STEPS_BATCHING_ARRAY,
+    load_file_sizes,
+)
+from .npz import encode_keys, open_npz, save_npz
+
+__all__ = ["save_file_costs", "load_file_costs"]
+
+
+def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
+    """Store costs as a deterministic ``.npz`` (atomically): a file sizes archive of format 3, whose
+    ``sizes`` hold the costs, plus ``unit_utf8`` (the unit, UTF-8), ``num_seqs``, ``num_frames`` (int64
+    per entry) and ``seq_length_quantiles`` (int64 [257]); in steps also ``steps_batching`` (int64
+    [batch_size, max_seqs], 0: no limit). ``load_file_sizes`` reads it as sizes in
+    that unit, so everything that takes a sizes archive takes it.
+
+    :raises ValueError: if ``path`` does not end in ``.npz`` or a cost is negative
+    """
+    arrays = {
+        name: np.asarray(getattr(costs, name), dtype=np.int64)
+        for name in ("num_seqs", "num_frames", "seq_length_quantiles")
+    }
+    values = np.asarray(costs.costs, dtype=np.int64)
+    for name, arr in (("costs", values), *arrays.items()):
+        bad = first_negative(arr)
+        if bad is not None:
+            raise ValueError(f"{name} must be >= 0, but entry {bad} is {int(arr[bad])}; nothing was written")
+    mtimes = costs.mtimes if costs.mtimes is not None else np.zeros(len(costs), dtype=np.int64)
+    arrays.update(
+        {
+            "format_version": np.array(FILE_COSTS_FORMAT_VERSION, dtype=np.int64),
+            "keys_utf8": encode_keys(costs.keys),
+            "sizes": values,
+            "mtimes_ns": np.asarray(mtimes, dtype=np.int64),
+            "unit_utf8": np.frombuffer(costs.unit.encode("utf-8"), dtype=np.uint8),
+        }
+    )
+    if costs.batching is not None:
+        arrays[STEPS_BATCHING_ARRAY] = np.array(
+            [costs.batching.batch_size or 0, costs.batching.max_seqs or 0], dtype=np.int64
+        )
+    if costs.seq_lengths is not None:
+        arrays[SEQ_LENGTHS_ARRAY] = np.asarray(costs.seq_lengths, dtype=np.int32)
+    save_npz(path, arrays, kind="file costs archive")
+
+
+def load_file_costs(path: str | os.PathLike) -> FileCosts:
+    """Load what :func:`save_file_costs` wrote.
+
+    :raises ValueError: for a sizes archive in bytes (it has no lengths: compute costs with `costs`), or a
+        corrupt archive
+    """
+    path = os.fspath(path)
+    sizes = load_file_sizes(path)  # every check of the common arrays
+    if sizes.unit == "bytes":
+        raise ValueError(
+            f"{path!r} holds sizes in bytes, without sequence lengths; compute the costs with "
+            "`python -m i6_shard costs` or ComputeFileCostsJob"
+        )
+    n = len(sizes)
+    with open_npz(path, kind="file costs archive") as npz:
+        headers = npz.headers
+        for name in COSTS_ARRAYS[1:]:
+            want = (NUM_LENGTH_QUANTILES,) if name == "seq_length_quantiles" else (n,)
+            if headers[name].dtype != np.int64 or tuple(headers[name].shape) != want:
+                raise ValueError(
+                    f"{path!r} is corrupt: {name} is {headers[name].dtype}{list(headers[name].shape)}, "
+                    f"expected int64{list(want)}"
+                )
+        extra = {name: npz.read(name) for name in COSTS_ARRAYS[1:]}
+        batching = None
+        if sizes.unit == "steps":
+            h = headers[STEPS_BATCHING_ARRAY]
+            if h.dtype != np.int64 or tuple(h.shape) != (2,):
+                raise ValueError(
+                    f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} is {h.dtype}{list(h.shape)}, expected int64[2]"
+                )
+            limits = [int(x) for x in npz.read(STEPS_BATCHING_ARRAY)]
+            try:
+                batching = Batching(batch_size=limits[0] or None, max_seqs=limits[1] or None)
+            except ValueError as exc:
+                raise ValueError(f"{path!r} is corrupt: {STEPS_BATCHING_ARRAY} {limits}: {exc}") from None
+        extra[SEQ_LENGTHS_ARRAY] = (
+            _read_seq_lengths(npz, path, num_seqs=extra["num_seqs"]) if SEQ_LENGTHS_ARRAY in headers else None
+        )
+    for name, arr in extra.items():
+        if arr is not None and first_negative(arr) is not None:
+            raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
+    return FileCosts(
+        keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching, **extra
+    )
+
+
+def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:
+    """The archive's ``seq_lengths``, checked against ``num_seqs`` before it is inflated."""
+    h = npz.headers[SEQ_LENGTHS_ARRAY]
+    expected = sum(int(x) for x in num_seqs)
+    if h.dtype != np.int32 or tuple(h.shape) != (expected,):
+        raise ValueError(
+            f"{path!r} is corrupt: {SEQ_LENGTHS_ARRAY} is {h.dtype}{list(h.shape)}, expected "
+            f"int32[{expected}] (the sum of num_seqs)"
+        )
+    return npz.read(SEQ_LENGTHS_ARRAY)

@@ -1,0 +1,46 @@
+"""The one reader of RETURNN configs and dataset dicts: every DistributeFilesDataset in them, at any
+depth inside wrapper datasets, with the settings RETURNN would give it on each rank. Each rule mirrors
+one RETURNN function, named in its docstring; nothing else in i6_shard derives these rules.
+
+One concern per module:
+
+- classes: which class a dataset dict names (``init_dataset``'s class lookup);
+- rules: the seed and the shard of a dataset on each rank (:class:`SeedRule`, :class:`ShardRule`);
+- sync: how the torch ranks synchronize (:class:`SyncRule`, ``DistributedContext``);
+- engine: the torch engine's batching, ``dataset_distribution`` and DataLoader workers (:class:`EngineBatching`);
+- context: the config settings that decide ranks and seeds, read once per config;
+- info: the record of one DistributeFilesDataset (:class:`DistributeFilesDatasetInfo`); ranks: what it is
+  on each rank and the plan it follows;
+- sub_dataset: the sub-epoch dataset dict; tree: walks over nested options;
+- inherit: what a parent passes to the datasets it builds; wrappers: RETURNN's wrapper datasets;
+- dfd: a DistributeFilesDataset's settings; walk: the walk over a config (:func:`find_distribute_files_datasets`).
+
+The ``files`` option (:func:`files_kind`, :func:`read_files`) is read in ``i6_shard.core.io.dataset_files``.
+"""
+
+from ...core.io import files_kind, read_files
+from .classes import dataset_class_name, is_distribute_files_dataset
+from .context import DATASET_DICT_CONTEXT
+from .engine import EngineBatching  # noqa: F401 -- importable from the reader, as before the split
+from .info import DistributeFilesDatasetInfo
+from .rules import SeedRule, ShardRule  # noqa: F401
+from .sub_dataset import sub_epoch_partial
+from .sync import SyncRule, read_sync_mode
+from .tree import _flatten_with_path  # noqa: F401
+from .walk import find_distribute_files_datasets
+from .wrappers import WRAPPER_CHILDREN, unknown_wrappers  # noqa: F401
+
+__all__ = [
+    "DistributeFilesDatasetInfo",
+    "ShardRule",
+    "SyncRule",
+    "read_sync_mode",
+    "find_distribute_files_datasets",
+    "is_distribute_files_dataset",
+    "dataset_class_name",
+    "files_kind",
+    "read_files",
+    "sub_epoch_partial",
+    "DATASET_DICT_CONTEXT",
+    "unknown_wrappers",
+]

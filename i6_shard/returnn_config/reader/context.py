@@ -1,0 +1,93 @@
+"""The config settings that decide ranks and seeds, read once per config: where RETURNN's
+``_get_distributed_rank_and_size`` takes rank and size from, the ``dataset_distribution``, the base
+seed of ``Dataset._get_default_random_seed_offset``, the DataLoader and the sync."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from ...core.pure import UNSHARDED_RANK_SEED_STRIDE
+from .engine import (
+    EngineBatching,
+    _is_true,
+    _loader_behavior_version,
+    _loader_shard_workers,
+    _torch_dataset_distribution,
+)
+from .rules import SeedRule
+from .sync import SyncRule, _sync_rule
+
+#: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
+#: train dataset of a torch distributed training with RETURNN's default ``dataset_distribution``.
+DATASET_DICT_CONTEXT: Mapping[str, Any] = {"torch_distributed": {}}
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The config settings that decide ranks and seeds (read once per config)."""
+
+    distributed: Optional[str]
+    dataset_distribution: Optional[str]
+    base_offset: int
+    behavior_version: int
+    batching: Optional[str]
+    loader_workers: int
+    num_ranks: Optional[int]
+    #: ``propagate_behavior_version_to_subprocs`` as the config sets it (None: RETURNN's default)
+    propagate_behavior_version: Optional[bool] = None
+    #: the behavior version, and the process, where the torch engine reads its datasets
+    loader_behavior_version: int = 0
+    loader_process: str = "main process"
+    sync: Optional[SyncRule] = None
+    engine_batching: EngineBatching = EngineBatching()
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
+        torch_opts = config.get("torch_distributed")
+        if torch_opts is not None:
+            distributed, dist = "torch", _torch_dataset_distribution(torch_opts)
+        elif _is_true(config.get("use_horovod")):
+            distributed = "horovod"
+            dist = config.get("horovod_dataset_distribution", "shard")
+            if dist not in ("shard", "random_seed_offset"):
+                raise ValueError(
+                    f"horovod_dataset_distribution={dist!r}; RETURNN takes 'shard' or 'random_seed_offset'"
+                )
+        elif config.get("__debug_dummy_distributed_rank_and_size") is not None:
+            distributed, dist = "debug", None  # RETURNN's test hook: rank and size, no seed rule
+        else:
+            distributed, dist = None, None
+        base = config.get("dataset_random_seed_offset", 0)
+        if not isinstance(base, int) or isinstance(base, bool):
+            raise TypeError(f"dataset_random_seed_offset={base!r} in the config must be an int")
+        behavior_version = config.get("behavior_version")
+        behavior_version = behavior_version if isinstance(behavior_version, int) else 0
+        torch = distributed == "torch" or config.get("backend") == "torch"
+        propagate = config.get("propagate_behavior_version_to_subprocs")
+        propagate = None if propagate is None else _is_true(propagate)
+        loader_bv, loader_process = _loader_behavior_version(
+            config, behavior_version=behavior_version, torch=torch, propagate=propagate
+        )
+        return cls(
+            distributed=distributed,
+            dataset_distribution=dist,
+            base_offset=base,
+            behavior_version=behavior_version,
+            batching=config.get("batching"),
+            loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
+            num_ranks=num_ranks,
+            propagate_behavior_version=propagate,
+            loader_behavior_version=loader_bv,
+            loader_process=loader_process,
+            sync=_sync_rule(torch_opts, behavior_version=behavior_version),
+            engine_batching=EngineBatching.of(config),
+        )
+
+    def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
+        """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
+        plus ``rank * 16127`` under torch_distributed with ``dataset_distribution="random_seed_offset"``
+        (or horovod with that distribution), unless the dataset shards by itself
+        (``_uses_custom_distributed_sharding``: DistributeFilesDataset with ``distrib_shard_files``)."""
+        per_rank = not custom_sharding and self.dataset_distribution == "random_seed_offset"
+        return SeedRule(self.base_offset, UNSHARDED_RANK_SEED_STRIDE if per_rank else 0, where)

@@ -1,0 +1,124 @@
+"""A DistributeFilesDataset's settings, as its ``__init__``, ``init_seq_order`` and ``_get_sub_dataset_dict``
+use them: the record the reader makes of one (:func:`_dfd_info`)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ...core.io import files_kind
+from .classes import _is_i6_shard_class, dataset_class_name
+from .context import _Context
+from .info import DistributeFilesDatasetInfo
+from .inherit import _Given, _name, _own_seed, _own_shards
+from .rules import ShardRule
+from .sub_dataset import _FILE_KEYS, _sub_epoch_dataset, _sub_from_user_function
+from .tree import _flatten_with_path, _string_leaves
+
+
+def _dfd_info(
+    dataset: Mapping[str, Any], path: Tuple[Any, ...], given: _Given, ctx: _Context
+) -> DistributeFilesDatasetInfo:
+    """The DistributeFilesDataset's settings, as its ``__init__``, ``init_seq_order`` and
+    ``_get_sub_dataset_dict`` use them."""
+    notes: List[str] = []
+    opts = {**given.defaults, **dataset}
+    distrib = opts.get("distrib_shard_files", False)
+    if not isinstance(distrib, bool):
+        raise TypeError(f"{_name(path)}: distrib_shard_files={distrib!r} must be True or False")
+    sharding_fix = opts.get("sharding_fix")
+    if sharding_fix is not None and not isinstance(sharding_fix, bool):
+        raise TypeError(f"{_name(path)}: sharding_fix={sharding_fix!r} must be True, False or None")
+    seed = _own_seed(dataset, given, ctx, custom_sharding=distrib, path=path)
+    shards, fails = _dfd_shards(dataset, given, ctx, path=path, distrib=distrib)
+    seq_ordering = opts.get("seq_ordering")
+    if seq_ordering is None:
+        seq_ordering = ctx.batching if given.role == "train" and not given.wrappers and ctx.batching else "default"
+    partition_epoch = opts.get("partition_epoch") or 1
+    files = dataset.get("files")
+    kind = files_kind(files)
+    if kind == "invalid" and not fails:
+        fails = f"files={files!r} is neither a list, a callable, nor a .txt/.json/.py list file"
+    sub_epoch = _sub_epoch_facts(dataset, kind=kind, notes=notes)  # may add notes
+    fixed_seed = opts.get("fixed_random_seed")
+    return DistributeFilesDatasetInfo(
+        key_path=path,
+        dataset=dataset,
+        class_name=dataset_class_name(dataset.get("class")) or "?",
+        is_i6_shard=_is_i6_shard_class(dataset.get("class")),
+        role=given.role,
+        wrappers=given.wrappers,
+        files_kind=kind,
+        num_files=len(files) if kind == "inline" else None,
+        partition_epoch=partition_epoch,
+        seq_ordering=seq_ordering,
+        distrib_shard_files=distrib,
+        distributed=ctx.distributed,
+        dataset_distribution=ctx.dataset_distribution,
+        shards=shards,
+        seed=seed,
+        fixed_random_seed=fixed_seed,
+        sharding_fix=sharding_fix,
+        behavior_version=ctx.behavior_version,
+        batch_slicing=ctx.distributed == "horovod" and ctx.dataset_distribution == "shard" and given.role == "train",
+        returnn_fails=fails,
+        num_ranks=ctx.num_ranks,
+        notes=tuple(notes),
+        process_behavior_version=given.behavior_version,
+        reading_process=given.process,
+        epoch_multiplier=given.epoch_multiplier,
+        sync=ctx.sync,
+        engine_batching=ctx.engine_batching,
+        **sub_epoch,
+    )
+
+
+def _dfd_shards(
+    dataset: Mapping[str, Any], given: _Given, ctx: _Context, *, path: Tuple[Any, ...], distrib: bool
+) -> Tuple[ShardRule, Optional[str]]:
+    """The DistributeFilesDataset's :class:`ShardRule` (``distrib_shard_files``, DataLoader workers), and why
+    RETURNN fails with it (the given reason, else a clash of ``distrib_shard_files`` with the given sharding)."""
+    shards = _own_shards(dataset, given, path)
+    fails = given.fails
+    if distrib:
+        # DistributeFilesDataset.__init__: the given sharding must be none or the distributed one.
+        if not (shards.shards_per_rank == 1 and (shards.per_rank or shards.fixed == (1, 0))):
+            fails = fails or (
+                f"distrib_shard_files=True clashes with _num_shards/_shard_index "
+                f"{shards.fixed if not shards.per_rank else 'W, r'} x {shards.shards_per_rank} "
+                f"from {shards.source}"
+            )
+        shards = ShardRule(
+            per_rank=True, shards_per_rank=1, source=shards.source if shards.per_rank else "distrib_shard_files"
+        )
+    if ctx.loader_workers > 1 and given.role == "train" and not given.wrappers:
+        shards = shards.with_workers(ctx.loader_workers)  # ReturnnDatasetIterDataPipe.reset -> set_sharding
+    return shards, fails
+
+
+def _sub_epoch_facts(dataset: Mapping[str, Any], *, kind: str, notes: List[str]) -> Dict[str, Any]:
+    """What the reader can tell of the sub-epoch dataset (``_get_sub_dataset_dict``) before RETURNN runs: the
+    ``sub_epoch_*`` fields of :class:`DistributeFilesDatasetInfo` (``kind``: how ``files`` is given)."""
+    files = dataset.get("files")
+    sub = _sub_epoch_dataset(dataset, notes)
+    explicit = None if sub is None else ("_num_shards" in sub or "_shard_index" in sub)
+    sub_entries = list(_flatten_with_path(sub)) if sub is not None else []
+    bin_files = (
+        set(_string_leaves(files[0])) if kind == "inline" and files and _sub_from_user_function(dataset) else set()
+    )
+    return dict(
+        sub_epoch_dataset=sub,
+        sub_epoch_explicit_shards=explicit,
+        sub_epoch_constant_files=tuple(
+            sorted(
+                {
+                    f
+                    for path, v in sub_entries
+                    if path[-1] in _FILE_KEYS
+                    for f in _string_leaves(v)
+                    if f not in bin_files
+                }
+            )
+        ),
+        sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),
+        sub_epoch_epoch_wise_filter=any(path[-1] == "epoch_wise_filter" and v for path, v in sub_entries),
+    )

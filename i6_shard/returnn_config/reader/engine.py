@@ -1,0 +1,156 @@
+"""Facts of RETURNN's torch engine that decide how a dataset is read: its batching and filters
+(``Engine.__init__``, ``Engine._create_data_loader``, ``get_batching_iterable_dataset_from_config``), the
+``dataset_distribution`` (``returnn.torch.distributed.get_dataset_distribution``), and the DataLoader
+workers that read the train data (``create_data_loader_from_batches``, ``ReturnnDatasetIterDataPipe.reset``,
+``SubProcCopyGlobalConfigPreInitFunc``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class EngineBatching:
+    """How the torch engine batches the train data, as ``Engine.__init__`` (``min_seq_length``,
+    ``max_seq_length``: ``LenFilterDataPipe`` drops sequences), ``Engine._create_data_loader``
+    (``chunking``, ``online_shuffle_batches``), ``get_batching_iterable_dataset_from_config`` (``batch_size``
+    or ``batch_size_train``, ``max_seqs``, ``packed_batch_size``, a custom ``torch_batching``) and
+    ``Engine.train_epoch`` (``accum_grad_multiple_step``: an optimizer update, and a param sync count, every
+    N steps) read them. None: not set.
+    """
+
+    batch_size: Any = None
+    max_seqs: Any = None
+    min_seq_length: Any = None
+    max_seq_length: Any = None
+    packed_batch_size: Any = None
+    torch_batching: Any = None
+    chunking: Any = None
+    online_shuffle_batches: Any = None
+    accum_grad_multiple_step: Any = None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> "EngineBatching":
+        def train(key):
+            return config.get(f"{key}_train", config.get(key))
+
+        return cls(
+            batch_size=train("batch_size"),
+            max_seqs=config.get("max_seqs"),
+            min_seq_length=config.get("min_seq_length"),
+            max_seq_length=config.get("max_seq_length"),
+            packed_batch_size=train("packed_batch_size"),
+            torch_batching=config.get("torch_batching"),
+            chunking=config.get("chunking"),
+            online_shuffle_batches=config.get("online_shuffle_batches"),
+            accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
+        )
+
+    def unmodelled(self) -> List[str]:
+        """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
+        kept, one update per step) does not cover here.
+
+        >>> EngineBatching(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2).unmodelled()
+        ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
+        """
+        out = []
+        for key in ("min_seq_length", "max_seq_length"):
+            if getattr(self, key) is not None:
+                out.append(f"{key}={getattr(self, key)!r} drops sequences")
+        for key, what in (
+            ("packed_batch_size", "packed batches"),
+            ("torch_batching", "custom batching"),
+            ("chunking", "chunks instead of sequences"),
+        ):
+            if getattr(self, key) is not None:
+                out.append(f"{key}={getattr(self, key)!r} ({what})")
+        accum = self.accum_grad_multiple_step
+        if accum not in (None, 1):
+            out.append(
+                f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
+                if isinstance(accum, int)
+                else f"accum_grad_multiple_step={accum!r} (a callable)"
+            )
+        return out
+
+
+def _torch_dataset_distribution(opts: Any) -> str:
+    """``returnn.torch.distributed.get_dataset_distribution``.
+
+    >>> _torch_dataset_distribution({"dataset_distribution": "shard"})
+    'shard'
+    """
+    if not isinstance(opts, Mapping):
+        raise TypeError(
+            f"torch_distributed={opts!r} must be a dict (or None), e.g. {{}} or {{'dataset_distribution': 'shard'}}"
+        )
+    value = opts.get("dataset_distribution", "random_seed_offset")
+    if value not in ("random_seed_offset", "shard"):
+        raise ValueError(
+            f"torch_distributed dataset_distribution={value!r}; RETURNN takes 'random_seed_offset' "
+            "(every rank reads all data with its own seed) or 'shard'"
+        )
+    return value
+
+
+def _is_true(value: Any) -> bool:
+    """``Config.is_true`` for a typed value."""
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"))
+
+
+def _worker_behavior_version(behavior_version: int, *, propagate: Optional[bool]) -> int:
+    """The behavior version in a subprocess that RETURNN starts with ``SubProcCopyGlobalConfigPreInitFunc``
+    (torch DataLoader workers, MultiProcDataset workers): its ``__init__`` passes the parent's on only
+    with the config's ``propagate_behavior_version_to_subprocs``, by default only from behavior_version 31;
+    otherwise the worker has a fresh ``BehaviorVersion``, whose ``get()`` is 0.
+
+    >>> [_worker_behavior_version(v, propagate=None) for v in (26, 30, 31)], _worker_behavior_version(26, propagate=True)
+    ([0, 0, 31], 26)
+    """
+    if propagate is None:
+        propagate = behavior_version >= 31
+    return behavior_version if propagate else 0
+
+
+def _loader_behavior_version(
+    config: Mapping[str, Any], *, behavior_version: int, torch: bool, propagate: Optional[bool]
+) -> Tuple[int, str]:
+    """``(behavior version, process)`` where the torch engine reads a dataset, as
+    ``returnn.torch.data.pipeline.create_data_loader_from_batches`` sets up the DataLoader: in
+    ``num_workers`` worker processes (default 1; 0: the main process), started by default with
+    ``NonDaemonicSpawnContext(process_pre_init_func=SubProcCopyGlobalConfigPreInitFunc())`` (see
+    :func:`_worker_behavior_version`); a ``"fork"`` context inherits the main process's state, any
+    other context starts a fresh process without it.
+
+    >>> _loader_behavior_version({"torch_dataloader_opts": {"num_workers": 0}}, behavior_version=26, torch=True,
+    ...                          propagate=None)
+    (26, 'main process (torch_dataloader_opts num_workers=0)')
+    """
+    if not torch:
+        return behavior_version, "main process"
+    opts = config.get("torch_dataloader_opts") or {}
+    opts = opts if isinstance(opts, Mapping) else {}
+    if not opts.get("num_workers", 1):
+        return behavior_version, "main process (torch_dataloader_opts num_workers=0)"
+    context = opts.get("multiprocessing_context", "spawn_non_daemonic")
+    if context == "fork":
+        return behavior_version, "torch DataLoader worker (forked: it inherits the behavior version)"
+    if context == "spawn_non_daemonic":
+        version = _worker_behavior_version(behavior_version, propagate=propagate)
+        how = "which gets it" if version == behavior_version else "which RETURNN does not give it below 31"
+        return version, f"torch DataLoader worker ({how})"
+    return 0, f"torch DataLoader worker (multiprocessing_context={context!r}: a fresh process without it)"
+
+
+def _loader_shard_workers(config: Mapping[str, Any], *, behavior_version: int, torch: bool) -> int:
+    """DataLoader workers that each read their own shard of the train dataset:
+    ``ReturnnDatasetIterDataPipe.reset`` shards over ``num_workers`` when it is > 1 and
+    ``torch_dataloader_shard_workers`` (default: ``behavior_version >= 37``) is on."""
+    if not torch:
+        return 1
+    opts = config.get("torch_dataloader_opts") or {}
+    num_workers = opts.get("num_workers", 0) if isinstance(opts, Mapping) else 0
+    shard = config.get("torch_dataloader_shard_workers")
+    shard = behavior_version >= 37 if shard is None else bool(shard)
+    return num_workers if isinstance(num_workers, int) and num_workers > 1 and shard else 1

@@ -1,0 +1,129 @@
+"""A DistributeFilesDataset on each rank: its ``_num_shards``/``_shard_index`` and seed per rank, why no
+ShardPlan describes it (RETURNN would fail, or the ranks read overlapping parts), and the settings of the plan
+it follows (``DistributeFilesDataset.__init__`` and ``init_seq_order`` on rank r of W)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Optional
+
+from ...core.pure import PlanRequest, PlanSettings, SyncMode, check_optional_int
+
+if TYPE_CHECKING:
+    from .info import DistributeFilesDatasetInfo
+
+
+class _PerRank:
+    """What a :class:`~i6_shard.returnn_config.reader.DistributeFilesDatasetInfo` is on each rank, and the
+    plan it follows: its sharding mode, ``_num_shards``/``_shard_index`` and seed per rank, and the
+    settings of its ShardPlan (or why none describes it)."""
+
+    @property
+    def sharding_mode(self) -> Optional[str]:
+        """The key of ``core.SHARDING_MODES`` that the plan of this dataset follows, or None if
+        no ShardPlan describes it (see :meth:`plan_problem`)."""
+        return None if self.plan_problem() else self._mode()
+
+    def _mode(self) -> str:
+        if self.sharded:
+            return "sharded"
+        return "unsharded" if not self.same_seed_on_all_ranks else "unsharded_same_seed"
+
+    def num_shards(self) -> int:
+        """The dataset's ``_num_shards`` on the ranks it was read for (RETURNN's rank and size come
+        from torch_distributed or horovod; without either, every process is rank 0 of 1)."""
+        if self.num_ranks is None:
+            raise ValueError(f"{self.name}: the number of ranks is not known; read it with num_ranks")
+        return self.shards.num_shards(self.num_ranks if self.distributed else 1)
+
+    def shard_index_for(self, rank: int, worker: int = 0) -> int:
+        """The dataset's ``_shard_index`` on ``rank`` (and its ``worker``-th instance there)."""
+        return self.shards.shard_index(rank if self.distributed else 0, worker)
+
+    def seed_offset_for(self, rank: int) -> int:
+        """The dataset's ``random_seed_offset`` on ``rank``."""
+        return self.seed.offset_for(rank if self.distributed else 0)
+
+    def for_ranks(self, num_ranks: int) -> "DistributeFilesDatasetInfo":
+        """The same dataset read for ``num_ranks`` ranks."""
+        num_ranks = check_optional_int(num_ranks, name="num_ranks", minimum=1, hint="number of training processes")
+        if self.num_ranks is not None and num_ranks != self.num_ranks:
+            raise ValueError(
+                f"{self.name} was read for num_ranks={self.num_ranks}, not {num_ranks}; read the config "
+                "again with that number (rules such as the CombinedDataset one depend on it)"
+            )
+        return dataclasses.replace(self, num_ranks=num_ranks)
+
+    def plan_problem(self) -> Optional[str]:
+        """Why no ``ShardPlan`` describes what the ranks read (None if one does)."""
+        if self.returnn_fails:
+            return f"RETURNN would fail: {self.returnn_fails}"
+        if self.epoch_multiplier != 1:
+            return (
+                f"a MultiEpochDataset with multi_epoch={self.epoch_multiplier} reads this dataset's epochs "
+                f"(e-1)*{self.epoch_multiplier}+1 .. e*{self.epoch_multiplier} in training epoch e, so the "
+                "plan's epochs are not the training's; use multi_epoch=1 or no MultiEpochDataset"
+            )
+        if self.shards.shards_per_rank != 1:
+            return (
+                f"each rank splits its part over {self.shards.shards_per_rank} instances (MultiProcDataset "
+                "'dedicated' workers or DataLoader workers); a ShardPlan has one instance per rank"
+            )
+        if not self.shards.per_rank and self.shards.fixed != (1, 0):
+            return (
+                f"the dataset has the fixed _num_shards, _shard_index = {self.shards.fixed} on every rank, "
+                "so every rank reads the same part"
+            )
+        if self.sharded and not self.same_seed_on_all_ranks:
+            return (
+                "the files are sharded but the ranks shuffle them with different seeds "
+                f"(random_seed_offset {self.seed.base} + rank*{self.seed.rank_stride}, from {self.seed.source}), "
+                "so they cut different orders: files are read twice or never"
+            )
+        return None
+
+    def plan_settings(
+        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
+    ) -> PlanSettings:
+        """The :class:`~i6_shard.core.PlanSettings` of the plan this dataset follows: those of :meth:`plan_request`.
+
+        :raises ValueError: as :meth:`plan_request`
+        """
+        return self.plan_request(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks).settings
+
+    def plan_request(
+        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
+    ) -> PlanRequest:
+        """The :class:`~i6_shard.core.PlanRequest` of the plan this dataset follows (on the ranks it was read for, or
+        ``num_ranks``), made by the one constructor ``PlanRequest.from_options``: the sharding mode, seeds,
+        ``partition_epoch`` and distribution as this dataset has them, the sub-epochs it preloads, and the training's
+        sync mode (:attr:`SyncRule.sync_mode`; grad sync where it is not torch distributed).
+
+        :param num_epochs: the training's ``num_epochs``; the plan also holds the sub-epochs the dataset preloads
+            after them (None: a plan of no fixed length)
+        :raises ValueError: if no ShardPlan describes it, saying why
+        """
+        info = self if num_ranks is None else self.for_ranks(num_ranks)
+        if info.num_ranks is None:
+            raise ValueError(f"{self.name}: the number of ranks is not known; pass num_ranks")
+        problem = info.plan_problem()
+        if problem:
+            raise ValueError(f"{self.name}: {problem}; fix the config before planning")
+        distribution = distribution or info.distribution
+        sync = self.sync.sync_mode if self.sync is not None else SyncMode()
+        preload = info.dataset.get("preload_next_n_sub_epochs")
+        return PlanRequest.from_options(
+            sharding=info._mode(),
+            num_shards=info.num_ranks,
+            partition_epoch=info.partition_epoch,
+            num_epochs=num_epochs,
+            seq_ordering=info.seq_ordering,
+            random_seed_offset=info.seed.base,
+            fixed_random_seed=info.fixed_random_seed,
+            distribution=distribution,
+            # the bound of "flexible" only: planned with another distribution, the dataset's bound is not used
+            max_sub_epoch_deviation=info.max_sub_epoch_deviation if distribution == "flexible" else None,
+            preload_next_n_sub_epochs=preload if isinstance(preload, int) else None,
+            reduce_type=sync.reduce_type,
+            param_sync_step=sync.param_sync_step,
+        )
