@@ -71,8 +71,8 @@ def test_plan_with_ranks_per_node_adds_the_footprint(tmp_path, sizes_file, capsy
     "options, message",
     [
         # One rule for the command line and ShardPlanJob (core.PlanRequest), naming the options by their Python names.
-        (["--cache-size", "1G"], "cache_size describe the per-node cache: give ranks_per_node too"),
-        (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "cached_file describe the per-node cache"),
+        (["--cache-size", "1G"], "cache_size describes the per-node cache: give ranks_per_node too"),
+        (["--no-cached-file", "--preload-next-n-sub-epochs", "0"], "cached_file describes the per-node cache"),
         (["--ranks-per-node", "4", "--cache-size", "lots"], "cache size 'lots' is not a byte count"),
         (["--ranks-per-node", "0"], "ranks_per_node=0 must be a positive int"),
         (

@@ -8,7 +8,10 @@ import threading
 import time
 from typing import Callable, Optional, TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "DEFAULT_INTERVAL"]
+
+#: Seconds before the first line and between lines: work done sooner prints nothing.
+DEFAULT_INTERVAL = 2.0
 
 
 class Progress:
@@ -29,7 +32,7 @@ class Progress:
         label: str,
         *,
         total: int,
-        interval: float = 5.0,
+        interval: float = DEFAULT_INTERVAL,
         unit: str = "files",
         stream: Optional[TextIO] = None,
         clock: Callable[[], float] = time.monotonic,

@@ -18,11 +18,12 @@ from ..io.npz import save_npz
 from ..io.file_costs import FileCosts, load_file_costs, prediction_batching
 from ..io.file_sizes import FileSizes, load_file_sizes
 from ..io.preflight import check_regular_file
+from ..io.progress import Progress
 from ..pure.request import PlanRequest
 from ..pure.batching import Batching, SyncMode
 from .plot import plot_plan, require_matplotlib
 from .prediction import prediction_summary
-from .report import cache_summary, render_report, summarize, summary_json
+from .report import NOT_COMPUTED, cache_summary, render_report, summarize, summary_json
 from ..pure.stats import PlanStats, compute_plan_stats
 
 __all__ = [
@@ -73,14 +74,18 @@ def other_distribution_stats(
                 drop = float(balanced.dropped_fraction[:num_epochs].mean())
                 if drop < FLEXIBLE_COMPARE_MIN_DROPPED:
                     out[name] = (
-                        f"the balanced split drops only {100 * drop:.2f}% here, all that flexible "
-                        "sub-epochs could save (not computed; plan with distribution='flexible' to see it)"
+                        f"{NOT_COMPUTED}: the balanced split drops only {100 * drop:.2f}% here, all that flexible "
+                        f"sub-epochs could save; plan with distribution={name!r} to see it"
                     )
                     continue
+        progress = Progress(f"compare {name}", total=-(-num_epochs // plan.partition_epoch), unit="full epochs")
         try:
-            out[name] = compute_plan_stats(plan.with_settings(distribution=name), num_epochs=num_epochs)
+            out[name] = compute_plan_stats(
+                plan.with_settings(distribution=name), num_epochs=num_epochs, on_full_epoch=progress.add
+            )
         except ValueError as exc:
             out[name] = str(exc)
+        progress.close()
     return out
 
 
