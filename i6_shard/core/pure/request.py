@@ -64,7 +64,7 @@ PLAN_OPTION_HELP: Dict[str, str] = {
     "file system and the node caches nothing)",
     "cache_size": "bytes of each node's local cache (with ranks_per_node): say whether the plan fits and which "
     "partition_epoch values do",
-    "reduce_type": "torch_distributed's reduce_type, for the predicted loss: grad (every rank stops in the step "
+    "reduce_type": "torch_distributed's reduce_type, which the predicted loss and steps assume: grad (every rank stops in the step "
     "the first runs out) or param (the others run on to their next sync)",
     "param_sync_step": "with reduce_type param: torch_distributed's param_sync_step (steps between param syncs)",
     "sub_epoch_constant_bytes": "with ranks_per_node: bytes of the files the sub-epoch dataset reads in every "

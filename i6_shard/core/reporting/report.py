@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
+from ..io.progress import Progress
 from ..pure.batching import MILLISTEPS_PER_STEP
 from ..pure.cache import CacheFootprint, partition_epoch_fits
 from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
@@ -209,9 +210,13 @@ def summarize(
     }
     if plan.settings.distribution == "flexible_auto" and plan.settings.distrib_shard_files:
         full = stats.num_epochs // plan.partition_epoch  # the complete full epochs
-        summary["non_contiguous_sub_epochs"] = sum(
-            len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k)) for k in range(full)
-        )
+        progress = Progress("moved files", total=full, unit="full epochs")  # each recomputes a layout
+        moved = 0
+        for k in range(full):
+            moved += len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k))
+            progress.add(1)
+        progress.close()
+        summary["non_contiguous_sub_epochs"] = moved
         summary["non_contiguous_of"] = full * plan.partition_epoch
     if other_mode is not None:
         summary["other_mode"] = _other_mode_summary(plan, other_mode, compare_num_epochs)
