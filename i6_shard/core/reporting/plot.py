@@ -388,7 +388,7 @@ def plot_plan_change(summary: Mapping[str, Any], path: str | os.PathLike) -> Non
 
     old, new, e = summary["old"], summary["new"], summary["resume_epoch"]
     fulls = summary["full_epochs"]
-    fig = Figure(figsize=(10, 1.5 + 3.2 * max(1, len(fulls))), dpi=100, layout="constrained")
+    fig = Figure(figsize=(10, 1.5 + 3.2 * len(fulls) if fulls else 2.0), dpi=100, layout="constrained")
     axes = np.atleast_1d(fig.subplots(max(1, len(fulls)), 1))
     fig.suptitle(
         f"Resume at epoch {e} with num_shards {old['num_shards']} -> {new['num_shards']} "
