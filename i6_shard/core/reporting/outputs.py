@@ -138,12 +138,18 @@ def plan_summary(
     (from :func:`~i6_shard.core.reporting.report.cache_summary`), the per-node cache footprint."""
     stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
     if not compare:
-        return summarize(plan, stats, cache=cache), stats
+        return summarize(plan, stats, cache=cache, layout=layout), stats
     cmp_epochs = compare_num_epochs_for(plan, num_epochs=num_epochs)
     others = other_distribution_stats(plan, num_epochs=cmp_epochs, own=stats)
     mode = other_mode_stats(plan, num_epochs=cmp_epochs)
     return summarize(
-        plan, stats, other_distributions=others, other_mode=mode, compare_num_epochs=cmp_epochs, cache=cache
+        plan,
+        stats,
+        other_distributions=others,
+        other_mode=mode,
+        compare_num_epochs=cmp_epochs,
+        cache=cache,
+        layout=layout,
     ), stats
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -179,6 +179,7 @@ def summarize(
     other_mode: Optional[Union[PlanStats, str]] = None,
     compare_num_epochs: Optional[int] = None,
     cache: Optional[Mapping[str, Any]] = None,
+    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
 ) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
@@ -192,6 +193,9 @@ def summarize(
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
         ``cache_peak_bytes_per_node`` (without it, the summary is as before)
+    :param layout: ``(full_epoch_0idx, shard_index) -> (order, bounds)`` if already computed (as for
+        :func:`~i6_shard.core.pure.stats.compute_plan_stats`): a ``"flexible_auto"`` plan's moved files are
+        counted on it instead of on layouts computed anew
     """
     compare_num_epochs = _checked_compare_num_epochs(compare_num_epochs, stats)
     summary: Dict[str, Any] = {
@@ -210,10 +214,12 @@ def summarize(
     }
     if plan.settings.distribution == "flexible_auto" and plan.settings.distrib_shard_files:
         full = stats.num_epochs // plan.partition_epoch  # the complete full epochs
-        progress = Progress("moved files", total=full, unit="full epochs")  # each recomputes a layout
+        progress = Progress("moved files", total=full, unit="full epochs")  # without layout: each computes one
         moved = 0
         for k in range(full):
-            moved += len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k))
+            moved += len(
+                plan.non_contiguous_sub_epochs(full_epoch_0idx=k, layout=None if layout is None else layout(k, 0))
+            )
             progress.add(1)
         progress.close()
         summary["non_contiguous_sub_epochs"] = moved

@@ -352,3 +352,30 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     (warning,) = _large_file_warnings([40] + [1] * 40)  # share 20: 2.00x, no deviation below 1 holds it
     assert "Split these files" in warning and "flexible" not in warning
     assert _large_file_warnings([9] + [1] * 27) == []  # share 9: exactly one share is no loss by itself
+
+
+def test_a_flexible_auto_plan_is_cut_once_per_full_epoch(tmp_path, monkeypatch):
+    """The moved files are counted on the layouts the plan file stores, not on layouts cut anew (each cut of
+    flexible_auto takes up to seconds): writing the outputs cuts every full epoch once, and the count is the same."""
+    sizes = np.r_[np.random.RandomState(0).randint(1, 100, size=60), [900, 1000]]
+    plan = ShardPlan(
+        [f"f{i}" for i in range(sizes.size)],
+        sizes,
+        PlanSettings(num_shards=2, partition_epoch=3, num_epochs=7, distribution="flexible_auto", unit="frames"),
+    )
+    calls = []
+    real = ShardPlan.layout
+    monkeypatch.setattr(
+        ShardPlan, "layout", lambda self, **kw: calls.append((self.settings == plan.settings, kw)) or real(self, **kw)
+    )
+    summary = core.write_plan_outputs(
+        plan,
+        plan_path=str(tmp_path / "p.npz"),
+        summary_path=str(tmp_path / "s.json"),
+        report_path=str(tmp_path / "r.txt"),
+    )
+    own = [kw["full_epoch_0idx"] for mine, kw in calls if mine]  # not the other distributions' compared plans
+    assert sorted(own) == [0, 1, 2]  # each full epoch of the plan file once
+    monkeypatch.setattr(ShardPlan, "layout", real)
+    recount = sum(len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k)) for k in range(2))
+    assert summary["non_contiguous_sub_epochs"] == recount and summary["non_contiguous_of"] == 6
