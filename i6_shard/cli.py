@@ -1,9 +1,10 @@
-"""Command line: ``python -m i6_shard {make-data,sizes,costs,plan,compare-plans,report,demo,train-report} ...``.
+"""Command line: ``python -m i6_shard {make-data,sizes,costs,plan,files,compare-plans,report,demo,train-report} ...``.
 Parses arguments, calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import List, Optional
@@ -11,13 +12,17 @@ from typing import List, Optional
 from . import __version__, core
 from .core.io import (
     DEFAULT_NUM_THREADS,
+    PROGRESS_INTERVAL,
+    read_plan_head,
+    read_plan_layout,
     atomic_dir,
     check_output_dir,
     read_training_file_list,
     write_hdf_corpus,
 )
 from .core.pure import (
-    DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
+    PLAN_OPTION_DEFAULTS,
+    PLAN_OPTION_HELP,
     REDUCE_TYPES,
     SEED_LIMIT,
     batching_of,
@@ -33,16 +38,51 @@ from .core.reporting import (
     format_cost,
     matplotlib_available,
     plot_plan,
+    plot_cost_distribution,
     plot_title,
+    require_matplotlib,
 )
+
+
+def _check_distribution_plot(args: argparse.Namespace) -> bool:
+    """``sizes``/``costs --plot``: its options checked before any file is read; whether to draw."""
+    if (args.num_shards is None) != (args.partition_epoch is None):
+        raise ValueError("--num-shards and --partition-epoch mark a rank's share on the --plot together: give both")
+    if args.num_shards is not None and args.plot is None:
+        raise ValueError("--num-shards and --partition-epoch are for the --plot: give --plot FILE.png too")
+    for name in ("num_shards", "partition_epoch"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)}: give at least 1")
+    if args.plot is None:
+        return False
+    if os.path.splitext(args.plot)[1].lower() != ".png":
+        raise ValueError(f"--plot {args.plot!r}: the plot is a PNG image; give a path ending in .png")
+    core.check_output_path(args.plot)
+    require_matplotlib()
+    return True
+
+
+def _draw_distribution(args: argparse.Namespace, costs, *, unit: str) -> None:
+    plot_cost_distribution(
+        costs,
+        args.plot,
+        unit=unit,
+        num_shards=args.num_shards,
+        partition_epoch=args.partition_epoch,
+        title=f"{os.path.basename(args.file_list)} ({unit})",
+    )
+    print(f"plot -> {args.plot}")
 
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
     core.check_output_path(args.output, suffix=".npz", kind="file sizes archive")  # before any stat call
+    plot = _check_distribution_plot(args)
     trees = read_training_file_list(args.file_list)
-    sizes = core.collect_file_sizes(trees, num_threads=args.threads)
+    sizes = core.collect_file_sizes(trees, num_threads=args.threads, progress_interval=PROGRESS_INTERVAL)
     core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
+    if plot:
+        _draw_distribution(args, sizes.sizes, unit="bytes")
     return 0
 
 
@@ -50,6 +90,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     from .core.io import collect_file_costs, save_file_costs
 
     core.check_output_path(args.output, suffix=".npz", kind="file costs archive")  # before any file is read
+    plot = _check_distribution_plot(args)
     trees = read_training_file_list(args.file_list)
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
     batching = batching_of(args.batch_size, args.max_seqs)
@@ -61,6 +102,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
         stream=args.stream,
         frame_rate=args.frame_rate,
         num_procs=args.procs,
+        progress_interval=PROGRESS_INTERVAL,
         batching=batching,
         length_column=args.length_column,
     )
@@ -70,6 +112,8 @@ def _cmd_costs(args: argparse.Namespace) -> int:
         f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
         f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}"
     )
+    if plot:
+        _draw_distribution(args, costs.costs, unit=args.unit)
     return 0
 
 
@@ -133,13 +177,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare_plans(args: argparse.Namespace) -> int:
-    from .core.reporting import CHANGE_OUTPUTS, compare_plan_files, render_change_report
+    from .core.reporting import CHANGE_OUTPUTS, CHANGE_PLOT_FILE, compare_plan_files, render_change_report
 
-    summary = compare_plan_files(args.old_plan, args.new_plan, resume_epoch=args.resume_epoch, out_dir=args.output)
+    plot = args.output is not None and _plot_wanted(not args.no_plot)
+    summary = compare_plan_files(
+        args.old_plan, args.new_plan, resume_epoch=args.resume_epoch, out_dir=args.output, plot=plot
+    )
     print(render_change_report(summary), end="")
     if args.output is not None:
         print()
-        for name in CHANGE_OUTPUTS:
+        for name in CHANGE_OUTPUTS + ((CHANGE_PLOT_FILE,) if plot else ()):
             print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
     return 0
 
@@ -158,6 +205,50 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         plot_plan(outputs.stats, args.plot, title=plot_title(plan_file.plan, num_epochs=plan_file.num_epochs))
         print(f"plot -> {args.plot}")
+    return 0
+
+
+def _cmd_files(args: argparse.Namespace) -> int:
+    path = os.path.join(args.plan, core.PLAN_FILE) if os.path.isdir(args.plan) else args.plan
+    head = read_plan_head(path)  # the checked loader: format, settings, keys
+    plan, s = head.plan, head.settings
+    if not 0 <= args.rank < s.num_shards:
+        raise ValueError(f"--rank {args.rank}: the plan has num_shards={s.num_shards}; use 0..{s.num_shards - 1}")
+    if not 1 <= args.epoch <= s.num_epochs:
+        raise ValueError(
+            f"--epoch {args.epoch}: the plan holds sub-epochs 1..{s.num_epochs} (RETURNN counts from 1; "
+            f"{s.preloaded_sub_epochs} of them only preloaded); plan more with a larger --num-epochs"
+        )
+    full_epoch_0idx = (args.epoch - 1) // s.partition_epoch
+    # The stored layout, as the training reads it (i6_shard.returnn_ext), never a recomputation.
+    order, bounds = read_plan_layout(
+        path,
+        full_epoch_0idx=full_epoch_0idx,
+        layout_idx=0 if s.distrib_shard_files else args.rank,
+        num_files=head.num_files,
+    )
+    b = plan.bin_index(epoch=args.epoch, shard_index=args.rank)
+    idx = order[bounds[b] : bounds[b + 1]]
+    keys, costs = [head.keys[i] for i in idx.tolist()], head.costs[idx]
+    if args.json:
+        out = {
+            "epoch": args.epoch,
+            "shard_index": args.rank,
+            "full_epoch_0idx": full_epoch_0idx,
+            "bin_index": b,
+            "unit": s.unit,
+            "keys": keys,
+            "costs": [int(c) for c in costs.tolist()],
+            "total_cost": int(costs.sum()),
+        }
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+        return 0
+    print("\n".join(keys))
+    print(
+        f"rank {args.rank}, sub-epoch {args.epoch} (full epoch {full_epoch_0idx}, bin {b}): {len(keys)} files, "
+        f"{format_cost(int(costs.sum()), s.unit)}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -205,7 +296,11 @@ def _cmd_make_data(args: argparse.Namespace) -> int:
     check_output_dir(out, names=_DATA_OUTPUTS, what="data directory")  # the options are checked before writing
     with atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
         made = write_hdf_corpus(
-            os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed, feature_dim=args.feature_dim
+            os.path.join(tmp, "data"),
+            num_files=args.num_files,
+            seed=args.seed,
+            feature_dim=args.feature_dim,
+            progress_interval=PROGRESS_INTERVAL,
         )
         paths = [os.path.join(out, "data", os.path.basename(p)) for p in made]
         core.write_file_list(paths, os.path.join(tmp, "files.txt"))
@@ -251,6 +346,109 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
     return 1 if summary["alarms"] and args.fail_on_alarm else 0
 
 
+#: The one example of each command that ``COMMAND --help`` ends with (a test parses each of them).
+EXAMPLES = {
+    "make-data": [("write 32 skewed HDF files into data/data/ and their list data/files.txt", "make-data -o data")],
+    "sizes": [("the file sizes of a list, as RETURNN computes them", "sizes data/files.txt -o sizes.npz")],
+    "costs": [
+        ("frames per file, read from the HDF files' seqLengths", "costs data/files.txt --unit frames -o costs.npz"),
+        (
+            "each file's expected steps under RETURNN's batching",
+            "costs data/files.txt --unit steps --batch-size 20000 --max-seqs 16 -o steps.npz",
+        ),
+    ],
+    "plan": [
+        (
+            "8 GPUs, 20 sub-epochs per full epoch, 200 sub-epochs of training, bins balanced by frames",
+            "plan --sizes costs.npz --num-shards 8 --partition-epoch 20 --num-epochs 200 --distribution balanced "
+            "-o plan/",
+        )
+    ],
+    "files": [
+        ("the files rank 0 reads in sub-epoch 3", "files plan/ --rank 0 --epoch 3"),
+        ("the same as JSON, with each file's cost", "files plan/plan.npz --rank 0 --epoch 3 --json"),
+    ],
+    "compare-plans": [
+        (
+            "a training planned for 8 GPUs resumes on 6 at sub-epoch 14",
+            "compare-plans plan8/ plan6/ --resume-epoch 14 -o change/",
+        )
+    ],
+    "report": [("the report of a plan, re-verified, and its plot", "report plan/ --verify --plot plan.png")],
+    "demo": [("generate 200 files and plan them for 4 ranks", "demo -o i6_shard_demo")],
+    "train-report": [
+        (
+            "what each rank of a finished training read, against the plan",
+            "train-report work/returnn.torch-distrib-*.log --plan plan/plan.npz -o train_report/",
+        )
+    ],
+}
+
+
+def _epilog(command: str) -> str:
+    lines = ["example:" if len(EXAMPLES[command]) == 1 else "examples:"]
+    for what, argv in EXAMPLES[command]:
+        lines += [f"  # {what}", f"  {_prog()} {argv}"]
+    return "\n".join(lines)
+
+
+def _parser(sub, name: str, *, help: str) -> argparse.ArgumentParser:
+    """A command's parser: its help, and an example below the options."""
+    return sub.add_parser(
+        name, help=help, description=help, epilog=_epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def _plan_option(p: argparse.ArgumentParser, name: str, *flags: str, **kwargs) -> None:
+    """A plan option: its default and its help from the one table of them (``core.pure.request``)."""
+    default = PLAN_OPTION_DEFAULTS[name]
+    shown = "" if default is None else f" (default: {default})"
+    help_text = (PLAN_OPTION_HELP[name] + kwargs.pop("extra_help", "") + shown).replace("%", "%%")
+    p.add_argument(*(flags or ("--" + name.replace("_", "-"),)), default=default, help=help_text, **kwargs)
+
+
+def _check_cache_size(args: argparse.Namespace) -> None:
+    """``--cache-size``: a byte count of at least 1 MB; a smaller one is almost surely a missing unit."""
+    if args.cache_size is None:
+        return
+    num_bytes = parse_bytes(args.cache_size)
+    if num_bytes < 10**6:
+        text = args.cache_size.strip()
+        example = f"{text}M or {text}G" if text.isdigit() else "800G"
+        raise ValueError(
+            f"--cache-size {text!r} is {num_bytes:,} bytes, less than 1 MB per node; give a unit, e.g. {example} "
+            "(a bare number counts bytes)"
+        )
+
+
+def _costs_unit(text: str) -> str:
+    """``costs --unit``: bytes are the sizes, which ``sizes`` computes."""
+    if text == "bytes":
+        raise argparse.ArgumentTypeError(
+            "'bytes': a file's bytes come from `sizes` (python -m i6_shard sizes FILE_LIST -o sizes.npz), whose "
+            "archive `plan --sizes` takes as well; costs counts frames, seqs or steps"
+        )
+    return text
+
+
+def _check_sizes_archive(args: argparse.Namespace) -> None:
+    """``plan --sizes``: an existing file that is no zip archive is most likely a file list given too early."""
+    text = args.sizes
+    if not os.path.isfile(text):
+        return  # the plan command names the problem
+    try:
+        with open(text, "rb") as f:
+            magic = f.read(2)
+    except OSError:
+        return
+    if magic != b"PK":
+        raise ValueError(
+            f"--sizes {text!r} is not a sizes or costs archive (an .npz file; this one has no zip header); if it "
+            f"is a file list, run `{_prog()} sizes {text} -o sizes.npz` or `{_prog()} costs {text} -o costs.npz` "
+            "first and give that archive"
+        )
+
+
 def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     p.add_argument(
         "--num-shards",
@@ -274,17 +472,9 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
         help="the training's num_epochs, counted in sub-epochs; the plan also holds the sub-epochs "
         "RETURNN preloads after the last" + (" (default 12)" if demo else ""),
     )
-    p.add_argument("--seq-ordering", choices=core.SEQ_ORDERINGS, default="random")
-    p.add_argument(
-        "--random-seed-offset",
-        type=int,
-        default=0,
-        help="sharded: the dataset's random_seed_offset, or else the config's dataset_random_seed_offset "
-        "(default 0); with --unsharded: the config's dataset_random_seed_offset, to which RETURNN "
-        "adds rank*16127 on each rank (with --same-seed-on-all-ranks: the dataset's "
-        "random_seed_offset)",
-    )
-    p.add_argument("--fixed-random-seed", type=int, default=None, help="the dataset's fixed_random_seed")
+    _plan_option(p, "seq_ordering", choices=core.SEQ_ORDERINGS)
+    _plan_option(p, "random_seed_offset", type=int)
+    _plan_option(p, "fixed_random_seed", type=int)
     p.add_argument(
         "--unsharded",
         action="store_true",
@@ -297,20 +487,8 @@ def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None
         help="with --unsharded: the dataset dict sets random_seed_offset itself, which RETURNN uses "
         "unchanged on every rank, so all ranks read the same files (the report shows the overlap)",
     )
-    p.add_argument(
-        "--distribution",
-        choices=core.DISTRIBUTIONS,
-        default="returnn",
-        help="how bins are cut (default: returnn, what DistributeFilesDataset does; flexible_auto: "
-        "sub-epochs of flexible size with the bound chosen per full epoch, docs/flexible_split.md)",
-    )
-    p.add_argument(
-        "--max-sub-epoch-deviation",
-        type=float,
-        default=core.PlanSettings.max_sub_epoch_deviation,
-        help="with --distribution flexible: how far a sub-epoch's size may be from the mean sub-epoch's, "
-        "as a share of it, in [0, 1) (default %(default)s: +-25%%)",
-    )
+    _plan_option(p, "distribution", choices=core.DISTRIBUTIONS)
+    _plan_option(p, "max_sub_epoch_deviation", type=float)
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
 
 
@@ -321,7 +499,8 @@ def _prog() -> str:
 
 
 def _add_make_data(sub) -> None:
-    p = sub.add_parser(
+    p = _parser(
+        sub,
         "make-data",
         help="write a small corpus of real RETURNN HDF files with skewed sizes and their list, to try sharding on",
     )
@@ -338,27 +517,45 @@ def _add_make_data(sub) -> None:
 
 
 def _add_sizes(sub) -> None:
-    p = sub.add_parser("sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
-    p.add_argument("file_list")
+    p = _parser(sub, "sizes", help="compute file sizes of a file list (.txt/.json/.py) as RETURNN would")
+    p.add_argument("file_list", help="a .txt/.json/.py file list, read as RETURNN's DistributeFilesDataset reads it")
     p.add_argument("-o", "--output", required=True, help="output file sizes archive (a name ending in .npz)")
     p.add_argument("--threads", type=int, default=None, help=f"stat threads (default {DEFAULT_NUM_THREADS})")
+    p.add_argument(
+        "--plot",
+        default=None,
+        help="also draw the distribution of the file sizes to this PNG, marking files above a rank's share of a "
+        "sub-epoch (with --num-shards and --partition-epoch)",
+    )
+    _add_share_options(p)
     p.set_defaults(func=_cmd_sizes)
 
 
+def _add_share_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--num-shards", type=int, default=None, help="with --plot: the training's ranks, to mark a rank's share"
+    )
+    p.add_argument(
+        "--partition-epoch", type=int, default=None, help="with --plot: sub-epochs per full epoch, for a rank's share"
+    )
+
+
 def _add_costs(sub) -> None:
-    p = sub.add_parser(
+    p = _parser(
+        sub,
         "costs",
         help="frames, sequences or expected steps per entry of a file list, read from the "
         "files' metadata (RETURNN HDF seqLengths, OggZip manifests, arrow shards), as an "
         "archive that `plan --sizes` takes",
     )
-    p.add_argument("file_list")
+    p.add_argument("file_list", help="a .txt/.json/.py file list, as for `sizes`")
     p.add_argument(
         "--unit",
+        type=_costs_unit,
         choices=("frames", "seqs", "steps"),
         default="frames",
         help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
-        "sequences under --batch-size / --max-seqs (stored in milli-steps)",
+        "sequences under --batch-size / --max-seqs (stored in milli-steps); bytes come from `sizes`",
     )
     p.add_argument(
         "--batch-size", type=int, default=None, help="--unit steps: RETURNN's batch_size in frames (padding included)"
@@ -386,12 +583,19 @@ def _add_costs(sub) -> None:
     )
     p.add_argument("--procs", type=int, default=None, help="processes reading the files (default: CPUs, at most 8)")
     p.add_argument("-o", "--output", required=True, help="output file costs archive (a name ending in .npz)")
+    p.add_argument(
+        "--plot",
+        default=None,
+        help="also draw the distribution of the files' costs (frames, sequences or steps) to this PNG, marking "
+        "files above a rank's share of a sub-epoch (with --num-shards and --partition-epoch)",
+    )
+    _add_share_options(p)
     p.set_defaults(func=_cmd_costs)
 
 
 def _add_plan(sub) -> None:
-    p = sub.add_parser(
-        "plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, report and plot"
+    p = _parser(
+        sub, "plan", help="plan which files each rank reads in each sub-epoch; write plan, summary, report and plot"
     )
     p.add_argument(
         "--sizes",
@@ -399,75 +603,56 @@ def _add_plan(sub) -> None:
         help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
         "ComputeFileCostsJob: the bins are balanced by its unit)",
     )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help="RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)",
-    )
-    p.add_argument("--max-seqs", type=int, default=None, help="RETURNN's max_seqs, for the prediction")
-    _add_sync_options(p, what="the predicted loss")
+    _plan_option(p, "batch_size", type=int)
+    _plan_option(p, "max_seqs", type=int)
+    _add_sync_options(p)
     _add_plan_options(p)
-    p.add_argument(
-        "--ranks-per-node",
-        type=int,
-        default=None,
-        help="ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
-        "sub-epoch (cache_peak_bytes_per_node in summary.json) and reads from the shared file system",
-    )
-    p.add_argument(
-        "--preload-next-n-sub-epochs",
-        type=int,
-        default=None,
-        help=f"the dataset's preload_next_n_sub_epochs (default {DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS}, "
-        "RETURNN's with use_worker_proc=True; 0 with use_worker_proc=False): the plan holds these "
-        "sub-epochs after the training's last, and with --ranks-per-node the node cache holds them",
-    )
+    _plan_option(p, "ranks_per_node", type=int, extra_help=" (cache_peak_bytes_per_node in summary.json)")
+    _plan_option(p, "preload_next_n_sub_epochs", type=int)
     p.add_argument(
         "--no-cached-file",
         action="store_true",
         help="get_sub_epoch_dataset does not wrap the files in CachedFile: every rank reads from the "
         "shared file system and the node caches nothing",
     )
-    p.add_argument(
-        "--cache-size",
-        default=None,
-        help="bytes of each node's local cache, e.g. 800G or 1.5TiB: say whether the plan fits and which "
-        "partition_epoch values do",
-    )
-    p.add_argument(
-        "--sub-epoch-constant-bytes",
-        default=None,
-        help="with --ranks-per-node: bytes of the files the sub-epoch dataset reads in every sub-epoch "
-        "besides its bin's (e.g. 20G): the node cache holds them in every sub-epoch",
-    )
+    _plan_option(p, "cache_size", extra_help="; e.g. 800G or 1.5TiB, at least 1 MB")
+    _plan_option(p, "sub_epoch_constant_bytes", extra_help=" (e.g. 20G)")
     p.add_argument(
         "-o",
         "--output",
         required=True,
         help="output directory: new, empty, or an earlier plan directory (replaced whole)",
     )
-    p.set_defaults(func=_cmd_plan)
+    p.set_defaults(func=_cmd_plan, checks=(_check_sizes_archive, _check_cache_size))
 
 
-def _add_sync_options(p: argparse.ArgumentParser, *, what: str) -> None:
-    p.add_argument(
-        "--reduce-type",
-        choices=REDUCE_TYPES,
-        default=None,
-        help=f"torch_distributed's reduce_type, for {what} (default grad: every rank stops in the step the "
-        "first runs out; param: the others run on to their next sync)",
+def _add_sync_options(p: argparse.ArgumentParser) -> None:
+    _plan_option(p, "reduce_type", choices=REDUCE_TYPES)
+    _plan_option(p, "param_sync_step", type=int)
+
+
+def _add_files(sub) -> None:
+    p = _parser(
+        sub,
+        "files",
+        help="print the files one rank reads in one sub-epoch, in the order RETURNN passes them to "
+        "get_sub_epoch_dataset, as the training reads them from the plan file",
     )
+    p.add_argument("plan", help=f"a plan directory with {core.PLAN_FILE}, or the plan file (from `plan`/ShardPlanJob)")
+    p.add_argument("--rank", type=int, required=True, help="the rank (shard_index), 0..num_shards-1")
+    p.add_argument("--epoch", type=int, required=True, help="the sub-epoch, 1-based as RETURNN counts")
     p.add_argument(
-        "--param-sync-step",
-        type=int,
-        default=None,
-        help="with --reduce-type param: torch_distributed's param_sync_step (steps between param syncs)",
+        "--json",
+        action="store_true",
+        help="print JSON (epoch, shard_index, full_epoch_0idx, bin_index, unit, keys, costs, total_cost) instead "
+        "of one key per line",
     )
+    p.set_defaults(func=_cmd_files)
 
 
 def _add_compare_plans(sub) -> None:
-    p = sub.add_parser(
+    p = _parser(
+        sub,
         "compare-plans",
         help="what resuming a sharded training under another plan (e.g. another "
         "num_shards) does: files read twice and never in the affected full epoch",
@@ -484,13 +669,14 @@ def _add_compare_plans(sub) -> None:
         "-o",
         "--output",
         default=None,
-        help="also write summary.json, report.txt and files.json (every file read twice or never) here",
+        help="also write summary.json, report.txt, files.json (every file read twice or never) and plot.png here",
     )
+    p.add_argument("--no-plot", action="store_true", help="with -o: do not write plot.png")
     p.set_defaults(func=_cmd_compare_plans)
 
 
 def _add_report(sub) -> None:
-    p = sub.add_parser("report", help="print the report of a plan directory (or plan .npz)")
+    p = _parser(sub, "report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
     p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
     p.add_argument("--plot", default=None, help="also write the plot to this path (PNG; the name must end in .png)")
@@ -498,7 +684,7 @@ def _add_report(sub) -> None:
 
 
 def _add_demo(sub) -> None:
-    p = sub.add_parser("demo", help="generate a small file set and run the whole pipeline on it")
+    p = _parser(sub, "demo", help="generate a small file set and run the whole pipeline on it")
     p.add_argument("-o", "--output", default="i6_shard_demo", help="output directory (default: ./i6_shard_demo)")
     p.add_argument("--num-files", type=int, default=200, help="files to generate (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated sizes, in [0, 2**32) (default 0)")
@@ -507,7 +693,8 @@ def _add_demo(sub) -> None:
 
 
 def _add_train_report(sub) -> None:
-    p = sub.add_parser(
+    p = _parser(
+        sub,
         "train-report",
         help="measure from RETURNN's training logs what each rank read and what was "
         "dropped per sub-epoch, against the plan; write report, summary and plot",
@@ -545,7 +732,7 @@ def _add_train_report(sub) -> None:
         help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)",
     )
     p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
-    _add_sync_options(p, what="the expected steps")
+    _add_sync_options(p)
     p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
@@ -557,7 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=_prog(),
         description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
         "(distrib_shard_files=True) before any training runs.",
-        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command.",
+        epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command "
+        "and ends with an example.",
     )
     parser.add_argument("--version", action="version", version=f"i6_shard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -565,6 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sizes(sub)
     _add_costs(sub)
     _add_plan(sub)
+    _add_files(sub)
     _add_compare_plans(sub)
     _add_report(sub)
     _add_demo(sub)
@@ -575,6 +764,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        for check in getattr(args, "checks", ()):  # the options' checks that name the next step, before the command
+            check(args)
         return args.func(args)
     except (ValueError, TypeError, OSError, ImportError) as exc:  # user errors and file errors: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)

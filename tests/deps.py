@@ -20,7 +20,10 @@ needs_matplotlib = pytest.mark.skipif(
 
 #: How to get torch for the tests: the CPU build is all they need (a plain ``pip install torch`` pulls a CUDA build
 #: of several GB on Linux).
-TORCH_INSTALL = "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build suffices)"
+TORCH_INSTALL = (
+    "pip install torch==2.13.0 (the CPU build 2.13.0+cpu; where pip's index serves a CUDA build: "
+    "pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu)"
+)
 
 
 def needs_torch(why: str):

@@ -57,6 +57,7 @@ __all__ = [
     "COMPARE_FULL_EPOCHS",
     "FLEXIBLE_COMPARE_MIN_DROPPED",
     "CACHE_FIT_FULL_EPOCHS",
+    "NOT_COMPUTED",
 ]
 
 #: Full epochs over which the outputs compare distributions (each costs one more planning pass).
@@ -69,6 +70,8 @@ COMPARE_FULL_EPOCHS = 3
 FLEXIBLE_COMPARE_MIN_DROPPED = 0.005
 #: Full epochs over which the cache footprint of other ``partition_epoch`` values is computed.
 CACHE_FIT_FULL_EPOCHS = 3
+#: How a distribution's row in the comparison starts where it was skipped rather than found impossible.
+NOT_COMPUTED = "not computed"
 
 Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
 
@@ -375,14 +378,18 @@ def _other_distribution_stats(
                 drop = float(balanced.dropped_fraction[:num_epochs].mean())
                 if drop < FLEXIBLE_COMPARE_MIN_DROPPED:
                     out[name] = (
-                        f"the balanced split drops only {100 * drop:.2f}% here, all that flexible "
-                        "sub-epochs could save (not computed; plan with distribution='flexible' to see it)"
+                        f"{NOT_COMPUTED}: the balanced split drops only {100 * drop:.2f}% here, all that flexible "
+                        f"sub-epochs could save; plan with distribution={name!r} to see it"
                     )
                     continue
+        progress = Progress(f"compare {name}", total=-(-num_epochs // plan.partition_epoch), unit="full epochs")
         try:
-            out[name] = compute_plan_stats(plan.with_settings(distribution=name), num_epochs=num_epochs)
+            out[name] = compute_plan_stats(
+                plan.with_settings(distribution=name), num_epochs=num_epochs, on_full_epoch=progress.add
+            )
         except ValueError as exc:
             out[name] = str(exc)
+        progress.close()
     return out
 
 

@@ -1,18 +1,19 @@
 """Optional: from tiny HDF data to a real training on this machine's CPU, with the reviewed plan as
 what trains: file sizes -> shard plan -> verification -> a 2-rank torchrun training (gloo, device cpu)
-whose ranks read their files from the plan (``plan=``); the training job waits for the plan job.
+whose ranks read their files from the plan (``plan=``); the training job waits for the plan job. The training
+report and the pictures of the plan and of the training are outputs too (they need matplotlib).
 
 Needs torch, i6_core (importable, e.g. recipe/i6_core) and a RETURNN root with rnn.py (a source checkout
-or the PyPI sdist unpacked; the wheel has none), given as ``RETURNN_ROOT`` in the environment; RETURNN
+or the PyPI sdist unpacked; the wheel has none), given as ``RETURNN_ROOT`` in the environment or settings.py; RETURNN
 runs in this Python (``sys.executable``), which needs dm-tree. Run: ``sis m -r config/planned_training.py``.
 """
 
 import os
 import sys
 
-from sisyphus import tk
+from sisyphus import gs, tk
 
-from i6_shard.jobs import ComputeFileSizesJob, ShardPlanJob, VerifyShardingJob
+from i6_shard.jobs import ComputeFileSizesJob, ShardPlanJob, TrainReportJob, VerifyShardingJob
 from i6_shard.returnn_config import sharded_files_dataset
 from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job
 from shard_example import TinyHdfDataJob
@@ -82,13 +83,18 @@ def run(prefix: str = "planned_training"):
         mem_rqmt=2,
         time_rqmt=1,
         returnn_python_exe=tk.Path(sys.executable),
-        returnn_root=tk.Path(os.environ.get("RETURNN_ROOT", "/path/to/returnn")),
+        returnn_root=tk.Path(os.environ.get("RETURNN_ROOT") or getattr(gs, "RETURNN_ROOT", "/path/to/returnn")),
     )
 
     tk.register_output(f"{prefix}/plan.npz", plan.out_plan)
     tk.register_output(f"{prefix}/plan_report.txt", plan.out_report)
     tk.register_output(f"{prefix}/verify_ok", verify.out_ok)
     tk.register_output(f"{prefix}/learning_rates", job.out_learning_rates)  # needs the training's run task
+    # What each rank really read and dropped, from RETURNN's per-rank logs, against the plan; and the two pictures.
+    report = TrainReportJob.for_training(job, plan=plan.out_plan)
+    tk.register_output(f"{prefix}/train_report.txt", report.out_report)
+    tk.register_output(f"{prefix}/plan_plot.png", plan.out_plot)
+    tk.register_output(f"{prefix}/train_plot.png", report.out_plot)
 
 
 def py():

@@ -390,7 +390,7 @@ def test_cache_options_hash_only_when_given_and_need_ranks_per_node(work_dir):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=4, cache_size=10**9)
         is not cached
     )
-    with pytest.raises(ValueError, match="cache_size describe the per-node cache: give ranks_per_node too"):
+    with pytest.raises(ValueError, match="cache_size describes the per-node cache: give ranks_per_node too"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, cache_size=10**9)
     with pytest.raises(ValueError, match="ranks_per_node=0 must be a positive int"):
         ShardPlanJob(sizes, num_shards=8, partition_epoch=20, num_epochs=40, ranks_per_node=0)
@@ -429,7 +429,7 @@ def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):
         (
             {"cache_size": 10**9},
             ["--cache-size", "1000000000"],
-            "cache_size describe the per-node cache: give ranks_per_node too",
+            "cache_size describes the per-node cache: give ranks_per_node too",
         ),
         (
             {"distribution": "balanced", "max_sub_epoch_deviation": 0.1},

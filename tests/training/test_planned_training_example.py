@@ -106,3 +106,9 @@ def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
         assert ast.literal_eval(line.split(": using files for epoch 7: ", 1)[1].strip()) == plan.files_for(
             epoch=7, shard_index=rank_log.rank
         )
+    # The training report and the two pictures are registered outputs of the example.
+    with open(os.path.join(out, "train_report.txt"), encoding="utf-8") as f:
+        assert f.read().count("files as planned") == 2 * 6
+    for name in ("plan_plot.png", "train_plot.png"):
+        with open(os.path.join(out, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", name

@@ -91,4 +91,6 @@ def test_the_readme_recipe_trains_and_reports(tmp_path):
     assert report.count("files as planned") == 2 * 4, report
     assert "Alarms\n  none" in report, report
     assert (out / "train" / "learning_rates").exists()
+    for name in ("sharding/plot.png", "train/plot.png"):  # the pictures among the registered outputs
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     shutil.rmtree(setup / "work", ignore_errors=True)  # the training's checkpoints

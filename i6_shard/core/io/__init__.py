@@ -26,7 +26,7 @@ from .plan_file import (
     read_plan_layout,
     save_plan_arrays,
 )
-from .progress import Progress
+from .progress import DEFAULT_INTERVAL as PROGRESS_INTERVAL, Progress
 from .file_costs import FileCosts, collect_file_costs, load_file_costs, save_file_costs
 from .file_lengths import FileLengths, hdf_file_lengths, load_file_lengths, read_hdf_lengths, save_file_lengths
 from .returnn_log import RankLog, SubEpochLog, TrainingLog, read_training_logs
@@ -68,6 +68,7 @@ __all__ = [
     "atomic_path",
     "check_output_path",
     "Progress",
+    "PROGRESS_INTERVAL",
     "lognormal_sizes",
     "write_hdf_corpus",
     "read_training_logs",

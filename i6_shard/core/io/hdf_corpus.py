@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
 from .atomic import atomic_path
+from .progress import Progress
 
 __all__ = ["write_hdf_corpus"]
 
@@ -74,6 +75,7 @@ def write_hdf_corpus(
     feature_dim: int = 8,
     median_seqs: int = 8,
     sigma: float = 1.0,
+    progress_interval: Optional[float] = None,
 ) -> List[str]:
     """Write ``num_files`` RETURNN HDF files ``part-<i>.hdf`` into ``directory`` and return their paths, in
     file order. File ``i`` holds :func:`hdf_corpus_seq_counts` sequences of 20..120 frames of ``feature_dim``
@@ -81,6 +83,7 @@ def write_hdf_corpus(
     The same arguments give the same files. Each file is written under a temporary name and renamed, so a
     killed run leaves no part file that could pass for a finished one.
 
+    :param progress_interval: seconds between progress lines on stderr (none if done sooner; None: no lines)
     :raises ImportError: without h5py, with the install command
     :raises ValueError: for a count or dimension below 1, or a seed outside [0, 2**32)
     """
@@ -95,10 +98,15 @@ def write_hdf_corpus(
     os.makedirs(directory, exist_ok=True)
     width = len(str(num_files - 1))
     paths = []
+    progress = None if progress_interval is None else Progress("hdf files", total=num_files, interval=progress_interval)
     for i, num_seqs in enumerate(counts.tolist()):
         frames = rng.randint(SEQ_FRAMES[0], SEQ_FRAMES[1] + 1, size=num_seqs)
         features = [rng.rand(int(n), feature_dim).astype(np.float32) for n in frames]
         path = os.path.join(directory, f"part-{i:0{width}d}.hdf")
         _write_hdf(path, features, [f"corpus/file{i}/seq{j}" for j in range(num_seqs)])
         paths.append(path)
+        if progress is not None:
+            progress.add(1)
+    if progress is not None:
+        progress.close()
     return paths

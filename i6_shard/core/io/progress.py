@@ -8,12 +8,15 @@ import threading
 import time
 from typing import Callable, Optional, TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "DEFAULT_INTERVAL"]
+
+#: Seconds before the first line and between lines: work done sooner prints nothing.
+DEFAULT_INTERVAL = 2.0
 
 
 class Progress:
     """Thread-safe counter that prints ``label: done/total (pct) rate/s, ETA`` at most
-    every ``interval`` seconds, the first line only after ``interval`` seconds. ``clock`` gives
+    every ``interval`` seconds (default :data:`DEFAULT_INTERVAL`), the first line only after ``interval`` seconds. ``clock`` gives
     the time in seconds (``time.monotonic``; tests pass their own to step time without waiting).
 
     >>> p = Progress("stat", total=3, interval=3600)
@@ -29,14 +32,14 @@ class Progress:
         label: str,
         *,
         total: int,
-        interval: float = 5.0,
+        interval: Optional[float] = None,
         unit: str = "files",
         stream: Optional[TextIO] = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.label = label
         self.total = total
-        self.interval = interval
+        self.interval = DEFAULT_INTERVAL if interval is None else interval  # read now: tests may set it
         self.unit = unit
         self.stream = stream
         self.done = 0

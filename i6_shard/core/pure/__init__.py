@@ -30,7 +30,7 @@ from .distribute import (
 from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
 from .plan import ShardPlan
-from .request import PLAN_OPTION_DEFAULTS, PlanRequest
+from .request import PLAN_OPTION_DEFAULTS, PLAN_OPTION_HELP, PlanRequest
 from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 from .settings import (
     DISTRIBUTIONS,
@@ -73,6 +73,7 @@ __all__ = [
     "ShardPlan",
     "PlanRequest",
     "PLAN_OPTION_DEFAULTS",
+    "PLAN_OPTION_HELP",
     "PlanStats",
     "compute_plan_stats",
     "check_layout",

@@ -153,12 +153,15 @@ class ShardPlan:
         # One gather over an object array touches each key twice; a list comprehension is ~2x slower.
         return self._key_array[self.file_indices_for(epoch=epoch, shard_index=shard_index)].tolist()
 
-    def non_contiguous_sub_epochs(self, *, full_epoch_0idx: int) -> List[int]:
+    def non_contiguous_sub_epochs(
+        self, *, full_epoch_0idx: int, layout: Optional[Tuple[np.ndarray, np.ndarray]] = None
+    ) -> List[int]:
         """Sub-epochs (0-based, of one full epoch) whose files are not a contiguous part of that full epoch's
         shuffled order. With ``"flexible_auto"`` these are the sub-epochs it moved files into from other
         sub-epochs; RETURNN's own cut spreads every sub-epoch over the order (bin ``r*P + s`` follows bin
         ``r*P + s - 1``). Sharded plans with a random ``seq_ordering`` only (else there is no one shuffled order
-        of the full epoch): [] otherwise.
+        of the full epoch): [] otherwise. ``layout``: that full epoch's ``(order, bounds)`` if computed already
+        (e.g. stored in the plan file), else computed here.
 
         >>> plan = ShardPlan([f"f{i}" for i in range(13)], [4, 4, 2, 15, 2, 4, 3, 15, 5, 4, 2, 3, 4],
         ...                  PlanSettings(num_shards=3, partition_epoch=3, distribution="balanced"))
@@ -171,7 +174,7 @@ class ShardPlan:
         shuffled = shuffle_order(self.num_files, seed=s.seed_for(full_epoch_0idx=full_epoch_0idx, shard_index=0))
         position = np.empty(self.num_files, dtype=np.int64)
         position[shuffled] = np.arange(self.num_files, dtype=np.int64)
-        order, bounds = self.layout(full_epoch_0idx=full_epoch_0idx)
+        order, bounds = self.layout(full_epoch_0idx=full_epoch_0idx) if layout is None else layout
         out = []
         for sub in range(s.partition_epoch):
             pos = np.concatenate(

@@ -13,7 +13,7 @@ from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_n
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
 from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, PlanSettings
 
-__all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS"]
+__all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS", "PLAN_OPTION_HELP"]
 
 #: The optional plan options and their defaults, the one place they are written: ``PlanRequest.from_options``
 #: applies them, the command line shows them, ``ShardPlanJob`` hashes an option at its default as if absent.
@@ -35,6 +35,42 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
 }
 
+#: What each option of :data:`PLAN_OPTION_DEFAULTS` means, in one line: the command line's help and the docs
+#: take it from here (the command line adds the default).
+PLAN_OPTION_HELP: Dict[str, str] = {
+    "seq_ordering": "the sub-epoch dataset's seq_ordering as the plan's shuffle of the files sees it: random "
+    "(RETURNN shuffles the files anew every full epoch) or default (the list's order, the same bins every full "
+    "epoch)",
+    "random_seed_offset": "sharded: the dataset's random_seed_offset, or else the config's "
+    "dataset_random_seed_offset (RETURNN's default 0); unsharded: the config's dataset_random_seed_offset, to "
+    "which RETURNN adds rank*16127 on each rank (with the same seed on all ranks: the dataset's "
+    "random_seed_offset)",
+    "fixed_random_seed": "the dataset's fixed_random_seed (the same shuffle every full epoch)",
+    "distribution": "how bins are cut: returnn (what DistributeFilesDataset does), balanced, flexible "
+    "(sub-epochs within max_sub_epoch_deviation) or flexible_auto (that bound chosen per full epoch, "
+    "docs/flexible_split.md)",
+    "max_sub_epoch_deviation": "with distribution flexible: how far a sub-epoch's size may be from the mean "
+    "sub-epoch's, as a share of it, in [0, 1)",
+    "sharding": "sharded (distrib_shard_files=True), unsharded (every rank shuffles all files itself) or "
+    "unsharded_same_seed (unsharded, the same seed on every rank)",
+    "batch_size": "RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)",
+    "max_seqs": "RETURNN's max_seqs, for the prediction",
+    "ranks_per_node": "ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
+    "sub-epoch and the reads from the shared file system",
+    "preload_next_n_sub_epochs": "the dataset's preload_next_n_sub_epochs (RETURNN's default "
+    f"{DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS} with use_worker_proc=True; 0 with use_worker_proc=False): the plan "
+    "holds these sub-epochs after the training's last, and with ranks_per_node the node cache holds them",
+    "cached_file": "get_sub_epoch_dataset wraps the files in CachedFile (else every rank reads from the shared "
+    "file system and the node caches nothing)",
+    "cache_size": "bytes of each node's local cache (with ranks_per_node): say whether the plan fits and which "
+    "partition_epoch values do",
+    "reduce_type": "torch_distributed's reduce_type, which the predicted loss and steps assume: grad (every rank stops in the step "
+    "the first runs out) or param (the others run on to their next sync)",
+    "param_sync_step": "with reduce_type param: torch_distributed's param_sync_step (steps between param syncs)",
+    "sub_epoch_constant_bytes": "with ranks_per_node: bytes of the files the sub-epoch dataset reads in every "
+    "sub-epoch besides its bin's: the node cache holds them in every sub-epoch",
+}
+
 
 @dataclass(frozen=True)
 class PlanRequest:
@@ -52,7 +88,7 @@ class PlanRequest:
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
     ...
-    ValueError: cache_size describe the per-node cache: give ranks_per_node too (GPUs per node), or leave them out
+    ValueError: cache_size describes the per-node cache: give ranks_per_node too (GPUs per node), or leave them out
     """
 
     settings: PlanSettings
@@ -157,7 +193,8 @@ def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
         ]
         if given:
             raise ValueError(
-                f"{', '.join(given)} describe the per-node cache: give ranks_per_node too (GPUs per "
+                f"{', '.join(given)} {'describes' if len(given) == 1 else 'describe'} the per-node cache: give "
+                "ranks_per_node too (GPUs per "
                 "node), or leave them out"
             )
         return None, None

@@ -146,6 +146,7 @@ def compute_plan_stats(
     num_epochs: int,
     check: bool = True,
     layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
+    on_full_epoch: Optional[Callable[[int], None]] = None,
 ) -> PlanStats:
     """Statistics of sub-epochs ``1..num_epochs`` of ``plan``, computed from each full
     epoch's layout with ``np.add.reduceat`` over the bin boundaries.
@@ -154,6 +155,8 @@ def compute_plan_stats(
     :param check: verify every layout with :func:`check_layout`
     :param layout: ``(full_epoch_0idx, shard_index) -> (order, bounds)`` if already computed
         (default: ``plan.layout``)
+    :param on_full_epoch: called with 1 after each full epoch (e.g. ``Progress.add``: computing the layouts of
+        ``"flexible_auto"`` can take seconds per full epoch); this function prints nothing itself
 
     >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
     ...                  PlanSettings(num_shards=2, partition_epoch=2, seq_ordering="default"))
@@ -200,6 +203,8 @@ def compute_plan_stats(
                 passes += np.bincount(order[: bounds[num_sub]], minlength=n)
             within = slice(k * part, k * part + num_sub)
             overlap[within], coverage[within] = _overlap_and_coverage(layouts, num_sub=num_sub, num_files=n)
+        if on_full_epoch is not None:
+            on_full_epoch(1)
     return PlanStats(
         num_shards=num_shards,
         partition_epoch=part,

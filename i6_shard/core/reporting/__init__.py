@@ -18,14 +18,21 @@ from .outputs import (
     write_plan_outputs,
 )
 from .plan_change import change_summary, compare_plan_files, render_change_report, write_change_dir
-from .plot import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, require_matplotlib
+from .plot import (
+    MISSING_MATPLOTLIB,
+    matplotlib_available,
+    plot_cost_distribution,
+    plot_plan,
+    plot_plan_change,
+    require_matplotlib,
+)
 from .report import render_report, summarize, summary_json
 from .verify import render_verify_report, verify_records
 from .train_report import analyze_training, plot_training, render_train_report, write_train_report
 
 # What the layers above the core (jobs, returnn_config, returnn_ext, cli) use besides the names above.
 from .outputs import PLAN_OUTPUTS
-from .plan_change import CHANGE_OUTPUTS
+from .plan_change import CHANGE_OUTPUTS, CHANGE_PLOT_FILE
 from .report import format_cost
 from .train_report import (
     DEFAULT_MAX_DROPPED,
@@ -51,6 +58,8 @@ __all__ = [
     "summary_json",
     "render_report",
     "plot_plan",
+    "plot_cost_distribution",
+    "plot_plan_change",
     "plot_title",
     "matplotlib_available",
     "require_matplotlib",
@@ -67,6 +76,7 @@ __all__ = [
     "write_change_dir",
     "PLAN_OUTPUTS",
     "CHANGE_OUTPUTS",
+    "CHANGE_PLOT_FILE",
     "format_cost",
     "DEFAULT_MAX_DROPPED",
     "DEFAULT_MIN_STEPS_RATIO",

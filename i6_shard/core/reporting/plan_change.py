@@ -15,6 +15,7 @@ from ..io.plan_file import read_plan_head, read_plan_layout
 from ..pure.compare import PlanChange, ResumeFullEpoch, compare_plans
 from ..pure.plan import ShardPlan
 from .outputs import PLAN_FILE
+from .plot import plot_plan_change, require_matplotlib
 from .report import format_cost, summary_json
 
 __all__ = ["CHANGE_OUTPUTS", "change_summary", "render_change_report", "write_change_dir", "compare_plan_files"]
@@ -23,6 +24,8 @@ CHANGE_FORMAT_VERSION = 1
 #: What a compare-plans directory holds: the summary, the text report, every file read twice or never.
 CHANGE_SUMMARY_FILE, CHANGE_REPORT_FILE, CHANGE_FILES_FILE = "summary.json", "report.txt", "files.json"
 CHANGE_OUTPUTS = (CHANGE_SUMMARY_FILE, CHANGE_REPORT_FILE, CHANGE_FILES_FILE)
+#: The picture of the change, written beside them when asked for (``plot=True``).
+CHANGE_PLOT_FILE = "plot.png"
 _NUM_EXAMPLES = 5
 
 
@@ -235,16 +238,23 @@ def _render_boundaries(boundaries: List[Mapping[str, Any]], *, resume_epoch: int
 
 def check_change_dir(out_dir: str | os.PathLike) -> None:
     """Raise now what :func:`write_change_dir` would raise about ``out_dir``."""
-    check_output_dir(out_dir, names=CHANGE_OUTPUTS, what="compare-plans directory")
+    check_output_dir(out_dir, names=CHANGE_OUTPUTS + (CHANGE_PLOT_FILE,), what="compare-plans directory")
 
 
-def write_change_dir(change: PlanChange, out_dir: str | os.PathLike) -> Dict[str, Any]:
-    """``summary.json``, ``report.txt`` and ``files.json`` into ``out_dir``, swapped in as one set.
+def write_change_dir(change: PlanChange, out_dir: str | os.PathLike, *, plot: bool = False) -> Dict[str, Any]:
+    """``summary.json``, ``report.txt`` and ``files.json`` (with ``plot``, also ``plot.png``: see
+    :func:`~i6_shard.core.reporting.plot.plot_plan_change`) into ``out_dir``, swapped in as one set.
 
     :return: the summary
+    :raises ImportError: before anything is written, if ``plot`` and matplotlib is missing
     """
     summary = change_summary(change)
-    with atomic_dir(os.fspath(out_dir), names=CHANGE_OUTPUTS, what="compare-plans directory") as tmp:
+    if plot:
+        require_matplotlib()
+    names = CHANGE_OUTPUTS + (CHANGE_PLOT_FILE,)
+    with atomic_dir(os.fspath(out_dir), names=names, what="compare-plans directory") as tmp:
+        if plot:
+            plot_plan_change(summary, os.path.join(tmp, CHANGE_PLOT_FILE))
         for name, text in (
             (CHANGE_SUMMARY_FILE, summary_json(summary)),
             (CHANGE_REPORT_FILE, render_change_report(summary)),
@@ -261,10 +271,12 @@ def compare_plan_files(
     *,
     resume_epoch: int,
     out_dir: Optional[str | os.PathLike] = None,
+    plot: bool = False,
 ) -> Dict[str, Any]:
     """``python -m i6_shard compare-plans OLD NEW --resume-epoch E [-o DIR]`` as a function: compare the plan a
     training ran with and the one it resumes with at ``resume_epoch`` (each a plan file, or a plan directory
-    holding one), and with ``out_dir`` write ``summary.json``, ``report.txt`` and ``files.json`` there.
+    holding one), and with ``out_dir`` write ``summary.json``, ``report.txt`` and ``files.json`` there (with
+    ``plot``, also ``plot.png``).
     It reads each plan's stored bins (what the training read), never a recomputation, and checks that each
     full epoch it uses gives every file exactly once.
 
@@ -283,4 +295,4 @@ def compare_plan_files(
     change = compare_plans(
         old, new, resume_epoch=resume_epoch, old_layout=stored(paths[0], old), new_layout=stored(paths[1], new)
     )
-    return change_summary(change) if out_dir is None else write_change_dir(change, out_dir)
+    return change_summary(change) if out_dir is None else write_change_dir(change, out_dir, plot=plot)

@@ -12,7 +12,14 @@ from ..io.atomic import atomic_path
 from ..pure.cache import CacheFootprint
 from ..pure.stats import PlanStats
 
-__all__ = ["matplotlib_available", "require_matplotlib", "plot_plan", "MISSING_MATPLOTLIB"]
+__all__ = [
+    "matplotlib_available",
+    "require_matplotlib",
+    "plot_plan",
+    "plot_cost_distribution",
+    "plot_plan_change",
+    "MISSING_MATPLOTLIB",
+]
 
 MISSING_MATPLOTLIB = (
     "matplotlib is not installed, so no plot can be drawn: pip install 'i6_shard[plot]' "
@@ -55,8 +62,45 @@ def plot_plan(
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
+    _check_png(path)
+    _save(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction), path)
+
+
+def _check_png(path: str | os.PathLike) -> None:
     if not os.fspath(path).lower().endswith(".png"):
         raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
+
+
+def _save(fig, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def _legend_beside(ax, **kwargs) -> None:
+    """The panel's legend to the right of it, outside the axes: it covers no bar, also where the last ones are
+    the tallest."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0, fontsize=8, frameon=False, **kwargs)
+
+
+#: Panels with a legend are this much taller than their data: the legend, one row, sits in the room above it.
+LEGEND_HEADROOM = 1.4
+
+
+def _legend_row(ax) -> None:
+    """The panel's legend in one row at its top right, in the room that :data:`LEGEND_HEADROOM` leaves above the
+    data: it covers no bar, also where the last ones are the tallest."""
+    ax.legend(loc="upper right", ncol=len(ax.get_legend_handles_labels()[0]), fontsize=8, frameon=False)
+
+
+def plan_figure(
+    stats: PlanStats,
+    *,
+    title: Optional[str] = None,
+    cache: Optional[CacheFootprint] = None,
+    cache_size: Optional[int] = None,
+    prediction: Optional[Mapping[str, Any]] = None,
+):
+    """The matplotlib ``Figure`` that :func:`plot_plan` saves."""
     num_epochs, num_shards = stats.bytes.shape
     if cache is not None and cache.held_bytes.shape[0] != num_epochs:
         raise ValueError(
@@ -93,9 +137,9 @@ def plot_plan(
     if steps is not None:  # the y limit below covers the predicted drop too
         drop = np.maximum(drop, _draw_prediction(ax_drop, ax_steps, prediction, steps, epochs=epochs))
     panels[-1].set_xlabel("epoch (sub-epoch, 1-based as RETURNN counts)")
-    ax_drop.set_ylim(0, max(float(drop.max()) * 1.15, 0.1))
+    ax_drop.set_ylim(0, max(float(drop.max()) * LEGEND_HEADROOM, 0.1))
     ax_drop.set_xlim(0.5, num_epochs + 0.5)
-    ax_drop.legend(loc="upper right", fontsize=8, frameon=False)
+    _legend_row(ax_drop)
     ax_drop.set_title(
         f"Data dropped when the first rank finishes: 1 - num_shards * min / sum ({getattr(stats, 'unit', 'bytes')})",
         fontsize=10,
@@ -120,8 +164,7 @@ def plot_plan(
         top.tick_params(length=0)
     if title:
         fig.suptitle(title, fontsize=11)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
+    return fig
 
 
 def _prediction_steps(prediction: Optional[Mapping[str, Any]], *, shape: Tuple[int, int]) -> Optional[np.ndarray]:
@@ -166,8 +209,8 @@ def _draw_prediction(
         )
     ax.plot(epochs, steps.min(axis=1), color="black", linewidth=1, drawstyle="steps-mid", label="shortest rank")
     ax.set_ylabel("expected steps")
-    ax.set_ylim(0, max(float(steps.max()) * 1.15, 1.0))
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    ax.set_ylim(0, max(float(steps.max()) * LEGEND_HEADROOM, 1.0))
+    _legend_row(ax)
     ax.set_title(
         "Expected steps per rank under RETURNN's batching (the line: the shortest rank's)", fontsize=10, loc="left"
     )
@@ -242,10 +285,10 @@ def _draw_cache(ax, cache: CacheFootprint, *, cache_size: Optional[int], epochs:
             (cache_size or 0) / scale,
             float(cache.shared_fs_bytes.max()) / scale if not cache.node_cache.cached_file else 0.0,
         )
-        * 1.15
+        * LEGEND_HEADROOM
         or 1.0,
     )
-    ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=min(4, max(1, cache.num_nodes)))
+    _legend_row(ax)
     nc = cache.node_cache
     ax.set_title(
         f"Bytes each node holds in its file cache ({nc.ranks_per_node} ranks per node, current + "
@@ -253,3 +296,143 @@ def _draw_cache(ax, cache: CacheFootprint, *, cache_size: Optional[int], epochs:
         fontsize=10,
         loc="left",
     )
+
+
+def plot_cost_distribution(
+    costs: np.ndarray,
+    path: str | os.PathLike,
+    *,
+    unit: str,
+    num_shards: Optional[int] = None,
+    partition_epoch: Optional[int] = None,
+    title: Optional[str] = None,
+) -> None:
+    """Draw how the files' costs (bytes, frames, sequences or milli-steps) are distributed, as a histogram
+    over log-spaced bins, into a PNG at ``path``. With ``num_shards`` and ``partition_epoch``, a line marks a
+    rank's share of a sub-epoch (``total / (num_shards * partition_epoch)``) and the files above it are red:
+    no split of whole files into sub-epochs of about equal size fills the other ranks up to such a file.
+
+    :raises ValueError: for a path not ending in ``.png``, or only one of ``num_shards``/``partition_epoch``
+    :raises ImportError: if matplotlib is missing
+    """
+    _check_png(path)
+    if (num_shards is None) != (partition_epoch is None):
+        raise ValueError("give both num_shards and partition_epoch (to mark a rank's share of a sub-epoch), or neither")
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    costs = np.asarray(costs, dtype=np.float64)
+    shown = costs / 1000.0 if unit == "steps" else costs  # steps are stored in milli-steps
+    positive = shown[shown > 0]
+    fig = Figure(figsize=(9, 4.2), dpi=100, layout="constrained")
+    ax = fig.subplots()
+    share = None
+    if num_shards is not None:
+        share = float(shown.sum()) / (num_shards * partition_epoch)
+    if positive.size:
+        lo, hi = float(positive.min()), float(positive.max())
+        edges = np.geomspace(lo, hi * 1.0001, 41) if hi > lo else np.array([lo * 0.9, lo * 1.1])
+        below = positive if share is None else positive[positive <= share]
+        ax.hist(below, bins=edges, color="tab:blue", label=f"files ({below.size:,})")
+        if share is not None:
+            above = positive[positive > share]
+            ax.hist(above, bins=edges, color="tab:red", label=f"above a rank's share ({above.size:,})")
+            ax.axvline(share, color="black", linestyle="--", linewidth=1, label=f"a rank's share: {share:,.0f}")
+            if above.size:  # a marker per file at the top: a bar of one file is hard to see next to many
+                from matplotlib.transforms import blended_transform_factory
+
+                ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room above the bars for the markers and the note
+
+                top = blended_transform_factory(ax.transData, ax.transAxes)
+                ax.plot(above, np.full(above.size, 0.97), "v", color="tab:red", markersize=7, transform=top)
+                ax.text(
+                    share,
+                    0.96,
+                    f"{above.size:,} file{'s' if above.size != 1 else ''} above a rank's share, the largest "
+                    f"{float(above.max()) / share:.2f}x  ",
+                    transform=top,
+                    ha="right",
+                    va="top",
+                    fontsize=9,
+                    color="tab:red",
+                )
+        ax.set_xscale("log")
+    num_zero = int(np.count_nonzero(shown <= 0))
+    label = {"steps": "expected steps", "seqs": "sequences"}.get(unit, unit)
+    ax.set_xlabel(f"{label} per file (log scale)" + (f"; {num_zero:,} empty files not shown" if num_zero else ""))
+    ax.set_ylabel("files")
+    head = f"{costs.size:,} files, {label} per file"
+    if share is not None:
+        head += (
+            f"; a rank's share of a sub-epoch = total / (num_shards={num_shards} x partition_epoch={partition_epoch})"
+        )
+    ax.set_title(head, fontsize=10, loc="left")
+    _legend_beside(ax)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    _save(fig, path)
+
+
+def plot_plan_change(summary: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Draw what resuming under another plan does (the summary of
+    :func:`~i6_shard.core.reporting.plan_change.change_summary`): per affected full epoch and rank, the files read
+    before and after the resume and those read twice or never; and for each resume epoch at a full-epoch
+    boundary nearby, that nothing is read twice or never there.
+
+    :raises ValueError: for a path not ending in ``.png``
+    :raises ImportError: if matplotlib is missing
+    """
+    _check_png(path)
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    old, new, e = summary["old"], summary["new"], summary["resume_epoch"]
+    fulls = summary["full_epochs"]
+    fig = Figure(figsize=(10, 1.5 + 3.2 * len(fulls) if fulls else 2.0), dpi=100, layout="constrained")
+    axes = np.atleast_1d(fig.subplots(max(1, len(fulls)), 1))
+    fig.suptitle(
+        f"Resume at epoch {e} with num_shards {old['num_shards']} -> {new['num_shards']} "
+        f"(partition_epoch={summary['partition_epoch']}, {summary['num_files']:,} files)",
+        fontsize=11,
+    )
+    if not fulls:
+        ax = axes[0]
+        ax.axis("off")
+        ax.text(
+            0.5,
+            0.5,
+            f"Epoch {e} starts a full epoch: the new plan cuts it from its start,\n"
+            "so every file is read exactly once per full epoch; nothing is read twice or never.",
+            ha="center",
+            va="center",
+            fontsize=11,
+        )
+    for ax, full in zip(axes, fulls):
+        rows = full["per_rank"]
+        ranks = np.arange(len(rows))
+        series = [
+            ("files before the resume (old plan)", "files_before", "tab:gray", old["num_shards"], "old"),
+            ("files after the resume (new plan)", "files_after", "tab:blue", new["num_shards"], "new"),
+            ("read twice", "read_twice", "tab:red", new["num_shards"], "new"),
+            ("never read", "never_read", "tab:orange", old["num_shards"], "old"),
+        ]
+        width = 0.2
+        for i, (label, key, color, num_ranks, _) in enumerate(series):
+            values = [row[key] if row["shard_index"] < num_ranks else 0 for row in rows]
+            ax.bar(ranks + (i - 1.5) * width, values, width=width, color=color, label=label)
+        ax.set_xticks(ranks)
+        ax.set_xlabel("rank (shard_index)")
+        ax.set_ylabel("files")
+        (a, b), (c, d) = full["old_epochs"], full["new_epochs"]
+        ax.set_title(
+            f"Full epoch {full['full_epoch_0idx']}: epochs {a}..{b} on {old['num_shards']} ranks, {c}..{d} on "
+            f"{new['num_shards']}: {full['read_twice']:,} of {full['num_files']:,} files read twice, "
+            f"{full['never_read']:,} never",
+            fontsize=10,
+            loc="left",
+        )
+        _legend_beside(ax)
+    bounds = ", ".join(str(row["resume_epoch"]) for row in summary["boundaries"])
+    if fulls and bounds:
+        fig.supxlabel(f"resuming at epoch {bounds} (a full-epoch boundary) reads every file once", fontsize=9)
+    _save(fig, path)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+from ..io.progress import Progress
 from ..pure.batching import MILLISTEPS_PER_STEP
 from ..pure.cache import CacheFootprint
-from ..planning import CACHE_FIT_FULL_EPOCHS
+from ..planning import CACHE_FIT_FULL_EPOCHS, NOT_COMPUTED
 from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
@@ -29,7 +30,7 @@ FEW_FILES_PER_BIN = 10
 HIGH_DROPPED_FRACTION = DEFAULT_MAX_DROPPED  # the training report's alarm, one threshold
 #: Warn when some sub-epoch's max/mean bytes across shards exceeds this.
 HIGH_IMBALANCE = 1.25
-#: Sub-epochs listed under "worst sub-epochs".
+#: Sub-epochs listed under "worst sub-epochs": those that drop the largest share (the headline's "worst").
 NUM_WORST = 5
 
 
@@ -90,7 +91,7 @@ def _stats_summary(stats: PlanStats) -> Dict[str, Any]:
     per_shard_files = files.sum(axis=0)
     mean_shard = per_shard_bytes.mean()
     dropped_bytes = stats.bytes.sum(axis=1) - stats.num_shards * stats.bytes.min(axis=1)
-    worst = np.argsort(-ratio, kind="stable")[:NUM_WORST]
+    worst = np.argsort(-drop, kind="stable")[:NUM_WORST]  # the headline's worst: the largest dropped share
     return {
         "max_imbalance": json_float(ratio.max()),
         "dropped_fraction": json_float(drop.mean()),
@@ -176,6 +177,7 @@ def summarize(
     other_mode: Optional[Union[PlanStats, str]] = None,
     compare_num_epochs: Optional[int] = None,
     cache: Optional[Mapping[str, Any]] = None,
+    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
 ) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
@@ -189,6 +191,9 @@ def summarize(
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
         ``cache_peak_bytes_per_node`` (without it, the summary is as before)
+    :param layout: ``(full_epoch_0idx, shard_index) -> (order, bounds)`` if already computed (as for
+        :func:`~i6_shard.core.pure.stats.compute_plan_stats`): a ``"flexible_auto"`` plan's moved files are
+        counted on it instead of on layouts computed anew
     """
     compare_num_epochs = _checked_compare_num_epochs(compare_num_epochs, stats)
     summary: Dict[str, Any] = {
@@ -207,9 +212,15 @@ def summarize(
     }
     if plan.settings.distribution == "flexible_auto" and plan.settings.distrib_shard_files:
         full = stats.num_epochs // plan.partition_epoch  # the complete full epochs
-        summary["non_contiguous_sub_epochs"] = sum(
-            len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k)) for k in range(full)
-        )
+        progress = Progress("moved files", total=full, unit="full epochs")  # without layout: each computes one
+        moved = 0
+        for k in range(full):
+            moved += len(
+                plan.non_contiguous_sub_epochs(full_epoch_0idx=k, layout=None if layout is None else layout(k, 0))
+            )
+            progress.add(1)
+        progress.close()
+        summary["non_contiguous_sub_epochs"] = moved
         summary["non_contiguous_of"] = full * plan.partition_epoch
     if other_mode is not None:
         summary["other_mode"] = _other_mode_summary(plan, other_mode, compare_num_epochs)
@@ -346,7 +357,7 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
             f"sub-epoch's {unit} lie beyond the shortest rank's share and are dropped when it finishes."
         )
     if summary["max_imbalance"] > HIGH_IMBALANCE:
-        e = summary["worst_sub_epochs"][0]["epoch"]
+        e = int(np.argmax(summary["per_sub_epoch"]["max_over_mean"])) + 1
         out.append(
             f"unbalanced sub-epochs: in epoch {e} one shard reads {summary['max_imbalance']:.2f}x "
             f"the mean {unit} of all shards."
@@ -532,37 +543,65 @@ def _totals_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     return ["", "Totals"] + _rows(rows)
 
 
+def _sub_epochs(num_epochs: int) -> str:
+    """The range of sub-epochs a section covers, as RETURNN counts them.
+
+    >>> _sub_epochs(1), _sub_epochs(200)
+    ('sub-epoch 1', 'sub-epochs 1..200')
+    """
+    return "sub-epoch 1" if num_epochs == 1 else f"sub-epochs 1..{num_epochs}"
+
+
+def _table(header: List[str], rows: List[List[str]], *, left: int = 0) -> List[str]:
+    """Right-aligned columns (the first ``left`` ones left-aligned), each as wide as its widest cell, one space
+    apart: numbers with units never run together."""
+    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
+
+    def line(cells: List[str]) -> str:
+        return "  " + " ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return [line(header)] + [line(r) for r in rows]
+
+
 def _balance_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     def fmt(value: int) -> str:
         return format_cost(value, unit)
 
-    lines = [
-        "",
-        f"Balance per shard ({unit} over all sub-epochs)",
-        f"  {'shard':>5} {'files':>10} {unit:>14} {'vs mean':>8} {'min/sub-epoch':>14} {'max/sub-epoch':>14}",
+    header = ["shard", "files", unit, "vs mean", "min/sub-epoch", "max/sub-epoch"]
+    rows = [
+        [
+            str(row["shard_index"]),
+            f"{row['files']:,}",
+            fmt(row["bytes"]),
+            f"{row['bytes_over_mean']:.3f}",
+            fmt(row["min_bytes"]),
+            fmt(row["max_bytes"]),
+        ]
+        for row in summary["per_shard"]
     ]
-    for row in summary["per_shard"]:
-        lines.append(
-            f"  {row['shard_index']:>5} {row['files']:>10,} {fmt(row['bytes']):>14} "
-            f"{row['bytes_over_mean']:>8.3f} {fmt(row['min_bytes']):>14} {fmt(row['max_bytes']):>14}"
-        )
-    return lines
+    title = f"Balance per shard ({unit} over {_sub_epochs(summary['settings']['num_epochs'])})"
+    return ["", title] + _table(header, rows)
 
 
 def _worst_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     p = summary["settings"]["partition_epoch"]
-    lines = [
-        "",
-        f"Worst sub-epochs (by max/mean {unit} across shards)",
-        f"  {'epoch':>6} {'full epoch':>10} {'min ' + unit:>12} {'max ' + unit:>12} {'max/mean':>9} {'dropped':>8}",
+    header = ["epoch", "full epoch", "min " + unit, "max " + unit, "max/mean", "dropped"]
+    rows = [
+        [
+            str(row["epoch"]),
+            str((row["epoch"] - 1) // p),
+            format_cost(row["min_bytes"], unit),
+            format_cost(row["max_bytes"], unit),
+            f"{row['max_over_mean']:.3f}",
+            pct(row["dropped_fraction"]),
+        ]
+        for row in summary["worst_sub_epochs"]
     ]
-    for row in summary["worst_sub_epochs"]:
-        lines.append(
-            f"  {row['epoch']:>6} {(row['epoch'] - 1) // p:>10} {format_cost(row['min_bytes'], unit):>12} "
-            f"{format_cost(row['max_bytes'], unit):>12} {row['max_over_mean']:>9.3f} "
-            f"{pct(row['dropped_fraction']):>8}"
-        )
-    return lines
+    title = (
+        f"Worst sub-epochs ({_sub_epochs(summary['settings']['num_epochs'])}, by the share dropped, as 'worst' "
+        "everywhere in this report)"
+    )
+    return ["", title] + _table(header, rows)
 
 
 def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
@@ -570,7 +609,7 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     lines = [
         "",
         f"Dropped data estimate (a sub-epoch ends when its first rank runs out; {unit} stand in for length)",
-        f"  mean over sub-epochs {pct(summary['dropped_fraction'])}, worst "
+        f"  over {_sub_epochs(s['num_epochs'])}: mean {pct(summary['dropped_fraction'])}, worst "
         f"{pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
         f"of {format_cost(summary['scheduled_bytes'], unit)}",
     ]
@@ -596,7 +635,12 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
 def _distributions_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     s = summary["settings"]
     cmp_epochs = summary["distributions_num_epochs"]
-    window = "all sub-epochs" if cmp_epochs == s["num_epochs"] else f"sub-epochs 1..{cmp_epochs}"
+    window = _sub_epochs(cmp_epochs) + (
+        ""
+        if cmp_epochs == s["num_epochs"]
+        else f" (the first {cmp_epochs // s['partition_epoch']} full epochs; the sections above cover "
+        f"{_sub_epochs(s['num_epochs'])})"
+    )
     lines = [
         "",
         f"Distributions on the same files and settings, over {window} (* = this plan)",
@@ -607,7 +651,7 @@ def _distributions_section(summary: Mapping[str, Any], unit: str) -> List[str]:
         row = dists[name]
         mark = "*" if name == s["distribution"] else " "
         if isinstance(row, str):
-            lines.append(f"  {name:<20} {mark} not applicable: {row}")
+            lines.append(f"  {name:<20} {mark} {row if row.startswith(NOT_COMPUTED) else 'not applicable: ' + row}")
             continue
         lines.append(
             f"  {name:<20} {mark} {pct(row['dropped_fraction']):>12} "

@@ -13,8 +13,8 @@ BASE = {"num_shards": 2, "partition_epoch": 3, "num_epochs": 6}
 @pytest.mark.parametrize(
     "options, error, message",
     [
-        ({"cache_size": 10**9}, ValueError, "cache_size describe the per-node cache: give ranks_per_node too"),
-        ({"cached_file": False}, ValueError, "cached_file describe the per-node cache: give ranks_per_node too"),
+        ({"cache_size": 10**9}, ValueError, "cache_size describes the per-node cache: give ranks_per_node too"),
+        ({"cached_file": False}, ValueError, "cached_file describes the per-node cache: give ranks_per_node too"),
         (
             {"max_sub_epoch_deviation": 0.1},
             ValueError,

@@ -3,6 +3,7 @@ recomputed from the raw table, the distribution comparison, and the plot's optio
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -142,7 +143,76 @@ def test_distributions_are_compared_over_the_first_full_epochs_only():
     mine = summary["distributions"]["returnn"]
     assert mine["dropped_fraction"] == pytest.approx((1 - 3 * table.min(1) / table.sum(1)).mean(), abs=1e-6)
     assert mine["dropped_fraction"] != summary["dropped_fraction"]  # the headline covers all sub-epochs
-    assert f"over sub-epochs 1..{window} (* = this plan)" in core.render_report(summary)
+    text = core.render_report(summary)
+    assert (
+        f"over sub-epochs 1..{window} (the first 3 full epochs; the sections above cover sub-epochs "
+        f"1..{window + 6}) (* = this plan)"
+    ) in text
+    # every other table names its range too: the headline's and the per-shard table's are the plan's own
+    assert f"Balance per shard (bytes over sub-epochs 1..{window + 6})" in text
+    assert f"Worst sub-epochs (sub-epochs 1..{window + 6}, by the share dropped" in text
+    assert f"  over sub-epochs 1..{window + 6}: mean " in text
+
+
+def test_the_worst_sub_epochs_are_those_of_the_headline():
+    """One "worst" in the report: the table lists the sub-epochs with the largest dropped share, so its first row
+    is the headline's worst, also where another sub-epoch has the larger max/mean."""
+    plan = golden_plan(distrib_shard_files=False)
+    summary, _ = core.plan_summary(plan, num_epochs=10, compare=False)
+    drops = summary["per_sub_epoch"]["dropped_fraction"]
+    rows = summary["worst_sub_epochs"]
+    assert [r["dropped_fraction"] for r in rows] == sorted(drops, reverse=True)[: len(rows)]
+    assert rows[0]["dropped_fraction"] == summary["dropped_fraction_max"]
+    ratios = summary["per_sub_epoch"]["max_over_mean"]
+    assert ratios.index(max(ratios)) + 1 != rows[0]["epoch"]  # this plan tells the two measures apart
+    text = core.render_report(summary)
+    assert f"worst {100 * summary['dropped_fraction_max']:.2f}%" in text
+    table = text.split("Worst sub-epochs")[1].split("\n\n")[0].splitlines()[2]
+    assert table.split()[-1] == f"{100 * summary['dropped_fraction_max']:.2f}%"
+
+
+def _ends(line: str, cells) -> list:
+    """Where each of ``cells`` ends in ``line``, searched left to right."""
+    out, pos = [], 0
+    for cell in cells:
+        pos = line.index(cell, pos) + len(cell)
+        out.append(pos)
+    return out
+
+
+def test_columns_with_units_stay_under_their_headers():
+    """Costs with their unit are wider than a fixed column: each column is as wide as its widest cell, so every
+    cell ends where its header ends, and two cells never run into one."""
+    plan = core.ShardPlan(
+        [f"f{i}" for i in range(16)],
+        [9_905_123, 9_985_456] * 8,
+        core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=2, unit="frames"),
+    )
+    text = core.render_report(core.plan_summary(plan, num_epochs=2, compare=False)[0])
+    for title, labels in (
+        ("Worst sub-epochs", ["epoch", "full epoch", "min frames", "max frames", "max/mean", "dropped"]),
+        ("Balance per shard", ["shard", "files", "frames", "vs mean", "min/sub-epoch", "max/sub-epoch"]),
+    ):
+        header, *rows = text.split(title)[1].split("\n\n")[0].splitlines()[1:]
+        for row in rows:
+            cells = re.findall(r"[\d.,%]+(?: frames)?", row)
+            assert len(cells) == len(labels) and _ends(row, cells) == _ends(header, labels), (title, header, row)
+
+
+def test_skipped_flexible_rows_name_themselves():
+    """A distribution that is not computed says so, and names itself as the one to plan to see it."""
+    plan = core.ShardPlan(
+        [f"f{i}" for i in range(400)],
+        [1000] * 400,
+        core.PlanSettings(num_shards=2, partition_epoch=2, distribution="balanced", num_epochs=4),
+    )
+    summary, _ = core.plan_summary(plan, num_epochs=4)
+    text = core.render_report(summary)
+    for name in ("flexible", "flexible_auto"):
+        (row,) = [line for line in text.splitlines() if line.startswith(f"  {name} ")]
+        assert "not computed: the balanced split drops only" in row, row
+        assert row.endswith(f"plan with distribution={name!r} to see it"), row
+        assert "not applicable" not in row
 
 
 @pytest.mark.parametrize("sharded", [True, False])
@@ -283,3 +353,30 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     (warning,) = _large_file_warnings([40] + [1] * 40)  # share 20: 2.00x, no deviation below 1 holds it
     assert "Split these files" in warning and "flexible" not in warning
     assert _large_file_warnings([9] + [1] * 27) == []  # share 9: exactly one share is no loss by itself
+
+
+def test_a_flexible_auto_plan_is_cut_once_per_full_epoch(tmp_path, monkeypatch):
+    """The moved files are counted on the layouts the plan file stores, not on layouts cut anew (each cut of
+    flexible_auto takes up to seconds): writing the outputs cuts every full epoch once, and the count is the same."""
+    sizes = np.r_[np.random.RandomState(0).randint(1, 100, size=60), [900, 1000]]
+    plan = ShardPlan(
+        [f"f{i}" for i in range(sizes.size)],
+        sizes,
+        PlanSettings(num_shards=2, partition_epoch=3, num_epochs=7, distribution="flexible_auto", unit="frames"),
+    )
+    calls = []
+    real = ShardPlan.layout
+    monkeypatch.setattr(
+        ShardPlan, "layout", lambda self, **kw: calls.append((self.settings == plan.settings, kw)) or real(self, **kw)
+    )
+    summary = core.write_plan_outputs(
+        plan,
+        plan_path=str(tmp_path / "p.npz"),
+        summary_path=str(tmp_path / "s.json"),
+        report_path=str(tmp_path / "r.txt"),
+    )
+    own = [kw["full_epoch_0idx"] for mine, kw in calls if mine]  # not the other distributions' compared plans
+    assert sorted(own) == [0, 1, 2]  # each full epoch of the plan file once
+    monkeypatch.setattr(ShardPlan, "layout", real)
+    recount = sum(len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k)) for k in range(2))
+    assert summary["non_contiguous_sub_epochs"] == recount and summary["non_contiguous_of"] == 6

@@ -1,0 +1,109 @@
+"""docs/tutorial.md as written: its step 3 (``scripts/setup_tutorial.py``) run verbatim in a venv over this Python
+(which stands in for steps 1 and 2: a venv with Sisyphus, and a clone of i6_core), then its step 4, ``sis m -r``, in
+a shell without ``RETURNN_ROOT``: the setup remembers the RETURNN root itself. It installs no torch but the pinned
+CPU build, and leaves both reports and both plots among the registered outputs."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.deps import needs_torch
+from tests.jobs.conftest import SISYPHUS_REASON, sis_command
+
+pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
+torch = needs_torch("the tutorial trains with torch")
+pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
+pytest.importorskip("matplotlib", reason="the recipe registers the plots: pip install matplotlib")
+pytest.importorskip(
+    "i6_core.returnn",
+    reason="the training job is i6_core's ReturnnTrainingJob: clone github.com/rwth-i6/i6_core and put its parent "
+    "directory on PYTHONPATH",
+)
+pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+
+from .test_planned_training_example import run_sis_manager  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import setup_tutorial  # noqa: E402
+
+sys.path.pop(0)
+
+
+def _tutorial_steps():
+    """{step number: its lines} of the tutorial's command block."""
+    with open(os.path.join(REPO, "docs", "tutorial.md"), encoding="utf-8") as f:
+        (block,) = re.findall(r"## The commands\n\n```bash\n(.*?)```", f.read(), re.DOTALL)
+    steps, current = {}, None
+    for line in block.splitlines():
+        head = re.match(r"# (\d)\. ", line)
+        if head:
+            current = int(head.group(1))
+        elif line.strip() and not line.startswith("#"):
+            steps.setdefault(current, []).append(line)
+    return steps
+
+
+def test_the_tutorial_pins_the_cpu_build_of_torch():
+    """The pin cannot be met by a CUDA build, and the check accepts exactly the CPU build the tests run with."""
+    assert setup_tutorial.TORCH_PIN == "torch==2.13.0+cpu"
+    assert torch.__version__ == setup_tutorial.TORCH_VERSION and torch.version.cuda is None
+    assert setup_tutorial.check_torch(sys.executable) == "2.13.0+cpu"
+    assert "torch" not in " ".join(setup_tutorial.PACKAGES)  # torch only through the pin
+
+
+def test_the_torch_check_fails_loudly_for_another_build(tmp_path, capsys):
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("__version__ = '2.14.1'\nclass version:\n    cuda = '12.8'\n")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    with pytest.raises(SystemExit, match=r"torch 2\.14\.1 \(CUDA 12\.8\), not the CPU build 2\.13\.0\+cpu"):
+        setup_tutorial.check_torch(str(wrapper))
+
+
+def test_the_tutorial_sets_up_trains_and_reports(tmp_path):
+    import i6_core
+
+    steps = _tutorial_steps()
+    assert steps[3] == ["python /path/to/i6_shard/scripts/setup_tutorial.py setup --i6-core i6_core"]
+    assert steps[4] == [
+        "cd setup && sis m -r config/train.py",
+        "cat output/sharding/report.txt output/train/sharding_report.txt",
+    ]
+    # Steps 1 and 2: a venv (over this Python, which has Sisyphus) and i6_core where the tutorial clones it.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(tmp_path / "venv")], check=True)
+    os.symlink(os.path.dirname(os.path.abspath(i6_core.__file__)), tmp_path / "i6_core")
+    venv_bin = str(tmp_path / "venv" / "bin")
+    env = {k: v for k, v in os.environ.items() if k != "RETURNN_ROOT"}  # a new shell: no RETURNN_ROOT
+    env.update(VIRTUAL_ENV=str(tmp_path / "venv"), PATH=os.pathsep.join([venv_bin, env.get("PATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])  # the manager's i6_shard: this checkout
+    (step3,) = steps[3]
+    with open(tmp_path / "setup.log", "wb") as log:
+        done = subprocess.run(
+            ["bash", "-c", step3.replace("/path/to/i6_shard", REPO)], cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+    setup_log = (tmp_path / "setup.log").read_text(errors="replace")
+    assert done.returncode == 0, setup_log[-5000:]
+    assert not re.search(r"^(Collecting|Downloading) (torch|nvidia)", setup_log, re.M), "pip fetched a torch build"
+    assert "torch 2.13.0+cpu: the CPU build" in setup_log
+    setup = tmp_path / "setup"
+    (root_line,) = [
+        line for line in (setup / "settings.py").read_text().splitlines() if line.startswith("RETURNN_ROOT")
+    ]
+    assert os.path.isfile(os.path.join(eval(root_line.split("=", 1)[1]), "rnn.py"))
+
+    run_sis_manager(sis_command()[0], "config/train.py", setup=setup, env=env, log_path=str(tmp_path / "sis.log"))
+    cat = subprocess.run(["bash", "-c", steps[4][1]], cwd=setup, env=env, capture_output=True, text=True, check=True)
+    assert "i6_shard plan report" in cat.stdout and cat.stdout.count("files as planned") == 2 * 4, cat.stdout
+    for name in ("sharding/plot.png", "train/plot.png"):  # the pictures among the registered outputs
+        assert (setup / "output" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    shutil.rmtree(setup / "work", ignore_errors=True)  # the training's checkpoints
