@@ -1,0 +1,111 @@
+"""The plan's exact steps in real 2-rank RETURNN trainings (torchrun, gloo, CPU): every rank's ``steps_taken`` in
+``summary.json`` (the simulated engine, :mod:`i6_shard.core.pure.engine_sim`) equals the steps RETURNN's own log
+says it trained ("Trained N steps") in every sub-epoch, and the predicted drop equals the measured one, under grad
+sync and under param sync."""
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pytest
+
+from tests.deps import needs_torch
+
+NUM_RANKS, NUM_FILES, PARTITION_EPOCH, NUM_EPOCHS, BATCH_SIZE, MAX_SEQS = 2, 12, 2, 4, 150, 4
+
+
+def plan_and_train(
+    work: str,
+    *,
+    seed: int,
+    torch_distributed: Optional[Dict[str, Any]] = None,
+    accum: int = 1,
+    behavior_version: int = 31,
+    plan_options: List[str] = (),
+) -> Dict[str, Any]:
+    """Skewed HDF files, a frames costs archive, a balanced plan of it made by ``i6_shard plan`` (with the batching
+    and ``plan_options``), and a training of that plan; returns the plan's summary, the plan, the file lengths and
+    per (sub-epoch, rank) the logged steps and the frames consumed (from the logged batch sizes)."""
+    from i6_shard import core
+    from i6_shard.cli import main
+    from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
+    from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    from .harness import hdf_seq_lengths, run_training, write_skewed_hdf_files
+
+    paths = write_skewed_hdf_files(os.path.join(work, "run", "data"), num_files=NUM_FILES, seed=seed)
+    keys = [f"data/part{i:03d}.hdf" for i in range(NUM_FILES)]
+    archive = os.path.join(work, "frames.npz")
+    save_file_costs(dataclasses.replace(collect_file_costs(paths, unit="frames", num_procs=1), keys=keys), archive)
+    plan_dir = os.path.join(work, "plan")
+    options = ["--num-shards", str(NUM_RANKS), "--partition-epoch", str(PARTITION_EPOCH), "--num-epochs"]
+    options += [str(NUM_EPOCHS), "--distribution", "balanced", "--batch-size", str(BATCH_SIZE), "--max-seqs"]
+    options += [str(MAX_SEQS), "--no-plot", *plan_options]
+    assert main(["plan", "--sizes", archive, *options, "-o", plan_dir]) == 0
+    with open(os.path.join(plan_dir, "summary.json")) as f:
+        summary = json.load(f)
+    train = sharded_files_dataset(
+        keys,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        use_worker_proc=False,
+        distribution="balanced",
+        file_sizes=archive,
+        num_shards=NUM_RANKS,
+    )
+    training = run_training(
+        os.path.join(work, "run"),
+        train=train,
+        num_ranks=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        batch_size=BATCH_SIZE,
+        max_seqs=MAX_SEQS,
+        behavior_version=behavior_version,
+        torch_distributed={"backend": "gloo", **(torch_distributed or {})},
+        extra_config={"accum_grad_multiple_step": accum} if accum != 1 else None,
+    )
+    logs = read_training_logs(training.log_files)
+    lengths = {k: hdf_seq_lengths(p) for k, p in zip(keys, paths)}
+    logged, consumed, total = [], [], []
+    for epoch in range(1, NUM_EPOCHS + 1):
+        recs = [logs.ranks[r].sub_epochs[epoch] for r in range(NUM_RANKS)]
+        assert all(rec.finished for rec in recs), epoch
+        logged.append([int(rec.trained_steps) for rec in recs])
+        consumed.append([int(np.sum(rec.step_frames)) for rec in recs])
+        total.append([int(sum(lengths[k].sum() for k in rec.file_keys)) for rec in recs])
+    return {
+        "summary": summary,
+        "plan": core.load_plan(os.path.join(plan_dir, "plan.npz")),
+        "file_lengths": [lengths[k] for k in keys],
+        "logged_steps": logged,
+        "frames_consumed": consumed,
+        "frames_total": total,
+        "seconds": training.seconds,
+    }
+
+
+def measured_drop(result: Dict[str, Any]) -> float:
+    """Mean over the sub-epochs of 1 - consumed / available frames, from the logs."""
+    return float(np.mean([1 - sum(c) / sum(t) for c, t in zip(result["frames_consumed"], result["frames_total"])]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "torch_distributed, plan_options",
+    [({}, []), ({"reduce_type": "param", "param_sync_step": 3}, ["--reduce-type", "param", "--param-sync-step", "3"])],
+    ids=["grad", "param3"],
+)
+def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distributed, plan_options):
+    needs_torch("the training needs torch")
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+    pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
+    result = plan_and_train(str(tmp_path), seed=3, torch_distributed=torch_distributed, plan_options=plan_options)
+    summary = result["summary"]
+    assert summary["batching"]["simulation"]["exact"]
+    assert summary["steps_taken"] == result["logged_steps"]
+    # the drop is not vacuous: some sub-epoch loses data, and the plan says exactly how much
+    assert measured_drop(result) > 0
+    assert summary["dropped_fraction_predicted"] == pytest.approx(measured_drop(result), abs=2e-6)
