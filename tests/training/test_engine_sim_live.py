@@ -109,3 +109,82 @@ def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distribute
     # the drop is not vacuous: some sub-epoch loses data, and the plan says exactly how much
     assert measured_drop(result) > 0
     assert summary["dropped_fraction_predicted"] == pytest.approx(measured_drop(result), abs=2e-6)
+
+
+@pytest.mark.slow
+def test_equalized_bins_drop_nothing_in_a_real_training(tmp_path):
+    """A flexible_auto plan by steps, its bins equalized by the simulated engine (every sub-epoch's ranks make the
+    same number of batches), written as a plan file and read by the RETURNN-side dataset (``plan=``): in the real
+    training every rank trains exactly its planned batches and nothing is dropped, where the plan as cut did drop."""
+    needs_torch("the training needs torch")
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+    pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
+    from i6_shard import core
+    from i6_shard.core.io.file_costs import collect_file_costs
+    from i6_shard.core.io.npz import save_npz
+    from i6_shard.core.io.plan_file import plan_arrays
+    from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.core.pure.batching import Batching
+    from i6_shard.core.pure.engine_sim import EngineSettings
+    from i6_shard.core.pure.equal_steps import equalize_plan_layouts
+    from i6_shard.core.pure.plan_sim import simulate_plan
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    from .harness import hdf_seq_lengths, run_training, write_skewed_hdf_files
+
+    num_files = 24
+    work = str(tmp_path / "run")
+    paths = write_skewed_hdf_files(os.path.join(work, "data"), num_files=num_files, seed=11)
+    keys = [f"data/part{i:03d}.hdf" for i in range(num_files)]
+    costs = collect_file_costs(paths, unit="steps", num_procs=1, batching=Batching(BATCH_SIZE, MAX_SEQS))
+    settings = core.PlanSettings(
+        num_shards=NUM_RANKS,
+        partition_epoch=PARTITION_EPOCH,
+        num_epochs=NUM_EPOCHS + 1,  # and the one RETURNN preloads
+        distribution="flexible_auto",
+        unit="steps",
+    )
+    plan = core.ShardPlan(keys, costs.costs, settings)
+    lengths = [hdf_seq_lengths(p) for p in paths]
+    engine = EngineSettings(batch_size=BATCH_SIZE, max_seqs=MAX_SEQS, torch_distributed={})
+    cut_sims, _ = simulate_plan(plan, num_epochs=NUM_EPOCHS, file_lengths=lengths, engine=engine)
+    assert sum(s.dropped_fraction for s in cut_sims) > 0  # not vacuous: the plan as cut drops data
+    arrays = plan_arrays(plan)
+    arrays["orders"], arrays["bounds"], info = equalize_plan_layouts(
+        arrays["orders"], arrays["bounds"], file_lengths=lengths, settings=settings, engine=engine
+    )
+    plan_path = str(tmp_path / "plan.npz")
+    save_npz(plan_path, arrays, kind="plan file", uncompressed=("orders", "bounds"))
+    layouts = {k: (arrays["orders"][k, 0].astype(np.int64), arrays["bounds"][k, 0]) for k in range(2)}
+    sims, _ = simulate_plan(
+        plan, num_epochs=NUM_EPOCHS, file_lengths=lengths, engine=engine, layout=lambda k, r: layouts[k]
+    )
+    assert all(s.dropped_fraction == 0 for s in sims), info
+    train = sharded_files_dataset(
+        keys,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        use_worker_proc=False,
+        plan=plan_path,
+        num_shards=NUM_RANKS,
+    )
+    training = run_training(
+        work,
+        train=train,
+        num_ranks=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        batch_size=BATCH_SIZE,
+        max_seqs=MAX_SEQS,
+        behavior_version=31,
+    )
+    logs = read_training_logs(training.log_files)
+    for epoch in range(1, NUM_EPOCHS + 1):
+        sim = sims[epoch - 1]
+        for r in range(NUM_RANKS):
+            rec = logs.ranks[r].sub_epochs[epoch]
+            k, s = divmod(epoch - 1, PARTITION_EPOCH)
+            order, bounds = layouts[k]
+            b = r * PARTITION_EPOCH + s
+            assert rec.file_keys == [keys[i] for i in order[bounds[b] : bounds[b + 1]]]
+            assert rec.trained_steps == sim.steps_exact[r] == sim.steps_taken[r]
+            assert int(np.sum(rec.step_frames)) == sim.frames_total[r]  # every frame of its files: nothing dropped

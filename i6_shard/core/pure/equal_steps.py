@@ -9,7 +9,7 @@ import numpy as np
 
 from .engine_sim import EngineSettings, batch_bounds, length_filter, steps_taken, sub_epoch_seq_order
 
-__all__ = ["equalize_steps", "DEFAULT_MAX_ROUNDS"]
+__all__ = ["equalize_steps", "equalize_plan_layouts", "DEFAULT_MAX_ROUNDS"]
 
 #: Accepted moves per sub-epoch at most (each round tries every move and swap between the ranks that lose
 #: data and the others, and keeps the best).
@@ -173,3 +173,45 @@ def equalize_steps(
     new_positions = np.asarray([i for b in bins for i in b], dtype=np.int64)
     new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in bins])]).astype(np.int64)
     return new_positions, new_bounds, info
+
+
+def equalize_plan_layouts(
+    orders: np.ndarray,
+    bounds: np.ndarray,
+    *,
+    file_lengths: Sequence[np.ndarray],
+    settings,
+    engine: EngineSettings,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Tuple[np.ndarray, np.ndarray, Dict[str, List[int]]]:
+    """:func:`equalize_steps` on every full epoch of a sharded plan's arrays (a plan file's ``orders`` and ``bounds``,
+    shapes [num_full_epochs, 1, num_files] and [num_full_epochs, 1, num_bins + 1]), with the sub-epoch datasets' seed
+    offset of ``settings`` (a :class:`PlanSettings`); a RETURNN-side dataset given the plan file reads these bins.
+
+    :param file_lengths: each file's sequence lengths, in the plan's key order
+    :return: new ``(orders, bounds)`` of the same shapes and dtypes, and per sub-epoch the moves and frames dropped
+    """
+    if not settings.distrib_shard_files:
+        raise ValueError("equal steps need a sharded plan (distrib_shard_files=True): unsharded ranks read every file")
+    out_orders, out_bounds = orders.copy(), bounds.copy()
+    info: Dict[str, List[int]] = {"rounds": [], "dropped_frames": []}
+    for k in range(orders.shape[0]):
+        order = np.asarray(orders[k, 0], dtype=np.int64)
+        positions, new_bounds, sub = equalize_steps(
+            np.arange(order.size),
+            np.asarray(bounds[k, 0], dtype=np.int64),
+            file_lengths=[file_lengths[i] for i in order.tolist()],
+            num_shards=settings.num_shards,
+            partition_epoch=settings.partition_epoch,
+            engine=engine,
+            full_epoch_0idx=k,
+            random_seed_offset=int(settings.random_seed_offset),
+            max_rounds=max_rounds,
+            progress=progress,
+        )
+        out_orders[k, 0] = order[positions]
+        out_bounds[k, 0] = new_bounds
+        info["rounds"] += sub["rounds"]
+        info["dropped_frames"] += sub["dropped_frames"]
+    return out_orders, out_bounds, info
