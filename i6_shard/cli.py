@@ -12,13 +12,13 @@ from . import __version__, core
 from .core.io import DEFAULT_NUM_THREADS
 from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
-from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import read_training_file_list
 from .core.pure import SEED_LIMIT
 from .core.pure.batching import REDUCE_TYPES, batching_of, check_batching_for_unit
 from .core.pure.settings import sharding_mode
 from .core.reporting import MISSING_MATPLOTLIB, matplotlib_available, plot_plan, plot_title
-from .core.reporting.outputs import PLAN_OUTPUTS, make_plan_dir
+from .core.planning import check_request_fits, plan_sizes, stored_plan_outputs
+from .core.reporting.outputs import PLAN_OUTPUTS, summary_of
 from .core.reporting.report import format_cost
 from .core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, parse_bytes
 
@@ -112,7 +112,8 @@ def _print_plan_outputs(summary: dict, *, out: str, plot: bool) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     request = _request(args)
     plot = _plot_wanted(not args.no_plot)
-    summary = make_plan_dir(args.sizes, request, args.output, plot=plot)
+    core.check_plan_dir(args.output)  # before the archive is read
+    summary = core.write_outputs_dir(core.plan_archive(args.sizes, request), args.output, plot=plot)
     _print_plan_outputs(summary, out=args.output, plot=plot)
     return 0
 
@@ -136,12 +137,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         core.check_output_path(args.plot)
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
     plan_file = core.read_plan_file(path, verify=args.verify)
-    summary, stats = core.plan_summary(plan_file.plan, num_epochs=plan_file.num_epochs, layout=plan_file.layout)
-    print(core.render_report(summary), end="")
+    outputs = stored_plan_outputs(plan_file)  # the planning floor, from the stored bins
+    print(core.render_report(summary_of(outputs)), end="")
     if args.verify:
         print(f"\nverified: every stored full epoch equals what this i6_shard computes ({path})")
     if args.plot:
-        plot_plan(stats, args.plot, title=plot_title(plan_file.plan, num_epochs=plan_file.num_epochs))
+        plot_plan(outputs.stats, args.plot, title=plot_title(plan_file.plan, num_epochs=plan_file.num_epochs))
         print(f"plot -> {args.plot}")
     return 0
 
@@ -153,9 +154,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise ValueError(f"--num-files {args.num_files}: generate at least one file")
     if not 0 <= args.seed < SEED_LIMIT:
         raise ValueError(f"--seed {args.seed}: the generator takes seeds in [0, 2**32)")
-    settings = _request(args).settings
-    settings.validate(num_files=args.num_files)
-    check_plan_fits_memory(settings, num_files=args.num_files)
+    request = _request(args)
+    check_request_fits(request.settings, num_files=args.num_files)  # the planning floor's check, before any file
     check_output_dir(out, names=_DEMO_OUTPUTS, what="demo directory")
     plot = _plot_wanted(not args.no_plot)
     list_path, sizes_path = os.path.join(out, "files.txt"), os.path.join(out, "file_sizes.npz")
@@ -167,8 +167,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         stat_ed = core.collect_file_sizes(made)
         sizes = core.FileSizes(keys=paths, sizes=stat_ed.sizes, mtimes=stat_ed.mtimes)
         core.save_file_sizes(sizes, os.path.join(tmp, "file_sizes.npz"))
-        summary = core.write_plan_outputs(
-            core.ShardPlan(sizes.keys, sizes.sizes, settings),
+        summary = core.write_outputs(
+            plan_sizes(sizes, request),
             plan_path=os.path.join(tmp, core.PLAN_FILE),
             summary_path=os.path.join(tmp, core.SUMMARY_FILE),
             report_path=os.path.join(tmp, core.REPORT_FILE),

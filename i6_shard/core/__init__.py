@@ -3,7 +3,10 @@
 - :mod:`i6_shard.core.pure`: settings, RETURNN-exact shuffle and bins, the balanced split, plans,
   statistics, epochs, file trees; arrays in, arrays out (imports neither of the others);
 - :mod:`i6_shard.core.io`: the stat engine, file lists, the sizes and plan files, atomic writes;
-- :mod:`i6_shard.core.reporting`: the summary, report and plot of a plan, and the verification report.
+- :mod:`i6_shard.core.planning`: the planning floor, above those two: where a request becomes a plan and its
+  outputs, for every entry point;
+- :mod:`i6_shard.core.reporting`: the summary, report and plot of a plan (rendered from what the floor
+  returns), and the verification report.
 
 The names below are the ones the jobs, builders and CLI use; each layer's ``__all__`` lists its own.
 """
@@ -22,9 +25,9 @@ from .io import (
     read_plan_head,
     read_plan_layout,
     save_file_sizes,
-    save_plan,
     write_file_list,
 )
+from .planning import PlanOutputs, plan_archive, plan_of_sizes, plan_outputs, save_plan
 from .pure import (
     DISTRIBUTIONS,
     SEQ_ORDERINGS,
@@ -50,12 +53,12 @@ from .reporting import (
     PLOT_FILE,
     REPORT_FILE,
     SUMMARY_FILE,
+    check_plan_dir,
     compare_plan_files,
-    make_plan,
-    make_plan_dir,
-    plan_of_sizes,
     plan_summary,
     render_report,
+    write_outputs,
+    write_outputs_dir,
     write_plan_outputs,
 )
 
@@ -64,9 +67,13 @@ __all__ = [
     "PlanRequest",
     "PLAN_OPTION_DEFAULTS",
     "ShardPlan",
-    "make_plan",
-    "make_plan_dir",
+    "PlanOutputs",
     "plan_of_sizes",
+    "plan_archive",
+    "plan_outputs",
+    "write_outputs",
+    "write_outputs_dir",
+    "check_plan_dir",
     "DISTRIBUTIONS",
     "SEQ_ORDERINGS",
     "SHARDING_MODES",

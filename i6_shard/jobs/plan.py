@@ -4,12 +4,12 @@ and plot, as cached Sisyphus outputs (the same bytes as ``python -m i6_shard pla
 from __future__ import annotations
 
 import math
-import os
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from sisyphus import Job, tk
 
 from i6_shard import core
+from i6_shard.core.io.file_sizes import check_archive_path
 from i6_shard.core.io.preflight import archive_entry_count
 
 from .util import (
@@ -33,10 +33,20 @@ _D = core.PLAN_OPTION_DEFAULTS  # each plan option's default, written once (core
 _PLAN_OPTIONS = ("num_shards", "partition_epoch", "num_epochs", *core.PLAN_OPTION_DEFAULTS)
 
 
+#: The last request built, by its options: Sisyphus hashes a job's arguments (``ShardPlanJob.hash``) right before
+#: it runs ``__init__`` with the same ones, so that both take the one request built from them.
+_last_request: List[Any] = [None, None]
+
+
 def _request(args: Dict[str, Any]) -> core.PlanRequest:
-    """The job's plan options as a validated PlanRequest (numpy numbers become Python numbers); raises naming
-    the option. ``args``: the job's arguments by name (Sisyphus' parsed arguments, or the job's attributes)."""
-    return core.PlanRequest.from_options(**{name: args[name] for name in _PLAN_OPTIONS if name in args})
+    """The job's plan options as a validated PlanRequest, built once (``PlanRequest.from_options``) for the hash
+    and ``__init__`` of one job; raises naming the option. ``args``: Sisyphus' parsed arguments."""
+    options = {name: args[name] for name in _PLAN_OPTIONS if name in args}
+    key = tuple((name, type(value), value) for name, value in options.items())
+    if _last_request[0] != key:
+        _last_request[:] = [None, None]  # a failed build leaves no request behind
+        _last_request[:] = [key, core.PlanRequest.from_options(**options)]
+    return _last_request[1]
 
 
 def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str, Any]:
@@ -92,12 +102,7 @@ def _check_file_sizes(file_sizes: Any) -> None:
             "ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`"
         )
     check_absolute(file_sizes, name="file_sizes")
-    if os.path.splitext(path_str(file_sizes))[1] != ".npz":
-        raise ValueError(
-            f"file_sizes={path_str(file_sizes)!r} is not a .npz file: pass "
-            "ComputeFileSizesJob(...).out_file_sizes (not its out_file_list) or the .npz that "
-            "`python -m i6_shard sizes -o` wrote"
-        )
+    check_archive_path(path_str(file_sizes), name="file_sizes")
 
 
 class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
@@ -233,6 +238,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 cpu_rqmt=cpu_rqmt,
             )
         )
+        self.plan_request = request  # the one request of this job, which tasks() and run() take
         settings = request.settings
         self.file_sizes = file_sizes
         self.num_shards = settings.num_shards
@@ -280,13 +286,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             d.pop(name, None)
         return super().hash(d)
 
-    def _request(self) -> core.PlanRequest:
-        return _request({name: getattr(self, name) for name in _PLAN_OPTIONS})
-
     def tasks(self):
         # Only the header of the sizes archive is read (the manager calls this): its number of files.
         sized, mini = plan_rqmt(
-            num_files=archive_entry_count(path_str(self.file_sizes)), settings=self._request().settings
+            num_files=archive_entry_count(path_str(self.file_sizes)), settings=self.plan_request.settings
         )
         yield sized_task("run", given=self.given_rqmt, sized=sized, mini=mini)
 
@@ -296,9 +299,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
                 "(plot=False: another job, without out_plot)"
             )
-        summary = core.make_plan(
-            path_str(self.file_sizes),
-            self._request(),
+        outputs = core.plan_archive(path_str(self.file_sizes), self.plan_request)  # the planning floor
+        summary = core.write_outputs(
+            outputs,
             plan_path=self.out_plan.get_path(),
             summary_path=self.out_summary.get_path(),
             report_path=self.out_report.get_path(),

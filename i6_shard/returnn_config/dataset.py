@@ -7,6 +7,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS
+from ..core.io.file_sizes import check_archive_path
 from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from ..core.pure.cache import check_preload_next_n_sub_epochs
@@ -155,6 +156,7 @@ def _checked_sizes_and_plan(file_sizes: Any, plan: Any) -> tuple:
     ``.npz``."""
     if file_sizes is not None:
         file_sizes = _path_arg(file_sizes, name="file_sizes")
+        check_archive_path(_path_str(file_sizes), name="file_sizes")
     if plan is not None:
         plan = _path_arg(plan, name="plan")
         if not _path_str(plan).endswith(".npz"):

@@ -7,6 +7,9 @@ import os
 from typing import Any, Mapping, Optional, Tuple, Union
 
 from .. import core
+from ..core.io.file_sizes import check_archive_path
+from ..core.planning import plan_of_sizes
+from ..core.pure.text import first_difference
 from .reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 from .pycode import resolve_paths
 
@@ -52,7 +55,7 @@ def _check_keys_match(info: DistributeFilesDatasetInfo, sizes: core.FileSizes) -
         return  # a callable: resolved only when the job runs
     keys = [core.tree_key(resolve_paths(t)) for t in read_files(files if info.files_kind == "inline" else path)]
     if keys != sizes.keys:
-        first = next((i for i, (a, b) in enumerate(zip(keys, sizes.keys)) if a != b), min(len(keys), len(sizes.keys)))
+        first = first_difference(keys, sizes.keys)
         raise ValueError(
             f"{info.name}: the sizes archive lists {len(sizes.keys)} entries, the dataset {len(keys)} "
             f"files; they first differ at entry {first}. Compute the sizes from this dataset's files "
@@ -77,13 +80,14 @@ def plan_for_returnn_config(
     :param config: the RETURNN config dict (config and post_config merged), or a dataset dict
     :param file_sizes: the sizes of the dataset's files, in its order (a sizes archive path, or FileSizes)
     :param num_ranks: number of training processes
-    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs) to plan
+    :param num_epochs: the training's ``num_epochs`` (sub-epochs); the plan also holds the sub-epochs the dataset
+        preloads after them (``preload_next_n_sub_epochs``, RETURNN's default 1), as ``ShardPlanJob`` plans them
     :param key: config key (or key path) of the dataset
     :param distribution: plan with this distribution instead of the dataset's own
     :raises ValueError: if the config has no plannable DistributeFilesDataset there, saying why
     """
     if isinstance(file_sizes, (str, os.PathLike)):
-        sizes = core.load_file_sizes(os.fspath(file_sizes))
+        sizes = core.load_file_sizes(check_archive_path(os.fspath(file_sizes), name="file_sizes"))
     elif isinstance(file_sizes, core.FileSizes):
         sizes = file_sizes
     else:
@@ -94,4 +98,4 @@ def plan_for_returnn_config(
     info = find_dataset(config, num_ranks=num_ranks, key=key)
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
-    return core.plan_of_sizes(sizes, request)
+    return plan_of_sizes(sizes, request)  # the planning floor

@@ -519,9 +519,22 @@ class DistributeFilesDatasetInfo:
     def plan_settings(
         self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
     ) -> PlanSettings:
-        """The :class:`~i6_shard.core.PlanSettings` of the plan this dataset follows (on the ranks it
-        was read for, or ``num_ranks``), the sharding mode from ``core.SHARDING_MODES``.
+        """The :class:`~i6_shard.core.PlanSettings` of the plan this dataset follows: those of :meth:`plan_request`.
 
+        :raises ValueError: as :meth:`plan_request`
+        """
+        return self.plan_request(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks).settings
+
+    def plan_request(
+        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
+    ) -> PlanRequest:
+        """The :class:`~i6_shard.core.PlanRequest` of the plan this dataset follows (on the ranks it was read for, or
+        ``num_ranks``), made by the one constructor ``PlanRequest.from_options``: the sharding mode, seeds,
+        ``partition_epoch`` and distribution as this dataset has them, the sub-epochs it preloads, and the training's
+        sync mode (:attr:`SyncRule.sync_mode`; grad sync where it is not torch distributed).
+
+        :param num_epochs: the training's ``num_epochs``; the plan also holds the sub-epochs the dataset preloads
+            after them (None: a plan of no fixed length)
         :raises ValueError: if no ShardPlan describes it, saying why
         """
         info = self if num_ranks is None else self.for_ranks(num_ranks)
@@ -530,7 +543,10 @@ class DistributeFilesDatasetInfo:
         problem = info.plan_problem()
         if problem:
             raise ValueError(f"{self.name}: {problem}; fix the config before planning")
-        return PlanSettings.from_mode(
+        distribution = distribution or info.distribution
+        sync = self.sync.sync_mode if self.sync is not None else SyncMode()
+        preload = info.dataset.get("preload_next_n_sub_epochs")
+        return PlanRequest.from_options(
             sharding=info._mode(),
             num_shards=info.num_ranks,
             partition_epoch=info.partition_epoch,
@@ -538,20 +554,13 @@ class DistributeFilesDatasetInfo:
             seq_ordering=info.seq_ordering,
             random_seed_offset=info.seed.base,
             fixed_random_seed=info.fixed_random_seed,
-            distribution=distribution or info.distribution,
-            max_sub_epoch_deviation=info.max_sub_epoch_deviation,
+            distribution=distribution,
+            # the bound of "flexible" only: planned with another distribution, the dataset's bound is not used
+            max_sub_epoch_deviation=info.max_sub_epoch_deviation if distribution == "flexible" else None,
+            preload_next_n_sub_epochs=preload if isinstance(preload, int) else None,
+            reduce_type=sync.reduce_type,
+            param_sync_step=sync.param_sync_step,
         )
-
-    def plan_request(
-        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
-    ) -> PlanRequest:
-        """The :class:`~i6_shard.core.PlanRequest` of this dataset: :meth:`plan_settings`, and the training's sync
-        mode (:attr:`SyncRule.sync_mode`; grad sync where it is not torch distributed).
-
-        :raises ValueError: as :meth:`plan_settings`
-        """
-        settings = self.plan_settings(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks)
-        return PlanRequest(settings, sync=self.sync.sync_mode if self.sync is not None else SyncMode())
 
 
 # --- class and option reading ----------------------------------------------------------------

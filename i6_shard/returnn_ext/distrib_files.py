@@ -25,9 +25,9 @@ from i6_shard.core.io.stale_sizes import DEFAULT_CHECK_SAMPLES, check_num_sample
 from i6_shard.core.pure import check_distribution
 from i6_shard.core.io.npz import decode_keys, encode_keys
 from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
-from i6_shard.core.pure.cut import cut_full_epoch
-from i6_shard.core.pure.epochs import plan_coverage_problem
-from i6_shard.core.pure.text import short_repr
+from i6_shard.core.pure.cut import cut_full_epoch, cut_options
+from i6_shard.core.pure.epochs import plan_coverage_problem, plan_covers
+from i6_shard.core.pure.text import first_difference, short_repr
 from i6_shard.core.pure.settings import PlanSettings
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
@@ -231,7 +231,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         settings, (layout_idx, rank) = self._plan_settings, self._plan_layout_and_rank
         p = self.partition_epoch
         last_needed = epoch + self.preload_next_n_sub_epochs
-        if (last_needed - 1) // p >= self._plan_num_full_epochs:
+        if not plan_covers(plan_full_epochs=self._plan_num_full_epochs, partition_epoch=p, needed_epoch=last_needed):
             raise ValueError(
                 _too_few_epochs(
                     self.plan_path,
@@ -303,7 +303,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
-            if (needed - 1) // self.partition_epoch >= head.num_full_epochs:
+            if not plan_covers(
+                plan_full_epochs=head.num_full_epochs, partition_epoch=self.partition_epoch, needed_epoch=needed
+            ):
                 problems.append(
                     _too_few_epochs(
                         self.plan_path,
@@ -348,15 +350,12 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             dtype=np.int64,
             count=len(files_order),
         )  # a str is its own key
-        options = None  # the one option of a cut so far: "flexible"'s bound (PlanSettings.cut_options)
-        if self.distribution == "flexible":
-            options = {"max_sub_epoch_deviation": self.max_sub_epoch_deviation}
         order, bounds = cut_full_epoch(
             sizes,
             num_shards=num_shards,
             partition_epoch=self.partition_epoch,
             distribution=self.distribution,
-            options=options,
+            options=cut_options(self.distribution, max_sub_epoch_deviation=self.max_sub_epoch_deviation),
         )
         order_list, bounds_list = order.tolist(), bounds.tolist()
         return [[files_order[i] for i in order_list[bounds_list[b] : bounds_list[b + 1]]] for b in range(num_bins)]
@@ -425,7 +424,7 @@ def _keys_difference(planned: List[str], keys: List[str]) -> str:
             if missing
             else "the plan has the dataset's files in another order"
         )
-    first = next((i for i, (a, b) in enumerate(zip(planned, keys)) if a != b), min(len(planned), len(keys)))
+    first = first_difference(planned, keys)
     return f"{what}; first difference at entry {first}: {_at(planned, first)} in the plan, {_at(keys, first)} in files"
 
 
@@ -463,7 +462,7 @@ def load_sizes_for_files(
             f"{len(keys)} files of the dataset (first {min(len(extra), _MAX_LISTED_KEYS)}: "
             f"{_shown(extra)}); it was made for another file list. {hint}."
         )
-    first = next((i for i, (a, b) in enumerate(zip(keys, loaded.keys)) if a != b), min(len(keys), len(loaded.keys)))
+    first = first_difference(keys, loaded.keys)
     raise ValueError(
         f"file_sizes {path!r} lists the dataset's files in another order or with other duplicates "
         f"({len(loaded.keys)} entries for {len(keys)} files; first difference at entry {first}: "

@@ -221,7 +221,7 @@ def test_compare_plans_counts_in_the_plans_unit(tmp_path, capsys):
 def _rewrite_bins(path, change):
     """Rewrite a plan file's stored bins with ``change(orders, bounds)`` (a valid zip, indices in range)."""
     from i6_shard.core.io.npz import save_npz
-    from i6_shard.core.io.plan_file import plan_arrays
+    from i6_shard.core.planning import plan_arrays
 
     arrays = plan_arrays(core.load_plan(path))
     change(arrays["orders"], arrays["bounds"])

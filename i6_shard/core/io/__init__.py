@@ -24,7 +24,7 @@ from .plan_file import (
     read_plan_file,
     read_plan_head,
     read_plan_layout,
-    save_plan,
+    save_plan_arrays,
 )
 from .progress import Progress
 from .file_costs import FileCosts, collect_file_costs, load_file_costs, save_file_costs
@@ -44,7 +44,7 @@ __all__ = [
     "read_file_list",
     "write_file_list",
     "FILE_LIST_EXTENSIONS",
-    "save_plan",
+    "save_plan_arrays",
     "load_plan",
     "read_plan_file",
     "PlanFile",

@@ -15,7 +15,7 @@ from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from .preflight import short_repr
 
-__all__ = ["FileSizes", "save_file_sizes", "load_file_sizes"]
+__all__ = ["FileSizes", "save_file_sizes", "load_file_sizes", "check_archive_path"]
 
 #: Written when the modification times are known (format 2 adds ``mtimes_ns``); format 1 is still read.
 FILE_SIZES_FORMAT_VERSION = 2
@@ -34,6 +34,25 @@ _ARCHIVE_ARRAYS = {
     3: {"format_version", "keys_utf8", "sizes", "mtimes_ns", *COSTS_ARRAYS},
 }
 _MAX_UNIT_BYTES = 64
+
+
+def check_archive_path(path: str, *, name: str = "file_sizes") -> str:
+    """A sizes or costs archive is a ``.npz`` (what ``sizes``/``costs`` and ComputeFileSizesJob /
+    ComputeFileCostsJob write): the one check of the name where a job or a builder takes one, before any file
+    is read (a file list given in its place would otherwise fail only where the archive is loaded).
+
+    >>> check_archive_path("/data/files.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: file_sizes='/data/files.txt' is not a .npz file: pass ComputeFileSizesJob(...).out_file_sizes (not its out_file_list), ComputeFileCostsJob(...).out_file_costs, or the .npz that `python -m i6_shard sizes -o` (or `costs -o`) wrote: run `sizes` or `costs` on the file list first
+    """
+    if os.path.splitext(path)[1] != ".npz":
+        raise ValueError(
+            f"{name}={path!r} is not a .npz file: pass ComputeFileSizesJob(...).out_file_sizes (not its "
+            "out_file_list), ComputeFileCostsJob(...).out_file_costs, or the .npz that `python -m i6_shard sizes "
+            "-o` (or `costs -o`) wrote: run `sizes` or `costs` on the file list first"
+        )
+    return path
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,15 @@ from ..pure.cut import CUT_VERSIONS
 from ..pure.plan import ShardPlan
 from ..pure.stats import check_layout
 from ..pure.settings import PlanSettings
-from .progress import Progress
 from ..pure.stats import num_full_epochs_for
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
     "PlanFile",
     "PlanHead",
-    "plan_arrays",
+    "plan_file_arrays",
     "check_plan_fits_memory",
-    "save_plan",
+    "save_plan_arrays",
     "load_plan",
     "read_plan_file",
     "read_plan_head",
@@ -97,7 +96,7 @@ def _settings_from_arrays(data: Mapping[str, np.ndarray]) -> PlanSettings:
 
 
 def plan_arrays_nbytes(settings: PlanSettings, *, num_files: int) -> int:
-    """Bytes of the ``orders`` and ``bounds`` arrays that :func:`plan_arrays` allocates for ``num_files``
+    """Bytes of the ``orders`` and ``bounds`` arrays that the plan's bins take for ``num_files``
     files with these settings (computed, nothing allocated).
 
     >>> plan_arrays_nbytes(PlanSettings(num_shards=1, partition_epoch=1, num_epochs=4_000_000_000), num_files=1)
@@ -148,8 +147,9 @@ def check_plan_fits_memory(settings: PlanSettings, *, num_files: int, memory_byt
     return need
 
 
-def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
-    """The arrays of the plan file for sub-epochs ``1..plan.settings.num_epochs``.
+def plan_file_arrays(plan: ShardPlan, *, orders: np.ndarray, bounds: np.ndarray) -> Dict[str, np.ndarray]:
+    """The arrays of the plan file, given the plan's bins (cut by the planning floor,
+    :func:`i6_shard.core.planning.plan_bins`); nothing is computed here.
 
     - ``orders``: shape [num_full_epochs, num_layouts, num_files], uint32 (int64 beyond 2**32 files):
       file entry indices in the order RETURNN cuts them; ``num_layouts`` is 1 when sharded (all ranks
@@ -159,28 +159,8 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
       ``r * partition_epoch + (epoch - 1) % partition_epoch`` in sub-epoch ``epoch``; unsharded, rank r
       reads bin ``(epoch - 1) % partition_epoch`` of layout r;
     - ``keys_utf8`` (NUL-joined UTF-8 keys), ``sizes`` (int64 costs), and the settings, one array each.
-
-    >>> plan = ShardPlan(["a", "b", "c"], [1, 2, 3],
-    ...                  PlanSettings(num_shards=1, partition_epoch=3, num_epochs=4, seq_ordering="default"))
-    >>> arrs = plan_arrays(plan)
-    >>> arrs["orders"].shape, arrs["bounds"][1, 0].tolist()
-    ((2, 1, 3), [0, 1, 2, 3])
     """
     settings = plan.settings
-    check_plan_fits_memory(settings, num_files=plan.num_files)
-    num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
-    num_layouts = settings.num_layouts
-    dtype = np.uint32 if plan.num_files < 2**32 else np.int64
-    orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
-    bounds = np.empty((num_full, num_layouts, settings.num_bins + 1), dtype=np.int64)
-    progress = Progress(
-        "plan", total=num_full * num_layouts, unit="full epochs" if num_layouts == 1 else "full epochs x ranks"
-    )
-    for k in range(num_full):
-        for r in range(num_layouts):
-            orders[k, r], bounds[k, r] = plan.layout(full_epoch_0idx=k, shard_index=r)
-            progress.add(1)
-    progress.close()
     return {
         **_settings_arrays(settings),
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
@@ -192,9 +172,9 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
     }
 
 
-def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
-    """Write the plan file (atomically, deterministic bytes); see :func:`plan_arrays` for its arrays."""
-    save_npz(path, plan_arrays(plan), kind="plan file", uncompressed=("orders", "bounds"))
+def save_plan_arrays(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
+    """Write the plan file of :func:`plan_file_arrays` (atomically, deterministic bytes)."""
+    save_npz(path, dict(arrays), kind="plan file", uncompressed=("orders", "bounds"))
 
 
 @dataclass(frozen=True)
@@ -233,7 +213,7 @@ class PlanHead:
 @dataclass(frozen=True)
 class PlanFile:
     """A loaded plan file: the plan (its settings hold the ``num_epochs`` it was written for) and
-    the stored layouts (see :func:`plan_arrays` for ``orders`` and ``bounds``)."""
+    the stored layouts (see :func:`plan_file_arrays` for ``orders`` and ``bounds``)."""
 
     plan: ShardPlan
     orders: np.ndarray
@@ -350,7 +330,7 @@ def read_plan_head(path: str | os.PathLike, *, decode_keys: bool = True) -> Plan
 def read_plan_layout(
     path: str | os.PathLike, *, full_epoch_0idx: int, layout_idx: int = 0, num_files: Optional[int] = None
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """``(order, bounds)`` of one full epoch and layout of a plan file (see :func:`plan_arrays`), reading
+    """``(order, bounds)`` of one full epoch and layout of a plan file (see :func:`plan_file_arrays`), reading
     only those bytes (format 2; format 1 inflates the layouts before it, in chunks): memory O(files).
 
     :param layout_idx: 0 when sharded; the rank unsharded

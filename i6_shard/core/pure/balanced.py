@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .args import check_int
-from .distribute import check_enough_files, distribute_evenly_by_size
+from .distribute import check_costs, check_enough_files, distribute_evenly_by_size
 
 __all__ = ["distribute_balanced", "group_bounds"]
 
@@ -73,7 +73,7 @@ def _balanced_split(
     """:func:`distribute_balanced` with what it computed on the way: ``(order, bounds, dropped, groups)``,
     with ``dropped`` the exact sum over sub-epochs of ``1 - W*min/sum`` of the result, and ``groups`` the
     largest-first assignment (:func:`_assign_group`) of every contiguous group it tried, by ``(start, end)``."""
-    sizes = _check_sizes(sizes)
+    sizes = check_costs(sizes)
     num_files = int(sizes.shape[0])
     check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
@@ -174,7 +174,7 @@ def group_bounds(sizes: np.ndarray, *, num_groups: int, min_group_size: int = 1)
     >>> group_bounds(np.array([100, 1, 1, 1, 1, 1]), num_groups=2, min_group_size=2).tolist()
     [0, 2, 6]
     """
-    sizes = _check_sizes(sizes)
+    sizes = check_costs(sizes)
     num_files = int(sizes.shape[0])
     min_group_size = check_int(min_group_size, name="min_group_size", minimum=1)
     if num_files < num_groups * min_group_size:
@@ -221,7 +221,7 @@ def assign_largest_first(sizes: np.ndarray, *, num_bins: int) -> np.ndarray:
     >>> assign_largest_first(np.array([0, 0, 0]), num_bins=2).tolist()  # equal loads: fewer files first
     [0, 1, 0]
     """
-    sizes = _check_sizes(sizes)
+    sizes = check_costs(sizes)
     num_bins = check_int(num_bins, name="num_bins", minimum=1)
     out = np.zeros(int(sizes.shape[0]), dtype=np.int64)
     if num_bins == 1 or not sizes.size:
@@ -288,15 +288,3 @@ def _run_length_exact(old_load: np.ndarray, old_tie: np.ndarray, new_load: np.nd
     )
     beaten = key_rank[1:run] > np.minimum.accumulate(key_rank[run:])[:-1]
     return run if not beaten.any() else 1 + int(np.argmax(beaten))
-
-
-def _check_sizes(sizes: np.ndarray) -> np.ndarray:
-    sizes = np.asarray(sizes)
-    if sizes.ndim != 1:
-        raise ValueError(f"sizes must be 1-D, got shape {sizes.shape}")
-    if sizes.size and not np.issubdtype(sizes.dtype, np.integer):
-        raise TypeError(f"sizes must be integers (bytes), got dtype {sizes.dtype}")
-    sizes = sizes.astype(np.int64, copy=False)
-    if sizes.size and int(sizes.min()) < 0:
-        raise ValueError(f"sizes must be >= 0, got {int(sizes.min())}")
-    return sizes

@@ -12,6 +12,7 @@ import numpy as np
 from .args import check_int
 from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
+from .text import first_difference
 
 __all__ = ["ResumeFullEpoch", "PlanChange", "compare_plans"]
 
@@ -100,9 +101,7 @@ def _check_comparable(old: ShardPlan, new: ShardPlan) -> None:
             "full epochs do not line up; plan the new num_shards with the same partition_epoch"
         )
     if old.keys != new.keys:
-        diff = next(
-            (i for i, (a, b) in enumerate(zip(old.keys, new.keys)) if a != b), min(old.num_files, new.num_files)
-        )
+        diff = first_difference(old.keys, new.keys)
         raise ValueError(
             f"the plans are of different file lists ({old.num_files} and {new.num_files} entries, first "
             f"difference at entry {diff}); plan both from the same file sizes"

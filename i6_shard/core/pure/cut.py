@@ -11,7 +11,7 @@ from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .flexible import distribute_flexible, distribute_flexible_auto
 
-__all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch"]
+__all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch", "cut_options"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -20,7 +20,7 @@ def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tup
 
 
 #: distribution name -> ``f(costs, *, num_shards, partition_epoch, **options) -> (positions, bounds)``; the
-#: first is the default, RETURNN's own cut. Options: see ``PlanSettings.cut_options``.
+#: first is the default, RETURNN's own cut. Options: see :func:`cut_options`.
 CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
     "returnn": _returnn,
     "balanced": distribute_balanced,
@@ -31,6 +31,18 @@ CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
 #: distribution name -> the version of its output, which plan files record: raise it with any change that
 #: moves a bin for some input (tests/core/io/test_stored_plans.py pins the bins of each version).
 CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1}
+
+
+def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:
+    """Keyword options of the distribution's cut (see :data:`CUTS`), empty if it has none: the one rule that
+    ``PlanSettings`` and the RETURNN-side dataset both take them from.
+
+    >>> cut_options("flexible", max_sub_epoch_deviation=0.25), cut_options("returnn", max_sub_epoch_deviation=0.25)
+    ({'max_sub_epoch_deviation': 0.25}, {})
+    """
+    if distribution == "flexible":
+        return {"max_sub_epoch_deviation": max_sub_epoch_deviation}
+    return {}
 
 
 def cut_full_epoch(
@@ -46,7 +58,7 @@ def cut_full_epoch(
     :param costs: int64 costs in the (shuffled) order, shape [num_files]
     :param num_shards: the number of shards the cut is for (1 for each rank's own layout unsharded)
     :param distribution: a key of :data:`CUTS`
-    :param options: keyword options of that distribution (``PlanSettings.cut_options``, e.g.
+    :param options: keyword options of that distribution (:func:`cut_options`, e.g.
         ``max_sub_epoch_deviation`` of "flexible"); None: its defaults
     :return: ``(positions, bounds)``: int64 positions into ``costs``, shape [num_files], grouped bin by
         bin, and int64 boundaries, shape [num_shards * partition_epoch + 1]; bin ``r*P + s`` is what

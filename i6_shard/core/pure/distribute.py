@@ -12,6 +12,7 @@ from .args import check_int
 
 __all__ = [
     "UNSHARDED_RANK_SEED_STRIDE",
+    "check_costs",
     "check_enough_files",
     "dfd_num_shards",
     "distribute_evenly_by_size",
@@ -24,6 +25,30 @@ __all__ = [
 #: gives rank r the offset ``r * 16127 + dataset_random_seed_offset`` (the config's), unless the dataset
 #: sets ``random_seed_offset`` itself.
 UNSHARDED_RANK_SEED_STRIDE = 16127
+
+
+def check_costs(costs: np.ndarray) -> np.ndarray:
+    """The costs array a cut takes (sizes, frames, sequences or steps per file, in the shuffled order), as int64:
+    the one check of its shape, type and sign.
+
+    :raises ValueError: unless 1-D, >= 0 and within int64
+    :raises TypeError: unless integer
+
+    >>> check_costs(np.array([[1, 2]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: sizes must be 1-D, got shape (1, 2)
+    """
+    costs = np.asarray(costs)
+    if costs.ndim != 1:
+        raise ValueError(f"sizes must be 1-D, got shape {costs.shape}")
+    if costs.size and not np.issubdtype(costs.dtype, np.integer):
+        raise TypeError(f"sizes must be integers (bytes), got dtype {costs.dtype}")
+    if costs.size and int(costs.min()) < 0:
+        raise ValueError(f"sizes must be >= 0, got {int(costs.min())}")
+    if costs.size and costs.dtype.kind == "u" and int(costs.max()) >= 2**63:
+        raise ValueError(f"sizes up to {int(costs.max())} do not fit int64; pass them in a coarser unit")
+    return costs.astype(np.int64, copy=False)
 
 
 def check_enough_files(num_files: int, *, num_shards: int, partition_epoch: int) -> None:
@@ -97,11 +122,7 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
     >>> distribute_evenly_by_size(np.array([0, 0, 0]), num_bins=1).tolist()
     [0, 3]
     """
-    sizes = np.asarray(sizes)
-    if sizes.ndim != 1:
-        raise ValueError(f"sizes must be 1-D, got shape {sizes.shape}")
-    if sizes.size and not np.issubdtype(sizes.dtype, np.integer):
-        raise TypeError(f"sizes must be integers (bytes), got dtype {sizes.dtype}")
+    sizes = check_costs(sizes)
     num_bins = check_int(num_bins, name="num_bins", minimum=1)
     n = int(sizes.shape[0])
     if n < num_bins:
@@ -109,8 +130,6 @@ def distribute_evenly_by_size(sizes: np.ndarray, *, num_bins: int) -> np.ndarray
             f"{n} files cannot fill num_bins={num_bins} bins; lower partition_epoch or num_shards, "
             "or split the data into more files"
         )
-    if sizes.size and int(sizes.min()) < 0:
-        raise ValueError(f"sizes must be >= 0, got {int(sizes.min())}")
     if sizes.size and int(sizes.max()) * n >= 2**63:
         raise ValueError(
             f"sizes up to {int(sizes.max())} over {n} files could overflow int64 prefix sums; "

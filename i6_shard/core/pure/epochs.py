@@ -7,7 +7,13 @@ from fractions import Fraction
 from numbers import Rational
 from typing import Optional, Union
 
-__all__ = ["passes_per_full_epoch", "num_epochs_for_passes", "passes_for_num_epochs", "plan_coverage_problem"]
+__all__ = [
+    "passes_per_full_epoch",
+    "num_epochs_for_passes",
+    "passes_for_num_epochs",
+    "plan_covers",
+    "plan_coverage_problem",
+]
 
 Number = Union[int, float, Fraction]
 
@@ -97,6 +103,17 @@ def passes_for_num_epochs(
     return Fraction(num_epochs * per_full, partition_epoch)
 
 
+def plan_covers(*, plan_full_epochs: int, partition_epoch: int, needed_epoch: int) -> bool:
+    """Whether a plan of ``plan_full_epochs`` whole full epochs holds sub-epoch ``needed_epoch`` (1-based): the one
+    rule of "the plan fits the training", which :func:`plan_coverage_problem` explains where it does not.
+
+    >>> plan_covers(plan_full_epochs=2, partition_epoch=3, needed_epoch=6), plan_covers(
+    ...     plan_full_epochs=2, partition_epoch=3, needed_epoch=7)
+    (True, False)
+    """
+    return (needed_epoch - 1) // partition_epoch < plan_full_epochs
+
+
 def plan_coverage_problem(
     *, plan_full_epochs: int, partition_epoch: int, needed_epoch: int, preload: int
 ) -> Optional[str]:
@@ -111,7 +128,7 @@ def plan_coverage_problem(
     the plan covers sub-epochs 1..6 (2 full epochs of partition_epoch=3), but sub-epoch 7 is read (RETURNN loads preload_next_n_sub_epochs=1 sub-epochs ahead, also past the last one): plan 3 full epochs, e.g. ShardPlanJob(..., num_epochs=6) or `python -m i6_shard plan --num-epochs 6` (the training's num_epochs: both plan the preloaded sub-epochs themselves)
     """
     p = partition_epoch
-    if (needed_epoch - 1) // p < plan_full_epochs:
+    if plan_covers(plan_full_epochs=plan_full_epochs, partition_epoch=p, needed_epoch=needed_epoch):
         return None
     return (
         f"the plan covers sub-epochs 1..{plan_full_epochs * p} ({plan_full_epochs} full epochs of "

@@ -9,8 +9,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .balanced import _assign_group, _balanced_split, _bins_from_groups, _check_sizes, _dropped, group_bounds
-from .distribute import check_enough_files
+from .balanced import _assign_group, _balanced_split, _bins_from_groups, _dropped, group_bounds
+from .distribute import check_costs, check_enough_files
 
 __all__ = [
     "distribute_flexible",
@@ -173,7 +173,7 @@ def distribute_flexible(
     >>> np.add.reduceat(sizes[order], bounds[:-1]).reshape(2, 2).T.tolist()  # sub-epochs of 12 and 8: none dropped
     [[6, 6], [4, 4]]
     """
-    sizes = _check_sizes(sizes)
+    sizes = check_costs(sizes)
     num_files = int(sizes.shape[0])
     check_enough_files(num_files, num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
@@ -256,7 +256,7 @@ def distribute_flexible_auto(
     >>> np.add.reduceat(sizes[order], bounds[:-1]).reshape(2, 2).T.tolist()
     [[14, 14], [6, 6]]
     """
-    sizes = _check_sizes(sizes)
+    sizes = check_costs(sizes)
     check_enough_files(int(sizes.shape[0]), num_shards=num_shards, partition_epoch=partition_epoch)
     num_shards, partition_epoch = int(num_shards), int(partition_epoch)
     today_order, today_bounds, today_loss, tried = _balanced_split(

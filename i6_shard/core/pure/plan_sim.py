@@ -3,14 +3,14 @@ the steps it takes under the sync mode and the frames it consumes, from each fil
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .engine_sim import EngineSettings, SubEpochSim, inexact_reason, simulate_sub_epoch, sub_epoch_random_seed_offset
 from .plan import ShardPlan
 
-__all__ = ["simulate_plan"]
+__all__ = ["simulate_plan", "plan_simulation", "plan_engine", "rank_files"]
 
 Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
 
@@ -63,3 +63,50 @@ def simulate_plan(
             )
         )
     return sims, None
+
+
+def plan_engine(batching: Any, sync: Any) -> EngineSettings:
+    """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode``; the sub-epoch
+    dataset's ``seq_ordering="random"`` (the builders' default), no length filter, no gradient accumulation.
+
+    >>> from i6_shard.core.pure.batching import Batching, SyncMode
+    >>> plan_engine(Batching(2000, 20), SyncMode("param", 50)).torch_distributed
+    {'reduce_type': 'param', 'param_sync_step': 50}
+    """
+    torch_distributed = (
+        {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
+    )
+    return EngineSettings(
+        seq_ordering="random",
+        batch_size=batching.batch_size,
+        max_seqs=batching.max_seqs,
+        torch_distributed=torch_distributed,
+    )
+
+
+def plan_simulation(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    file_lengths: Optional[Sequence[np.ndarray]],
+    engine: EngineSettings,
+    layout: Optional[Layout] = None,
+) -> Dict[str, Any]:
+    """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
+    list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, or None where not exact),
+    ``exact``, ``reason`` (why not) and ``engine`` (what was simulated)."""
+    if file_lengths is None:
+        sims, reason = None, "the costs archive keeps no per-sequence lengths (written before they were kept)"
+    else:
+        sims, reason = simulate_plan(
+            plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=engine, layout=layout
+        )
+    out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine}
+    if sims is None:
+        return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
+    return {
+        **out,
+        "steps_exact": [list(x.steps_exact) for x in sims],
+        "steps_taken": [list(x.steps_taken) for x in sims],
+        "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
+    }

@@ -81,10 +81,19 @@ class PlanRequest:
             raise TypeError(f"sync has type {type(self.sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
 
     @classmethod
-    def from_options(cls, *, num_shards: int, partition_epoch: int, num_epochs: int, **options: Any) -> "PlanRequest":
-        """The request of the plan options as the command line and ``ShardPlanJob`` take them: ``num_epochs`` is
-        the training's, the plan also holds the ``preload_next_n_sub_epochs`` after them; the other options are
-        those of :data:`PLAN_OPTION_DEFAULTS` (None where an option is not given means its default).
+    def from_options(
+        cls, *, num_shards: int, partition_epoch: int, num_epochs: Optional[int], **options: Any
+    ) -> "PlanRequest":
+        """The one constructor of a request, from the plan options as the command line, ``ShardPlanJob``, the
+        builders, the config reader and the verify job take them: ``num_epochs`` is the training's, the plan also
+        holds the ``preload_next_n_sub_epochs`` after them (None: a plan of no fixed length, whose sub-epochs are
+        cut as they are asked for; nothing is preloaded then); the other options are those of
+        :data:`PLAN_OPTION_DEFAULTS` (None where an option is not given means its default).
+
+        >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4).settings.num_epochs
+        5
+        >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=None).settings.num_epochs is None
+        True
         """
         unknown = sorted(set(options) - set(PLAN_OPTION_DEFAULTS))
         if unknown:
@@ -93,20 +102,21 @@ class PlanRequest:
             name: default if options.get(name) is None else options[name]
             for name, default in PLAN_OPTION_DEFAULTS.items()
         }
-        num_epochs = check_int(
-            num_epochs, name="num_epochs", minimum=1, hint="the training's num_epochs, counted in sub-epochs"
-        )
         preload = (
             DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
             if o["preload_next_n_sub_epochs"] is None
             else check_preload_next_n_sub_epochs(o["preload_next_n_sub_epochs"])
         )
+        if num_epochs is not None:
+            num_epochs = check_int(
+                num_epochs, name="num_epochs", minimum=1, hint="the training's num_epochs, counted in sub-epochs"
+            )
         settings = PlanSettings.from_mode(
             sharding=o["sharding"],
             num_shards=num_shards,
             partition_epoch=partition_epoch,
-            num_epochs=num_epochs + preload,
-            preloaded_sub_epochs=preload,
+            num_epochs=None if num_epochs is None else num_epochs + preload,
+            preloaded_sub_epochs=0 if num_epochs is None else preload,
             seq_ordering=o["seq_ordering"],
             random_seed_offset=o["random_seed_offset"] or 0,
             fixed_random_seed=o["fixed_random_seed"],

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .args import check_bool, check_choice, check_int, check_optional_int
-from .cut import CUTS
+from .cut import CUTS, cut_options
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
@@ -256,9 +256,7 @@ class PlanSettings:
         >>> PlanSettings(num_shards=2, partition_epoch=2, distribution="flexible").cut_options
         {'max_sub_epoch_deviation': 0.25}
         """
-        if self.distribution == "flexible":
-            return {"max_sub_epoch_deviation": self.max_sub_epoch_deviation}
-        return {}
+        return cut_options(self.distribution, max_sub_epoch_deviation=self.max_sub_epoch_deviation)
 
     @property
     def per_rank_seed_offset(self) -> bool:

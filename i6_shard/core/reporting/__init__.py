@@ -1,5 +1,6 @@
-"""The reporting part of the core: what users read. The JSON summary and text report of a plan,
-its plot, the writer of a plan's whole output set, the verification report, the report of a
+"""The reporting part of the core: what users read, rendered from what the planning floor
+(:mod:`i6_shard.core.planning`) computes. The JSON summary and text report of a plan, its plot, the writer of a
+plan's whole output set, the verification report, the report of a
 training measured from its logs, and the report of a change of plan on resume."""
 
 from .outputs import (
@@ -7,11 +8,13 @@ from .outputs import (
     PLOT_FILE,
     REPORT_FILE,
     SUMMARY_FILE,
-    make_plan,
-    make_plan_dir,
-    plan_of_sizes,
+    check_plan_dir,
     plan_summary,
     plot_title,
+    summary_of,
+    write_outputs,
+    write_outputs_dir,
+    write_plan_dir,
     write_plan_outputs,
 )
 from .plan_change import change_summary, compare_plan_files, render_change_report, write_change_dir
@@ -21,10 +24,12 @@ from .verify import render_verify_report, verify_records
 from .train_report import analyze_training, plot_training, render_train_report, write_train_report
 
 __all__ = [
-    "make_plan",
-    "make_plan_dir",
-    "plan_of_sizes",
+    "summary_of",
+    "write_outputs",
+    "write_outputs_dir",
+    "check_plan_dir",
     "write_plan_outputs",
+    "write_plan_dir",
     "plan_summary",
     "PLAN_FILE",
     "SUMMARY_FILE",

@@ -3,70 +3,41 @@ and report lines: steps per rank, the dropped share beside the cost formula's, a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-import numpy as np
-
-from ..pure.batching import Batching, SyncMode, predict_plan_drop
-from ..pure.engine_sim import EngineSettings
-from ..pure.plan_sim import simulate_plan
-from ..pure.plan import ShardPlan
+from ..planning import RankOutputs
 from ..pure.fmt import json_float
 
 __all__ = ["prediction_summary", "render_prediction"]
 
 
-def prediction_summary(
-    plan: ShardPlan,
-    *,
-    num_epochs: int,
-    batching: Batching,
-    num_seqs: np.ndarray,
-    num_frames: np.ndarray,
-    seq_length_quantiles: np.ndarray,
-    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
-    sync: SyncMode = SyncMode(),
-    file_lengths: Optional[Sequence[np.ndarray]] = None,
-) -> Dict[str, Any]:
-    """Summary entries (JSON types): ``dropped_fraction_predicted`` (mean over the sub-epochs of the
-    predicted share of the frames dropped), ``dropped_fraction_predicted_max``, ``batching`` with the
-    limits, the step floor (``floor_mean``: the drop of an even split, from whole steps and the spread of
-    batching) and per sub-epoch the predicted steps per rank and drop, and ``sync``: the sync mode the drop
-    assumes (grad sync: every rank stops in the step the first runs out; param sync: the others run on to
-    their next sync). With ``file_lengths`` (each file's sequence lengths, a costs archive's ``seq_lengths``) every
-    rank batches its own lengths; without, the pooled quantiles scaled to its mean length (``lengths`` says which)."""
-    p = predict_plan_drop(
-        plan,
-        num_epochs=num_epochs,
-        num_seqs=num_seqs,
-        num_frames=num_frames,
-        batching=batching,
-        seq_length_quantiles=seq_length_quantiles,
-        layout=layout,
-        sync_every=sync.sync_every,
-        file_lengths=file_lengths,
-    )
+def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
+    """Summary entries (JSON types) of the predicted loss the planning floor computed (:class:`RankOutputs` with
+    a prediction): ``dropped_fraction_predicted`` (mean over the sub-epochs of the predicted share of the frames
+    dropped), ``dropped_fraction_predicted_max``, ``batching`` with the limits, the step floor (``floor_mean``:
+    the drop of an even split, from whole steps and the spread of batching) and per sub-epoch the predicted steps
+    per rank and drop, and ``sync``: the sync mode the drop assumes (grad sync: every rank stops in the step the
+    first runs out; param sync: the others run on to their next sync). ``lengths`` says whether every rank batched
+    its files' own lengths ("per file") or the pooled quantiles scaled to its mean length ("pooled")."""
+    p, batching, sync, per_file = ranks.prediction, ranks.batching, ranks.sync, ranks.per_file_lengths
     steps = p["steps_mean"]
-    sim = _simulation(
-        plan, num_epochs=num_epochs, batching=batching, sync=sync, file_lengths=file_lengths, layout=layout
-    )
-    dropped = p["dropped"] if sim["dropped"] is None else sim["dropped"]
+    sim = ranks.simulation
+    dropped = p["dropped"] if sim is None or sim["dropped"] is None else sim["dropped"]
     return {
         "dropped_fraction_predicted": json_float(dropped.mean()),
         "dropped_fraction_predicted_max": json_float(dropped.max()),
-        "steps_exact": sim["steps_exact"],
-        "steps_taken": sim["steps_taken"],
+        **_simulation_entries(sim, num_epochs=len(steps)),
         "sync": sync.as_dict(),
         "batching": {
             **batching.as_dict(),
-            "lengths": "per file" if file_lengths is not None else "pooled",
+            "lengths": "per file" if per_file else "pooled",
             "floor_mean": json_float(p["floor"].mean()),
             "steps_per_rank": {
                 "min": json_float(steps.min()),
                 "mean": json_float(steps.mean()),
                 "max": json_float(steps.max()),
             },
-            "simulation": sim["info"],
+            **({} if sim is None else {"simulation": _simulation_info(sim)}),
             "model_dropped_fraction": json_float(p["dropped"].mean()),
             "per_sub_epoch": {
                 "steps": [[json_float(x) for x in row] for row in steps.tolist()],
@@ -77,43 +48,17 @@ def prediction_summary(
     }
 
 
-def engine_of(batching: Batching, sync: SyncMode) -> EngineSettings:
-    """The torch engine a plan's prediction simulates: its batching limits and sync mode; the sub-epoch dataset's
-    ``seq_ordering="random"`` (the builders' default), no length filter, no gradient accumulation."""
-    torch_distributed = (
-        {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
-    )
-    return EngineSettings(
-        seq_ordering="random",
-        batch_size=batching.batch_size,
-        max_seqs=batching.max_seqs,
-        torch_distributed=torch_distributed,
-    )
+def _simulation_entries(sim: Optional[Mapping[str, Any]], *, num_epochs: int) -> Dict[str, Any]:
+    """``steps_exact`` and ``steps_taken``: per sub-epoch a list with each rank's (None where not exact)."""
+    if sim is None:
+        return {"steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs}
+    return {"steps_exact": sim["steps_exact"], "steps_taken": sim["steps_taken"]}
 
 
-def _simulation(plan, *, num_epochs, batching, sync, file_lengths, layout) -> Dict[str, Any]:
-    """``steps_exact``/``steps_taken`` (per sub-epoch a list per rank, None where not exact), the simulated drop per
-    sub-epoch (None where not exact) and the summary's ``simulation`` entry (what it assumed, or why not exact)."""
-    engine = engine_of(batching, sync)
-    if file_lengths is None:
-        sims, reason = None, "the costs archive keeps no per-sequence lengths (written before they were kept)"
-    else:
-        sims, reason = simulate_plan(
-            plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=engine, layout=layout
-        )
-    info = {
-        "exact": sims is not None,
-        "reason": reason,
-        "engine": {k: v for k, v in engine.as_dict().items() if k not in ("inexact",)},
-    }
-    if sims is None:
-        return {"steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None, "info": info}
-    return {
-        "steps_exact": [list(x.steps_exact) for x in sims],
-        "steps_taken": [list(x.steps_taken) for x in sims],
-        "dropped": np.array([x.dropped_fraction for x in sims]),
-        "info": info,
-    }
+def _simulation_info(sim: Mapping[str, Any]) -> Dict[str, Any]:
+    """The summary's ``batching.simulation``: whether the figures are exact, why not, and the engine simulated."""
+    engine = {k: v for k, v in sim["engine"].as_dict().items() if k != "inexact"}
+    return {"exact": sim["exact"], "reason": sim["reason"], "engine": engine}
 
 
 def render_prediction(summary: Mapping[str, Any]) -> List[str]:

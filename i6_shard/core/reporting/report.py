@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import numpy as np
 
 from ..pure.batching import MILLISTEPS_PER_STEP
-from ..pure.cache import CacheFootprint, partition_epoch_fits
+from ..pure.cache import CacheFootprint
+from ..planning import CACHE_FIT_FULL_EPOCHS
 from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
@@ -29,8 +30,6 @@ HIGH_DROPPED_FRACTION = DEFAULT_MAX_DROPPED  # the training report's alarm, one 
 HIGH_IMBALANCE = 1.25
 #: Sub-epochs listed under "worst sub-epochs".
 NUM_WORST = 5
-#: Full epochs over which other partition_epoch values are checked against a cache size.
-CACHE_FIT_FULL_EPOCHS = 3
 
 
 def format_bytes(num_bytes: int) -> str:
@@ -225,11 +224,18 @@ def summarize(
     return summary
 
 
-def cache_summary(plan: ShardPlan, footprint: CacheFootprint, *, cache_size: Optional[int] = None) -> Dict[str, Any]:
+def cache_summary(
+    plan: ShardPlan,
+    footprint: CacheFootprint,
+    *,
+    cache_size: Optional[int] = None,
+    partition_epoch_fits: Optional[List[Dict[str, Any]]] = None,
+) -> Dict[str, Any]:
     """The per-node cache footprint as JSON types (``summary["cache"]``): the settings, the peak and where it
     is reached, per sub-epoch and node the bytes held, files held and bytes read from the shared file system;
     with ``cache_size`` (bytes per node), whether the plan fits and which ``partition_epoch`` values do (see
-    :func:`~i6_shard.core.pure.cache.partition_epochs_fitting`; only with ``cached_file``).
+    :func:`~i6_shard.core.pure.cache.partition_epoch_fits`, computed by the planning floor over
+    :data:`~i6_shard.core.planning.CACHE_FIT_FULL_EPOCHS` full epochs; only with ``cached_file``).
     """
     nc = footprint.node_cache
     held, shared = footprint.held_bytes, footprint.shared_fs_bytes
@@ -255,10 +261,8 @@ def cache_summary(plan: ShardPlan, footprint: CacheFootprint, *, cache_size: Opt
     if cache_size is not None:
         out["cache_size"] = int(cache_size)
         out["fits"] = footprint.peak_bytes <= cache_size
-        if nc.cached_file:
-            rows = partition_epoch_fits(
-                plan, node_cache=nc, cache_size=cache_size, num_full_epochs=CACHE_FIT_FULL_EPOCHS
-            )
+        if partition_epoch_fits is not None:
+            rows = partition_epoch_fits
             own = {"partition_epoch": plan.partition_epoch, "peak_bytes": footprint.peak_bytes, "fits": out["fits"]}
             out["partition_epochs"] = [own if r["partition_epoch"] == plan.partition_epoch else r for r in rows]
             out["partition_epochs_num_full_epochs"] = CACHE_FIT_FULL_EPOCHS

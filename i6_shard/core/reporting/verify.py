@@ -8,10 +8,10 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 from ..io.file_sizes import load_file_sizes
 from ..io.stat_engine import collect_file_sizes
 from ..io.plan_file import load_plan
+from ..planning import plan_of_sizes
 from ..pure.file_tree import tree_key
-from ..pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
-from ..pure.settings import PlanSettings
+from ..pure.request import PlanRequest
 from ..pure.reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 
 __all__ = ["render_verify_report", "verify_records"]
@@ -64,20 +64,17 @@ def _reference_plan(
         sizes = load_file_sizes(first["file_sizes"])
     else:
         sizes = collect_file_sizes(files, num_threads=num_threads)
-    return ShardPlan(
-        sizes.keys,
-        sizes.sizes,
-        PlanSettings(
-            num_shards=num_shards,
-            partition_epoch=first["partition_epoch"],
-            seq_ordering=first["seq_ordering"],
-            random_seed_offset=first["random_seed_offset"],
-            fixed_random_seed=first["fixed_random_seed"],
-            distribution=first.get("distribution", "returnn"),
-            unit=sizes.unit,
-            max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
-        ),
+    request = PlanRequest.from_options(
+        num_shards=num_shards,
+        partition_epoch=first["partition_epoch"],
+        num_epochs=None,  # the sub-epochs the ranks read, cut as they are checked
+        seq_ordering=first["seq_ordering"],
+        random_seed_offset=first["random_seed_offset"],
+        fixed_random_seed=first["fixed_random_seed"],
+        distribution=first.get("distribution"),
+        max_sub_epoch_deviation=first.get("max_sub_epoch_deviation"),
     )
+    return plan_of_sizes(sizes, request)
 
 
 def verify_records(

@@ -65,7 +65,8 @@ def test_stored_bins_that_repeat_or_skip_files_are_refused_by_the_dataset(tmp_pa
     refused where the bins are read, by the RETURNN-side class too: the stored bins are checked, not recomputed."""
     pytest.importorskip("h5py", reason="the dataset reads real HDF files: pip install h5py")
     from i6_shard.core.io.hdf_corpus import write_hdf_corpus
-    from i6_shard.core.io.plan_file import plan_arrays, read_plan_layout
+    from i6_shard.core.io.plan_file import read_plan_layout
+    from i6_shard.core.planning import plan_arrays
 
     keys = write_hdf_corpus(str(tmp_path / "data"), num_files=8, seed=1)
     plan = ShardPlan(keys, list(range(1, 9)), PlanSettings(num_shards=2, partition_epoch=2, num_epochs=4))
@@ -103,7 +104,7 @@ def test_stored_bins_that_repeat_or_skip_files_are_refused_by_the_dataset(tmp_pa
 
 def test_a_huge_setting_in_a_plan_file_gives_a_bounded_message(tmp_path):
     """A crafted plan file whose distribution is 10 M characters: one short message naming the setting."""
-    from i6_shard.core.io.plan_file import plan_arrays
+    from i6_shard.core.planning import plan_arrays
 
     plan = ShardPlan(
         [f"/d/{i}" for i in range(4)], [1, 2, 3, 4], PlanSettings(num_shards=2, partition_epoch=2, num_epochs=2)

@@ -612,7 +612,7 @@ def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads
 @pytest.mark.parametrize("distribution", ["returnn", "balanced"])
 def test_report_compares_flexible_only_where_the_balanced_split_drops_enough(tmp_path, distribution):
     from i6_shard.core import compute_plan_stats, write_plan_outputs
-    from i6_shard.core.reporting.outputs import FLEXIBLE_COMPARE_MIN_DROPPED
+    from i6_shard.core.planning import FLEXIBLE_COMPARE_MIN_DROPPED
 
     def outputs_of(sizes, name):
         keys = [f"/corpus/{name}-{i:03d}.hdf" for i in range(len(sizes))]

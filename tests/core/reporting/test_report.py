@@ -11,7 +11,8 @@ from tests.deps import needs_matplotlib
 
 from i6_shard import core
 from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
-from i6_shard.core.reporting import outputs, plot_plan
+from i6_shard.core import planning
+from i6_shard.core.reporting import plot_plan
 
 from ...golden import check_golden
 
@@ -46,7 +47,7 @@ def write_outputs(plan, directory, *, num_epochs=10, plot=False):
 )
 def test_golden_report_and_summary(tmp_path, monkeypatch, name, kwargs):
     # Only RETURNN's distribution, so that other distributions' numbers cannot move these files.
-    monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn",))
+    monkeypatch.setattr(planning, "DISTRIBUTIONS", ("returnn",))
     summary, paths = write_outputs(golden_plan(**kwargs), str(tmp_path))
     with open(paths["report_path"], encoding="utf-8") as f:
         check_golden(f"report_{name}.txt", f.read())
@@ -99,7 +100,7 @@ def test_every_other_distribution_is_compared(tmp_path):
 
 
 def test_a_distribution_that_cannot_plan_is_reported_not_fatal(tmp_path, monkeypatch):
-    monkeypatch.setattr(outputs, "DISTRIBUTIONS", ("returnn", "no-such-distribution"))
+    monkeypatch.setattr(planning, "DISTRIBUTIONS", ("returnn", "no-such-distribution"))
     summary, paths = write_outputs(golden_plan(), str(tmp_path))
     assert "unknown" in summary["distributions"]["no-such-distribution"]
     assert (
@@ -134,7 +135,7 @@ def test_report_warns_about_few_files_partial_epochs_and_overlap():
 
 def test_distributions_are_compared_over_the_first_full_epochs_only():
     plan = golden_plan()  # partition_epoch 4: the window is the first COMPARE_FULL_EPOCHS * 4 sub-epochs
-    window = outputs.COMPARE_FULL_EPOCHS * 4
+    window = planning.COMPARE_FULL_EPOCHS * 4
     summary, stats = core.plan_summary(plan, num_epochs=window + 6)
     assert summary["distributions_num_epochs"] == window
     table = np.array(summary["per_sub_epoch"]["bytes"][:window], dtype=float)

@@ -1,0 +1,447 @@
+"""The planning floor: the one place where a :class:`~i6_shard.core.pure.request.PlanRequest` becomes a plan and
+its outputs (the plan file's arrays, the statistics, the comparison with the other distributions and sharding
+mode, the predicted loss, the per-node cache footprint). It sits above :mod:`i6_shard.core.pure` and
+:mod:`i6_shard.core.io` and below :mod:`i6_shard.core.reporting`, which only renders what it returns.
+
+Every entry point comes here: the command line (``plan``, ``demo``, ``report``), ``ShardPlanJob``, the builders'
+``plan_for_returnn_config`` and the verify job's reference plan. The request is validated once, when it is built
+(``PlanRequest.from_options``, the one public constructor), the files against it and the memory the plan's
+arrays take once, at the entry (:func:`plan_of_sizes` for a request, :func:`plan_outputs` for a plan made
+already); the bins are cut here (:func:`plan_bins`), never in an I/O function.
+
+What each rank does in each sub-epoch (its files and their costs, and under batching its predicted steps and
+the share dropped) is computed in one function, :func:`rank_outputs`. That is where an exact simulation of the
+training plugs in: it takes the same plan, layout and lengths, and returns its per-(sub-epoch, rank) steps in
+place of the prediction (``RankOutputs.prediction``), which every output then shows.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .io.file_costs import FileCosts, load_file_costs, prediction_batching
+from .io.file_sizes import FileSizes, load_file_sizes
+from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, save_plan_arrays
+from .io.preflight import check_regular_file
+from .io.progress import Progress
+from .pure.batching import Batching, SyncMode, predict_plan_drop
+from .pure.plan_sim import plan_engine, plan_simulation
+from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
+from .pure.plan import ShardPlan
+from .pure.request import PlanRequest
+from .pure.settings import DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
+from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
+
+__all__ = [
+    "PlanOutputs",
+    "RankOutputs",
+    "plan_of_sizes",
+    "plan_archive",
+    "plan_sizes",
+    "plan_outputs",
+    "stored_plan_outputs",
+    "plan_stats_outputs",
+    "rank_outputs",
+    "plan_bins",
+    "plan_arrays",
+    "save_plan",
+    "check_request_fits",
+    "compare_num_epochs_for",
+    "COMPARE_FULL_EPOCHS",
+    "FLEXIBLE_COMPARE_MIN_DROPPED",
+    "CACHE_FIT_FULL_EPOCHS",
+]
+
+#: Full epochs over which the outputs compare distributions (each costs one more planning pass).
+COMPARE_FULL_EPOCHS = 3
+#: The flexible splits never drop more than the balanced one (flexible_auto: at most 0.1 point more), so where
+#: the balanced split drops less than this (mean over the compared sub-epochs) the outputs do not compare
+#: "flexible" and "flexible_auto": such a row would cost about one (flexible_auto: six) more splits per full
+#: epoch (for "flexible" at 1M files and 8 ranks, 6% to 45% of the time to write the plan's outputs) to show a
+#: gain below this.
+FLEXIBLE_COMPARE_MIN_DROPPED = 0.005
+#: Full epochs over which the cache footprint of other ``partition_epoch`` values is computed.
+CACHE_FIT_FULL_EPOCHS = 3
+
+Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class RankOutputs:
+    """What each rank does in each sub-epoch ``1..stats.num_epochs``.
+
+    :ivar stats: the files and their costs per (sub-epoch, rank), and what they give (balance, drop, passes)
+    :ivar prediction: under batching, :func:`~i6_shard.core.pure.batching.predict_plan_drop`'s arrays
+        (``steps_mean`` per (sub-epoch, rank), ``dropped`` and ``floor`` per sub-epoch); None without batching
+    :ivar batching: the limits of the prediction
+    :ivar sync: the ranks' sync mode the prediction assumes
+    :ivar per_file_lengths: whether every rank batched its files' own sequence lengths (else pooled quantiles)
+    :ivar simulation: under batching, the exact simulation of the engine
+        (:func:`~i6_shard.core.pure.plan_sim.plan_simulation`: ``steps_exact``, ``steps_taken``, ``dropped``, or
+        why it is not exact)
+    """
+
+    stats: PlanStats
+    prediction: Optional[Dict[str, np.ndarray]] = None
+    batching: Optional[Batching] = None
+    sync: SyncMode = SyncMode()
+    per_file_lengths: bool = False
+    simulation: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class PlanOutputs:
+    """A plan and everything its outputs show, computed; :mod:`i6_shard.core.reporting` renders it.
+
+    :ivar plan: the plan; its settings hold the planned sub-epochs (the training's and the preloaded)
+    :ivar num_epochs: the sub-epochs the outputs cover (the training's)
+    :ivar ranks: per (sub-epoch, rank): :func:`rank_outputs`
+    :ivar layout: ``(full_epoch_0idx, layout_idx) -> (order, bounds)`` of the plan's bins
+    :ivar arrays: the plan file's arrays (None for a plan read from its file)
+    :ivar compare_num_epochs: sub-epochs the other distributions and mode are compared over (None: no comparison)
+    :ivar other_distributions: every other distribution's stats, or why it is not computed
+    :ivar other_mode: RETURNN's distribution with the sharding mode flipped, or why it cannot plan
+    :ivar footprint: the per-node cache footprint (with a request's ``node_cache``)
+    :ivar cache_size: bytes of each node's cache
+    :ivar partition_epoch_fits: with ``cache_size`` and ``CachedFile``: the footprint of other partition_epochs
+    """
+
+    plan: ShardPlan
+    num_epochs: int
+    ranks: RankOutputs
+    layout: Optional[Layout] = None
+    arrays: Optional[Dict[str, np.ndarray]] = None
+    compare_num_epochs: Optional[int] = None
+    other_distributions: Optional[Dict[str, Union[PlanStats, str]]] = None
+    other_mode: Optional[Union[PlanStats, str]] = None
+    footprint: Optional[CacheFootprint] = None
+    cache_size: Optional[int] = None
+    partition_epoch_fits: Optional[List[Dict[str, object]]] = None
+
+    @property
+    def stats(self) -> PlanStats:
+        return self.ranks.stats
+
+
+def check_request_fits(settings: PlanSettings, *, num_files: int) -> PlanSettings:
+    """The check at the floor's entry: the settings against the files (too few for the bins is said first),
+    then the memory the plan's arrays need (none for a plan of no fixed length, ``num_epochs=None``).
+
+    :raises ValueError: naming the value and the fix
+    """
+    settings.validate(num_files=num_files)
+    if settings.num_epochs is not None:
+        check_plan_fits_memory(settings, num_files=num_files)
+    return settings
+
+
+def plan_of_sizes(sizes: FileSizes, request: PlanRequest) -> ShardPlan:
+    """The plan of ``request`` over loaded sizes or costs, balanced by their unit; checked at entry
+    (:func:`check_request_fits`)."""
+    if not isinstance(request, PlanRequest):
+        raise TypeError(f"request has type {type(request).__name__}; build it with PlanRequest.from_options(...)")
+    settings = check_request_fits(request.settings.replace(unit=sizes.unit), num_files=len(sizes))
+    return ShardPlan(sizes.keys, sizes.sizes, settings)
+
+
+def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *, compare: bool = True) -> PlanOutputs:
+    """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit) and its outputs
+    (:func:`plan_sizes`); the files' sequence lengths are read where the loss is predicted: under the request's
+    batching, and always for a plan by steps (under the limits its costs count)."""
+    archive_path = os.fspath(archive_path)
+    check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
+    sizes = load_file_sizes(archive_path)
+    needs_lengths = request.batching is not None or sizes.unit == "steps"
+    lengths = load_file_costs(archive_path) if needs_lengths else None
+    return plan_sizes(sizes, request, lengths=lengths, compare=compare)
+
+
+def plan_sizes(
+    sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None, compare: bool = True
+) -> PlanOutputs:
+    """The plan of ``request`` over loaded sizes or costs (:func:`plan_of_sizes`) and its outputs: the per-node
+    cache of the request, and with ``lengths`` (a costs archive of the same files) the predicted loss under the
+    request's batching (or, for costs in steps, the limits they count)."""
+    plan = plan_of_sizes(sizes, request)
+    batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
+    return _outputs(
+        plan,
+        node_cache=request.node_cache,
+        cache_size=request.cache_size,
+        batching=batching,
+        lengths=lengths,
+        sync=request.sync,
+        compare=compare,
+    )
+
+
+def plan_outputs(
+    plan: ShardPlan,
+    *,
+    node_cache: Optional[NodeCache] = None,
+    cache_size: Optional[int] = None,
+    batching: Optional[Batching] = None,
+    lengths: Optional[FileCosts] = None,
+    sync: SyncMode = SyncMode(),
+    compare: bool = True,
+) -> PlanOutputs:
+    """The outputs of a plan made already, over sub-epochs ``1..plan.settings.num_epochs`` (the report covers the
+    training's); checked at entry as :func:`plan_of_sizes`.
+
+    :param batching: with ``lengths`` (a costs archive's, in the plan's key order): predict the loss
+    :raises ValueError: if the settings have no ``num_epochs``, the plan's arrays would not fit in memory, or
+        batching and lengths do not come together
+    """
+    if plan.settings.num_epochs is None:
+        raise ValueError("the plan's settings have num_epochs=None; set how many sub-epochs to plan")
+    check_request_fits(plan.settings, num_files=plan.num_files)
+    return _outputs(
+        plan,
+        node_cache=node_cache,
+        cache_size=cache_size,
+        batching=batching,
+        lengths=lengths,
+        sync=sync,
+        compare=compare,
+    )
+
+
+def _outputs(
+    plan: ShardPlan,
+    *,
+    node_cache: Optional[NodeCache],
+    cache_size: Optional[int],
+    batching: Optional[Batching],
+    lengths: Optional[FileCosts],
+    sync: SyncMode,
+    compare: bool,
+) -> PlanOutputs:
+    _check_prediction_inputs(plan, batching=batching, lengths=lengths)
+    if cache_size is not None and node_cache is None:
+        raise ValueError(f"cache_size={cache_size!r} needs node_cache (the ranks per node) to compute the footprint")
+    num_epochs = plan.settings.training_num_epochs  # what the outputs cover; the arrays also hold the preloaded
+    orders, bounds = plan_bins(plan)  # the memory they take was checked at the entry
+    arrays = plan_file_arrays(plan, orders=orders, bounds=bounds)
+    sharded = plan.settings.distrib_shard_files
+
+    def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
+        return orders[k, 0 if sharded else r], bounds[k, 0 if sharded else r]
+
+    footprint = (
+        None
+        if node_cache is None
+        else compute_cache_footprint(plan, node_cache=node_cache, num_epochs=num_epochs, layout=layout)
+    )
+    fits = None
+    if footprint is not None and cache_size is not None and node_cache.cached_file:
+        fits = partition_epoch_fits(
+            plan, node_cache=node_cache, cache_size=cache_size, num_full_epochs=CACHE_FIT_FULL_EPOCHS
+        )
+    ranks = rank_outputs(plan, num_epochs=num_epochs, layout=layout, batching=batching, lengths=lengths, sync=sync)
+    return PlanOutputs(
+        plan=plan,
+        num_epochs=num_epochs,
+        ranks=ranks,
+        layout=layout,
+        arrays=arrays,
+        footprint=footprint,
+        cache_size=cache_size,
+        partition_epoch_fits=fits,
+        **(_comparison(plan, num_epochs=num_epochs, own=ranks.stats) if compare else {}),
+    )
+
+
+def stored_plan_outputs(plan_file: PlanFile, *, compare: bool = True) -> PlanOutputs:
+    """The outputs of a plan read from its file, over the sub-epochs it was written for, from its stored bins."""
+    return plan_stats_outputs(plan_file.plan, num_epochs=plan_file.num_epochs, layout=plan_file.layout, compare=compare)
+
+
+def plan_stats_outputs(
+    plan: ShardPlan, *, num_epochs: int, layout: Optional[Layout] = None, compare: bool = True
+) -> PlanOutputs:
+    """The statistics and comparison of ``plan`` over ``num_epochs`` sub-epochs, from ``layout`` (the stored bins)
+    where given, else cut as needed; no plan file's arrays, cache footprint or prediction."""
+    ranks = rank_outputs(plan, num_epochs=num_epochs, layout=layout)
+    return PlanOutputs(
+        plan=plan,
+        num_epochs=num_epochs,
+        ranks=ranks,
+        layout=layout,
+        **(_comparison(plan, num_epochs=num_epochs, own=ranks.stats) if compare else {}),
+    )
+
+
+def rank_outputs(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    layout: Optional[Layout] = None,
+    batching: Optional[Batching] = None,
+    lengths: Optional[FileCosts] = None,
+    sync: SyncMode = SyncMode(),
+) -> RankOutputs:
+    """What each rank does in each sub-epoch ``1..num_epochs``: its files and their costs (the stats), and under
+    ``batching`` its predicted steps and the share dropped, from the files' sequence ``lengths``.
+
+    The one function where the per-(sub-epoch, rank) outputs are computed: with each file's own lengths the
+    training is simulated exactly (:func:`~i6_shard.core.pure.plan_sim.plan_simulation`), beside the statistical
+    model (:func:`~i6_shard.core.pure.batching.predict_plan_drop`), the fallback where it is not exact.
+    """
+    stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
+    if batching is None:
+        return RankOutputs(stats, sync=sync)
+    file_lengths = lengths.file_lengths()
+    prediction = predict_plan_drop(
+        plan,
+        num_epochs=num_epochs,
+        num_seqs=lengths.num_seqs,
+        num_frames=lengths.num_frames,
+        batching=batching,
+        seq_length_quantiles=lengths.seq_length_quantiles,
+        layout=layout,
+        sync_every=sync.sync_every,
+        file_lengths=file_lengths,
+    )
+    simulation = plan_simulation(
+        plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=plan_engine(batching, sync), layout=layout
+    )
+    return RankOutputs(
+        stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
+    )
+
+
+def _check_prediction_inputs(plan: ShardPlan, *, batching: Optional[Batching], lengths: Optional[FileCosts]) -> None:
+    """ValueError unless batching and lengths come together and the lengths belong to the plan's files."""
+    if (batching is None) != (lengths is None):
+        raise ValueError(
+            "the predicted loss needs both the batching limits (batch_size / max_seqs) and the files' "
+            "sequence lengths (a costs archive: `python -m i6_shard costs` or ComputeFileCostsJob)"
+        )
+    if lengths is not None and lengths.keys != plan.keys:
+        raise ValueError(
+            f"the costs archive lists {len(lengths.keys)} files, not the plan's {plan.num_files} in its "
+            "order; compute the costs for the same file list"
+        )
+
+
+# --- the comparison with the other distributions and the other sharding mode ---------------------------------
+
+
+def compare_num_epochs_for(plan: ShardPlan, *, num_epochs: int) -> int:
+    """Sub-epochs over which distributions are compared: the first ``COMPARE_FULL_EPOCHS``
+    full epochs at most (their expected balance is the same every full epoch).
+
+    >>> compare_num_epochs_for(ShardPlan(list("ab"), [1, 1], PlanSettings(num_shards=1, partition_epoch=2)),
+    ...                        num_epochs=99)
+    6
+    """
+    return min(int(num_epochs), COMPARE_FULL_EPOCHS * plan.partition_epoch)
+
+
+def _comparison(plan: ShardPlan, *, num_epochs: int, own: PlanStats) -> Dict[str, Any]:
+    cmp_epochs = compare_num_epochs_for(plan, num_epochs=num_epochs)
+    return {
+        "compare_num_epochs": cmp_epochs,
+        "other_distributions": _other_distribution_stats(plan, num_epochs=cmp_epochs, own=own),
+        "other_mode": _other_mode_stats(plan, num_epochs=cmp_epochs),
+    }
+
+
+def _other_distribution_stats(
+    plan: ShardPlan, *, num_epochs: int, own: Optional[PlanStats] = None
+) -> Dict[str, Union[PlanStats, str]]:
+    """Stats of every other distribution in ``DISTRIBUTIONS`` on the same files and settings
+    (a str with the reason where one cannot plan them, or where "flexible" is not compared: see
+    :data:`FLEXIBLE_COMPARE_MIN_DROPPED`).
+
+    :param own: ``plan``'s own stats over at least ``num_epochs`` sub-epochs, if computed already
+    """
+    out: Dict[str, Union[PlanStats, str]] = {}
+    for name in DISTRIBUTIONS:
+        if name == plan.settings.distribution:
+            continue
+        if name in ("flexible", "flexible_auto"):
+            balanced = own if plan.settings.distribution == "balanced" else out.get("balanced")
+            if isinstance(balanced, PlanStats):
+                drop = float(balanced.dropped_fraction[:num_epochs].mean())
+                if drop < FLEXIBLE_COMPARE_MIN_DROPPED:
+                    out[name] = (
+                        f"the balanced split drops only {100 * drop:.2f}% here, all that flexible "
+                        "sub-epochs could save (not computed; plan with distribution='flexible' to see it)"
+                    )
+                    continue
+        try:
+            out[name] = compute_plan_stats(plan.with_settings(distribution=name), num_epochs=num_epochs)
+        except ValueError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def _other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
+    """Stats of plain RETURNN (distribution ``returnn``) with ``distrib_shard_files`` flipped,
+    on the same files and settings: sharded versus each rank shuffling everything itself
+    (a str with the reason where that mode cannot plan them, e.g. too few files to shard).
+    The unsharded mode is RETURNN's default one, with a per-rank seed offset."""
+    try:
+        other = plan.with_settings(
+            distrib_shard_files=not plan.settings.distrib_shard_files,
+            same_seed_on_all_ranks=False,
+            distribution="returnn",
+        )
+    except ValueError as exc:
+        return str(exc)
+    return compute_plan_stats(other, num_epochs=num_epochs)
+
+
+# --- the bins and the plan file -------------------------------------------------------------------------------
+
+
+def plan_bins(plan: ShardPlan) -> Tuple[np.ndarray, np.ndarray]:
+    """The bins of sub-epochs ``1..plan.settings.num_epochs``, every full epoch and layout, as the plan file holds
+    them (see :func:`~i6_shard.core.io.plan_file.plan_file_arrays`): ``orders`` [num_full_epochs, num_layouts,
+    num_files] (uint32; int64 beyond 2**32 files) and ``bounds`` [num_full_epochs, num_layouts, num_bins + 1].
+    The caller has checked the memory they take (:func:`check_request_fits`)."""
+    settings = plan.settings
+    num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
+    num_layouts = settings.num_layouts
+    dtype = np.uint32 if plan.num_files < 2**32 else np.int64
+    orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
+    bounds = np.empty((num_full, num_layouts, settings.num_bins + 1), dtype=np.int64)
+    progress = Progress(
+        "plan", total=num_full * num_layouts, unit="full epochs" if num_layouts == 1 else "full epochs x ranks"
+    )
+    for k in range(num_full):
+        for r in range(num_layouts):
+            orders[k, r], bounds[k, r] = plan.layout(full_epoch_0idx=k, shard_index=r)
+            progress.add(1)
+    progress.close()
+    return orders, bounds
+
+
+def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
+    """The arrays of the plan file for sub-epochs ``1..plan.settings.num_epochs``: the bins
+    (:func:`plan_bins`) and the plan, as :func:`~i6_shard.core.io.plan_file.plan_file_arrays` lays them out.
+
+    >>> plan = ShardPlan(["a", "b", "c"], [1, 2, 3],
+    ...                  PlanSettings(num_shards=1, partition_epoch=3, num_epochs=4, seq_ordering="default"))
+    >>> arrs = plan_arrays(plan)
+    >>> arrs["orders"].shape, arrs["bounds"][1, 0].tolist()
+    ((2, 1, 3), [0, 1, 2, 3])
+    """
+    if plan.settings.num_epochs is None:
+        raise ValueError(
+            "the plan's settings have num_epochs=None; a plan file covers a fixed number of "
+            "sub-epochs: set num_epochs in PlanSettings"
+        )
+    check_plan_fits_memory(plan.settings, num_files=plan.num_files)
+    orders, bounds = plan_bins(plan)
+    return plan_file_arrays(plan, orders=orders, bounds=bounds)
+
+
+def save_plan(plan: ShardPlan, path: Union[str, os.PathLike]) -> None:
+    """Write the plan file (atomically, deterministic bytes); see :func:`plan_arrays` for its arrays."""
+    save_plan_arrays(plan_arrays(plan), path)
