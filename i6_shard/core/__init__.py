@@ -19,15 +19,13 @@ from .io import (
     check_output_path,
     collect_file_sizes,
     load_file_sizes,
-    load_plan,
     read_file_list,
-    read_plan_file,
     read_plan_head,
     read_plan_layout,
     save_file_sizes,
     write_file_list,
 )
-from .planning import PlanOutputs, plan_archive, plan_of_sizes, plan_outputs, save_plan
+from .planning import PlanOutputs, load_plan, plan_archive, plan_of_sizes, plan_outputs, read_plan_file, save_plan
 from .pure import (
     DISTRIBUTIONS,
     SEQ_ORDERINGS,

@@ -25,6 +25,7 @@ import numpy as np
 
 from .io.file_costs import FileCosts, load_file_costs, prediction_batching
 from .io.file_sizes import FileSizes, load_file_sizes
+from .io import plan_file as _plan_file
 from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, save_plan_arrays
 from .io.preflight import check_regular_file
 from .io.progress import Progress
@@ -33,7 +34,7 @@ from .pure.plan_sim import plan_engine, plan_simulation
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
-from .pure.settings import DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
+from .pure.settings import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "plan_bins",
     "plan_arrays",
     "save_plan",
+    "read_plan_file",
+    "load_plan",
     "check_request_fits",
     "compare_num_epochs_for",
     "COMPARE_FULL_EPOCHS",
@@ -390,7 +393,7 @@ def _other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, s
         other = plan.with_settings(
             distrib_shard_files=not plan.settings.distrib_shard_files,
             same_seed_on_all_ranks=False,
-            distribution="returnn",
+            distribution=DEFAULT_DISTRIBUTION,
         )
     except ValueError as exc:
         return str(exc)
@@ -445,3 +448,31 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
 def save_plan(plan: ShardPlan, path: Union[str, os.PathLike]) -> None:
     """Write the plan file (atomically, deterministic bytes); see :func:`plan_arrays` for its arrays."""
     save_plan_arrays(plan_arrays(plan), path)
+
+
+def read_plan_file(path: Union[str, os.PathLike], *, verify: bool = False) -> PlanFile:
+    """A plan file with its stored bins (:func:`~i6_shard.core.io.plan_file.read_plan_file`); with ``verify``,
+    every stored full epoch is cut again and compared.
+
+    :raises ValueError: with ``verify``, naming the first full epoch and layout that differs from what this
+        i6_shard cuts for the stored settings (e.g. a plan written by another version)
+    """
+    path = os.fspath(path)
+    plan_file = _plan_file.read_plan_file(path)
+    if verify:
+        for k in range(plan_file.orders.shape[0]):
+            for r in range(plan_file.orders.shape[1]):
+                order, bounds = plan_file.plan.layout(full_epoch_0idx=k, shard_index=r)
+                if not (
+                    np.array_equal(order, plan_file.orders[k, r]) and np.array_equal(bounds, plan_file.bounds[k, r])
+                ):
+                    raise ValueError(
+                        f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
+                        "computes for the stored settings; re-plan with this version"
+                    )
+    return plan_file
+
+
+def load_plan(path: Union[str, os.PathLike], *, verify: bool = False) -> ShardPlan:
+    """The :class:`ShardPlan` stored in a plan file; ``verify`` as in :func:`read_plan_file`."""
+    return read_plan_file(path, verify=verify).plan

@@ -113,7 +113,11 @@ class TrainReportJob(Job):
     """
 
     # Options added later go here with the value that reproduces the old behavior.
-    __sis_hash_exclude__ = {"after": None, "reduce_type": "grad", "param_sync_step": None}
+    __sis_hash_exclude__ = {
+        "after": None,
+        "reduce_type": core.PLAN_OPTION_DEFAULTS["reduce_type"],
+        "param_sync_step": None,
+    }
 
     def __init__(
         self,
@@ -128,7 +132,7 @@ class TrainReportJob(Job):
         dataset_name: str = "train",
         after: Optional[tk.Path] = None,
         plot: bool = True,
-        reduce_type: str = "grad",
+        reduce_type: str = core.PLAN_OPTION_DEFAULTS["reduce_type"],
         param_sync_step: Optional[int] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,

@@ -11,6 +11,7 @@ from ..core.io.file_sizes import check_archive_path
 from ..core.pure import check_distribution, check_enough_files, check_file_trees, check_seq_ordering
 from ..core.pure.args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
 from ..core.pure.cache import check_preload_next_n_sub_epochs
+from ..core.pure.request import PLAN_OPTION_DEFAULTS
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
@@ -110,9 +111,9 @@ def _check_files_callable(files: Any) -> None:
 _PLAN_JOB_SETTINGS = (
     ("partition_epoch", "partition_epoch", None),
     ("num_shards", "num_shards", None),
-    ("distribution", "distribution", "returnn"),
+    ("distribution", "distribution", PLAN_OPTION_DEFAULTS["distribution"]),
     ("max_sub_epoch_deviation", "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
-    ("seq_ordering", "seq_ordering", "random"),
+    ("seq_ordering", "seq_ordering", PLAN_OPTION_DEFAULTS["seq_ordering"]),
 )
 
 

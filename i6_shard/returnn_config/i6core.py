@@ -19,7 +19,7 @@ from ..core.pure.cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
 from ..core.pure.epochs import num_epochs_for_passes, plan_coverage_problem
 from ..core.pure.args import check_bool, check_int, check_optional_int, check_optional_mapping
 from ..core.pure.text import short_repr
-from ..core.pure.batching import SyncMode
+from ..core.pure.batching import DEFAULT_REDUCE_TYPE, SyncMode
 from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
 from .plan import find_dataset
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
@@ -291,7 +291,7 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
             info,
             batch_size=getattr(job, "batch_size", None),
             max_seqs=getattr(job, "max_seqs", None),
-            sync=SyncMode(getattr(job, "reduce_type", "grad"), getattr(job, "param_sync_step", None)),
+            sync=SyncMode(getattr(job, "reduce_type", DEFAULT_REDUCE_TYPE), getattr(job, "param_sync_step", None)),
         )
         constant = info.sub_epoch_constant_files
         if (

@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from ..core import FILE_LIST_EXTENSIONS
 from ..core.pure import PlanSettings
 from ..core.pure.args import check_optional_int
-from ..core.pure.batching import SyncMode
+from ..core.pure.batching import DEFAULT_REDUCE_TYPE, SyncMode
+from ..core.pure.settings import DEFAULT_DISTRIBUTION
 from ..core.pure.distribute import UNSHARDED_RANK_SEED_STRIDE
 from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..core.pure.request import PlanRequest
@@ -148,7 +149,7 @@ class SyncRule:
     :ivar sync_at_epoch_end: the option, or its default ``behavior_version >= 38``
     """
 
-    reduce_type: str = "grad"
+    reduce_type: str = DEFAULT_REDUCE_TYPE
     levels: Tuple[Tuple[Any, str, int], ...] = ()
     sync_complete_frac: bool = False
     sync_at_epoch_end: bool = False
@@ -403,7 +404,7 @@ class DistributeFilesDatasetInfo:
     @property
     def distribution(self) -> str:
         """How the bins are cut: ``"returnn"``, or i6_shard's class's ``distribution`` option."""
-        return self.dataset.get("distribution", "returnn") if self.is_i6_shard else "returnn"
+        return self.dataset.get("distribution", DEFAULT_DISTRIBUTION) if self.is_i6_shard else DEFAULT_DISTRIBUTION
 
     @property
     def max_sub_epoch_deviation(self) -> Any:

@@ -28,7 +28,7 @@ from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
 from i6_shard.core.pure.cut import cut_full_epoch, cut_options
 from i6_shard.core.pure.epochs import plan_coverage_problem, plan_covers
 from i6_shard.core.pure.text import first_difference, short_repr
-from i6_shard.core.pure.settings import PlanSettings
+from i6_shard.core.pure.settings import DEFAULT_DISTRIBUTION, PlanSettings
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
 __all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
@@ -192,7 +192,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         check_num_samples(file_sizes_check_samples, name="file_sizes_check_samples")
         super().__init__(**kwargs)
         self.file_sizes_check_samples = int(file_sizes_check_samples)
-        self.distribution = distribution if distribution is not None or plan is not None else "returnn"
+        self.distribution = distribution if distribution is not None or plan is not None else DEFAULT_DISTRIBUTION
         self.max_sub_epoch_deviation = max_sub_epoch_deviation
         self.file_sizes_path: Optional[str] = None if file_sizes is None else os.fspath(file_sizes)
         self.plan_path: Optional[str] = None if plan is None else os.fspath(plan)

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from i6_shard.core.io.atomic import atomic_write
 from i6_shard.core.pure.distribute import check_enough_files
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from i6_shard.core.pure.settings import DEFAULT_DISTRIBUTION
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
 
 __all__ = ["main"]
@@ -318,7 +319,7 @@ def record_rank(
             "fixed_random_seed": dataset.fixed_random_seed,
             "distrib_shard_files": bool(getattr(dataset, "distrib_shard_files", False)),
             "sharding_fix": getattr(dataset, "sharding_fix", None),
-            "distribution": getattr(dataset, "distribution", "returnn"),
+            "distribution": getattr(dataset, "distribution", DEFAULT_DISTRIBUTION),
         }
         # What the dataset's bins come from besides its settings: the reference plan is built from the same.
         for name, attr in (("file_sizes", "file_sizes_path"), ("plan", "plan_path")):

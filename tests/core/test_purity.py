@@ -84,3 +84,92 @@ def test_the_check_above_would_catch_an_impure_module(tmp_path):
     bad.write_text("from ..io.atomic import atomic_write\nimport os\nprint(os.getcwd())\n")
     assert ("io.atomic", 2) in set(_imports(str(bad))) and ("os", 0) in set(_imports(str(bad)))
     assert "print" in _calls(str(bad))
+
+
+def _targets(path, root=os.path.join(CORE, "..", "..")):
+    """The absolute modules a file imports, names imported from a package included
+    (``from .. import planning`` in core/io/x.py imports ``i6_shard.core.planning``)."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    package = rel[: -len(".py")].replace(os.sep, ".").rsplit(".", 1)[0]
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _floor_modules():
+    single = os.path.join(CORE, "planning.py")
+    return [single] if os.path.exists(single) else _modules("planning")
+
+
+#: Which layer of the core may not import which: pure imports none of the others, io neither the planning floor
+#: nor reporting, the floor not reporting.
+_FORBIDDEN = {
+    "pure": ("i6_shard.core.io", "i6_shard.core.planning", "i6_shard.core.reporting"),
+    "io": ("i6_shard.core.planning", "i6_shard.core.reporting"),
+    "planning": ("i6_shard.core.reporting",),
+}
+
+
+@pytest.mark.parametrize(
+    "layer, path",
+    [(layer, p) for layer in ("pure", "io") for p in _modules(layer)] + [("planning", p) for p in _floor_modules()],
+    ids=lambda v: os.path.basename(v) if os.sep in str(v) else v,
+)
+def test_each_layer_imports_only_the_layers_below_it(layer, path):
+    bad = [t for t in _targets(path) for f in _FORBIDDEN[layer] if t == f or t.startswith(f + ".")]
+    assert not bad, f"{path} ({layer}) imports {sorted(set(bad))}"
+
+
+def test_the_layer_check_resolves_relative_imports(tmp_path):
+    """The check above sees ``from .. import planning`` and ``from ..reporting.x import y`` in core/io."""
+    bad = tmp_path / "i6_shard" / "core" / "io" / "probe.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("from .. import planning\nfrom ..reporting.outputs import summary_of\nfrom .npz import save_npz\n")
+    targets = set(_targets(str(bad), root=str(tmp_path)))
+    assert {"i6_shard.core.planning", "i6_shard.core.reporting.outputs", "i6_shard.core.io.npz"} <= targets
+
+
+#: What makes a plan or its outputs: called in the planning floor (and below), never in reporting.
+_MAKING = {
+    "ShardPlan",
+    "PlanSettings",
+    "compute_plan_stats",
+    "plan_bins",
+    "plan_arrays",
+    "plan_file_arrays",
+    "with_settings",
+    "predict_plan_drop",
+    "compute_cache_footprint",
+    "partition_epoch_fits",
+    "check_plan_fits_memory",
+    "layout",
+}
+
+
+def _called_names(path):
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            yield func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+
+
+@pytest.mark.parametrize("path", _modules("reporting"), ids=os.path.basename)
+def test_reporting_only_renders_what_the_floor_returns(path):
+    made = sorted(set(_called_names(path)) & _MAKING)
+    assert not made, f"{path} makes a plan or its outputs ({made}); do that in core/planning.py"
+
+
+@pytest.mark.parametrize("path", _modules("io"), ids=os.path.basename)
+def test_io_only_saves_and_loads_the_bins(path):
+    """The bins are cut on the planning floor (``plan_bins``); io writes and reads the arrays it is given."""
+    cut = sorted(set(_called_names(path)) & {"layout", "cut_full_epoch", "plan_bins", "shuffle_order"})
+    assert not cut, f"{path} cuts bins ({cut}); cut them in core/planning.py and pass them in"

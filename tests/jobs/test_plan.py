@@ -479,3 +479,27 @@ def test_each_option_default_is_the_requests():
     params = inspect.signature(ShardPlanJob.__init__).parameters
     for name, default in core.PLAN_OPTION_DEFAULTS.items():
         assert params[name].default == default, name
+
+
+@needs_matplotlib
+def test_the_job_builds_its_request_once(work_dir, monkeypatch):
+    """Sisyphus hashes the arguments, then runs __init__; the job plans, sizes its task and runs with that one
+    request (PlanRequest.from_options, the one constructor), also after pickling as Sisyphus stores jobs."""
+    import pickle
+
+    real, calls = core.PlanRequest.from_options.__func__, []
+
+    def counting(cls, **options):
+        calls.append(options)
+        return real(cls, **options)
+
+    monkeypatch.setattr(core.PlanRequest, "from_options", classmethod(counting))
+    sizes = tk.Path(_sizes_file(str(work_dir)))
+    job = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=3, seq_ordering="default", plot=False)
+    assert len(calls) == 1 and job.plan_request.settings.num_epochs == 4  # the training's 3 and the preloaded one
+    run_job(job)
+    assert len(calls) == 1
+    stored = pickle.loads(pickle.dumps(job))
+    assert stored.plan_request == job.plan_request and len(calls) == 1
+    ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=5, plot=False)
+    assert len(calls) == 2  # other options: another request

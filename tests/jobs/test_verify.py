@@ -541,7 +541,7 @@ def test_the_reference_is_the_datasets_own_plan_file(work_dir, skewed_files, fra
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
     plan_path = str(work_dir / "plan.npz")
-    core.io.save_plan(
+    core.save_plan(
         core.ShardPlan(
             *_keys_and_costs(frame_costs),
             core.PlanSettings(num_shards=3, partition_epoch=3, num_epochs=4, distribution="balanced", unit="frames"),

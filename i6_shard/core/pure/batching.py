@@ -15,6 +15,7 @@ from .stats import compute_plan_stats
 
 __all__ = [
     "Batching",
+    "DEFAULT_REDUCE_TYPE",
     "simulate_num_batches",
     "seqs_per_batch_moments",
     "rank_steps",
@@ -241,6 +242,8 @@ def sync_stop(n_min: np.ndarray, *, sync_every: int = 1) -> np.ndarray:
 #: The sync modes the drop model takes, in RETURNN's ``torch_distributed`` ``reduce_type`` words ("grad_explicit"
 #: stops the ranks as "grad" does).
 REDUCE_TYPES = ("grad", "param")
+#: torch_distributed's default ``reduce_type``, the first of the table: every rank stops in the step the first runs out.
+DEFAULT_REDUCE_TYPE = REDUCE_TYPES[0]
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,7 @@ class SyncMode:
     ('param sync every 100 steps', 1)
     """
 
-    reduce_type: str = "grad"
+    reduce_type: str = DEFAULT_REDUCE_TYPE
     param_sync_step: Optional[int] = None
 
     def __post_init__(self):

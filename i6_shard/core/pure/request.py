@@ -8,20 +8,20 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .args import check_bool, check_int, check_optional_int
-from .batching import Batching, SyncMode
+from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_next_n_sub_epochs
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
-from .settings import PlanSettings
+from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, PlanSettings
 
 __all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS"]
 
 #: The optional plan options and their defaults, the one place they are written: ``PlanRequest.from_options``
 #: applies them, the command line shows them, ``ShardPlanJob`` hashes an option at its default as if absent.
 PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
-    "seq_ordering": "random",
+    "seq_ordering": DEFAULT_SEQ_ORDERING,
     "random_seed_offset": None,  # RETURNN's default 0
     "fixed_random_seed": None,
-    "distribution": "returnn",
+    "distribution": DEFAULT_DISTRIBUTION,
     "max_sub_epoch_deviation": DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     "sharding": "sharded",
     "batch_size": None,
@@ -30,7 +30,7 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "preload_next_n_sub_epochs": None,  # RETURNN's default, DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
     "cached_file": True,
     "cache_size": None,
-    "reduce_type": "grad",  # torch_distributed's default: every rank stops in the step the first runs out
+    "reduce_type": DEFAULT_REDUCE_TYPE,  # torch_distributed's: every rank stops in the step the first runs out
     "param_sync_step": None,
     "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
 }

@@ -17,6 +17,8 @@ __all__ = [
     "SEQ_ORDERINGS",
     "DISTRIBUTIONS",
     "SHARDING_MODES",
+    "DEFAULT_SEQ_ORDERING",
+    "DEFAULT_DISTRIBUTION",
     "SEED_LIMIT",
     "UNITS",
     "check_seq_ordering",
@@ -31,6 +33,8 @@ SEQ_ORDERINGS = ("random", "default")
 #: sub-epoch sizes that may differ from the mean by ``max_sub_epoch_deviation``; "flexible_auto": flexible, with
 #: the bound chosen per full epoch (up to 0.9); see pure/cut.py, their one table.
 DISTRIBUTIONS = tuple(CUTS)
+#: The defaults, each the first of its table: RETURNN's own shuffle of the files and its own greedy cut.
+DEFAULT_SEQ_ORDERING, DEFAULT_DISTRIBUTION = SEQ_ORDERINGS[0], DISTRIBUTIONS[0]
 #: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
 #: "sharded": every rank shuffles with the same seed and reads its own bins (``distrib_shard_files=True``,
 #: or ``torch_distributed`` with ``dataset_distribution="shard"``); "unsharded": every rank shuffles all
@@ -142,12 +146,12 @@ class PlanSettings:
     num_shards: int
     partition_epoch: int
     num_epochs: Optional[int] = None
-    seq_ordering: str = "random"
+    seq_ordering: str = DEFAULT_SEQ_ORDERING
     random_seed_offset: int = 0
     fixed_random_seed: Optional[int] = None
     distrib_shard_files: bool = True
     same_seed_on_all_ranks: bool = False
-    distribution: str = "returnn"
+    distribution: str = DEFAULT_DISTRIBUTION
     max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION
     unit: str = "bytes"
     preloaded_sub_epochs: int = 0

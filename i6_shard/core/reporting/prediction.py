@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..planning import RankOutputs
+from ..pure.batching import SyncMode
 from ..pure.fmt import json_float
 
 __all__ = ["prediction_summary", "render_prediction"]
@@ -68,7 +69,7 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
         return []
     limits = ", ".join(f"{k}={b[k]}" for k in ("batch_size", "max_seqs") if b[k] is not None)
     st = b["steps_per_rank"]
-    sync = summary.get("sync") or {"reduce_type": "grad"}
+    sync = summary.get("sync") or SyncMode().as_dict()
     source = "each file's own lengths" if b.get("lengths") == "per file" else "pooled lengths"
     when = (
         "when the first rank runs out"

@@ -17,6 +17,7 @@ from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from .prediction import render_prediction
 from ..pure.fmt import json_float, pct
+from ..pure.settings import DEFAULT_DISTRIBUTION
 from ..pure.training import DEFAULT_MAX_DROPPED
 
 __all__ = ["summarize", "cache_summary", "summary_json", "render_report", "plan_warnings", "format_cost"]
@@ -155,7 +156,7 @@ def _distributions(
 
 def _other_mode_summary(plan: ShardPlan, other_mode: Union[PlanStats, str], compare_num_epochs: int) -> Dict[str, Any]:
     """Plain RETURNN in the other sharding mode, over the compared sub-epochs (or why it cannot plan)."""
-    head = {"distrib_shard_files": not plan.settings.distrib_shard_files, "distribution": "returnn"}
+    head = {"distrib_shard_files": not plan.settings.distrib_shard_files, "distribution": DEFAULT_DISTRIBUTION}
     if isinstance(other_mode, str):
         return {**head, "not_applicable": other_mode}
     _check_compared_epochs("other_mode", other_mode, compare_num_epochs)

@@ -100,7 +100,7 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
 
 
 def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
-    sync = s.get("sync") or {"reduce_type": "grad"}
+    sync = s.get("sync") or SyncMode().as_dict()
     ends = (
         "a sub-epoch ends on every rank when the first rank runs out"
         if sync["reduce_type"] == "grad"
