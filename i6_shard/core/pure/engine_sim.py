@@ -10,6 +10,7 @@ from typing import Any, Dict, Generator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .distribute import UNSHARDED_RANK_SEED_STRIDE
+from .settings import DEFAULT_SEQ_ORDERING
 
 __all__ = [
     "EngineSettings",
@@ -463,7 +464,7 @@ class EngineSettings:
         changes lengths, several DataLoader workers, custom batching, chunking, a sub-epoch dataset not seen...)
     """
 
-    seq_ordering: str = "random"
+    seq_ordering: str = DEFAULT_SEQ_ORDERING
     fixed_random_seed: Optional[int] = None
     batch_size: Optional[int] = None
     max_seqs: Optional[int] = None

@@ -9,6 +9,7 @@ import numpy as np
 
 from .engine_sim import EngineSettings, SubEpochSim, inexact_reason, simulate_sub_epoch, sub_epoch_random_seed_offset
 from .plan import ShardPlan
+from .settings import DEFAULT_SEQ_ORDERING
 
 __all__ = ["simulate_plan", "plan_simulation", "plan_engine", "rank_files"]
 
@@ -77,7 +78,7 @@ def plan_engine(batching: Any, sync: Any) -> EngineSettings:
         {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
     )
     return EngineSettings(
-        seq_ordering="random",
+        seq_ordering=DEFAULT_SEQ_ORDERING,
         batch_size=batching.batch_size,
         max_seqs=batching.max_seqs,
         torch_distributed=torch_distributed,
