@@ -122,7 +122,7 @@ def test_equalized_bins_drop_nothing_in_a_real_training(tmp_path):
     from i6_shard import core
     from i6_shard.core.io.file_costs import collect_file_costs
     from i6_shard.core.io.npz import save_npz
-    from i6_shard.core.io.plan_file import plan_arrays
+    from i6_shard.core.planning import plan_arrays
     from i6_shard.core.io.returnn_log import read_training_logs
     from i6_shard.core.pure.batching import Batching
     from i6_shard.core.pure.engine_sim import EngineSettings
