@@ -13,6 +13,12 @@ from .settings import DEFAULT_SEQ_ORDERING
 
 __all__ = ["simulate_plan", "plan_simulation", "plan_engine", "rank_files"]
 
+#: What a plan's simulation takes as given beyond its engine settings (said in the summary).
+SIMULATION_ASSUMES = (
+    "the sub-epoch dataset batches one data key, whose lengths are the costs archive's, and yields its files' "
+    "sequences in get_seq_order_for_epoch's order (an HDFDataset-like dataset; one DataLoader worker)"
+)
+
 Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
 
 
@@ -102,7 +108,7 @@ def plan_simulation(
         sims, reason = simulate_plan(
             plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=engine, layout=layout
         )
-    out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine}
+    out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine, "assumes": SIMULATION_ASSUMES}
     if sims is None:
         return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
     return {

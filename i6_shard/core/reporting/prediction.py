@@ -59,7 +59,7 @@ def _simulation_entries(sim: Optional[Mapping[str, Any]], *, num_epochs: int) ->
 def _simulation_info(sim: Mapping[str, Any]) -> Dict[str, Any]:
     """The summary's ``batching.simulation``: whether the figures are exact, why not, and the engine simulated."""
     engine = {k: v for k, v in sim["engine"].as_dict().items() if k != "inexact"}
-    return {"exact": sim["exact"], "reason": sim["reason"], "engine": engine}
+    return {"exact": sim["exact"], "reason": sim["reason"], "engine": engine, "assumes": sim["assumes"]}
 
 
 def render_prediction(summary: Mapping[str, Any]) -> List[str]:
