@@ -82,6 +82,7 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
         cache_size=None if cache_size is None else parse_bytes(cache_size),
         reduce_type=getattr(args, "reduce_type", None),
         param_sync_step=getattr(args, "param_sync_step", None),
+        accum_grad_multiple_step=getattr(args, "accum_grad_multiple_step", None),
         sub_epoch_constant_bytes=None
         if getattr(args, "sub_epoch_constant_bytes", None) is None
         else parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"),
@@ -226,7 +227,7 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
             min_steps_ratio=args.min_steps_ratio,
             plot=plot,
             dataset_name=args.dataset_name,
-            sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step),
+            sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step, args.accum_grad_multiple_step or 1),
         )
     print(train_report.render_train_report(summary), end="")
     print()
@@ -449,6 +450,13 @@ def _add_sync_options(p: argparse.ArgumentParser, *, what: str) -> None:
         type=int,
         default=None,
         help="with --reduce-type param: torch_distributed's param_sync_step (steps between param syncs)",
+    )
+    p.add_argument(
+        "--accum-grad-multiple-step",
+        type=int,
+        default=None,
+        help="the config's accum_grad_multiple_step (steps per optimizer update; default 1): param syncs come every "
+        "param_sync_step updates",
     )
 
 

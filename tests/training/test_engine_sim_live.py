@@ -1,7 +1,7 @@
 """The plan's exact steps in real 2-rank RETURNN trainings (torchrun, gloo, CPU): every rank's ``steps_taken`` in
 ``summary.json`` (the simulated engine, :mod:`i6_shard.core.pure.engine_sim`) equals the steps RETURNN's own log
 says it trained ("Trained N steps") in every sub-epoch, and the predicted drop equals the measured one, under grad
-sync and under param sync."""
+sync and under param sync, with and without gradient accumulation."""
 
 import dataclasses
 import json
@@ -92,17 +92,26 @@ def measured_drop(result: Dict[str, Any]) -> float:
     return float(np.mean([1 - sum(c) / sum(t) for c, t in zip(result["frames_consumed"], result["frames_total"])]))
 
 
+PARAM3 = ["--reduce-type", "param", "--param-sync-step", "3"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "torch_distributed, plan_options",
-    [({}, []), ({"reduce_type": "param", "param_sync_step": 3}, ["--reduce-type", "param", "--param-sync-step", "3"])],
-    ids=["grad", "param3"],
+    "torch_distributed, accum, plan_options",
+    [
+        ({}, 1, []),
+        ({"reduce_type": "param", "param_sync_step": 3}, 1, PARAM3),
+        ({"reduce_type": "param", "param_sync_step": 3}, 2, PARAM3 + ["--accum-grad-multiple-step", "2"]),
+    ],
+    ids=["grad", "param3", "param3_accum2"],
 )
-def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distributed, plan_options):
+def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distributed, accum, plan_options):
     needs_torch("the training needs torch")
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
     pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
-    result = plan_and_train(str(tmp_path), seed=3, torch_distributed=torch_distributed, plan_options=plan_options)
+    result = plan_and_train(
+        str(tmp_path), seed=3, torch_distributed=torch_distributed, accum=accum, plan_options=plan_options
+    )
     summary = result["summary"]
     assert summary["batching"]["simulation"]["exact"]
     assert summary["steps_taken"] == result["logged_steps"]

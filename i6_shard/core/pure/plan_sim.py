@@ -74,7 +74,7 @@ def simulate_plan(
 
 def plan_engine(batching: Any, sync: Any) -> EngineSettings:
     """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode``; the sub-epoch
-    dataset's ``seq_ordering="random"`` (the builders' default), no length filter, no gradient accumulation.
+    dataset's ``seq_ordering="random"`` (the builders' default), no length filter; the sync's gradient accumulation.
 
     >>> from i6_shard.core.pure.batching import Batching, SyncMode
     >>> plan_engine(Batching(2000, 20), SyncMode("param", 50)).torch_distributed
@@ -88,6 +88,7 @@ def plan_engine(batching: Any, sync: Any) -> EngineSettings:
         batch_size=batching.batch_size,
         max_seqs=batching.max_seqs,
         torch_distributed=torch_distributed,
+        accum_grad_multiple_step=sync.accum_grad_multiple_step,
     )
 
 

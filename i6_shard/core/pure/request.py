@@ -32,6 +32,7 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "cache_size": None,
     "reduce_type": DEFAULT_REDUCE_TYPE,  # torch_distributed's: every rank stops in the step the first runs out
     "param_sync_step": None,
+    "accum_grad_multiple_step": None,  # the config's default 1
     "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
 }
 
@@ -129,7 +130,10 @@ class PlanRequest:
             else Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
         )
         return cls(
-            settings, batching, *_node_cache(o, preload=preload), sync=SyncMode(o["reduce_type"], o["param_sync_step"])
+            settings,
+            batching,
+            *_node_cache(o, preload=preload),
+            sync=SyncMode(o["reduce_type"], o["param_sync_step"], o["accum_grad_multiple_step"] or 1),
         )
 
 
