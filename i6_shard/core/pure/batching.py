@@ -311,6 +311,11 @@ class SyncMode:
         tail = f" ({accum} steps per update)" if accum != 1 else ""
         return ("grad sync" if self.reduce_type == "grad" else f"param sync every {self.param_sync_step} steps") + tail
 
+    def __repr__(self) -> str:
+        accum = self.accum_grad_multiple_step
+        tail = f", accum_grad_multiple_step={accum!r}" if accum != 1 else ""
+        return f"SyncMode(reduce_type={self.reduce_type!r}, param_sync_step={self.param_sync_step!r}{tail})"
+
     def as_dict(self) -> Dict[str, Optional[object]]:
         out: Dict[str, Optional[object]] = {"reduce_type": self.reduce_type, "param_sync_step": self.param_sync_step}
         if self.accum_grad_multiple_step != 1:  # only then: summaries without accumulation keep their bytes
