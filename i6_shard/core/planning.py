@@ -4,10 +4,11 @@ mode, the predicted loss, the per-node cache footprint). It sits above :mod:`i6_
 :mod:`i6_shard.core.io` and below :mod:`i6_shard.core.reporting`, which only renders what it returns.
 
 Every entry point comes here: the command line (``plan``, ``demo``, ``report``), ``ShardPlanJob``, the builders'
-``plan_for_returnn_config`` and the verify job's reference plan. The request is validated once, when it is built
-(``PlanRequest.from_options``, the one public constructor), the files against it and the memory the plan's
-arrays take once, at the entry (:func:`plan_of_sizes` for a request, :func:`plan_outputs` for a plan made
-already); the bins are cut here (:func:`plan_bins`), never in an I/O function.
+``plan_for_returnn_config`` and the verify job's reference plan. The request is validated when it is built
+(``PlanRequest.from_options``, the one public constructor); at the floor's entry its settings are checked against
+the files once (by ``ShardPlan``) and the memory the plan's arrays take once (:func:`plan_of_sizes` for a request,
+:func:`plan_outputs` for a plan made already); the bins are cut here (:func:`plan_bins`), never in an I/O
+function.
 
 What each rank does in each sub-epoch (its files and their costs, and under batching its predicted steps and
 the share dropped) is computed in one function, :func:`rank_outputs`. That is where an exact simulation of the
@@ -131,24 +132,36 @@ class PlanOutputs:
 
 
 def check_request_fits(settings: PlanSettings, *, num_files: int) -> PlanSettings:
-    """The check at the floor's entry: the settings against the files (too few for the bins is said first),
-    then the memory the plan's arrays need (none for a plan of no fixed length, ``num_epochs=None``).
+    """What the floor checks at its entry, before any file is made: the settings against the files (too few for
+    the bins is said first), then the memory the plan's arrays need (:func:`_check_memory`); for an entry point
+    that checks before it has the files (the command line's ``demo``).
 
     :raises ValueError: naming the value and the fix
     """
     settings.validate(num_files=num_files)
-    if settings.num_epochs is not None:
-        check_plan_fits_memory(settings, num_files=num_files)
+    _check_memory(settings, num_files=num_files)
     return settings
 
 
+def _check_memory(settings: PlanSettings, *, num_files: int) -> None:
+    """The one memory check of a path through the floor: the plan's arrays must fit this machine (none are made
+    for a plan of no fixed length, ``num_epochs=None``)."""
+    if settings.num_epochs is not None:
+        check_plan_fits_memory(settings, num_files=num_files)
+
+
 def plan_of_sizes(sizes: FileSizes, request: PlanRequest) -> ShardPlan:
-    """The plan of ``request`` over loaded sizes or costs, balanced by their unit; checked at entry
-    (:func:`check_request_fits`)."""
+    """The plan of ``request`` over loaded sizes or costs, balanced by their unit, checked at the entry: the
+    settings against the files (by ``ShardPlan``, which says too few files for the bins first), then the
+    memory of the plan's arrays."""
     if not isinstance(request, PlanRequest):
         raise TypeError(f"request has type {type(request).__name__}; build it with PlanRequest.from_options(...)")
-    settings = check_request_fits(request.settings.replace(unit=sizes.unit), num_files=len(sizes))
-    return ShardPlan(sizes.keys, sizes.sizes, settings)
+    settings = request.settings
+    if settings.unit != sizes.unit:
+        settings = settings.replace(unit=sizes.unit)
+    plan = ShardPlan(sizes.keys, sizes.sizes, settings)  # validates the settings against the files
+    _check_memory(settings, num_files=plan.num_files)
+    return plan
 
 
 def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *, compare: bool = True) -> PlanOutputs:
@@ -201,7 +214,7 @@ def plan_outputs(
     """
     if plan.settings.num_epochs is None:
         raise ValueError("the plan's settings have num_epochs=None; set how many sub-epochs to plan")
-    check_request_fits(plan.settings, num_files=plan.num_files)
+    _check_memory(plan.settings, num_files=plan.num_files)  # the plan validated its settings when it was made
     return _outputs(
         plan,
         node_cache=node_cache,

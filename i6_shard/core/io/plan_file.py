@@ -121,8 +121,8 @@ def _physical_memory() -> Optional[int]:
 
 def check_plan_fits_memory(settings: PlanSettings, *, num_files: int, memory_bytes: Optional[int] = None) -> int:
     """Refuse, before anything is allocated, settings whose plan arrays (:func:`plan_arrays_nbytes`) are
-    larger than the machine's memory: the one rule for the command line, the job and
-    ``write_plan_outputs``.
+    larger than the machine's memory: the one rule, checked once at the entry of the planning floor
+    (:mod:`i6_shard.core.planning`) on every path that makes a plan's arrays.
 
     :param memory_bytes: the limit (default: this machine's physical memory)
     :return: the bytes the arrays take
