@@ -21,6 +21,7 @@ from .core.io import (
     write_hdf_corpus,
 )
 from .core.pure import (
+    DEFAULT_REDUCE_TYPE,
     PLAN_OPTION_DEFAULTS,
     PLAN_OPTION_HELP,
     REDUCE_TYPES,
@@ -140,6 +141,7 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
         cache_size=None if cache_size is None else parse_bytes(cache_size),
         reduce_type=getattr(args, "reduce_type", None),
         param_sync_step=getattr(args, "param_sync_step", None),
+        accum_grad_multiple_step=getattr(args, "accum_grad_multiple_step", None),
         sub_epoch_constant_bytes=None
         if getattr(args, "sub_epoch_constant_bytes", None) is None
         else parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"),
@@ -335,7 +337,9 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
             min_steps_ratio=args.min_steps_ratio,
             plot=plot,
             dataset_name=args.dataset_name,
-            sync=core.SyncMode(args.reduce_type or "grad", args.param_sync_step),
+            sync=core.SyncMode(
+                args.reduce_type or DEFAULT_REDUCE_TYPE, args.param_sync_step, args.accum_grad_multiple_step or 1
+            ),
         )
     print(reporting.render_train_report(summary), end="")
     print()
@@ -629,6 +633,7 @@ def _add_plan(sub) -> None:
 def _add_sync_options(p: argparse.ArgumentParser) -> None:
     _plan_option(p, "reduce_type", choices=REDUCE_TYPES)
     _plan_option(p, "param_sync_step", type=int)
+    _plan_option(p, "accum_grad_multiple_step", type=int)
 
 
 def _add_files(sub) -> None:

@@ -162,3 +162,40 @@ def node_caches(draw, *, max_ranks_per_node: int = 4, max_preload: int = 3):
         preload_next_n_sub_epochs=draw(st.integers(0, max_preload)),
         cached_file=draw(st.booleans()),
     )
+
+
+#: Sub-epoch dataset ``seq_ordering`` values the engine simulation mirrors (RETURNN's get_seq_order_for_epoch).
+sub_epoch_seq_orderings = st.one_of(
+    st.sampled_from(["default", "reverse", "sorted", "sorted_reverse", "random", "laplace", "sort_bin_shuffle"]),
+    st.integers(1, 3).map(lambda n: f"random:{n}"),
+    st.tuples(st.sampled_from(["laplace", "sort_bin_shuffle", "sort_bin_shuffle_x2"]), st.integers(1, 6)).map(
+        lambda t: f"{t[0]}:{t[1]}"
+    ),
+    st.tuples(st.sampled_from(["laplace", "sort_bin_shuffle"]), st.integers(1, 5), st.integers(1, 3)).map(
+        lambda t: f"{t[0]}:.{t[1]}:{t[2]}"
+    ),
+)
+
+
+@st.composite
+def torch_sync_setups(draw, *, num_ranks: int):
+    """``(torch_distributed, ranks_per_node)``: grad, grad_explicit, param, or sync levels as RETURNN checks them."""
+    kind = draw(st.sampled_from(["grad", "grad_explicit", "param", "sync"]))
+    if kind == "grad":
+        return {}, None
+    if kind == "grad_explicit":
+        return {"reduce_type": "grad_explicit"}, None
+    if kind == "param":
+        return {"reduce_type": "param", "param_sync_step": draw(st.integers(1, 6))}, None
+    divisors = [d for d in range(1, num_ranks + 1) if num_ranks % d == 0]
+    per_node = draw(st.sampled_from(divisors))
+    levels = []
+    if draw(st.booleans()):
+        levels.append({"group": "node", "type": "grad"})
+    every = 1
+    for group in draw(st.lists(st.sampled_from(["node", "world"]), min_size=0 if levels else 1, max_size=2)):
+        if levels and levels[-1]["group"] == "world" and group == "node":
+            group = "world"
+        every *= draw(st.integers(1, 3))
+        levels.append({"group": group, "type": "param", "every": every})
+    return {"sync": levels}, per_node

@@ -31,6 +31,7 @@ from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, sa
 from .io.preflight import check_regular_file
 from .io.progress import Progress
 from .pure.batching import Batching, SyncMode, predict_plan_drop
+from .pure.plan_sim import plan_engine, plan_simulation
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
@@ -86,6 +87,9 @@ class RankOutputs:
     :ivar batching: the limits of the prediction
     :ivar sync: the ranks' sync mode the prediction assumes
     :ivar per_file_lengths: whether every rank batched its files' own sequence lengths (else pooled quantiles)
+    :ivar simulation: under batching, the exact simulation of the engine
+        (:func:`~i6_shard.core.pure.plan_sim.plan_simulation`: ``steps_exact``, ``steps_taken``, ``dropped``, or
+        why it is not exact)
     """
 
     stats: PlanStats
@@ -93,6 +97,7 @@ class RankOutputs:
     batching: Optional[Batching] = None
     sync: SyncMode = SyncMode()
     per_file_lengths: bool = False
+    simulation: Optional[Dict[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -301,8 +306,9 @@ def rank_outputs(
     """What each rank does in each sub-epoch ``1..num_epochs``: its files and their costs (the stats), and under
     ``batching`` its predicted steps and the share dropped, from the files' sequence ``lengths``.
 
-    The one function where the per-(sub-epoch, rank) outputs are computed: an exact simulation of the training
-    plugs in here, in place of :func:`~i6_shard.core.pure.batching.predict_plan_drop`, with the same inputs.
+    The one function where the per-(sub-epoch, rank) outputs are computed: with each file's own lengths the
+    training is simulated exactly (:func:`~i6_shard.core.pure.plan_sim.plan_simulation`), beside the statistical
+    model (:func:`~i6_shard.core.pure.batching.predict_plan_drop`), the fallback where it is not exact.
     """
     stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
     if batching is None:
@@ -319,7 +325,12 @@ def rank_outputs(
         sync_every=sync.sync_every,
         file_lengths=file_lengths,
     )
-    return RankOutputs(stats, prediction, batching, sync, per_file_lengths=file_lengths is not None)
+    simulation = plan_simulation(
+        plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=plan_engine(batching, sync), layout=layout
+    )
+    return RankOutputs(
+        stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
+    )
 
 
 def _check_prediction_inputs(plan: ShardPlan, *, batching: Optional[Batching], lengths: Optional[FileCosts]) -> None:

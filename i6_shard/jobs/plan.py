@@ -63,6 +63,9 @@ def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str
         else node_cache.constant_bytes,
         "reduce_type": request.sync.reduce_type,
         "param_sync_step": request.sync.param_sync_step,
+        "accum_grad_multiple_step": None
+        if request.sync.accum_grad_multiple_step == 1
+        else request.sync.accum_grad_multiple_step,
         "preload_next_n_sub_epochs": None if given_preload is None else request.settings.preloaded_sub_epochs,
     }
 
@@ -140,6 +143,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 "cache_size",
                 "reduce_type",
                 "param_sync_step",
+                "accum_grad_multiple_step",
                 "sub_epoch_constant_bytes",
             )
         },
@@ -167,6 +171,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         cache_size: Optional[int] = _D["cache_size"],
         reduce_type: str = _D["reduce_type"],
         param_sync_step: Optional[int] = _D["param_sync_step"],
+        accum_grad_multiple_step: Optional[int] = _D["accum_grad_multiple_step"],
         sub_epoch_constant_bytes: Optional[int] = _D["sub_epoch_constant_bytes"],
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
@@ -203,6 +208,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             "grad" (the default: every rank stops in the step the first runs out) or "param" (the others run on
             to their next sync)
         :param param_sync_step: with ``reduce_type="param"``: ``torch_distributed``'s ``param_sync_step``
+        :param accum_grad_multiple_step: the config's ``accum_grad_multiple_step`` (None: 1): the param syncs come
+            every ``param_sync_step`` optimizer updates, and the simulated steps accumulate as the training does
         :param sub_epoch_constant_bytes: with ranks_per_node: bytes of the files the sub-epoch dataset reads in
             every sub-epoch besides its bin's; the node cache footprint holds them in every sub-epoch
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
@@ -231,6 +238,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 cache_size=cache_size,
                 reduce_type=reduce_type,
                 param_sync_step=param_sync_step,
+                accum_grad_multiple_step=accum_grad_multiple_step,
                 sub_epoch_constant_bytes=sub_epoch_constant_bytes,
                 time_rqmt=time_rqmt,
                 mem_rqmt=mem_rqmt,
@@ -254,6 +262,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.ranks_per_node, self.cached_file = plain["ranks_per_node"], plain["cached_file"]
         self.preload_next_n_sub_epochs, self.cache_size = plain["preload_next_n_sub_epochs"], plain["cache_size"]
         self.reduce_type, self.param_sync_step = plain["reduce_type"], plain["param_sync_step"]
+        self.accum_grad_multiple_step = plain["accum_grad_multiple_step"]
         self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
 
         self.out_plan = self.output_path(core.PLAN_FILE)

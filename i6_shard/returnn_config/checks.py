@@ -4,6 +4,8 @@ training time, or never notice while it loses data, becomes an error naming the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import re
 import subprocess
@@ -315,12 +317,18 @@ def plan_prediction_gaps(
             f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}"
         )
     training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
+    accum = engine.accum_grad_multiple_step
+    int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
+    if int_accum:
+        training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)
     if training_sync != sync:
         out.append(
             f"the plan predicts the loss under {sync.describe()}, the training runs {training_sync.describe()} "
             f"(reduce_type={training_sync.reduce_type!r}, param_sync_step={training_sync.param_sync_step})"
         )
     gaps = info.prediction_gaps()
+    if int_accum and accum == sync.accum_grad_multiple_step:  # stated in the plan: modelled
+        gaps = [g for g in gaps if not g.startswith("accum_grad_multiple_step=")]
     if gaps:
         out.append("the prediction does not model " + ", ".join(gaps))
     return out

@@ -304,7 +304,11 @@ def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any) -> None:
         info,
         batch_size=getattr(job, "batch_size", None),
         max_seqs=getattr(job, "max_seqs", None),
-        sync=SyncMode(getattr(job, "reduce_type", DEFAULT_REDUCE_TYPE), getattr(job, "param_sync_step", None)),
+        sync=SyncMode(
+            getattr(job, "reduce_type", DEFAULT_REDUCE_TYPE),
+            getattr(job, "param_sync_step", None),
+            getattr(job, "accum_grad_multiple_step", None) or 1,
+        ),
     )
     constant = info.sub_epoch_constant_files
     if (

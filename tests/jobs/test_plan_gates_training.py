@@ -224,6 +224,24 @@ def _plan_and_train(work_dir, *, plan_opts, config, torch_distributed=None):
             [],
         ),
         ({}, {"max_seq_length": 500}, {"reduce_type": "param", "param_sync_step": 100}, []),  # no prediction
+        (  # the plan states the training's accumulation: modelled, nothing to name
+            {
+                "batch_size": 1000,
+                "max_seqs": 20,
+                "reduce_type": "param",
+                "param_sync_step": 10,
+                "accum_grad_multiple_step": 2,
+            },
+            {"max_seqs": 20, "accum_grad_multiple_step": 2},
+            {"reduce_type": "param", "param_sync_step": 10},
+            [],
+        ),
+        (
+            {"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 10},
+            {"max_seqs": 20, "accum_grad_multiple_step": 2},
+            {"reduce_type": "param", "param_sync_step": 10},
+            ["the training runs param sync every 10 steps (2 steps per update)", "accum_grad_multiple_step=2"],
+        ),
         (
             {"batch_size": 2000, "max_seqs": 20},
             {"max_seqs": 20},

@@ -258,10 +258,17 @@ class SyncMode:
     ValueError: reduce_type='param' needs param_sync_step (torch_distributed's steps between param syncs, e.g. 100)
     >>> SyncMode("param", 100).describe(), SyncMode().sync_every
     ('param sync every 100 steps', 1)
+
+    With ``accum_grad_multiple_step`` the params sync every ``param_sync_step`` optimizer updates, i.e. every
+    ``param_sync_step * accum_grad_multiple_step`` steps (``DistributedContext.control_sync_levels``):
+
+    >>> SyncMode("param", 10, accum_grad_multiple_step=2).sync_every
+    20
     """
 
     reduce_type: str = DEFAULT_REDUCE_TYPE
     param_sync_step: Optional[int] = None
+    accum_grad_multiple_step: int = 1
 
     def __post_init__(self):
         check_choice(
@@ -283,17 +290,37 @@ class SyncMode:
                 "param_sync_step",
                 check_int(self.param_sync_step, name="param_sync_step", minimum=1, hint="steps between param syncs"),
             )
+        object.__setattr__(
+            self,
+            "accum_grad_multiple_step",
+            check_int(
+                self.accum_grad_multiple_step,
+                name="accum_grad_multiple_step",
+                minimum=1,
+                hint="the config's accum_grad_multiple_step, steps per optimizer update",
+            ),
+        )
 
     @property
     def sync_every(self) -> int:
-        """Steps between the ranks' control syncs: 1 under grad sync."""
-        return 1 if self.param_sync_step is None else self.param_sync_step
+        """Steps between the ranks' control syncs: 1 under grad sync, else ``param_sync_step`` updates."""
+        return 1 if self.param_sync_step is None else self.param_sync_step * self.accum_grad_multiple_step
 
     def describe(self) -> str:
-        return "grad sync" if self.reduce_type == "grad" else f"param sync every {self.param_sync_step} steps"
+        accum = self.accum_grad_multiple_step
+        tail = f" ({accum} steps per update)" if accum != 1 else ""
+        return ("grad sync" if self.reduce_type == "grad" else f"param sync every {self.param_sync_step} steps") + tail
+
+    def __repr__(self) -> str:
+        accum = self.accum_grad_multiple_step
+        tail = f", accum_grad_multiple_step={accum!r}" if accum != 1 else ""
+        return f"SyncMode(reduce_type={self.reduce_type!r}, param_sync_step={self.param_sync_step!r}{tail})"
 
     def as_dict(self) -> Dict[str, Optional[object]]:
-        return {"reduce_type": self.reduce_type, "param_sync_step": self.param_sync_step}
+        out: Dict[str, Optional[object]] = {"reduce_type": self.reduce_type, "param_sync_step": self.param_sync_step}
+        if self.accum_grad_multiple_step != 1:  # only then: summaries without accumulation keep their bytes
+            out["accum_grad_multiple_step"] = self.accum_grad_multiple_step
+        return out
 
 
 def predict_dropped(

@@ -32,6 +32,7 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "cache_size": None,
     "reduce_type": DEFAULT_REDUCE_TYPE,  # torch_distributed's: every rank stops in the step the first runs out
     "param_sync_step": None,
+    "accum_grad_multiple_step": None,  # the config's default 1
     "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
 }
 
@@ -67,6 +68,8 @@ PLAN_OPTION_HELP: Dict[str, str] = {
     "reduce_type": "torch_distributed's reduce_type, which the predicted loss and steps assume: grad (every rank stops in the step "
     "the first runs out) or param (the others run on to their next sync)",
     "param_sync_step": "with reduce_type param: torch_distributed's param_sync_step (steps between param syncs)",
+    "accum_grad_multiple_step": "the config's accum_grad_multiple_step (steps per optimizer update; default 1): "
+    "param syncs come every param_sync_step updates",
     "sub_epoch_constant_bytes": "with ranks_per_node: bytes of the files the sub-epoch dataset reads in every "
     "sub-epoch besides its bin's: the node cache holds them in every sub-epoch",
 }
@@ -165,7 +168,10 @@ class PlanRequest:
             else Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
         )
         return cls(
-            settings, batching, *_node_cache(o, preload=preload), sync=SyncMode(o["reduce_type"], o["param_sync_step"])
+            settings,
+            batching,
+            *_node_cache(o, preload=preload),
+            sync=SyncMode(o["reduce_type"], o["param_sync_step"], o["accum_grad_multiple_step"] or 1),
         )
 
 

@@ -3,7 +3,7 @@ and report lines: steps per rank, the dropped share beside the cost formula's, a
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..planning import RankOutputs
 from ..pure.batching import SyncMode
@@ -22,9 +22,12 @@ def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
     its files' own lengths ("per file") or the pooled quantiles scaled to its mean length ("pooled")."""
     p, batching, sync, per_file = ranks.prediction, ranks.batching, ranks.sync, ranks.per_file_lengths
     steps = p["steps_mean"]
+    sim = ranks.simulation
+    dropped = p["dropped"] if sim is None or sim["dropped"] is None else sim["dropped"]
     return {
-        "dropped_fraction_predicted": json_float(p["dropped"].mean()),
-        "dropped_fraction_predicted_max": json_float(p["dropped"].max()),
+        "dropped_fraction_predicted": json_float(dropped.mean()),
+        "dropped_fraction_predicted_max": json_float(dropped.max()),
+        **_simulation_entries(sim, num_epochs=len(steps)),
         "sync": sync.as_dict(),
         "batching": {
             **batching.as_dict(),
@@ -35,13 +38,28 @@ def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
                 "mean": json_float(steps.mean()),
                 "max": json_float(steps.max()),
             },
+            **({} if sim is None else {"simulation": _simulation_info(sim)}),
+            "model_dropped_fraction": json_float(p["dropped"].mean()),
             "per_sub_epoch": {
                 "steps": [[json_float(x) for x in row] for row in steps.tolist()],
-                "dropped_fraction": [json_float(x) for x in p["dropped"].tolist()],
+                "dropped_fraction": [json_float(x) for x in dropped.tolist()],
                 "floor": [json_float(x) for x in p["floor"].tolist()],
             },
         },
     }
+
+
+def _simulation_entries(sim: Optional[Mapping[str, Any]], *, num_epochs: int) -> Dict[str, Any]:
+    """``steps_exact`` and ``steps_taken``: per sub-epoch a list with each rank's (None where not exact)."""
+    if sim is None:
+        return {"steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs}
+    return {"steps_exact": sim["steps_exact"], "steps_taken": sim["steps_taken"]}
+
+
+def _simulation_info(sim: Mapping[str, Any]) -> Dict[str, Any]:
+    """The summary's ``batching.simulation``: whether the figures are exact, why not, and the engine simulated."""
+    engine = {k: v for k, v in sim["engine"].as_dict().items() if k != "inexact"}
+    return {"exact": sim["exact"], "reason": sim["reason"], "engine": engine, "assumes": sim["assumes"]}
 
 
 def render_prediction(summary: Mapping[str, Any]) -> List[str]:
@@ -63,12 +81,31 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
         f"Predicted loss under RETURNN's batching ({limits}; {sync['reduce_type']} sync; sequences in random order; "
         f"{source}, see docs/units.md)",
         f"  steps per rank and sub-epoch   min {st['min']:.1f}, mean {st['mean']:.1f}, max {st['max']:.1f}",
+        *_simulation_lines(summary),
         f"  dropped {when}: mean {100 * summary['dropped_fraction_predicted']:.2f}%, worst "
         f"{100 * summary['dropped_fraction_predicted_max']:.2f}% (the {summary.get('unit', 'bytes')} formula above: "
         f"{100 * summary['dropped_fraction']:.2f}%)",
         f"  step floor (an even split loses this from whole steps and the spread of batching): "
         f"{100 * b['floor_mean']:.2f}%",
-    ] + _worst_steps_lines(b["per_sub_epoch"])
+    ] + _worst_steps_lines(b["per_sub_epoch"], summary.get("steps_exact"))
+
+
+def _simulation_lines(summary: Mapping[str, Any]) -> List[str]:
+    """Whether the drop below is simulated exactly, and the exact batches and steps taken where it is."""
+    sim = summary["batching"].get("simulation")
+    if sim is None:
+        return []
+    if not sim["exact"]:
+        return [f"  not simulated exactly ({sim['reason']}): the drop below is the statistical model's"]
+    exact = [x for row in summary["steps_exact"] for x in row]
+    equal = sum(len(set(row)) == 1 for row in summary["steps_exact"])
+    model = summary["batching"].get("model_dropped_fraction")
+    return [
+        f"  simulated exactly (each rank's sequence order, batches and syncs as RETURNN's torch engine): batches per "
+        f"rank and sub-epoch min {min(exact)}, max {max(exact)}; all ranks equal in {equal} of "
+        f"{len(summary['steps_exact'])} sub-epochs"
+        + ("" if model is None else f"; the statistical model said {100 * model:.2f}%"),
+    ]
 
 
 #: Sub-epochs the report shows steps per rank of, worst predicted drop first; ranks shown one by one up to
@@ -76,7 +113,7 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
 _WORST_ROWS, _MAX_RANK_COLUMNS = 5, 8
 
 
-def _worst_steps_lines(per_sub_epoch: Mapping[str, Any]) -> List[str]:
+def _worst_steps_lines(per_sub_epoch: Mapping[str, Any], steps_exact: Optional[Sequence[Any]] = None) -> List[str]:
     """The sub-epochs of the largest predicted drop, each with every rank's expected steps beside it: where
     the ranks' steps differ, the drop follows (a sub-epoch ends with its shortest rank's whole steps)."""
     steps, dropped = per_sub_epoch["steps"], per_sub_epoch["dropped_fraction"]
@@ -89,11 +126,16 @@ def _worst_steps_lines(per_sub_epoch: Mapping[str, Any]) -> List[str]:
         if num_ranks <= _MAX_RANK_COLUMNS
         else f"{'min':>7} {'max':>7}"
     )
-    lines = ["  expected steps per rank, worst sub-epochs first:", f"    epoch  {head}  dropped"]
+    exact_known = steps_exact is not None and num_ranks <= _MAX_RANK_COLUMNS and all(x is not None for x in steps_exact)
+    lines = [
+        "  expected steps per rank, worst sub-epochs first:",
+        f"    epoch  {head}  dropped" + ("  exact batches" if exact_known else ""),
+    ]
     for e in worst:
         row = steps[e]
         cells = (
             " ".join(f"{x:6.1f}" for x in row) if num_ranks <= _MAX_RANK_COLUMNS else f"{min(row):7.1f} {max(row):7.1f}"
         )
-        lines.append(f"    {e + 1:>5}  {cells}  {100 * dropped[e]:6.2f}%")
+        exact = ("  " + " ".join(str(x) for x in steps_exact[e])) if exact_known else ""
+        lines.append(f"    {e + 1:>5}  {cells}  {100 * dropped[e]:6.2f}%{exact}")
     return lines

@@ -266,6 +266,8 @@ def test_the_plan_predicts_from_each_files_own_lengths(tmp_path, capsys):
     rank batches), and the report says so; an archive without them predicts from the pooled quantiles."""
     from i6_shard.cli import main
     from i6_shard.core.pure.batching import Batching, predict_plan_drop
+    from i6_shard.core.pure.engine_sim import EngineSettings
+    from i6_shard.core.pure.plan_sim import simulate_plan
     from tests.training.harness import hdf_seq_lengths
 
     paths = write_tiny_hdf_files(str(tmp_path / "d"), num_files=24, seed=7, max_seqs=30, frames=(3, 90))
@@ -302,9 +304,23 @@ def test_the_plan_predicts_from_each_files_own_lengths(tmp_path, capsys):
         file_lengths=[hdf_seq_lengths(p) for p in paths],
     )
     assert summary["batching"]["lengths"] == "per file"
-    assert summary["dropped_fraction_predicted"] == pytest.approx(float(model["dropped"].mean()), abs=1e-6)
+    assert summary["batching"]["model_dropped_fraction"] == pytest.approx(float(model["dropped"].mean()), abs=1e-6)
+    # with each file's lengths the ranks' batches are simulated exactly, and the prediction is the simulation's
+    sims, reason = simulate_plan(
+        plan,
+        num_epochs=6,
+        file_lengths=[hdf_seq_lengths(p) for p in paths],
+        engine=EngineSettings(batch_size=300, max_seqs=8, torch_distributed={}),
+    )
+    assert reason is None and summary["batching"]["simulation"]["exact"]
+    assert summary["steps_exact"] == [s.steps_exact for s in sims]
+    assert summary["steps_taken"] == [[min(s.steps_exact)] * 2 for s in sims]
+    want = float(np.mean([s.dropped_fraction for s in sims]))
+    assert summary["dropped_fraction_predicted"] == pytest.approx(want, abs=1e-6)
     pooled = core.io.file_costs.FileCosts(**{**costs.__dict__, "seq_lengths": None})
     save_file_costs(pooled, str(tmp_path / "pooled.npz"))
     assert main(["plan", "--sizes", str(tmp_path / "pooled.npz"), *options, "-o", str(tmp_path / "q")]) == 0
     assert "pooled lengths" in capsys.readouterr().out
-    assert json.loads((tmp_path / "q" / "summary.json").read_text())["batching"]["lengths"] == "pooled"
+    pooled_summary = json.loads((tmp_path / "q" / "summary.json").read_text())
+    assert pooled_summary["batching"]["lengths"] == "pooled"
+    assert pooled_summary["steps_exact"] == [None] * 6 and not pooled_summary["batching"]["simulation"]["exact"]

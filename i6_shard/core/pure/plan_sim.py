@@ -1,0 +1,120 @@
+"""Every sub-epoch of a plan through the simulated torch engine (:mod:`.engine_sim`): each rank's exact batches,
+the steps it takes under the sync mode and the frames it consumes, from each file's own sequence lengths."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .engine_sim import EngineSettings, SubEpochSim, inexact_reason, simulate_sub_epoch, sub_epoch_random_seed_offset
+from .plan import ShardPlan
+from .settings import DEFAULT_SEQ_ORDERING
+
+__all__ = ["simulate_plan", "plan_simulation", "plan_engine", "rank_files"]
+
+#: What a plan's simulation takes as given beyond its engine settings (said in the summary).
+SIMULATION_ASSUMES = (
+    "the sub-epoch dataset batches one data key, whose lengths are the costs archive's, and yields its files' "
+    "sequences in get_seq_order_for_epoch's order (an HDFDataset-like dataset; one DataLoader worker)"
+)
+
+Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
+
+
+def rank_files(plan: ShardPlan, layout: Layout, *, epoch_0idx: int, shard_index: int) -> np.ndarray:
+    """Indices (into the plan's keys) of the files rank ``shard_index`` reads in sub-epoch ``epoch_0idx + 1``, in the
+    order the DistributeFilesDataset hands them to its sub-epoch dataset (the bin's order)."""
+    k, s = divmod(epoch_0idx, plan.partition_epoch)
+    order, bounds = layout(k, shard_index)
+    b = shard_index * plan.partition_epoch + s if plan.settings.distrib_shard_files else s
+    return order[bounds[b] : bounds[b + 1]]
+
+
+def simulate_plan(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    file_lengths: Sequence[np.ndarray],
+    engine: EngineSettings,
+    layout: Optional[Layout] = None,
+) -> Tuple[Optional[List[SubEpochSim]], Optional[str]]:
+    """Sub-epochs ``1..num_epochs`` of ``plan``, each simulated with :func:`simulate_sub_epoch`: the ranks' files in
+    bin order, the sub-epoch dataset's seed offset RETURNN derives (:func:`sub_epoch_random_seed_offset`) and its
+    ``init_seq_order(epoch=full_epoch_0idx + 1)``.
+
+    :param file_lengths: each file's sequence lengths (its first data key), in the plan's key order
+    :return: ``(sims, None)``, or ``(None, reason)`` where the engine's settings cannot be simulated exactly
+    """
+    reason = inexact_reason(engine, num_ranks=plan.num_shards)
+    if reason is not None:
+        return None, reason
+    if layout is None:
+
+        def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
+            return plan.layout(full_epoch_0idx=k, shard_index=r)
+
+    offsets = [sub_epoch_random_seed_offset(plan.settings, shard_index=r) for r in range(plan.num_shards)]
+    empty = np.zeros(0, dtype=np.int64)
+    sims = []
+    for e in range(num_epochs):
+        per_rank = []
+        for r in range(plan.num_shards):
+            idx = rank_files(plan, layout, epoch_0idx=e, shard_index=r)
+            per_rank.append(
+                np.concatenate([np.asarray(file_lengths[i], dtype=np.int64) for i in idx]) if len(idx) else empty
+            )
+        sims.append(
+            simulate_sub_epoch(
+                per_rank, engine=engine, full_epoch_0idx=e // plan.partition_epoch, random_seed_offset=offsets
+            )
+        )
+    return sims, None
+
+
+def plan_engine(batching: Any, sync: Any) -> EngineSettings:
+    """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode``; the sub-epoch
+    dataset's ``seq_ordering="random"`` (the builders' default), no length filter; the sync's gradient accumulation.
+
+    >>> from i6_shard.core.pure.batching import Batching, SyncMode
+    >>> plan_engine(Batching(2000, 20), SyncMode("param", 50)).torch_distributed
+    {'reduce_type': 'param', 'param_sync_step': 50}
+    """
+    torch_distributed = (
+        {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
+    )
+    return EngineSettings(
+        seq_ordering=DEFAULT_SEQ_ORDERING,
+        batch_size=batching.batch_size,
+        max_seqs=batching.max_seqs,
+        torch_distributed=torch_distributed,
+        accum_grad_multiple_step=sync.accum_grad_multiple_step,
+    )
+
+
+def plan_simulation(
+    plan: ShardPlan,
+    *,
+    num_epochs: int,
+    file_lengths: Optional[Sequence[np.ndarray]],
+    engine: EngineSettings,
+    layout: Optional[Layout] = None,
+) -> Dict[str, Any]:
+    """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
+    list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, or None where not exact),
+    ``exact``, ``reason`` (why not) and ``engine`` (what was simulated)."""
+    if file_lengths is None:
+        sims, reason = None, "the costs archive keeps no per-sequence lengths (written before they were kept)"
+    else:
+        sims, reason = simulate_plan(
+            plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=engine, layout=layout
+        )
+    out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine, "assumes": SIMULATION_ASSUMES}
+    if sims is None:
+        return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
+    return {
+        **out,
+        "steps_exact": [list(x.steps_exact) for x in sims],
+        "steps_taken": [list(x.steps_taken) for x in sims],
+        "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
+    }

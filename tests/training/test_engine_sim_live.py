@@ -1,0 +1,199 @@
+"""The plan's exact steps in real 2-rank RETURNN trainings (torchrun, gloo, CPU): every rank's ``steps_taken`` in
+``summary.json`` (the simulated engine, :mod:`i6_shard.core.pure.engine_sim`) equals the steps RETURNN's own log
+says it trained ("Trained N steps") in every sub-epoch, and the predicted drop equals the measured one, under grad
+sync and under param sync, with and without gradient accumulation."""
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pytest
+
+from tests.deps import needs_torch
+
+NUM_RANKS, NUM_FILES, PARTITION_EPOCH, NUM_EPOCHS, BATCH_SIZE, MAX_SEQS = 2, 12, 2, 4, 150, 4
+
+
+def plan_and_train(
+    work: str,
+    *,
+    seed: int,
+    torch_distributed: Optional[Dict[str, Any]] = None,
+    accum: int = 1,
+    behavior_version: int = 31,
+    plan_options: List[str] = (),
+) -> Dict[str, Any]:
+    """Skewed HDF files, a frames costs archive, a balanced plan of it made by ``i6_shard plan`` (with the batching
+    and ``plan_options``), and a training of that plan; returns the plan's summary, the plan, the file lengths and
+    per (sub-epoch, rank) the logged steps and the frames consumed (from the logged batch sizes)."""
+    from i6_shard import core
+    from i6_shard.cli import main
+    from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
+    from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    from .harness import hdf_seq_lengths, run_training, write_skewed_hdf_files
+
+    paths = write_skewed_hdf_files(os.path.join(work, "run", "data"), num_files=NUM_FILES, seed=seed)
+    keys = [f"data/part{i:03d}.hdf" for i in range(NUM_FILES)]
+    archive = os.path.join(work, "frames.npz")
+    save_file_costs(dataclasses.replace(collect_file_costs(paths, unit="frames", num_procs=1), keys=keys), archive)
+    plan_dir = os.path.join(work, "plan")
+    options = ["--num-shards", str(NUM_RANKS), "--partition-epoch", str(PARTITION_EPOCH), "--num-epochs"]
+    options += [str(NUM_EPOCHS), "--distribution", "balanced", "--batch-size", str(BATCH_SIZE), "--max-seqs"]
+    options += [str(MAX_SEQS), "--no-plot", *plan_options]
+    assert main(["plan", "--sizes", archive, *options, "-o", plan_dir]) == 0
+    with open(os.path.join(plan_dir, "summary.json")) as f:
+        summary = json.load(f)
+    train = sharded_files_dataset(
+        keys,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        use_worker_proc=False,
+        distribution="balanced",
+        file_sizes=archive,
+        num_shards=NUM_RANKS,
+    )
+    training = run_training(
+        os.path.join(work, "run"),
+        train=train,
+        num_ranks=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        batch_size=BATCH_SIZE,
+        max_seqs=MAX_SEQS,
+        behavior_version=behavior_version,
+        torch_distributed={"backend": "gloo", **(torch_distributed or {})},
+        extra_config={"accum_grad_multiple_step": accum} if accum != 1 else None,
+    )
+    logs = read_training_logs(training.log_files)
+    lengths = {k: hdf_seq_lengths(p) for k, p in zip(keys, paths)}
+    logged, consumed, total = [], [], []
+    for epoch in range(1, NUM_EPOCHS + 1):
+        recs = [logs.ranks[r].sub_epochs[epoch] for r in range(NUM_RANKS)]
+        assert all(rec.finished for rec in recs), epoch
+        logged.append([int(rec.trained_steps) for rec in recs])
+        consumed.append([int(np.sum(rec.step_frames)) for rec in recs])
+        total.append([int(sum(lengths[k].sum() for k in rec.file_keys)) for rec in recs])
+    return {
+        "summary": summary,
+        "plan": core.load_plan(os.path.join(plan_dir, "plan.npz")),
+        "file_lengths": [lengths[k] for k in keys],
+        "logged_steps": logged,
+        "frames_consumed": consumed,
+        "frames_total": total,
+        "seconds": training.seconds,
+    }
+
+
+def measured_drop(result: Dict[str, Any]) -> float:
+    """Mean over the sub-epochs of 1 - consumed / available frames, from the logs."""
+    return float(np.mean([1 - sum(c) / sum(t) for c, t in zip(result["frames_consumed"], result["frames_total"])]))
+
+
+PARAM3 = ["--reduce-type", "param", "--param-sync-step", "3"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "torch_distributed, accum, plan_options",
+    [
+        ({}, 1, []),
+        ({"reduce_type": "param", "param_sync_step": 3}, 1, PARAM3),
+        ({"reduce_type": "param", "param_sync_step": 3}, 2, PARAM3 + ["--accum-grad-multiple-step", "2"]),
+    ],
+    ids=["grad", "param3", "param3_accum2"],
+)
+def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distributed, accum, plan_options):
+    needs_torch("the training needs torch")
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+    pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
+    result = plan_and_train(
+        str(tmp_path), seed=3, torch_distributed=torch_distributed, accum=accum, plan_options=plan_options
+    )
+    summary = result["summary"]
+    assert summary["batching"]["simulation"]["exact"]
+    assert summary["steps_taken"] == result["logged_steps"]
+    # the drop is not vacuous: some sub-epoch loses data, and the plan says exactly how much
+    assert measured_drop(result) > 0
+    assert summary["dropped_fraction_predicted"] == pytest.approx(measured_drop(result), abs=2e-6)
+
+
+@pytest.mark.slow
+def test_equalized_bins_drop_nothing_in_a_real_training(tmp_path):
+    """A flexible_auto plan by steps, its bins equalized by the simulated engine (every sub-epoch's ranks make the
+    same number of batches), written as a plan file and read by the RETURNN-side dataset (``plan=``): in the real
+    training every rank trains exactly its planned batches and nothing is dropped, where the plan as cut did drop."""
+    needs_torch("the training needs torch")
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+    pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
+    from i6_shard import core
+    from i6_shard.core.io.file_costs import collect_file_costs
+    from i6_shard.core.io.npz import save_npz
+    from i6_shard.core.planning import plan_arrays
+    from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.core.pure.batching import Batching
+    from i6_shard.core.pure.engine_sim import EngineSettings
+    from i6_shard.core.pure.equal_steps import equalize_plan_layouts
+    from i6_shard.core.pure.plan_sim import simulate_plan
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    from .harness import hdf_seq_lengths, run_training, write_skewed_hdf_files
+
+    num_files = 24
+    work = str(tmp_path / "run")
+    paths = write_skewed_hdf_files(os.path.join(work, "data"), num_files=num_files, seed=11)
+    keys = [f"data/part{i:03d}.hdf" for i in range(num_files)]
+    costs = collect_file_costs(paths, unit="steps", num_procs=1, batching=Batching(BATCH_SIZE, MAX_SEQS))
+    settings = core.PlanSettings(
+        num_shards=NUM_RANKS,
+        partition_epoch=PARTITION_EPOCH,
+        num_epochs=NUM_EPOCHS + 1,  # and the one RETURNN preloads
+        distribution="flexible_auto",
+        unit="steps",
+    )
+    plan = core.ShardPlan(keys, costs.costs, settings)
+    lengths = [hdf_seq_lengths(p) for p in paths]
+    engine = EngineSettings(batch_size=BATCH_SIZE, max_seqs=MAX_SEQS, torch_distributed={})
+    cut_sims, _ = simulate_plan(plan, num_epochs=NUM_EPOCHS, file_lengths=lengths, engine=engine)
+    assert sum(s.dropped_fraction for s in cut_sims) > 0  # not vacuous: the plan as cut drops data
+    arrays = plan_arrays(plan)
+    arrays["orders"], arrays["bounds"], info = equalize_plan_layouts(
+        arrays["orders"], arrays["bounds"], file_lengths=lengths, settings=settings, engine=engine
+    )
+    plan_path = str(tmp_path / "plan.npz")
+    save_npz(plan_path, arrays, kind="plan file", uncompressed=("orders", "bounds"))
+    layouts = {k: (arrays["orders"][k, 0].astype(np.int64), arrays["bounds"][k, 0]) for k in range(2)}
+    sims, _ = simulate_plan(
+        plan, num_epochs=NUM_EPOCHS, file_lengths=lengths, engine=engine, layout=lambda k, r: layouts[k]
+    )
+    assert all(s.dropped_fraction == 0 for s in sims), info
+    train = sharded_files_dataset(
+        keys,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=PARTITION_EPOCH,
+        use_worker_proc=False,
+        plan=plan_path,
+        num_shards=NUM_RANKS,
+    )
+    training = run_training(
+        work,
+        train=train,
+        num_ranks=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        batch_size=BATCH_SIZE,
+        max_seqs=MAX_SEQS,
+        behavior_version=31,
+    )
+    logs = read_training_logs(training.log_files)
+    for epoch in range(1, NUM_EPOCHS + 1):
+        sim = sims[epoch - 1]
+        for r in range(NUM_RANKS):
+            rec = logs.ranks[r].sub_epochs[epoch]
+            k, s = divmod(epoch - 1, PARTITION_EPOCH)
+            order, bounds = layouts[k]
+            b = r * PARTITION_EPOCH + s
+            assert rec.file_keys == [keys[i] for i in order[bounds[b] : bounds[b + 1]]]
+            assert rec.trained_steps == sim.steps_exact[r] == sim.steps_taken[r]
+            assert int(np.sum(rec.step_frames)) == sim.frames_total[r]  # every frame of its files: nothing dropped
