@@ -133,6 +133,23 @@ class PlanOutputs:
     def stats(self) -> PlanStats:
         return self.ranks.stats
 
+    def non_contiguous(self) -> Optional[Tuple[int, int]]:
+        """A sharded ``"flexible_auto"`` plan's sub-epochs that took files moved from other sub-epochs (so not a
+        contiguous part of the shuffled order), over its complete full epochs, and the sub-epochs counted; counted on
+        :attr:`layout` where given (else each full epoch is cut anew). None for other plans."""
+        plan = self.plan
+        if plan.settings.distribution != "flexible_auto" or not plan.settings.distrib_shard_files:
+            return None
+        full = self.stats.num_epochs // plan.partition_epoch
+        progress = Progress("moved files", total=full, unit="full epochs")
+        moved = 0
+        for k in range(full):
+            given = None if self.layout is None else self.layout(k, 0)
+            moved += len(plan.non_contiguous_sub_epochs(full_epoch_0idx=k, layout=given))
+            progress.add(1)
+        progress.close()
+        return moved, full * plan.partition_epoch
+
 
 def check_request_fits(settings: PlanSettings, *, num_files: int) -> PlanSettings:
     """What the floor checks at its entry, before any file is made: the settings against the files (too few for

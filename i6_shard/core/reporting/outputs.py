@@ -78,7 +78,7 @@ def summary_of(outputs: PlanOutputs) -> Dict[str, Any]:
             other_mode=outputs.other_mode,
             compare_num_epochs=outputs.compare_num_epochs,
         )
-    summary = summarize(plan, outputs.stats, cache=cache, layout=outputs.layout, **compared)
+    summary = summarize(plan, outputs.stats, cache=cache, non_contiguous=outputs.non_contiguous(), **compared)
     if outputs.ranks.prediction is not None:
         summary.update(prediction_summary(outputs.ranks))
     return summary

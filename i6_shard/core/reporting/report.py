@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from ..io.progress import Progress
 from ..pure.batching import MILLISTEPS_PER_STEP
 from ..pure.cache import CacheFootprint
 from ..planning import CACHE_FIT_FULL_EPOCHS, NOT_COMPUTED
@@ -177,7 +176,7 @@ def summarize(
     other_mode: Optional[Union[PlanStats, str]] = None,
     compare_num_epochs: Optional[int] = None,
     cache: Optional[Mapping[str, Any]] = None,
-    layout: Optional[Callable[[int, int], Tuple[np.ndarray, np.ndarray]]] = None,
+    non_contiguous: Optional[Tuple[int, int]] = None,
 ) -> Dict[str, Any]:
     """The JSON-able summary of ``plan`` over ``stats.num_epochs`` sub-epochs.
 
@@ -191,9 +190,8 @@ def summarize(
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
         ``cache_peak_bytes_per_node`` (without it, the summary is as before)
-    :param layout: ``(full_epoch_0idx, shard_index) -> (order, bounds)`` if already computed (as for
-        :func:`~i6_shard.core.pure.stats.compute_plan_stats`): a ``"flexible_auto"`` plan's moved files are
-        counted on it instead of on layouts computed anew
+    :param non_contiguous: a ``"flexible_auto"`` plan's sub-epochs that took files moved from others, and the
+        sub-epochs counted (from :meth:`~i6_shard.core.planning.PlanOutputs.non_contiguous`)
     """
     compare_num_epochs = _checked_compare_num_epochs(compare_num_epochs, stats)
     summary: Dict[str, Any] = {
@@ -210,18 +208,8 @@ def summarize(
         "distributions": _distributions(plan, stats, other_distributions, compare_num_epochs),
         "distributions_num_epochs": int(compare_num_epochs),
     }
-    if plan.settings.distribution == "flexible_auto" and plan.settings.distrib_shard_files:
-        full = stats.num_epochs // plan.partition_epoch  # the complete full epochs
-        progress = Progress("moved files", total=full, unit="full epochs")  # without layout: each computes one
-        moved = 0
-        for k in range(full):
-            moved += len(
-                plan.non_contiguous_sub_epochs(full_epoch_0idx=k, layout=None if layout is None else layout(k, 0))
-            )
-            progress.add(1)
-        progress.close()
-        summary["non_contiguous_sub_epochs"] = moved
-        summary["non_contiguous_of"] = full * plan.partition_epoch
+    if non_contiguous is not None:
+        summary["non_contiguous_sub_epochs"], summary["non_contiguous_of"] = non_contiguous
     if other_mode is not None:
         summary["other_mode"] = _other_mode_summary(plan, other_mode, compare_num_epochs)
     if cache is not None:
