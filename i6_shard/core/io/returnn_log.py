@@ -14,7 +14,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..pure.file_tree import FileTree, tree_key
+from ..pure.file_tree import FileTree, check_file_trees, tree_key
 from ..pure.text import short_repr
 from ..pure.training import check_report_size
 
@@ -251,6 +251,10 @@ class _RankParser:
                 ) from None
             if not isinstance(files, list):
                 raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
+            try:
+                check_file_trees(files)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
             self.files_by_epoch[epoch] = files
             return
         m = _STARTUP.match(line)
@@ -292,7 +296,10 @@ class _RankParser:
         mc = _STEP_COMPLETE.search(info)
         complete = float("nan")
         if mc:
-            complete = float(mc["pct"]) / 100.0
+            try:
+                complete = float(mc["pct"]) / 100.0
+            except ValueError:  # "1.2.3": not a number
+                complete = float("nan")
             if not 0.0 <= complete <= 1.0:
                 raise ValueError(
                     f"{where}: complete {short_repr(mc['pct'], limit=40)}% is not a share of the "
