@@ -19,6 +19,7 @@ from ..core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..core.pure.request import PlanRequest
 from .pycode import ImportRef
 from .sub_epoch import is_sub_epoch_partial
+from .torch_distributed import check_torch_distributed
 
 __all__ = [
     "DistributeFilesDatasetInfo",
@@ -253,6 +254,7 @@ def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
     'param sync every 8 steps'
     """
     bv = config.get("behavior_version")
+    check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
     rule = _sync_rule(config.get("torch_distributed"), behavior_version=bv if isinstance(bv, int) else 0)
     return SyncMode() if rule is None else rule.sync_mode
 
@@ -710,6 +712,7 @@ class _Context:
     @classmethod
     def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
         torch_opts = config.get("torch_distributed")
+        check_torch_distributed(torch_opts, num_ranks=num_ranks)  # what RETURNN refuses at start-up
         if torch_opts is not None:
             distributed, dist = "torch", _torch_dataset_distribution(torch_opts)
         elif _is_true(config.get("use_horovod")):
