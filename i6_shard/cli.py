@@ -4,6 +4,7 @@ Parses arguments, calls the core, prints; no logic of its own."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import List, Optional
@@ -12,6 +13,13 @@ from . import __version__, core
 from .core.io import DEFAULT_NUM_THREADS
 from .core.io.hdf_corpus import write_hdf_corpus
 from .core.io.atomic import atomic_dir, check_output_dir
+from .core.io.enospc import (
+    archive_bytes_bound,
+    corpus_bytes_bound,
+    costs_bytes_bound,
+    plan_dir_bytes_bound,
+    reporting_full_device,
+)
 from .core.io.plan_file import check_plan_fits_memory
 from .core.io.preflight import read_training_file_list
 from .core.pure import SEED_LIMIT
@@ -27,7 +35,8 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
     core.check_output_path(args.output, suffix=".npz", kind="file sizes archive")  # before any stat call
     trees = read_training_file_list(args.file_list)
     sizes = core.collect_file_sizes(trees, num_threads=args.threads)
-    core.save_file_sizes(sizes, args.output)
+    with reporting_full_device(args.output, needed=lambda: archive_bytes_bound(sizes.keys, int64_per_entry=2)):
+        core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
     return 0
 
@@ -50,7 +59,8 @@ def _cmd_costs(args: argparse.Namespace) -> int:
         batching=batching,
         length_column=args.length_column,
     )
-    save_file_costs(costs, args.output)
+    with reporting_full_device(args.output, needed=lambda: costs_bytes_bound(costs)):
+        save_file_costs(costs, args.output)
     total = format_cost(int(costs.costs.sum()), args.unit)
     print(
         f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
@@ -112,7 +122,8 @@ def _print_plan_outputs(summary: dict, *, out: str, plot: bool) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     request = _request(args)
     plot = _plot_wanted(not args.no_plot)
-    summary = make_plan_dir(args.sizes, request, args.output, plot=plot)
+    with reporting_full_device(args.output, needed=lambda: plan_dir_bytes_bound(args.sizes, request.settings)):
+        summary = make_plan_dir(args.sizes, request, args.output, plot=plot)
     _print_plan_outputs(summary, out=args.output, plot=plot)
     return 0
 
@@ -189,7 +200,10 @@ _DATA_OUTPUTS = ("files.txt", "data/")
 def _cmd_make_data(args: argparse.Namespace) -> int:
     out = os.path.abspath(args.output)
     check_output_dir(out, names=_DATA_OUTPUTS, what="data directory")  # the options are checked before writing
-    with atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
+    needed = functools.partial(
+        corpus_bytes_bound, num_files=args.num_files, seed=args.seed, feature_dim=args.feature_dim
+    )
+    with reporting_full_device(out, needed=needed), atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
         made = write_hdf_corpus(
             os.path.join(tmp, "data"), num_files=args.num_files, seed=args.seed, feature_dim=args.feature_dim
         )
