@@ -25,8 +25,10 @@ from .file_sizes import (
     FILE_COSTS_FORMAT_VERSION,
     SEQ_LENGTHS_ARRAY,
     STEPS_BATCHING_ARRAY,
-    load_file_sizes,
+    _read_file_sizes,
 )
+from ..pure.costs_consistency import check_frame_rate
+from .costs_checks import check_costs_consistency, check_useful_batching
 from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
 from .npz import encode_keys, inflation_problem, open_npz, save_npz
 from .preflight import short_repr
@@ -553,8 +555,7 @@ def collect_file_costs(
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
     # The options are checked before any file is stat-ed or read.
-    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not 0 < frame_rate < math.inf:
-        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
+    check_frame_rate(frame_rate)
     if length_column is not None and (not isinstance(length_column, str) or not length_column):
         raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
     _, keys = _leaves_and_keys(trees)
@@ -601,6 +602,7 @@ def collect_file_costs(
         )
     _check_total_frames(num_frames, cost_paths)  # sequences cannot wrap: at most 2**32 per file
     if unit == "steps":
+        check_useful_batching(per_file, batching)
         costs = file_millisteps(per_file, batching)
     else:
         costs = (num_frames if unit == "frames" else num_seqs).copy()
@@ -665,7 +667,7 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
         corrupt archive
     """
     path = os.fspath(path)
-    sizes = load_file_sizes(path)  # every check of the common arrays
+    sizes = _read_file_sizes(path)  # every check of the common arrays
     if sizes.unit == "bytes":
         raise ValueError(
             f"{path!r} holds sizes in bytes, without sequence lengths; compute the costs with "
@@ -700,9 +702,11 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
     for name, arr in extra.items():
         if arr is not None and first_negative(arr) is not None:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
-    return FileCosts(
+    costs = FileCosts(
         keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching, **extra
     )
+    check_costs_consistency(costs, path=path)
+    return costs
 
 
 def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:

@@ -139,7 +139,24 @@ def _check_not_negative(sizes: np.ndarray, keys: Sequence[str], *, where: str, f
 
 
 def load_file_sizes(path: str | os.PathLike) -> FileSizes:
-    """Load what :func:`save_file_sizes` wrote (format 2, or 1 without modification times).
+    """Load what :func:`save_file_sizes` wrote (format 2, or 1 without modification times); a costs archive is
+    checked for consistency first (:func:`~i6_shard.core.io.file_costs.load_file_costs`), so every reader loads
+    through one checked path.
+
+    :raises FileNotFoundError: if ``path`` does not exist
+    :raises ValueError: if the file is not a file-sizes archive of a known version, holds a negative size, or is a
+        costs archive whose arrays contradict each other
+    """
+    sizes = _read_file_sizes(path)
+    if sizes.unit != "bytes":
+        from .file_costs import load_file_costs  # (file_costs imports this module)
+
+        load_file_costs(path)
+    return sizes
+
+
+def _read_file_sizes(path: str | os.PathLike) -> FileSizes:
+    """The sizes (or costs) of an archive written by :func:`save_file_sizes` (or ``save_file_costs``).
 
     The archive's member headers are checked against each other and against the members' sizes
     before any data is inflated, so a crafted or corrupt file costs no more memory than its
