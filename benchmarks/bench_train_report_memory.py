@@ -11,21 +11,29 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def write_files_line_log(path: str, *, line_bytes: int) -> None:
-    """A one-rank log whose sub-epoch 1 is given a list of files ``line_bytes`` long."""
-    entry = "'data/file.hdf', "
-    n = max(1, line_bytes // len(entry))
+def write_files_line_log(path: str, *, line_bytes: int, entry: Optional[str] = "'data/file.hdf', ") -> None:
+    """A one-rank log whose sub-epoch 1 is given a list of files ``line_bytes`` long, of ``entry`` repeated."""
+    if entry is None:  # distinct names, just under the length given
+        files, size, i = [], 0, 0
+        while size + 20 < line_bytes:
+            files.append(f"'d/{i:012d}.hdf', ")
+            size, i = size + len(files[-1]), i + 1
+        text = "".join(files)
+    else:
+        text = entry * max(1, line_bytes // len(entry))
     with open(path, "w") as f:
         f.write("RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/python\n")
-        f.write(f"<DistributeFilesDataset 'train' epoch=1>: using files for epoch 1: [{entry * n}]\n")
+        f.write(f"<DistributeFilesDataset 'train' epoch=1>: using files for epoch 1: [{text}]\n")
         f.write("start epoch 1 global train step 0 with effective learning rate 0.001 ...\n")
         f.write("ep 1 train, step 0, mse 0.5, num_seqs 3, complete 100.00%\n")
         f.write("Epoch 1: Trained 1 steps, 0:00:00 elapsed\n")
@@ -43,15 +51,18 @@ def write_many_records_log(path: str, *, num_ranks: int, num_epochs: int) -> Non
 CASES = {
     "files line 2 MiB": lambda p: write_files_line_log(p, line_bytes=2 << 20),
     "files line 16 MiB": lambda p: write_files_line_log(p, line_bytes=16 << 20),
+    "files line 2 MiB, short names": lambda p: write_files_line_log(p, line_bytes=2 << 20, entry="'f', "),
+    "files line 4 MiB, distinct names": lambda p: write_files_line_log(p, line_bytes=4 << 20, entry=None),
     "1,047,552 records": lambda p: write_many_records_log(p, num_ranks=1024, num_epochs=1023),
 }
 
 
 def run_case(name: str, *, root: str, base: str) -> None:
     log = os.path.join(base, name.replace(" ", "_").replace(",", "") + ".log")
+    out = os.path.join(base, "out_" + os.path.basename(log)[:-4])
+    shutil.rmtree(out, ignore_errors=True)
     if not os.path.exists(log):
         CASES[name](log)
-    out = os.path.join(base, "out_" + os.path.basename(log)[:-4])
     code = (
         "import resource, sys\n"
         "from i6_shard.cli import main\n"
@@ -63,6 +74,7 @@ def run_case(name: str, *, root: str, base: str) -> None:
     p = subprocess.run(
         [sys.executable, "-c", code, "train-report", log, "--no-plot", "-o", out],
         env={**os.environ, "PYTHONPATH": root},
+        cwd=root,  # (python -c puts the working directory first on sys.path)
         capture_output=True,
         text=True,
     )

@@ -222,6 +222,7 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
     from .core.reporting import train_report
 
     names = (train_report.TRAIN_REPORT_FILE, train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_PLOT_FILE)
+    names += (train_report.TRAIN_RECORDS_FILE,)  # written above MAX_LISTED_RECORDS (sub-epoch, rank) records
     check_output_dir(args.output, names=names, what="training report directory")
     plot = not args.no_plot
     if plot and not matplotlib_available():
@@ -244,8 +245,10 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
         )
     print(train_report.render_train_report(summary), end="")
     print()
-    for name in (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE) + (
-        (train_report.TRAIN_PLOT_FILE,) if plot else ()
+    for name in (
+        (train_report.TRAIN_SUMMARY_FILE, train_report.TRAIN_REPORT_FILE)
+        + ((train_report.TRAIN_PLOT_FILE,) if plot else ())
+        + ((summary["records_file"],) if summary.get("records_file") else ())
     ):
         print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
     return 1 if summary["alarms"] and args.fail_on_alarm else 0

@@ -5,7 +5,6 @@ read line by line, each line and each number bounded, so a damaged or crafted lo
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from array import array
@@ -17,6 +16,8 @@ import numpy as np
 from ..pure.file_tree import FileTree, check_file_trees, tree_key
 from ..pure.text import short_repr
 from ..pure.training import check_report_size
+from . import log_files_line
+from .log_files_line import read_files_of_line
 
 __all__ = ["SubEpochLog", "RankLog", "TrainingLog", "read_training_logs", "MAX_LINE_CHARS"]
 
@@ -57,6 +58,12 @@ _TORCHRUN_PREFIX = re.compile(r"^\[(?P<role>[^\]\d]*)(?P<rank>\d+)\]:(?P<line>.*
 _RANK_FILE = re.compile(r"\.(?:torch-distrib|horovod)-(?P<rank>\d+)-(?P<size>\d+)(?:\.[^.]*)?$")
 
 
+#: The step arrays of every sub-epoch without steps (read-only, shared).
+_NO_STEPS = np.zeros(0, dtype=np.int64)
+_NO_COMPLETE = np.zeros(0, dtype=np.float64)
+_NO_STEPS.flags.writeable = _NO_COMPLETE.flags.writeable = False
+
+
 @dataclass
 class SubEpochLog:
     """What one rank's log says about one sub-epoch (``epoch``, 1-based).
@@ -73,9 +80,9 @@ class SubEpochLog:
     epoch: int
     files: Optional[List[FileTree]] = None
     dataset_num_seqs: Optional[int] = None
-    step_seqs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    step_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    step_complete: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    step_seqs: np.ndarray = field(default_factory=lambda: _NO_STEPS)
+    step_frames: np.ndarray = field(default_factory=lambda: _NO_STEPS)
+    step_complete: np.ndarray = field(default_factory=lambda: _NO_COMPLETE)
     trained_steps: Optional[int] = None
     line: Optional[int] = None
 
@@ -102,6 +109,7 @@ class RankLog:
     :ivar frames_dim: the dim whose ``sum_size`` counts the frames (None without ``log_batch_size``)
     :ivar cwd: the training's working directory (from RETURNN's start-up line), to resolve relative files
     :ivar num_starts: how often RETURNN started in this log (more than 1 after a restart)
+    :ivar notes: what of the log was not read (the files of lines longer than ``MAX_FILES_LINE_CHARS``)
     """
 
     rank: int
@@ -111,6 +119,7 @@ class RankLog:
     frames_dim: Optional[str] = None
     cwd: Optional[str] = None
     num_starts: int = 0
+    notes: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -139,9 +148,10 @@ class _Building:
         self.complete = array("d")
 
     def finish(self) -> SubEpochLog:
-        self.record.step_seqs = np.array(self.seqs, dtype=np.int64)
-        self.record.step_frames = np.array(self.frames, dtype=np.int64)
-        self.record.step_complete = np.array(self.complete, dtype=np.float64)
+        if self.seqs:  # (a sub-epoch without steps shares the empty arrays: a log may hold a million of them)
+            self.record.step_seqs = np.array(self.seqs, dtype=np.int64)
+            self.record.step_frames = np.array(self.frames, dtype=np.int64)
+            self.record.step_complete = np.array(self.complete, dtype=np.float64)
         return self.record
 
 
@@ -183,6 +193,8 @@ class _RankParser:
     def __init__(self, *, rank: int, source: str, dataset_name: str, frames_dim: Optional[str]):
         self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
         self.files_by_epoch: Dict[int, List[FileTree]] = {}
+        self.names: Dict[str, str] = {}  # one copy of each file name of this log
+        self.files_not_read: List[str] = []  # where the files of a line were too long to read
         self.sub_epochs: Dict[int, SubEpochLog] = {}
         self.current: Optional[_Building] = None
         self.cwd: Optional[str] = None
@@ -237,18 +249,13 @@ class _RankParser:
             if m["name"] != self.dataset_name:
                 return
             epoch = self._epoch(m["epoch"], where)
-            try:
-                files = ast.literal_eval(m["files"])
-            except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
-                cut = (
-                    f"; the line is longer than {MAX_LINE_CHARS:,} characters and was cut there"
-                    if len(line) >= MAX_LINE_CHARS
-                    else "; is the line cut off?"
-                )
-                raise ValueError(
-                    f"{where}: the files of epoch {epoch} are not a Python literal "
-                    f"({short_repr(str(exc), limit=100)}){cut} {short_repr(line)}"
-                ) from None
+            files = read_files_of_line(
+                m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.names
+            )
+            if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
+                self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
+                self.files_by_epoch.pop(epoch, None)
+                return
             if not isinstance(files, list):
                 raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
             try:
@@ -320,7 +327,24 @@ class _RankParser:
             frames_dim=self.frames_dim,
             cwd=self.cwd,
             num_starts=self.num_starts,
+            notes=_files_not_read_notes(self.files_not_read),
         )
+
+
+def _files_not_read_notes(where: List[str]) -> List[str]:
+    """One note for the "using files" lines of a log whose files were too long to read (the first few named).
+
+    >>> _files_not_read_notes(["x.log:3 (sub-epoch 1, 5,000,000 characters)"])
+    ['the files of 1 "using files" lines are longer than 4,194,304 characters and were not read, so they are not compared: x.log:3 (sub-epoch 1, 5,000,000 characters)']
+    """
+    if not where:
+        return []
+    shown = "; ".join(where[:3]) + (f"; and {len(where) - 3:,} more" if len(where) > 3 else "")
+    return [
+        f'the files of {len(where):,} "using files" lines are longer than {log_files_line.MAX_FILES_LINE_CHARS:,} '
+        "characters and "
+        f"were not read, so they are not compared: {shown}"
+    ]
 
 
 def parse_rank_log(
