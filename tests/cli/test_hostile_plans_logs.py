@@ -107,3 +107,16 @@ def test_a_damaged_line_names_the_log_and_the_line(tmp_path, capsys, case):
     paths, num_lines = _logs(tmp_path, tail2=tail.encode())
     err = _one_error_line(capsys, ["train-report", *paths], tmp_path)
     assert err.startswith(f"error: returnn.torch-distrib-2-4.log:{num_lines}: {message}"), err
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_the_returnn_side_reads_refuse_an_edited_plan_naming_it(tmp_path, edit):
+    """What ShardedDistributeFilesDataset reads at each rank's start-up: the head, then its full epoch's layout."""
+    from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
+
+    fn, message = EDITS[edit]
+    path = _edit(STORED, tmp_path / "edited.npz", fn)
+    with pytest.raises(ValueError) as info:
+        head = read_plan_head(path, decode_keys=False)
+        read_plan_layout(path, full_epoch_0idx=0, num_files=head.num_files)
+    assert str(info.value).startswith(repr(path)) and message in str(info.value), info.value
