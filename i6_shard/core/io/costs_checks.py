@@ -31,7 +31,7 @@ def check_costs_consistency(costs, *, path: str) -> None:
     )
     if problem is not None:
         raise ValueError(
-            f"{short_repr(path)} contradicts itself: {problem}; it was changed after it was written: compute the "
+            f"{short_repr(path)} contradicts itself: {problem}; it was changed, or written by an earlier version: compute the "
             "costs again (`python -m i6_shard costs`, ComputeFileCostsJob)"
         )
 

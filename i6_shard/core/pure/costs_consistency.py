@@ -63,7 +63,8 @@ def costs_consistency_problem(
     order, ``num_seqs[i]`` each) sum to its ``num_frames``; that the pooled quantiles start at the shortest and end
     at the longest length; that the costs are the unit's (``num_frames``, ``num_seqs``, or
     :func:`~i6_shard.core.pure.batching.file_millisteps` of the lengths under ``batching``, recomputed); and,
-    without the lengths, that no file with sequences costs 0 milli-steps.
+    without the lengths, that no file with sequences costs 0 milli-steps; with them, that the batching is one the
+    steps unit can count (:func:`useful_batching_problem`: no 0-cost file with sequences).
 
     :param keys: the entries' keys, to name the first offending one
     :return: a message naming the entry and the arrays that disagree
@@ -116,6 +117,9 @@ def costs_consistency_problem(
         return None
     starts = np.cumsum(num_seqs) - num_seqs
     per_file_lengths = [lengths[s : s + n] for s, n in zip(starts.tolist(), num_seqs.tolist())]
+    useless = useful_batching_problem(per_file_lengths, batching)
+    if useless is not None:  # e.g. written with batch_size=2**40: every cost 0, consistently
+        return f"the batching it was computed under cannot count these files: {useless}"
     expected = file_millisteps(per_file_lengths, batching)
     bad = _first(costs != expected)
     if bad is not None:

@@ -147,3 +147,29 @@ def test_the_frame_rate_of_1e300_on_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: frame_rate=1e+300 (--frame-rate) is not a rate of frames per second"), err
     assert os.listdir(tmp_path) == ["list.txt"]
+
+
+def test_an_archive_computed_under_useless_batching_is_refused(tmp_path):
+    """An archive that ``costs --batch-size 2**40`` wrote before: every cost 0, consistent with its own batching."""
+    from i6_shard.core.io.file_costs import FileCosts, save_file_costs, sorted_length_quantiles
+
+    lengths = [np.array([20, 30, 40]), np.array([50] * 5)]
+    batching = Batching(batch_size=None, max_seqs=10**6)
+    costs = file_millisteps(lengths, batching)
+    assert (costs == 0).all()
+    flat = np.concatenate(lengths)
+    archive = FileCosts(
+        keys=["/d/a.hdf", "/d/b.hdf"],
+        costs=costs,
+        unit="steps",
+        num_seqs=np.array([3, 5]),
+        num_frames=np.array([90, 250]),
+        seq_lengths=flat.astype(np.int32),
+        seq_length_quantiles=sorted_length_quantiles(flat),
+        batching=batching,
+    )
+    path = str(tmp_path / "old.npz")
+    save_file_costs(archive, path)
+    for load in (load_file_costs, core.load_file_sizes):
+        with pytest.raises(ValueError, match="the batching it was computed under cannot count these files: max_seqs="):
+            load(path)
