@@ -11,7 +11,7 @@ from ..pure.batching import Batching
 from ..pure.costs_consistency import costs_consistency_problem, useful_batching_problem
 from ..pure.text import short_repr
 
-__all__ = ["check_costs_consistency", "check_useful_batching"]
+__all__ = ["check_costs_consistency", "check_useful_batching", "check_useful_batching_of"]
 
 
 def check_costs_consistency(costs, *, path: str) -> None:
@@ -49,3 +49,15 @@ def check_useful_batching(per_file_lengths: Sequence[np.ndarray], batching: Batc
             f"{problem} (the training's batching limits: --batch-size/--max-seqs, or batch_size/max_seqs of the "
             "job); give the training's own limits"
         )
+
+
+def check_useful_batching_of(costs, batching) -> None:
+    """:func:`check_useful_batching` for the files of a loaded costs archive (a ``FileCosts``), where it knows every
+    sequence's length; nothing to check without ``batching`` or lengths."""
+    if batching is None or costs.seq_lengths is None:
+        return
+    ends = np.cumsum(np.asarray(costs.num_seqs, dtype=np.int64))
+    lengths = np.asarray(costs.seq_lengths)
+    check_useful_batching(
+        [lengths[e - n : e] for e, n in zip(ends.tolist(), np.asarray(costs.num_seqs).tolist())], batching
+    )

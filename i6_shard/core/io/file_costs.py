@@ -28,7 +28,7 @@ from .file_sizes import (
     _read_file_sizes,
 )
 from ..pure.costs_consistency import check_frame_rate
-from .costs_checks import check_costs_consistency, check_useful_batching
+from .costs_checks import check_costs_consistency, check_useful_batching, check_useful_batching_of
 from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
 from .npz import encode_keys, inflation_problem, open_npz, save_npz
 from .preflight import short_repr
@@ -142,7 +142,9 @@ def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optio
             "(`costs --length-column NAME`, ComputeFileCostsJob(length_column=...))"
         )
     if costs.batching is None or batching is None or batching == costs.batching:
-        return batching if batching is not None else costs.batching
+        chosen = batching if batching is not None else costs.batching
+        check_useful_batching_of(costs, chosen)  # a prediction of 0 steps everywhere is none
+        return chosen
     raise ValueError(
         f"the costs count steps under {costs.batching.as_dict()}, but the prediction was asked for "
         f"{batching.as_dict()}: give the same batch_size / max_seqs, or compute the costs again with "

@@ -173,3 +173,14 @@ def test_an_archive_computed_under_useless_batching_is_refused(tmp_path):
     for load in (load_file_costs, core.load_file_sizes):
         with pytest.raises(ValueError, match="the batching it was computed under cannot count these files: max_seqs="):
             load(path)
+
+
+def test_a_plan_predicting_under_useless_batching_names_the_option(corpus, tmp_path, capsys):
+    """plan --batch-size 2**40 took 9 s and 432 MB to predict 0 steps everywhere and 0% dropped."""
+    capsys.readouterr()
+    argv = ["plan", "--sizes", str(corpus / "frames.npz"), "--num-shards", "2", "--partition-epoch", "2"]
+    argv += ["--num-epochs", "4", "--no-plot", "--batch-size", str(2**40), "-o", str(tmp_path / "plan")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: batch_size=1099511627776 lets ") and "the largest useful batch_size is" in err, err
+    assert not (tmp_path / "plan").exists()
