@@ -100,8 +100,12 @@ def reporting_full_device(output: str, *, needed: Callable[[], int]) -> Iterator
         if code is None:
             raise
         free = _free_bytes(os.path.dirname(os.path.abspath(output)) or ".")
+        try:
+            need = f"about {_fmt(needed())}"
+        except (OSError, ValueError, TypeError, MemoryError):  # the estimate is a courtesy: never hide the real error
+            need = "an unknown amount"
         new = OSError(
-            f"cannot write {short_repr(output)}: {_FULL[code]}; it needs about {_fmt(needed())}, "
+            f"cannot write {short_repr(output)}: {_FULL[code]}; it needs {need}, "
             f"{'an unknown amount' if free is None else _fmt(free)} free there: free some space or choose another "
             "output (nothing was written)",
         )
