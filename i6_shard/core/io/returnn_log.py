@@ -15,6 +15,7 @@ import numpy as np
 
 from ..pure.file_tree import FileTree, check_file_trees, tree_key
 from ..pure.text import short_repr
+from ..pure import training as _training
 from ..pure.training import check_report_size
 from . import log_files_line
 from .log_files_line import read_files_of_line
@@ -190,8 +191,17 @@ _DAMAGED = "the line is damaged: remove it, or give the log RETURNN wrote"
 class _RankParser:
     """One rank's log, fed line by line (:func:`parse_rank_log`); holds only what the report needs."""
 
-    def __init__(self, *, rank: int, source: str, dataset_name: str, frames_dim: Optional[str]):
+    def __init__(
+        self,
+        *,
+        rank: int,
+        source: str,
+        dataset_name: str,
+        frames_dim: Optional[str],
+        records: Optional[List[int]] = None,
+    ):
         self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
+        self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
         self.files_by_epoch: Dict[int, List[FileTree]] = {}
         self.names: Dict[str, str] = {}  # one copy of each file name of this log
         self.files_not_read: List[str] = []  # where the files of a line were too long to read
@@ -213,8 +223,22 @@ class _RankParser:
 
     def _begin(self, epoch: int, lineno: int) -> _Building:
         if self.current is None or self.current.record.epoch != epoch:
+            self._count_record(epoch, lineno)
             self.current = _start(self.sub_epochs, self.current, epoch, lineno)
         return self.current
+
+    def _count_record(self, epoch: int, lineno: int) -> None:
+        """Refuse, at its line, the record that takes the logs past the records a report holds (before it is made:
+        memory stays bounded by that cap, however many records the logs hold)."""
+        if epoch in self.sub_epochs or (self.current is not None and self.current.record.epoch == epoch):
+            return  # a restart of a sub-epoch this rank has: no new record
+        self.records[0] += 1
+        if self.records[0] > _training.MAX_REPORT_RECORDS:
+            raise ValueError(
+                f"{self.source}:{lineno}: sub-epoch {epoch} of rank {self.rank} takes the logs past the "
+                f"{_training.MAX_REPORT_RECORDS:,} (sub-epoch, rank) records a report holds; give the logs of one "
+                "training, cut to the sub-epochs to report (a sub-epoch or rank far from the others is a damaged line)"
+            )
 
     def feed(self, line: str, lineno: int) -> None:
         """Take one line (without its newline) of this rank's log; ``lineno`` is its line in the file."""
@@ -228,7 +252,9 @@ class _RankParser:
             return
         m = _START_EPOCH.match(line)
         if m:
-            self.current = _start(self.sub_epochs, self.current, self._epoch(m["epoch"], where), lineno)
+            epoch = self._epoch(m["epoch"], where)
+            self._count_record(epoch, lineno)
+            self.current = _start(self.sub_epochs, self.current, epoch, lineno)
             return
         m = _NUM_SEQS.match(line)
         if m:
@@ -460,16 +486,22 @@ def _read_lines(path: str, *, max_line_chars: Optional[int] = None) -> Iterator[
             yield line
 
 
-def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str], num_paths: int) -> List[RankLog]:
+def _parse_file(
+    path: str, *, dataset_name: str, frames_dim: Optional[str], num_paths: int, records: Optional[List[int]] = None
+) -> List[RankLog]:
     """The rank logs of one file: a per-rank log (its rank from the name), a torchrun stdout (a rank per prefix),
     or the log of a one-process training (rank 0), read in one pass."""
     name = os.path.basename(path)
     named = rank_of_log_file(path)
     if named is not None:
-        parser = _RankParser(rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim)
+        parser = _RankParser(
+            rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim, records=records
+        )
         for lineno, line in enumerate(_read_lines(path), start=1):
             parser.feed(line, lineno)
         return [parser.result()]
+    # (a log of one process is the only one read: it counts its own records, and a torchrun stdout's launcher
+    # lines read before the first prefixed line count for nothing)
     plain: Optional[_RankParser] = _RankParser(rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim)
     split: Dict[int, _RankParser] = {}
     for lineno, line in enumerate(_read_lines(path), start=1):
@@ -480,7 +512,11 @@ def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str], num_
             parser = split.get(rank)
             if parser is None:
                 parser = split[rank] = _RankParser(
-                    rank=rank, source=f"{name} [rank {rank}]", dataset_name=dataset_name, frames_dim=frames_dim
+                    rank=rank,
+                    source=f"{name} [rank {rank}]",
+                    dataset_name=dataset_name,
+                    frames_dim=frames_dim,
+                    records=records,
                 )
             parser.feed(m["line"], lineno)
         elif plain is not None:
@@ -543,8 +579,11 @@ def read_training_logs(
             f"the log names give different world sizes {_few(sorted(sizes))}; pass the logs of one training"
         )
     ranks: Dict[int, RankLog] = {}
+    records = [0]  # (sub-epoch, rank) records made so far, over all the logs
     for path in paths:
-        for log in _parse_file(path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths)):
+        for log in _parse_file(
+            path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths), records=records
+        ):
             _add(ranks, log, path)
     expected = sizes.pop() if sizes else max(ranks) + 1
     lacking = sorted(set(range(expected)) - set(ranks))

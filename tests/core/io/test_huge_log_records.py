@@ -117,3 +117,20 @@ def test_the_report_job_asks_for_a_kib_per_record_the_logs_can_hold():
         mem_gb = jobs.train_report_rqmt(log_bytes=log_bytes)[0]["mem"]
         records = min(2**20, log_bytes // 24)
         assert mem_gb * 1e9 >= 1e9 + log_bytes + 1024 * records
+
+
+def test_records_past_the_cap_are_refused_at_their_line_before_they_are_made(tmp_path, monkeypatch):
+    """A log holding more records than a report holds was parsed whole (memory per record) before it was refused."""
+    from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.core.pure import training
+
+    monkeypatch.setattr(training, "MAX_REPORT_RECORDS", 10)
+    log = tmp_path / "log.run.1"
+    lines = [f"[default{r}]:start epoch {e} global train step 0" for e in range(1, 5) for r in range(3)]
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as info:
+        read_training_logs([str(log)])
+    assert str(info.value).startswith(
+        "log.run.1 [rank 1]:11: sub-epoch 4 of rank 1 takes the logs past the 10 (sub-epoch, rank) records a report "
+        "holds"
+    ), info.value
