@@ -117,9 +117,11 @@ def costs_consistency_problem(
         return None
     starts = np.cumsum(num_seqs) - num_seqs
     per_file_lengths = [lengths[s : s + n] for s, n in zip(starts.tolist(), num_seqs.tolist())]
-    useless = useful_batching_problem(per_file_lengths, batching)
-    if useless is not None:  # e.g. written with batch_size=2**40: every cost 0, consistently
-        return f"the batching it was computed under cannot count these files: {useless}"
+    shortest = int(lengths.min()) if lengths.size else 1
+    if (costs[~empty] == 0).any() or _beyond_model(batching, shortest=shortest):  # else the recount below shows it
+        useless = useful_batching_problem(per_file_lengths, batching)
+        if useless is not None:  # e.g. written with batch_size=2**40: every cost 0, consistently
+            return f"the batching it was computed under cannot count these files: {useless}"
     expected = file_millisteps(per_file_lengths, batching)
     bad = _first(costs != expected)
     if bad is not None:
@@ -146,8 +148,8 @@ def useful_batching_problem(per_file_lengths: Sequence[np.ndarray], batching: Ba
         return None
     shortest = max(1, min(int(np.min(per_file_lengths[i])) for i in nonempty))
 
-    def beyond_model(b: Batching) -> bool:  # more of the shortest sequences in a batch than the model sums
-        return b.batch_size is not None and min(b.batch_size // shortest, b.seqs_limit) > MAX_SEQS_PER_BATCH_MODELLED
+    def beyond_model(b: Batching) -> bool:
+        return _beyond_model(b, shortest=shortest)
 
     zero = [] if beyond_model(batching) else _zero_cost_files(per_file_lengths, nonempty, batching)
     if not beyond_model(batching) and not zero:
@@ -176,6 +178,12 @@ def useful_batching_problem(per_file_lengths: Sequence[np.ndarray], batching: Ba
         f"{option}={getattr(batching, option)} makes files with sequences cost 0 milli-steps (e.g. file "
         f"{first}: {len(per_file_lengths[first])} sequences); the largest useful {option} is {lo}"
     )
+
+
+def _beyond_model(batching: Batching, *, shortest: int) -> bool:
+    """Whether a batch could hold more of the shortest sequences than the steps model sums."""
+    fit = batching.batch_size // max(1, shortest) if batching.batch_size is not None else batching.seqs_limit
+    return batching.batch_size is not None and min(fit, batching.seqs_limit) > MAX_SEQS_PER_BATCH_MODELLED
 
 
 def _zero_cost_files(per_file_lengths: Sequence[np.ndarray], candidates: Sequence[int], batching: Batching) -> list:
