@@ -4,6 +4,7 @@ Parses arguments, calls the core, prints; no logic of its own."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -12,6 +13,11 @@ from typing import List, Optional
 from . import __version__, core
 from .core.io import (
     DEFAULT_NUM_THREADS,
+    archive_bytes_bound,
+    corpus_bytes_bound,
+    costs_bytes_bound,
+    plan_dir_bytes_bound,
+    reporting_full_device,
     PROGRESS_INTERVAL,
     read_plan_head,
     read_plan_layout,
@@ -80,7 +86,8 @@ def _cmd_sizes(args: argparse.Namespace) -> int:
     plot = _check_distribution_plot(args)
     trees = read_training_file_list(args.file_list)
     sizes = core.collect_file_sizes(trees, num_threads=args.threads, progress_interval=PROGRESS_INTERVAL)
-    core.save_file_sizes(sizes, args.output)
+    with reporting_full_device(args.output, needed=lambda: archive_bytes_bound(sizes.keys, int64_per_entry=2)):
+        core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
     if plot:
         _draw_distribution(args, sizes.sizes, unit="bytes")
@@ -107,7 +114,8 @@ def _cmd_costs(args: argparse.Namespace) -> int:
         batching=batching,
         length_column=args.length_column,
     )
-    save_file_costs(costs, args.output)
+    with reporting_full_device(args.output, needed=lambda: costs_bytes_bound(costs)):
+        save_file_costs(costs, args.output)
     total = format_cost(int(costs.costs.sum()), args.unit)
     print(
         f"{len(costs)} entries, {total} ({int(costs.num_seqs.sum()):,} sequences, "
@@ -173,7 +181,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     request = _request(args)
     plot = _plot_wanted(not args.no_plot)
     core.check_plan_dir(args.output)  # before the archive is read
-    summary = core.write_outputs_dir(core.plan_archive(args.sizes, request), args.output, plot=plot)
+    with reporting_full_device(args.output, needed=lambda: plan_dir_bytes_bound(args.sizes, request.settings)):
+        summary = core.write_outputs_dir(core.plan_archive(args.sizes, request), args.output, plot=plot)
     _print_plan_outputs(summary, out=args.output, plot=plot)
     return 0
 
@@ -296,7 +305,10 @@ _DATA_OUTPUTS = ("files.txt", "data/")
 def _cmd_make_data(args: argparse.Namespace) -> int:
     out = os.path.abspath(args.output)
     check_output_dir(out, names=_DATA_OUTPUTS, what="data directory")  # the options are checked before writing
-    with atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
+    needed = functools.partial(
+        corpus_bytes_bound, num_files=args.num_files, seed=args.seed, feature_dim=args.feature_dim
+    )
+    with reporting_full_device(out, needed=needed), atomic_dir(out, names=_DATA_OUTPUTS, what="data directory") as tmp:
         made = write_hdf_corpus(
             os.path.join(tmp, "data"),
             num_files=args.num_files,
@@ -319,6 +331,7 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
     from .core import reporting
 
     names = (reporting.TRAIN_REPORT_FILE, reporting.TRAIN_SUMMARY_FILE, reporting.TRAIN_PLOT_FILE)
+    names += (reporting.TRAIN_RECORDS_FILE,)  # written above MAX_LISTED_RECORDS (sub-epoch, rank) records
     check_output_dir(args.output, names=names, what="training report directory")
     plot = not args.no_plot
     if plot and not matplotlib_available():
@@ -343,8 +356,10 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
         )
     print(reporting.render_train_report(summary), end="")
     print()
-    for name in (reporting.TRAIN_SUMMARY_FILE, reporting.TRAIN_REPORT_FILE) + (
-        (reporting.TRAIN_PLOT_FILE,) if plot else ()
+    for name in (
+        (reporting.TRAIN_SUMMARY_FILE, reporting.TRAIN_REPORT_FILE)
+        + ((reporting.TRAIN_PLOT_FILE,) if plot else ())
+        + ((summary["records_file"],) if summary.get("records_file") else ())
     ):
         print(f"{name.split('.')[0]:<7} -> {os.path.join(args.output, name)}")
     return 1 if summary["alarms"] and args.fail_on_alarm else 0

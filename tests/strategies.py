@@ -199,3 +199,53 @@ def torch_sync_setups(draw, *, num_ranks: int):
         every *= draw(st.integers(1, 3))
         levels.append({"group": group, "type": "param", "every": every})
     return {"sync": levels}, per_node
+
+
+_sync_groups = st.sampled_from(["world", "node", "junk", 0, 1, 2, 3, 4, True, [[0, 1], [2, 3]], [[0, 2], [1, 3]]])
+_sync_groups = _sync_groups | st.sampled_from([[[0], [1, 2, 3]], [[0, 0], [1, 2]], [[0, 1, 2, 3]], ["ab"], None])
+_EVERY_ABSENT = object()
+
+
+@st.composite
+def sync_levels(draw):
+    """One level of ``torch_distributed``'s ``sync``, valid or not (RETURNN's ``_parse_sync_levels`` decides)."""
+    level = {
+        "group": draw(_sync_groups),
+        "type": draw(st.sampled_from(["grad", "param", "junk", "", 0, None])),
+    }
+    every = draw(st.sampled_from([_EVERY_ABSENT, 1, 2, 4, 6, 0, -1, "2", 2.0, True]))
+    if every is not _EVERY_ABSENT:
+        level["every"] = every
+    for key in draw(st.lists(st.sampled_from(["sync_on_cpu", "sync_optimizer_state", "typo"]), max_size=2)):
+        level[key] = False
+    for key in draw(st.lists(st.sampled_from(["group", "type"]), max_size=1)):
+        del level[key]
+    return level
+
+
+@st.composite
+def torch_distributed_options(draw):
+    """A ``torch_distributed`` value, valid or not: junk (``"yes"``, ``[]``, ``5``), or a dict of RETURNN's options
+    with fuzzed values and sometimes keys RETURNN does not read."""
+    junk = st.sampled_from(["yes", [], 5, 0, "", True, ("reduce_type", "grad")])
+    if draw(st.integers(0, 9)) == 0:
+        return draw(junk)
+    opts = {}
+    choices = {
+        "reduce_type": st.sampled_from(["grad", "grad_explicit", "param", "sync", "junk", "", 0, None, True]),
+        "param_sync_step": st.sampled_from([1, 100, 0, -1, True, "5", 2.0, None]),
+        "sync": st.lists(sync_levels(), max_size=3) | st.sampled_from(["junk", None, {}]),
+        "dataset_distribution": st.sampled_from(["random_seed_offset", "shard", "junk", None]),
+        "sync_complete_frac": st.booleans(),
+        "sync_at_epoch_end": st.booleans(),
+        "backend": st.just("gloo"),
+        "timeout_sec": st.just(60),
+        "sync_on_cpu": st.booleans(),
+        "sync_optimizer_state": st.booleans(),
+        "class": st.none(),
+        "options": st.just({}),
+        "typo_reduce_typ": st.just("param"),
+    }
+    for key in draw(st.lists(st.sampled_from(sorted(choices)), unique=True, max_size=4)):
+        opts[key] = draw(choices[key])
+    return opts

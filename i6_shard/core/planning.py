@@ -25,7 +25,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from .io.file_costs import FileCosts, load_file_costs, prediction_batching
-from .io.file_sizes import FileSizes, load_file_sizes
+from .io.cost_archive import load_file_sizes
+from .io.file_sizes import FileSizes
 from .io import plan_file as _plan_file
 from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, save_plan_arrays
 from .io.preflight import check_regular_file

@@ -10,7 +10,7 @@ from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.io import collect_file_costs, cost_leaf, save_file_costs
-from i6_shard.core.pure import Batching, COST_UNITS, batching_of, check_batching_for_unit
+from i6_shard.core.pure import Batching, COST_UNITS, batching_of, check_batching_for_unit, check_frame_rate
 
 from .sizes import ComputeFileSizesJob, _checked_args as _checked_list_args
 from .util import RQMT_ARGS, PlainNumbersJobType, check_rqmt_args, instantiate, sized_task
@@ -36,8 +36,7 @@ def _checked_args(args: Dict[str, Any]) -> bool:
         for tree in instantiate(list(args["files"]))[:1]:  # the first tree shows a leaf that names nothing
             cost_leaf(tree, leaf=leaf)
     frame_rate = args["frame_rate"]
-    if isinstance(frame_rate, bool) or not isinstance(frame_rate, (int, float)) or not 0 < frame_rate < float("inf"):
-        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
+    check_frame_rate(frame_rate)
     stream = args["stream"]
     if not isinstance(stream, str) or not stream:
         raise ValueError(f"stream={stream!r} must name an HDF stream, e.g. 'data' or 'classes'")

@@ -11,6 +11,7 @@ from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core import reporting
+from i6_shard.core.pure import MAX_REPORT_RECORDS
 from i6_shard.returnn_config.reader import read_sync_mode
 
 from .util import RQMT_ARGS, check_absolute, check_rqmt_args, path_str, round_up, sized_task, write_variable
@@ -55,19 +56,30 @@ def training_log_files(training: Any) -> List[tk.Path]:
     return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
 
 
+#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured: about 610 bytes).
+_RECORD_BYTES = 1024
+#: Bytes of the shortest log line that begins a record.
+_MIN_RECORD_LINE_BYTES = 24
+
+
 def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int, float]], bool]:
     """The report task's request sized from the bytes of the logs, and whether they are few enough for a
     mini task; unknown ``log_bytes`` (a log that cannot be stat-ed): a mini task, whose run then says what
-    is wrong. The logs are streamed: measured, a 300 MB log of 1.6 M step lines took 12 s and 110 MB (0.37
-    bytes per log byte); this asks for 1 GB plus one byte per log byte (about 3 times) and about 10 times the
-    time.
+    is wrong. The rule: 1 GB, plus one byte per log byte (the step lines: measured, a 300 MB log of 1.6 M step lines
+    took 12 s and 110 MB), plus 1 KiB for each (sub-epoch, rank) record the logs can hold: one per 24 log bytes (the
+    shortest line that begins one, ``[r]:ep E train num_seqs: N``), at most the 2**20 a report holds (measured: 1,047,552
+    records from a 49 MB torchrun log peaked at 641 MB, ``benchmarks/bench_train_report_memory.py``); and about 10
+    times the time of 4 MB/s.
 
     >>> train_report_rqmt(log_bytes=2 * 10**9)
-    ({'cpu': 1, 'mem': 3, 'time': 1.75}, False)
+    ({'cpu': 1, 'mem': 5, 'time': 1.75}, False)
+    >>> train_report_rqmt(log_bytes=40 * 10**6)[0]["mem"]
+    3
     """
     if log_bytes is None:
         return {"cpu": 1, "mem": 2, "time": 1}, True
-    mem_gb = 1 + log_bytes / 1e9
+    max_records = min(MAX_REPORT_RECORDS, log_bytes // _MIN_RECORD_LINE_BYTES)
+    mem_gb = 1 + log_bytes / 1e9 + max_records * _RECORD_BYTES / 1e9
     hours = max(0.5, 0.25 + log_bytes / 4e6 * 10 / 3600)
     return {
         "cpu": 1,

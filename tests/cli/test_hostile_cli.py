@@ -279,7 +279,7 @@ def hdf_costs(tmp_path_factory):
             )
             for n in (10**5, 10**9)
         ],
-        (["costs", "LIST", "--frame-rate", "inf"], "frame_rate=inf must be a positive, finite number"),
+        (["costs", "LIST", "--frame-rate", "inf"], "frame_rate=inf (--frame-rate) is not a rate of frames per second"),
         (["costs", "LIST", "--unit", "steps", "--batch-size", str(10**30)], f"batch_size={10**30} is beyond any batch"),
     ],
 )

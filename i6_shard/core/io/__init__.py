@@ -13,7 +13,8 @@ from .atomic import atomic_path, atomic_write, check_output_path
 from .demo import lognormal_sizes
 from .hdf_corpus import write_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
-from .file_sizes import FileSizes, load_file_sizes, save_file_sizes
+from .file_sizes import FileSizes, save_file_sizes
+from .cost_archive import load_file_sizes
 from .stat_engine import DEFAULT_NUM_THREADS, MissingFilesError, collect_file_sizes
 from .stale_sizes import DEFAULT_CHECK_SAMPLES, StaleFileSizesError, check_sample_unchanged
 from .plan_file import (
@@ -41,8 +42,20 @@ from .plan_file import check_plan_fits_memory
 from .preflight import archive_entry_count, check_key_collisions, check_regular_file, file_list_digest
 from .stale_sizes import check_num_samples
 from .file_sizes import check_archive_path
+from .enospc import (
+    archive_bytes_bound,
+    corpus_bytes_bound,
+    costs_bytes_bound,
+    plan_dir_bytes_bound,
+    reporting_full_device,
+)
 
 __all__ = [
+    "archive_bytes_bound",
+    "corpus_bytes_bound",
+    "costs_bytes_bound",
+    "plan_dir_bytes_bound",
+    "reporting_full_device",
     "check_archive_path",
     "collect_file_sizes",
     "FileSizes",

@@ -16,11 +16,13 @@ from .file_sizes import (
     FILE_COSTS_FORMAT_VERSION,
     SEQ_LENGTHS_ARRAY,
     STEPS_BATCHING_ARRAY,
-    load_file_sizes,
+    FileSizes,
+    read_sizes_archive,
 )
+from ..pure.costs_checks import check_costs_consistency
 from .npz import encode_keys, open_npz, save_npz
 
-__all__ = ["save_file_costs", "load_file_costs"]
+__all__ = ["save_file_costs", "load_file_costs", "load_file_sizes"]
 
 
 def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
@@ -67,7 +69,7 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
         corrupt archive
     """
     path = os.fspath(path)
-    sizes = load_file_sizes(path)  # every check of the common arrays
+    sizes = read_sizes_archive(path)  # every check of the common arrays
     if sizes.unit == "bytes":
         raise ValueError(
             f"{path!r} holds sizes in bytes, without sequence lengths; compute the costs with "
@@ -102,9 +104,26 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
     for name, arr in extra.items():
         if arr is not None and first_negative(arr) is not None:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
-    return FileCosts(
+    costs = FileCosts(
         keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching, **extra
     )
+    check_costs_consistency(costs, path=path)
+    return costs
+
+
+def load_file_sizes(path: str | os.PathLike) -> FileSizes:
+    """Load what ``save_file_sizes`` wrote (format 2, or 1 without modification times), or a costs archive as sizes
+    in its unit; a costs archive is checked for consistency first (:func:`load_file_costs`), so every reader loads
+    through one checked path.
+
+    :raises FileNotFoundError: if ``path`` does not exist
+    :raises ValueError: if the file is not a file-sizes archive of a known version, holds a negative size, or is a
+        costs archive whose arrays contradict each other
+    """
+    sizes = read_sizes_archive(path)
+    if sizes.unit != "bytes":
+        load_file_costs(path)
+    return sizes
 
 
 def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:

@@ -5,7 +5,6 @@ result is a :class:`~i6_shard.core.pure.costs.FileCosts` in list order."""
 from __future__ import annotations
 
 import concurrent.futures
-import math
 import multiprocessing
 import os
 import threading
@@ -16,6 +15,7 @@ import numpy as np
 
 from ..pure.batching import Batching, check_batching_for_unit
 from ..pure.costs import COST_UNITS, FileCosts, cost_arrays, sorted_length_quantiles
+from ..pure.costs_consistency import check_frame_rate
 from ..pure.file_tree import FileTree
 from ..pure.text import short_repr
 from .cost_formats import DEFAULT_FRAME_RATE, _read_one, cost_leaf
@@ -144,8 +144,7 @@ def _check_options(
     check_batching_for_unit(unit, batching)
     if num_procs is not None and (not isinstance(num_procs, int) or isinstance(num_procs, bool) or num_procs < 1):
         raise ValueError(f"num_procs={num_procs!r} must be a positive int")
-    if not isinstance(frame_rate, (int, float)) or isinstance(frame_rate, bool) or not 0 < frame_rate < math.inf:
-        raise ValueError(f"frame_rate={frame_rate!r} must be a positive, finite number of frames per second, e.g. 100")
+    check_frame_rate(frame_rate)
     if length_column is not None and (not isinstance(length_column, str) or not length_column):
         raise ValueError(f"length_column={length_column!r} must name a column of the arrow shards, or be None")
 

@@ -15,7 +15,7 @@ from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from ..pure.text import short_repr
 
-__all__ = ["FileSizes", "save_file_sizes", "load_file_sizes", "check_archive_path"]
+__all__ = ["FileSizes", "save_file_sizes", "read_sizes_archive", "check_archive_path"]
 
 #: Written when the modification times are known (format 2 adds ``mtimes_ns``); format 1 is still read.
 FILE_SIZES_FORMAT_VERSION = 2
@@ -157,8 +157,8 @@ def _check_not_negative(sizes: np.ndarray, keys: Sequence[str], *, where: str, f
         )
 
 
-def load_file_sizes(path: str | os.PathLike) -> FileSizes:
-    """Load what :func:`save_file_sizes` wrote (format 2, or 1 without modification times).
+def read_sizes_archive(path: str | os.PathLike) -> FileSizes:
+    """The sizes (or costs) of an archive written by :func:`save_file_sizes` (or ``save_file_costs``).
 
     The archive's member headers are checked against each other and against the members' sizes
     before any data is inflated, so a crafted or corrupt file costs no more memory than its

@@ -52,19 +52,27 @@ def _write_hdf(path: str, features: List[np.ndarray], tags: List[str]) -> None:
 
     lengths = np.array([len(f) for f in features], dtype=np.int32)
     dim = int(features[0].shape[1])
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["numTimesteps"] = int(lengths.sum())
-            f.attrs["inputPattSize"] = dim
-            f.attrs["numDims"] = 1
-            f.attrs["numLabels"] = dim
-            f.attrs["numSeqs"] = len(features)
-            f.create_dataset("labels", (0,), dtype="S5")
-            seq_lengths = np.zeros((len(features), 2), dtype=np.int32)
-            seq_lengths[:, 0] = lengths
-            f.create_dataset("seqLengths", data=seq_lengths)
-            f.create_dataset("seqTags", data=tags, dtype=h5py.special_dtype(vlen=str))
-            f.create_dataset("inputs", data=np.concatenate(features).astype(np.float32))
+    # Built in memory (the same bytes as on disk) and written by Python: a full device is then an OSError of the
+    # write, never an HDF5 error inside h5py's own close (which left a file object that crashed the interpreter).
+    f = h5py.File(f"{path}.mem", "w", driver="core", backing_store=False)
+    try:
+        f.attrs["numTimesteps"] = int(lengths.sum())
+        f.attrs["inputPattSize"] = dim
+        f.attrs["numDims"] = 1
+        f.attrs["numLabels"] = dim
+        f.attrs["numSeqs"] = len(features)
+        f.create_dataset("labels", (0,), dtype="S5")
+        seq_lengths = np.zeros((len(features), 2), dtype=np.int32)
+        seq_lengths[:, 0] = lengths
+        f.create_dataset("seqLengths", data=seq_lengths)
+        f.create_dataset("seqTags", data=tags, dtype=h5py.special_dtype(vlen=str))
+        f.create_dataset("inputs", data=np.concatenate(features).astype(np.float32))
+        f.flush()
+        image = f.id.get_file_image()
+    finally:
+        f.close()
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        out.write(image)
 
 
 def write_hdf_corpus(

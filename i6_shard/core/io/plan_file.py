@@ -14,9 +14,10 @@ import numpy as np
 from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
 from ..pure.cut import CUT_VERSIONS
 from ..pure.plan import ShardPlan
-from ..pure.stats import check_layout
+from .plan_integrity import check_stored_layout
 from ..pure.settings import PlanSettings
 from ..pure.stats import num_full_epochs_for
+from ..pure.text import short_repr
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
@@ -273,7 +274,10 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
     for name in flags:
         if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
             raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
-    settings = _settings_from_arrays(data)
+    try:
+        settings = _settings_from_arrays(data)
+    except (ValueError, TypeError) as exc:  # a setting no plan holds: the file is named first
+        raise type(exc)(f"{short_repr(path)} holds settings no plan can have: {exc}") from None
     sizes_h, keys_h = headers["sizes"], headers["keys_utf8"]
     if len(sizes_h.shape) != 1 or sizes_h.dtype.kind not in "iu" or keys_h.dtype != np.uint8 or len(keys_h.shape) != 1:
         raise ValueError(
@@ -355,24 +359,9 @@ def read_plan_layout(
             )
         row = full_epoch_0idx * num_layouts + layout_idx
         order, bounds = npz.read_row("orders", row), npz.read_row("bounds", row)
-    if (
-        (order.size and (int(order.min()) < 0 or int(order.max()) >= width))
-        or bounds[0] != 0
-        or bounds[-1] != width
-        or np.any(np.diff(bounds) < 0)
-    ):
-        raise ValueError(
-            f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}) has file indices "
-            "or bin bounds outside its files"
-        )
-    try:  # the stored bins as they are: every file exactly once, no empty bin (never a recomputation)
-        check_layout(order, bounds, num_files=width, num_bins=len(bounds) - 1)
-    except AssertionError as exc:
-        raise ValueError(
-            f"{path!r} is corrupt: full epoch {full_epoch_0idx} (layout {layout_idx}): {exc}; a plan "
-            "must give every file once per full epoch: write the plan again (ShardPlanJob or "
-            "`python -m i6_shard plan`)"
-        ) from None
+    check_stored_layout(
+        order, bounds, path=path, full_epoch_0idx=full_epoch_0idx, layout_idx=layout_idx, num_files=width
+    )
     return order.astype(np.int64, copy=False), bounds.astype(np.int64, copy=False)
 
 
@@ -383,6 +372,10 @@ def read_plan_file(path: str | os.PathLike) -> PlanFile:
     with _open_plan(path) as npz:
         head = _read_head(npz, path)
         orders, bounds = npz.read("orders"), npz.read("bounds")
+    for k, r in np.ndindex(*orders.shape[:2]):  # the stored bins, checked as every reader checks them
+        check_stored_layout(
+            orders[k, r], bounds[k, r], path=path, full_epoch_0idx=k, layout_idx=r, num_files=head.num_files
+        )
     plan = head.plan
     return PlanFile(
         plan=plan,

@@ -5,7 +5,6 @@ read line by line, each line and each number bounded, so a damaged or crafted lo
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from array import array
@@ -14,9 +13,12 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..pure.file_tree import FileTree, tree_key
+from ..pure.file_tree import FileTree, check_file_trees, tree_key
 from ..pure.text import short_repr
+from ..pure import training as _training
 from ..pure.training import check_report_size
+from . import log_files_line
+from .log_files_line import read_files_of_line
 
 __all__ = ["SubEpochLog", "RankLog", "TrainingLog", "read_training_logs", "MAX_LINE_CHARS"]
 
@@ -57,6 +59,12 @@ _TORCHRUN_PREFIX = re.compile(r"^\[(?P<role>[^\]\d]*)(?P<rank>\d+)\]:(?P<line>.*
 _RANK_FILE = re.compile(r"\.(?:torch-distrib|horovod)-(?P<rank>\d+)-(?P<size>\d+)(?:\.[^.]*)?$")
 
 
+#: The step arrays of every sub-epoch without steps (read-only, shared).
+_NO_STEPS = np.zeros(0, dtype=np.int64)
+_NO_COMPLETE = np.zeros(0, dtype=np.float64)
+_NO_STEPS.flags.writeable = _NO_COMPLETE.flags.writeable = False
+
+
 @dataclass
 class SubEpochLog:
     """What one rank's log says about one sub-epoch (``epoch``, 1-based).
@@ -73,9 +81,9 @@ class SubEpochLog:
     epoch: int
     files: Optional[List[FileTree]] = None
     dataset_num_seqs: Optional[int] = None
-    step_seqs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    step_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    step_complete: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    step_seqs: np.ndarray = field(default_factory=lambda: _NO_STEPS)
+    step_frames: np.ndarray = field(default_factory=lambda: _NO_STEPS)
+    step_complete: np.ndarray = field(default_factory=lambda: _NO_COMPLETE)
     trained_steps: Optional[int] = None
     line: Optional[int] = None
 
@@ -102,6 +110,7 @@ class RankLog:
     :ivar frames_dim: the dim whose ``sum_size`` counts the frames (None without ``log_batch_size``)
     :ivar cwd: the training's working directory (from RETURNN's start-up line), to resolve relative files
     :ivar num_starts: how often RETURNN started in this log (more than 1 after a restart)
+    :ivar notes: what of the log was not read (the files of lines longer than ``MAX_FILES_LINE_CHARS``)
     """
 
     rank: int
@@ -111,6 +120,7 @@ class RankLog:
     frames_dim: Optional[str] = None
     cwd: Optional[str] = None
     num_starts: int = 0
+    notes: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -139,9 +149,10 @@ class _Building:
         self.complete = array("d")
 
     def finish(self) -> SubEpochLog:
-        self.record.step_seqs = np.array(self.seqs, dtype=np.int64)
-        self.record.step_frames = np.array(self.frames, dtype=np.int64)
-        self.record.step_complete = np.array(self.complete, dtype=np.float64)
+        if self.seqs:  # (a sub-epoch without steps shares the empty arrays: a log may hold a million of them)
+            self.record.step_seqs = np.array(self.seqs, dtype=np.int64)
+            self.record.step_frames = np.array(self.frames, dtype=np.int64)
+            self.record.step_complete = np.array(self.complete, dtype=np.float64)
         return self.record
 
 
@@ -180,9 +191,20 @@ _DAMAGED = "the line is damaged: remove it, or give the log RETURNN wrote"
 class _RankParser:
     """One rank's log, fed line by line (:func:`parse_rank_log`); holds only what the report needs."""
 
-    def __init__(self, *, rank: int, source: str, dataset_name: str, frames_dim: Optional[str]):
+    def __init__(
+        self,
+        *,
+        rank: int,
+        source: str,
+        dataset_name: str,
+        frames_dim: Optional[str],
+        records: Optional[List[int]] = None,
+    ):
         self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
+        self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
         self.files_by_epoch: Dict[int, List[FileTree]] = {}
+        self.names: Dict[str, str] = {}  # one copy of each file name of this log
+        self.files_not_read: List[str] = []  # where the files of a line were too long to read
         self.sub_epochs: Dict[int, SubEpochLog] = {}
         self.current: Optional[_Building] = None
         self.cwd: Optional[str] = None
@@ -201,8 +223,22 @@ class _RankParser:
 
     def _begin(self, epoch: int, lineno: int) -> _Building:
         if self.current is None or self.current.record.epoch != epoch:
+            self._count_record(epoch, lineno)
             self.current = _start(self.sub_epochs, self.current, epoch, lineno)
         return self.current
+
+    def _count_record(self, epoch: int, lineno: int) -> None:
+        """Refuse, at its line, the record that takes the logs past the records a report holds (before it is made:
+        memory stays bounded by that cap, however many records the logs hold)."""
+        if epoch in self.sub_epochs or (self.current is not None and self.current.record.epoch == epoch):
+            return  # a restart of a sub-epoch this rank has: no new record
+        self.records[0] += 1
+        if self.records[0] > _training.MAX_REPORT_RECORDS:
+            raise ValueError(
+                f"{self.source}:{lineno}: sub-epoch {epoch} of rank {self.rank} takes the logs past the "
+                f"{_training.MAX_REPORT_RECORDS:,} (sub-epoch, rank) records a report holds; give the logs of one "
+                "training, cut to the sub-epochs to report (a sub-epoch or rank far from the others is a damaged line)"
+            )
 
     def feed(self, line: str, lineno: int) -> None:
         """Take one line (without its newline) of this rank's log; ``lineno`` is its line in the file."""
@@ -216,7 +252,9 @@ class _RankParser:
             return
         m = _START_EPOCH.match(line)
         if m:
-            self.current = _start(self.sub_epochs, self.current, self._epoch(m["epoch"], where), lineno)
+            epoch = self._epoch(m["epoch"], where)
+            self._count_record(epoch, lineno)
+            self.current = _start(self.sub_epochs, self.current, epoch, lineno)
             return
         m = _NUM_SEQS.match(line)
         if m:
@@ -237,20 +275,19 @@ class _RankParser:
             if m["name"] != self.dataset_name:
                 return
             epoch = self._epoch(m["epoch"], where)
-            try:
-                files = ast.literal_eval(m["files"])
-            except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
-                cut = (
-                    f"; the line is longer than {MAX_LINE_CHARS:,} characters and was cut there"
-                    if len(line) >= MAX_LINE_CHARS
-                    else "; is the line cut off?"
-                )
-                raise ValueError(
-                    f"{where}: the files of epoch {epoch} are not a Python literal "
-                    f"({short_repr(str(exc), limit=100)}){cut} {short_repr(line)}"
-                ) from None
+            files = read_files_of_line(
+                m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.names
+            )
+            if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
+                self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
+                self.files_by_epoch.pop(epoch, None)
+                return
             if not isinstance(files, list):
                 raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
+            try:
+                check_file_trees(files)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
             self.files_by_epoch[epoch] = files
             return
         m = _STARTUP.match(line)
@@ -292,7 +329,10 @@ class _RankParser:
         mc = _STEP_COMPLETE.search(info)
         complete = float("nan")
         if mc:
-            complete = float(mc["pct"]) / 100.0
+            try:
+                complete = float(mc["pct"]) / 100.0
+            except ValueError:  # "1.2.3": not a number
+                complete = float("nan")
             if not 0.0 <= complete <= 1.0:
                 raise ValueError(
                     f"{where}: complete {short_repr(mc['pct'], limit=40)}% is not a share of the "
@@ -313,7 +353,24 @@ class _RankParser:
             frames_dim=self.frames_dim,
             cwd=self.cwd,
             num_starts=self.num_starts,
+            notes=_files_not_read_notes(self.files_not_read),
         )
+
+
+def _files_not_read_notes(where: List[str]) -> List[str]:
+    """One note for the "using files" lines of a log whose files were too long to read (the first few named).
+
+    >>> _files_not_read_notes(["x.log:3 (sub-epoch 1, 5,000,000 characters)"])
+    ['the files of 1 "using files" lines are longer than 4,194,304 characters and were not read, so they are not compared: x.log:3 (sub-epoch 1, 5,000,000 characters)']
+    """
+    if not where:
+        return []
+    shown = "; ".join(where[:3]) + (f"; and {len(where) - 3:,} more" if len(where) > 3 else "")
+    return [
+        f'the files of {len(where):,} "using files" lines are longer than {log_files_line.MAX_FILES_LINE_CHARS:,} '
+        "characters and "
+        f"were not read, so they are not compared: {shown}"
+    ]
 
 
 def parse_rank_log(
@@ -429,16 +486,22 @@ def _read_lines(path: str, *, max_line_chars: Optional[int] = None) -> Iterator[
             yield line
 
 
-def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str], num_paths: int) -> List[RankLog]:
+def _parse_file(
+    path: str, *, dataset_name: str, frames_dim: Optional[str], num_paths: int, records: Optional[List[int]] = None
+) -> List[RankLog]:
     """The rank logs of one file: a per-rank log (its rank from the name), a torchrun stdout (a rank per prefix),
     or the log of a one-process training (rank 0), read in one pass."""
     name = os.path.basename(path)
     named = rank_of_log_file(path)
     if named is not None:
-        parser = _RankParser(rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim)
+        parser = _RankParser(
+            rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim, records=records
+        )
         for lineno, line in enumerate(_read_lines(path), start=1):
             parser.feed(line, lineno)
         return [parser.result()]
+    # (a log of one process is the only one read: it counts its own records, and a torchrun stdout's launcher
+    # lines read before the first prefixed line count for nothing)
     plain: Optional[_RankParser] = _RankParser(rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim)
     split: Dict[int, _RankParser] = {}
     for lineno, line in enumerate(_read_lines(path), start=1):
@@ -449,7 +512,11 @@ def _parse_file(path: str, *, dataset_name: str, frames_dim: Optional[str], num_
             parser = split.get(rank)
             if parser is None:
                 parser = split[rank] = _RankParser(
-                    rank=rank, source=f"{name} [rank {rank}]", dataset_name=dataset_name, frames_dim=frames_dim
+                    rank=rank,
+                    source=f"{name} [rank {rank}]",
+                    dataset_name=dataset_name,
+                    frames_dim=frames_dim,
+                    records=records,
                 )
             parser.feed(m["line"], lineno)
         elif plain is not None:
@@ -512,8 +579,11 @@ def read_training_logs(
             f"the log names give different world sizes {_few(sorted(sizes))}; pass the logs of one training"
         )
     ranks: Dict[int, RankLog] = {}
+    records = [0]  # (sub-epoch, rank) records made so far, over all the logs
     for path in paths:
-        for log in _parse_file(path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths)):
+        for log in _parse_file(
+            path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths), records=records
+        ):
             _add(ranks, log, path)
     expected = sizes.pop() if sizes else max(ranks) + 1
     lacking = sorted(set(range(expected)) - set(ranks))

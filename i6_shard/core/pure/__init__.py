@@ -56,8 +56,12 @@ from .settings import DEFAULT_DISTRIBUTION, sharding_mode
 from .cut import cut_options
 from .epochs import plan_covers
 from .text import first_difference
+from .costs_consistency import check_frame_rate
+from .training import MAX_REPORT_RECORDS
 
 __all__ = [
+    "check_frame_rate",
+    "MAX_REPORT_RECORDS",
     "cut_options",
     "first_difference",
     "plan_covers",

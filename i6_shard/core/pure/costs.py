@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from .batching import Batching, check_batching_for_unit, file_millisteps
+from .costs_checks import check_useful_batching, check_useful_batching_of
 from .settings import UNITS
 from .text import short_repr
 
@@ -108,7 +109,9 @@ def prediction_batching(costs: FileCosts, batching: Optional[Batching]) -> Optio
             "(`costs --length-column NAME`, ComputeFileCostsJob(length_column=...))"
         )
     if costs.batching is None or batching is None or batching == costs.batching:
-        return batching if batching is not None else costs.batching
+        chosen = batching if batching is not None else costs.batching
+        check_useful_batching_of(costs, chosen)  # a prediction of 0 steps everywhere is none
+        return chosen
     raise ValueError(
         f"the costs count steps under {costs.batching.as_dict()}, but the prediction was asked for "
         f"{batching.as_dict()}: give the same batch_size / max_seqs, or compute the costs again with "
@@ -151,6 +154,7 @@ def cost_arrays(
     )
     _check_total_frames(num_frames, names)  # sequences cannot wrap: at most 2**32 per file
     if unit == "steps":
+        check_useful_batching(per_file, batching)
         costs = file_millisteps(per_file, batching)
     else:
         costs = (num_frames if unit == "frames" else num_seqs).copy()

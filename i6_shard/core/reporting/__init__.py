@@ -33,6 +33,7 @@ from .train_report import analyze_training, plot_training, render_train_report, 
 # What the layers above the core (jobs, returnn_config, returnn_ext, cli) use besides the names above.
 from .outputs import PLAN_OUTPUTS
 from .plan_change import CHANGE_OUTPUTS, CHANGE_PLOT_FILE
+from .train_records import TRAIN_RECORDS_FILE
 from .report import format_cost
 from .train_report import (
     DEFAULT_MAX_DROPPED,
@@ -76,6 +77,7 @@ __all__ = [
     "write_change_dir",
     "PLAN_OUTPUTS",
     "CHANGE_OUTPUTS",
+    "TRAIN_RECORDS_FILE",
     "CHANGE_PLOT_FILE",
     "format_cost",
     "DEFAULT_MAX_DROPPED",

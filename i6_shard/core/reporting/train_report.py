@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..io.atomic import atomic_path, atomic_write, check_output_path
+from .train_records import TRAIN_RECORDS_FILE, dump_summary, summarize_records
 from ..io.file_lengths import load_file_lengths, read_hdf_lengths
 from ..io.plan_file import load_plan
 from ..io.returnn_log import read_training_logs
@@ -20,6 +21,7 @@ from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_
 from .plot import require_matplotlib
 
 __all__ = [
+    "TRAIN_RECORDS_FILE",
     "TRAIN_SUMMARY_FORMAT_VERSION",
     "DEFAULT_MAX_DROPPED",
     "DEFAULT_MIN_STEPS_RATIO",
@@ -120,7 +122,7 @@ def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
             + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames, "
             f"{_pct1(se['dropped_fraction_seqs'])} of sequences{state}"
         )
-        lines += [_rank_line(x) for x in se["ranks"]]
+        lines += [_rank_line(x) for x in se["ranks"]] if se["ranks"] is not None else []
     return lines
 
 
@@ -172,7 +174,7 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
     epochs = np.array([se["epoch"] for se in subs], dtype=np.int64)
     share = np.full((num_ranks, len(subs)), np.nan)
     for j, se in enumerate(subs):
-        for x in se["ranks"]:
+        for x in se["ranks"] or ():  # (None: the records are in records.tsv)
             c, a = x.get("consumed_frames"), x.get("available_frames")
             if c is None or a is None:
                 c, a = x.get("consumed_seqs"), x.get("available_seqs")
@@ -300,8 +302,9 @@ def write_train_report(
         sync=sync or SyncMode(),
     )
     os.makedirs(out_dir, exist_ok=True)
+    summary = summarize_records(summary, out_dir)  # above MAX_LISTED_RECORDS: the records streamed to records.tsv
     with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
-        f.write(train_summary_json(summary))
+        dump_summary(summary, f)
     with atomic_write(os.path.join(out_dir, TRAIN_REPORT_FILE), "wt", encoding="utf-8", newline="\n") as f:
         f.write(render_train_report(summary))
     if plot:

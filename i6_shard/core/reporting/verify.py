@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ..io.file_sizes import load_file_sizes
+from ..io.cost_archive import load_file_sizes
 from ..io.stat_engine import collect_file_sizes
 from ..io.plan_file import load_plan
 from ..planning import plan_of_sizes

@@ -15,6 +15,7 @@ from .engine import (
     _loader_shard_workers,
     _torch_dataset_distribution,
 )
+from ..torch_distributed import check_torch_distributed
 from .rules import SeedRule
 from .sync import SyncRule, _sync_rule
 
@@ -45,6 +46,7 @@ class _Context:
     @classmethod
     def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
         torch_opts = config.get("torch_distributed")
+        check_torch_distributed(torch_opts, num_ranks=num_ranks)  # what RETURNN refuses at start-up
         if torch_opts is not None:
             distributed, dist = "torch", _torch_dataset_distribution(torch_opts)
         elif _is_true(config.get("use_horovod")):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
 from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode
+from ..torch_distributed import check_torch_distributed
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
     'param sync every 8 steps'
     """
     bv = config.get("behavior_version")
+    check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
     rule = _sync_rule(config.get("torch_distributed"), behavior_version=bv if isinstance(bv, int) else 0)
     return SyncMode() if rule is None else rule.sync_mode
 
