@@ -9,7 +9,7 @@ import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 60
-MAX_LONG_FUNCTIONS = 10
+MAX_LONG_FUNCTIONS = 5
 
 
 def _docstring_lines(tree):

@@ -4,6 +4,7 @@ every setting RETURNN needs for it and the checks that would otherwise fail at t
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS
@@ -399,70 +400,86 @@ def sharded_files_dataset(
     :param max_inline_files: longest inline list accepted; write longer ones to a file list
     :raises ValueError, TypeError: naming the problem and its fix
     """
-    # Plain Python values only (numpy.str_, str subclasses, path objects): configs are written with repr.
-    files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts = plain_value(
-        (files, sub_epoch_dataset, files_key, distribution, file_sizes, cached_file, seq_ordering, extra_opts)
-    )
-    plan, settings_of_plan = _plan_and_its_settings(plan)
-    partition_epoch, num_shards, distribution, max_sub_epoch_deviation, seq_ordering = _take_from_plan(
-        settings_of_plan,
-        partition_epoch=partition_epoch,
-        num_shards=num_shards,
-        distribution=distribution,
-        max_sub_epoch_deviation=max_sub_epoch_deviation,
-        seq_ordering=seq_ordering,
-    )
-    (
-        partition_epoch,
-        num_shards,
-        num_files,
-        buffer_size,
-        preload_next_n_sub_epochs,
-        use_worker_proc,
-        max_inline_files,
-    ) = _checked_numbers(
-        partition_epoch=partition_epoch,
-        num_shards=num_shards,
-        num_files=num_files,
-        buffer_size=buffer_size,
-        preload_next_n_sub_epochs=preload_next_n_sub_epochs,
-        use_worker_proc=use_worker_proc,
-        distrib_shard_files=distrib_shard_files,
-        max_inline_files=max_inline_files,
-    )
-    file_sizes, plan = _checked_sizes_and_plan(file_sizes, plan)
-    _check_extra_opts(extra_opts)
-    max_sub_epoch_deviation = _checked_distribution(distribution, max_sub_epoch_deviation, seq_ordering)
-    if not isinstance(sub_epoch_dataset, Mapping):
-        raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(sub_epoch_dataset).__name__}")
-    check_sub_epoch_dataset(sub_epoch_dataset)
-    norm_key = normalize_files_key(files_key)
-    cached_file = normalize_cached_file(cached_file, norm_key)
-
-    files_value, num_files = _checked_files(files, norm_key, max_inline_files=max_inline_files, num_files=num_files)
-    use_ext = distribution != "returnn" or file_sizes is not None or plan is not None
+    # Every parameter, by name (the first statement, so locals() holds exactly them); all checks come first.
+    a = _checked_arguments(**locals())
+    use_ext = a.distribution != "returnn" or a.file_sizes is not None or a.plan is not None
     dataset: Dict[str, Any] = {
         "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
-        "files": files_value,
-        "get_sub_epoch_dataset": bind_sub_epoch_dataset(sub_epoch_dataset, files_key=norm_key, cached_file=cached_file),
-        "partition_epoch": partition_epoch,
+        "files": a.files_value,
+        "get_sub_epoch_dataset": bind_sub_epoch_dataset(
+            a.sub_epoch_dataset, files_key=a.norm_key, cached_file=a.cached_file
+        ),
+        "partition_epoch": a.partition_epoch,
     }
     dataset.update(
         _options_not_at_returnns_defaults(
-            seq_ordering=seq_ordering,
-            distrib_shard_files=distrib_shard_files,
-            distribution=distribution,
-            max_sub_epoch_deviation=max_sub_epoch_deviation,
-            file_sizes=file_sizes,
-            plan=plan,
-            buffer_size=buffer_size,
-            preload_next_n_sub_epochs=preload_next_n_sub_epochs,
-            use_worker_proc=use_worker_proc,
+            seq_ordering=a.seq_ordering,
+            distrib_shard_files=a.distrib_shard_files,
+            distribution=a.distribution,
+            max_sub_epoch_deviation=a.max_sub_epoch_deviation,
+            file_sizes=a.file_sizes,
+            plan=a.plan,
+            buffer_size=a.buffer_size,
+            preload_next_n_sub_epochs=a.preload_next_n_sub_epochs,
+            use_worker_proc=a.use_worker_proc,
         )
     )
-    for key, value in (extra_opts or {}).items():
+    for key, value in (a.extra_opts or {}).items():
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
         dataset[key] = value
-    _check_built(dataset, num_files=num_files, num_shards=num_shards)
+    _check_built(dataset, num_files=a.num_files, num_shards=a.num_shards)
     return dataset
+
+
+#: The arguments of :func:`sharded_files_dataset` that go into the dict as values (made plain first).
+_PLAIN_ARGUMENTS = (
+    "files sub_epoch_dataset files_key distribution file_sizes cached_file seq_ordering extra_opts".split()
+)
+
+
+def _checked_arguments(**given: Any) -> SimpleNamespace:
+    """The arguments of :func:`sharded_files_dataset`, checked and normalized, with ``norm_key`` and ``files_value``."""
+    a = SimpleNamespace(**given)
+    # Plain Python values only (numpy.str_, str subclasses, path objects): configs are written with repr.
+    for name in _PLAIN_ARGUMENTS:
+        setattr(a, name, plain_value(getattr(a, name)))
+    a.plan, settings_of_plan = _plan_and_its_settings(a.plan)
+    a.partition_epoch, a.num_shards, a.distribution, a.max_sub_epoch_deviation, a.seq_ordering = _take_from_plan(
+        settings_of_plan,
+        partition_epoch=a.partition_epoch,
+        num_shards=a.num_shards,
+        distribution=a.distribution,
+        max_sub_epoch_deviation=a.max_sub_epoch_deviation,
+        seq_ordering=a.seq_ordering,
+    )
+    (
+        a.partition_epoch,
+        a.num_shards,
+        a.num_files,
+        a.buffer_size,
+        a.preload_next_n_sub_epochs,
+        a.use_worker_proc,
+        a.max_inline_files,
+    ) = _checked_numbers(
+        partition_epoch=a.partition_epoch,
+        num_shards=a.num_shards,
+        num_files=a.num_files,
+        buffer_size=a.buffer_size,
+        preload_next_n_sub_epochs=a.preload_next_n_sub_epochs,
+        use_worker_proc=a.use_worker_proc,
+        distrib_shard_files=a.distrib_shard_files,
+        max_inline_files=a.max_inline_files,
+    )
+    a.file_sizes, a.plan = _checked_sizes_and_plan(a.file_sizes, a.plan)
+    _check_extra_opts(a.extra_opts)
+    a.max_sub_epoch_deviation = _checked_distribution(a.distribution, a.max_sub_epoch_deviation, a.seq_ordering)
+    if not isinstance(a.sub_epoch_dataset, Mapping):
+        raise TypeError(f"sub_epoch_dataset must be a dataset dict, got {type(a.sub_epoch_dataset).__name__}")
+    check_sub_epoch_dataset(a.sub_epoch_dataset)
+    a.norm_key = normalize_files_key(a.files_key)
+    a.cached_file = normalize_cached_file(a.cached_file, a.norm_key)
+    a.files_value, a.num_files = _checked_files(
+        a.files, a.norm_key, max_inline_files=a.max_inline_files, num_files=a.num_files
+    )
+    return a

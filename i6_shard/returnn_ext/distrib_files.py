@@ -282,11 +282,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         settings = head.settings
         where = f"plan {self.plan_path!r} does not fit {self}"
         problems: List[str] = []
-        try:
-            blob = encode_keys(self._files)  # a list of str: each is its own key
-        except TypeError:  # file trees
-            blob = encode_keys([_get_key_for_file_tree(t) for t in self._files])
-        if len(self._files) != head.num_files or not np.array_equal(blob, head.keys_utf8):
+        if not self._files_match_plan_keys(head):
             keys = [_get_key_for_file_tree(t) for t in self._files]
             problems.append(
                 _keys_difference(decode_keys(head.keys_utf8, num_keys=head.num_files, path=self.plan_path), keys)
@@ -338,6 +334,14 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         self._plan_settings, self._plan_num_full_epochs = settings, head.num_full_epochs
         self._plan_layout_and_rank = (0 if settings.distrib_shard_files else rank, rank)
+
+    def _files_match_plan_keys(self, head: core.io.PlanHead) -> bool:
+        """Whether this dataset's files have exactly the plan's keys, in the plan's order."""
+        try:
+            blob = encode_keys(self._files)  # a list of str: each is its own key
+        except TypeError:  # file trees
+            blob = encode_keys([_get_key_for_file_tree(t) for t in self._files])
+        return len(self._files) == head.num_files and np.array_equal(blob, head.keys_utf8)
 
     def _distribute_selected(
         self, *, num_bins: int, file_sizes: Dict[str, int], files_order: Sequence[FileTree]

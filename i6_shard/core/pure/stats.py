@@ -179,19 +179,11 @@ def compute_plan_stats(
         num_sub = min(part, num_epochs - k * part)  # sub-epochs of this full epoch within the training
         rows = slice(k * part, k * part + part)
         if plan.settings.distrib_shard_files:
-            order, bounds = layout(k, 0)
-            if check:
-                check_layout(order, bounds, num_files=n, num_bins=plan.settings.num_bins)
-            bin_bytes, bin_files = _bin_totals(sizes, order, bounds)
-            out_bytes[rows] = bin_bytes.reshape(num_shards, part).T
-            out_files[rows] = bin_files.reshape(num_shards, part).T
+            out_bytes[rows], out_files[rows], reads = _sharded_full_epoch(
+                plan, *layout(k, 0), num_sub=num_sub, check=check
+            )
             coverage[rows] = out_files[rows].sum(axis=1) / max(n, 1)
-            if num_sub == part:
-                passes += 1  # check_layout: each entry exactly once per full epoch
-            else:
-                used = np.zeros(plan.settings.num_bins, dtype=bool)
-                used.reshape(num_shards, part)[:, :num_sub] = True
-                passes += np.bincount(order[np.repeat(used, bin_files)], minlength=n)
+            passes += reads
         else:
             layouts = [layout(k, r) for r in range(num_shards)]
             for r, (order, bounds) in enumerate(layouts):
@@ -218,6 +210,23 @@ def compute_plan_stats(
         coverage=coverage[:num_epochs],
         unit=plan.settings.unit,
     )
+
+
+def _sharded_full_epoch(
+    plan: ShardPlan, order: np.ndarray, bounds: np.ndarray, *, num_sub: int, check: bool
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cost and files ``[sub-epoch, shard]`` of one sharded full epoch's layout, and the reads of each entry."""
+    num_shards, part, n = plan.num_shards, plan.partition_epoch, plan.num_files
+    if check:
+        check_layout(order, bounds, num_files=n, num_bins=plan.settings.num_bins)
+    bin_bytes, bin_files = _bin_totals(plan.costs, order, bounds)
+    if num_sub == part:
+        reads = np.ones(n, dtype=np.int64)  # check_layout: each entry exactly once per full epoch
+    else:
+        used = np.zeros(plan.settings.num_bins, dtype=bool)
+        used.reshape(num_shards, part)[:, :num_sub] = True
+        reads = np.bincount(order[np.repeat(used, bin_files)], minlength=n)
+    return bin_bytes.reshape(num_shards, part).T, bin_files.reshape(num_shards, part).T, reads
 
 
 def _layout_of(plan: ShardPlan) -> Callable[[int, int], Tuple[np.ndarray, np.ndarray]]:

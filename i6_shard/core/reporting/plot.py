@@ -149,6 +149,15 @@ def plan_figure(
         ax_drop.set_xticks(epochs)
     if cache is not None:
         _draw_cache(ax_cache, cache, cache_size=cache_size, epochs=epochs)
+    _mark_full_epochs(panels, ax_map, partition_epoch=part, num_epochs=num_epochs)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _mark_full_epochs(panels, ax_map, *, partition_epoch: int, num_epochs: int) -> None:
+    """Dotted lines between full epochs on every panel, and the full epochs named above the map (up to 12)."""
+    part = partition_epoch
     for boundary in range(part, num_epochs, part):
         for ax in panels:
             ax.axvline(boundary + 0.5, color="0.3", linewidth=0.8, linestyle=":")
@@ -162,9 +171,6 @@ def plan_figure(
             color="0.3",
         )
         top.tick_params(length=0)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    return fig
 
 
 def _prediction_steps(prediction: Optional[Mapping[str, Any]], *, shape: Tuple[int, int]) -> Optional[np.ndarray]:
@@ -339,23 +345,7 @@ def plot_cost_distribution(
             ax.hist(above, bins=edges, color="tab:red", label=f"above a rank's share ({above.size:,})")
             ax.axvline(share, color="black", linestyle="--", linewidth=1, label=f"a rank's share: {share:,.0f}")
             if above.size:  # a marker per file at the top: a bar of one file is hard to see next to many
-                from matplotlib.transforms import blended_transform_factory
-
-                ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room above the bars for the markers and the note
-
-                top = blended_transform_factory(ax.transData, ax.transAxes)
-                ax.plot(above, np.full(above.size, 0.97), "v", color="tab:red", markersize=7, transform=top)
-                ax.text(
-                    share,
-                    0.96,
-                    f"{above.size:,} file{'s' if above.size != 1 else ''} above a rank's share, the largest "
-                    f"{float(above.max()) / share:.2f}x  ",
-                    transform=top,
-                    ha="right",
-                    va="top",
-                    fontsize=9,
-                    color="tab:red",
-                )
+                _mark_files_above_share(ax, above, share=share)
         ax.set_xscale("log")
     num_zero = int(np.count_nonzero(shown <= 0))
     label = {"steps": "expected steps", "seqs": "sequences"}.get(unit, unit)
@@ -371,6 +361,27 @@ def plot_cost_distribution(
     if title:
         fig.suptitle(title, fontsize=11)
     _save(fig, path)
+
+
+def _mark_files_above_share(ax, above: np.ndarray, *, share: float) -> None:
+    """A red marker at the top for every file above a rank's share, and a note on how many and how large."""
+    from matplotlib.transforms import blended_transform_factory
+
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room above the bars for the markers and the note
+
+    top = blended_transform_factory(ax.transData, ax.transAxes)
+    ax.plot(above, np.full(above.size, 0.97), "v", color="tab:red", markersize=7, transform=top)
+    ax.text(
+        share,
+        0.96,
+        f"{above.size:,} file{'s' if above.size != 1 else ''} above a rank's share, the largest "
+        f"{float(above.max()) / share:.2f}x  ",
+        transform=top,
+        ha="right",
+        va="top",
+        fontsize=9,
+        color="tab:red",
+    )
 
 
 def plot_plan_change(summary: Mapping[str, Any], path: str | os.PathLike) -> None:

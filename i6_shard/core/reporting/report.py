@@ -365,6 +365,16 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     num_dup = plan.num_files - len(set(plan.keys))
     if num_dup:
         out.append(f"{num_dup} file entries repeat an earlier key; each repeat is read as an entry of its own.")
+    out += _shuffle_warnings(plan, summary)
+    cache = _cache_warning(plan, summary)
+    if cache:
+        out.append(cache)
+    return out
+
+
+def _shuffle_warnings(plan: ShardPlan, summary: Mapping[str, Any]) -> List[str]:
+    """Warnings about ranks that read the same files, or bins that repeat every full epoch."""
+    out: List[str] = []
     if not plan.settings.distrib_shard_files and plan.num_shards > 1 and not plan.settings.rank_seeds_differ:
         if plan.settings.seq_ordering == "default":
             why, fix = "seq_ordering='default'", "use seq_ordering='random'"
@@ -393,21 +403,26 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
             f"{why}: every full epoch has the same bins, so each rank reads the same files "
             f"in the same sub-epochs every full epoch."
         )
-    cache = summary.get("cache")
-    if cache is not None and cache.get("fits") is False:
-        fitting = [r["partition_epoch"] for r in cache.get("partition_epochs", ()) if r.get("fits")]
-        fix = (
-            f"e.g. partition_epoch={min(p for p in fitting if p > plan.partition_epoch)} (the smallest of the "
-            f"values checked that fits)"
-            if any(p > plan.partition_epoch for p in fitting)
-            else "use more nodes (fewer ranks per node), preload fewer sub-epochs or split the data into more files"
-        )
-        out.append(
-            f"the per-node file cache needs up to {format_bytes(cache['peak_bytes'])} (sub-epoch "
-            f"{cache['peak_epoch']}, node {cache['peak_node']}), more than the cache size "
-            f"{format_bytes(cache['cache_size'])}: {fix}."
-        )
     return out
+
+
+def _cache_warning(plan: ShardPlan, summary: Mapping[str, Any]) -> Optional[str]:
+    """The warning that the per-node file cache is too small for the plan, or None."""
+    cache = summary.get("cache")
+    if cache is None or cache.get("fits") is not False:
+        return None
+    fitting = [r["partition_epoch"] for r in cache.get("partition_epochs", ()) if r.get("fits")]
+    fix = (
+        f"e.g. partition_epoch={min(p for p in fitting if p > plan.partition_epoch)} (the smallest of the "
+        f"values checked that fits)"
+        if any(p > plan.partition_epoch for p in fitting)
+        else "use more nodes (fewer ranks per node), preload fewer sub-epochs or split the data into more files"
+    )
+    return (
+        f"the per-node file cache needs up to {format_bytes(cache['peak_bytes'])} (sub-epoch "
+        f"{cache['peak_epoch']}, node {cache['peak_node']}), more than the cache size "
+        f"{format_bytes(cache['cache_size'])}: {fix}."
+    )
 
 
 def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
@@ -683,7 +698,28 @@ def _render_cache(c: Mapping[str, Any], *, partition_epoch: int) -> List[str]:
         f"Per-node file cache ({rpn} rank{'s' if rpn != 1 else ''} per node, {nodes} node"
         f"{'s' if nodes != 1 else ''}; {how})"
     ]
-    rows = []
+    lines += [f"  {k:<20} {v}" for k, v in _cache_rows(c)]
+    if c.get("partition_epochs"):
+        lines.append(
+            f"  partition_epoch values against the cache size (peak per node over the first "
+            f"{c['partition_epochs_num_full_epochs']} full epochs; * = this plan, over all its sub-epochs)"
+        )
+        lines.append(f"    {'partition_epoch':>15} {'peak':>12} {'fits':>5}")
+        for row in c["partition_epochs"]:
+            mark = "*" if row["partition_epoch"] == partition_epoch else " "
+            if "not_applicable" in row:
+                lines.append(f"    {row['partition_epoch']:>14}{mark} {'-':>12} {'-':>5}  (too few files)")
+            else:
+                lines.append(
+                    f"    {row['partition_epoch']:>14}{mark} {format_bytes(row['peak_bytes']):>12} "
+                    f"{'yes' if row['fits'] else 'no':>5}"
+                )
+    return lines
+
+
+def _cache_rows(c: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """The (name, text) rows of the cache section: what a node holds and reads, and whether it fits."""
+    rows: List[Tuple[str, str]] = []
     if c["cached_file"]:
         rows.append(
             (
@@ -723,20 +759,4 @@ def _render_cache(c: Mapping[str, Any], *, partition_epoch: int) -> List[str]:
     if "cache_size" in c:
         verdict = "fits" if c["fits"] else "does NOT fit"
         rows.append(("cache size", f"{format_bytes(c['cache_size'])} per node: this plan {verdict}"))
-    lines += [f"  {k:<20} {v}" for k, v in rows]
-    if c.get("partition_epochs"):
-        lines.append(
-            f"  partition_epoch values against the cache size (peak per node over the first "
-            f"{c['partition_epochs_num_full_epochs']} full epochs; * = this plan, over all its sub-epochs)"
-        )
-        lines.append(f"    {'partition_epoch':>15} {'peak':>12} {'fits':>5}")
-        for row in c["partition_epochs"]:
-            mark = "*" if row["partition_epoch"] == partition_epoch else " "
-            if "not_applicable" in row:
-                lines.append(f"    {row['partition_epoch']:>14}{mark} {'-':>12} {'-':>5}  (too few files)")
-            else:
-                lines.append(
-                    f"    {row['partition_epoch']:>14}{mark} {format_bytes(row['peak_bytes']):>12} "
-                    f"{'yes' if row['fits'] else 'no':>5}"
-                )
-    return lines
+    return rows
