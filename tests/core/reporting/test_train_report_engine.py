@@ -64,17 +64,18 @@ def dropped(counts, epoch):
     return 1 - consumed / available
 
 
-@pytest.mark.parametrize("name", ["dl_workers", "dl_workers_param"])
-def test_dataloader_worker_sharding_is_read_as_several_instances_per_rank(name):
+@pytest.mark.parametrize("name", ["dl_workers", "dl_workers_param", "mpd_sub_seq_order"])
+def test_correct_trainings_raise_no_sharding_alarm_and_their_drop_is_the_count_from_the_lines(name):
     log = read_training_logs(logs_of(name))
     summary = analyze_training(log, file_lengths=lengths_of(name))
     counts = independent_counts(name)
     assert not [a for a in summary["alarms"] if any(s in a for s in SHARDING_ALARMS)], summary["alarms"]
-    assert any("2 dataset instances per rank" in n for n in summary["notes"])
+    workers = name.startswith("dl_workers")
+    assert any("2 dataset instances per rank" in n for n in summary["notes"]) == workers
     for s in summary["sub_epochs"]:
         assert abs(s["dropped_fraction"] - dropped(counts, s["epoch"])) < 0.0005
         for x in s["ranks"]:
-            assert x["offered_seqs"] is None  # one instance's count: not the rank's
+            assert (x["offered_seqs"] is None) == workers  # one instance's count: not the rank's
             assert x["num_files"] == len(counts[(s["epoch"], x["rank"])][2])
     # every file once per full epoch, counted here from the lines
     for full_epoch in (0, 1):
