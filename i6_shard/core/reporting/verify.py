@@ -80,6 +80,66 @@ def _reference_plan(
     )
 
 
+def _reads_of(
+    ranks: Sequence[Mapping[str, Any]], *, num_shards: int
+) -> Tuple[List[SubEpochRead], List[Violation], int]:
+    """The reads to check: per reading process (``instances``, as the engine reads: a DataLoader worker that shards
+    is shard ``rank * num_workers + worker`` of ``num_shards * num_workers``; a MultiEpochDataset's sub-epoch is
+    several epochs of its DistributeFilesDataset) where the records have them, else per rank and sub-epoch; a
+    violation where the reading processes disagree on the number of shards; and the shards the plan to check
+    against is cut into."""
+    reads: List[SubEpochRead] = []
+    out: List[Violation] = []
+    cuts, seen, twice = set(), set(), set()
+    for rec in ranks:
+        for se in rec["sub_epochs"]:
+            instances = se.get("instances")
+            if not instances:
+                reads.append(
+                    SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
+                )
+                continue
+            for inst in instances:
+                cuts.add(int(inst["num_shards"]))
+                where = (int(inst["dataset_epoch"]), int(inst["shard_index"]))
+                if where in seen:
+                    twice.add((where[0], int(rec["rank"])))
+                    continue
+                seen.add(where)
+                reads.append(
+                    SubEpochRead(
+                        int(inst["dataset_epoch"]),
+                        int(inst["shard_index"]),
+                        tuple(inst["files"]),
+                        tuple(inst["seq_tags"]),
+                    )
+                )
+    for epoch, rank in sorted(twice):
+        out.append(
+            Violation(
+                "duplicate",
+                -1,
+                epoch,
+                rank,
+                f"sub-epoch {epoch}, rank {rank}: several reading processes (DataLoader workers) read the same "
+                "shard, so every sequence of it is read more than once: the workers do not shard (set "
+                "torch_dataloader_shard_workers=True, the default from behavior_version 37, or num_workers 1)",
+            )
+        )
+    if len(cuts) > 1:
+        out.append(
+            Violation(
+                "settings",
+                -1,
+                None,
+                None,
+                f"the reading processes cut the files into different numbers of shards {sorted(cuts)} (ranks "
+                f"{num_shards}): some DataLoader workers shard and others do not",
+            )
+        )
+    return reads, out, max(cuts) if cuts else num_shards
+
+
 def verify_records(
     ranks: Sequence[Mapping[str, Any]],
     reference: Mapping[str, Any],
@@ -103,13 +163,10 @@ def verify_records(
     if len(reference["file_tags"]) != len(files):
         raise ValueError(f"reference has {len(files)} files but {len(reference['file_tags'])} tag lists")
     first = settings[min(settings)]
-    plan = _reference_plan(first, files, num_shards=num_shards, num_threads=num_threads)
+    reads, cut, plan_shards = _reads_of(ranks, num_shards=num_shards)
+    violations += cut
+    plan = _reference_plan(first, files, num_shards=plan_shards, num_threads=num_threads)
     file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
-    reads = [
-        SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
-        for rec in ranks
-        for se in rec["sub_epochs"]
-    ]
     violations += check_reads(reads, plan=plan, file_tags=file_tags)
     violations.sort(key=Violation.sort_key)
     shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
