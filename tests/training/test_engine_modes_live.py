@@ -55,7 +55,7 @@ def _dropped(training, counts):
     }
 
 
-def _verify(training, tmp_path, *, epochs):
+def _verify(training, tmp_path, monkeypatch, *, epochs):
     """VerifyShardingJob's runner on the training's own config, once per rank, and its verdict."""
     from i6_shard.core.reporting import verify_records
 
@@ -72,11 +72,12 @@ def _verify(training, tmp_path, *, epochs):
             ranks.append(json.load(f))
     with open(tmp_path / "reference.json") as f:
         reference = json.load(f)
+    monkeypatch.chdir(training.work_dir)  # the files are relative to the training's directory, as in the job
     return verify_records(ranks, reference, num_shards=training.num_ranks)
 
 
 @pytest.mark.slow
-def test_dataloader_workers_that_shard_read_every_file_once_and_raise_no_false_alarm(tmp_path):
+def test_dataloader_workers_that_shard_read_every_file_once_and_raise_no_false_alarm(tmp_path, monkeypatch):
     _needs_returnn()
     from i6_shard.core.reporting.train_report import write_train_report
 
@@ -91,12 +92,12 @@ def test_dataloader_workers_that_shard_read_every_file_once_and_raise_no_false_a
     for s in summary["sub_epochs"]:
         assert abs(s["dropped_fraction"] - expected[s["epoch"]]) < 0.0005, (s["epoch"], expected)
     assert [(fe["files_read_twice"], fe["files_never_read"]) for fe in summary["full_epochs"]] == [(0, 0), (0, 0)]
-    violations, report = _verify(training, tmp_path, epochs="1,2,3,4")
+    violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2,3,4")
     assert violations == [], report
 
 
 @pytest.mark.slow
-def test_a_multi_epoch_dataset_that_loses_files_is_caught_by_both(tmp_path):
+def test_a_multi_epoch_dataset_that_loses_files_is_caught_by_both(tmp_path, monkeypatch):
     _needs_returnn()
     from i6_shard.core.reporting.train_report import write_train_report
 
@@ -118,5 +119,5 @@ def test_a_multi_epoch_dataset_that_loses_files_is_caught_by_both(tmp_path):
     expected = _dropped(training, counts)
     for s in summary["sub_epochs"]:
         assert abs(s["dropped_fraction"] - expected[s["epoch"]]) < 0.0005, (s["epoch"], expected)
-    violations, report = _verify(training, tmp_path, epochs="1,2")
+    violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2")
     assert violations, report
