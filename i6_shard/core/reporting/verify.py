@@ -3,7 +3,7 @@ computed from the files on disk, rendered as text."""
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..io.file_sizes import load_file_sizes
 from ..io.stat_engine import collect_file_sizes
@@ -78,6 +78,25 @@ def _reference_plan(
             max_sub_epoch_deviation=first.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION),
         ),
     )
+
+
+def _per_rank(summary: Dict[str, Any], *, num_ranks: int) -> Dict[str, Any]:
+    """The sequences per sub-epoch of each rank, where the plan's shards are its reading processes (DataLoader
+    workers that shard: rank r's are shards ``r * k .. r * k + k - 1``, all of which its loader reads to the end),
+    and the share lost when the ranks stop at the shortest rank."""
+    k = summary["num_shards"] // num_ranks
+    if k <= 1 or summary["num_shards"] != k * num_ranks:
+        return summary
+    for se in summary["sub_epochs"]:
+        nums = se["num_seqs"]
+        ranks = [
+            None if None in nums[r * k : (r + 1) * k] else sum(nums[r * k : (r + 1) * k]) for r in range(num_ranks)
+        ]
+        known = [n for n in ranks if n is not None]
+        total = sum(known)
+        dropped = round(1.0 - num_ranks * min(known) / total, 6) + 0.0 if len(known) == num_ranks and total else None
+        se.update(num_seqs=ranks, dropped_fraction=dropped)
+    return summary
 
 
 def _reads_of(
@@ -170,5 +189,6 @@ def verify_records(
     violations += check_reads(reads, plan=plan, file_tags=file_tags)
     violations.sort(key=Violation.sort_key)
     shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
-    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations, settings=shown)
+    summary = _per_rank(summarize_reads(reads, plan=plan, file_tags=file_tags), num_ranks=num_shards)
+    report = render_verify_report(summary, violations, settings=shown)
     return violations, report
