@@ -162,6 +162,8 @@ def analyze_training(
     a.filtered = dict(filtered_lengths) if filtered_lengths is not None else None
     files_found = _check_files_found(a, getattr(log, "files_from", None) or {})
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
+    keys_plan = usable_plan
+    usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
     complete_is_mean = _complete_is_mean(log)
     if not log.ranks[0].frames_dim:
         a.notes.append(
@@ -188,8 +190,8 @@ def analyze_training(
     if mean_drop is not None and mean_drop > max_dropped:
         a.alarms.append(_high_loss_alarm(sub_epochs, mean_drop=mean_drop, max_dropped=max_dropped))
     universe = (
-        list(dict.fromkeys(usable_plan.keys))
-        if usable_plan is not None
+        list(dict.fromkeys(keys_plan.keys))
+        if keys_plan is not None
         else list(dict.fromkeys(k for row in a.keys_grid for keys in row if keys is not None for k in keys))
     )
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
@@ -323,6 +325,23 @@ def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optio
             )
         partition_epoch = plan.partition_epoch
     return usable_plan, partition_epoch
+
+
+def _plan_of_wrapped(
+    a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[int], files_from: Optional[Mapping[str, Any]]
+) -> tuple:
+    """Where a wrapper's sub-epoch holds ``multi_epoch`` > 1 epochs of the DistributeFilesDataset, the plan's
+    epochs are the dataset's, not the training's: its files are not compared per sub-epoch (a note says so), and
+    the training's partition_epoch is the plan's / multi_epoch (unknown where that does not divide)."""
+    m = (files_from or {}).get("multi_epoch") if (files_from or {}).get("wrapped") else None
+    if plan is None or not m or m == 1:
+        return plan, partition_epoch
+    a.notes.append(
+        f"the plan's sub-epochs are the DistributeFilesDataset's; each sub-epoch of the training holds {m} of them "
+        "(a wrapper, e.g. MultiEpochDataset): the files are not compared with the plan per sub-epoch, only per "
+        "full epoch (read twice or never)"
+    )
+    return None, plan.partition_epoch // m if plan.partition_epoch % m == 0 else None
 
 
 def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:

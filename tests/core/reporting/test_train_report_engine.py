@@ -170,3 +170,22 @@ def test_the_cli_fails_on_alarm_when_it_cannot_check_and_takes_the_filter(tmp_pa
     assert main(args) == 0, capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["train-report", *logs, "--max-seq-length", "[1]", "-o", str(tmp_path / "x")])
+
+
+def test_a_plan_of_the_wrapped_dataset_gives_the_full_epochs_and_every_file():
+    from i6_shard import core
+
+    name = "multi_epoch"
+    lengths = lengths_of(name)
+    keys = sorted(lengths)
+    plan = core.ShardPlan(
+        keys, [lengths[k][1] for k in keys], core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=4)
+    )
+    summary = analyze_training(read_training_logs(logs_of(name)), file_lengths=lengths, plan=plan)
+    assert summary["partition_epoch"] == 1  # the plan's 2 epochs of the dataset per sub-epoch of the training
+    assert not [a for a in summary["alarms"] if "than planned" in a or "not checked" in a]
+    counts = independent_counts(name, multi_epoch=2)
+    for fe in summary["full_epochs"]:
+        read = {k for (e, _), (_, _, ks) in counts.items() if e == fe["full_epoch_0idx"] + 1 for k in ks}
+        assert fe["files_never_read"] == len(set(keys) - read)  # also the file no line names
+    assert any("the plan's sub-epochs are the DistributeFilesDataset's" in n for n in summary["notes"])
