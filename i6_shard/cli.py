@@ -327,6 +327,17 @@ def _cmd_make_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seq_length_arg(text: str):
+    """--max-seq-length: an int, or a JSON dict {data key: int}."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, bool) or not isinstance(value, (int, dict)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an int or a JSON dict such as '{{\"data\": 400}}'")
+    return value
+
+
 def _cmd_train_report(args: argparse.Namespace) -> int:
     from .core import reporting
 
@@ -353,6 +364,8 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
             sync=core.SyncMode(
                 args.reduce_type or DEFAULT_REDUCE_TYPE, args.param_sync_step, args.accum_grad_multiple_step or 1
             ),
+            multi_epoch=args.multi_epoch,
+            max_seq_length=args.max_seq_length,
         )
     print(reporting.render_train_report(summary), end="")
     print()
@@ -752,6 +765,20 @@ def _add_train_report(sub) -> None:
         help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)",
     )
     p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
+    p.add_argument(
+        "--multi-epoch",
+        type=int,
+        default=None,
+        help="a wrapper's (MultiEpochDataset) multi_epoch: epochs of the DistributeFilesDataset per sub-epoch "
+        "(default: inferred from the logs)",
+    )
+    p.add_argument(
+        "--max-seq-length",
+        type=_seq_length_arg,
+        default=None,
+        help="the training's max_seq_length (an int, or JSON such as '{\"data\": 400}'): its removals are shown "
+        "apart from the dropped share",
+    )
     _add_sync_options(p)
     p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
     p.add_argument("-o", "--output", required=True, help="output directory")

@@ -13,6 +13,17 @@ def hdf_sub_epoch_dataset(files: Sequence[str], *, seq_ordering: str = "random")
     return {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
 
 
+def multi_proc_sub_epoch_dataset(files: Sequence[str], *, sharding_method: str = "seq_order") -> Dict[str, Any]:
+    """A MultiProcDataset (2 workers) around the HDF sub-epoch dataset, as the sub-epoch dataset."""
+    return {
+        "class": "MultiProcDataset",
+        "num_workers": 2,
+        "buffer_size": 5,
+        "sharding_method": sharding_method,
+        "dataset": hdf_sub_epoch_dataset(files),
+    }
+
+
 def seq_tag(file_idx: int, seq_idx: int) -> str:
     """The tag of sequence ``seq_idx`` in file ``file_idx``: unique across files, and it names its file."""
     return f"file{file_idx}/seq{seq_idx}"

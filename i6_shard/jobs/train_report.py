@@ -12,6 +12,7 @@ from sisyphus import Job, tk
 from i6_shard import core
 from i6_shard.core import reporting
 from i6_shard.core.pure import MAX_REPORT_RECORDS
+from i6_shard.core.io import data_key_limit
 from i6_shard.returnn_config.reader import read_sync_mode
 
 from .util import RQMT_ARGS, check_absolute, check_rqmt_args, path_str, round_up, sized_task, write_variable
@@ -129,6 +130,8 @@ class TrainReportJob(Job):
         "after": None,
         "reduce_type": core.PLAN_OPTION_DEFAULTS["reduce_type"],
         "param_sync_step": None,
+        "multi_epoch": None,
+        "max_seq_length": None,
     }
 
     def __init__(
@@ -146,6 +149,8 @@ class TrainReportJob(Job):
         plot: bool = True,
         reduce_type: str = core.PLAN_OPTION_DEFAULTS["reduce_type"],
         param_sync_step: Optional[int] = None,
+        multi_epoch: Optional[int] = None,
+        max_seq_length: Optional[Union[int, Dict[str, int]]] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -166,6 +171,10 @@ class TrainReportJob(Job):
             "grad" (the default) or "param" (the others run on to their next sync; :meth:`for_training` reads it
             from the training's config)
         :param param_sync_step: with ``reduce_type="param"``: ``torch_distributed``'s ``param_sync_step``
+        :param multi_epoch: a wrapper's (MultiEpochDataset) ``multi_epoch``, the DistributeFilesDataset's epochs per
+            sub-epoch (default: inferred from the logs)
+        :param max_seq_length: the training's ``max_seq_length`` (:meth:`for_training` reads it from the config):
+            its removals are shown apart from the dropped share
         :param time_rqmt: hours (default: sized from the bytes of the logs, see :func:`train_report_rqmt`;
             a mini task up to ``MINI_TASK_MAX_LOG_BYTES`` unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -190,6 +199,10 @@ class TrainReportJob(Job):
         self.plot = core.pure.check_bool(plot, name="plot")
         sync = core.SyncMode(reduce_type, param_sync_step)
         self.reduce_type, self.param_sync_step = sync.reduce_type, sync.param_sync_step
+        self.multi_epoch = core.pure.check_optional_int(multi_epoch, name="multi_epoch", minimum=1)
+        if max_seq_length is not None:
+            data_key_limit(max_seq_length, name="max_seq_length")
+        self.max_seq_length = max_seq_length
         self.given_rqmt = check_rqmt_args(time_rqmt=time_rqmt, mem_rqmt=mem_rqmt, cpu_rqmt=cpu_rqmt)
 
         self.out_report = self.output_path(reporting.TRAIN_REPORT_FILE)
@@ -203,10 +216,13 @@ class TrainReportJob(Job):
     def for_training(cls, training: Any, **kwargs) -> "TrainReportJob":
         """The report of an i6_core ``ReturnnTrainingJob``: its logs (:func:`training_log_files`),
         run once the training has finished (after its ``out_learning_rates``); the sync mode of the expected
-        steps is the config's ``torch_distributed`` unless ``reduce_type`` is given."""
+        steps is the config's ``torch_distributed`` unless ``reduce_type`` is given, and the length filter its
+        ``max_seq_length`` unless given."""
         logs = training_log_files(training)
+        config = training.returnn_config
+        if "max_seq_length" not in kwargs:
+            kwargs["max_seq_length"] = {**config.config, **config.post_config}.get("max_seq_length")
         if "reduce_type" not in kwargs and "param_sync_step" not in kwargs:
-            config = training.returnn_config
             sync = read_sync_mode({**config.config, **config.post_config})
             kwargs.update(reduce_type=sync.reduce_type, param_sync_step=sync.param_sync_step)
         return cls(logs, after=training.out_learning_rates, **kwargs)
@@ -237,6 +253,8 @@ class TrainReportJob(Job):
             plot=self.plot,
             dataset_name=self.dataset_name,
             sync=core.SyncMode(self.reduce_type, self.param_sync_step),
+            multi_epoch=self.multi_epoch,
+            max_seq_length=self.max_seq_length,
         )
         write_variable(self.out_dropped_fraction, summary["dropped_fraction"])
         write_variable(self.out_num_alarms, len(summary["alarms"]))

@@ -178,12 +178,32 @@ def _double_sharding_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
     )
 
 
+def _unseen_sub_epoch_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
+    """A get_sub_epoch_dataset of the config's own whose dict the reader could not get (files not inline, or the
+    function failed on the first file): what it does to the data cannot be checked here."""
+    func = info.dataset.get("get_sub_epoch_dataset")
+    if info.sub_epoch_dataset is not None or not callable(func) or info.sub_epoch_shards_again is None:
+        return None
+    why = (
+        "its files are not inline but in a list RETURNN reads when it runs"
+        if info.files_kind != "inline"
+        else "it could not be called with the first file"
+    )
+    return (
+        f"{info.name}: get_sub_epoch_dataset is a function of the config whose sub-epoch dataset the checks "
+        f"cannot see ({why}): whether it shards again ('_num_shards'/'_shard_index'), filters by epoch "
+        "(an epoch_wise_filter sees full epochs, not the training's sub-epochs) or reads other files than the "
+        "bin's cannot be told before RETURNN runs; confirm with VerifyShardingJob, which reads the data as the "
+        "training does"
+    )
+
+
 def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
     """What may lose data in one DistributeFilesDataset but cannot be told before RETURNN runs, or what
     changes what a rank reads without losing files, each saying how to confirm or change it."""
     if info.returnn_fails:
         return []
-    out = [w for w in (_double_sharding_warning(info),) if w]
+    out = [w for w in (_double_sharding_warning(info), _unseen_sub_epoch_warning(info)) if w]
     if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
         out.append(
             f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
@@ -258,11 +278,39 @@ def _eval_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     )
 
 
+def _returnn_failure(info: DistributeFilesDatasetInfo) -> str:
+    """Why RETURNN fails on this setup, as it fails first. A MultiProcDataset ``"dedicated"`` with several workers
+    around a DistributeFilesDataset with ``distrib_shard_files`` fails at start-up, before any sequence: each
+    worker's copy gets ``_num_shards`` = the MultiProcDataset's own times ``num_workers`` (``_get_worker_sharding``),
+    and ``DistributeFilesDataset.__init__`` refuses a ``(_num_shards, _shard_index)`` other than ``(1, 0)`` or the
+    distributed ``(size, rank)``."""
+    dedicated = re.search(r"sharding_method 'dedicated' with num_workers=(\d+) ", info.returnn_fails)
+    if (
+        dedicated
+        and info.distrib_shard_files
+        and info.distributed
+        and info.wrappers
+        and info.wrappers[-1] == "MultiProcDataset"
+    ):
+        n = int(dedicated[1])
+        own = "num_ranks" if info.dataset_distribution == "shard" else "1"
+        return (
+            f"at start-up: MultiProcDataset's sharding_method 'dedicated' gives the DistributeFilesDataset in each "
+            f"of its {n} workers _num_shards = {own} * {n} (the MultiProcDataset's own _num_shards times its workers) "
+            f"and _shard_index = its own * {n} + worker, which clashes with distrib_shard_files, which shards by the "
+            "distributed rank and size: DistributeFilesDataset.__init__ raises ValueError ('distrib_shard_files "
+            f"shards the files by the distributed rank r / size W, which clashes with _num_shards ...') in a "
+            "worker; put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or load "
+            "in parallel with torch_dataloader_opts num_workers"
+        )
+    return info.returnn_fails
+
+
 def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     """Every problem of one DistributeFilesDataset as the reader found it, each naming the fix."""
     name = info.name
     if info.returnn_fails:
-        return [f"{name}: RETURNN would fail: {info.returnn_fails}"]
+        return [f"{name}: RETURNN would fail: {_returnn_failure(info)}"]
     problems = [
         p
         for p in (

@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from i6_shard.returnn_ext.locate import locate_dataset as _locate
 from i6_shard.core.io import atomic_write
 from i6_shard.core.pure import DEFAULT_DISTRIBUTION, DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_enough_files
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
@@ -178,33 +179,6 @@ def _load_dataset(dataset_dict: Dict[str, Any], config, *, config_key: str):
     return dataset
 
 
-def _locate(dataset, key_path: Sequence[Any]):
-    """The dataset object at ``key_path`` (the reader's, below the config key) inside wrapper objects:
-    ``datasets`` of MetaDataset/CombinedDataset/ConcatDataset, else the one wrapped dataset."""
-    for key in key_path:
-        if isinstance(dataset, (dict, list)):
-            dataset = dataset[key]
-        elif key == "datasets":
-            dataset = dataset.datasets
-        else:
-            inner = next(
-                (
-                    getattr(dataset, a)
-                    for a in ("_dataset", "dataset", "sub_dataset")
-                    if hasattr(getattr(dataset, a, None), "init_seq_order")
-                ),
-                None,
-            )
-            if inner is None:
-                raise RuntimeError(
-                    f"cannot reach the dataset {key!r} inside {dataset} in this process (a "
-                    "MultiProcDataset builds it in its workers); verify the DistributeFilesDataset dict "
-                    "itself, with the config's settings"
-                )
-            dataset = inner
-    return dataset
-
-
 def _init_dfd(dataset_dict: Dict[str, Any]):
     from returnn.datasets.basic import init_dataset
     from returnn.datasets.distrib_files import DistributeFilesDataset
@@ -240,14 +214,16 @@ def _uses_torch_engine(config) -> bool:
 
 class _EngineReader:
     """Reads a dataset the way RETURNN's torch ``Engine._create_data_loader`` does, up to the batching:
-    ``ReturnnDatasetIterDataPipe`` with the engine's ``ReturnnDatasetResetMpSharedEpochCallback`` (the
-    epoch through a manager value), one sequence per batch, and ``create_data_loader_from_batches`` with
-    the config's ``torch_dataloader_opts``: by default one persistent DataLoader worker process, started
-    with what RETURNN hands it (the global config; the behavior version only from 31), where the dataset
-    runs ``init_seq_order`` and its sub-epoch datasets. Length filters and chunking are left out: they
-    drop or split sequences the dataset delivered."""
+    ``ReturnnDatasetIterDataPipe`` (with the config's ``torch_dataloader_shard_workers``: from behavior_version 37
+    each of several DataLoader workers shards the data again) with the engine's
+    ``ReturnnDatasetResetMpSharedEpochCallback`` (the epoch through a manager value), one sequence per batch, and
+    ``create_data_loader_from_batches`` with the config's ``torch_dataloader_opts``: by default one persistent
+    DataLoader worker process, started with what RETURNN hands it (the global config; the behavior version only
+    from 31), where the dataset runs ``init_seq_order`` and its sub-epoch datasets. Each reading process records
+    what its copy of the DistributeFilesDataset chose and delivered (:mod:`i6_shard.returnn_ext.recording`). Length
+    filters and chunking are left out: they drop or split sequences the dataset delivered."""
 
-    def __init__(self, dataset, config):
+    def __init__(self, dataset, config, *, key_path: Sequence[Any]):
         import sys as _sys
 
         import torch.multiprocessing
@@ -255,23 +231,34 @@ class _EngineReader:
 
         self._manager = torch.multiprocessing.Manager()
         self._epoch = self._manager.Value("i", 0)
+        self._records = self._manager.list()
+        from i6_shard.returnn_ext.recording import RecordingReset, RecordingTail
+
         reset = returnn_dataset_wrapper.ReturnnDatasetResetMpSharedEpochCallback(
             dataset=dataset, epoch_mp_shared=self._epoch
         )
+        recording = RecordingReset(reset, dataset, key_path=key_path)
         wrapped = returnn_dataset_wrapper.ReturnnDatasetIterDataPipe(
-            dataset, reset_callback=reset, shard_workers=config.typed_value("torch_dataloader_shard_workers", None)
+            dataset,
+            reset_callback=recording,
+            shard_workers=config.typed_value("torch_dataloader_shard_workers", None),
         )
+        wrapped = RecordingTail(wrapped, recording=recording, top=dataset, out=self._records)
         batches = pipeline.BatchingIterDataPipe(wrapped, batch_size=_sys.maxsize, max_seqs=1)
         self.loader = pipeline.create_data_loader_from_batches(
             batches, config.typed_value("torch_dataloader_opts") or {}
         )
 
-    def read_tags(self, epoch: int) -> List[str]:
+    def read(self, epoch: int) -> Dict[str, Any]:
+        """Sub-epoch ``epoch`` read through the DataLoader: the tags in the order the loader gave them, and per
+        reading process (``worker``) what its DistributeFilesDataset initialized and delivered per epoch of it."""
         self._epoch.value = epoch
+        del self._records[:]
         tags = []
         for batch in self.loader:
             tags.extend(str(t) for t in batch["seq_tag"].reshape(-1))
-        return tags
+        records = sorted((dict(r) for r in self._records if r["epoch"] == epoch), key=lambda r: r["worker"])
+        return {"seq_tags": tags, "instances": records}
 
     def close(self) -> None:
         from returnn.torch.data.pipeline import shutdown_data_loader
@@ -328,23 +315,24 @@ def record_rank(
             settings["max_sub_epoch_deviation"] = float(deviation)
         # Under the torch backend the engine reads the data in its DataLoader worker(s): so do we. The files
         # come from this process's copy, which draws the same ones (the worker's copy has them in its process).
-        engine = _EngineReader(dataset, config) if _uses_torch_engine(config) else None
+        engine = _EngineReader(top, config, key_path=info.key_path[1:]) if _uses_torch_engine(config) else None
         sub_epochs = []
         try:
             for epoch in epochs:
                 start = time.monotonic()
-                dataset.init_seq_order(epoch=epoch)
-                p = dataset.partition_epoch
-                files = dataset._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]
                 if engine is None:
-                    tags = _read_tags(dataset)
+                    dataset.init_seq_order(epoch=epoch)
+                    p = dataset.partition_epoch
+                    files = dataset._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]
+                    files = [_get_key_for_file_tree(t) for t in files]
+                    entry = {"epoch": int(epoch), "files": files, "seq_tags": _read_tags(dataset)}
                 else:
-                    dataset.finish_epoch(free_resources=True)
-                    tags = engine.read_tags(epoch)
-                sub_epochs.append(
-                    {"epoch": int(epoch), "files": [_get_key_for_file_tree(t) for t in files], "seq_tags": tags}
-                )
-                dataset.finish_epoch()
+                    entry = _engine_entry(epoch, engine.read(epoch))
+                    files, tags = entry["files"], entry["seq_tags"]
+                sub_epochs.append(entry)
+                tags = entry["seq_tags"]
+                if engine is None:
+                    dataset.finish_epoch()
                 print(
                     f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
                     f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)",
@@ -362,6 +350,28 @@ def record_rank(
         "settings": settings,
         "sub_epochs": sub_epochs,
     }
+
+
+def _engine_entry(epoch: int, read: Dict[str, Any]) -> Dict[str, Any]:
+    """A sub-epoch read through the engine: ``files`` and ``seq_tags`` of the rank (all of its reading processes;
+    the tags in the loader's order), and ``instances``: per reading process and epoch of its DistributeFilesDataset
+    (more than one per sub-epoch inside a MultiEpochDataset) the shard it was, the files it chose and the tags it
+    delivered.
+
+    :raises RuntimeError: if no reading process recorded its dataset (the DistributeFilesDataset is not reached)
+    """
+    instances = [
+        {"worker": r["worker"], "dataset_epoch": int(k), **v}
+        for r in read["instances"]
+        for k, v in sorted(r["inits"].items())
+    ]
+    if not instances:
+        raise RuntimeError(
+            f"sub-epoch {epoch}: no DataLoader worker recorded the DistributeFilesDataset it read; "
+            "it is not reached through the dataset's wrappers in the reading process"
+        )
+    files = [k for inst in instances for k in inst["files"]]
+    return {"epoch": int(epoch), "files": files, "seq_tags": read["seq_tags"], "instances": instances}
 
 
 def record_reference(

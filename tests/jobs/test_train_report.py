@@ -150,3 +150,20 @@ def test_request_is_sized_from_the_bytes_of_the_logs(work_dir, monkeypatch):
     assert big["mem"] > small["mem"] and big["time"] > small["time"]
     with pytest.raises(ValueError, match="mem_rqmt=0 must be a positive number"):
         TrainReportJob(paths, mem_rqmt=0)  # checked before the hash, also for a job Sisyphus already has
+
+
+def test_for_training_takes_the_length_filter_from_the_config(work_dir):
+    train = sharded_files_dataset(
+        [f"/data/part{i:03d}.hdf" for i in range(16)],
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=2,
+    )
+    config = {"backend": "torch", "behavior_version": 24, "batch_size": 300, "max_seq_length": {"data": 400}}
+    training = training_job(sharded_returnn_config(config, train), num_gpus=2, num_epochs=4, **EXE)
+    job = TrainReportJob.for_training(training)
+    assert job.max_seq_length == {"data": 400}
+    assert job._sis_id() != TrainReportJob.for_training(training, max_seq_length=None)._sis_id()
+    assert TrainReportJob.for_training(_training()).max_seq_length is None
+    assert TrainReportJob.for_training(_training(), multi_epoch=None)._sis_id() == PINNED_ID
+    with pytest.raises(TypeError, match="max_seq_length='400' must be an int or a dict"):
+        TrainReportJob.for_training(training, max_seq_length="400")

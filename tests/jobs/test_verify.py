@@ -557,3 +557,25 @@ def test_the_reference_is_the_datasets_own_plan_file(work_dir, skewed_files, fra
 def _keys_and_costs(costs_path, files=None):
     sizes = core.load_file_sizes(costs_path) if costs_path else core.collect_file_sizes(list(files))
     return sizes.keys, sizes.sizes
+
+
+@pytest.mark.slow  # RETURNN processes through torch's DataLoader with 2 workers each
+def test_verifies_dataloader_workers_that_shard_and_a_multi_epoch_dataset_that_loses_files(work_dir, hdf_files):
+    """behavior_version 37 with 2 DataLoader workers: each worker's copy is one of 2 * 2 shards, and the job
+    passes; a MultiEpochDataset (multi_epoch 2) whose DFD takes the wrapper's per-rank seed fails it."""
+    needs_torch("the torch engine's DataLoader needs torch")
+    opts = {"backend": "torch", "torch_distributed": {}, "behavior_version": 37}
+    workers = VerifyShardingJob(
+        sharded_dfd(hdf_files[:8], partition_epoch=2),
+        num_shards=2,
+        epochs=2,
+        config_opts={**opts, "torch_dataloader_opts": {"num_workers": 2}},
+    )
+    run_job(workers)
+    assert workers.out_ok.get() is True
+    assert "num_shards=4" in _read(workers.out_report.get_path())
+    wrapped = {"class": "MultiEpochDataset", "multi_epoch": 2, "dataset": sharded_dfd(hdf_files, partition_epoch=2)}
+    lossy = VerifyShardingJob(wrapped, num_shards=2, epochs=1, key_path=["dataset"], config_opts=opts)
+    with pytest.raises(ShardingVerificationError):
+        run_job(lossy)
+    assert "FAILED" in _read(lossy.out_report.get_path())

@@ -42,6 +42,7 @@ from .plan_file import check_plan_fits_memory
 from .preflight import archive_entry_count, check_key_collisions, check_regular_file, file_list_digest
 from .stale_sizes import check_num_samples
 from .file_sizes import check_archive_path
+from .seq_filter import data_key_limit
 from .enospc import (
     archive_bytes_bound,
     corpus_bytes_bound,
@@ -51,6 +52,7 @@ from .enospc import (
 )
 
 __all__ = [
+    "data_key_limit",
     "archive_bytes_bound",
     "corpus_bytes_bound",
     "costs_bytes_bound",

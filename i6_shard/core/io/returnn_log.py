@@ -9,7 +9,7 @@ import os
 import re
 from array import array
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -76,6 +76,9 @@ class SubEpochLog:
     :ivar step_complete: float64 [num_steps], the logged completed fraction (nan where not logged)
     :ivar trained_steps: from "Epoch E: Trained N steps"; None while the sub-epoch runs (or if it crashed)
     :ivar line: the line of the log file where this sub-epoch (its last run) began, for messages
+    :ivar num_instances: the dataset instances that logged files for this sub-epoch (the most for one epoch of
+        the dataset): more than 1 under DataLoader worker sharding, each instance with its own bins; ``files``
+        is then the files of all of them
     """
 
     epoch: int
@@ -86,6 +89,7 @@ class SubEpochLog:
     step_complete: np.ndarray = field(default_factory=lambda: _NO_COMPLETE)
     trained_steps: Optional[int] = None
     line: Optional[int] = None
+    num_instances: int = 0
 
     @property
     def num_steps(self) -> int:
@@ -121,6 +125,8 @@ class RankLog:
     cwd: Optional[str] = None
     num_starts: int = 0
     notes: List[str] = field(default_factory=list)
+    file_lines: Dict[str, Dict[int, List[List[FileTree]]]] = field(default_factory=dict)
+    file_windows: Dict[str, Dict[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,6 +134,8 @@ class TrainingLog:
     """The logs of all ranks of one training, in rank order."""
 
     ranks: List[RankLog]
+    #: whose "using files" lines the sub-epochs' files are (see :func:`resolve_dataset_files`)
+    files_from: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_ranks(self) -> int:
@@ -202,9 +210,13 @@ class _RankParser:
     ):
         self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
         self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
-        self.files_by_epoch: Dict[int, List[FileTree]] = {}
         self.names: Dict[str, str] = {}  # one copy of each file name of this log
         self.files_not_read: List[str] = []  # where the files of a line were too long to read
+        #: dataset name -> epoch it logs -> (the run that logged it, the distinct file lists of its instances)
+        self.file_lines: Dict[str, Dict[int, Tuple[int, List[List[FileTree]]]]] = {}
+        #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then
+        self.file_windows: Dict[str, Dict[int, int]] = {}
+        self.last_trained = 0
         self.sub_epochs: Dict[int, SubEpochLog] = {}
         self.current: Optional[_Building] = None
         self.cwd: Optional[str] = None
@@ -265,6 +277,7 @@ class _RankParser:
         m = _TRAINED.match(line)
         if m:
             epoch = self._epoch(m["epoch"], where)
+            self.last_trained = epoch
             if self.current is not None and self.current.record.epoch == epoch:
                 self.current.record.trained_steps = self._count(m["steps"], "trained steps", where)
                 self.sub_epochs[epoch] = self.current.finish()
@@ -272,23 +285,7 @@ class _RankParser:
             return
         m = _FILES.match(line)
         if m:
-            if m["name"] != self.dataset_name:
-                return
-            epoch = self._epoch(m["epoch"], where)
-            files = read_files_of_line(
-                m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.names
-            )
-            if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
-                self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
-                self.files_by_epoch.pop(epoch, None)
-                return
-            if not isinstance(files, list):
-                raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
-            try:
-                check_file_trees(files)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
-            self.files_by_epoch[epoch] = files
+            self._files_line(m, line, where)
             return
         m = _STARTUP.match(line)
         if m:
@@ -297,6 +294,34 @@ class _RankParser:
             if self.current is not None:  # the previous run ended inside this sub-epoch
                 self.sub_epochs[self.current.record.epoch] = self.current.finish()
                 self.current = None
+
+    def _files_line(self, m: "re.Match[str]", line: str, where: str) -> None:
+        """One "using files" line of any DistributeFilesDataset: kept per dataset name and epoch, each distinct
+        list once (a dataset instance: several per rank under DataLoader worker sharding); a restart's lines
+        replace the earlier run's. Also the sub-epoch of the training it was logged in (its window)."""
+        epoch = self._epoch(m["epoch"], where)
+        files = read_files_of_line(
+            m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.names
+        )
+        if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
+            self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
+            self.file_lines.get(m["name"], {}).pop(epoch, None)
+            return
+        if not isinstance(files, list):
+            raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
+        try:
+            check_file_trees(files)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
+        by_epoch = self.file_lines.setdefault(m["name"], {})
+        run, lists = by_epoch.get(epoch, (-1, []))
+        if run != self.num_starts:  # a restart logs the epoch again: its last run counts
+            run, lists = self.num_starts, []
+            window = self.current.record.epoch if self.current is not None else self.last_trained + 1
+            self.file_windows.setdefault(m["name"], {})[epoch] = window
+        if files not in lists:
+            lists.append(files)
+        by_epoch[epoch] = (run, lists)
 
     def _step(self, current: _Building, m: "re.Match[str]", where: str) -> None:
         """One step line: its sequences, frames and completed share; skipped steps stay unknown (-1, nan)."""
@@ -344,9 +369,7 @@ class _RankParser:
         if self.current is not None:
             self.sub_epochs[self.current.record.epoch] = self.current.finish()
             self.current = None
-        for epoch, record in self.sub_epochs.items():
-            record.files = self.files_by_epoch.get(epoch)
-        return RankLog(
+        log = RankLog(
             rank=self.rank,
             source=self.source,
             sub_epochs=dict(sorted(self.sub_epochs.items())),
@@ -354,7 +377,12 @@ class _RankParser:
             cwd=self.cwd,
             num_starts=self.num_starts,
             notes=_files_not_read_notes(self.files_not_read),
+            file_lines={name: {e: lists for e, (_, lists) in sorted(d.items())} for name, d in self.file_lines.items()},
+            file_windows=self.file_windows,
         )
+        if self.dataset_name in log.file_lines:
+            assign_files(log, self.dataset_name)
+        return log
 
 
 def _files_not_read_notes(where: List[str]) -> List[str]:
@@ -542,13 +570,20 @@ def _few(items: Sequence, n: int = 10) -> str:
 
 
 def read_training_logs(
-    paths: Sequence[str], *, dataset_name: str = "train", frames_dim: Optional[str] = None
+    paths: Sequence[str],
+    *,
+    dataset_name: str = "train",
+    frames_dim: Optional[str] = None,
+    multi_epoch: Optional[int] = None,
 ) -> TrainingLog:
     """Read the logs of one training: RETURNN's per-rank files (``<name>.torch-distrib-<rank>-<size>.log``,
     what ``log = [...]`` gives under torch distributed; i6_core's ReturnnTrainingJob writes
     ``returnn.torch-distrib-<rank>-<size>.log`` in its work dir), or one interleaved torchrun stdout
     whose lines carry ``[default<rank>]:`` prefixes (``--tee=3``, i6_core's ``log.run.1``), or
     the single log of a one-process training. Each file is read once, line by line.
+
+    :param multi_epoch: epochs of a wrapped DistributeFilesDataset per sub-epoch of the training (a
+        MultiEpochDataset's ``multi_epoch``); default: inferred from the logs (:func:`resolve_dataset_files`)
 
     :raises FileNotFoundError: for a missing file (all named at once)
     :raises ValueError: for ranks given twice or missing, sizes that disagree, an interleaved
@@ -603,6 +638,7 @@ def read_training_logs(
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")
     log = TrainingLog(ranks=[ranks[r] for r in range(expected)])
+    resolve_dataset_files(log, dataset_name, multi_epoch=multi_epoch)
     check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
     return log
 
@@ -614,3 +650,87 @@ def _add(ranks: Dict[int, RankLog], log: RankLog, path: str) -> None:
         )
     log.path = path
     ranks[log.rank] = log
+
+
+# --- whose files: the named dataset, or a DistributeFilesDataset a wrapper renamed ------------------------------
+
+#: RETURNN's name of a dataset made without one (Dataset.__init__: ``"dataset_id%s" % id(self)``), as a wrapper
+#: (MultiEpochDataset, MultiProcDataset in its workers, ...) makes the DistributeFilesDataset it holds.
+_UNNAMED = re.compile(r"^dataset_id\d+$")
+
+
+def assign_files(log: RankLog, name: str, *, multi_epoch: int = 1) -> None:
+    """Give each sub-epoch of ``log`` the files the dataset ``name`` logged for it: the lists of all of its
+    instances (DataLoader worker sharding: each worker's copy logs its own), and under a wrapper whose sub-epoch
+    holds ``multi_epoch`` epochs of the dataset (MultiEpochDataset), those of its epochs
+    ``(e - 1) * multi_epoch + 1 .. e * multi_epoch``.
+
+    >>> log = parse_rank_log(["start epoch 1 global train step 0", "<X 'train' epoch=1>: using files for epoch 1: "
+    ...     "['a']", "<X 'train' epoch=1>: using files for epoch 1: ['b']"], rank=0, source="x")
+    >>> log.sub_epochs[1].file_keys, log.sub_epochs[1].num_instances
+    (['a', 'b'], 2)
+    """
+    by_epoch = log.file_lines.get(name, {})
+    for epoch, record in log.sub_epochs.items():
+        inner = [by_epoch[k] for k in range((epoch - 1) * multi_epoch + 1, epoch * multi_epoch + 1) if k in by_epoch]
+        if not inner:
+            record.files, record.num_instances = None, 0
+            continue
+        record.files = [tree for lists in inner for files in lists for tree in files]
+        record.num_instances = max(len(lists) for lists in inner)
+
+
+def infer_multi_epoch(windows: Sequence[Mapping[int, int]]) -> Optional[int]:
+    """How many epochs of a wrapped dataset one sub-epoch of the training holds (MultiEpochDataset's
+    ``multi_epoch``), from the sub-epoch each of its epochs was first logged in, per rank: the smallest ``m`` for
+    which every epoch ``k`` belongs to (``(k - 1) // m + 1``) the sub-epoch it was logged in or the next one (a
+    preload), and the first epoch logged in each sub-epoch belongs to it. None unless two sub-epochs show it.
+
+    >>> infer_multi_epoch([{1: 1, 2: 1, 3: 2, 4: 2}, {1: 1, 2: 1, 3: 2}])
+    2
+    >>> infer_multi_epoch([{1: 1, 2: 1}]) is None
+    True
+    """
+    shown = {w for windows_ in windows for w in windows_.values()}
+    if len(shown) < 2:
+        return None
+    top = max((k for windows_ in windows for k in windows_), default=0)
+    for m in range(1, top + 1):
+        ok = True
+        for windows_ in windows:
+            firsts: Dict[int, int] = {}
+            for k, w in windows_.items():
+                firsts[w] = min(firsts.get(w, k), k)
+                ok &= (k - 1) // m + 1 in (w, w + 1)
+            ok &= all((k - 1) // m + 1 == w for w, k in firsts.items())
+        if ok:
+            return m
+    return None
+
+
+def resolve_dataset_files(log: TrainingLog, dataset_name: str, *, multi_epoch: Optional[int] = None) -> None:
+    """Where no rank logged files of ``dataset_name``: the DistributeFilesDataset a wrapper holds, logged under
+    RETURNN's name of an unnamed dataset (``dataset_id<n>``, one per rank) or ``<dataset_name>_...``, its epochs
+    mapped to the training's sub-epochs (``multi_epoch`` given, else :func:`infer_multi_epoch`). Sets
+    ``log.files_from``: the name(s) the files came from, whether wrapped, ``multi_epoch`` and whether inferred,
+    and the other names seen (for the report's notes and alarms)."""
+    seen = sorted({name for r in log.ranks for name in r.file_lines})
+    if any(dataset_name in r.file_lines for r in log.ranks):
+        log.files_from = {"names": [dataset_name], "wrapped": False, "multi_epoch": 1, "seen": seen}
+        return
+    picked = []
+    for r in log.ranks:
+        names = [n for n in r.file_lines if _UNNAMED.match(n) or n.startswith(f"{dataset_name}_")]
+        picked.append(names[0] if len(names) == 1 else None)
+    info: Dict[str, Any] = {"names": None, "wrapped": True, "multi_epoch": None, "seen": seen}
+    log.files_from = info
+    if not seen or any(p is None for p in picked):
+        return
+    windows = [r.file_windows.get(p, {}) for r, p in zip(log.ranks, picked)]
+    inferred = multi_epoch is None
+    m = infer_multi_epoch(windows) if inferred else multi_epoch
+    info.update(names=sorted(set(picked)), multi_epoch=m, multi_epoch_inferred=inferred)
+    if m is None:
+        return
+    for r, p in zip(log.ranks, picked):
+        assign_files(r, p, multi_epoch=m)

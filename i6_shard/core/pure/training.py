@@ -125,6 +125,7 @@ def analyze_training(
     max_dropped: float = DEFAULT_MAX_DROPPED,
     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO,
     sync: SyncMode = SyncMode(),
+    filtered_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
 ) -> Dict[str, Any]:
     """The summary (JSON types) of a training from its logs.
 
@@ -146,6 +147,9 @@ def analyze_training(
     :param max_dropped: alarm above this mean dropped share
     :param min_steps_ratio: alarm where a sub-epoch's steps are below this share of the expected
     :param sync: how the ranks synced (``torch_distributed``'s ``reduce_type``, ``param_sync_step``)
+    :param filtered_lengths: tree key -> (sequences, frames) of the file that the engine's length filter
+        (``max_seq_length``/``min_seq_length``) removes before the batches: shown apart (``filtered_fraction``)
+        and not counted as dropped (the available data is what passes the filter)
     """
     if not 0.0 <= max_dropped <= 1.0:
         raise ValueError(f"max_dropped={max_dropped!r} must be a share in [0, 1], e.g. 0.05")
@@ -155,7 +159,11 @@ def analyze_training(
         raise TypeError(f"sync has type {type(sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
     check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
     a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=log.epochs, num_ranks=log.num_ranks)
+    a.filtered = dict(filtered_lengths) if filtered_lengths is not None else None
+    files_found = _check_files_found(a, getattr(log, "files_from", None) or {})
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
+    keys_plan = usable_plan
+    usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
     complete_is_mean = _complete_is_mean(log)
     if not log.ranks[0].frames_dim:
         a.notes.append(
@@ -173,8 +181,8 @@ def analyze_training(
     a.notes.extend(note for rank_log in log.ranks for note in rank_log.notes)
     if usable_plan is not None:
         _files_against_plan(a, usable_plan)
-    partition_epoch, inferred = _partition_epoch(a, partition_epoch)
-    sharded = _sharded(a, usable_plan)
+    partition_epoch, inferred = _partition_epoch(a, partition_epoch, files_found=files_found)
+    sharded = _sharded(a, usable_plan, partition_epoch)
     m = _measures(a, usable_plan, sync_every=sync.sync_every)
     sub_epochs = _sub_epoch_entries(a, m, partition_epoch)
     _sub_epoch_alarms(a, sub_epochs, usable_plan=usable_plan, min_steps_ratio=min_steps_ratio)
@@ -183,8 +191,8 @@ def analyze_training(
     if mean_drop is not None and mean_drop > max_dropped:
         a.alarms.append(_high_loss_alarm(sub_epochs, mean_drop=mean_drop, max_dropped=max_dropped))
     universe = (
-        list(dict.fromkeys(usable_plan.keys))
-        if usable_plan is not None
+        list(dict.fromkeys(keys_plan.keys))
+        if keys_plan is not None
         else list(dict.fromkeys(k for row in a.keys_grid for keys in row if keys is not None for k in keys))
     )
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
@@ -230,6 +238,7 @@ def analyze_training(
         "full_epochs": full_epochs,
         "dropped_fraction": mean_drop,
         "dropped_fraction_max": json_float(max(drops)) if drops else None,
+        "filtered_fraction": _mean_filtered(sub_epochs),
         "passes": {"made": made, "promised": promised},
         "alarms": a.alarms,
         "notes": a.notes,
@@ -248,8 +257,56 @@ class _Analysis:
     records: List[List[Optional[Dict[str, Any]]]] = field(default_factory=list)
     keys_grid: List[List[Optional[List[str]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
+    instances: List[List[int]] = field(default_factory=list)
+    filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+
+
+#: What the "no DFD file lines" alarm says about its causes and fixes.
+_NO_FILES_CAUSE = (
+    "so which files each rank read, and which were read twice or never, is not checked. Causes: the log is "
+    "below log_verbosity 4 (RETURNN logs a sub-epoch's files at 4), the dataset holds no DistributeFilesDataset, "
+    "or it is logged under another name (a wrapper's inner dataset). Fix: train with log_verbosity=5 "
+    "(training_job_kwargs sets it), or give the dataset's name (--dataset-name) or the wrapper's multi_epoch "
+    "(--multi-epoch)"
+)
+
+
+def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
+    """Whether the sub-epochs have the files of a DistributeFilesDataset: "direct" (its name), "wrapped" (inside
+    a wrapper that renames it) or "none", which is an alarm (nothing checked must not pass); the notes say
+    whose files they are and how many dataset instances per rank logged them (DataLoader worker sharding)."""
+    has_files = any(rec.files is not None for r in a.log.ranks for rec in r.sub_epochs.values())
+    seen = list(files_from.get("seen") or [])
+    if not has_files:
+        other = f" (there are lines of {', '.join(repr(n) for n in seen[:5])})" if seen else ""
+        wrapped = (
+            "; the dataset is inside a wrapper whose multi_epoch the logs do not show (give --multi-epoch)"
+            if files_from.get("wrapped") and files_from.get("names") and files_from.get("multi_epoch") is None
+            else ""
+        )
+        a.alarms.append(
+            "no DFD file lines found: no rank's log has a DistributeFilesDataset 'using files for epoch' line"
+            f"{other}{wrapped}, {_NO_FILES_CAUSE}"
+        )
+        return "none"
+    if files_from.get("wrapped"):
+        m = files_from.get("multi_epoch")
+        a.notes.append(
+            f"the files are those of the DistributeFilesDataset logged as {', '.join(files_from['names'])} (inside a "
+            f"wrapper, e.g. MultiEpochDataset), {m} of its epochs per sub-epoch"
+            + (" (multi_epoch inferred from the logs)" if files_from.get("multi_epoch_inferred") else "")
+        )
+    most = max((rec.num_instances for r in a.log.ranks for rec in r.sub_epochs.values()), default=0)
+    if most > 1:
+        a.notes.append(
+            f"{most} dataset instances per rank logged their files (DataLoader worker sharding, "
+            "torch_dataloader_shard_workers, the default from behavior_version 37): each cuts its own bins "
+            "(num_ranks * num_workers * partition_epoch), a rank's files are those of all its instances, and the "
+            "logged 'train num_seqs' is one instance's"
+        )
+    return "wrapped" if files_from.get("wrapped") else "direct"
 
 
 def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[int]) -> tuple:
@@ -269,6 +326,23 @@ def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optio
             )
         partition_epoch = plan.partition_epoch
     return usable_plan, partition_epoch
+
+
+def _plan_of_wrapped(
+    a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[int], files_from: Optional[Mapping[str, Any]]
+) -> tuple:
+    """Where a wrapper's sub-epoch holds ``multi_epoch`` > 1 epochs of the DistributeFilesDataset, the plan's
+    epochs are the dataset's, not the training's: its files are not compared per sub-epoch (a note says so), and
+    the training's partition_epoch is the plan's / multi_epoch (unknown where that does not divide)."""
+    m = (files_from or {}).get("multi_epoch") if (files_from or {}).get("wrapped") else None
+    if plan is None or not m or m == 1:
+        return plan, partition_epoch
+    a.notes.append(
+        f"the plan's sub-epochs are the DistributeFilesDataset's; each sub-epoch of the training holds {m} of them "
+        "(a wrapper, e.g. MultiEpochDataset): the files are not compared with the plan per sub-epoch, only per "
+        "full epoch (read twice or never)"
+    )
+    return None, plan.partition_epoch // m if plan.partition_epoch % m == 0 else None
 
 
 def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
@@ -298,6 +372,7 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
     sources = set()
     for epoch in a.epochs:
         row, keys_row = [], []
+        a.instances.append([getattr(r.sub_epochs.get(epoch), "num_instances", 0) for r in a.log.ranks])
         for rank_log in a.log.ranks:
             rec = rank_log.sub_epochs.get(epoch)
             if rec is None:
@@ -308,14 +383,26 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
             sources.add(how)
             file_seqs, file_frames = _lengths_of(keys, a.lengths)
+            offered = rec.dataset_num_seqs if getattr(rec, "num_instances", 0) <= 1 else None  # one instance's
+            extra = {}
+            if a.filtered is not None:
+                gone_seqs, gone_frames = _lengths_of(keys, a.filtered)
+                extra = {"filtered_seqs": gone_seqs, "filtered_frames": gone_frames}
+                if file_seqs is not None and gone_seqs is not None:
+                    file_seqs, file_frames = file_seqs - gone_seqs, file_frames - gone_frames
+                else:
+                    file_seqs = file_frames = None
+                if offered is not None and gone_seqs is not None:
+                    offered -= gone_seqs  # the dataset offers them; the filter removes them
             row.append(
                 {
                     "rank": rank_log.rank,
                     "consumed_seqs": consumed_seqs,
                     "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
-                    "available_seqs": file_seqs if file_seqs is not None else rec.dataset_num_seqs,
+                    "available_seqs": file_seqs if file_seqs is not None else offered,
                     "available_frames": file_frames,
-                    "offered_seqs": rec.dataset_num_seqs,
+                    "offered_seqs": offered,
+                    **extra,
                     "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
                     "num_files": None if keys is None else len(keys),
                     "files_match_plan": None,
@@ -333,15 +420,24 @@ def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
     """Each (sub-epoch, rank)'s ``files_match_plan``, and the alarms of files other than planned."""
     epochs, records = a.epochs, a.records
     reads, where, unseen = [], [], []
+    cut_otherwise = []
     for i, epoch in enumerate(epochs):
         for r in range(a.num_ranks):
-            if a.keys_grid[i][r] is not None:
+            if a.keys_grid[i][r] is not None and a.instances[i][r] > 1:
+                cut_otherwise.append(f"sub-epoch {epoch} rank {r}")
+            elif a.keys_grid[i][r] is not None:
                 reads.append(SubEpochRead(epoch, r, tuple(a.keys_grid[i][r]), ()))
                 where.append((i, r))
             elif records[i][r] is not None:
                 unseen.append(f"({epoch}, {r})")
     if unseen:  # one note, however many (a log of a million records gives no million notes)
         a.notes.append(f"the log does not show the files of (sub-epoch, rank) {_places(unseen)}")
+    if cut_otherwise:
+        a.notes.append(
+            f"the files of {_places(cut_otherwise)} are not compared with the plan: several dataset instances "
+            "(DataLoader workers) each cut their own bins, not the plan's num_shards * partition_epoch; plan "
+            "with num_shards = ranks * num_workers to review those bins"
+        )
     bad = {(v.epoch, v.shard_index): v for v in check_reads(reads, plan=plan) if v.kind == "files"}
     for i, r in where:
         records[i][r]["files_match_plan"] = (epochs[i], r) not in bad
@@ -360,10 +456,23 @@ def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
         )
 
 
-def _partition_epoch(a: _Analysis, partition_epoch: Optional[int]) -> Tuple[Optional[int], bool]:
-    """The partition_epoch given (or the plan's), else inferred from the logged files; and whether inferred."""
+def _partition_epoch(
+    a: _Analysis, partition_epoch: Optional[int], *, files_found: str = "direct"
+) -> Tuple[Optional[int], bool]:
+    """The partition_epoch given (or the plan's), else inferred from the logged files; and whether inferred.
+    Not inferred for a wrapped dataset, whose lost or twice-read files make the inference unsure: an alarm, as
+    the files read twice or never are then not checked."""
     if partition_epoch is not None:
         return partition_epoch, False
+    if files_found == "none":
+        return None, False
+    if files_found == "wrapped":
+        a.alarms.append(
+            "the full epochs are not checked (files read twice or never): the DistributeFilesDataset is inside a "
+            "wrapper, and the logs do not show its partition_epoch; give --partition-epoch (the training's "
+            "sub-epochs per full epoch of the files: the dataset's partition_epoch / multi_epoch)"
+        )
+        return None, False
     epochs = a.epochs
     per_epoch = [None if any(k is None for k in row) else [key for k in row for key in k] for row in a.keys_grid]
     by_number = dict(zip(epochs, per_epoch))
@@ -379,10 +488,21 @@ def _partition_epoch(a: _Analysis, partition_epoch: Optional[int]) -> Tuple[Opti
     return partition_epoch, True
 
 
-def _sharded(a: _Analysis, plan: Optional[ShardPlan]) -> bool:
-    """Whether the files were sharded: the plan says so, or no file went to two ranks in one sub-epoch."""
+def _sharded(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[int] = None) -> bool:
+    """Whether the files were sharded: the plan says so; else, with partition_epoch, unless every rank was given
+    every file in each full epoch (two ranks given one file in a sub-epoch is a sharding that went wrong, e.g.
+    ranks that shuffle differently); without it, if no file went to two ranks in one sub-epoch."""
     if plan is not None:
         return plan.settings.distrib_shard_files
+    if partition_epoch is not None:
+        universe = {k for row in a.keys_grid for keys in row if keys is not None for k in keys}
+        for k in sorted({(e - 1) // partition_epoch for e in a.epochs}):
+            idx = [i for i, e in enumerate(a.epochs) if (e - 1) // partition_epoch == k]
+            for r in range(a.num_ranks):
+                lists = [a.keys_grid[i][r] for i in idx]
+                if len(idx) == partition_epoch and all(x is not None for x in lists):
+                    if {key for x in lists for key in x} != universe:
+                        return True
     for row in a.keys_grid:  # sets per rank: a 200,000-file line costs one pass, not one per file and rank
         seen: set = set()
         for keys in row:
@@ -452,6 +572,8 @@ def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optiona
                 "steps_ratio": json_float(ratio),
                 "dropped_fraction": json_float(m["drop_frames"][i]),
                 "dropped_fraction_seqs": json_float(m["drop_seqs"][i]),
+                "filtered_fraction": _filtered_share(a.records[i]) if a.filtered is not None else None,
+                "first_out_read_all": _first_out_read_all(a.records[i]),
             }
         )
         for x in a.records[i]:
@@ -507,18 +629,57 @@ def _sub_epoch_alarms(
         )
 
 
+def _filtered_share(row: Sequence[Optional[Dict[str, Any]]]) -> Optional[float]:
+    """The share of a sub-epoch's frames the length filter removed (None where a count is unknown)."""
+    gone = [x.get("filtered_frames") for x in row if x is not None]
+    kept = [x["available_frames"] for x in row if x is not None]
+    if not gone or any(v is None for v in gone + kept) or sum(gone) + sum(kept) == 0:
+        return None
+    return json_float(sum(gone) / (sum(gone) + sum(kept)))
+
+
+def _mean_filtered(sub_epochs: Sequence[Mapping[str, Any]]) -> Optional[float]:
+    shares = [s["filtered_fraction"] for s in sub_epochs if s["finished"] and s["filtered_fraction"] is not None]
+    return json_float(float(np.mean(shares))) if shares else None
+
+
+def _first_out_read_all(row: Sequence[Optional[Dict[str, Any]]]) -> Optional[bool]:
+    """Whether a rank consumed all the frames its files offered (the first rank out of data): then what the
+    others held is lost to the balance of the bins. If none did, something removed sequences before the
+    batches (a length filter, double sharding). None where the counts are unknown."""
+    pairs = [(x["consumed_frames"], x["available_frames"]) for x in row if x is not None]
+    if not pairs or any(c is None or v is None for c, v in pairs):
+        return None
+    return any(c >= v for c, v in pairs)
+
+
 def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_dropped: float) -> str:
+    """The alarm of a high mean dropped share; its advice is to balance the bins only where the balance is the
+    cause (the first rank out read all it had), else it names what removes sequences before the batches."""
     worst = sorted(
         (s for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None),
         key=lambda s: -s["dropped_fraction"],
     )[:3]
-    return (
+    text = (
         f"high data loss: on average {100 * mean_drop:.1f}% of each sub-epoch's frames were dropped "
         f"(above {100 * max_dropped:.1f}%; worst: "
         + ", ".join(f"sub-epoch {s['epoch']} {100 * s['dropped_fraction']:.1f}%" for s in worst)
-        + "); balance the bins (distribution='balanced', planned with ShardPlanJob) or split the "
-        "data into more, smaller files"
+        + ")"
     )
+    unbalanced = [s for s in worst if s.get("first_out_read_all") is not False]
+    if unbalanced:
+        text += (
+            "; balance the bins (distribution='balanced', planned with ShardPlanJob) or split the data into more, "
+            "smaller files"
+        )
+    not_balance = [s["epoch"] for s in worst if s.get("first_out_read_all") is False]
+    if not_balance:
+        text += (
+            f"; in sub-epochs {not_balance} no rank read all of its files' frames, so the balance is not the cause"
+            " there: something removes sequences before the batches (a length filter such as max_seq_length: "
+            "give it to the report with --max-seq-length to show its removals apart; or double sharding)"
+        )
+    return text
 
 
 def _full_epochs(
@@ -532,8 +693,9 @@ def _full_epochs(
         idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
         complete = len(idx) == partition_epoch and all(a.finished[i] for i in idx)
         counts = read_counts([a.keys_grid[i][r] for i in idx for r in range(a.num_ranks)])
+        files_known = all(a.keys_grid[i][r] is not None for i in idx for r in range(a.num_ranks) if a.records[i][r])
         twice = sorted(key for key, c in counts.items() if c > expected_reads)
-        never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete else []
+        never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete and files_known else []
         cf, cs = m["consumed_frames"][idx], m["consumed_seqs"][idx]
         frames = int(cf.sum()) if (cf >= 0).all() else None
         seqs = int(cs.sum()) if (cs >= 0).all() else None
@@ -542,8 +704,8 @@ def _full_epochs(
             "complete": complete,
             "consumed_frames": frames,
             "consumed_seqs": seqs,
-            "files_read_twice": len(twice),
-            "files_never_read": len(never),
+            "files_read_twice": len(twice) if files_known else None,
+            "files_never_read": len(never) if files_known else None,
             "seqs_never_read": None,
             "passes": json_float(frames / universe_frames) if frames is not None and universe_frames else None,
         }

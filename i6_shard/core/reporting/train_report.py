@@ -15,6 +15,7 @@ from .train_records import TRAIN_RECORDS_FILE, dump_summary, summarize_records
 from ..io.file_lengths import load_file_lengths, read_hdf_lengths
 from ..io.plan_file import load_plan
 from ..io.returnn_log import read_training_logs
+from ..io.seq_filter import filtered_hdf_lengths
 from ..pure.batching import SyncMode
 from ..pure.fmt import num, pct
 from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_SUMMARY_FORMAT_VERSION, analyze_training
@@ -62,6 +63,13 @@ def render_train_report(summary: Mapping[str, Any]) -> str:
         f"promised {'?' if p['promised'] is None else format(p['promised'], '.3f')}",
         f"  dropped per sub-epoch: mean {_pct1(s['dropped_fraction'])}, worst {_pct1(s['dropped_fraction_max'])} "
         "of the frames",
+    ]
+    if s.get("filtered_fraction") is not None:
+        lines.append(
+            f"  removed by the length filter (max_seq_length), not counted as dropped: mean "
+            f"{_pct1(s['filtered_fraction'])} of the frames per sub-epoch"
+        )
+    lines += [
         "",
         "Alarms",
     ]
@@ -120,7 +128,9 @@ def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
             f"  sub-epoch {se['epoch']:>3}"
             + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
             + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames, "
-            f"{_pct1(se['dropped_fraction_seqs'])} of sequences{state}"
+            f"{_pct1(se['dropped_fraction_seqs'])} of sequences"
+            + ("" if se.get("filtered_fraction") is None else f", filtered {_pct1(se['filtered_fraction'])}")
+            + state
         )
         lines += [_rank_line(x) for x in se["ranks"]] if se["ranks"] is not None else []
     return lines
@@ -151,7 +161,7 @@ def _full_epochs_section(s: Mapping[str, Any]) -> List[str]:
             f"  full epoch {fe['full_epoch_0idx']}{'' if fe['complete'] else ' (incomplete)'}: "
             f"{num(fe['consumed_frames'])} frames, {num(fe['consumed_seqs'])} sequences consumed, "
             f"{'?' if fe['passes'] is None else format(fe['passes'], '.3f')} passes; "
-            f"files read twice {fe['files_read_twice']}, never {fe['files_never_read']}; "
+            f"files read twice {num(fe['files_read_twice'])}, never {num(fe['files_never_read'])}; "
             f"sequences never read {num(fe['seqs_never_read'])}"
         )
     return lines
@@ -270,6 +280,9 @@ def write_train_report(
     plot: bool = True,
     dataset_name: str = "train",
     sync: Optional[SyncMode] = None,
+    multi_epoch: Optional[int] = None,
+    max_seq_length: Any = None,
+    min_seq_length: Any = None,
 ) -> Dict[str, Any]:
     """Read the logs (and plan, lengths), analyze, and write ``out_dir``/report.txt, summary.json and
     (with ``plot``) plot.png, each atomically; nothing is written if reading or analysis fails.
@@ -277,12 +290,15 @@ def write_train_report(
     File lengths come from ``file_lengths_path`` (JSON, see :func:`~i6_shard.core.io.file_lengths.load_file_lengths`)
     and, with ``read_hdf``, from the HDF files the logs name (relative names resolved against the
     training's working directory from the log) for keys the JSON does not have. ``sync``: how the ranks
-    synced (None: grad sync, torch_distributed's default), for the expected steps.
+    synced (None: grad sync, torch_distributed's default), for the expected steps. ``multi_epoch``: epochs of a
+    wrapped DistributeFilesDataset per sub-epoch (MultiEpochDataset; default: inferred from the logs).
+    ``max_seq_length``/``min_seq_length``: the training's length filter (its config values), whose removals from
+    the HDF files are shown apart from the dropped share.
     """
     check_output_path(out_dir, directory=True)
     if plot:
         require_matplotlib()
-    log = read_training_logs(list(log_paths), dataset_name=dataset_name)
+    log = read_training_logs(list(log_paths), dataset_name=dataset_name, multi_epoch=multi_epoch)
     plan = load_plan(plan_path) if plan_path is not None else None
     lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
     if read_hdf:
@@ -292,6 +308,13 @@ def write_train_report(
         base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
         missing = [k for k in dict.fromkeys(keys) if k not in lengths]
         lengths.update(read_hdf_lengths(missing, base_dir=base))
+    filtered = None
+    if max_seq_length is not None or min_seq_length is not None:
+        keys = [k for r in log.ranks for rec in r.sub_epochs.values() if rec.file_keys for k in rec.file_keys]
+        base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
+        filtered = filtered_hdf_lengths(
+            keys, max_seq_length=max_seq_length, min_seq_length=min_seq_length, base_dir=base
+        )
     summary = analyze_training(
         log,
         file_lengths=lengths,
@@ -300,6 +323,7 @@ def write_train_report(
         max_dropped=max_dropped,
         min_steps_ratio=min_steps_ratio,
         sync=sync or SyncMode(),
+        filtered_lengths=filtered,
     )
     os.makedirs(out_dir, exist_ok=True)
     summary = summarize_records(summary, out_dir)  # above MAX_LISTED_RECORDS: the records streamed to records.tsv

@@ -3,7 +3,7 @@ computed from the files on disk, rendered as text."""
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..io.cost_archive import load_file_sizes
 from ..io.stat_engine import collect_file_sizes
@@ -77,6 +77,85 @@ def _reference_plan(
     return plan_of_sizes(sizes, request)
 
 
+def _per_rank(summary: Dict[str, Any], *, num_ranks: int) -> Dict[str, Any]:
+    """The sequences per sub-epoch of each rank, where the plan's shards are its reading processes (DataLoader
+    workers that shard: rank r's are shards ``r * k .. r * k + k - 1``, all of which its loader reads to the end),
+    and the share lost when the ranks stop at the shortest rank."""
+    k = summary["num_shards"] // num_ranks
+    if k <= 1 or summary["num_shards"] != k * num_ranks:
+        return summary
+    for se in summary["sub_epochs"]:
+        nums = se["num_seqs"]
+        ranks = [
+            None if None in nums[r * k : (r + 1) * k] else sum(nums[r * k : (r + 1) * k]) for r in range(num_ranks)
+        ]
+        known = [n for n in ranks if n is not None]
+        total = sum(known)
+        dropped = round(1.0 - num_ranks * min(known) / total, 6) + 0.0 if len(known) == num_ranks and total else None
+        se.update(num_seqs=ranks, dropped_fraction=dropped)
+    return summary
+
+
+def _reads_of(
+    ranks: Sequence[Mapping[str, Any]], *, num_shards: int
+) -> Tuple[List[SubEpochRead], List[Violation], int]:
+    """The reads to check: per reading process (``instances``, as the engine reads: a DataLoader worker that shards
+    is shard ``rank * num_workers + worker`` of ``num_shards * num_workers``; a MultiEpochDataset's sub-epoch is
+    several epochs of its DistributeFilesDataset) where the records have them, else per rank and sub-epoch; a
+    violation where the reading processes disagree on the number of shards; and the shards the plan to check
+    against is cut into."""
+    reads: List[SubEpochRead] = []
+    out: List[Violation] = []
+    cuts, seen, twice = set(), set(), set()
+    for rec in ranks:
+        for se in rec["sub_epochs"]:
+            instances = se.get("instances")
+            if not instances:
+                reads.append(
+                    SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
+                )
+                continue
+            for inst in instances:
+                cuts.add(int(inst["num_shards"]))
+                where = (int(inst["dataset_epoch"]), int(inst["shard_index"]))
+                if where in seen:
+                    twice.add((where[0], int(rec["rank"])))
+                    continue
+                seen.add(where)
+                reads.append(
+                    SubEpochRead(
+                        int(inst["dataset_epoch"]),
+                        int(inst["shard_index"]),
+                        tuple(inst["files"]),
+                        tuple(inst["seq_tags"]),
+                    )
+                )
+    for epoch, rank in sorted(twice):
+        out.append(
+            Violation(
+                "duplicate",
+                -1,
+                epoch,
+                rank,
+                f"sub-epoch {epoch}, rank {rank}: several reading processes (DataLoader workers) read the same "
+                "shard, so every sequence of it is read more than once: the workers do not shard (set "
+                "torch_dataloader_shard_workers=True, the default from behavior_version 37, or num_workers 1)",
+            )
+        )
+    if len(cuts) > 1:
+        out.append(
+            Violation(
+                "settings",
+                -1,
+                None,
+                None,
+                f"the reading processes cut the files into different numbers of shards {sorted(cuts)} (ranks "
+                f"{num_shards}): some DataLoader workers shard and others do not",
+            )
+        )
+    return reads, out, max(cuts) if cuts else num_shards
+
+
 def verify_records(
     ranks: Sequence[Mapping[str, Any]],
     reference: Mapping[str, Any],
@@ -100,15 +179,13 @@ def verify_records(
     if len(reference["file_tags"]) != len(files):
         raise ValueError(f"reference has {len(files)} files but {len(reference['file_tags'])} tag lists")
     first = settings[min(settings)]
-    plan = _reference_plan(first, files, num_shards=num_shards, num_threads=num_threads)
+    reads, cut, plan_shards = _reads_of(ranks, num_shards=num_shards)
+    violations += cut
+    plan = _reference_plan(first, files, num_shards=plan_shards, num_threads=num_threads)
     file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
-    reads = [
-        SubEpochRead(int(se["epoch"]), int(rec["rank"]), tuple(se["files"]), tuple(se["seq_tags"]))
-        for rec in ranks
-        for se in rec["sub_epochs"]
-    ]
     violations += check_reads(reads, plan=plan, file_tags=file_tags)
     violations.sort(key=Violation.sort_key)
     shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
-    report = render_verify_report(summarize_reads(reads, plan=plan, file_tags=file_tags), violations, settings=shown)
+    summary = _per_rank(summarize_reads(reads, plan=plan, file_tags=file_tags), num_ranks=num_shards)
+    report = render_verify_report(summary, violations, settings=shown)
     return violations, report

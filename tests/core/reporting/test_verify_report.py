@@ -35,3 +35,71 @@ def test_golden_report_of_double_sharding():
         max_listed=6,
     )
     check_golden("verify_report_double_sharding.txt", text)
+
+
+def _instance_records(tmp_path, *, workers_shard):
+    """Records of 2 ranks whose 2 DataLoader workers each read one shard of a 4-shard cut (or, without worker
+    sharding, both the rank's shard of a 2-shard cut), as the verify runner writes them; and the reference."""
+    from i6_shard import core
+
+    files = []
+    for i in range(8):
+        path = tmp_path / f"f{i}.hdf"
+        path.write_bytes(b"x" * (100 + 37 * i))
+        files.append(str(path))
+    cut = 4 if workers_shard else 2
+    plan = core.ShardPlan(
+        files, core.collect_file_sizes(files).sizes, core.PlanSettings(num_shards=cut, partition_epoch=2)
+    )
+    tags = {f: [f"{i}/{j}" for j in range(i % 3 + 1)] for i, f in enumerate(files)}
+    settings = {"partition_epoch": 2, "seq_ordering": "random", "random_seed_offset": 0, "fixed_random_seed": None}
+    ranks = []
+    for rank in range(2):
+        sub_epochs = []
+        for epoch in (1, 2):
+            instances = []
+            for worker in range(2):
+                shard = rank * 2 + worker if workers_shard else rank
+                keys = plan.files_for(epoch=epoch, shard_index=shard)
+                instances.append(
+                    {
+                        "worker": worker,
+                        "dataset_epoch": epoch,
+                        "num_shards": cut,
+                        "shard_index": shard,
+                        "files": keys,
+                        "seq_tags": [t for k in keys for t in tags[k]],
+                    }
+                )
+            sub_epochs.append(
+                {
+                    "epoch": epoch,
+                    "files": [k for i in instances for k in i["files"]],
+                    "seq_tags": [t for i in instances for t in i["seq_tags"]],
+                    "instances": instances,
+                }
+            )
+        ranks.append(
+            {"rank": rank, "settings": {**settings, "num_shards": 2, "shard_index": rank}, "sub_epochs": sub_epochs}
+        )
+    return ranks, {"files": files, "file_tags": [tags[f] for f in files]}
+
+
+def test_dataloader_workers_are_checked_as_shards_of_their_cut_and_reported_per_rank(tmp_path):
+    from i6_shard.core.reporting import verify_records
+
+    ranks, reference = _instance_records(tmp_path, workers_shard=True)
+    violations, report = verify_records(ranks, reference, num_shards=2)
+    assert violations == [], report
+    for se in ranks[0]["sub_epochs"]:
+        per_rank = [sum(len(i["seq_tags"]) for i in r["sub_epochs"][se["epoch"] - 1]["instances"]) for r in ranks]
+        assert f"  sub-epoch {se['epoch']}: {per_rank[0]} {per_rank[1]}  dropped" in report
+
+
+def test_dataloader_workers_that_read_one_shard_twice_are_a_violation(tmp_path):
+    from i6_shard.core.reporting import verify_records
+
+    ranks, reference = _instance_records(tmp_path, workers_shard=False)
+    violations, report = verify_records(ranks, reference, num_shards=2)
+    assert [v.kind for v in violations].count("duplicate") == 4, report
+    assert "several reading processes (DataLoader workers) read the same shard" in report
