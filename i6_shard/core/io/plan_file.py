@@ -251,18 +251,24 @@ def _open_plan(path: str):
 _BIG = ("keys_utf8", "sizes", "orders", "bounds")
 
 
-def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
-    """Check every header against the others, then read the settings, keys and sizes (not the layouts)."""
-    headers = npz.headers
-    version_h = headers.get("format_version")
+def _read_format_version(npz, path: str) -> int:
+    """The plan file's format version, checked to be one this i6_shard reads."""
+    version_h = npz.headers.get("format_version")
     if version_h is None or version_h.shape != () or version_h.dtype.kind not in "iu":
-        raise ValueError(f"{path!r} is not a plan file (arrays {sorted(headers)[:20]})")
+        raise ValueError(f"{path!r} is not a plan file (arrays {sorted(npz.headers)[:20]})")
     version = int(npz.read("format_version"))
     if version not in READABLE_PLAN_FORMATS:
         raise ValueError(
             f"{path!r} has plan format {version}; this i6_shard reads formats {READABLE_PLAN_FORMATS}: "
             "use the i6_shard that wrote it, or re-plan with this one"
         )
+    return version
+
+
+def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
+    """Check every header against the others, then read the settings, keys and sizes (not the layouts)."""
+    headers = npz.headers
+    version = _read_format_version(npz, path)
     required = _ARRAYS | _FORMAT_ARRAYS[version]
     flags = set(headers) - required - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS) - set(_OPTIONAL_INTS)
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):

@@ -87,21 +87,9 @@ def costs_consistency_problem(
         return f"{name(bad)} has no sequences but {int(num_frames[bad])} frames and cost {int(costs[bad])}"
     if seq_lengths is not None:
         lengths = np.asarray(seq_lengths, dtype=np.int64)
-        ends = np.cumsum(num_seqs)
-        summed = np.concatenate([[0], np.cumsum(lengths)])
-        per_file = summed[ends] - summed[ends - num_seqs]
-        bad = _first(per_file != num_frames)
-        if bad is not None:
-            return (
-                f"{name(bad)}: its {int(num_seqs[bad])} sequence lengths sum to {int(per_file[bad])} frames, "
-                f"but num_frames says {int(num_frames[bad])}"
-            )
-        q = np.asarray(seq_length_quantiles, dtype=np.int64)
-        if lengths.size and (q[0] != lengths.min() or q[-1] != lengths.max()):
-            return (
-                f"the pooled length quantiles run from {int(q[0])} to {int(q[-1])}, but the sequences from "
-                f"{int(lengths.min())} to {int(lengths.max())}"
-            )
+        problem = _lengths_problem(lengths, num_seqs, num_frames, seq_length_quantiles, name)
+        if problem is not None:
+            return problem
     if unit in ("frames", "seqs"):
         expected = num_frames if unit == "frames" else num_seqs
         bad = _first(costs != expected)
@@ -115,10 +103,36 @@ def costs_consistency_problem(
         if bad is not None:
             return f"{name(bad)} holds {int(num_seqs[bad])} sequences but costs 0 milli-steps"
         return None
+    return _steps_problem(costs, num_seqs, lengths, batching, name)
+
+
+def _lengths_problem(lengths, num_seqs, num_frames, seq_length_quantiles, name) -> Optional[str]:
+    """Per-sequence lengths against each file's ``num_frames`` and the pooled quantiles' ends, or None."""
+    ends = np.cumsum(num_seqs)
+    summed = np.concatenate([[0], np.cumsum(lengths)])
+    per_file = summed[ends] - summed[ends - num_seqs]
+    bad = _first(per_file != num_frames)
+    if bad is not None:
+        return (
+            f"{name(bad)}: its {int(num_seqs[bad])} sequence lengths sum to {int(per_file[bad])} frames, "
+            f"but num_frames says {int(num_frames[bad])}"
+        )
+    q = np.asarray(seq_length_quantiles, dtype=np.int64)
+    if lengths.size and (q[0] != lengths.min() or q[-1] != lengths.max()):
+        return (
+            f"the pooled length quantiles run from {int(q[0])} to {int(q[-1])}, but the sequences from "
+            f"{int(lengths.min())} to {int(lengths.max())}"
+        )
+    return None
+
+
+def _steps_problem(costs, num_seqs, lengths, batching: Batching, name) -> Optional[str]:
+    """Milli-step costs against their recount from the lengths under ``batching`` (a batching the steps unit
+    cannot count named as such), or None."""
     starts = np.cumsum(num_seqs) - num_seqs
     per_file_lengths = [lengths[s : s + n] for s, n in zip(starts.tolist(), num_seqs.tolist())]
     shortest = int(lengths.min()) if lengths.size else 1
-    if (costs[~empty] == 0).any() or _beyond_model(batching, shortest=shortest):  # else the recount below shows it
+    if (costs[num_seqs != 0] == 0).any() or _beyond_model(batching, shortest=shortest):  # else the recount shows it
         useless = useful_batching_problem(per_file_lengths, batching)
         if useless is not None:  # e.g. written with batch_size=2**40: every cost 0, consistently
             return f"the batching it was computed under cannot count these files: {useless}"
