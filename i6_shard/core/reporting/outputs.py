@@ -24,6 +24,7 @@ from .plot import plot_plan, require_matplotlib
 from .prediction import prediction_summary
 from .report import cache_summary, render_report, summarize, summary_json
 from ..pure.stats import PlanStats, compute_plan_stats
+from ..pure.unsharded import UnshardedStats, compute_unsharded_stats
 
 __all__ = [
     "make_plan",
@@ -98,11 +99,12 @@ def plot_title(plan: ShardPlan, *, num_epochs: int) -> str:
     )
 
 
-def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
+def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, UnshardedStats, str]:
     """Stats of plain RETURNN (distribution ``returnn``) with ``distrib_shard_files`` flipped,
     on the same files and settings: sharded versus each rank shuffling everything itself
     (a str with the reason where that mode cannot plan them, e.g. too few files to shard).
-    The unsharded mode is RETURNN's default one, with a per-rank seed offset."""
+    The unsharded mode is RETURNN's default one, with a per-rank seed offset; many ranks of many files are
+    planned on a sample that the stats name (:func:`~i6_shard.core.pure.unsharded.compute_unsharded_stats`)."""
     try:
         other = plan.with_settings(
             distrib_shard_files=not plan.settings.distrib_shard_files,
@@ -111,6 +113,8 @@ def other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, st
         )
     except ValueError as exc:
         return str(exc)
+    if not other.settings.distrib_shard_files:
+        return compute_unsharded_stats(other.costs, other.settings, num_epochs=num_epochs)
     return compute_plan_stats(other, num_epochs=num_epochs)
 
 
