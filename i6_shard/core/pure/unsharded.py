@@ -142,10 +142,10 @@ def _read_counts(
     flat = counts.reshape(-1)
     row_start = np.arange(n, dtype=np.int64) * width
     sub_of = np.empty(n, dtype=np.min_scalar_type(width))
-    for columns, order, bounds in _layouts(costs, settings, ranks, full_epoch_0idx):
+    for columns, order, shuffled_costs, bounds in _layouts(costs, settings, ranks, full_epoch_0idx):
         if start == 0:
             prefix = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(costs[order], out=prefix[1:])
+            np.cumsum(shuffled_costs, out=prefix[1:])
             rows = slice(full_epoch_0idx * part, (full_epoch_0idx + 1) * part)
             out_bytes[rows, columns] = np.diff(prefix[bounds])[:, None]
         sub_of.fill(width - 1)
@@ -173,19 +173,23 @@ def _num_layouts(settings: PlanSettings, ranks: np.ndarray, num_full: int) -> in
 
 def _layouts(
     costs: np.ndarray, settings: PlanSettings, ranks: np.ndarray, full_epoch_0idx: int
-) -> Iterator[Tuple[List[int], np.ndarray, np.ndarray]]:
-    """The distinct layouts of full epoch ``full_epoch_0idx`` one at a time, as ``(columns, order, bounds)``:
-    the columns of ``ranks`` that read it, and its bins as ``ShardPlan.layout`` cuts them (P per rank)."""
+) -> Iterator[Tuple[List[int], np.ndarray, np.ndarray, np.ndarray]]:
+    """The distinct layouts of full epoch ``full_epoch_0idx`` one at a time, as ``(columns, order, costs[order],
+    bounds)``: the columns of ``ranks`` that read it, and its bins as ``ShardPlan.layout`` cuts them (P per rank)."""
     groups: Dict[Optional[int], List[int]] = {}
     for j, r in enumerate(ranks.tolist()):
         groups.setdefault(_seed_key(settings, full_epoch_0idx=full_epoch_0idx, shard_index=r), []).append(j)
     for seed, columns in groups.items():
         order = np.arange(len(costs), dtype=np.int64) if seed is None else shuffle_order(len(costs), seed=seed)
+        shuffled_costs = costs[order]
         positions, bounds = cut_full_epoch(
-            costs[order],
+            shuffled_costs,
             num_shards=1,
             partition_epoch=settings.partition_epoch,
             distribution=settings.distribution,
             options=settings.cut_options,
         )
-        yield columns, (order if settings.distribution == "returnn" else order[positions]), bounds
+        if settings.distribution == "returnn":  # RETURNN's cut keeps the shuffled order (positions 0..n-1)
+            yield columns, order, shuffled_costs, bounds
+        else:
+            yield columns, order[positions], shuffled_costs[positions], bounds
