@@ -12,6 +12,22 @@ def _missing(name: str) -> bool:
         return True
 
 
+#: How to get what the test extra holds (RETURNN, dm-tree, h5py, matplotlib, pyarrow, hypothesis, ruff).
+TEST_EXTRA = "pip install -e '.[test]'"
+RETURNN_REASON = f"needs RETURNN (in the test extra): {TEST_EXTRA}"
+H5PY_REASON = f"writes or reads HDF files with h5py (in the test extra): {TEST_EXTRA}"
+MATPLOTLIB_REASON = f"draws a plot with matplotlib (in the test extra): {TEST_EXTRA}"
+#: Sisyphus is not on PyPI under its name: the PyPI package 'sisyphus' is another project.
+SISYPHUS_REASON = (
+    "needs the real Sisyphus: pip install it from its source repository "
+    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated"
+)
+#: i6_core is not installed as a package: recipes import it from their recipe/ folder.
+I6_CORE_REASON = (
+    "needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ (recipe/i6_core) and put recipe/ on "
+    "PYTHONPATH, or put the directory that holds i6_core on PYTHONPATH"
+)
+
 #: Tests that draw a plot (plan, training report) or compare outputs that include one.
 needs_matplotlib = pytest.mark.skipif(
     _missing("matplotlib"), reason="draws a plot: pip install matplotlib (the plot extra: pip install 'i6_shard[plot]')"
@@ -20,7 +36,7 @@ needs_matplotlib = pytest.mark.skipif(
 
 #: How to get torch for the tests: the CPU build is all they need (a plain ``pip install torch`` pulls a CUDA build
 #: of several GB on Linux).
-TORCH_INSTALL = "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build suffices)"
+TORCH_INSTALL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu (the CPU build suffices)"
 
 
 def needs_torch(why: str):

@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from tests.deps import needs_torch
+from tests.deps import RETURNN_REASON, needs_torch
 from hypothesis import HealthCheck, given, settings
 
 
@@ -198,8 +198,8 @@ def test_files_kinds(tmp_path):
 
 
 def test_class_given_as_object_name_or_subclass():
-    returnn = pytest.importorskip("returnn.datasets.distrib_files")
-    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+    returnn = pytest.importorskip("returnn.datasets.distrib_files", reason=RETURNN_REASON)
+    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files", reason=RETURNN_REASON)
 
     class MyDFD(returnn.DistributeFilesDataset):
         pass
