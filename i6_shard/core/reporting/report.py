@@ -644,14 +644,18 @@ def _other_mode_rows(mode_row: Optional[Mapping[str, Any]]) -> List[str]:
             "    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per sub-epoch)"
         )
     elif sample:
-        ranks = sample["num_ranks"]
+        ranks, of_ranks = sample["num_ranks"], sample["of_num_ranks"]
+        who = f"all {of_ranks} ranks" if ranks == of_ranks else f"{ranks} evenly spaced ranks of {of_ranks}"
+        alone = (
+            ""
+            if ranks == of_ranks
+            else f"; the figures are those of these {ranks} ranks alone (with all {of_ranks}, the first runs out no later)"
+        )
         lines.append(
-            f"    (~ sampled: every rank reads every file once per full epoch, so {ranks} evenly spaced ranks of "
-            f"{sample['of_num_ranks']} were planned exactly, over sub-epochs 1..{sample['num_epochs']} of "
-            f"1..{sample['of_num_epochs']}; the figures are those of these {ranks} ranks alone: with all "
-            f"{sample['of_num_ranks']}, the first runs out no later. In a sub-epoch these ranks together read "
-            f"{pct(mode_row['coverage_mean'])} of the entries, up to {mode_row['overlap_max']:,} of them on more "
-            "than one rank)"
+            f"    (~ sampled: every rank reads every file once per full epoch, so {who} were planned exactly over "
+            f"sub-epochs 1..{sample['num_epochs']} of 1..{sample['of_num_epochs']}{alone}; in a sub-epoch these "
+            f"ranks together read {pct(mode_row['coverage_mean'])} of the entries, up to "
+            f"{mode_row['overlap_max']:,} of them on more than one rank)"
         )
     else:
         lines.append(

@@ -27,8 +27,11 @@ def test_a_sampled_unsharded_row_names_its_sample_and_its_figures_are_the_sample
     assert abs(row["dropped_fraction"] - drop.mean()) < 1e-6 and abs(row["dropped_fraction_max"] - drop.max()) < 1e-6
     report = core.render_report(summary)
     assert "  returnn, unsharded   ~ " in report
-    assert "~ sampled: every rank reads every file once per full epoch, so 4 evenly spaced ranks of 16 were " in report
-    assert "over sub-epochs 1..3 of 1..9; the figures are those of these 4 ranks alone" in report
+    assert (
+        "(~ sampled: every rank reads every file once per full epoch, so 4 evenly spaced ranks of 16 were planned "
+        "exactly over sub-epochs 1..3 of 1..9; the figures are those of these 4 ranks alone (with all 16, the first "
+        "runs out no later); in a sub-epoch these ranks together read "
+    ) in report
 
 
 def test_an_exact_unsharded_row_names_no_sample():
