@@ -42,9 +42,10 @@ def test_every_skip_in_the_tests_gives_its_reason():
             if name.endswith(".py"):
                 path = os.path.join(root, name)
                 with open(path, encoding="utf-8") as f:
-                    found += [
-                        f"{os.path.relpath(path, TESTS)}:{line}: {what}" for line, what in reasonless_skips(f.read())
-                    ]
+                    text = f.read()
+                if "skip" in text:  # only these can skip
+                    rel = os.path.relpath(path, TESTS)
+                    found += [f"{rel}:{line}: {what}" for line, what in reasonless_skips(text)]
     assert found == [], "skips without a reason (say how to install what is missing):\n" + "\n".join(found)
 
 
