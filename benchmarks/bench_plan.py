@@ -150,8 +150,10 @@ def report_main(args) -> None:
                 f"{before['peak_rss_mib'] / now['peak_rss_mib']:.1f}x peak RSS"
             )
         now = results["now"]
-        ok = now["seconds"] < 10 and now["peak_rss_mib"] < 1024
-        print(f"  target under 10 s and 1 GiB: {'ok' if ok else 'MISSED'} (wall time depends on the machine's load)")
+        for what, value in (("wall", now["seconds"]), ("CPU", now["cpu"])):
+            ok = value < 10 and now["peak_rss_mib"] < 1024
+            print(f"  target under 10 s ({what}) and 1 GiB: {'ok' if ok else 'MISSED'}")
+        print("  (wall time grows with the machine's load; CPU time much less)")
 
 
 def main() -> None:
