@@ -22,11 +22,6 @@ SISYPHUS_REASON = (
     "needs the real Sisyphus: pip install it from its source repository "
     "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated"
 )
-#: i6_core is not installed as a package: recipes import it from their recipe/ folder.
-I6_CORE_REASON = (
-    "needs i6_core: clone github.com/rwth-i6/i6_core into recipe/ (recipe/i6_core) and put recipe/ on "
-    "PYTHONPATH, or put the directory that holds i6_core on PYTHONPATH"
-)
 
 #: Tests that draw a plot (plan, training report) or compare outputs that include one.
 needs_matplotlib = pytest.mark.skipif(
