@@ -4,6 +4,11 @@ RETURNN's own code versus i6_shard's core, measured side by side in one run.
 Run: ``python benchmarks/bench_plan.py [--num-files N] [--repeats R] [--full-epochs K]``
 (needs returnn for the reference; the last part runs in a subprocess to measure its peak RSS,
 read from VmHWM in /proc/self/status of that process alone).
+
+``python benchmarks/bench_plan.py --report [--num-shards 256 --num-epochs 100]`` instead times the whole
+``python -m i6_shard plan`` (all outputs with the plot) on 1M files, 256 ranks, partition_epoch 20, each in its
+own process: as it is now, and as it was before its unsharded comparison was sampled (every rank's layout held
+and counted, ``compute_plan_stats``); wall and CPU seconds, peak RSS, and the ratios.
 """
 
 from __future__ import annotations
@@ -73,7 +78,89 @@ def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_ep
     )
 
 
+def _old_other_mode_stats(plan, *, num_epochs):
+    """The unsharded comparison as it was computed before it was sampled: every rank's layout, exactly."""
+    try:
+        other = plan.with_settings(
+            distrib_shard_files=not plan.settings.distrib_shard_files,
+            same_seed_on_all_ranks=False,
+            distribution="returnn",
+        )
+    except ValueError as exc:
+        return str(exc)
+    return core.compute_plan_stats(other, num_epochs=num_epochs)
+
+
+def _report_child(way: str, argv: list) -> None:
+    """Run ``python -m i6_shard plan`` with ``argv`` in this process (``way``: "now" or "before"); print its wall
+    and CPU seconds and this process's peak RSS as JSON."""
+    import resource
+
+    from i6_shard import cli
+    from i6_shard.core.reporting import outputs
+
+    if way == "before":
+        outputs.other_mode_stats = _old_other_mode_stats
+    t0, usage0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    code = cli.main(argv)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime
+    print(json.dumps({"code": code, "seconds": time.perf_counter() - t0, "cpu": cpu, "peak_rss_mib": rss_mib()}))
+
+
+def report_main(args) -> None:
+    """The whole ``plan`` command, now and before, side by side (see the module docstring)."""
+    n, shards, part = args.num_files, args.num_shards, args.partition_epoch
+    print(
+        f"python -m i6_shard plan: {n:,} files (lognormal sizes), num_shards={shards}, partition_epoch={part}, "
+        f"num_epochs={args.num_epochs}, with the plot; each run in its own process"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = os.path.join(tmp, "sizes.npz")
+        keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(n)]
+        core.io.save_file_sizes(core.io.FileSizes(keys, core.io.lognormal_sizes(n, seed=0)), archive)
+        del keys
+        results = {}
+        for way in ("now", "before")[: 1 if args.no_reference else 2]:
+            out_dir = os.path.join(tmp, way)
+            argv = ["plan", "--sizes", archive, "--num-shards", str(shards), "--partition-epoch", str(part)]
+            argv += ["--num-epochs", str(args.num_epochs), "-o", out_dir]
+            child = [sys.executable, __file__, "--report-child", way, "--"] + argv
+            res = json.loads(
+                subprocess.run(child, check=True, stdout=subprocess.PIPE, text=True).stdout.splitlines()[-1]
+            )
+            assert res["code"] == 0, res
+            with open(os.path.join(out_dir, "summary.json")) as f:
+                res["other_mode"] = json.load(f)["other_mode"]
+            results[way] = res
+            sample = res["other_mode"].get("sample")
+            how = (
+                f"sampled: {sample['num_ranks']} of {sample['of_num_ranks']} ranks, sub-epochs 1..{sample['num_epochs']}"
+                if sample
+                else "every rank"
+            )
+            print(
+                f"  {way:<7} {res['seconds']:7.2f} s wall, {res['cpu']:7.2f} s CPU, peak RSS {res['peak_rss_mib']:6.0f} MiB "
+                f"(unsharded comparison: {how}, dropped mean {100 * res['other_mode']['dropped_fraction']:.3f}%)"
+            )
+        if len(results) == 2:
+            now, before = results["now"], results["before"]
+            print(
+                f"  before / now: {before['seconds'] / now['seconds']:.1f}x wall, {before['cpu'] / now['cpu']:.1f}x CPU, "
+                f"{before['peak_rss_mib'] / now['peak_rss_mib']:.1f}x peak RSS"
+            )
+        now = results["now"]
+        for what, value in (("wall", now["seconds"]), ("CPU", now["cpu"])):
+            ok = value < 10 and now["peak_rss_mib"] < 1024
+            print(f"  target under 10 s ({what}) and 1 GiB: {'ok' if ok else 'MISSED'}")
+        print("  (wall time grows with the machine's load; CPU time much less)")
+
+
 def main() -> None:
+    if "--report-child" in sys.argv:
+        idx = sys.argv.index("--")
+        _report_child(sys.argv[sys.argv.index("--report-child") + 1], sys.argv[idx + 1 :])
+        return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--num-files", type=int, default=1_000_000)
     parser.add_argument("--num-shards", type=int, default=8)
@@ -82,7 +169,15 @@ def main() -> None:
     parser.add_argument("--full-epochs", type=int, default=100, help="full epochs for the time/RSS part")
     parser.add_argument("--no-write", action="store_true", help="skip timing write_plan_outputs for --full-epochs")
     parser.add_argument("--memory-child", choices=["stats", "write"], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--report", action="store_true", help="time the whole plan command, now and before")
+    parser.add_argument("--num-epochs", type=int, default=100, help="--report: the plan's num_epochs")
+    parser.add_argument("--no-reference", action="store_true", help="--report: skip the run as before")
     args = parser.parse_args()
+    if args.report:
+        if "--num-shards" not in sys.argv:
+            args.num_shards = 256
+        report_main(args)
+        return
     n, shards, part = args.num_files, args.num_shards, args.partition_epoch
     if args.memory_child:
         _memory_child(n, shards, part, args.full_epochs, write=args.memory_child == "write")

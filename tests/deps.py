@@ -12,6 +12,17 @@ def _missing(name: str) -> bool:
         return True
 
 
+#: How to get what the test extra holds (RETURNN, dm-tree, h5py, matplotlib, pyarrow, hypothesis, ruff).
+TEST_EXTRA = "pip install -e '.[test]'"
+RETURNN_REASON = f"needs RETURNN (in the test extra): {TEST_EXTRA}"
+H5PY_REASON = f"writes or reads HDF files with h5py (in the test extra): {TEST_EXTRA}"
+MATPLOTLIB_REASON = f"draws a plot with matplotlib (in the test extra): {TEST_EXTRA}"
+#: Sisyphus is not on PyPI under its name: the PyPI package 'sisyphus' is another project.
+SISYPHUS_REASON = (
+    "needs the real Sisyphus: pip install it from its source repository "
+    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated"
+)
+
 #: Tests that draw a plot (plan, training report) or compare outputs that include one.
 needs_matplotlib = pytest.mark.skipif(
     _missing("matplotlib"), reason="draws a plot: pip install matplotlib (the plot extra: pip install 'i6_shard[plot]')"

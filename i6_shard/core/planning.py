@@ -38,6 +38,7 @@ from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
 from .pure.settings import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
+from .pure.unsharded import UnshardedStats, compute_unsharded_stats
 
 __all__ = [
     "PlanOutputs",
@@ -125,7 +126,7 @@ class PlanOutputs:
     arrays: Optional[Dict[str, np.ndarray]] = None
     compare_num_epochs: Optional[int] = None
     other_distributions: Optional[Dict[str, Union[PlanStats, str]]] = None
-    other_mode: Optional[Union[PlanStats, str]] = None
+    other_mode: Optional[Union[PlanStats, UnshardedStats, str]] = None
     footprint: Optional[CacheFootprint] = None
     cache_size: Optional[int] = None
     partition_epoch_fits: Optional[List[Dict[str, object]]] = None
@@ -422,11 +423,12 @@ def _other_distribution_stats(
     return out
 
 
-def _other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, str]:
+def _other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, UnshardedStats, str]:
     """Stats of plain RETURNN (distribution ``returnn``) with ``distrib_shard_files`` flipped,
     on the same files and settings: sharded versus each rank shuffling everything itself
     (a str with the reason where that mode cannot plan them, e.g. too few files to shard).
-    The unsharded mode is RETURNN's default one, with a per-rank seed offset."""
+    The unsharded mode is RETURNN's default one, with a per-rank seed offset; many ranks of many files are
+    planned on a sample that the stats name (:func:`~i6_shard.core.pure.unsharded.compute_unsharded_stats`)."""
     try:
         other = plan.with_settings(
             distrib_shard_files=not plan.settings.distrib_shard_files,
@@ -435,6 +437,8 @@ def _other_mode_stats(plan: ShardPlan, *, num_epochs: int) -> Union[PlanStats, s
         )
     except ValueError as exc:
         return str(exc)
+    if not other.settings.distrib_shard_files:
+        return compute_unsharded_stats(other.costs, other.settings, num_epochs=num_epochs)
     return compute_plan_stats(other, num_epochs=num_epochs)
 
 

@@ -8,9 +8,10 @@ import pytest
 from i6_shard import core
 from i6_shard.cli import main
 from tests.hdf_data import write_tiny_hdf_files
+from tests.deps import H5PY_REASON, RETURNN_REASON
 
-pytest.importorskip("h5py")
-pytest.importorskip("returnn")
+pytest.importorskip("h5py", reason=H5PY_REASON)
+pytest.importorskip("returnn", reason=RETURNN_REASON)
 
 
 @pytest.fixture

@@ -229,9 +229,10 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
         assert {"TinyHdfDataJob", "ComputeFileSizesJob", "ShardPlanJob", "VerifyShardingJob"} <= names, submitted
     else:  # TinyHdfDataJob is a mini task; the verification, running RETURNN per rank, is not
         assert "VerifyShardingJob" in names and "TinyHdfDataJob" not in names, submitted
-    for _ in range(60):  # the last batch step ends a few seconds after its task wrote the outputs
+    deadline = time.monotonic() + 300  # the last batch step ends a few seconds after its task wrote the outputs
+    while True:  # (a generous bound: on a loaded machine, much later)
         queue = subprocess.run(["squeue", "-h"], env=slurm, capture_output=True, text=True, check=True)
-        if not queue.stdout.strip():
+        if not queue.stdout.strip() or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert queue.stdout.strip() == "", queue.stdout  # nothing left behind in the queue
@@ -297,12 +298,11 @@ def test_stopping_the_cluster_ends_its_running_jobs(slurm, tmp_path):
         capture_output=True,
         cwd=str(tmp_path),
     )
-    for _ in range(60):
-        if any(marker in cmd for _, cmd in _all_processes()):
-            break
+    deadline = time.monotonic() + 300  # a generous bound: a loaded machine starts it late
+    while not any(marker in cmd for _, cmd in _all_processes()):
+        if time.monotonic() > deadline:
+            pytest.fail("the test job did not start within 300 s: " + _logs(state))
         time.sleep(0.25)
-    else:
-        pytest.fail("the test job did not start: " + _logs(state))
     stopped = subprocess.run([SCRIPT, "stop", state], env=slurm, capture_output=True, text=True, timeout=120)
     assert stopped.returncode == 0, stopped.stderr
     assert not any(marker in cmd for _, cmd in _all_processes())

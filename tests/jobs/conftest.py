@@ -7,10 +7,7 @@ from typing import List
 
 import pytest
 
-SISYPHUS_REASON = (
-    "needs the real Sisyphus: pip install it from its source repository "
-    "(github.com/rwth-i6/sisyphus); the PyPI package 'sisyphus' is unrelated"
-)
+from tests.deps import SISYPHUS_REASON  # noqa: F401 (the job tests import it from here)
 
 
 def sis_command() -> List[str]:

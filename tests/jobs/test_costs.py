@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
+from tests.deps import H5PY_REASON, RETURNN_REASON
 from tests.jobs.conftest import SISYPHUS_REASON, run_job
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
-pytest.importorskip("h5py")
-pytest.importorskip("returnn")
+pytest.importorskip("h5py", reason=H5PY_REASON)
+pytest.importorskip("returnn", reason=RETURNN_REASON)
 
 from sisyphus import tk  # noqa: E402
 

@@ -21,7 +21,7 @@ pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip
 from i6_shard import cli, core  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TIMEOUT = 240
+TIMEOUT = 900  # a hang guard, generous for a loaded machine
 
 
 def _run_manager(setup_dir, log_path, answer=""):

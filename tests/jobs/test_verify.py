@@ -34,6 +34,7 @@ def _read(path):
         return f.read()
 
 
+@pytest.mark.slow  # the quick tier runs each of its checks in test_verifies_a_wrapped_dfd (three RETURNN processes)
 def test_passes_with_sharding_fix(work_dir, hdf_files, capsys):
     # Files as tk.Path leaves: the job turns them into plain strings for RETURNN.
     files = [tk.Path(f) for f in hdf_files]
@@ -470,19 +471,26 @@ def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     assert bad.out_ok.get() is False
 
 
-def test_verifies_a_wrapped_dfd(work_dir, hdf_files):
+def test_verifies_a_wrapped_dfd(work_dir, hdf_files, capsys):
     """A MultiEpochDataset around the DFD (with the random_seed_offset it needs); the runner reads the
-    DFD at the key path inside it."""
+    DFD at the key path inside it. Also what test_passes_with_sharding_fix checks (files as tk.Path leaves,
+    sharding_fix=True, two full epochs, a progress line per rank), so that the quick tier runs it once."""
     wrapped = {
         "class": "MultiEpochDataset",
         "multi_epoch": 1,
         "random_seed_offset": 0,
-        "dataset": sharded_dfd(hdf_files, partition_epoch=3),
+        "dataset": sharded_dfd([tk.Path(f) for f in hdf_files], partition_epoch=3, sharding_fix=True),
     }
-    job = VerifyShardingJob(wrapped, num_shards=3, epochs=3, key_path=["dataset"])
+    job = VerifyShardingJob(wrapped, num_shards=3, epochs=6, key_path=["dataset"])
     run_job(job)
     assert job.out_ok.get() is True
-    assert "full epoch 0: " in _read(job.out_report.get_path())
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
+    assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
+        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)
+    ]
+    report = _read(job.out_report.get_path())
+    assert report.startswith("i6_shard sharding verification: OK\n")
+    assert "full epoch 0: " in report and "full epoch 1: " in report and "partly read" not in report
 
 
 @pytest.fixture(scope="module")

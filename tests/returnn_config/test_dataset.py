@@ -12,6 +12,7 @@ from i6_shard.returnn_config.dataset import SHARDED_DFD_CLASS
 from i6_shard.returnn_config.pycode import resolve_refs
 
 from ..hdf_data import iterate_tags, write_tiny_hdf_files
+from tests.deps import RETURNN_REASON
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 
@@ -260,7 +261,7 @@ def test_numpy_integers_become_python_ints():
 
 
 def test_balanced_and_file_sizes_use_the_extension_class():
-    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files", reason=RETURNN_REASON)
     d = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, distribution="balanced")
     assert d["class"] == SHARDED_DFD_CLASS and d["distribution"] == "balanced"
     assert resolve_refs(d)["class"] is ext.ShardedDistributeFilesDataset

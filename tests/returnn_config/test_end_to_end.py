@@ -11,6 +11,7 @@ from i6_shard.returnn_config import sharded_files_dataset, write_returnn_config
 
 from .fresh_python import load_config_code, run_without_i6_shard
 from ..hdf_data import file_index, iterate_tags, write_tiny_hdf_files
+from tests.deps import RETURNN_REASON
 
 NUM_SHARDS, PARTITION_EPOCH, NUM_FILES = 2, 2, 11
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
@@ -54,7 +55,7 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
     sizes = collect_file_sizes(files)
     file_sizes = None
     if distribution == "balanced":
-        pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+        pytest.importorskip("i6_shard.returnn_ext.distrib_files", reason=RETURNN_REASON)
         file_sizes = str(tmp_path / "sizes.npz")
         save_file_sizes(sizes, file_sizes)
     train = sharded_files_dataset(

@@ -42,6 +42,7 @@ from i6_shard.returnn_config.i6core import (  # noqa: E402
 from ..strategies import file_names  # noqa: E402
 from .fresh_python import load_config_code, run_without_i6_shard  # noqa: E402
 from ..hdf_data import file_index, iterate_tags, write_tiny_hdf_files  # noqa: E402
+from tests.deps import RETURNN_REASON, SISYPHUS_REASON
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 BASE_CONFIG = {"backend": "torch", "behavior_version": 24, "batch_size": 1000}
@@ -69,7 +70,7 @@ def _train(tmp_path, flavour):
         list_file, sizes_file = str(tmp_path / "files.json"), str(tmp_path / "sizes.npz")
         write_file_list(files, list_file)
         save_file_sizes(collect_file_sizes(files), sizes_file)
-        pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+        pytest.importorskip("i6_shard.returnn_ext.distrib_files", reason=RETURNN_REASON)
         train = sharded_files_dataset(
             tk.Path(list_file),
             sub_epoch_dataset=HDF,
@@ -206,7 +207,7 @@ def test_written_config_imports_i6_shard_in_returnns_python(tmp_path, monkeypatc
 
 
 def test_classic_placement_shape():
-    pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+    pytest.importorskip("i6_shard.returnn_ext.distrib_files", reason=RETURNN_REASON)
     train = sharded_files_dataset(["a", "b"], sub_epoch_dataset=HDF, partition_epoch=1, distribution="balanced")
     rc = ReturnnConfig(dict(BASE_CONFIG), python_prolog="import os")
     add_sharded_dataset(rc, train, key="train")
@@ -354,7 +355,7 @@ def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
 def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
     """The first code block of the README's "Config builders" section runs as it is (and with LOCAL = False):
     the training reads the plan and depends on the plan job; local: 2 CPU ranks with gloo that fit 2 cores."""
-    pytest.importorskip("i6_shard.jobs")
+    pytest.importorskip("i6_shard.jobs", reason=SISYPHUS_REASON)
     import re
 
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()

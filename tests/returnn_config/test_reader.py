@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from tests.deps import needs_torch
+from tests.deps import RETURNN_REASON, needs_torch
 from hypothesis import HealthCheck, given, settings
 
 
@@ -14,7 +14,8 @@ from i6_shard.core import write_file_list
 from i6_shard.returnn_config import find_distribute_files_datasets, read_files, sharded_files_dataset
 from i6_shard.returnn_config.reader import files_kind, is_distribute_files_dataset
 
-from ..strategies import returnn_dfd_setups
+from .. import strategies
+from ..strategies import examples, returnn_dfd_setups
 from .config_ranks import HDF, file_pairs, hdf_sub_epoch
 
 DFD = {
@@ -198,8 +199,8 @@ def test_files_kinds(tmp_path):
 
 
 def test_class_given_as_object_name_or_subclass():
-    returnn = pytest.importorskip("returnn.datasets.distrib_files")
-    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files")
+    returnn = pytest.importorskip("returnn.datasets.distrib_files", reason=RETURNN_REASON)
+    ext = pytest.importorskip("i6_shard.returnn_ext.distrib_files", reason=RETURNN_REASON)
 
     class MyDFD(returnn.DistributeFilesDataset):
         pass
@@ -294,15 +295,17 @@ def test_reader_predicts_what_returnn_gives_every_rank(hdf, monkeypatch):
     files, list_file = hdf
     seen = set()
 
-    # Not scaled down in the quick tier: the assertion below needs the examples to reach every sharding mode.
-    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    # A tenth in the quick tier, where test_reader_predicts_returnn_on_the_cases_that_matter reaches every sharding
+    # mode; the full tier's 300 examples reach them all here too, which the assertion below checks.
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(setup=returnn_dfd_setups(files=files, list_file=list_file))
     def check(setup):
         config, num_ranks = setup
         _check_parity(config, num_ranks, monkeypatch, seen)
 
     check()
-    assert {("sharded", False), ("unsharded", True), ("unsharded", False)} <= seen, seen  # not vacuous
+    if not strategies.QUICK:
+        assert {("sharded", False), ("unsharded", True), ("unsharded", False)} <= seen, seen  # not vacuous
 
 
 def _cases(files):

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from i6_shard.returnn_config.pycode import resolve_refs
+from tests.deps import H5PY_REASON
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
-pytest.importorskip("h5py")
+pytest.importorskip("h5py", reason=H5PY_REASON)
 
 from returnn.config import Config, global_config_ctx  # noqa: E402
 from returnn.datasets.basic import init_dataset  # noqa: E402

@@ -15,6 +15,7 @@ from ..planning import CACHE_FIT_FULL_EPOCHS, NOT_COMPUTED
 from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
+from ..pure.unsharded import UnshardedStats
 from .prediction import render_prediction
 from ..pure.fmt import json_float, pct
 from ..pure.settings import DEFAULT_DISTRIBUTION
@@ -154,18 +155,30 @@ def _distributions(
     return out
 
 
-def _other_mode_summary(plan: ShardPlan, other_mode: Union[PlanStats, str], compare_num_epochs: int) -> Dict[str, Any]:
-    """Plain RETURNN in the other sharding mode, over the compared sub-epochs (or why it cannot plan)."""
+def _other_mode_summary(
+    plan: ShardPlan, other_mode: Union[PlanStats, UnshardedStats, str], compare_num_epochs: int
+) -> Dict[str, Any]:
+    """Plain RETURNN in the other sharding mode, over the compared sub-epochs (or why it cannot plan); where
+    only a sample of ranks and sub-epochs was planned, ``sample`` names it."""
     head = {"distrib_shard_files": not plan.settings.distrib_shard_files, "distribution": DEFAULT_DISTRIBUTION}
     if isinstance(other_mode, str):
         return {**head, "not_applicable": other_mode}
     _check_compared_epochs("other_mode", other_mode, compare_num_epochs)
-    return {
+    out = {
         **head,
         **_distribution_summary(other_mode.bytes),
         "overlap_max": int(other_mode.overlap.max()),
         "coverage_mean": json_float(other_mode.coverage.mean()),
     }
+    if isinstance(other_mode, UnshardedStats) and not other_mode.exact:
+        out["sample"] = {
+            "num_ranks": len(other_mode.ranks),
+            "of_num_ranks": other_mode.num_shards,
+            "ranks": other_mode.ranks.tolist(),
+            "num_epochs": other_mode.num_epochs,
+            "of_num_epochs": other_mode.asked_num_epochs,
+        }
+    return out
 
 
 def summarize(
@@ -173,7 +186,7 @@ def summarize(
     stats: PlanStats,
     *,
     other_distributions: Optional[Mapping[str, Any]] = None,
-    other_mode: Optional[Union[PlanStats, str]] = None,
+    other_mode: Optional[Union[PlanStats, UnshardedStats, str]] = None,
     compare_num_epochs: Optional[int] = None,
     cache: Optional[Mapping[str, Any]] = None,
     non_contiguous: Optional[Tuple[int, int]] = None,
@@ -186,7 +199,8 @@ def summarize(
     :param other_distributions: distribution name -> its :class:`PlanStats` on the same files and
         settings over sub-epochs ``1..compare_num_epochs``, or a str saying why it could not be planned
     :param other_mode: stats of RETURNN's own distribution with ``distrib_shard_files`` flipped, over
-        the same sub-epochs as ``other_distributions`` (or a str saying why that mode cannot plan)
+        the same sub-epochs as ``other_distributions`` (unsharded: possibly on a sample of them and of the
+        ranks, which ``other_mode.sample`` then names), or a str saying why that mode cannot plan
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
         ``cache_peak_bytes_per_node`` (without it, the summary is as before)
@@ -269,9 +283,12 @@ def cache_summary(
     return out
 
 
-def _check_compared_epochs(name: str, other: PlanStats, compare_num_epochs: int) -> None:
-    if not isinstance(other, PlanStats) or other.num_epochs != compare_num_epochs:
-        got = f"stats over {other.num_epochs} sub-epochs" if isinstance(other, PlanStats) else type(other).__name__
+def _check_compared_epochs(name: str, other: Union[PlanStats, UnshardedStats], compare_num_epochs: int) -> None:
+    asked = other.asked_num_epochs if isinstance(other, UnshardedStats) else getattr(other, "num_epochs", None)
+    if not isinstance(other, (PlanStats, UnshardedStats)) or asked != compare_num_epochs:
+        got = (
+            f"stats over {asked} sub-epochs" if isinstance(other, (PlanStats, UnshardedStats)) else type(other).__name__
+        )
         raise ValueError(
             f"{name} holds {got}, but the distributions are compared over compare_num_epochs="
             f"{compare_num_epochs}; compute them with num_epochs={compare_num_epochs} "
@@ -669,13 +686,28 @@ def _other_mode_rows(mode_row: Optional[Mapping[str, Any]]) -> List[str]:
     label = f"returnn, {'sharded' if mode_row['distrib_shard_files'] else 'unsharded'}"
     if "not_applicable" in mode_row:
         return [f"  {label:<20}   not applicable: {mode_row['not_applicable']}"]
+    sample = mode_row.get("sample")
     lines = [
-        f"  {label:<20}   {pct(mode_row['dropped_fraction']):>12} {pct(mode_row['dropped_fraction_max']):>13} "
-        f"{mode_row['max_imbalance']:>14.3f}"
+        f"  {label:<20} {'~' if sample else ' '} {pct(mode_row['dropped_fraction']):>12} "
+        f"{pct(mode_row['dropped_fraction_max']):>13} {mode_row['max_imbalance']:>14.3f}"
     ]
     if mode_row["distrib_shard_files"]:
         lines.append(
             "    (sharded: each rank reads 1/num_shards of the files per full epoch, no file twice per sub-epoch)"
+        )
+    elif sample:
+        ranks, of_ranks = sample["num_ranks"], sample["of_num_ranks"]
+        who = f"all {of_ranks} ranks" if ranks == of_ranks else f"{ranks} evenly spaced ranks of {of_ranks}"
+        alone = (
+            ""
+            if ranks == of_ranks
+            else f"; the figures are those of these {ranks} ranks alone (with all {of_ranks}, the first runs out no later)"
+        )
+        lines.append(
+            f"    (~ sampled: every rank reads every file once per full epoch, so {who} were planned exactly over "
+            f"sub-epochs 1..{sample['num_epochs']} of 1..{sample['of_num_epochs']}{alone}; in a sub-epoch these "
+            f"ranks together read {pct(mode_row['coverage_mean'])} of the entries, up to "
+            f"{mode_row['overlap_max']:,} of them on more than one rank)"
         )
     else:
         lines.append(

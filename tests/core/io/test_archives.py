@@ -263,7 +263,7 @@ def test_only_regular_files_are_opened_as_archives(tmp_path):
         "import sys\nfrom i6_shard.core import load_file_sizes\ntry:\n    load_file_sizes(sys.argv[1])\n"
         "except ValueError as exc:\n    print(exc)\n"
     )
-    res = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=300)
     assert res.stdout.startswith(
         f"{str(fifo)!r} is not a file sizes archive: it is a FIFO (named pipe), not a regular file"
     ), res.stdout + res.stderr

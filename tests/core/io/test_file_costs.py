@@ -9,9 +9,10 @@ import pytest
 from i6_shard import core
 from i6_shard.core.io.file_costs import cost_leaf, collect_file_costs, load_file_costs, save_file_costs
 from tests.hdf_data import write_tiny_hdf_files
+from tests.deps import H5PY_REASON, RETURNN_REASON
 
-h5py = pytest.importorskip("h5py")
-pytest.importorskip("returnn")
+h5py = pytest.importorskip("h5py", reason=H5PY_REASON)
+pytest.importorskip("returnn", reason=RETURNN_REASON)
 
 
 def _returnn_counts(path, *, key="data"):

@@ -16,9 +16,10 @@ from i6_shard.core.io.file_list import normalize_file_tree
 from i6_shard.core import read_file_list, write_file_list
 from i6_shard.core.io.file_list import parse_returnn_py_literal
 from tests.strategies import file_names, file_trees, odd_names
+from tests.deps import RETURNN_REASON
 
 distrib_files = pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
-literal_py_to_pickle = pytest.importorskip("returnn.util.literal_py_to_pickle")
+literal_py_to_pickle = pytest.importorskip("returnn.util.literal_py_to_pickle", reason=RETURNN_REASON)
 
 
 def get_sub_epoch_dataset(files):

@@ -158,12 +158,14 @@ def test_a_crafted_archive_whose_frames_wrap_is_not_taken_for_arrow_shards():
 
 
 _SLOW_COSTS = """
-import sys, time
+import os, sys, time
 from i6_shard.core.io import cost_collector
 cost_collector._SERIAL_MAX_FILES = 0  # helper processes for any list
 _read_one = cost_collector._read_one
 def _slow(item):  # a slow file system; spawned helpers import this module too, so they read slowly as well
     time.sleep(0.05)
+    while os.path.exists(os.environ["HANG_WHILE"]):  # then it hangs: a read that never ends
+        time.sleep(0.05)
     return _read_one(item)
 cost_collector._read_one = _slow
 if __name__ == "__main__":
@@ -189,8 +191,10 @@ def _session(sid):
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="looks for the helpers in /proc (Linux)")
 def test_a_killed_costs_pass_leaves_no_helper_reading_on(tmp_path):
-    """SIGKILL of `costs` while its helper processes read: within a second none of them is left (they read on to
-    the end of their chunk, 64 files, before)."""
+    """SIGKILL of `costs` while its helper processes read: none of them is left, although the file system hangs
+    in every read from then on (before, they read on to the end of their chunk, 64 files). The verdict does not
+    depend on the machine's load: helpers that read on would hang for good, so waiting up to 60 s for them to
+    end tells the two apart."""
     import signal
     import time
 
@@ -199,7 +203,9 @@ def test_a_killed_costs_pass_leaves_no_helper_reading_on(tmp_path):
     paths = write_tiny_hdf_files(str(tmp_path / "data"), num_files=200, seed=1, max_seqs=3, frames=(3, 9))
     (tmp_path / "files.txt").write_text("".join(p + "\n" for p in paths))
     (tmp_path / "slow_costs.py").write_text(_SLOW_COSTS)
+    hang = tmp_path / "hang"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+    env["HANG_WHILE"] = str(hang)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -222,9 +228,10 @@ def test_a_killed_costs_pass_leaves_no_helper_reading_on(tmp_path):
             time.sleep(0.02)  # the command, the resource tracker and two helpers
         assert len(_session(proc.pid)) >= 4, "the helpers did not start"
         time.sleep(0.5)  # they read
+        hang.touch()  # every read from now on hangs
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 60  # a bound for a loaded machine; they end within 0.2 s when idle
         while _session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _session(proc.pid) == []

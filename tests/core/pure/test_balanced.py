@@ -15,6 +15,7 @@ from i6_shard.core import PlanSettings, ShardPlan, distribute_evenly_by_size
 from i6_shard.core.io import lognormal_sizes
 from i6_shard.core.pure import shuffle_order
 from i6_shard.core.pure.balanced import _lpt_heap, _lpt_runs, assign_largest_first, distribute_balanced, group_bounds
+from tests.deps import RETURNN_REASON
 
 
 def lpt_reference(sizes, num_bins, *, fewer_files_first=True):
@@ -157,7 +158,7 @@ def test_never_drops_more_than_lpt_on_returnns_cut(case):
 
 def returnn_sub_epoch_loads(sizes, num_shards, partition_epoch):
     """Bytes per [sub-epoch][rank] of RETURNN's own DistributeFilesDataset cut (called on RETURNN)."""
-    dfd = pytest.importorskip("returnn.datasets.distrib_files").DistributeFilesDataset
+    dfd = pytest.importorskip("returnn.datasets.distrib_files", reason=RETURNN_REASON).DistributeFilesDataset
     keys = [f"f{i}" for i in range(len(sizes))]
     bins = dfd._distribute_evenly_by_size(
         num_bins=num_shards * partition_epoch, file_sizes=dict(zip(keys, sizes)), files_order=keys

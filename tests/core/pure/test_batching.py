@@ -4,7 +4,7 @@ BatchingIterDataPipe, and the predicted steps and dropped share match simulation
 import numpy as np
 import pytest
 
-from tests.deps import needs_torch
+from tests.deps import RETURNN_REASON, needs_torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +37,7 @@ def _returnn_batches(lengths, batching):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_port_equals_returnn_batching(seed):
-    pytest.importorskip("returnn")
+    pytest.importorskip("returnn", reason=RETURNN_REASON)
     rng = np.random.RandomState(seed)
     lengths = rng.randint(1, 120, size=rng.randint(1, 300)).tolist()
     batching = (

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.deps import needs_matplotlib
+from tests.deps import MATPLOTLIB_REASON, needs_matplotlib
 
 from i6_shard import core
 from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
@@ -287,7 +287,7 @@ def test_summarize_rejects_stats_over_other_sub_epochs_with_a_value_error():
 
 
 def test_plot_path_must_name_a_png(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB_REASON)
     plan = ShardPlan(
         [f"f{i}" for i in range(8)], [5, 1, 3, 8, 2, 7, 4, 6], PlanSettings(num_shards=2, partition_epoch=2)
     )
