@@ -175,22 +175,19 @@ def analyse(name: str, work: str, base: str, keys) -> Dict[str, Any]:
             ).bytes
         )
 
-    model = predict_plan_drop(
-        plan,
-        num_epochs=NUM_EPOCHS,
-        num_seqs=frames_costs.num_seqs,
-        num_frames=frames_costs.num_frames,
-        batching=BATCHING,
-        seq_length_quantiles=frames_costs.seq_length_quantiles,
-    )
-    exact = predict_plan_drop(
-        plan,
-        num_epochs=NUM_EPOCHS,
-        num_seqs=frames_costs.num_seqs,
-        num_frames=frames_costs.num_frames,
-        batching=BATCHING,
-        file_lengths=[hdf_seq_lengths(os.path.join(base, k)) for k in keys],
-    )
+    def predicted(**lengths) -> Dict[str, Any]:
+        """The drop model under BATCHING from the frames archive's counts and the sequence ``lengths`` it is given."""
+        return predict_plan_drop(
+            plan,
+            num_epochs=NUM_EPOCHS,
+            num_seqs=frames_costs.num_seqs,
+            num_frames=frames_costs.num_frames,
+            batching=BATCHING,
+            **lengths,
+        )
+
+    model = predicted(seq_length_quantiles=frames_costs.seq_length_quantiles)
+    exact = predicted(file_lengths=[hdf_seq_lengths(os.path.join(base, k)) for k in keys])
     return {
         "name": name,
         "measured": measured,

@@ -31,8 +31,9 @@ def corpus(num_files: int, seed: int, *, skewed: bool):
 def run(num_files: int, seed: int, skewed: bool, num_shards: int, sync: dict) -> dict:
     from i6_shard import core
     from i6_shard.core.pure.batching import Batching, file_millisteps
-    from i6_shard.core.pure.engine_sim import EngineSettings, simulate_sub_epoch
+    from i6_shard.core.pure.engine_sim import EngineSettings
     from i6_shard.core.pure.equal_steps import equalize_steps
+    from tests.sub_epoch_sims import simulate_bins
 
     lengths = corpus(num_files, seed, skewed=skewed)
     costs = file_millisteps(lengths, Batching(BATCH_SIZE, MAX_SEQS))
@@ -66,17 +67,17 @@ def run(num_files: int, seed: int, skewed: bool, num_shards: int, sync: dict) ->
         new_files = order[new_order]
         assert sorted(new_files.tolist()) == by_pos  # every file exactly once
         for positions, b, out in ((np.asarray(order), bounds, before), (new_files, new_bounds, after)):
-            for s in range(PARTITION_EPOCH):
-                ranks = [
-                    positions[b[r * PARTITION_EPOCH + s] : b[r * PARTITION_EPOCH + s + 1]] for r in range(num_shards)
-                ]
-                sim = simulate_sub_epoch(
-                    [np.concatenate([lengths[i] for i in files]) for files in ranks],
-                    engine=engine,
-                    full_epoch_0idx=k,
-                    random_seed_offset=0,
-                )
-                out.append(sim.dropped_fraction)
+            sims = simulate_bins(
+                positions,
+                b,
+                lengths,
+                num_shards=num_shards,
+                partition_epoch=PARTITION_EPOCH,
+                engine=engine,
+                full_epoch_0idx=k,
+                random_seed_offset=0,
+            )
+            out.extend(sim.dropped_fraction for sim in sims)
     return {"before": before, "after": after, "seconds": seconds, "above": above}
 
 

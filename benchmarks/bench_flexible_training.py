@@ -38,10 +38,9 @@ sys.path.insert(0, ROOT)
 from i6_shard import core  # noqa: E402
 from i6_shard.core.pure.stats import dropped_fraction  # noqa: E402
 from i6_shard.core.reporting.train_report import write_train_report  # noqa: E402
-from i6_shard.returnn_config import sharded_files_dataset  # noqa: E402
 from tests.hdf_data import write_tiny_hdf_files  # noqa: E402
 from tests.training import harness  # noqa: E402
-from tests.training.harness import hdf_seq_lengths, run_training  # noqa: E402
+from tests.training.harness import hdf_files_dataset, hdf_seq_lengths, run_training  # noqa: E402
 
 NUM_RANKS = 4
 PARTITION_EPOCH = 3
@@ -132,16 +131,14 @@ def run_one(
 ) -> Dict[str, Any]:
     """One training; its per-sub-epoch dropped share measured from the logs."""
     extra = {"max_sub_epoch_deviation": deviation} if distribution == "flexible" else {}
-    train = sharded_files_dataset(
+    train = hdf_files_dataset(
         keys,
-        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH,
-        use_worker_proc=False,
-        distribution=distribution,
         num_shards=NUM_RANKS,
-        file_sizes=None if distribution == "returnn" else sizes_path,
+        partition_epoch=PARTITION_EPOCH,
+        distribution=distribution,
+        file_sizes=None if distribution == "returnn" else sizes_path,  # RETURNN's cut: its own sizes
         **extra,
-    )  # RETURNN's cut: its own sizes
+    )
     training = run_training(
         work, train=train, num_ranks=NUM_RANKS, num_epochs=num_epochs, batch_size=BATCH_SIZE, max_seqs=MAX_SEQS
     )

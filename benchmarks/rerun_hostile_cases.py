@@ -21,6 +21,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, "tests", "data", "plans", "format2_flexible_auto.npz")
+sys.path.insert(0, ROOT)  # tests.plan_edits
+from tests.plan_edits import edit_npz, empty_bin, long_distribution, repeat_file, vanish_file  # noqa: E402
+
 LOG = os.path.join(ROOT, "tests", "data", "returnn_logs", "w4_bv24", "returnn.torch-distrib-{}-4.log")
 
 
@@ -42,13 +45,6 @@ def held(name: str, rc: int, err: str, *, want: str, seconds: float) -> bool:
     shown = err.strip().splitlines()[-1] if err.strip() else "(nothing on stderr)"
     print(f"{'HELD    ' if ok else 'NOT HELD'} {name}: rc {rc}, {seconds:.1f} s: {shown[:260]}")
     return ok
-
-
-def edit_npz(src: str, dst: str, edit) -> str:
-    with np.load(src) as f:
-        data = {k: f[k] for k in f.files}
-    np.savez(dst, **edit(data))
-    return dst
 
 
 def main() -> None:
@@ -107,25 +103,7 @@ def main() -> None:
             want_line = f"{os.path.basename(logs[2])}:{lineno}: " + ("complete" if "complete" in tail else "the files")
             results.append(held(name, rc, err, want=want_line if want == ":" else want, seconds=s))
 
-        def repeat(x):
-            o = x["orders"].copy()
-            o[0, 0, 1] = o[0, 0, 0]
-            return {**x, "orders": o}
-
-        def vanish(x):
-            o = x["orders"].copy()
-            o[0, 0, -1] = o[0, 0, -2]
-            return {**x, "orders": o}
-
-        def empty(x):
-            b = x["bounds"].copy()
-            b[0, 0, 1] = b[0, 0, 0]
-            return {**x, "bounds": b}
-
-        def long_distribution(x):
-            return {**x, "distribution": np.array("x" * 10_000_000)}
-
-        for name, fn in [("repeats", repeat), ("vanishes", vanish), ("empty bin", empty)]:
+        for name, fn in [("repeats", repeat_file), ("vanishes", vanish_file), ("empty bin", empty_bin)]:
             path = edit_npz(PLAN, f"{d}/edited_{fn.__name__}.npz", fn)
             rc, err, s = run("report", path)
             results.append(

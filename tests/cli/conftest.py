@@ -14,3 +14,8 @@ def sizes_file(tmp_path):
     path = str(tmp_path / "file_sizes.npz")
     core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes.astype(np.int64)), path)
     return path, keys, sizes
+
+
+def plan_argv(sizes, out, *extra):
+    """``plan`` of the sizes archive ``sizes`` on 2 shards with partition_epoch 2 into ``out``, then ``extra``."""
+    return ["plan", "--sizes", str(sizes), "--num-shards", "2", "--partition-epoch", "2", "-o", str(out), *extra]

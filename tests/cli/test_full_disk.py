@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from i6_shard.cli import main
+from tests.cli.conftest import plan_argv
 
 pytest.importorskip("h5py", reason="make-data writes HDF files: pip install h5py")
 
@@ -92,28 +93,17 @@ def test_a_quota_exceeded_write_is_one_line_naming_output_and_space(tmp_path, in
 
     real_replace = os.replace
     monkeypatch.setattr(atomic.os, "replace", lambda *a, **k: _quota_exceeded() if a else real_replace(*a, **k))
-    out = {"make-data": "data", "sizes": "s.npz", "costs": "c.npz", "plan": "plan"}[command]
+    out = str(tmp_path / {"make-data": "data", "sizes": "s.npz", "costs": "c.npz", "plan": "plan"}[command])
     lst = str(inputs / "data" / "files.txt")
     argv = {
-        "make-data": ["make-data", "--num-files", "3"],
-        "sizes": ["sizes", lst],
-        "costs": ["costs", lst],
-        "plan": [
-            "plan",
-            "--sizes",
-            str(inputs / "sizes.npz"),
-            "--num-shards",
-            "2",
-            "--partition-epoch",
-            "2",
-            "--num-epochs",
-            "4",
-            "--no-plot",
-        ],
+        "make-data": ["make-data", "--num-files", "3", "-o", out],
+        "sizes": ["sizes", lst, "-o", out],
+        "costs": ["costs", lst, "-o", out],
+        "plan": plan_argv(inputs / "sizes.npz", out, "--num-epochs", "4", "--no-plot"),
     }[command]
     capsys.readouterr()
-    assert main(argv + ["-o", str(tmp_path / out)]) == 2
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot write {str(tmp_path / out)!r}: disk quota exceeded; it needs about "), err
+    assert err.startswith(f"error: cannot write {out!r}: disk quota exceeded; it needs about "), err
     assert err.count("\n") == 1 and "free there" in err, err
     assert os.listdir(tmp_path) == []

@@ -16,6 +16,7 @@ from i6_shard import core
 from i6_shard.cli import main
 from i6_shard.core.io.stale_sizes import check_sample_unchanged
 from i6_shard.core.io.hdf_corpus import hdf_corpus_seq_counts
+from tests.cli.conftest import plan_argv
 
 #: A command that would block or run away must not hang the suite.
 TIMEOUT_S = 120
@@ -151,10 +152,6 @@ def sizes_file(tmp_path, data):
     path = tmp_path / "sizes.npz"
     core.save_file_sizes(core.collect_file_sizes(data), path)
     return path
-
-
-def plan_argv(sizes_file, out, *extra):
-    return ["plan", "--sizes", str(sizes_file), "--num-shards", "2", "--partition-epoch", "2", "-o", str(out), *extra]
 
 
 @needs_matplotlib

@@ -8,48 +8,18 @@ import pytest
 
 from i6_shard.cli import main
 from i6_shard.core.io.plan_integrity import check_stored_layout
+from tests.plan_edits import edit_npz, empty_bin, long_distribution, repeat_file, vanish_file
 
 from .test_train_report_hostile import _logs, _one_error_line, plans  # noqa: F401 (a fixture)
 
 STORED = os.path.join(os.path.dirname(__file__), "..", "data", "plans", "format2_flexible_auto.npz")
 
 
-def _edit(path_in, path_out, edit):
-    """The plan at ``path_in`` with its members changed by ``edit`` (a dict of arrays in, one out), written
-    uncompressed to ``path_out`` as a user's script would."""
-    with np.load(path_in) as f:
-        data = {k: f[k] for k in f.files}
-    np.savez(path_out, **edit(data))
-    return str(path_out)
-
-
-def _repeat(d):  # the second file of the first bin of full epoch 0 is its first again: one repeats, one vanishes
-    orders = d["orders"].copy()
-    orders[0, 0, 1] = orders[0, 0, 0]
-    return {**d, "orders": orders}
-
-
-def _vanish(d):  # the last file of full epoch 0 is the one before it: that file repeats, the last vanishes
-    orders = d["orders"].copy()
-    orders[0, 0, -1] = orders[0, 0, -2]
-    return {**d, "orders": orders}
-
-
-def _empty_bin(d):
-    bounds = d["bounds"].copy()
-    bounds[0, 0, 1] = bounds[0, 0, 0]
-    return {**d, "bounds": bounds}
-
-
-def _long_distribution(d):
-    return {**d, "distribution": np.array("x" * 10_000_000)}
-
-
 EDITS = {
-    "repeat": (_repeat, "full epoch 0 (layout 0): the bins do not cover every file entry exactly once"),
-    "vanish": (_vanish, "full epoch 0 (layout 0): the bins do not cover every file entry exactly once"),
-    "empty bin": (_empty_bin, "full epoch 0 (layout 0): bin 0 of 6 is empty"),
-    "10M distribution": (_long_distribution, "holds settings no plan can have: distribution='xxx"),
+    "repeat": (repeat_file, "full epoch 0 (layout 0): the bins do not cover every file entry exactly once"),
+    "vanish": (vanish_file, "full epoch 0 (layout 0): the bins do not cover every file entry exactly once"),
+    "empty bin": (empty_bin, "full epoch 0 (layout 0): bin 0 of 6 is empty"),
+    "10M distribution": (long_distribution, "holds settings no plan can have: distribution='xxx"),
 }
 
 
@@ -58,7 +28,7 @@ EDITS = {
 def test_an_edited_flexible_auto_plan_is_one_line_naming_the_file(tmp_path, capsys, edit, command):
     """``report`` crashed with an AssertionError traceback; a 10 M-character distribution did not name the file."""
     fn, message = EDITS[edit]
-    path = _edit(STORED, tmp_path / "edited.npz", fn)
+    path = edit_npz(STORED, tmp_path / "edited.npz", fn)
     argv = ["report", path] if command == "report" else ["compare-plans", STORED, path, "--resume-epoch", "2"]
     capsys.readouterr()
     assert main(argv) == 2
@@ -70,7 +40,7 @@ def test_an_edited_flexible_auto_plan_is_one_line_naming_the_file(tmp_path, caps
 @pytest.mark.parametrize("edit", ["repeat", "empty bin", "10M distribution"])
 def test_an_edited_plan_under_train_report_names_the_plan(tmp_path, capsys, plans, edit):  # noqa: F811
     fn, message = EDITS[edit]
-    path = _edit(plans["plan"], tmp_path / "edited.npz", fn)
+    path = edit_npz(plans["plan"], tmp_path / "edited.npz", fn)
     paths, _ = _logs(tmp_path)
     err = _one_error_line(capsys, ["train-report", *paths, "--plan", path], tmp_path)
     assert err.startswith(f"error: {path!r}") and message.split(":")[0] in err, err
@@ -115,7 +85,7 @@ def test_the_returnn_side_reads_refuse_an_edited_plan_naming_it(tmp_path, edit):
     from i6_shard.core.io.plan_file import read_plan_head, read_plan_layout
 
     fn, message = EDITS[edit]
-    path = _edit(STORED, tmp_path / "edited.npz", fn)
+    path = edit_npz(STORED, tmp_path / "edited.npz", fn)
     with pytest.raises(ValueError) as info:
         head = read_plan_head(path, decode_keys=False)
         read_plan_layout(path, full_epoch_0idx=0, num_files=head.num_files)

@@ -138,20 +138,10 @@ def test_the_layer_check_resolves_relative_imports(tmp_path):
 
 
 #: What makes a plan or its outputs: called in the planning floor (and below), never in reporting.
-_MAKING = {
-    "ShardPlan",
-    "PlanSettings",
-    "compute_plan_stats",
-    "plan_bins",
-    "plan_arrays",
-    "plan_file_arrays",
-    "with_settings",
-    "predict_plan_drop",
-    "compute_cache_footprint",
-    "partition_epoch_fits",
-    "check_plan_fits_memory",
-    "layout",
-}
+_MAKING = set(
+    "ShardPlan PlanSettings compute_plan_stats plan_bins plan_arrays plan_file_arrays with_settings predict_plan_drop "
+    "compute_cache_footprint partition_epoch_fits check_plan_fits_memory layout".split()
+)
 
 
 def _called_names(path):

@@ -7,7 +7,7 @@ from typing import List
 
 import pytest
 
-from tests.deps import SISYPHUS_REASON  # noqa: F401 (the job tests import it from here)
+from tests.deps import SISYPHUS_REASON, needs_torch  # noqa: F401 (the job tests import SISYPHUS_REASON from here)
 
 
 def sis_command() -> List[str]:
@@ -17,6 +17,22 @@ def sis_command() -> List[str]:
     if not found:
         pytest.skip("the `sis` command of Sisyphus is not installed next to this Python or on PATH")
     return [found]
+
+
+def needs_recipe_training(torch_why: str):
+    """Skip unless a recipe can train under the real Sisyphus manager: Sisyphus (and psutil, for its LocalEngine),
+    torch, h5py (make-data), i6_core and RETURNN; returns torch."""
+    pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+    pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
+    torch = needs_torch(torch_why)
+    pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
+    pytest.importorskip(
+        "i6_core.returnn",
+        reason="the training job is i6_core's ReturnnTrainingJob: clone github.com/rwth-i6/i6_core into recipe/ "
+        "or put its parent directory on PYTHONPATH",
+    )
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+    return torch
 
 
 @pytest.fixture

@@ -17,6 +17,13 @@ TORCH = "backend = 'torch'\ntorch_distributed = {}\n"
 WORKERS = "torch_dataloader_opts = {'num_workers': 2}\n"
 
 
+def _verify(tmp_path, name: str, config: str, *, epochs):
+    """A 2-rank torch training with ``config``, recorded over ``epochs`` and verified: (ranks, violations, report)."""
+    needs_torch("the torch engine's DataLoader needs torch")
+    ranks, ref = _record(tmp_path, _config_file(tmp_path, name, TORCH + config), num_shards=2, epochs=epochs)
+    return (ranks, *verify_records(ranks, ref, num_shards=2))
+
+
 @pytest.mark.slow  # RETURNN subprocesses through torch's DataLoader with 2 workers: several seconds each
 @pytest.mark.parametrize(
     "extra, num_shards",
@@ -27,12 +34,8 @@ WORKERS = "torch_dataloader_opts = {'num_workers': 2}\n"
     ],
 )
 def test_dataloader_workers_that_shard_are_read_as_the_engine_reads_them(tmp_path, hdf_files, extra, num_shards):  # noqa: F811
-    needs_torch("the torch engine's DataLoader needs torch")
-    source = _config_file(
-        tmp_path, "w.config", TORCH + extra + f"train = dfd({hdf_files!r}, distrib_shard_files=True)\n"
-    )
-    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2, 3])
-    violations, report = verify_records(ranks, ref, num_shards=2)
+    config = extra + f"train = dfd({hdf_files!r}, distrib_shard_files=True)\n"
+    ranks, violations, report = _verify(tmp_path, "w.config", config, epochs=[1, 2, 3])
     assert violations == [], report
     instances = [inst for r in ranks for se in r["sub_epochs"] for inst in se["instances"]]
     assert {inst["num_shards"] for inst in instances} == {num_shards}
@@ -41,47 +44,31 @@ def test_dataloader_workers_that_shard_are_read_as_the_engine_reads_them(tmp_pat
 
 @pytest.mark.slow
 def test_dataloader_workers_that_do_not_shard_read_everything_twice(tmp_path, hdf_files):  # noqa: F811
-    needs_torch("the torch engine's DataLoader needs torch")
-    source = _config_file(
-        tmp_path,
-        "w.config",
-        TORCH + "behavior_version = 31\n" + WORKERS + f"train = dfd({hdf_files!r}, distrib_shard_files=True)\n",
-    )
-    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2])
-    violations, report = verify_records(ranks, ref, num_shards=2)
+    config = "behavior_version = 31\n" + WORKERS + f"train = dfd({hdf_files!r}, distrib_shard_files=True)\n"
+    _, violations, report = _verify(tmp_path, "w.config", config, epochs=[1, 2])
     assert violations, report
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sharding_method", ["seq_order", "dedicated"])
 def test_a_multi_proc_sub_epoch_dataset_is_read_through_its_workers(tmp_path, hdf_files, sharding_method):  # noqa: F811
-    needs_torch("the torch engine's DataLoader needs torch")
-    source = _config_file(
-        tmp_path,
-        "mpd.config",
-        TORCH
-        + "behavior_version = 37\nfrom tests.hdf_data import multi_proc_sub_epoch_dataset\n"
+    config = (
+        "behavior_version = 37\nfrom tests.hdf_data import multi_proc_sub_epoch_dataset\n"
         + f"train = dfd({hdf_files!r}, distrib_shard_files=True, get_sub_epoch_dataset=functools.partial("
-        + f"multi_proc_sub_epoch_dataset, sharding_method={sharding_method!r}))\n",
+        + f"multi_proc_sub_epoch_dataset, sharding_method={sharding_method!r}))\n"
     )
-    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2])
-    violations, report = verify_records(ranks, ref, num_shards=2)
+    _, violations, report = _verify(tmp_path, "mpd.config", config, epochs=[1, 2])
     assert violations == [], report
 
 
 @pytest.mark.slow
 def test_a_multi_epoch_dataset_loss_is_caught(tmp_path, hdf_files):  # noqa: F811
-    needs_torch("the torch engine's DataLoader needs torch")
-    source = _config_file(
-        tmp_path,
-        "me.config",
-        TORCH
-        + "behavior_version = 37\n"
+    config = (
+        "behavior_version = 37\n"
         + f"train = {{'class': 'MultiEpochDataset', 'multi_epoch': 2, 'dataset': dfd({hdf_files!r}, "
-        + "distrib_shard_files=True)}\n",
+        + "distrib_shard_files=True)}\n"
     )
-    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2])
-    violations, report = verify_records(ranks, ref, num_shards=2)
+    ranks, violations, report = _verify(tmp_path, "me.config", config, epochs=[1, 2])
     assert violations, report
     # each sub-epoch of the training is 2 epochs of the DistributeFilesDataset, all of them read
     assert [[inst["dataset_epoch"] for inst in se["instances"]] for se in ranks[0]["sub_epochs"]] == [[1, 2], [3, 4]]

@@ -26,6 +26,7 @@ __all__ = [
     "torch_available",
     "write_skewed_hdf_files",
     "hdf_seq_lengths",
+    "hdf_files_dataset",
     "training_config",
     "write_training_config",
     "run_training",
@@ -322,6 +323,23 @@ def run_training(
     )
 
 
+def hdf_files_dataset(
+    files: Sequence[str], *, num_shards: int, partition_epoch: int, use_worker_proc: bool = False, **options
+) -> Dict[str, Any]:
+    """The trainings' DistributeFilesDataset over the HDF ``files`` (each sub-epoch in random order), built by
+    ``i6_shard.returnn_config.sharded_files_dataset`` with its further ``options`` (distribution, file_sizes, plan)."""
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    return sharded_files_dataset(
+        files,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=partition_epoch,
+        use_worker_proc=use_worker_proc,
+        num_shards=num_shards,
+        **options,
+    )
+
+
 def run_sharded_training(
     work_dir: str,
     *,
@@ -348,18 +366,15 @@ def run_sharded_training(
     :param max_sub_epoch_deviation: with ``distribution="flexible"``: its bound (None: the default)
     :param run_kwargs: further arguments of :func:`run_training` (batch_size, max_seqs, ...)
     """
-    from i6_shard.returnn_config import sharded_files_dataset
-
     write_skewed_hdf_files(os.path.join(work_dir, "data"), num_files=num_files, seed=seed, **dict(data_kwargs or {}))
     files = [f"data/part{i:03d}.hdf" for i in range(num_files)]
-    train = sharded_files_dataset(
+    train = hdf_files_dataset(
         files,
-        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        num_shards=num_ranks,
         partition_epoch=partition_epoch,
         use_worker_proc=use_worker_proc,
         distribution=distribution,
         file_sizes=file_sizes,
-        num_shards=num_ranks,
         **({} if max_sub_epoch_deviation is None else {"max_sub_epoch_deviation": max_sub_epoch_deviation}),
     )
     if not sharding_fix:

@@ -32,9 +32,7 @@ def plan_and_train(
     from i6_shard.cli import main
     from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
     from i6_shard.core.io.returnn_log import read_training_logs
-    from i6_shard.returnn_config import sharded_files_dataset
-
-    from .harness import hdf_seq_lengths, run_training, write_skewed_hdf_files
+    from .harness import hdf_files_dataset, hdf_seq_lengths, run_training, write_skewed_hdf_files
 
     paths = write_skewed_hdf_files(os.path.join(work, "run", "data"), num_files=NUM_FILES, seed=seed)
     keys = [f"data/part{i:03d}.hdf" for i in range(NUM_FILES)]
@@ -47,14 +45,8 @@ def plan_and_train(
     assert main(["plan", "--sizes", archive, *options, "-o", plan_dir]) == 0
     with open(os.path.join(plan_dir, "summary.json")) as f:
         summary = json.load(f)
-    train = sharded_files_dataset(
-        keys,
-        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH,
-        use_worker_proc=False,
-        distribution="balanced",
-        file_sizes=archive,
-        num_shards=NUM_RANKS,
+    train = hdf_files_dataset(
+        keys, num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, distribution="balanced", file_sizes=archive
     )
     training = run_training(
         os.path.join(work, "run"),
@@ -137,9 +129,7 @@ def test_equalized_bins_drop_nothing_in_a_real_training(tmp_path):
     from i6_shard.core.pure.engine_sim import EngineSettings
     from i6_shard.core.pure.equal_steps import equalize_plan_layouts
     from i6_shard.core.pure.plan_sim import simulate_plan
-    from i6_shard.returnn_config import sharded_files_dataset
-
-    from .harness import hdf_seq_lengths, run_training, write_skewed_hdf_files
+    from .harness import hdf_files_dataset, hdf_seq_lengths, run_training, write_skewed_hdf_files
 
     num_files = 24
     work = str(tmp_path / "run")
@@ -169,14 +159,7 @@ def test_equalized_bins_drop_nothing_in_a_real_training(tmp_path):
         plan, num_epochs=NUM_EPOCHS, file_lengths=lengths, engine=engine, layout=lambda k, r: layouts[k]
     )
     assert all(s.dropped_fraction == 0 for s in sims), info
-    train = sharded_files_dataset(
-        keys,
-        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH,
-        use_worker_proc=False,
-        plan=plan_path,
-        num_shards=NUM_RANKS,
-    )
+    train = hdf_files_dataset(keys, num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, plan=plan_path)
     training = run_training(
         work,
         train=train,

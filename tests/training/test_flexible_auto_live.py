@@ -19,9 +19,8 @@ from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs  # n
 from i6_shard.core.io.returnn_log import read_training_logs  # noqa: E402
 from i6_shard.core.pure.batching import Batching  # noqa: E402
 from i6_shard.core.reporting.train_report import write_train_report  # noqa: E402
-from i6_shard.returnn_config import sharded_files_dataset  # noqa: E402
 
-from .harness import run_training, write_skewed_hdf_files  # noqa: E402
+from .harness import hdf_files_dataset, run_training, write_skewed_hdf_files  # noqa: E402
 
 #: 16 skewed files (the largest 1.4 times a rank's share of a sub-epoch in steps); with this seed the files
 #: move between sub-epochs in both full epochs, which the test checks first.
@@ -50,14 +49,8 @@ def test_flexible_auto_by_steps_trains_its_plan(tmp_path):
     # not vacuous: files moved between sub-epochs in both full epochs (counted independently in
     # tests/core/pure/test_flexible_auto.py)
     assert plan.non_contiguous_sub_epochs(full_epoch_0idx=0) and plan.non_contiguous_sub_epochs(full_epoch_0idx=1)
-    train = sharded_files_dataset(
-        keys,
-        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH,
-        use_worker_proc=False,
-        distribution="flexible_auto",
-        file_sizes=archive,
-        num_shards=NUM_RANKS,
+    train = hdf_files_dataset(
+        keys, num_shards=NUM_RANKS, partition_epoch=PARTITION_EPOCH, distribution="flexible_auto", file_sizes=archive
     )
     training = run_training(
         work,

@@ -5,27 +5,15 @@ report finds every rank's files as planned."""
 
 import glob
 import os
-import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.deps import needs_torch
+from tests.jobs.conftest import needs_recipe_training, sis_command
 
-from tests.jobs.conftest import SISYPHUS_REASON, sis_command
-
-pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
-pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-needs_torch("the training needs torch")
-pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
-pytest.importorskip(
-    "i6_core.returnn",
-    reason="the training job is i6_core's ReturnnTrainingJob: clone "
-    "github.com/rwth-i6/i6_core into recipe/ or put it on PYTHONPATH",
-)
-pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
+needs_recipe_training("the training needs torch")
 
 from i6_shard import core  # noqa: E402
 from i6_shard.core.io.returnn_log import read_training_logs  # noqa: E402
@@ -35,25 +23,17 @@ from .test_planned_training_example import _returnn_root, run_sis_manager  # noq
 pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import setup_tutorial  # noqa: E402
 
-
-def _readme_blocks():
-    """The code blocks of the README's recipe section: config/train.py and settings.py."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    section = readme[readme.index("## Config builders") :]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    (config,) = [b for b in blocks if b.startswith("# config/train.py")]
-    (settings,) = [b for b in blocks if b.startswith("# settings.py")]
-    return config, settings
+sys.path.pop(0)
 
 
 def test_the_readme_recipe_trains_and_reports(tmp_path):
     import i6_core
 
     root, sis = _returnn_root(), sis_command()[0]
-    config, settings = _readme_blocks()
+    config, settings = setup_tutorial.readme_blocks()  # the README's recipe section
     setup = tmp_path / "setup"
     (setup / "config").mkdir(parents=True)
     (setup / "recipe").mkdir()

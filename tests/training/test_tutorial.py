@@ -11,20 +11,10 @@ import sys
 
 import pytest
 
-from tests.deps import needs_torch
-from tests.jobs.conftest import SISYPHUS_REASON, sis_command
+from tests.jobs.conftest import needs_recipe_training, sis_command
 
-pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
-pytest.importorskip("psutil", reason="Sisyphus' LocalEngine needs psutil: pip install psutil")
-torch = needs_torch("the tutorial trains with torch")
-pytest.importorskip("h5py", reason="make-data writes HDF files with h5py: pip install h5py")
+torch = needs_recipe_training("the tutorial trains with torch")
 pytest.importorskip("matplotlib", reason="the recipe registers the plots: pip install matplotlib")
-pytest.importorskip(
-    "i6_core.returnn",
-    reason="the training job is i6_core's ReturnnTrainingJob: clone github.com/rwth-i6/i6_core and put its parent "
-    "directory on PYTHONPATH",
-)
-pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
 
 from .test_planned_training_example import run_sis_manager  # noqa: E402
 

@@ -5,28 +5,16 @@ ShardPlanJob, the builder and the RETURNN-side dataset accept in place of a size
 format readers (``cost_formats.py``), the costs pass (``cost_collector.py``) and the archive (``cost_archive.py``).
 """
 
-from ..pure.costs import (
-    COST_UNITS,
-    NUM_LENGTH_QUANTILES,  # noqa: F401 -- importable from here, as before
-    FileCosts,
-    length_quantiles,  # noqa: F401 -- importable from here, as before
-    prediction_batching,
-    sorted_length_quantiles,  # noqa: F401 -- importable from here, as before
-)
+from ..pure.costs import COST_UNITS, FileCosts, prediction_batching
 from .cost_archive import load_file_costs, save_file_costs
 from .cost_collector import collect_file_costs
-from .cost_formats import (
-    DEFAULT_FRAME_RATE,  # noqa: F401 -- importable from here, as before
-    MAX_SEQ_LENGTH,  # noqa: F401 -- importable from here, as before
-    MAX_SEQS_PER_FILE,  # noqa: F401 -- importable from here, as before
-    MISSING_H5PY,
-    MISSING_PYARROW,  # noqa: F401 -- importable from here, as before
-    cost_leaf,
-    hdf_stream_names,  # noqa: F401 -- importable from here, as before
-    read_arrow_seq_lengths,  # noqa: F401 -- importable from here, as before
-    read_hdf_seq_lengths,  # noqa: F401 -- importable from here, as before
-    read_oggzip_seq_lengths,  # noqa: F401 -- importable from here, as before
-)
+from .cost_formats import MISSING_H5PY, cost_leaf
+
+# Importable from here, as before:
+from ..pure.costs import NUM_LENGTH_QUANTILES, length_quantiles, sorted_length_quantiles  # noqa: F401
+from .cost_formats import DEFAULT_FRAME_RATE, MAX_SEQ_LENGTH, MAX_SEQS_PER_FILE, MISSING_PYARROW  # noqa: F401
+from .cost_formats import hdf_stream_names, read_arrow_seq_lengths, read_hdf_seq_lengths  # noqa: F401
+from .cost_formats import read_oggzip_seq_lengths  # noqa: F401
 
 __all__ = [
     "FileCosts",

@@ -23,6 +23,7 @@ __all__ = [
     "batch_bounds",
     "sync_levels_of",
     "steps_taken",
+    "rank_batches",
     "simulate_sub_epoch",
     "inexact_reason",
     "sub_epoch_random_seed_offset",
@@ -538,6 +539,35 @@ class SubEpochSim:
         return 0.0 if total == 0 else 1.0 - sum(self.frames_consumed) / total
 
 
+def rank_batches(
+    lengths: np.ndarray, *, engine: EngineSettings, full_epoch_0idx: int, random_seed_offset: int
+) -> Tuple[np.ndarray, np.ndarray]:
+    """One rank's sequences as its torch engine trains them in a sub-epoch: in the sub-epoch dataset's order
+    (:func:`sub_epoch_seq_order` by the first data key), those ``LenFilterDataPipe`` keeps (:func:`length_filter`),
+    cut into batches by ``BatchingIterDataPipe`` (:func:`batch_bounds`).
+
+    :param lengths: the rank's sequence lengths in its files' order, shape [num_seqs] or [num_seqs, num_data_keys]
+    :return: the kept lengths in training order, int64 shape [num_kept, num_data_keys], and the batch boundaries
+        into them, int64 shape [num_batches + 1]
+
+    >>> x, bounds = rank_batches(np.array([3, 9, 3]), engine=EngineSettings(batch_size=8, max_seq_length=5),
+    ...                          full_epoch_0idx=0, random_seed_offset=0)
+    >>> x[:, 0].tolist(), bounds.tolist()
+    ([3, 3], [0, 2])
+    """
+    x = _as_2d(lengths)
+    order = sub_epoch_seq_order(
+        x[:, 0],
+        seq_ordering=engine.seq_ordering,
+        full_epoch_0idx=full_epoch_0idx,
+        random_seed_offset=random_seed_offset,
+        fixed_random_seed=engine.fixed_random_seed,
+    )
+    x = x[order]
+    x = x[length_filter(x, min_seq_length=engine.min_seq_length, max_seq_length=engine.max_seq_length)]
+    return x, batch_bounds(x, batch_size=engine.batch_size, max_seqs=engine.max_seqs)
+
+
 def simulate_sub_epoch(
     rank_lengths: Sequence[np.ndarray],
     *,
@@ -575,16 +605,7 @@ def simulate_sub_epoch(
             frames_per_batch.append(np.zeros(0, dtype=np.int64))
             seqs_per_batch.append(np.zeros(0, dtype=np.int64))
             continue
-        order = sub_epoch_seq_order(
-            x[:, 0],
-            seq_ordering=engine.seq_ordering,
-            full_epoch_0idx=full_epoch_0idx,
-            random_seed_offset=offset,
-            fixed_random_seed=engine.fixed_random_seed,
-        )
-        x = x[order]
-        x = x[length_filter(x, min_seq_length=engine.min_seq_length, max_seq_length=engine.max_seq_length)]
-        bounds = batch_bounds(x, batch_size=engine.batch_size, max_seqs=engine.max_seqs)
+        x, bounds = rank_batches(x, engine=engine, full_epoch_0idx=full_epoch_0idx, random_seed_offset=offset)
         cum = np.concatenate([[0], np.cumsum(x[:, 0])])
         exact.append(len(bounds) - 1)
         frames_per_batch.append(np.diff(cum[bounds]))

@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .engine_sim import EngineSettings, batch_bounds, length_filter, steps_taken, sub_epoch_seq_order
+from .engine_sim import EngineSettings, rank_batches, steps_taken
 
 __all__ = ["equalize_steps", "equalize_plan_layouts", "DEFAULT_MAX_ROUNDS"]
 
@@ -18,20 +18,11 @@ DEFAULT_MAX_ROUNDS = 64
 
 def _batch_frames(lengths: np.ndarray, *, engine: EngineSettings, full_epoch_0idx: int, offset: int) -> np.ndarray:
     """Frames (first data key) of each batch the rank makes: the order, filter and batching of
-    :func:`~.engine_sim.simulate_sub_epoch` for one rank."""
+    :func:`~.engine_sim.rank_batches`, as :func:`~.engine_sim.simulate_sub_epoch` makes them."""
     if lengths.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = sub_epoch_seq_order(
-        lengths,
-        seq_ordering=engine.seq_ordering,
-        full_epoch_0idx=full_epoch_0idx,
-        random_seed_offset=offset,
-        fixed_random_seed=engine.fixed_random_seed,
-    )
-    x = lengths[order]
-    x = x[length_filter(x, min_seq_length=engine.min_seq_length, max_seq_length=engine.max_seq_length)]
-    bounds = batch_bounds(x, batch_size=engine.batch_size, max_seqs=engine.max_seqs)
-    cum = np.concatenate([[0], np.cumsum(x)])
+    x, bounds = rank_batches(lengths, engine=engine, full_epoch_0idx=full_epoch_0idx, random_seed_offset=offset)
+    cum = np.concatenate([[0], np.cumsum(x[:, 0])])
     return np.diff(cum[bounds])
 
 

@@ -47,6 +47,11 @@ class Violation:
     shard_index: Optional[int]
     message: str
 
+    @classmethod
+    def of_settings(cls, message: str, *, shard_index: Optional[int] = None) -> "Violation":
+        """A settings violation: of no sub-epoch, and of ``shard_index`` where one rank is to blame."""
+        return cls("settings", -1, None, shard_index, message)
+
     def sort_key(self) -> Tuple[int, int, int, int]:
         return (
             self.full_epoch_0idx,
@@ -83,7 +88,7 @@ def check_rank_settings(settings: Mapping[int, Mapping[str, Any]], *, num_shards
     out: List[Violation] = []
     missing = sorted(set(range(num_shards)) - set(settings))
     if missing:
-        out.append(Violation("settings", -1, None, None, f"no record for ranks {missing} of num_shards={num_shards}"))
+        out.append(Violation.of_settings(f"no record for ranks {missing} of num_shards={num_shards}"))
     for rank in sorted(settings):
         s = settings[rank]
         got = (s.get("num_shards"), s.get("shard_index"))
@@ -99,18 +104,14 @@ def check_rank_settings(settings: Mapping[int, Mapping[str, Any]], *, num_shards
                 f"rank {rank}: the dataset has num_shards={got[0]}, shard_index={got[1]} instead of "
                 f"{num_shards}, {rank}: it took another rank or size than the one it ran as"
             )
-        out.append(Violation("settings", -1, None, rank, msg))
+        out.append(Violation.of_settings(msg, shard_index=rank))
     ranks = sorted(settings)
     for name in SETTINGS_CHECKED:
         values = {rank: settings[rank].get(name) for rank in ranks}
         if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
             out.append(
-                Violation(
-                    "settings",
-                    -1,
-                    None,
-                    None,
-                    f"ranks disagree on {name}: {values}; all ranks must shuffle and cut the files alike",
+                Violation.of_settings(
+                    f"ranks disagree on {name}: {values}; all ranks must shuffle and cut the files alike"
                 )
             )
     return out

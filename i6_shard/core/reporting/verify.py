@@ -144,11 +144,7 @@ def _reads_of(
         )
     if len(cuts) > 1:
         out.append(
-            Violation(
-                "settings",
-                -1,
-                None,
-                None,
+            Violation.of_settings(
                 f"the reading processes cut the files into different numbers of shards {sorted(cuts)} (ranks "
                 f"{num_shards}): some DataLoader workers shard and others do not",
             )

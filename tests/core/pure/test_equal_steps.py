@@ -7,25 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.core.pure.distribute import distribute_evenly_by_size
-from i6_shard.core.pure.engine_sim import EngineSettings, simulate_sub_epoch
+from i6_shard.core.pure.engine_sim import EngineSettings
 from i6_shard.core.pure.equal_steps import equalize_steps
 from tests.strategies import examples
+from tests.sub_epoch_sims import simulate_bins
 
 
-def _drops(positions, bounds, lengths, *, num_shards, partition_epoch, engine):
-    out = []
-    for s in range(partition_epoch):
-        ranks = [
-            positions[bounds[r * partition_epoch + s] : bounds[r * partition_epoch + s + 1]] for r in range(num_shards)
-        ]
-        sim = simulate_sub_epoch(
-            [np.concatenate([lengths[i] for i in f]) for f in ranks],
-            engine=engine,
-            full_epoch_0idx=1,
-            random_seed_offset=3,
-        )
-        out.append(sum(sim.frames_total) - sum(sim.frames_consumed))
-    return out
+def _drops(positions, bounds, lengths, **kwargs):
+    """Frames each sub-epoch drops, in the simulated engine."""
+    sims = simulate_bins(positions, bounds, lengths, full_epoch_0idx=1, random_seed_offset=3, **kwargs)
+    return [sum(sim.frames_total) - sum(sim.frames_consumed) for sim in sims]
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -43,14 +34,8 @@ def test_equal_steps_keeps_the_files_and_never_drops_more(seqs, seed, num_shards
     bounds = distribute_evenly_by_size(np.array([x.sum() for x in lengths]), num_bins=bins)
     positions = np.arange(len(lengths))
     engine = EngineSettings(batch_size=60, max_seqs=4, torch_distributed=sync)
-    kwargs = dict(
-        file_lengths=lengths,
-        num_shards=num_shards,
-        partition_epoch=partition_epoch,
-        engine=engine,
-        full_epoch_0idx=1,
-        random_seed_offset=3,
-    )
+    shared = dict(num_shards=num_shards, partition_epoch=partition_epoch, engine=engine)
+    kwargs = dict(file_lengths=lengths, full_epoch_0idx=1, random_seed_offset=3, **shared)
     new_pos, new_bounds, info = equalize_steps(positions, bounds, **kwargs)
     assert sorted(new_pos.tolist()) == list(range(len(lengths)))
     assert len(new_bounds) == bins + 1 and all(np.diff(new_bounds) >= 1)
@@ -66,8 +51,8 @@ def test_equal_steps_keeps_the_files_and_never_drops_more(seqs, seed, num_shards
             for i in new_pos[new_bounds[r * partition_epoch + s] : new_bounds[r * partition_epoch + s + 1]]
         }
         assert old == new
-    before = _drops(positions, bounds, lengths, num_shards=num_shards, partition_epoch=partition_epoch, engine=engine)
-    after = _drops(new_pos, new_bounds, lengths, num_shards=num_shards, partition_epoch=partition_epoch, engine=engine)
+    before = _drops(positions, bounds, lengths, **shared)
+    after = _drops(new_pos, new_bounds, lengths, **shared)
     assert after == info["dropped_frames"]
     assert all(a <= b for a, b in zip(after, before))
     again = equalize_steps(positions, bounds, **kwargs)
