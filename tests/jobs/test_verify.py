@@ -40,15 +40,7 @@ def test_passes_with_sharding_fix(work_dir, hdf_files, capsys):
     files = [tk.Path(f) for f in hdf_files]
     job = VerifyShardingJob(sharded_dfd(files, partition_epoch=3, sharding_fix=True), num_shards=3, epochs=6)
     run_job(job)
-    assert job.out_ok.get() is True
-    # One progress line per rank (each is a RETURNN process that can take a while).
-    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
-    assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
-        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)
-    ]
-    report = _read(job.out_report.get_path())
-    assert report.startswith("i6_shard sharding verification: OK\n")
-    assert "full epoch 0: " in report and "full epoch 1: " in report and "partly read" not in report
+    _assert_ok_on_3_ranks(job, capsys)
 
 
 def test_fails_listing_the_double_sharding_loss(work_dir, hdf_files):
@@ -483,14 +475,7 @@ def test_verifies_a_wrapped_dfd(work_dir, hdf_files, capsys):
     }
     job = VerifyShardingJob(wrapped, num_shards=3, epochs=6, key_path=["dataset"])
     run_job(job)
-    assert job.out_ok.get() is True
-    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
-    assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
-        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)
-    ]
-    report = _read(job.out_report.get_path())
-    assert report.startswith("i6_shard sharding verification: OK\n")
-    assert "full epoch 0: " in report and "full epoch 1: " in report and "partly read" not in report
+    _assert_ok_on_3_ranks(job, capsys)
 
 
 @pytest.fixture(scope="module")
@@ -587,3 +572,16 @@ def test_verifies_dataloader_workers_that_shard_and_a_multi_epoch_dataset_that_l
     with pytest.raises(ShardingVerificationError):
         run_job(lossy)
     assert "FAILED" in _read(lossy.out_report.get_path())
+
+
+def _assert_ok_on_3_ranks(job, capsys) -> None:
+    """The job passed: one progress line per rank (each a RETURNN process that can take a while), 6 sub-epochs of
+    3 ranks read, and a report that says OK and covers both full epochs completely."""
+    assert job.out_ok.get() is True
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
+    assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
+        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)
+    ]
+    report = _read(job.out_report.get_path())
+    assert report.startswith("i6_shard sharding verification: OK\n")
+    assert "full epoch 0: " in report and "full epoch 1: " in report and "partly read" not in report
