@@ -212,6 +212,11 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
     check_regular_file(lengths_path, what="lengths archive")
     lengths = load_file_costs(lengths_path)  # the one checked loader (refuses a sizes archive in bytes)
     _check_same_files(sizes.keys, lengths.keys, cut_path=archive_path, lengths_path=lengths_path)
+    if request.batching is None and lengths.batching is None:
+        raise ValueError(
+            f"lengths={lengths_path!r} gives the predicted loss its sequence lengths, but no batching limits were "
+            "given: give batch_size and/or max_seqs (--batch-size / --max-seqs) too, or leave lengths out"
+        )
     outputs = plan_sizes(sizes, request, lengths=lengths, compare=compare)
     return replace(outputs, lengths_from=os.path.basename(lengths_path))
 
@@ -243,6 +248,11 @@ def plan_sizes(
     """The plan of ``request`` over loaded sizes or costs (:func:`plan_of_sizes`) and its outputs: the per-node
     cache of the request, and with ``lengths`` (a costs archive of the same files) the predicted loss under the
     request's batching (or, for costs in steps, the limits they count)."""
+    if request.lengths is not None and lengths is None:
+        raise ValueError(
+            f"the request names a lengths archive ({request.lengths!r}), which plan_sizes does not read: plan with "
+            "plan_archive(...), or pass its load_file_costs(...) as lengths="
+        )
     plan = plan_of_sizes(sizes, request)
     batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
     return _outputs(

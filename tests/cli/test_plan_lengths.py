@@ -104,3 +104,14 @@ def test_a_sizes_archive_as_the_lengths_is_refused(tmp_path, capsys):
     os.link(sizes_path, other)
     assert _plan(sizes_path, tmp_path / "out", "--lengths", other, "--batch-size", str(BATCH_SIZE)) == 2
     assert "holds sizes in bytes, without sequence lengths" in capsys.readouterr().err
+
+
+def test_lengths_without_batching_limits_are_refused_by_name(tmp_path, capsys):
+    sizes_path, costs_path, _ = _archives(tmp_path)
+    assert _plan(sizes_path, tmp_path / "out", "--lengths", costs_path) == 2
+    assert f"lengths={costs_path!r} gives the predicted loss its sequence lengths" in capsys.readouterr().err
+    request = core.PlanRequest.from_options(
+        num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS, lengths=costs_path
+    )
+    with pytest.raises(ValueError, match="which plan_sizes does not read"):  # never ignored silently
+        core.plan_sizes(core.load_file_sizes(sizes_path), request)
