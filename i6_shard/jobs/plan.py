@@ -3,6 +3,7 @@ and plot, as cached Sisyphus outputs (the same bytes as ``python -m i6_shard pla
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -329,7 +330,11 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
                 "(plot=False: another job, without out_plot)"
             )
-        outputs = core.plan_archive(path_str(self.file_sizes), self.plan_request)  # the planning floor
+        request = self.plan_request
+        lengths = getattr(self, "lengths", None)  # a job pickled before the option existed has none
+        if lengths is not None:  # resolved where the job runs, as file_sizes is
+            request = dataclasses.replace(request, lengths=path_str(lengths))
+        outputs = core.plan_archive(path_str(self.file_sizes), request)  # the planning floor
         summary = core.write_outputs(
             outputs,
             plan_path=self.out_plan.get_path(),
