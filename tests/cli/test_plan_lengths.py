@@ -10,6 +10,7 @@ import pytest
 from i6_shard import core
 from i6_shard.cli import main
 from i6_shard.core.io.file_costs import sorted_length_quantiles
+from i6_shard.core.pure.batching import Batching
 from i6_shard.core.pure.engine_sim import EngineSettings, simulate_sub_epoch
 
 NUM_SHARDS, PARTITION_EPOCH, NUM_EPOCHS, BATCH_SIZE = 3, 2, 4, 700
@@ -115,3 +116,19 @@ def test_lengths_without_batching_limits_are_refused_by_name(tmp_path, capsys):
     )
     with pytest.raises(ValueError, match="which plan_sizes does not read"):  # never ignored silently
         core.plan_sizes(core.load_file_sizes(sizes_path), request)
+
+
+def test_lengths_of_other_files_given_to_a_made_plan_name_the_first_differing_key(tmp_path):
+    from i6_shard.core import planning
+
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(36)]
+    keys[7] = "/corpus/other.hdf"
+    sizes_path, costs_path, _ = _archives(tmp_path, costs_keys=keys)
+    request = core.PlanRequest.from_options(
+        num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS
+    )
+    plan = planning.plan_of_sizes(core.load_file_sizes(sizes_path), request)
+    with pytest.raises(ValueError, match=r"entry 7 is '/corpus/other.hdf', not the plan's '/corpus/part-007.hdf'"):
+        planning.plan_outputs(
+            plan, batching=Batching(batch_size=BATCH_SIZE, max_seqs=None), lengths=core.io.load_file_costs(costs_path)
+        )
