@@ -153,6 +153,7 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
         sub_epoch_constant_bytes=None
         if getattr(args, "sub_epoch_constant_bytes", None) is None
         else parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"),
+        lengths=getattr(args, "lengths", None),
     )
 
 
@@ -394,7 +395,12 @@ EXAMPLES = {
             "8 GPUs, 20 sub-epochs per full epoch, 200 sub-epochs of training, bins balanced by frames",
             "plan --sizes costs.npz --num-shards 8 --partition-epoch 20 --num-epochs 200 --distribution balanced "
             "-o plan/",
-        )
+        ),
+        (
+            "RETURNN's own cut by bytes (a plain DistributeFilesDataset), its loss predicted from the frames' lengths",
+            "plan --sizes sizes.npz --lengths costs.npz --batch-size 20000 --num-shards 8 --partition-epoch 20 "
+            "--num-epochs 200 -o plan/",
+        ),
     ],
     "files": [
         ("the files rank 0 reads in sub-epoch 3", "files plan/ --rank 0 --epoch 3"),
@@ -635,6 +641,7 @@ def _add_plan(sub) -> None:
         help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
         "ComputeFileCostsJob: the bins are balanced by its unit)",
     )
+    _plan_option(p, "lengths", metavar="COSTS_NPZ", extra_help="; needs --batch-size or --max-seqs")
     _plan_option(p, "batch_size", type=int)
     _plan_option(p, "max_seqs", type=int)
     _add_sync_options(p)

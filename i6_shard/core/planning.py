@@ -19,7 +19,7 @@ place of the prediction (``RankOutputs.prediction``), which every output then sh
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -39,6 +39,7 @@ from .pure.request import PlanRequest
 from .pure.settings import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
 from .pure.unsharded import UnshardedStats, compute_unsharded_stats
+from .pure.text import first_difference
 
 __all__ = [
     "PlanOutputs",
@@ -117,6 +118,8 @@ class PlanOutputs:
     :ivar footprint: the per-node cache footprint (with a request's ``node_cache``)
     :ivar cache_size: bytes of each node's cache
     :ivar partition_epoch_fits: with ``cache_size`` and ``CachedFile``: the footprint of other partition_epochs
+    :ivar lengths_from: the name of the costs archive the prediction's sequence lengths came from, where it is
+        not the archive the plan was cut by (``PlanRequest.lengths``)
     """
 
     plan: ShardPlan
@@ -130,6 +133,7 @@ class PlanOutputs:
     footprint: Optional[CacheFootprint] = None
     cache_size: Optional[int] = None
     partition_epoch_fits: Optional[List[Dict[str, object]]] = None
+    lengths_from: Optional[str] = None
 
     @property
     def stats(self) -> PlanStats:
@@ -189,13 +193,54 @@ def plan_of_sizes(sizes: FileSizes, request: PlanRequest) -> ShardPlan:
 def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *, compare: bool = True) -> PlanOutputs:
     """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit) and its outputs
     (:func:`plan_sizes`); the files' sequence lengths are read where the loss is predicted: under the request's
-    batching, and always for a plan by steps (under the limits its costs count)."""
+    batching, and always for a plan by steps (under the limits its costs count). They come from the archive
+    itself, or from the costs archive ``request.lengths`` of the same files (so that a plan cut by bytes, as a
+    plain DistributeFilesDataset cuts, is predicted too; the outputs name it as ``lengths_from``).
+
+    :raises ValueError: if the lengths archive lists other files or another order than ``archive_path``,
+        naming both and the first differing key
+    """
     archive_path = os.fspath(archive_path)
     check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
     sizes = load_file_sizes(archive_path)
-    needs_lengths = request.batching is not None or sizes.unit == "steps"
-    lengths = load_file_costs(archive_path) if needs_lengths else None
-    return plan_sizes(sizes, request, lengths=lengths, compare=compare)
+    lengths_path = request.lengths
+    if lengths_path is not None and os.path.abspath(lengths_path) == os.path.abspath(archive_path):
+        lengths_path = None  # the archive's own lengths
+    if lengths_path is None:
+        needs_lengths = request.batching is not None or sizes.unit == "steps"
+        lengths = load_file_costs(archive_path) if needs_lengths else None
+        return plan_sizes(sizes, request, lengths=lengths, compare=compare)
+    check_regular_file(lengths_path, what="lengths archive")
+    lengths = load_file_costs(lengths_path)  # the one checked loader (refuses a sizes archive in bytes)
+    _check_same_files(sizes.keys, lengths.keys, cut_path=archive_path, lengths_path=lengths_path)
+    if request.batching is None and lengths.batching is None:
+        raise ValueError(
+            f"lengths={lengths_path!r} gives the predicted loss its sequence lengths, but no batching limits were "
+            "given: give batch_size and/or max_seqs (--batch-size / --max-seqs) too, or leave lengths out"
+        )
+    outputs = plan_sizes(sizes, request, lengths=lengths, compare=compare)
+    return replace(outputs, lengths_from=os.path.basename(lengths_path))
+
+
+def _check_same_files(keys: List[str], lengths_keys: List[str], *, cut_path: str, lengths_path: str) -> None:
+    """ValueError unless the lengths archive lists the cut archive's files in its order, naming both and where
+    they first differ.
+
+    >>> _check_same_files(["a", "b"], ["a", "c"], cut_path="sizes.npz", lengths_path="costs.npz")
+    Traceback (most recent call last):
+    ...
+    ValueError: the lengths archive 'costs.npz' does not list the files of 'sizes.npz' in their order: they first differ at entry 1 ('b' in 'sizes.npz', 'c' in 'costs.npz'); compute both archives for the same file list
+    """
+    idx = first_difference(keys, lengths_keys)
+    if idx is None:
+        return
+    here = repr(keys[idx]) if idx < len(keys) else "no entry"
+    there = repr(lengths_keys[idx]) if idx < len(lengths_keys) else "no entry"
+    raise ValueError(
+        f"the lengths archive {lengths_path!r} does not list the files of {cut_path!r} in their order: they first "
+        f"differ at entry {idx} ({here} in {cut_path!r}, {there} in {lengths_path!r}); compute both archives for "
+        "the same file list"
+    )
 
 
 def plan_sizes(
@@ -204,6 +249,11 @@ def plan_sizes(
     """The plan of ``request`` over loaded sizes or costs (:func:`plan_of_sizes`) and its outputs: the per-node
     cache of the request, and with ``lengths`` (a costs archive of the same files) the predicted loss under the
     request's batching (or, for costs in steps, the limits they count)."""
+    if request.lengths is not None and lengths is None:
+        raise ValueError(
+            f"the request names a lengths archive ({request.lengths!r}), which plan_sizes does not read: plan with "
+            "plan_archive(...), or pass its load_file_costs(...) as lengths="
+        )
     plan = plan_of_sizes(sizes, request)
     batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
     return _outputs(
@@ -359,10 +409,14 @@ def _check_prediction_inputs(plan: ShardPlan, *, batching: Optional[Batching], l
             "the predicted loss needs both the batching limits (batch_size / max_seqs) and the files' "
             "sequence lengths (a costs archive: `python -m i6_shard costs` or ComputeFileCostsJob)"
         )
-    if lengths is not None and lengths.keys != plan.keys:
+    idx = None if lengths is None else first_difference(plan.keys, lengths.keys)
+    if idx is not None:
+        first = repr(lengths.keys[idx]) if idx < len(lengths.keys) else "no entry"
         raise ValueError(
             f"the costs archive lists {len(lengths.keys)} files, not the plan's {plan.num_files} in its "
-            "order; compute the costs for the same file list"
+            f"order (entry {idx} is {first}, not the plan's "
+            f"{repr(plan.keys[idx]) if idx < plan.num_files else 'no entry'}); compute the costs for the same "
+            "file list"
         )
 
 

@@ -3,6 +3,7 @@ and plot, as cached Sisyphus outputs (the same bytes as ``python -m i6_shard pla
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -41,6 +42,8 @@ def _request(args: Dict[str, Any]) -> core.PlanRequest:
     """The job's plan options as a validated PlanRequest, built once (``PlanRequest.from_options``) for the hash
     and ``__init__`` of one job; raises naming the option. ``args``: Sisyphus' parsed arguments."""
     options = {name: args[name] for name in _PLAN_OPTIONS if name in args}
+    if options.get("lengths") is not None:  # the request holds the path string the job's run reads
+        options["lengths"] = path_str(options["lengths"])
     key = tuple((name, type(value), value) for name, value in options.items())
     if _last_request[0] != key:
         _last_request[:] = [None, None]  # a failed build leaves no request behind
@@ -74,6 +77,7 @@ def _checked(args: Dict[str, Any]) -> Tuple[core.PlanRequest, bool, Dict[str, Un
     """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
     too): the request, ``plot`` and the resource requests given, in plain Python values."""
     _check_file_sizes(args["file_sizes"])
+    _check_lengths(args.get("lengths"))
     request = _request(args)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
@@ -105,6 +109,18 @@ def _check_file_sizes(file_sizes: Any) -> None:
         )
     check_absolute(file_sizes, name="file_sizes")
     check_archive_path(path_str(file_sizes), name="file_sizes")
+
+
+def _check_lengths(lengths: Any) -> None:
+    if lengths is None:
+        return
+    if not isinstance(lengths, (tk.Path, str)):
+        raise TypeError(
+            f"lengths={lengths!r} must be a tk.Path or str: pass ComputeFileCostsJob(...).out_file_costs or the "
+            ".npz of `python -m i6_shard costs`, or None"
+        )
+    check_absolute(lengths, name="lengths")
+    check_archive_path(path_str(lengths), name="lengths")
 
 
 class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
@@ -145,6 +161,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 "param_sync_step",
                 "accum_grad_multiple_step",
                 "sub_epoch_constant_bytes",
+                "lengths",
             )
         },
     }
@@ -173,6 +190,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         param_sync_step: Optional[int] = _D["param_sync_step"],
         accum_grad_multiple_step: Optional[int] = _D["accum_grad_multiple_step"],
         sub_epoch_constant_bytes: Optional[int] = _D["sub_epoch_constant_bytes"],
+        lengths: Optional[Union[tk.Path, str]] = _D["lengths"],
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -212,6 +230,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             every ``param_sync_step`` optimizer updates, and the simulated steps accumulate as the training does
         :param sub_epoch_constant_bytes: with ranks_per_node: bytes of the files the sub-epoch dataset reads in
             every sub-epoch besides its bin's; the node cache footprint holds them in every sub-epoch
+        :param lengths: a costs archive of the same files in the same order (ComputeFileCostsJob.out_file_costs):
+            the prediction takes its sequence lengths while the bins stay cut by ``file_sizes`` (e.g. sizes in
+            bytes, RETURNN's cut of a plain DistributeFilesDataset); None: ``file_sizes``' own
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
             plan runs as a mini task unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -240,6 +261,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 param_sync_step=param_sync_step,
                 accum_grad_multiple_step=accum_grad_multiple_step,
                 sub_epoch_constant_bytes=sub_epoch_constant_bytes,
+                lengths=lengths,
                 time_rqmt=time_rqmt,
                 mem_rqmt=mem_rqmt,
                 cpu_rqmt=cpu_rqmt,
@@ -264,6 +286,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.reduce_type, self.param_sync_step = plain["reduce_type"], plain["param_sync_step"]
         self.accum_grad_multiple_step = plain["accum_grad_multiple_step"]
         self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
+        self.lengths = lengths  # an input of the job (a tk.Path), read when it runs
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)
@@ -307,7 +330,11 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
                 "(plot=False: another job, without out_plot)"
             )
-        outputs = core.plan_archive(path_str(self.file_sizes), self.plan_request)  # the planning floor
+        request = self.plan_request
+        lengths = getattr(self, "lengths", None)  # a job pickled before the option existed has none
+        if lengths is not None:  # resolved where the job runs, as file_sizes is
+            request = dataclasses.replace(request, lengths=path_str(lengths))
+        outputs = core.plan_archive(path_str(self.file_sizes), request)  # the planning floor
         summary = core.write_outputs(
             outputs,
             plan_path=self.out_plan.get_path(),

@@ -34,6 +34,7 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "param_sync_step": None,
     "accum_grad_multiple_step": None,  # the config's default 1
     "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
+    "lengths": None,  # the sequence lengths come from the archive the plan is cut by
 }
 
 #: What each option of :data:`PLAN_OPTION_DEFAULTS` means, in one line: the command line's help and the docs
@@ -72,6 +73,9 @@ PLAN_OPTION_HELP: Dict[str, str] = {
     "param syncs come every param_sync_step updates",
     "sub_epoch_constant_bytes": "with ranks_per_node: bytes of the files the sub-epoch dataset reads in every "
     "sub-epoch besides its bin's: the node cache holds them in every sub-epoch",
+    "lengths": "a costs archive (`costs`, ComputeFileCostsJob) of the same files in the same order: the "
+    "prediction takes its sequence lengths, the bins are still cut by the sizes archive (e.g. one in bytes, "
+    "as RETURNN cuts a plain DistributeFilesDataset)",
 }
 
 
@@ -87,6 +91,8 @@ class PlanRequest:
     :ivar cache_size: bytes of each node's cache: the outputs say whether the plan fits (needs ``node_cache``)
     :ivar sync: how the ranks sync (``torch_distributed``'s ``reduce_type``, ``param_sync_step``): the predicted
         steps and loss assume it
+    :ivar lengths: path of a costs archive of the same files whose sequence lengths the prediction takes (the
+        bins are cut by the archive the plan is made of); None: that archive's own lengths
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -99,6 +105,7 @@ class PlanRequest:
     node_cache: Optional[NodeCache] = None
     cache_size: Optional[int] = None
     sync: SyncMode = SyncMode()
+    lengths: Optional[str] = None
 
     def __post_init__(self):
         self.validate()
@@ -118,6 +125,11 @@ class PlanRequest:
                 )
         if not isinstance(self.sync, SyncMode):
             raise TypeError(f"sync has type {type(self.sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
+        if self.lengths is not None and (not isinstance(self.lengths, str) or not self.lengths):
+            error = TypeError if not isinstance(self.lengths, str) else ValueError
+            raise error(
+                f"lengths={self.lengths!r}: give the path of a costs archive (a str, e.g. 'costs.npz'), or None"
+            )
 
     @classmethod
     def from_options(
@@ -172,7 +184,15 @@ class PlanRequest:
             batching,
             *_node_cache(o, preload=preload),
             sync=SyncMode(o["reduce_type"], o["param_sync_step"], o["accum_grad_multiple_step"] or 1),
+            lengths=None if o["lengths"] is None else _path_text(o["lengths"]),
         )
+
+
+def _path_text(path: Any) -> Any:
+    """A path given as ``os.PathLike`` (e.g. ``pathlib.Path``) as its str; anything else unchanged, for
+    ``validate`` to name."""
+    fspath = getattr(type(path), "__fspath__", None)
+    return fspath(path) if fspath is not None else path
 
 
 def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:

@@ -81,6 +81,8 @@ def summary_of(outputs: PlanOutputs) -> Dict[str, Any]:
     summary = summarize(plan, outputs.stats, cache=cache, non_contiguous=outputs.non_contiguous(), **compared)
     if outputs.ranks.prediction is not None:
         summary.update(prediction_summary(outputs.ranks))
+    if outputs.lengths_from is not None:  # the lengths came from another archive than the one cut
+        summary["lengths_from"] = outputs.lengths_from
     return summary
 
 

@@ -71,6 +71,8 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
     st = b["steps_per_rank"]
     sync = summary.get("sync") or SyncMode().as_dict()
     source = "each file's own lengths" if b.get("lengths") == "per file" else "pooled lengths"
+    if summary.get("lengths_from") is not None:
+        source += f" from {summary['lengths_from']}"
     when = (
         "when the first rank runs out"
         if sync["reduce_type"] == "grad"
