@@ -671,13 +671,14 @@ def _add_sync_options(p: argparse.ArgumentParser) -> None:
     _plan_option(p, "accum_grad_multiple_step", type=int)
 
 
+_FILES_HELP = (
+    "print the files one rank reads in one sub-epoch, in the order RETURNN passes them to get_sub_epoch_dataset, "
+    "as the training reads them from the plan file"
+)
+
+
 def _add_files(sub) -> None:
-    p = _parser(
-        sub,
-        "files",
-        help="print the files one rank reads in one sub-epoch, in the order RETURNN passes them to "
-        "get_sub_epoch_dataset, as the training reads them from the plan file",
-    )
+    p = _parser(sub, "files", help=_FILES_HELP)
     p.add_argument("plan", help=f"a plan directory with {core.PLAN_FILE}, or the plan file (from `plan`/ShardPlanJob)")
     p.add_argument("--rank", type=int, required=True, help="the rank (shard_index), 0..num_shards-1")
     p.add_argument("--epoch", type=int, required=True, help="the sub-epoch, 1-based as RETURNN counts")

@@ -102,25 +102,30 @@ def plan_rqmt(*, num_files: Optional[int], settings: core.PlanSettings) -> Tuple
 
 
 def _check_file_sizes(file_sizes: Any) -> None:
-    if not isinstance(file_sizes, (tk.Path, str)):
-        raise TypeError(
-            f"file_sizes={file_sizes!r} must be a tk.Path or str: pass "
-            "ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`"
-        )
-    check_absolute(file_sizes, name="file_sizes")
-    check_archive_path(path_str(file_sizes), name="file_sizes")
+    """A sizes or costs archive input: a tk.Path or absolute str of an .npz."""
+    _check_archive_input(
+        file_sizes,
+        name="file_sizes",
+        made_by="ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`",
+    )
 
 
 def _check_lengths(lengths: Any) -> None:
-    if lengths is None:
-        return
-    if not isinstance(lengths, (tk.Path, str)):
-        raise TypeError(
-            f"lengths={lengths!r} must be a tk.Path or str: pass ComputeFileCostsJob(...).out_file_costs or the "
-            ".npz of `python -m i6_shard costs`, or None"
+    """The optional lengths archive: None, or a tk.Path or absolute str of a costs .npz."""
+    if lengths is not None:
+        _check_archive_input(
+            lengths,
+            name="lengths",
+            made_by="ComputeFileCostsJob(...).out_file_costs or the .npz of `python -m i6_shard costs`, or None",
         )
-    check_absolute(lengths, name="lengths")
-    check_archive_path(path_str(lengths), name="lengths")
+
+
+def _check_archive_input(value: Any, *, name: str, made_by: str) -> None:
+    """TypeError/ValueError naming ``name`` unless ``value`` is a tk.Path or an absolute str of an .npz archive."""
+    if not isinstance(value, (tk.Path, str)):
+        raise TypeError(f"{name}={value!r} must be a tk.Path or str: pass {made_by}")
+    check_absolute(value, name=name)
+    check_archive_path(path_str(value), name=name)
 
 
 class ShardPlanJob(Job, metaclass=PlainNumbersJobType):

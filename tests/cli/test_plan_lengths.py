@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
+from tests.costs_data import frames_costs
 from i6_shard import core
 from i6_shard.cli import main
-from i6_shard.core.io.file_costs import sorted_length_quantiles
 from i6_shard.core.pure.batching import Batching
 from i6_shard.core.pure.engine_sim import EngineSettings, simulate_sub_epoch
 
@@ -23,18 +23,9 @@ def _archives(tmp_path, *, costs_keys=None):
     keys = [f"/corpus/part-{i:03d}.hdf" for i in range(36)]
     num_seqs = rng.randint(1, 9, size=len(keys))
     lengths = [rng.randint(20, 400, size=n).astype(np.int32) for n in num_seqs]
-    frames = np.array([int(x.sum()) for x in lengths], dtype=np.int64)
     sizes_path, costs_path = str(tmp_path / "sizes.npz"), str(tmp_path / "costs.npz")
     core.save_file_sizes(core.FileSizes(keys=keys, sizes=rng.randint(10**5, 10**7, size=len(keys))), sizes_path)
-    costs = core.io.FileCosts(
-        keys=keys if costs_keys is None else costs_keys,
-        costs=frames,
-        unit="frames",
-        num_seqs=num_seqs.astype(np.int64),
-        num_frames=frames,
-        seq_length_quantiles=sorted_length_quantiles(np.sort(np.concatenate(lengths))),
-        seq_lengths=np.concatenate(lengths),
-    )
+    costs = frames_costs(keys if costs_keys is None else costs_keys, lengths)
     core.io.save_file_costs(costs, costs_path)
     return sizes_path, costs_path, lengths
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from tests.costs_data import frames_costs
 from i6_shard import core
 from i6_shard.core import planning
-from i6_shard.core.io.file_costs import sorted_length_quantiles
 from i6_shard.core.pure.request import PlanRequest
 
 
@@ -72,16 +72,7 @@ def _costs_archive(path, num_files=24, seed=1):
     num_seqs = rng.randint(1, 6, size=num_files)
     lengths = [rng.randint(10, 200, size=n).astype(np.int32) for n in num_seqs]
     keys = [f"/data/f{i:02d}.hdf" for i in range(num_files)]
-    frames = np.array([int(x.sum()) for x in lengths], dtype=np.int64)
-    costs = core.io.FileCosts(
-        keys=keys,
-        costs=frames,
-        unit="frames",
-        num_seqs=num_seqs.astype(np.int64),
-        num_frames=frames,
-        seq_length_quantiles=sorted_length_quantiles(np.sort(np.concatenate(lengths))),
-        seq_lengths=np.concatenate(lengths),
-    )
+    costs = frames_costs(keys, lengths)
     core.io.save_file_costs(costs, path)
     return path
 
