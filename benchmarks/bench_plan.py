@@ -97,10 +97,10 @@ def _report_child(way: str, argv: list) -> None:
     import resource
 
     from i6_shard import cli
-    from i6_shard.core.reporting import outputs
+    from i6_shard.core import planning
 
     if way == "before":
-        outputs.other_mode_stats = _old_other_mode_stats
+        planning._other_mode_stats = _old_other_mode_stats
     t0, usage0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     code = cli.main(argv)
     usage = resource.getrusage(resource.RUSAGE_SELF)
