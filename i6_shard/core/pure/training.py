@@ -5,9 +5,10 @@ training report renders it."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -266,8 +267,6 @@ def analyze_training_records(
     return summary, a.rec
 
 
-#: A value the logs do not give (None in the summary), in the int64 grids of :class:`TrainRecords`.
-_NONE = np.iinfo(np.int64).min
 #: The int fields of a record (``filtered_*`` only with a length filter), in the order of its dict.
 _FIELDS = (
     "consumed_seqs",
@@ -283,15 +282,16 @@ _FIELDS = (
 
 
 class TrainRecords:
-    """The (sub-epoch, rank) records of a training: one int64 grid [sub-epoch, rank] per field (None stored as
-    the int64 minimum), whether each record is in the logs and finished, and ``files_match_plan`` (int8: -1 None,
-    0 False, 1 True): some 60 bytes per record. :meth:`rows` makes one sub-epoch's records into the summary's
-    dicts, as they are written."""
+    """The (sub-epoch, rank) records of a training: per field an int64 grid [sub-epoch, rank] (-1 where the value
+    is unknown or the record missing) and a bool grid of where it is unknown (None in the summary); whether each
+    record is in the logs and finished, and ``files_match_plan`` (int8: -1 None, 0 False, 1 True): some 70 bytes
+    per record. :meth:`rows` makes one sub-epoch's records into the summary's dicts, as they are written."""
 
     def __init__(self, num_epochs: int, rank_ids: Sequence[int], *, filtered: bool = False):
         shape = (num_epochs, len(rank_ids))
         self.fields = tuple(n for n in _FIELDS if filtered or not n.startswith("filtered_"))
-        self.grids = {n: np.full(shape, _NONE, dtype=np.int64) for n in self.fields}
+        self.grids = {n: np.full(shape, -1, dtype=np.int64) for n in self.fields}
+        self.unknown = {n: np.ones(shape, dtype=bool) for n in self.fields if n != "steps"}  # (steps: always known)
         self.present = np.zeros(shape, dtype=bool)
         self.finished = np.zeros(shape, dtype=bool)
         self.match = np.full(shape, -1, dtype=np.int8)
@@ -305,22 +305,27 @@ class TrainRecords:
     def set(self, i: int, r: int, values: Mapping[str, Optional[int]], *, finished: bool) -> None:
         for n in self.fields:
             v = values[n]
-            self.grids[n][i, r] = _NONE if v is None else v
+            if v is not None:
+                self.grids[n][i, r] = v
+                if n in self.unknown:
+                    self.unknown[n][i, r] = False
         self.present[i, r] = True
         self.finished[i, r] = finished
 
     def grid(self, name: str) -> np.ndarray:
-        """The field's grid with -1 where unknown or missing."""
-        g = self.grids[name]
-        return np.where(g == _NONE, -1, g)
+        """The field's grid, -1 where unknown or missing (read-only: no copy)."""
+        g = self.grids[name].view()
+        g.flags.writeable = False
+        return g
 
     def known(self, name: str) -> np.ndarray:
         """Where the field is known (records missing from the logs are not)."""
-        return self.present & (self.grids[name] != _NONE)
+        return self.present & ~self.unknown[name] if name in self.unknown else self.present.copy()
 
     def rows(self, i: int) -> Iterator[Dict[str, Any]]:
         """Sub-epoch ``i``'s records as the summary lists them, in rank order."""
         cols = {n: self.grids[n][i].tolist() for n in self.fields}
+        unknown = {n: self.unknown[n][i].tolist() for n in self.unknown}
         present, match = self.present[i].tolist(), self.match[i].tolist()
         for r, rank in enumerate(self.rank_ids):
             if not present[r]:
@@ -328,8 +333,7 @@ class TrainRecords:
                 continue
             x: Dict[str, Any] = {"rank": rank}
             for n in self.fields:
-                v = cols[n][r]
-                x[n] = None if v == _NONE else v
+                x[n] = None if n in unknown and unknown[n][r] else cols[n][r]
             x["files_match_plan"] = (None, False, True)[match[r] + 1]
             yield x
 
@@ -613,31 +617,43 @@ def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Di
         name: a.rec.grid(name)
         for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs", "steps")
     }
-    m["drop_frames"] = dropped_share(m["consumed_frames"], m["available_frames"])
-    m["drop_seqs"] = dropped_share(m["consumed_seqs"], m["available_seqs"])
+    m["drop_frames"] = _by_rows(dropped_share, m["consumed_frames"], m["available_frames"])
+    m["drop_seqs"] = _by_rows(dropped_share, m["consumed_seqs"], m["available_seqs"])
     planned_frames, planned_seqs = m["available_frames"], m["available_seqs"]
     if plan is not None:
-        planned = [
-            [_lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths) for r in range(num_ranks)] for e in epochs
-        ]
-        planned_seqs, planned_frames = (
-            np.array([[-1 if v[j] is None else v[j] for v in row] for row in planned], dtype=np.int64).reshape(
-                len(epochs), num_ranks
-            )
-            for j in (0, 1)
-        )
+        planned_seqs, planned_frames = (np.full((len(epochs), num_ranks), -1, dtype=np.int64) for _ in range(2))
+        for i, e in enumerate(epochs):
+            for r in range(num_ranks):
+                seqs, frames = _lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths)
+                if seqs is not None:
+                    planned_seqs[i, r], planned_frames[i, r] = seqs, frames
     steps, consumed_frames = m["steps"], m["consumed_frames"]
     by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
-    m["expected_steps"] = (
-        expected_steps(steps, consumed_frames, planned_frames, sync_every=sync_every)
-        if by_frames
-        else expected_steps(
-            steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1), sync_every=sync_every
-        )
-    )
+    step_rule = functools.partial(expected_steps, sync_every=sync_every)
+    if by_frames:
+        m["expected_steps"] = _by_rows(step_rule, steps, consumed_frames, planned_frames)
+    elif a.lengths:
+        m["expected_steps"] = _by_rows(step_rule, steps, m["consumed_seqs"], planned_seqs)
+    else:
+        m["expected_steps"] = _by_rows(lambda s, c: step_rule(s, c, np.full_like(s, -1)), steps, m["consumed_seqs"])
     known = (consumed_frames >= 0) & (steps > 0)
-    m["frames_per_step"] = float(consumed_frames[known].sum() / steps[known].sum()) if known.any() else None
+    # (the int64 sums of the known entries, without copying them out)
+    m["frames_per_step"] = float(consumed_frames.sum(where=known) / steps.sum(where=known)) if known.any() else None
     return m
+
+
+#: Records per block of rows in which the per-sub-epoch rules run over the grids (their temporary arrays stay
+#: this small, however many records there are).
+_BLOCK_RECORDS = 1 << 16
+
+
+def _by_rows(rule: Callable[..., np.ndarray], *grids: np.ndarray) -> np.ndarray:
+    """``rule(*grids)`` of a rule that maps each sub-epoch's row on its own, run over blocks of rows."""
+    rows = max(1, _BLOCK_RECORDS // max(1, grids[0].shape[1]))
+    n = grids[0].shape[0]
+    if n <= rows:
+        return rule(*grids)
+    return np.concatenate([rule(*(g[s : s + rows] for g in grids)) for s in range(0, n, rows)])
 
 
 def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optional[int]) -> List[Dict[str, Any]]:
@@ -710,7 +726,11 @@ def _filtered_share(rec: TrainRecords, i: int) -> Optional[float]:
     """The share of sub-epoch ``i``'s frames the length filter removed (None where a count is unknown)."""
     present = rec.present[i]
     gone, kept = rec.grids["filtered_frames"][i][present], rec.grids["available_frames"][i][present]
-    if not gone.size or (gone == _NONE).any() or (kept == _NONE).any():
+    if (
+        not gone.size
+        or rec.unknown["filtered_frames"][i][present].any()
+        or rec.unknown["available_frames"][i][present].any()
+    ):
         return None
     gone_sum, kept_sum = sum(gone.tolist()), sum(kept.tolist())  # (Python ints: the exact sums and quotient)
     if gone_sum + kept_sum == 0:
@@ -729,7 +749,11 @@ def _first_out_read_all(rec: TrainRecords, i: int) -> Optional[bool]:
     batches (a length filter, double sharding). None where the counts are unknown."""
     present = rec.present[i]
     consumed, available = rec.grids["consumed_frames"][i][present], rec.grids["available_frames"][i][present]
-    if not consumed.size or (consumed == _NONE).any() or (available == _NONE).any():
+    if (
+        not consumed.size
+        or rec.unknown["consumed_frames"][i][present].any()
+        or rec.unknown["available_frames"][i][present].any()
+    ):
         return None
     return bool((consumed >= available).any())
 
