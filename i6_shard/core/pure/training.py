@@ -348,10 +348,11 @@ class _Analysis:
     epochs: List[int]
     num_ranks: int
     rec: Any = None  # TrainRecords
-    #: per (sub-epoch, rank) its file keys, a tuple shared by the records of equal lists, of keys held once
-    keys_grid: List[List[Optional[Tuple[str, ...]]]] = field(default_factory=list)
+    #: per (sub-epoch, rank) its file keys, a tuple shared by the records of equal lists
+    #: (a row without any: one tuple of Nones that all such rows share)
+    keys_grid: List[Sequence[Optional[Tuple[str, ...]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
-    instances: Any = None  # int64 [sub-epoch, rank]: the dataset instances that logged files
+    several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
     filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -464,8 +465,8 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
     """Fill ``a.rec``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank); return where the consumed
     sequences came from."""
     sources = set()
-    a.instances = np.zeros((len(a.epochs), a.num_ranks), dtype=np.int64)
-    key_table: Dict[str, str] = {}
+    a.several = np.zeros((len(a.epochs), a.num_ranks), dtype=bool)
+    no_keys = (None,) * a.num_ranks
     lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
     for i, epoch in enumerate(a.epochs):
         keys_row: List[Optional[Tuple[str, ...]]] = []
@@ -474,10 +475,10 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             if rec is None:
                 keys_row.append(None)
                 continue
-            a.instances[i, r] = getattr(rec, "num_instances", 0)
+            a.several[i, r] = getattr(rec, "num_instances", 0) > 1
             keys = rec.file_keys
-            if keys is not None:  # one copy of each key and of each list, however many records name them
-                keys = tuple(key_table.setdefault(k, k) for k in keys)
+            if keys is not None:  # one copy of each list, however many records name it (a file's key is its name)
+                keys = tuple(keys)
                 keys = lists.setdefault(keys, keys)
             consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
             sources.add(how)
@@ -505,7 +506,7 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             }
             a.rec.set(i, r, values, finished=rec.finished)
             keys_row.append(keys)
-        a.keys_grid.append(keys_row)
+        a.keys_grid.append(no_keys if all(k is None for k in keys_row) else keys_row)
         a.finished.append(bool(a.rec.present[i].all() and a.rec.finished[i].all()))
     return sources
 
@@ -517,7 +518,7 @@ def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
     cut_otherwise = []
     for i, epoch in enumerate(epochs):
         for r in range(a.num_ranks):
-            if a.keys_grid[i][r] is not None and a.instances[i][r] > 1:
+            if a.keys_grid[i][r] is not None and a.several[i, r]:
                 cut_otherwise.append(f"sub-epoch {epoch} rank {r}")
             elif a.keys_grid[i][r] is not None:
                 reads.append(SubEpochRead(epoch, r, tuple(a.keys_grid[i][r]), ()))
