@@ -39,7 +39,7 @@ DEFAULT_MAX_DROPPED = 0.05
 DEFAULT_MIN_STEPS_RATIO = 0.75
 #: Places named per alarm before "and N more".
 _MAX_PLACES = 5
-#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, some 60 bytes in the
+#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, under 100 bytes in the
 #: analysis, :class:`TrainRecords`):
 #: 64 ranks over 16,384 sub-epochs. Logs of a few KB can name thousands of ranks and sub-epochs.
 MAX_REPORT_RECORDS = 1 << 20
