@@ -57,7 +57,8 @@ def training_log_files(training: Any) -> List[tk.Path]:
     return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
 
 
-#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured: about 610 bytes).
+#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured: about 640 bytes
+#: for a record with its step arrays, 560 of them the parsed log's and under 100 the analysis's; 260 without steps).
 _RECORD_BYTES = 1024
 #: Bytes of the shortest log line that begins a record.
 _MIN_RECORD_LINE_BYTES = 24
@@ -69,7 +70,7 @@ def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int,
     is wrong. The rule: 1 GB, plus one byte per log byte (the step lines: measured, a 300 MB log of 1.6 M step lines
     took 12 s and 110 MB), plus 1 KiB for each (sub-epoch, rank) record the logs can hold: one per 24 log bytes (the
     shortest line that begins one, ``[r]:ep E train num_seqs: N``), at most the 2**20 a report holds (measured: 1,047,552
-    records from a 49 MB torchrun log peaked at 641 MB, ``benchmarks/bench_train_report_memory.py``); and about 10
+    records from a 49 MB torchrun log peaked at 314 MB, ``benchmarks/bench_train_report_memory.py``); and about 10
     times the time of 4 MB/s.
 
     >>> train_report_rqmt(log_bytes=2 * 10**9)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -65,6 +65,16 @@ _NO_COMPLETE = np.zeros(0, dtype=np.float64)
 _NO_STEPS.flags.writeable = _NO_COMPLETE.flags.writeable = False
 
 
+def _with_slots(cls: type) -> type:
+    """The dataclass ``cls`` made anew with ``__slots__`` of its fields, as ``dataclass(slots=True)`` makes it from
+    Python 3.10: no ``__dict__`` per instance, about 50 bytes less each (a log may hold a million of them)."""
+    names = tuple(f.name for f in fields(cls))
+    body = {k: v for k, v in cls.__dict__.items() if k not in names + ("__dict__", "__weakref__")}
+    body["__slots__"] = names
+    return type(cls)(cls.__name__, cls.__bases__, body)
+
+
+@_with_slots
 @dataclass
 class SubEpochLog:
     """What one rank's log says about one sub-epoch (``epoch``, 1-based).

@@ -5,9 +5,10 @@ training report renders it."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from .reads import SubEpochRead, check_reads
 
 __all__ = [
     "analyze_training",
+    "analyze_training_records",
+    "TrainRecords",
     "check_report_size",
     "TRAIN_SUMMARY_FORMAT_VERSION",
     "DEFAULT_MAX_DROPPED",
@@ -36,7 +39,8 @@ DEFAULT_MAX_DROPPED = 0.05
 DEFAULT_MIN_STEPS_RATIO = 0.75
 #: Places named per alarm before "and N more".
 _MAX_PLACES = 5
-#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB, in memory and in summary.json):
+#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, under 100 bytes in the
+#: analysis, :class:`TrainRecords`):
 #: 64 ranks over 16,384 sub-epochs. Logs of a few KB can name thousands of ranks and sub-epochs.
 MAX_REPORT_RECORDS = 1 << 20
 
@@ -66,9 +70,11 @@ def _sum_known(values: np.ndarray) -> Optional[int]:
     return int(values.sum())
 
 
-def _places(items: Sequence[str]) -> str:
+def _places(items: Sequence[str], total: Optional[int] = None) -> str:
+    """The first places of ``items`` and how many more (of ``total``, if only the first few are given)."""
+    total = len(items) if total is None else total
     shown = ", ".join(items[:_MAX_PLACES])
-    return shown + (f" and {len(items) - _MAX_PLACES} more" if len(items) > _MAX_PLACES else "")
+    return shown + (f" and {total - _MAX_PLACES} more" if total > _MAX_PLACES else "")
 
 
 def _complete_is_mean(log: TrainingLog) -> bool:
@@ -116,7 +122,16 @@ def _lengths_of(
     return sum(lengths[k][0] for k in keys), sum(lengths[k][1] for k in keys)
 
 
-def analyze_training(
+def analyze_training(log: TrainingLog, **kwargs: Any) -> Dict[str, Any]:
+    """The summary (JSON types) of a training from its logs, each sub-epoch's ``ranks`` listing its records (see
+    :func:`analyze_training_records`, which takes the same arguments and keeps the records in compact grids)."""
+    summary, records = analyze_training_records(log, **kwargs)
+    for i, se in enumerate(summary["sub_epochs"]):
+        se["ranks"] = list(records.rows(i))
+    return summary
+
+
+def analyze_training_records(
     log: TrainingLog,
     *,
     file_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
@@ -126,8 +141,12 @@ def analyze_training(
     min_steps_ratio: float = DEFAULT_MIN_STEPS_RATIO,
     sync: SyncMode = SyncMode(),
     filtered_lengths: Optional[Mapping[str, Tuple[int, int]]] = None,
-) -> Dict[str, Any]:
-    """The summary (JSON types) of a training from its logs.
+) -> Tuple[Dict[str, Any], "TrainRecords"]:
+    """The summary (JSON types) of a training from its logs, and its (sub-epoch, rank) records.
+
+    The records are held as :class:`TrainRecords` (int64 grids, a few bytes per record: memory grows with the
+    sub-epochs' summary, not with a dict per record); each sub-epoch's ``ranks`` is None here, and
+    ``records.rows(i)`` gives the dicts that :func:`analyze_training` lists there.
 
     Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
     ``consumed_seqs``/``consumed_frames`` (summed over the logged steps), ``available_seqs``/
@@ -158,8 +177,10 @@ def analyze_training(
     if not isinstance(sync, SyncMode):
         raise TypeError(f"sync has type {type(sync).__name__}; give a SyncMode, e.g. SyncMode('param', 100)")
     check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
-    a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=log.epochs, num_ranks=log.num_ranks)
+    epochs = log.epochs
+    a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=epochs, num_ranks=log.num_ranks)
     a.filtered = dict(filtered_lengths) if filtered_lengths is not None else None
+    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None)
     files_found = _check_files_found(a, getattr(log, "files_from", None) or {})
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     keys_plan = usable_plan
@@ -210,7 +231,7 @@ def analyze_training(
     running = [e for e, f in zip(a.epochs, a.finished) if not f]
     if running:
         a.notes.append(f"sub-epochs {running} have not finished (running, or stopped); they are not in the means")
-    return {
+    summary = {
         "format_version": TRAIN_SUMMARY_FORMAT_VERSION,
         "num_ranks": a.num_ranks,
         "logs": [r.source for r in log.ranks],
@@ -243,21 +264,95 @@ def analyze_training(
         "alarms": a.alarms,
         "notes": a.notes,
     }
+    return summary, a.rec
+
+
+#: The int fields of a record (``filtered_*`` only with a length filter), in the order of its dict.
+_FIELDS = (
+    "consumed_seqs",
+    "consumed_frames",
+    "available_seqs",
+    "available_frames",
+    "offered_seqs",
+    "filtered_seqs",
+    "filtered_frames",
+    "steps",
+    "num_files",
+)
+
+
+class TrainRecords:
+    """The (sub-epoch, rank) records of a training: per field an int64 grid [sub-epoch, rank] (-1 where the value
+    is unknown or the record missing) and a bool grid of where it is unknown (None in the summary); whether each
+    record is in the logs and finished, and ``files_match_plan`` (int8: -1 None, 0 False, 1 True): some 70 bytes
+    per record. :meth:`rows` makes one sub-epoch's records into the summary's dicts, as they are written."""
+
+    def __init__(self, num_epochs: int, rank_ids: Sequence[int], *, filtered: bool = False):
+        shape = (num_epochs, len(rank_ids))
+        self.fields = tuple(n for n in _FIELDS if filtered or not n.startswith("filtered_"))
+        self.grids = {n: np.full(shape, -1, dtype=np.int64) for n in self.fields}
+        self.unknown = {n: np.ones(shape, dtype=bool) for n in self.fields if n != "steps"}  # (steps: always known)
+        self.present = np.zeros(shape, dtype=bool)
+        self.finished = np.zeros(shape, dtype=bool)
+        self.match = np.full(shape, -1, dtype=np.int8)
+        self.rank_ids = list(rank_ids)
+
+    @property
+    def count(self) -> int:
+        """Records listed, those missing from the logs included."""
+        return int(self.present.size)
+
+    def set(self, i: int, r: int, values: Mapping[str, Optional[int]], *, finished: bool) -> None:
+        for n in self.fields:
+            v = values[n]
+            if v is not None:
+                self.grids[n][i, r] = v
+                if n in self.unknown:
+                    self.unknown[n][i, r] = False
+        self.present[i, r] = True
+        self.finished[i, r] = finished
+
+    def grid(self, name: str) -> np.ndarray:
+        """The field's grid, -1 where unknown or missing (read-only: no copy)."""
+        g = self.grids[name].view()
+        g.flags.writeable = False
+        return g
+
+    def known(self, name: str) -> np.ndarray:
+        """Where the field is known (records missing from the logs are not)."""
+        return self.present & ~self.unknown[name] if name in self.unknown else self.present.copy()
+
+    def rows(self, i: int) -> Iterator[Dict[str, Any]]:
+        """Sub-epoch ``i``'s records as the summary lists them, in rank order."""
+        cols = {n: self.grids[n][i].tolist() for n in self.fields}
+        unknown = {n: self.unknown[n][i].tolist() for n in self.unknown}
+        present, match = self.present[i].tolist(), self.match[i].tolist()
+        for r, rank in enumerate(self.rank_ids):
+            if not present[r]:
+                yield {"rank": r, "missing": True}
+                continue
+            x: Dict[str, Any] = {"rank": rank}
+            for n in self.fields:
+                x[n] = None if n in unknown and unknown[n][r] else cols[n][r]
+            x["files_match_plan"] = (None, False, True)[match[r] + 1]
+            yield x
 
 
 @dataclass
 class _Analysis:
-    """What the steps of :func:`analyze_training` share: the logs, and per (sub-epoch, rank) the records and
-    file keys they build; the alarms and notes they add."""
+    """What the steps of :func:`analyze_training` share: the logs, and per (sub-epoch, rank) the records (compact
+    grids) and file keys they build; the alarms and notes they add."""
 
     log: TrainingLog
     lengths: Dict[str, Tuple[int, int]]
     epochs: List[int]
     num_ranks: int
-    records: List[List[Optional[Dict[str, Any]]]] = field(default_factory=list)
-    keys_grid: List[List[Optional[List[str]]]] = field(default_factory=list)
+    rec: Any = None  # TrainRecords
+    #: per (sub-epoch, rank) its file keys, a tuple shared by the records of equal lists
+    #: (a row without any: one tuple of Nones that all such rows share)
+    keys_grid: List[Sequence[Optional[Tuple[str, ...]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
-    instances: List[List[int]] = field(default_factory=list)
+    several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
     filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -367,24 +462,29 @@ def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
 
 
 def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
-    """Fill ``a.records``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank); return where the consumed
+    """Fill ``a.rec``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank); return where the consumed
     sequences came from."""
     sources = set()
-    for epoch in a.epochs:
-        row, keys_row = [], []
-        a.instances.append([getattr(r.sub_epochs.get(epoch), "num_instances", 0) for r in a.log.ranks])
-        for rank_log in a.log.ranks:
+    a.several = np.zeros((len(a.epochs), a.num_ranks), dtype=bool)
+    no_keys = (None,) * a.num_ranks
+    lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
+    for i, epoch in enumerate(a.epochs):
+        keys_row: List[Optional[Tuple[str, ...]]] = []
+        for r, rank_log in enumerate(a.log.ranks):
             rec = rank_log.sub_epochs.get(epoch)
             if rec is None:
-                row.append(None)
                 keys_row.append(None)
                 continue
+            a.several[i, r] = getattr(rec, "num_instances", 0) > 1
             keys = rec.file_keys
+            if keys is not None:  # one copy of each list, however many records name it (a file's key is its name)
+                keys = tuple(keys)
+                keys = lists.setdefault(keys, keys)
             consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
             sources.add(how)
             file_seqs, file_frames = _lengths_of(keys, a.lengths)
             offered = rec.dataset_num_seqs if getattr(rec, "num_instances", 0) <= 1 else None  # one instance's
-            extra = {}
+            extra: Dict[str, Optional[int]] = {}
             if a.filtered is not None:
                 gone_seqs, gone_frames = _lengths_of(keys, a.filtered)
                 extra = {"filtered_seqs": gone_seqs, "filtered_frames": gone_frames}
@@ -394,41 +494,36 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
                     file_seqs = file_frames = None
                 if offered is not None and gone_seqs is not None:
                     offered -= gone_seqs  # the dataset offers them; the filter removes them
-            row.append(
-                {
-                    "rank": rank_log.rank,
-                    "consumed_seqs": consumed_seqs,
-                    "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
-                    "available_seqs": file_seqs if file_seqs is not None else offered,
-                    "available_frames": file_frames,
-                    "offered_seqs": offered,
-                    **extra,
-                    "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
-                    "num_files": None if keys is None else len(keys),
-                    "files_match_plan": None,
-                    "finished": rec.finished,
-                }
-            )
+            values = {
+                "consumed_seqs": consumed_seqs,
+                "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
+                "available_seqs": file_seqs if file_seqs is not None else offered,
+                "available_frames": file_frames,
+                "offered_seqs": offered,
+                **extra,
+                "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
+                "num_files": None if keys is None else len(keys),
+            }
+            a.rec.set(i, r, values, finished=rec.finished)
             keys_row.append(keys)
-        a.records.append(row)
-        a.keys_grid.append(keys_row)
-        a.finished.append(all(x is not None and x["finished"] for x in row))
+        a.keys_grid.append(no_keys if all(k is None for k in keys_row) else keys_row)
+        a.finished.append(bool(a.rec.present[i].all() and a.rec.finished[i].all()))
     return sources
 
 
 def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
     """Each (sub-epoch, rank)'s ``files_match_plan``, and the alarms of files other than planned."""
-    epochs, records = a.epochs, a.records
+    epochs = a.epochs
     reads, where, unseen = [], [], []
     cut_otherwise = []
     for i, epoch in enumerate(epochs):
         for r in range(a.num_ranks):
-            if a.keys_grid[i][r] is not None and a.instances[i][r] > 1:
+            if a.keys_grid[i][r] is not None and a.several[i, r]:
                 cut_otherwise.append(f"sub-epoch {epoch} rank {r}")
             elif a.keys_grid[i][r] is not None:
                 reads.append(SubEpochRead(epoch, r, tuple(a.keys_grid[i][r]), ()))
                 where.append((i, r))
-            elif records[i][r] is not None:
+            elif a.rec.present[i, r]:
                 unseen.append(f"({epoch}, {r})")
     if unseen:  # one note, however many (a log of a million records gives no million notes)
         a.notes.append(f"the log does not show the files of (sub-epoch, rank) {_places(unseen)}")
@@ -440,7 +535,7 @@ def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
         )
     bad = {(v.epoch, v.shard_index): v for v in check_reads(reads, plan=plan) if v.kind == "files"}
     for i, r in where:
-        records[i][r]["files_match_plan"] = (epochs[i], r) not in bad
+        a.rec.match[i, r] = (epochs[i], r) not in bad
     logged = {k for read in reads for k in read.files}
     if logged and not logged & set(plan.keys):
         a.alarms.append(
@@ -519,39 +614,47 @@ def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Di
     steps (from the plan's files where a plan is given) and the training's frames per step."""
     epochs, num_ranks = a.epochs, a.num_ranks
 
-    def grid(name: str) -> np.ndarray:
-        return np.array(
-            [[-1 if x is None or x[name] is None else x[name] for x in row] for row in a.records], dtype=np.int64
-        ).reshape(len(epochs), num_ranks)
-
     m = {
-        name: grid(name) for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs", "steps")
+        name: a.rec.grid(name)
+        for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs", "steps")
     }
-    m["drop_frames"] = dropped_share(m["consumed_frames"], m["available_frames"])
-    m["drop_seqs"] = dropped_share(m["consumed_seqs"], m["available_seqs"])
+    m["drop_frames"] = _by_rows(dropped_share, m["consumed_frames"], m["available_frames"])
+    m["drop_seqs"] = _by_rows(dropped_share, m["consumed_seqs"], m["available_seqs"])
     planned_frames, planned_seqs = m["available_frames"], m["available_seqs"]
     if plan is not None:
-        planned = [
-            [_lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths) for r in range(num_ranks)] for e in epochs
-        ]
-        planned_seqs, planned_frames = (
-            np.array([[-1 if v[j] is None else v[j] for v in row] for row in planned], dtype=np.int64).reshape(
-                len(epochs), num_ranks
-            )
-            for j in (0, 1)
-        )
+        planned_seqs, planned_frames = (np.full((len(epochs), num_ranks), -1, dtype=np.int64) for _ in range(2))
+        for i, e in enumerate(epochs):
+            for r in range(num_ranks):
+                seqs, frames = _lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths)
+                if seqs is not None:
+                    planned_seqs[i, r], planned_frames[i, r] = seqs, frames
     steps, consumed_frames = m["steps"], m["consumed_frames"]
     by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
-    m["expected_steps"] = (
-        expected_steps(steps, consumed_frames, planned_frames, sync_every=sync_every)
-        if by_frames
-        else expected_steps(
-            steps, m["consumed_seqs"], planned_seqs if a.lengths else np.full_like(steps, -1), sync_every=sync_every
-        )
-    )
+    step_rule = functools.partial(expected_steps, sync_every=sync_every)
+    if by_frames:
+        m["expected_steps"] = _by_rows(step_rule, steps, consumed_frames, planned_frames)
+    elif a.lengths:
+        m["expected_steps"] = _by_rows(step_rule, steps, m["consumed_seqs"], planned_seqs)
+    else:
+        m["expected_steps"] = _by_rows(lambda s, c: step_rule(s, c, np.full_like(s, -1)), steps, m["consumed_seqs"])
     known = (consumed_frames >= 0) & (steps > 0)
-    m["frames_per_step"] = float(consumed_frames[known].sum() / steps[known].sum()) if known.any() else None
+    # (the int64 sums of the known entries, without copying them out)
+    m["frames_per_step"] = float(consumed_frames.sum(where=known) / steps.sum(where=known)) if known.any() else None
     return m
+
+
+#: Records per block of rows in which the per-sub-epoch rules run over the grids (their temporary arrays stay
+#: this small, however many records there are).
+_BLOCK_RECORDS = 1 << 16
+
+
+def _by_rows(rule: Callable[..., np.ndarray], *grids: np.ndarray) -> np.ndarray:
+    """``rule(*grids)`` of a rule that maps each sub-epoch's row on its own, run over blocks of rows."""
+    rows = max(1, _BLOCK_RECORDS // max(1, grids[0].shape[1]))
+    n = grids[0].shape[0]
+    if n <= rows:
+        return rule(*grids)
+    return np.concatenate([rule(*(g[s : s + rows] for g in grids)) for s in range(0, n, rows)])
 
 
 def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optional[int]) -> List[Dict[str, Any]]:
@@ -566,19 +669,16 @@ def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optiona
                 "epoch": epoch,
                 "full_epoch_0idx": None if partition_epoch is None else (epoch - 1) // partition_epoch,
                 "finished": a.finished[i],
-                "ranks": [x if x is not None else {"rank": r, "missing": True} for r, x in enumerate(a.records[i])],
+                "ranks": None,  # the records: TrainRecords.rows(i)
                 "steps": actual,
                 "expected_steps": None if math.isnan(exp_steps[i]) else int(round(exp_steps[i])),
                 "steps_ratio": json_float(ratio),
                 "dropped_fraction": json_float(m["drop_frames"][i]),
                 "dropped_fraction_seqs": json_float(m["drop_seqs"][i]),
-                "filtered_fraction": _filtered_share(a.records[i]) if a.filtered is not None else None,
-                "first_out_read_all": _first_out_read_all(a.records[i]),
+                "filtered_fraction": _filtered_share(a.rec, i) if a.filtered is not None else None,
+                "first_out_read_all": _first_out_read_all(a.rec, i),
             }
         )
-        for x in a.records[i]:
-            if x is not None:
-                del x["finished"]
     return sub_epochs
 
 
@@ -586,31 +686,25 @@ def _sub_epoch_alarms(
     a: _Analysis, sub_epochs: List[Dict[str, Any]], *, usable_plan: Optional[ShardPlan], min_steps_ratio: float
 ) -> None:
     """Double sharding (fewer sequences offered than the files hold, too few steps) and sequences read twice."""
-    epochs, records = a.epochs, a.records
-    double = []
-    for i, epoch in enumerate(epochs):
-        for x in records[i]:
-            if x is None or x["offered_seqs"] is None or x["available_seqs"] is None:
-                continue
-            if x["offered_seqs"] < x["available_seqs"]:
-                double.append(f"sub-epoch {epoch} rank {x['rank']}: {x['offered_seqs']} of {x['available_seqs']}")
-    if double:
+    epochs, rec = a.epochs, a.rec
+    offered, available, consumed = (rec.grids[n] for n in ("offered_seqs", "available_seqs", "consumed_seqs"))
+    both = rec.known("offered_seqs") & rec.known("available_seqs")
+    double = np.argwhere(both & (offered < available))  # (sub-epoch, rank) in order; only the first few named
+    if len(double):
+        shown = [
+            f"sub-epoch {epochs[i]} rank {rec.rank_ids[r]}: {offered[i, r]} of {available[i, r]}"
+            for i, r in double[:_MAX_PLACES].tolist()
+        ]
         a.alarms.append(
             f"sequences never read: the dataset offered fewer sequences than the rank's files hold "
-            f"({_places(double)}); the sub-epoch dataset shards its files again (double sharding, "
+            f"({_places(shown, len(double))}); the sub-epoch dataset shards its files again (double sharding, "
             "RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset"
         )
-    over = [
-        f"sub-epoch {epochs[i]} rank {x['rank']}"
-        for i in range(len(epochs))
-        for x in records[i]
-        if x is not None
-        and x["consumed_seqs"] is not None
-        and x["available_seqs"] is not None
-        and x["consumed_seqs"] > x["available_seqs"]
-    ]
-    if over:
-        a.alarms.append(f"sequences read twice: more sequences consumed than available ({_places(over)})")
+    both = rec.known("consumed_seqs") & rec.known("available_seqs")
+    over = np.argwhere(both & (consumed > available))
+    if len(over):
+        shown = [f"sub-epoch {epochs[i]} rank {rec.rank_ids[r]}" for i, r in over[:_MAX_PLACES].tolist()]
+        a.alarms.append(f"sequences read twice: more sequences consumed than available ({_places(shown, len(over))})")
     low = [
         f"sub-epoch {s['epoch']}: {s['steps']} steps, expected about {s['expected_steps']}"
         for s in sub_epochs
@@ -629,13 +723,20 @@ def _sub_epoch_alarms(
         )
 
 
-def _filtered_share(row: Sequence[Optional[Dict[str, Any]]]) -> Optional[float]:
-    """The share of a sub-epoch's frames the length filter removed (None where a count is unknown)."""
-    gone = [x.get("filtered_frames") for x in row if x is not None]
-    kept = [x["available_frames"] for x in row if x is not None]
-    if not gone or any(v is None for v in gone + kept) or sum(gone) + sum(kept) == 0:
+def _filtered_share(rec: TrainRecords, i: int) -> Optional[float]:
+    """The share of sub-epoch ``i``'s frames the length filter removed (None where a count is unknown)."""
+    present = rec.present[i]
+    gone, kept = rec.grids["filtered_frames"][i][present], rec.grids["available_frames"][i][present]
+    if (
+        not gone.size
+        or rec.unknown["filtered_frames"][i][present].any()
+        or rec.unknown["available_frames"][i][present].any()
+    ):
         return None
-    return json_float(sum(gone) / (sum(gone) + sum(kept)))
+    gone_sum, kept_sum = sum(gone.tolist()), sum(kept.tolist())  # (Python ints: the exact sums and quotient)
+    if gone_sum + kept_sum == 0:
+        return None
+    return json_float(gone_sum / (gone_sum + kept_sum))
 
 
 def _mean_filtered(sub_epochs: Sequence[Mapping[str, Any]]) -> Optional[float]:
@@ -643,14 +744,19 @@ def _mean_filtered(sub_epochs: Sequence[Mapping[str, Any]]) -> Optional[float]:
     return json_float(float(np.mean(shares))) if shares else None
 
 
-def _first_out_read_all(row: Sequence[Optional[Dict[str, Any]]]) -> Optional[bool]:
+def _first_out_read_all(rec: TrainRecords, i: int) -> Optional[bool]:
     """Whether a rank consumed all the frames its files offered (the first rank out of data): then what the
     others held is lost to the balance of the bins. If none did, something removed sequences before the
     batches (a length filter, double sharding). None where the counts are unknown."""
-    pairs = [(x["consumed_frames"], x["available_frames"]) for x in row if x is not None]
-    if not pairs or any(c is None or v is None for c, v in pairs):
+    present = rec.present[i]
+    consumed, available = rec.grids["consumed_frames"][i][present], rec.grids["available_frames"][i][present]
+    if (
+        not consumed.size
+        or rec.unknown["consumed_frames"][i][present].any()
+        or rec.unknown["available_frames"][i][present].any()
+    ):
         return None
-    return any(c >= v for c, v in pairs)
+    return bool((consumed >= available).any())
 
 
 def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_dropped: float) -> str:
@@ -693,7 +799,7 @@ def _full_epochs(
         idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
         complete = len(idx) == partition_epoch and all(a.finished[i] for i in idx)
         counts = read_counts([a.keys_grid[i][r] for i in idx for r in range(a.num_ranks)])
-        files_known = all(a.keys_grid[i][r] is not None for i in idx for r in range(a.num_ranks) if a.records[i][r])
+        files_known = all(a.keys_grid[i][r] is not None for i in idx for r in range(a.num_ranks) if a.rec.present[i, r])
         twice = sorted(key for key, c in counts.items() if c > expected_reads)
         never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete and files_known else []
         cf, cs = m["consumed_frames"][idx], m["consumed_seqs"][idx]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO, Any, Dict, Mapping
+from typing import IO, Any, Dict, Iterable, Mapping, Optional
 
 from ..io.atomic import atomic_write
+from ..pure.training import TrainRecords
 
 __all__ = ["MAX_LISTED_RECORDS", "TRAIN_RECORDS_FILE", "RECORD_COLUMNS", "summarize_records", "dump_summary"]
 
@@ -35,20 +36,26 @@ def num_records(summary: Mapping[str, Any]) -> int:
     return sum(len(se["ranks"] or ()) for se in summary["sub_epochs"])
 
 
-def summarize_records(summary: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
-    """``summary`` as it is if it lists at most :data:`MAX_LISTED_RECORDS` records; else its records are written to
-    ``out_dir``/:data:`TRAIN_RECORDS_FILE` (tab-separated, :data:`RECORD_COLUMNS`, one line per record, written as
-    they are read), each sub-epoch's ``ranks`` set to None (in place: the records are let go) and a note added.
+def summarize_records(summary: Dict[str, Any], out_dir: str, records: Optional[TrainRecords] = None) -> Dict[str, Any]:
+    """``summary`` with its records listed if there are at most :data:`MAX_LISTED_RECORDS`; else its records are
+    written to ``out_dir``/:data:`TRAIN_RECORDS_FILE` (tab-separated, :data:`RECORD_COLUMNS`, one line per record,
+    written as they are made), each sub-epoch's ``ranks`` set to None (in place: the records are let go) and a note
+    added.
 
+    :param records: the records of :func:`~i6_shard.core.pure.training.analyze_training_records` (whose summary
+        lists none; their dicts are made one sub-epoch at a time as they are written); None: those the summary lists
     :return: the summary (the same dict), with ``records_file`` naming the file or None
     """
-    count = num_records(summary)
+    count = num_records(summary) if records is None else records.count
     if count <= MAX_LISTED_RECORDS:
+        if records is not None:
+            for i, se in enumerate(summary["sub_epochs"]):
+                se["ranks"] = list(records.rows(i))
         return summary
     with atomic_write(os.path.join(out_dir, TRAIN_RECORDS_FILE), "wt", encoding="utf-8", newline="\n") as f:
         f.write("\t".join(RECORD_COLUMNS) + "\n")
-        for se in summary["sub_epochs"]:
-            _write_rows(f, se["epoch"], se["ranks"])
+        for i, se in enumerate(summary["sub_epochs"]):
+            _write_rows(f, se["epoch"], se["ranks"] if records is None else records.rows(i))
             se["ranks"] = None  # let the records go before the JSON is written
     summary["records_file"] = TRAIN_RECORDS_FILE
     summary["notes"].append(
@@ -58,7 +65,7 @@ def summarize_records(summary: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
     return summary
 
 
-def _write_rows(f: IO[str], epoch: int, ranks) -> None:
+def _write_rows(f: IO[str], epoch: int, ranks: Iterable[Mapping[str, Any]]) -> None:
     for x in ranks:
         if x.get("missing"):
             f.write(f"{epoch}\t{x['rank']}" + "\tmissing" * (len(RECORD_COLUMNS) - 2) + "\n")

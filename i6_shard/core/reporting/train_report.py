@@ -18,7 +18,13 @@ from ..io.returnn_log import read_training_logs
 from ..io.seq_filter import filtered_hdf_lengths
 from ..pure.batching import SyncMode
 from ..pure.fmt import num, pct
-from ..pure.training import DEFAULT_MAX_DROPPED, DEFAULT_MIN_STEPS_RATIO, TRAIN_SUMMARY_FORMAT_VERSION, analyze_training
+from ..pure.training import (
+    DEFAULT_MAX_DROPPED,
+    DEFAULT_MIN_STEPS_RATIO,
+    TRAIN_SUMMARY_FORMAT_VERSION,
+    analyze_training,
+    analyze_training_records,
+)
 from .plot import require_matplotlib
 
 __all__ = [
@@ -301,21 +307,21 @@ def write_train_report(
     log = read_training_logs(list(log_paths), dataset_name=dataset_name, multi_epoch=multi_epoch)
     plan = load_plan(plan_path) if plan_path is not None else None
     lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
-    if read_hdf:
-        keys = [k for r in log.ranks for rec in r.sub_epochs.values() if rec.file_keys for k in rec.file_keys]
+    if read_hdf:  # (each key once, not once per record that names it)
+        keys = dict.fromkeys(k for r in log.ranks for rec in r.sub_epochs.values() for k in rec.file_keys or ())
         if plan is not None:
-            keys += plan.keys
+            keys.update(dict.fromkeys(plan.keys))
         base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
-        missing = [k for k in dict.fromkeys(keys) if k not in lengths]
+        missing = [k for k in keys if k not in lengths]
         lengths.update(read_hdf_lengths(missing, base_dir=base))
     filtered = None
     if max_seq_length is not None or min_seq_length is not None:
-        keys = [k for r in log.ranks for rec in r.sub_epochs.values() if rec.file_keys for k in rec.file_keys]
+        keys = list(dict.fromkeys(k for r in log.ranks for rec in r.sub_epochs.values() for k in rec.file_keys or ()))
         base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
         filtered = filtered_hdf_lengths(
             keys, max_seq_length=max_seq_length, min_seq_length=min_seq_length, base_dir=base
         )
-    summary = analyze_training(
+    summary, records = analyze_training_records(
         log,
         file_lengths=lengths,
         plan=plan,
@@ -326,7 +332,8 @@ def write_train_report(
         filtered_lengths=filtered,
     )
     os.makedirs(out_dir, exist_ok=True)
-    summary = summarize_records(summary, out_dir)  # above MAX_LISTED_RECORDS: the records streamed to records.tsv
+    # the records listed, or above MAX_LISTED_RECORDS streamed from their grids to records.tsv
+    summary = summarize_records(summary, out_dir, records)
     with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
         dump_summary(summary, f)
     with atomic_write(os.path.join(out_dir, TRAIN_REPORT_FILE), "wt", encoding="utf-8", newline="\n") as f:
