@@ -725,13 +725,8 @@ def _sub_epoch_alarms(
 
 def _filtered_share(rec: TrainRecords, i: int) -> Optional[float]:
     """The share of sub-epoch ``i``'s frames the length filter removed (None where a count is unknown)."""
-    present = rec.present[i]
-    gone, kept = rec.grids["filtered_frames"][i][present], rec.grids["available_frames"][i][present]
-    if (
-        not gone.size
-        or rec.unknown["filtered_frames"][i][present].any()
-        or rec.unknown["available_frames"][i][present].any()
-    ):
+    gone, kept = _known_pair(rec, i, "filtered_frames", "available_frames")
+    if gone is None:
         return None
     gone_sum, kept_sum = sum(gone.tolist()), sum(kept.tolist())  # (Python ints: the exact sums and quotient)
     if gone_sum + kept_sum == 0:
@@ -748,15 +743,22 @@ def _first_out_read_all(rec: TrainRecords, i: int) -> Optional[bool]:
     """Whether a rank consumed all the frames its files offered (the first rank out of data): then what the
     others held is lost to the balance of the bins. If none did, something removed sequences before the
     batches (a length filter, double sharding). None where the counts are unknown."""
-    present = rec.present[i]
-    consumed, available = rec.grids["consumed_frames"][i][present], rec.grids["available_frames"][i][present]
-    if (
-        not consumed.size
-        or rec.unknown["consumed_frames"][i][present].any()
-        or rec.unknown["available_frames"][i][present].any()
-    ):
+    consumed, available = _known_pair(rec, i, "consumed_frames", "available_frames")
+    if consumed is None:
         return None
     return bool((consumed >= available).any())
+
+
+def _known_pair(
+    rec: TrainRecords, i: int, first: str, second: str
+) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Sub-epoch ``i``'s two grids ``first`` and ``second`` over its present ranks, or ``(None, None)`` where no
+    rank is present or some count of either is unknown."""
+    present = rec.present[i]
+    a, b = rec.grids[first][i][present], rec.grids[second][i][present]
+    if not a.size or rec.unknown[first][i][present].any() or rec.unknown[second][i][present].any():
+        return None, None
+    return a, b
 
 
 def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_dropped: float) -> str:
