@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from i6_shard.returnn_ext.locate import locate_dataset as _locate
+from i6_shard.returnn_ext.locate import locate_dataset
 from i6_shard.core.io import atomic_write
 from i6_shard.core.pure import DEFAULT_DISTRIBUTION, DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_enough_files
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
@@ -288,7 +288,7 @@ def record_rank(
     simulate_rank(config, rank=rank, num_shards=num_shards)
     with global_config_ctx(config):
         top = _load_dataset(dataset_dict, config, config_key=config_key)
-        dataset = _locate(top, info.key_path[1:])
+        dataset = locate_dataset(top, info.key_path[1:])
         if not isinstance(dataset, DistributeFilesDataset):
             raise TypeError(
                 f"{dataset} at {list(info.key_path)} is a {type(dataset).__name__}, not a DistributeFilesDataset"

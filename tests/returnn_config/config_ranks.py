@@ -107,9 +107,9 @@ def dfd_files(dataset, key_path: Sequence[Any], epoch: int) -> List[str]:
     ``epoch`` (call after the dataset read that epoch)."""
     from returnn.datasets.distrib_files import _get_key_for_file_tree
 
-    from i6_shard.returnn_ext import verify
+    from i6_shard.returnn_ext.locate import locate_dataset
 
-    dfd = verify._locate(dataset, key_path)
+    dfd = locate_dataset(dataset, key_path)
     p = dfd.partition_epoch
     return [_get_key_for_file_tree(t) for t in dfd._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]]
 

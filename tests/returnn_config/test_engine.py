@@ -79,7 +79,7 @@ def test_multi_epoch_dataset_remaps_the_dfd_epochs(corpus, monkeypatch, multi_ep
     """Training epoch 1 reads the DFD's epochs 1..multi_epoch: the plan's epochs are not the training's."""
     from returnn.config import global_config_ctx
 
-    from i6_shard.returnn_ext import verify
+    from i6_shard.returnn_ext.locate import locate_dataset
 
     config = {
         "backend": "torch",
@@ -98,7 +98,7 @@ def test_multi_epoch_dataset_remaps_the_dfd_epochs(corpus, monkeypatch, multi_ep
         dataset, returnn_config = build_train(config, rank=0, num_ranks=2)
         with global_config_ctx(returnn_config):
             read_tags(dataset, 1)
-            dfd_epoch = verify._locate(dataset, record.key_path[1:]).epoch
+            dfd_epoch = locate_dataset(dataset, record.key_path[1:]).epoch
             dataset.finish_epoch(free_resources=True)
     assert dfd_epoch == multi_epoch == record.epoch_multiplier
     assert (record.plan_problem() is None) is (multi_epoch == 1)

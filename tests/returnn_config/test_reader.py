@@ -238,7 +238,7 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
     from returnn.config import global_config_ctx
     from returnn.datasets.distrib_files import DistributeFilesDataset
 
-    from i6_shard.returnn_ext import verify
+    from i6_shard.returnn_ext.locate import locate_dataset
 
     from returnn.util.basic import BehaviorVersion
 
@@ -256,7 +256,7 @@ def _check_parity(config, num_ranks, monkeypatch, seen):
                 seen.add("fails")
                 return
             assert not record.returnn_fails, (repr(config), record.returnn_fails)
-            dfd = verify._locate(top, record.key_path[1:])
+            dfd = locate_dataset(top, record.key_path[1:])
             assert isinstance(dfd, DistributeFilesDataset)
             got = (
                 dfd._num_shards,
