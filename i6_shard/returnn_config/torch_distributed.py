@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 from ..core.pure import short_repr
 
-__all__ = ["check_torch_distributed"]
+__all__ = ["check_torch_distributed", "DATASET_DISTRIBUTIONS"]
 
 #: Options ``DistributedContext`` reads whatever the reduce type (``_check_no_unknown_opts`` refuses others).
 _ALWAYS_READ = frozenset(
@@ -27,6 +27,10 @@ _ALWAYS_READ = frozenset(
 _READ_FOR = {"param": frozenset({"sync_on_cpu", "sync_optimizer_state"}), "grad": frozenset({"class", "options"})}
 _REDUCE_TYPES = ("grad", "grad_explicit", "param")
 _LEVEL_KEYS = frozenset({"group", "type", "every", "sync_on_cpu", "sync_optimizer_state"})
+
+
+#: ``torch_distributed``'s ``dataset_distribution`` values, RETURNN's default first (``get_dataset_distribution``).
+DATASET_DISTRIBUTIONS = ("random_seed_offset", "shard")
 
 
 def _bad(what: str, value: Any, fix: str) -> str:
@@ -88,8 +92,8 @@ def check_torch_distributed(
         )
     if reduce_type == "sync":
         _check_levels(spec, num_ranks=num_ranks, ranks_per_node=ranks_per_node)
-    dist = opts.get("dataset_distribution", "random_seed_offset")
-    if dist not in ("random_seed_offset", "shard"):
+    dist = opts.get("dataset_distribution", DATASET_DISTRIBUTIONS[0])
+    if dist not in DATASET_DISTRIBUTIONS:
         raise ValueError(_bad("dataset_distribution", dist, "RETURNN takes 'random_seed_offset' or 'shard'"))
     known = _ALWAYS_READ | _READ_FOR.get(reduce_type, frozenset())
     unknown = [k for k in opts if k not in known]

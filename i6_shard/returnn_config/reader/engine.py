@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
+from ..torch_distributed import DATASET_DISTRIBUTIONS
+
 
 @dataclass(frozen=True)
 class EngineBatching:
@@ -75,23 +77,14 @@ class EngineBatching:
         return out
 
 
-def _torch_dataset_distribution(opts: Any) -> str:
-    """``returnn.torch.distributed.get_dataset_distribution``.
+def _torch_dataset_distribution(opts: Mapping[str, Any]) -> str:
+    """``returnn.torch.distributed.get_dataset_distribution`` of a ``torch_distributed`` that
+    :func:`~i6_shard.returnn_config.torch_distributed.check_torch_distributed` accepted.
 
     >>> _torch_dataset_distribution({"dataset_distribution": "shard"})
     'shard'
     """
-    if not isinstance(opts, Mapping):
-        raise TypeError(
-            f"torch_distributed={opts!r} must be a dict (or None), e.g. {{}} or {{'dataset_distribution': 'shard'}}"
-        )
-    value = opts.get("dataset_distribution", "random_seed_offset")
-    if value not in ("random_seed_offset", "shard"):
-        raise ValueError(
-            f"torch_distributed dataset_distribution={value!r}; RETURNN takes 'random_seed_offset' "
-            "(every rank reads all data with its own seed) or 'shard'"
-        )
-    return value
+    return opts.get("dataset_distribution", DATASET_DISTRIBUTIONS[0])
 
 
 def _is_true(value: Any) -> bool:
