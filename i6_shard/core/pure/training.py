@@ -312,6 +312,12 @@ class TrainRecords:
         self.present[i, r] = True
         self.finished[i, r] = finished
 
+    def add(self, name: str, grid: np.ndarray) -> None:
+        """One more int field (listed after the others), known where ``grid`` is not negative."""
+        self.fields += (name,)
+        self.grids[name] = np.asarray(grid, dtype=np.int64)
+        self.unknown[name] = self.grids[name] < 0
+
     def grid(self, name: str) -> np.ndarray:
         """The field's grid, -1 where unknown or missing (read-only: no copy)."""
         g = self.grids[name].view()

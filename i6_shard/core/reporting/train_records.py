@@ -17,7 +17,8 @@ __all__ = ["MAX_LISTED_RECORDS", "TRAIN_RECORDS_FILE", "RECORD_COLUMNS", "summar
 MAX_LISTED_RECORDS = 1 << 14
 TRAIN_RECORDS_FILE = "records.tsv"
 #: The columns of :data:`TRAIN_RECORDS_FILE` (a record's keys in ``summary.json``; empty: unknown, "missing": the
-#: rank's log does not have the sub-epoch).
+#: rank's log does not have the sub-epoch). ``planned_steps``/``planned_batches``: the plan's ``steps_taken`` and
+#: ``steps_exact`` (empty without a plan simulated exactly), beside the logged ``steps``.
 RECORD_COLUMNS = (
     "epoch",
     "rank",
@@ -29,6 +30,8 @@ RECORD_COLUMNS = (
     "steps",
     "num_files",
     "files_match_plan",
+    "planned_steps",
+    "planned_batches",
 )
 
 

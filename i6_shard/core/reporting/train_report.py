@@ -14,10 +14,12 @@ from ..io.atomic import atomic_path, atomic_write, check_output_path
 from .train_records import TRAIN_RECORDS_FILE, dump_summary, summarize_records
 from ..io.file_lengths import load_file_lengths, read_hdf_lengths
 from ..io.plan_file import load_plan
+from ..io.plan_steps import plan_file_of, read_planned_steps
 from ..io.returnn_log import read_training_logs
 from ..io.seq_filter import filtered_hdf_lengths
 from ..pure.batching import SyncMode
 from ..pure.fmt import num, pct
+from ..pure.train_planned import compare_planned_steps
 from ..pure.training import (
     DEFAULT_MAX_DROPPED,
     DEFAULT_MIN_STEPS_RATIO,
@@ -112,7 +114,22 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
         ("frames counted on", s["frames_dim"] or "unknown (no log_batch_size)"),
         ("frames per step", "?" if s["frames_per_step"] is None else f"{s['frames_per_step']:.1f} (mean per rank)"),
     ]
+    if s.get("planned_steps") is not None:  # (with a plan file: write_train_report compares its steps)
+        rows.insert(4, ("planned steps", _planned_steps_row(s["planned_steps"])))
     return [f"  {k:<18} {v}" for k, v in rows]
+
+
+def _planned_steps_row(p: Mapping[str, Any]) -> str:
+    """Whether the plan's simulated steps are compared with the logged ones, and how many differ."""
+    if not p["simulated"]:
+        return "none (" + ("planned without batching" if p["found"] else "no summary.json beside the plan") + ")"
+    if p["exact"] is None:
+        return "none (no logged sub-epoch is in the plan)"
+    exact = "simulated exactly" if p["exact"] else f"not simulated exactly everywhere ({p['reason'] or 'see notes'})"
+    return (
+        f"{exact}; {p['differences']:,} of {p['compared_records']:,} finished (sub-epoch, rank) differ from the "
+        f"logged steps, {p['drop_differences']:,} sub-epochs in the dropped share"
+    )
 
 
 def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
@@ -133,16 +150,38 @@ def _sub_epochs_section(s: Mapping[str, Any]) -> List[str]:
         lines.append(
             f"  sub-epoch {se['epoch']:>3}"
             + ("" if se["full_epoch_0idx"] is None else f" (full epoch {se['full_epoch_0idx']})")
-            + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames, "
+            + f": {num(se['steps'])} steps{exp}, dropped {_pct1(se['dropped_fraction'])} of frames"
+            + _planned_drop(se)
+            + ", "
             f"{_pct1(se['dropped_fraction_seqs'])} of sequences"
             + ("" if se.get("filtered_fraction") is None else f", filtered {_pct1(se['filtered_fraction'])}")
             + state
         )
-        lines += [_rank_line(x) for x in se["ranks"]] if se["ranks"] is not None else []
+        lines += [_rank_line(x, finished=se["finished"]) for x in se["ranks"]] if se["ranks"] is not None else []
     return lines
 
 
-def _rank_line(x: Mapping[str, Any]) -> str:
+def _planned_drop(se: Mapping[str, Any]) -> str:
+    """The plan's drop beside the logged one, or that the plan's simulation is not exact there."""
+    if se.get("planned_exact") is False:
+        return " (plan: not simulated exactly)"
+    p = se.get("dropped_fraction_planned")
+    return "" if p is None else f" (planned {_pct1(p)})"
+
+
+def _planned_steps(x: Mapping[str, Any], *, finished: bool) -> str:
+    """The plan's steps (and batches) beside the logged steps; where they differ in a finished sub-epoch, said in
+    capitals."""
+    if "planned_steps" not in x:
+        return ""
+    p, b = x["planned_steps"], x["planned_batches"]
+    if p is None:
+        return " (planned: not simulated exactly)"
+    differ = ", STEPS DIFFER FROM THE PLAN" if finished and x["steps"] is not None and x["steps"] != p else ""
+    return f" (planned {num(p)} of {num(b)} batches){differ}"
+
+
+def _rank_line(x: Mapping[str, Any], *, finished: bool = True) -> str:
     if x.get("missing"):
         return f"    rank {x['rank']:>2}: not in the log"
     match = {None: "", True: ", files as planned", False: ", FILES DIFFER FROM THE PLAN"}[x["files_match_plan"]]
@@ -153,7 +192,8 @@ def _rank_line(x: Mapping[str, Any]) -> str:
     )
     return (
         f"    rank {x['rank']:>2}: {num(x['consumed_frames'])}/{num(x['available_frames'])} frames "
-        f"({num(x['consumed_seqs'])}/{num(x['available_seqs'])} seqs{offered}), {num(x['steps'])} steps, "
+        f"({num(x['consumed_seqs'])}/{num(x['available_seqs'])} seqs{offered}), {num(x['steps'])} steps"
+        f"{_planned_steps(x, finished=finished)}, "
         f"{num(x['num_files'])} files{match}"
     )
 
@@ -273,6 +313,13 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
         fig.savefig(tmp, format="png", metadata={"Software": None})
 
 
+def _plan_sub_epochs_are_training_ones(log: Any) -> bool:
+    """Whether the plan's sub-epochs are the training's: not under a wrapper whose sub-epoch holds several epochs of
+    the DistributeFilesDataset (MultiEpochDataset), whose plan is the dataset's (its files are not compared either)."""
+    files_from = log.files_from or {}
+    return not (files_from.get("wrapped") and (files_from.get("multi_epoch") or 1) != 1)
+
+
 def write_train_report(
     log_paths: Sequence[str],
     out_dir: str,
@@ -291,7 +338,12 @@ def write_train_report(
     min_seq_length: Any = None,
 ) -> Dict[str, Any]:
     """Read the logs (and plan, lengths), analyze, and write ``out_dir``/report.txt, summary.json and
-    (with ``plot``) plot.png, each atomically; nothing is written if reading or analysis fails.
+    (with ``plot``) plot.png, each atomically (and records.tsv above ``MAX_LISTED_RECORDS`` records); nothing is
+    written if reading or analysis fails.
+
+    ``plan_path``: the plan file, or its directory. The plan's steps (``steps_taken``, ``steps_exact``) and drop from
+    the ``summary.json`` beside it are put beside the logged ones
+    (:func:`~i6_shard.core.pure.train_planned.compare_planned_steps`), each difference an alarm.
 
     File lengths come from ``file_lengths_path`` (JSON, see :func:`~i6_shard.core.io.file_lengths.load_file_lengths`)
     and, with ``read_hdf``, from the HDF files the logs name (relative names resolved against the
@@ -305,7 +357,7 @@ def write_train_report(
     if plot:
         require_matplotlib()
     log = read_training_logs(list(log_paths), dataset_name=dataset_name, multi_epoch=multi_epoch)
-    plan = load_plan(plan_path) if plan_path is not None else None
+    plan = load_plan(plan_file_of(plan_path)) if plan_path is not None else None
     lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
     if read_hdf:  # (each key once, not once per record that names it)
         keys = dict.fromkeys(k for r in log.ranks for rec in r.sub_epochs.values() for k in rec.file_keys or ())
@@ -331,6 +383,8 @@ def write_train_report(
         sync=sync or SyncMode(),
         filtered_lengths=filtered,
     )
+    if plan is not None and plan.num_shards == log.num_ranks and _plan_sub_epochs_are_training_ones(log):
+        compare_planned_steps(summary, records, read_planned_steps(plan_path, num_shards=plan.num_shards))
     os.makedirs(out_dir, exist_ok=True)
     # the records listed, or above MAX_LISTED_RECORDS streamed from their grids to records.tsv
     summary = summarize_records(summary, out_dir, records)

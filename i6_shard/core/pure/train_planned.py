@@ -1,0 +1,136 @@
+"""Planned beside logged steps in a training report: the steps the plan's exact simulation of the torch engine says
+each rank takes (``steps_taken``) and the batches it has (``steps_exact``), per (sub-epoch, rank), next to the steps
+RETURNN logged; the planned drop per sub-epoch next to the measured one; an alarm for every difference. Where the
+plan's simulation is not exact nothing is compared, and the summary says so."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping
+
+import numpy as np
+
+from .fmt import json_float
+
+__all__ = ["compare_planned_steps", "DROP_TOLERANCE", "MAX_DIFFERENCE_ALARMS"]
+
+#: A planned and a measured drop differ when they are further apart than this: both are summary floats (rounded to
+#: 6 digits), so this is two rounding steps, far below one sequence of any real sub-epoch.
+DROP_TOLERANCE = 2e-6
+#: Alarm lines naming one (sub-epoch, rank) each whose steps differ; the rest are counted in one more line (every one
+#: is in the records: ``planned_steps`` beside ``steps``).
+MAX_DIFFERENCE_ALARMS = 20
+
+
+def compare_planned_steps(summary: Dict[str, Any], records: Any, planned: Mapping[str, Any]) -> Dict[str, Any]:
+    """Put ``planned`` (:func:`~i6_shard.core.io.plan_steps.read_planned_steps`) beside the logged steps: records get
+    ``planned_steps`` (steps_taken) and ``planned_batches`` (steps_exact), -1/None where not planned exactly;
+    each sub-epoch ``planned_exact`` (None: the plan has no such sub-epoch) and ``dropped_fraction_planned``;
+    the summary ``planned_steps`` (what was compared, how many differ) and one alarm per difference of a finished
+    (sub-epoch, rank) (the first :data:`MAX_DIFFERENCE_ALARMS`, then a count) and per sub-epoch whose drop differs
+    by more than :data:`DROP_TOLERANCE`. In place; returns ``summary``.
+
+    :param records: the report's :class:`~i6_shard.core.pure.training.TrainRecords` (its ``steps`` grid is the
+        logged steps: "Trained N steps", or the steps logged so far)
+    """
+    sub_epochs = summary["sub_epochs"]
+    info: Dict[str, Any] = {
+        "source": "summary.json beside the plan",
+        "found": bool(planned.get("found")),
+        "simulated": bool(planned.get("simulated")),
+        "exact": None,
+        "reason": planned.get("reason"),
+        "compared_records": 0,
+        "differences": 0,
+        "drop_differences": 0,
+    }
+    summary["planned_steps"] = info
+    for se in sub_epochs:
+        se["planned_exact"], se["dropped_fraction_planned"] = None, None
+    if not info["simulated"]:
+        summary["notes"].append(
+            "the planned steps are not compared: "
+            + (
+                "the plan was made without batching (give plan --batch-size/--max-seqs to simulate its steps)"
+                if info["found"]
+                else "there is no summary.json beside the plan (give the plan's directory, as written)"
+            )
+        )
+        return summary
+    taken, batches, dropped = planned["steps_taken"], planned["steps_exact"], planned["dropped"]
+    shape = records.present.shape
+    planned_steps, planned_batches = (np.full(shape, -1, dtype=np.int64) for _ in range(2))
+    rows = [se["epoch"] - 1 for se in sub_epochs]
+    inside = [i for i, k in enumerate(rows) if k < taken.shape[0]]
+    if inside:
+        planned_steps[inside] = taken[[rows[i] for i in inside]]
+        planned_batches[inside] = batches[[rows[i] for i in inside]]
+    records.add("planned_steps", planned_steps)
+    records.add("planned_batches", planned_batches)
+    exact = [bool(x) for x in planned["exact"]]
+    info["exact"] = all(exact[k] for k in rows if k < len(exact)) if inside else None
+    for i in inside:
+        se = sub_epochs[i]
+        se["planned_exact"] = exact[rows[i]]
+        se["dropped_fraction_planned"] = json_float(dropped[rows[i]]) if exact[rows[i]] else None
+    alarms: List[str] = []
+    compare = records.present & records.finished & (planned_steps >= 0)
+    logged = records.grid("steps")
+    differ = np.argwhere(compare & (logged != planned_steps))
+    info["compared_records"], info["differences"] = int(compare.sum()), int(len(differ))
+    for i, r in differ[:MAX_DIFFERENCE_ALARMS].tolist():
+        alarms.append(
+            f"steps differ from the plan: sub-epoch {sub_epochs[i]['epoch']} rank {records.rank_ids[r]}: planned "
+            f"{planned_steps[i, r]} steps (of {planned_batches[i, r]} batches), logged {logged[i, r]}"
+        )
+    if len(differ) > MAX_DIFFERENCE_ALARMS:
+        alarms.append(
+            f"steps differ from the plan in {len(differ) - MAX_DIFFERENCE_ALARMS:,} more (sub-epoch, rank): each "
+            "record lists planned_steps beside steps"
+        )
+    for se in sub_epochs:
+        p, m = se["dropped_fraction_planned"], se["dropped_fraction"]
+        if se["finished"] and p is not None and m is not None and abs(p - m) > DROP_TOLERANCE:
+            info["drop_differences"] += 1
+            if info["drop_differences"] <= MAX_DIFFERENCE_ALARMS:
+                alarms.append(
+                    f"dropped share differs from the plan: sub-epoch {se['epoch']}: planned {_pct(p)}, "
+                    f"logged {_pct(m)} of the frames"
+                )
+    if info["differences"] or info["drop_differences"]:
+        alarms[-1] += (
+            "; the training does not do what the plan simulated: check that it ran the plan's settings (batch_size, "
+            "max_seqs, max_seq_length, torch_distributed, accum_grad_multiple_step) and one DataLoader worker"
+        )
+    summary["alarms"].extend(alarms)
+    summary["notes"].extend(_not_compared_notes(sub_epochs, info, num_planned=taken.shape[0]))
+    return summary
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.4f}%"
+
+
+def _not_compared_notes(sub_epochs: List[Dict[str, Any]], info: Mapping[str, Any], *, num_planned: int) -> List[str]:
+    """What of the planned steps is not compared, and why: not simulated exactly, beyond the plan, not finished."""
+    notes = []
+    inexact = [se["epoch"] for se in sub_epochs if se["planned_exact"] is False]
+    if inexact:
+        notes.append(
+            f"the plan's simulation of the engine is not exact for sub-epochs {_few(inexact)} "
+            f"({info['reason'] or 'its summary gives no steps there'}): their planned steps are not compared"
+        )
+    beyond = [se["epoch"] for se in sub_epochs if se["epoch"] > num_planned]
+    if beyond:
+        notes.append(f"sub-epochs {_few(beyond)} are beyond the plan's {num_planned}: their steps are not compared")
+    running = [se["epoch"] for se in sub_epochs if not se["finished"] and se["planned_exact"]]
+    if running:
+        notes.append(f"sub-epochs {_few(running)} have not finished: their steps are not compared with the plan")
+    return notes
+
+
+def _few(items: List[int], n: int = 10) -> str:
+    """
+    >>> _few(list(range(1, 13)), 3)
+    '[1, 2, 3, ...] (12 in all)'
+    """
+    return str(items) if len(items) <= n else f"{str(items[:n])[:-1]}, ...] ({len(items):,} in all)"
