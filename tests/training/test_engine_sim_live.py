@@ -76,6 +76,8 @@ def plan_and_train(
         "frames_consumed": consumed,
         "frames_total": total,
         "seconds": training.seconds,
+        "log_files": training.log_files,
+        "plan_dir": plan_dir,
     }
 
 
@@ -110,6 +112,36 @@ def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distribute
     # the drop is not vacuous: some sub-epoch loses data, and the plan says exactly how much
     assert measured_drop(result) > 0
     assert summary["dropped_fraction_predicted"] == pytest.approx(measured_drop(result), abs=2e-6)
+    check_train_report_against_the_plan(tmp_path, result)
+
+
+def check_train_report_against_the_plan(tmp_path, result: Dict[str, Any]) -> None:
+    """``train-report --plan DIR`` of the training finds no step or drop other than planned; with one rank's
+    ``steps_taken`` edited in the plan's summary.json it flags exactly that (sub-epoch, rank) and fails."""
+    import shutil
+
+    from i6_shard.cli import main
+
+    argv = ["train-report", *result["log_files"], "--plan", result["plan_dir"], "--no-plot", "--fail-on-alarm"]
+    if main(argv + ["-o", str(tmp_path / "report")]) != 0:  # (alarms other than the plan's are not this test's)
+        alarms = json.loads((tmp_path / "report" / "summary.json").read_text())["alarms"]
+        assert not [a for a in alarms if "differ" in a and "from the plan" in a], alarms
+    planned = json.loads((tmp_path / "report" / "summary.json").read_text())["planned_steps"]
+    assert (planned["exact"], planned["differences"], planned["drop_differences"]) == (True, 0, 0)
+    assert planned["compared_records"] == NUM_EPOCHS * NUM_RANKS
+    edited = str(tmp_path / "plan_edited")
+    shutil.copytree(result["plan_dir"], edited)
+    summary = dict(result["summary"], steps_taken=[list(row) for row in result["summary"]["steps_taken"]])
+    summary["steps_taken"][1][0] += 1
+    with open(os.path.join(edited, "summary.json"), "w") as f:
+        json.dump(summary, f)
+    argv[argv.index(result["plan_dir"])] = edited
+    assert main(argv + ["-o", str(tmp_path / "report_edited")]) == 1
+    alarms = json.loads((tmp_path / "report_edited" / "summary.json").read_text())["alarms"]
+    step_alarms = [a for a in alarms if a.startswith("steps differ from the plan")]
+    assert len(step_alarms) == 1
+    assert f"sub-epoch 2 rank 0: planned {summary['steps_taken'][1][0]} steps" in step_alarms[0]
+    assert f"logged {result['logged_steps'][1][0]}" in step_alarms[0]
 
 
 @pytest.mark.slow
