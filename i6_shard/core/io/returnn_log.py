@@ -114,12 +114,87 @@ class SubEpochLog:
         return None if self.files is None else [tree_key(t) for t in self.files]
 
 
+@dataclass(frozen=True)
+class SubEpochTable:
+    """One rank's sub-epochs as columns (no object per record: a log may hold a million), sorted by ``epoch``, the
+    last run of each; the steps of all its sub-epochs back to back (a sub-epoch's are
+    ``step_seqs[step_start[i]:step_end[i]]``). All arrays read-only.
+
+    :ivar epoch: int64 [num_records], 1-based, ascending
+    :ivar line: int64 [num_records], the line of the log where the record (its last run) began
+    :ivar dataset_num_seqs: int64 [num_records], "train num_seqs" (-1 where not logged)
+    :ivar trained_steps: int64 [num_records], "Trained N steps" (-1 while running, or if it crashed)
+    :ivar step_start, step_end: int64 [num_records], the record's steps in the step arrays
+    :ivar step_seqs, step_frames: int64 [steps of the log], per step (-1 where not logged)
+    :ivar step_complete: float64 [steps of the log], the logged completed share (nan where not logged)
+    """
+
+    epoch: np.ndarray
+    line: np.ndarray
+    dataset_num_seqs: np.ndarray
+    trained_steps: np.ndarray
+    step_start: np.ndarray
+    step_end: np.ndarray
+    step_seqs: np.ndarray
+    step_frames: np.ndarray
+    step_complete: np.ndarray
+
+    @property
+    def num_steps(self) -> np.ndarray:
+        """int64 [num_records]: the steps logged per record."""
+        return self.step_end - self.step_start
+
+    def index(self, epoch: Any) -> Optional[int]:
+        """The row of ``epoch``, or None."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+            return None
+        i = int(np.searchsorted(self.epoch, epoch))
+        return i if i < len(self.epoch) and self.epoch[i] == epoch else None
+
+    def record(self, i: int, files: Optional[Tuple[List[FileTree], int]] = None) -> SubEpochLog:
+        """Row ``i`` as a :class:`SubEpochLog` (made on request; its step arrays are views)."""
+        s, e = int(self.step_start[i]), int(self.step_end[i])
+        num_seqs, trained = int(self.dataset_num_seqs[i]), int(self.trained_steps[i])
+        return SubEpochLog(
+            epoch=int(self.epoch[i]),
+            files=None if files is None else files[0],
+            dataset_num_seqs=None if num_seqs < 0 else num_seqs,
+            step_seqs=self.step_seqs[s:e] if e > s else _NO_STEPS,
+            step_frames=self.step_frames[s:e] if e > s else _NO_STEPS,
+            step_complete=self.step_complete[s:e] if e > s else _NO_COMPLETE,
+            trained_steps=None if trained < 0 else trained,
+            line=int(self.line[i]),
+            num_instances=0 if files is None else files[1],
+        )
+
+
+class _SubEpochs(Mapping):
+    """A rank's sub-epochs by epoch, each a :class:`SubEpochLog` made when asked for (read-only)."""
+
+    def __init__(self, log: "RankLog"):
+        self._log = log
+
+    def __len__(self) -> int:
+        return len(self._log.table.epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._log.table.epoch.tolist())
+
+    def __getitem__(self, epoch: Any) -> SubEpochLog:
+        i = self._log.table.index(epoch)
+        if i is None:
+            raise KeyError(epoch)
+        return self._log.table.record(i, self._log.files.get(int(epoch)))
+
+
 @dataclass
 class RankLog:
-    """One rank's log: its sub-epochs by epoch (the last run of an epoch wins, as after a restart).
+    """One rank's log: its sub-epochs (the last run of an epoch wins, as after a restart) as columns.
 
     :ivar source: where the lines came from, for messages: the file name, with ``[rank r]`` for an
         interleaved stdout (no directory, so reports name no machine's paths)
+    :ivar table: the sub-epochs' records (:class:`SubEpochTable`); :attr:`sub_epochs` shows them by epoch
+    :ivar files: epoch -> (its files, the dataset instances that logged them), for the sub-epochs with files
     :ivar path: the log file's path
     :ivar frames_dim: the dim whose ``sum_size`` counts the frames (None without ``log_batch_size``)
     :ivar cwd: the training's working directory (from RETURNN's start-up line), to resolve relative files
@@ -129,7 +204,8 @@ class RankLog:
 
     rank: int
     source: str
-    sub_epochs: Dict[int, SubEpochLog]
+    table: SubEpochTable
+    files: Dict[int, Tuple[List[FileTree], int]] = field(default_factory=dict)
     path: Optional[str] = None
     frames_dim: Optional[str] = None
     cwd: Optional[str] = None
@@ -137,6 +213,11 @@ class RankLog:
     notes: List[str] = field(default_factory=list)
     file_lines: Dict[str, Dict[int, List[List[FileTree]]]] = field(default_factory=dict)
     file_windows: Dict[str, Dict[int, int]] = field(default_factory=dict)
+
+    @property
+    def sub_epochs(self) -> Mapping[int, SubEpochLog]:
+        """The sub-epochs by epoch, sorted (each record made when asked for)."""
+        return _SubEpochs(self)
 
 
 @dataclass
@@ -146,6 +227,7 @@ class TrainingLog:
     ranks: List[RankLog]
     #: whose "using files" lines the sub-epochs' files are (see :func:`resolve_dataset_files`)
     files_from: Dict[str, Any] = field(default_factory=dict)
+    _epochs: Optional[List[int]] = field(default=None, repr=False)
 
     @property
     def num_ranks(self) -> int:
@@ -153,25 +235,43 @@ class TrainingLog:
 
     @property
     def epochs(self) -> List[int]:
-        """Sub-epochs any rank started, sorted."""
-        return sorted({e for r in self.ranks for e in r.sub_epochs})
+        """Sub-epochs any rank started, sorted (one list, made once: do not change it)."""
+        if self._epochs is None:
+            tables = [r.table.epoch for r in self.ranks]
+            self._epochs = np.unique(np.concatenate(tables)).tolist() if tables else []
+        return self._epochs
+
+    def file_keys(self) -> Iterator[str]:
+        """The keys of the files of every record, in rank and epoch order (repeated where records share files)."""
+        for r in self.ranks:
+            for files, _ in r.files.values():
+                yield from (tree_key(t) for t in files)
 
 
-class _Building:
-    """Step lists of one sub-epoch while its lines come in (compact arrays: a log may hold millions of steps)."""
+class _Rows:
+    """One rank's records while its lines come in: a row per run of a sub-epoch in compact columns, and the steps of
+    all rows back to back (a log may hold a million records and millions of steps: no object per record)."""
 
-    def __init__(self, epoch: int, line: int):
-        self.record = SubEpochLog(epoch=epoch, line=line)
-        self.seqs = array("q")
-        self.frames = array("q")
-        self.complete = array("d")
+    def __init__(self):
+        self.epoch, self.line, self.num_seqs, self.trained = array("q"), array("q"), array("q"), array("q")
+        self.start, self.end = array("q"), array("q")
+        self.seqs, self.frames, self.complete = array("q"), array("q"), array("d")
 
-    def finish(self) -> SubEpochLog:
-        if self.seqs:  # (a sub-epoch without steps shares the empty arrays: a log may hold a million of them)
-            self.record.step_seqs = np.array(self.seqs, dtype=np.int64)
-            self.record.step_frames = np.array(self.frames, dtype=np.int64)
-            self.record.step_complete = np.array(self.complete, dtype=np.float64)
-        return self.record
+    def table(self) -> SubEpochTable:
+        """The last row of each epoch, sorted by epoch, as read-only numpy columns."""
+        epoch = np.array(self.epoch, dtype=np.int64)
+        order = np.lexsort((np.arange(len(epoch)), epoch))  # by epoch, then by run
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = epoch[order][1:] != epoch[order][:-1]
+        keep = order[last]
+        columns = [np.array(c, dtype=np.int64)[keep] for c in (self.line, self.num_seqs, self.trained)]
+        columns += [np.array(c, dtype=np.int64)[keep] for c in (self.start, self.end)]
+        steps = [np.array(self.seqs, dtype=np.int64), np.array(self.frames, dtype=np.int64)]
+        steps.append(np.array(self.complete, dtype=np.float64))
+        arrays = [epoch[keep], *columns, *steps]
+        for x in arrays:
+            x.flags.writeable = False
+        return SubEpochTable(*arrays)
 
 
 def _pick_frames_dim(dims: Sequence[str]) -> Optional[str]:
@@ -227,8 +327,9 @@ class _RankParser:
         #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then
         self.file_windows: Dict[str, Dict[int, int]] = {}
         self.last_trained = 0
-        self.sub_epochs: Dict[int, SubEpochLog] = {}
-        self.current: Optional[_Building] = None
+        self.rows = _Rows()
+        self.cur = -1  # the row being read (-1: none)
+        self.cur_epoch: Optional[int] = None  # its epoch
         self.cwd: Optional[str] = None
         self.num_starts = 0
         self.lost_steps = 0
@@ -243,17 +344,38 @@ class _RankParser:
             digits, what=what, limit=MAX_COUNT, where=where, fix=f"no step or sub-epoch has that many; {_DAMAGED}"
         )
 
-    def _begin(self, epoch: int, lineno: int) -> _Building:
-        if self.current is None or self.current.record.epoch != epoch:
+    def _begin(self, epoch: int, lineno: int) -> int:
+        if self.cur_epoch != epoch:
+            self._start(epoch, lineno)
+        return self.cur
+
+    def _start(self, epoch: int, lineno: int) -> None:
+        """Close the row being read and begin ``epoch`` afresh at line ``lineno``: a new row, or where the last row
+        is of ``epoch`` (a restart inside it) that row anew. Of an epoch run twice, the last run counts."""
+        self._close()
+        rows, n = self.rows, len(self.rows.seqs)
+        if rows.epoch and rows.epoch[-1] == epoch:
+            i = len(rows.epoch) - 1
+            rows.line[i], rows.num_seqs[i], rows.trained[i], rows.start[i], rows.end[i] = lineno, -1, -1, n, n
+        else:
             self._count_record(epoch, lineno)
-            self.current = _start(self.sub_epochs, self.current, epoch, lineno)
-        return self.current
+            for column, value in zip(
+                (rows.epoch, rows.line, rows.num_seqs, rows.trained, rows.start, rows.end),
+                (epoch, lineno, -1, -1, n, n),
+            ):
+                column.append(value)
+        self.cur, self.cur_epoch = len(rows.epoch) - 1, epoch
+
+    def _close(self) -> None:
+        """End the row being read (a sub-epoch that did not finish stays as it is)."""
+        if self.cur >= 0:
+            self.rows.end[self.cur] = len(self.rows.seqs)
+        self.cur, self.cur_epoch = -1, None
 
     def _count_record(self, epoch: int, lineno: int) -> None:
-        """Refuse, at its line, the record that takes the logs past the records a report holds (before it is made:
-        memory stays bounded by that cap, however many records the logs hold)."""
-        if epoch in self.sub_epochs or (self.current is not None and self.current.record.epoch == epoch):
-            return  # a restart of a sub-epoch this rank has: no new record
+        """Refuse, at its line, the row that takes the logs past the records a report holds (before it is made:
+        memory stays bounded by that cap, however many records the logs hold). A sub-epoch run again after another
+        one counts again (its row is held until the log is read)."""
         self.records[0] += 1
         if self.records[0] > _training.MAX_REPORT_RECORDS:
             raise ValueError(
@@ -269,29 +391,26 @@ class _RankParser:
         where = f"{self.source}:{lineno}"
         m = _STEP.match(line)
         if m:
-            current = self._begin(self._epoch(m["epoch"], where), lineno)
-            self._step(current, m, where)
+            self._begin(self._epoch(m["epoch"], where), lineno)
+            self._step(m, where)
             return
         m = _START_EPOCH.match(line)
         if m:
-            epoch = self._epoch(m["epoch"], where)
-            self._count_record(epoch, lineno)
-            self.current = _start(self.sub_epochs, self.current, epoch, lineno)
+            self._start(self._epoch(m["epoch"], where), lineno)
             return
         m = _NUM_SEQS.match(line)
         if m:
-            current = self._begin(self._epoch(m["epoch"], where), lineno)
+            i = self._begin(self._epoch(m["epoch"], where), lineno)
             n = m["n"]
-            current.record.dataset_num_seqs = None if n.startswith("-") else self._count(n, "num_seqs", where)
+            self.rows.num_seqs[i] = -1 if n.startswith("-") else self._count(n, "num_seqs", where)
             return
         m = _TRAINED.match(line)
         if m:
             epoch = self._epoch(m["epoch"], where)
             self.last_trained = epoch
-            if self.current is not None and self.current.record.epoch == epoch:
-                self.current.record.trained_steps = self._count(m["steps"], "trained steps", where)
-                self.sub_epochs[epoch] = self.current.finish()
-                self.current = None
+            if self.cur_epoch == epoch:
+                self.rows.trained[self.cur] = self._count(m["steps"], "trained steps", where)
+                self._close()
             return
         m = _FILES.match(line)
         if m:
@@ -301,9 +420,7 @@ class _RankParser:
         if m:
             self.num_starts += 1
             self.cwd = m["cwd"]
-            if self.current is not None:  # the previous run ended inside this sub-epoch
-                self.sub_epochs[self.current.record.epoch] = self.current.finish()
-                self.current = None
+            self._close()  # (a previous run that ended inside a sub-epoch)
 
     def _files_line(self, m: "re.Match[str]", line: str, where: str) -> None:
         """One "using files" line of any DistributeFilesDataset: kept per dataset name and epoch, each distinct
@@ -327,15 +444,18 @@ class _RankParser:
         run, lists = by_epoch.get(epoch, (-1, []))
         if run != self.num_starts:  # a restart logs the epoch again: its last run counts
             run, lists = self.num_starts, []
-            window = self.current.record.epoch if self.current is not None else self.last_trained + 1
+            window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
             self.file_windows.setdefault(m["name"], {})[epoch] = window
         if files not in lists:
             lists.append(files)
         by_epoch[epoch] = (run, lists)
 
-    def _step(self, current: _Building, m: "re.Match[str]", where: str) -> None:
-        """One step line: its sequences, frames and completed share; skipped steps stay unknown (-1, nan)."""
-        known = len(current.seqs)
+    def _step(self, m: "re.Match[str]", where: str) -> None:
+        """One step line of the row being read (its steps are the last of the step arrays): its sequences, frames
+        and completed share; skipped steps stay unknown (-1, nan)."""
+        rows = self.rows
+        start = rows.start[self.cur]
+        known = len(rows.seqs) - start
         limit = known + MAX_LOST_STEPS - self.lost_steps
         step = _bounded_int(
             m["step"],
@@ -344,23 +464,24 @@ class _RankParser:
             where=where,
             fix=(
                 f"it would leave {MAX_LOST_STEPS:,} or more steps of this log without a line (its sub-epoch "
-                f"{current.record.epoch} has {known:,} so far), but RETURNN logs every step; {_DAMAGED}"
+                f"{self.cur_epoch} has {known:,} so far), but RETURNN logs every step; {_DAMAGED}"
             ),
         )
         if step >= known:  # a lost line leaves its step unknown
             gap = step + 1 - known
             self.lost_steps += gap - 1
-            current.seqs.extend(array("q", [-1]) * gap)
-            current.frames.extend(array("q", [-1]) * gap)
-            current.complete.extend(array("d", [float("nan")]) * gap)
+            rows.seqs.extend(array("q", [-1]) * gap)
+            rows.frames.extend(array("q", [-1]) * gap)
+            rows.complete.extend(array("d", [float("nan")]) * gap)
         info = m["info"]
         ms = _STEP_SEQS.search(info)
-        current.seqs[step] = self._count(ms["n"], "num_seqs", where) if ms else -1
+        at = start + step
+        rows.seqs[at] = self._count(ms["n"], "num_seqs", where) if ms else -1
         sums = {mm["dim"]: mm["n"] for mm in _STEP_SUM.finditer(info)}
         if sums and self.frames_dim is None:
             self.frames_dim = _pick_frames_dim(list(sums))
         frames = sums.get(self.frames_dim) if self.frames_dim is not None else None
-        current.frames[step] = -1 if frames is None else self._count(frames, f"sum_size:{self.frames_dim}", where)
+        rows.frames[at] = -1 if frames is None else self._count(frames, f"sum_size:{self.frames_dim}", where)
         mc = _STEP_COMPLETE.search(info)
         complete = float("nan")
         if mc:
@@ -373,16 +494,15 @@ class _RankParser:
                     f"{where}: complete {short_repr(mc['pct'], limit=40)}% is not a share of the "
                     f"sub-epoch (0 to 100%); {_DAMAGED}"
                 )
-        current.complete[step] = complete
+        rows.complete[at] = complete
 
     def result(self) -> RankLog:
-        if self.current is not None:
-            self.sub_epochs[self.current.record.epoch] = self.current.finish()
-            self.current = None
+        self._close()
+        table, self.rows = self.rows.table(), _Rows()  # (the rows let go)
         log = RankLog(
             rank=self.rank,
             source=self.source,
-            sub_epochs=dict(sorted(self.sub_epochs.items())),
+            table=table,
             frames_dim=self.frames_dim,
             cwd=self.cwd,
             num_starts=self.num_starts,
@@ -437,14 +557,6 @@ def parse_rank_log(
     for lineno, raw in enumerate(lines, start=1):
         parser.feed(raw.rstrip("\r\n"), lineno)
     return parser.result()
-
-
-def _start(sub_epochs: Dict[int, SubEpochLog], current: Optional[_Building], epoch: int, lineno: int) -> _Building:
-    """Close ``current`` (an unfinished sub-epoch stays as it is) and begin ``epoch`` afresh at line ``lineno``."""
-    if current is not None:
-        sub_epochs[current.record.epoch] = current.finish()
-    sub_epochs.pop(epoch, None)  # a restart runs the epoch again; its last run counts
-    return _Building(epoch, lineno)
 
 
 def rank_of_log_file(path: str) -> Optional[Tuple[int, int]]:
@@ -637,7 +749,7 @@ def read_training_logs(
     extra = sorted(set(ranks) - set(range(expected)))
     if extra:
         raise ValueError(f"ranks {_few(extra)} are outside the world size {expected}")
-    empty = [r.source for r in ranks.values() if not r.sub_epochs and not r.num_starts]
+    empty = [r.source for r in ranks.values() if not len(r.table.epoch) and not r.num_starts]
     if empty:
         raise ValueError(
             f"{len(empty)} of the logs hold no line of a RETURNN training (no start-up line, no files "
@@ -681,13 +793,14 @@ def assign_files(log: RankLog, name: str, *, multi_epoch: int = 1) -> None:
     (['a', 'b'], 2)
     """
     by_epoch = log.file_lines.get(name, {})
-    for epoch, record in log.sub_epochs.items():
-        inner = [by_epoch[k] for k in range((epoch - 1) * multi_epoch + 1, epoch * multi_epoch + 1) if k in by_epoch]
-        if not inner:
-            record.files, record.num_instances = None, 0
-            continue
-        record.files = [tree for lists in inner for files in lists for tree in files]
-        record.num_instances = max(len(lists) for lists in inner)
+    groups: Dict[int, List[List[List[FileTree]]]] = {}
+    for k in sorted(by_epoch):  # (each epoch of the dataset once: no pass over the records)
+        groups.setdefault((k - 1) // multi_epoch + 1, []).append(by_epoch[k])
+    log.files = {
+        epoch: ([tree for lists in inner for files in lists for tree in files], max(len(lists) for lists in inner))
+        for epoch, inner in groups.items()
+        if log.table.index(epoch) is not None
+    }
 
 
 def infer_multi_epoch(windows: Sequence[Mapping[int, int]]) -> Optional[int]:

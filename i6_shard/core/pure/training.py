@@ -14,6 +14,7 @@ import numpy as np
 
 from .batching import SyncMode
 from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
+from .file_tree import tree_key
 from .fmt import json_float
 from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
@@ -63,13 +64,6 @@ def check_report_size(*, num_epochs: int, num_ranks: int) -> None:
         )
 
 
-def _sum_known(values: np.ndarray) -> Optional[int]:
-    """Sum of a step array, or None if a step is unknown (-1)."""
-    if values.size and int(values.min()) < 0:
-        return None
-    return int(values.sum())
-
-
 def _places(items: Sequence[str], total: Optional[int] = None) -> str:
     """The first places of ``items`` and how many more (of ``total``, if only the first few are given)."""
     total = len(items) if total is None else total
@@ -77,41 +71,48 @@ def _places(items: Sequence[str], total: Optional[int] = None) -> str:
     return shown + (f" and {total - _MAX_PLACES} more" if total > _MAX_PLACES else "")
 
 
-def _complete_is_mean(log: TrainingLog) -> bool:
+def _complete_is_mean(log: TrainingLog, rows: np.ndarray) -> bool:
     """Whether the logged ``complete`` is one value for all ranks (a mean, ``sync_complete_frac``,
     default from behavior_version 33): at every step all ranks log the same value although their
-    datasets hold different numbers of sequences."""
+    datasets hold different numbers of sequences.
+
+    :param rows: int64 [sub-epoch, rank], each record's row in its rank's table (-1: missing)"""
     if log.num_ranks < 2:
         return False
+    tables = [r.table for r in log.ranks]
+    steps = _by_record(tables, rows, lambda t: t.num_steps, missing=0)
     differ = False
-    for epoch in log.epochs:
-        recs = [r.sub_epochs.get(epoch) for r in log.ranks]
-        if any(rec is None for rec in recs):
-            continue
-        counts = {rec.dataset_num_seqs for rec in recs}
-        n = min(rec.num_steps for rec in recs)
-        if n == 0:
-            continue
-        first = recs[0].step_complete[:n]
-        for rec in recs[1:]:
-            if not np.array_equal(first, rec.step_complete[:n], equal_nan=True):
+    for i in np.flatnonzero((rows >= 0).all(axis=1) & (steps.min(axis=1) > 0)).tolist():
+        n = int(steps[i].min())
+        starts = [int(t.step_start[rows[i, r]]) for r, t in enumerate(tables)]
+        first = tables[0].step_complete[starts[0] : starts[0] + n]
+        for t, s in zip(tables[1:], starts[1:]):
+            if not np.array_equal(first, t.step_complete[s : s + n], equal_nan=True):
                 return False
-        differ |= len(counts) > 1
+        differ |= len({int(t.dataset_num_seqs[rows[i, r]]) for r, t in enumerate(tables)}) > 1
     return differ
 
 
-def _consumed_seqs(rec: SubEpochLog, *, complete_is_mean: bool) -> Tuple[Optional[int], str]:
-    """Sequences the rank consumed, and from what: the per-step counts (``log_batch_size``), else
-    the last logged ``complete`` times the dataset's sequences (only where it is the rank's own)."""
-    if rec.num_steps == 0:
-        return 0, "steps"
-    total = _sum_known(rec.step_seqs)
-    if total is not None:
-        return total, "steps"
-    last = rec.step_complete[-1] if rec.step_complete.size else float("nan")
-    if not complete_is_mean and math.isfinite(last) and rec.dataset_num_seqs is not None:
-        return int(round(last * rec.dataset_num_seqs)), "complete"
-    return None, "unknown"
+def _by_record(tables: Sequence[Any], rows: np.ndarray, column: Callable[[Any], np.ndarray], *, missing) -> np.ndarray:
+    """[sub-epoch, rank]: ``column(table)`` of each rank's table at each record's row, ``missing`` where none."""
+    out = None
+    for r, t in enumerate(tables):
+        values = column(t)
+        if out is None:
+            out = np.full(rows.shape, missing, dtype=values.dtype)
+        have = rows[:, r] >= 0
+        out[have, r] = values[rows[have, r]]
+    return out if out is not None else np.full(rows.shape, missing)
+
+
+def _row_grid(log: TrainingLog, epochs: Sequence[int]) -> np.ndarray:
+    """int64 [sub-epoch, rank]: each record's row in its rank's table, -1 where the rank's log lacks the sub-epoch."""
+    grid = np.full((len(epochs), log.num_ranks), -1, dtype=np.int64)
+    at = np.asarray(epochs, dtype=np.int64)
+    for r, rank_log in enumerate(log.ranks):
+        mine = rank_log.table.epoch
+        grid[np.searchsorted(at, mine), r] = np.arange(len(mine))
+    return grid
 
 
 def _lengths_of(
@@ -185,7 +186,8 @@ def analyze_training_records(
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     keys_plan = usable_plan
     usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
-    complete_is_mean = _complete_is_mean(log)
+    a.rows = _row_grid(log, epochs)
+    complete_is_mean = _complete_is_mean(log, a.rows)
     if not log.ranks[0].frames_dim:
         a.notes.append(
             "the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
@@ -302,15 +304,23 @@ class TrainRecords:
         """Records listed, those missing from the logs included."""
         return int(self.present.size)
 
-    def set(self, i: int, r: int, values: Mapping[str, Optional[int]], *, finished: bool) -> None:
+    def set_rank(
+        self, r: int, rows: np.ndarray, columns: Mapping[str, Tuple[np.ndarray, np.ndarray]], *, finished: np.ndarray
+    ) -> None:
+        """Rank ``r``'s records at sub-epochs ``rows``: per field its values and where they are known."""
         for n in self.fields:
-            v = values[n]
-            if v is not None:
-                self.grids[n][i, r] = v
-                if n in self.unknown:
-                    self.unknown[n][i, r] = False
-        self.present[i, r] = True
-        self.finished[i, r] = finished
+            values, known = columns[n]
+            self.grids[n][rows, r] = np.where(known, values, -1)
+            if n in self.unknown:
+                self.unknown[n][rows, r] = ~known
+        self.present[rows, r] = True
+        self.finished[rows, r] = finished
+
+    def put(self, i: int, r: int, name: str, value: Optional[int]) -> None:
+        """One value of record (i, r) (None: unknown)."""
+        self.grids[name][i, r] = -1 if value is None else value
+        if name in self.unknown:
+            self.unknown[name][i, r] = value is None
 
     def add(self, name: str, grid: np.ndarray) -> None:
         """One more int field (listed after the others), known where ``grid`` is not negative."""
@@ -359,6 +369,7 @@ class _Analysis:
     keys_grid: List[Sequence[Optional[Tuple[str, ...]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
     several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
+    rows: Any = None  # int64 [sub-epoch, rank]: each record's row in its rank's table (-1: missing)
     filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -378,7 +389,7 @@ def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
     """Whether the sub-epochs have the files of a DistributeFilesDataset: "direct" (its name), "wrapped" (inside
     a wrapper that renames it) or "none", which is an alarm (nothing checked must not pass); the notes say
     whose files they are and how many dataset instances per rank logged them (DataLoader worker sharding)."""
-    has_files = any(rec.files is not None for r in a.log.ranks for rec in r.sub_epochs.values())
+    has_files = any(r.files for r in a.log.ranks)
     seen = list(files_from.get("seen") or [])
     if not has_files:
         other = f" (there are lines of {', '.join(repr(n) for n in seen[:5])})" if seen else ""
@@ -399,7 +410,7 @@ def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
             f"wrapper, e.g. MultiEpochDataset), {m} of its epochs per sub-epoch"
             + (" (multi_epoch inferred from the logs)" if files_from.get("multi_epoch_inferred") else "")
         )
-    most = max((rec.num_instances for r in a.log.ranks for rec in r.sub_epochs.values()), default=0)
+    most = max((n for r in a.log.ranks for _, n in r.files.values()), default=0)
     if most > 1:
         a.notes.append(
             f"{most} dataset instances per rank logged their files (DataLoader worker sharding, "
@@ -468,53 +479,90 @@ def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
 
 
 def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
-    """Fill ``a.rec``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank); return where the consumed
-    sequences came from."""
+    """Fill ``a.rec``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank), a rank at a time from the columns
+    of its table (no object per record); return where the consumed sequences came from."""
     sources = set()
     a.several = np.zeros((len(a.epochs), a.num_ranks), dtype=bool)
     no_keys = (None,) * a.num_ranks
     lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
-    for i, epoch in enumerate(a.epochs):
-        keys_row: List[Optional[Tuple[str, ...]]] = []
-        for r, rank_log in enumerate(a.log.ranks):
-            rec = rank_log.sub_epochs.get(epoch)
-            if rec is None:
-                keys_row.append(None)
-                continue
-            a.several[i, r] = getattr(rec, "num_instances", 0) > 1
-            keys = rec.file_keys
-            if keys is not None:  # one copy of each list, however many records name it (a file's key is its name)
-                keys = tuple(keys)
-                keys = lists.setdefault(keys, keys)
-            consumed_seqs, how = _consumed_seqs(rec, complete_is_mean=complete_is_mean)
-            sources.add(how)
-            file_seqs, file_frames = _lengths_of(keys, a.lengths)
-            offered = rec.dataset_num_seqs if getattr(rec, "num_instances", 0) <= 1 else None  # one instance's
-            extra: Dict[str, Optional[int]] = {}
-            if a.filtered is not None:
-                gone_seqs, gone_frames = _lengths_of(keys, a.filtered)
-                extra = {"filtered_seqs": gone_seqs, "filtered_frames": gone_frames}
-                if file_seqs is not None and gone_seqs is not None:
-                    file_seqs, file_frames = file_seqs - gone_seqs, file_frames - gone_frames
-                else:
-                    file_seqs = file_frames = None
-                if offered is not None and gone_seqs is not None:
-                    offered -= gone_seqs  # the dataset offers them; the filter removes them
-            values = {
-                "consumed_seqs": consumed_seqs,
-                "consumed_frames": 0 if rec.num_steps == 0 else _sum_known(rec.step_frames),
-                "available_seqs": file_seqs if file_seqs is not None else offered,
-                "available_frames": file_frames,
-                "offered_seqs": offered,
-                **extra,
-                "steps": rec.trained_steps if rec.trained_steps is not None else rec.num_steps,
-                "num_files": None if keys is None else len(keys),
-            }
-            a.rec.set(i, r, values, finished=rec.finished)
-            keys_row.append(keys)
-        a.keys_grid.append(no_keys if all(k is None for k in keys_row) else keys_row)
-        a.finished.append(bool(a.rec.present[i].all() and a.rec.finished[i].all()))
+    keys_rows: Dict[int, List[Optional[Tuple[str, ...]]]] = {}
+    epochs = np.asarray(a.epochs, dtype=np.int64)
+    for r, rank_log in enumerate(a.log.ranks):
+        t, at = rank_log.table, a.rows[:, r]
+        present = np.flatnonzero(at >= 0)
+        idx = at[present]
+        num_steps, trained = t.num_steps[idx], t.trained_steps[idx]
+        seqs, seqs_known = _step_sums(t.step_seqs, t.step_start[idx], t.step_end[idx])
+        frames, frames_known = _step_sums(t.step_frames, t.step_start[idx], t.step_end[idx])
+        # the sequences consumed: the steps' counts, else the last 'complete' times the dataset's (its own only)
+        last = np.full(len(idx), np.nan)
+        has = num_steps > 0
+        last[has] = t.step_complete[t.step_end[idx][has] - 1]
+        num_seqs = t.dataset_num_seqs[idx]
+        by_complete = ~seqs_known & np.isfinite(last) & (num_seqs >= 0) & (not complete_is_mean)
+        consumed_seqs = np.where(seqs_known, seqs, -1)
+        consumed_seqs[by_complete] = np.round(last[by_complete] * num_seqs[by_complete]).astype(np.int64)
+        sources.update(name for name, where in (("steps", seqs_known), ("complete", by_complete)) if where.any())
+        if (~seqs_known & ~by_complete).any():
+            sources.add("unknown")
+        columns = {
+            "consumed_seqs": (consumed_seqs, seqs_known | by_complete),
+            "consumed_frames": (frames, frames_known),
+            "available_seqs": (num_seqs, num_seqs >= 0),
+            "available_frames": (np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool)),
+            "offered_seqs": (num_seqs, num_seqs >= 0),
+            "steps": (np.where(trained >= 0, trained, num_steps), np.ones(len(idx), dtype=bool)),
+            "num_files": (np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool)),
+        }
+        if a.filtered is not None:
+            unknown = (np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool))
+            columns.update(filtered_seqs=unknown, filtered_frames=unknown)
+        a.rec.set_rank(r, present, columns, finished=trained >= 0)
+        for epoch, (files, num_instances) in rank_log.files.items():  # the records with files, one by one
+            i = int(np.searchsorted(epochs, epoch))
+            keys = tuple(tree_key(tree) for tree in files)
+            keys = lists.setdefault(keys, keys)  # one copy of each list, however many records name it
+            keys_rows.setdefault(i, list(no_keys))[r] = keys
+            a.several[i, r] = num_instances > 1
+            _record_files(a, i, r, keys, several=num_instances > 1)
+    for i in range(len(a.epochs)):
+        a.keys_grid.append(keys_rows.get(i, no_keys))
+    a.finished = (a.rec.present.all(axis=1) & a.rec.finished.all(axis=1)).tolist()
     return sources
+
+
+def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per record the sum of its steps' ``values[start:end]`` (0 without steps; unknown ones count 0), and whether
+    all of them are known (not negative).
+
+    >>> _step_sums(np.array([3, 4, -1, 5]), np.array([0, 2, 4]), np.array([2, 4, 4]))
+    (array([7, 5, 0]), array([ True, False,  True]))
+    """
+    total = np.concatenate([[0], np.cumsum(np.maximum(values, 0))])
+    lost = np.concatenate([[0], np.cumsum(values < 0)])
+    return total[end] - total[start], lost[end] == lost[start]
+
+
+def _record_files(a: _Analysis, i: int, r: int, keys: Tuple[str, ...], *, several: bool) -> None:
+    """The counts of record (i, r) that its files give: the sequences and frames they hold (less the length
+    filter's), their number; the dataset's count is one instance's, so not the rank's, under several instances."""
+    rec = a.rec
+    file_seqs, file_frames = _lengths_of(keys, a.lengths)
+    offered = None if several or rec.unknown["offered_seqs"][i, r] else int(rec.grids["offered_seqs"][i, r])
+    if a.filtered is not None:
+        gone_seqs, gone_frames = _lengths_of(keys, a.filtered)
+        rec.put(i, r, "filtered_seqs", gone_seqs)
+        rec.put(i, r, "filtered_frames", gone_frames)
+        if file_seqs is not None and gone_seqs is not None:
+            file_seqs, file_frames = file_seqs - gone_seqs, file_frames - gone_frames
+        else:
+            file_seqs = file_frames = None
+        if offered is not None and gone_seqs is not None:
+            offered -= gone_seqs  # the dataset offers them; the filter removes them
+    rec.put(i, r, "offered_seqs", offered)
+    rec.put(i, r, "available_seqs", file_seqs if file_seqs is not None else offered)
+    rec.put(i, r, "available_frames", file_frames)
+    rec.put(i, r, "num_files", len(keys))
 
 
 def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:

@@ -360,7 +360,7 @@ def write_train_report(
     plan = load_plan(plan_file_of(plan_path)) if plan_path is not None else None
     lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
     if read_hdf:  # (each key once, not once per record that names it)
-        keys = dict.fromkeys(k for r in log.ranks for rec in r.sub_epochs.values() for k in rec.file_keys or ())
+        keys = dict.fromkeys(log.file_keys())
         if plan is not None:
             keys.update(dict.fromkeys(plan.keys))
         base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
@@ -368,7 +368,7 @@ def write_train_report(
         lengths.update(read_hdf_lengths(missing, base_dir=base))
     filtered = None
     if max_seq_length is not None or min_seq_length is not None:
-        keys = list(dict.fromkeys(k for r in log.ranks for rec in r.sub_epochs.values() for k in rec.file_keys or ()))
+        keys = list(dict.fromkeys(log.file_keys()))
         base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
         filtered = filtered_hdf_lengths(
             keys, max_seq_length=max_seq_length, min_seq_length=min_seq_length, base_dir=base
