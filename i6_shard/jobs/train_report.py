@@ -57,9 +57,10 @@ def training_log_files(training: Any) -> List[tk.Path]:
     return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
 
 
-#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured: about 640 bytes
-#: for a record with its step arrays, 560 of them the parsed log's and under 100 the analysis's; 260 without steps).
-_RECORD_BYTES = 1024
+#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured: about 140 bytes,
+#: 1,047,552 records peaked at 173 MiB RSS: the reader's per-rank columns, 48, and the analysis's grids; the steps
+#: are held apart, 24 bytes per step line, under a byte per log byte).
+_RECORD_BYTES = 256
 #: Bytes of the shortest log line that begins a record.
 _MIN_RECORD_LINE_BYTES = 24
 
@@ -67,16 +68,16 @@ _MIN_RECORD_LINE_BYTES = 24
 def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int, float]], bool]:
     """The report task's request sized from the bytes of the logs, and whether they are few enough for a
     mini task; unknown ``log_bytes`` (a log that cannot be stat-ed): a mini task, whose run then says what
-    is wrong. The rule: 1 GB, plus one byte per log byte (the step lines: measured, a 300 MB log of 1.6 M step lines
-    took 12 s and 110 MB), plus 1 KiB for each (sub-epoch, rank) record the logs can hold: one per 24 log bytes (the
+    is wrong. The rule (docs/reliability.md): 1 GB, plus one byte per log byte (the step lines, 24 bytes held per
+    line of at least 40), plus 256 bytes for each (sub-epoch, rank) record the logs can hold: one per 24 log bytes (the
     shortest line that begins one, ``[r]:ep E train num_seqs: N``), at most the 2**20 a report holds (measured: 1,047,552
-    records from a 49 MB torchrun log peaked at 314 MB, ``benchmarks/bench_train_report_memory.py``); and about 10
+    records from a 49 MB torchrun log peaked at 173 MiB, ``benchmarks/bench_train_report_memory.py``); and about 10
     times the time of 4 MB/s.
 
     >>> train_report_rqmt(log_bytes=2 * 10**9)
-    ({'cpu': 1, 'mem': 5, 'time': 1.75}, False)
+    ({'cpu': 1, 'mem': 4, 'time': 1.75}, False)
     >>> train_report_rqmt(log_bytes=40 * 10**6)[0]["mem"]
-    3
+    2
     """
     if log_bytes is None:
         return {"cpu": 1, "mem": 2, "time": 1}, True
@@ -121,7 +122,12 @@ class TrainReportJob(Job):
     after the training), or give the logs. The training needs ``log_verbosity=5`` and
     ``log_batch_size=True`` (``i6_shard.returnn_config.training_job_kwargs`` sets both, unhashed).
 
-    Outputs: out_report (text), out_summary (json), out_plot (png, with ``plot=True``),
+    Given the plan, the plan's simulated steps (``steps_taken``, ``steps_exact`` of the ``summary.json`` beside
+    ``plan.npz``) stand beside the logged steps per (sub-epoch, rank), and each difference is an alarm.
+
+    Outputs: out_report (text), out_summary (json), out_records (records.tsv: one tab-separated line per (sub-epoch,
+    rank) record with the logged and planned steps, always; ``summary.json`` lists them too up to
+    ``MAX_LISTED_RECORDS``), out_plot (png, with ``plot=True``),
     out_dropped_fraction (tk.Variable: mean share of the frames dropped per sub-epoch, None if unknown),
     out_num_alarms (tk.Variable).
     """
@@ -208,6 +214,7 @@ class TrainReportJob(Job):
 
         self.out_report = self.output_path(reporting.TRAIN_REPORT_FILE)
         self.out_summary = self.output_path(reporting.TRAIN_SUMMARY_FILE)
+        self.out_records = self.output_path(reporting.TRAIN_RECORDS_FILE)
         if self.plot:
             self.out_plot = self.output_path(reporting.TRAIN_PLOT_FILE)
         self.out_dropped_fraction = self.output_var("dropped_fraction")
@@ -256,6 +263,7 @@ class TrainReportJob(Job):
             sync=core.SyncMode(self.reduce_type, self.param_sync_step),
             multi_epoch=self.multi_epoch,
             max_seq_length=self.max_seq_length,
+            records_file=True,  # out_records, always
         )
         write_variable(self.out_dropped_fraction, summary["dropped_fraction"])
         write_variable(self.out_num_alarms, len(summary["alarms"]))

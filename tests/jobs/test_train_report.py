@@ -111,6 +111,12 @@ def test_outputs_equal_the_cli_on_the_real_logs(work_dir):
     summary = json.loads(open(job.out_summary.get_path()).read())
     assert job.out_num_alarms.get() == len(summary["alarms"]) >= 2
     assert job.out_dropped_fraction.get() == summary["dropped_fraction"] > 0.5
+    # out_records: one line per listed record, the same as the summary's, though the summary lists them too
+    rows = [line.split("\t") for line in open(job.out_records.get_path()).read().splitlines()]
+    listed = [(se["epoch"], x["rank"], x["steps"]) for se in summary["sub_epochs"] for x in se["ranks"]]
+    steps = rows[0].index("steps")
+    assert [(int(x[0]), int(x[1]), int(x[steps])) for x in rows[1:]] == listed and len(listed) >= 4
+    assert not os.path.exists(os.path.join(out, "records.tsv"))  # the CLI writes it above MAX_LISTED_RECORDS only
 
 
 def test_bad_arguments_fail_at_construction(work_dir):

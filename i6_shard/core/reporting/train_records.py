@@ -39,7 +39,9 @@ def num_records(summary: Mapping[str, Any]) -> int:
     return sum(len(se["ranks"] or ()) for se in summary["sub_epochs"])
 
 
-def summarize_records(summary: Dict[str, Any], out_dir: str, records: Optional[TrainRecords] = None) -> Dict[str, Any]:
+def summarize_records(
+    summary: Dict[str, Any], out_dir: str, records: Optional[TrainRecords] = None, *, always_file: bool = False
+) -> Dict[str, Any]:
     """``summary`` with its records listed if there are at most :data:`MAX_LISTED_RECORDS`; else its records are
     written to ``out_dir``/:data:`TRAIN_RECORDS_FILE` (tab-separated, :data:`RECORD_COLUMNS`, one line per record,
     written as they are made), each sub-epoch's ``ranks`` set to None (in place: the records are let go) and a note
@@ -47,13 +49,20 @@ def summarize_records(summary: Dict[str, Any], out_dir: str, records: Optional[T
 
     :param records: the records of :func:`~i6_shard.core.pure.training.analyze_training_records` (whose summary
         lists none; their dicts are made one sub-epoch at a time as they are written); None: those the summary lists
-    :return: the summary (the same dict), with ``records_file`` naming the file or None
+    :param always_file: write :data:`TRAIN_RECORDS_FILE` also where the summary lists the records (as
+        TrainReportJob does: its ``out_records`` is always there)
+    :return: the summary (the same dict), with ``records_file`` naming the file where the records are not listed
     """
     count = num_records(summary) if records is None else records.count
     if count <= MAX_LISTED_RECORDS:
         if records is not None:
             for i, se in enumerate(summary["sub_epochs"]):
                 se["ranks"] = list(records.rows(i))
+        if always_file:
+            with atomic_write(os.path.join(out_dir, TRAIN_RECORDS_FILE), "wt", encoding="utf-8", newline="\n") as f:
+                f.write("\t".join(RECORD_COLUMNS) + "\n")
+                for se in summary["sub_epochs"]:
+                    _write_rows(f, se["epoch"], se["ranks"])
         return summary
     with atomic_write(os.path.join(out_dir, TRAIN_RECORDS_FILE), "wt", encoding="utf-8", newline="\n") as f:
         f.write("\t".join(RECORD_COLUMNS) + "\n")

@@ -336,6 +336,7 @@ def write_train_report(
     multi_epoch: Optional[int] = None,
     max_seq_length: Any = None,
     min_seq_length: Any = None,
+    records_file: bool = False,
 ) -> Dict[str, Any]:
     """Read the logs (and plan, lengths), analyze, and write ``out_dir``/report.txt, summary.json and
     (with ``plot``) plot.png, each atomically (and records.tsv above ``MAX_LISTED_RECORDS`` records); nothing is
@@ -351,7 +352,8 @@ def write_train_report(
     synced (None: grad sync, torch_distributed's default), for the expected steps. ``multi_epoch``: epochs of a
     wrapped DistributeFilesDataset per sub-epoch (MultiEpochDataset; default: inferred from the logs).
     ``max_seq_length``/``min_seq_length``: the training's length filter (its config values), whose removals from
-    the HDF files are shown apart from the dropped share.
+    the HDF files are shown apart from the dropped share. ``records_file``: write records.tsv also where the summary
+    lists the records.
     """
     check_output_path(out_dir, directory=True)
     if plot:
@@ -387,7 +389,7 @@ def write_train_report(
         compare_planned_steps(summary, records, read_planned_steps(plan_path, num_shards=plan.num_shards))
     os.makedirs(out_dir, exist_ok=True)
     # the records listed, or above MAX_LISTED_RECORDS streamed from their grids to records.tsv
-    summary = summarize_records(summary, out_dir, records)
+    summary = summarize_records(summary, out_dir, records, always_file=records_file)
     with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
         dump_summary(summary, f)
     with atomic_write(os.path.join(out_dir, TRAIN_REPORT_FILE), "wt", encoding="utf-8", newline="\n") as f:
