@@ -3,7 +3,8 @@ and a torchrun stdout with 1024 ranks x 1023 sub-epochs (1,047,552 (sub-epoch, r
 Each case runs in its own process; its peak RSS (``ru_maxrss``), its status and the bytes it wrote are printed.
 
 Run from the repository root: ``python benchmarks/bench_train_report_memory.py [--root DIR] [--cases NAME ...]``
-(``--root`` runs another checkout's i6_shard, e.g. an older commit, on the same logs).
+(``--root`` runs another checkout's i6_shard, e.g. an older commit, on the same logs; ``--before DIR`` runs each case
+with that checkout and then with this one, side by side).
 """
 
 from __future__ import annotations
@@ -48,16 +49,31 @@ def write_many_records_log(path: str, *, num_ranks: int, num_epochs: int) -> Non
             f.write("".join(f"[default{r}]:start epoch {e} global train step 0\n" for r in range(num_ranks)))
 
 
+def write_many_steps_log(path: str, *, num_ranks: int, num_epochs: int, num_steps: int) -> None:
+    """A torchrun stdout in which each of ``num_ranks`` ranks runs ``num_epochs`` sub-epochs of ``num_steps`` step
+    lines each (with log_batch_size's counts), each finished."""
+    step = "ep {e} train, step {s}, mse 0.5, num_seqs 3, max_size:time:data 9, sum_size:time:data 20, complete 50.00%"
+    with open(path, "w") as f:
+        for r in range(num_ranks):
+            f.write(f"[default{r}]:RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/py\n")
+        for e in range(1, num_epochs + 1):
+            f.write("".join(f"[default{r}]:start epoch {e} global train step 0\n" for r in range(num_ranks)))
+            for s in range(num_steps):
+                f.write("".join(f"[default{r}]:{step.format(e=e, s=s)}\n" for r in range(num_ranks)))
+            f.write("".join(f"[default{r}]:Epoch {e}: Trained {num_steps} steps\n" for r in range(num_ranks)))
+
+
 CASES = {
     "files line 2 MiB": lambda p: write_files_line_log(p, line_bytes=2 << 20),
     "files line 16 MiB": lambda p: write_files_line_log(p, line_bytes=16 << 20),
     "files line 2 MiB, short names": lambda p: write_files_line_log(p, line_bytes=2 << 20, entry="'f', "),
     "files line 4 MiB, distinct names": lambda p: write_files_line_log(p, line_bytes=4 << 20, entry=None),
     "1,047,552 records": lambda p: write_many_records_log(p, num_ranks=1024, num_epochs=1023),
+    "1,600,000 step lines": lambda p: write_many_steps_log(p, num_ranks=8, num_epochs=100, num_steps=2000),
 }
 
 
-def run_case(name: str, *, root: str, base: str) -> None:
+def run_case(name: str, *, root: str, base: str, label: str = "") -> None:
     log = os.path.join(base, name.replace(" ", "_").replace(",", "") + ".log")
     out = os.path.join(base, "out_" + os.path.basename(log)[:-4])
     shutil.rmtree(out, ignore_errors=True)
@@ -84,7 +100,7 @@ def run_case(name: str, *, root: str, base: str) -> None:
     error = [line for line in p.stderr.splitlines() if line.startswith("error:")]
     written = sum(os.path.getsize(os.path.join(out, n)) for n in os.listdir(out)) if os.path.isdir(out) else 0
     print(
-        f"{name:>20}: log {os.path.getsize(log) / 2**20:7.1f} MiB, peak RSS {peak:8.1f} MiB, {seconds:6.1f} s, "
+        f"{label}{name:>20}: log {os.path.getsize(log) / 2**20:7.1f} MiB, peak RSS {peak:8.1f} MiB, {seconds:6.1f} s, "
         f"rc {p.returncode}, wrote {written / 2**20:.2f} MiB" + (f", {error[0][:150]}" if error else "")
     )
 
@@ -92,18 +108,22 @@ def run_case(name: str, *, root: str, base: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=ROOT, help="the checkout whose i6_shard runs (default: this one)")
+    parser.add_argument("--before", default=None, help="another checkout run first on each case, for a comparison")
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--dir", default=None, help="where the logs are written (and kept); default: a temp dir")
     args = parser.parse_args()
     print(f"i6_shard from {args.root}; self RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    roots = [("before ", args.before), ("after  ", args.root)] if args.before else [("", args.root)]
     if args.dir:
         os.makedirs(args.dir, exist_ok=True)
         for name in args.cases:
-            run_case(name, root=args.root, base=args.dir)
+            for label, root in roots:
+                run_case(name, root=root, base=args.dir, label=label)
         return
     with tempfile.TemporaryDirectory() as base:
         for name in args.cases:
-            run_case(name, root=args.root, base=base)
+            for label, root in roots:
+                run_case(name, root=root, base=base, label=label)
 
 
 if __name__ == "__main__":
