@@ -747,7 +747,12 @@ def _add_train_report(sub) -> None:
         help="RETURNN's per-rank logs (returnn.torch-distrib-<rank>-<size>.log) or the torchrun stdout "
         "with [default<rank>]: prefixes (i6_core's log.run.1)",
     )
-    p.add_argument("--plan", default=None, help="plan.npz to compare the files with (ShardPlanJob or `plan`)")
+    p.add_argument(
+        "--plan",
+        default=None,
+        help="plan.npz (or the plan's directory) to compare the files with, and the steps and drop its summary.json "
+        "simulated (ShardPlanJob or `plan`)",
+    )
     p.add_argument(
         "--file-lengths",
         default=None,
