@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -27,9 +27,9 @@ def plan_file_of(path: str) -> str:
     return os.path.join(path, "plan.npz") if os.path.isdir(path) else path
 
 
-def read_planned_steps(plan_path: str, *, num_shards: int) -> Dict[str, Any]:
+def read_planned_steps(plan_path: str, *, num_shards: int, max_epoch: Optional[int] = None) -> Dict[str, Any]:
     """The planned steps of the plan at ``plan_path`` (its file, or its directory), from the ``summary.json``
-    beside it.
+    beside it; only its sub-epochs up to ``max_epoch`` (the last the logs have) are taken.
 
     :return: ``{"source", "found", "simulated", "exact", "reason", "steps_taken", "steps_exact", "dropped"}``:
         ``found`` False (and nothing else known) without a summary.json beside the plan; ``simulated`` False for a
@@ -57,8 +57,10 @@ def read_planned_steps(plan_path: str, *, num_shards: int) -> Dict[str, Any]:
     out["found"] = True
     if summary.get("steps_taken") is None:
         return out  # planned without batching: nothing simulated
-    taken = _grid(summary.get("steps_taken"), "steps_taken", path=path, num_shards=num_shards, fix=fix)
-    exact = _grid(summary.get("steps_exact"), "steps_exact", path=path, num_shards=num_shards, fix=fix)
+    taken, exact = (
+        _grid(summary.get(name), name, path=path, num_shards=num_shards, fix=fix, max_epoch=max_epoch)
+        for name in ("steps_taken", "steps_exact")
+    )
     if exact.shape != taken.shape or ((exact < 0) != (taken < 0)).any():
         raise ValueError(f"{path!r}: steps_exact and steps_taken do not cover the same sub-epochs; {fix}")
     sim = (summary.get("batching") or {}).get("simulation") or {}
@@ -79,10 +81,12 @@ def read_planned_steps(plan_path: str, *, num_shards: int) -> Dict[str, Any]:
     return out
 
 
-def _grid(value: Any, name: str, *, path: str, num_shards: int, fix: str) -> np.ndarray:
-    """Per sub-epoch a list of ``num_shards`` step counts or None, as an int64 grid (-1 for None)."""
+def _grid(value: Any, name: str, *, path: str, num_shards: int, fix: str, max_epoch: Optional[int]) -> np.ndarray:
+    """Per sub-epoch a list of ``num_shards`` step counts or None, as an int64 grid (-1 for None), of the first
+    ``max_epoch`` sub-epochs."""
     if not isinstance(value, list):
         raise ValueError(f"{path!r}: {name} is a {type(value).__name__}, not a list per sub-epoch; {fix}")
+    value = value if max_epoch is None else value[:max_epoch]
     grid = np.full((len(value), num_shards), -1, dtype=np.int64)
     for i, row in enumerate(value):
         if row is None:

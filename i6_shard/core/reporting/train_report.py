@@ -386,7 +386,8 @@ def write_train_report(
         filtered_lengths=filtered,
     )
     if plan is not None and plan.num_shards == log.num_ranks and _plan_sub_epochs_are_training_ones(log):
-        compare_planned_steps(summary, records, read_planned_steps(plan_path, num_shards=plan.num_shards))
+        planned = read_planned_steps(plan_path, num_shards=plan.num_shards, max_epoch=max(log.epochs, default=0))
+        compare_planned_steps(summary, records, planned)
     os.makedirs(out_dir, exist_ok=True)
     # the records listed, or above MAX_LISTED_RECORDS streamed from their grids to records.tsv
     summary = summarize_records(summary, out_dir, records, always_file=records_file)
