@@ -78,3 +78,21 @@ def test_behavior_version_reaches_the_dataloader_worker_only_from_31(tmp_path, b
             assert first_out < 0.7, shares
         else:
             assert first_out == 1.0, shares
+
+
+def _per_rank(training, work_dir, num_files):
+    """Per (epoch, rank): (steps, frames trained on, frames of the files it drew), from RETURNN's logs
+    (``benchmarks/bench_sync_drop.py`` measures with it)."""
+    frames = {
+        f"data/part{i:03d}.hdf": int(hdf_seq_lengths(os.path.join(work_dir, f"data/part{i:03d}.hdf")).sum())
+        for i in range(num_files)
+    }
+    out = {}
+    for rank in range(training.num_ranks):
+        text = training.log_text(rank)
+        for m in re.finditer(r"using files for epoch (\d+): \[(.*)\]$", text, flags=re.M):
+            out[(int(m[1]), rank)] = [0, 0, sum(frames[k] for k in re.findall(r"'([^']+)'", m[2]))]
+        for m in re.finditer(r"^ep (\d+) train, step \d+, .*?sum_size:\S+ (\d+)", text, flags=re.M):
+            out[(int(m[1]), rank)][0] += 1
+            out[(int(m[1]), rank)][1] += int(m[2])
+    return out
