@@ -52,13 +52,17 @@ def test_dataloader_workers_that_do_not_shard_read_everything_twice(tmp_path, hd
 @pytest.mark.slow
 @pytest.mark.parametrize("sharding_method", ["seq_order", "dedicated"])
 def test_a_multi_proc_sub_epoch_dataset_is_read_through_its_workers(tmp_path, hdf_files, sharding_method):  # noqa: F811
+    """One full epoch in one sub-epoch (partition_epoch 1): each sub-epoch dataset starts its worker processes, so
+    one sub-epoch per rank (and the one the DistributeFilesDataset loads ahead) is all the check needs."""
     config = (
         "behavior_version = 37\nfrom tests.hdf_data import multi_proc_sub_epoch_dataset\n"
-        + f"train = dfd({hdf_files!r}, distrib_shard_files=True, get_sub_epoch_dataset=functools.partial("
-        + f"multi_proc_sub_epoch_dataset, sharding_method={sharding_method!r}))\n"
+        + f"train = dfd({hdf_files!r}, distrib_shard_files=True, partition_epoch=1, get_sub_epoch_dataset="
+        + f"functools.partial(multi_proc_sub_epoch_dataset, sharding_method={sharding_method!r}))\n"
     )
-    _, violations, report = _verify(tmp_path, "mpd.config", config, epochs=[1, 2])
+    ranks, violations, report = _verify(tmp_path, "mpd.config", config, epochs=[1])
     assert violations == [], report
+    assert "full epoch 0: " in report and "partly read" not in report, report
+    assert [len(r["sub_epochs"][0]["seq_tags"]) > 0 for r in ranks] == [True, True]
 
 
 @pytest.mark.slow

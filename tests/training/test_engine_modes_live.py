@@ -56,18 +56,24 @@ def _dropped(training, counts):
 
 
 def _verify(training, tmp_path, monkeypatch, *, epochs):
-    """VerifyShardingJob's runner on the training's own config, once per rank, and its verdict."""
+    """VerifyShardingJob's runner on the training's own config, once per rank (the ranks' processes side by side,
+    as they are independent), and its verdict."""
     from i6_shard.core.reporting import verify_records
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
-    ranks = []
+    procs = []
     for rank in range(training.num_ranks):
         out = str(tmp_path / f"rank-{rank}.json")
         cmd = [sys.executable, "-m", "i6_shard.returnn_ext.verify", "--config", training.config_path]
         cmd += ["--rank", str(rank), "--num-shards", str(training.num_ranks), "--epochs", epochs, "--output", out]
         if rank == 0:
             cmd += ["--reference", str(tmp_path / "reference.json")]
-        subprocess.run(cmd, check=True, env=env, cwd=training.work_dir, stdout=subprocess.DEVNULL)
+        procs.append((cmd, out, subprocess.Popen(cmd, env=env, cwd=training.work_dir, stdout=subprocess.DEVNULL)))
+    codes = [proc.wait() for _, _, proc in procs]  # every rank ends before any failure is raised
+    ranks = []
+    for (cmd, out, _), code in zip(procs, codes):
+        if code != 0:
+            raise subprocess.CalledProcessError(code, cmd)
         with open(out) as f:
             ranks.append(json.load(f))
     with open(tmp_path / "reference.json") as f:

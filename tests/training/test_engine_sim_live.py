@@ -1,7 +1,8 @@
 """The plan's exact steps in real 2-rank RETURNN trainings (torchrun, gloo, CPU): every rank's ``steps_taken`` in
 ``summary.json`` (the simulated engine, :mod:`i6_shard.core.pure.engine_sim`) equals the steps RETURNN's own log
 says it trained ("Trained N steps") in every sub-epoch, and the predicted drop equals the measured one, under grad
-sync and under param sync, with and without gradient accumulation."""
+sync and under param sync, with and without gradient accumulation. The same trainings (one per setting, shared by
+the tests) show how RETURNN's control sync stops the ranks under grad and param sync."""
 
 import dataclasses
 import json
@@ -87,25 +88,44 @@ def measured_drop(result: Dict[str, Any]) -> float:
 
 
 PARAM3 = ["--reduce-type", "param", "--param-sync-step", "3"]
+#: The trainings of this module, each made once and checked by the tests that need it:
+#: name -> (torch_distributed, accum_grad_multiple_step, plan options).
+CASES = {
+    "grad": ({}, 1, []),
+    "param3": ({"reduce_type": "param", "param_sync_step": 3}, 1, PARAM3),
+    "param3_accum2": ({"reduce_type": "param", "param_sync_step": 3}, 2, PARAM3 + ["--accum-grad-multiple-step", "2"]),
+    "param1000": (
+        {"reduce_type": "param", "param_sync_step": 1000},
+        1,
+        ["--reduce-type", "param", "--param-sync-step", "1000"],
+    ),
+}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "torch_distributed, accum, plan_options",
-    [
-        ({}, 1, []),
-        ({"reduce_type": "param", "param_sync_step": 3}, 1, PARAM3),
-        ({"reduce_type": "param", "param_sync_step": 3}, 2, PARAM3 + ["--accum-grad-multiple-step", "2"]),
-    ],
-    ids=["grad", "param3", "param3_accum2"],
-)
-def test_plan_steps_taken_equal_returnns_logged_steps(tmp_path, torch_distributed, accum, plan_options):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``trained(name)``: the :func:`plan_and_train` result of the case (seed 3), trained on first use."""
     needs_torch("the training needs torch")
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn dm-tree")
     pytest.importorskip("h5py", reason="writes HDF files: pip install h5py")
-    result = plan_and_train(
-        str(tmp_path), seed=3, torch_distributed=torch_distributed, accum=accum, plan_options=plan_options
-    )
+    results = {}
+
+    def get(name: str) -> Dict[str, Any]:
+        if name not in results:
+            torch_distributed, accum, plan_options = CASES[name]
+            work = str(tmp_path_factory.mktemp(name))
+            results[name] = plan_and_train(
+                work, seed=3, torch_distributed=torch_distributed, accum=accum, plan_options=plan_options
+            )
+        return results[name]
+
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["grad", "param3", "param3_accum2"])
+def test_plan_steps_taken_equal_returnns_logged_steps(trained, name):
+    result = trained(name)
     summary = result["summary"]
     assert summary["batching"]["simulation"]["exact"]
     assert summary["steps_taken"] == result["logged_steps"]
@@ -142,6 +162,35 @@ def check_train_report_against_the_plan(tmp_path, result: Dict[str, Any]) -> Non
     assert len(step_alarms) == 1
     assert f"sub-epoch 2 rank 0: planned {summary['steps_taken'][1][0]} steps" in step_alarms[0]
     assert f"logged {result['logged_steps'][1][0]}" in step_alarms[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, sync_every", [("grad", 1), ("param3", 3), ("param1000", 1000)])
+def test_param_sync_runs_the_ranks_on_to_their_next_sync(trained, name, sync_every):
+    """Grad sync stops every rank in the step the first runs out; param sync every P steps lets the others
+    run on to their next control sync (with P beyond every rank's steps, nothing is dropped); the drop
+    model (core.pure.batching.sync_stop) follows RETURNN's control sync. Judged on RETURNN's logs alone: the steps
+    each rank logged, the frames of its logged batches and the frames of the files it logged."""
+    from i6_shard.core.pure.batching import sync_stop
+
+    result = trained(name)
+    ran_on = False
+    for steps, read, have in zip(result["logged_steps"], result["frames_consumed"], result["frames_total"]):
+        (s0, s1), (read0, read1), (have0, have1) = steps, read, have
+        # the first rank out: fewer steps, or as many and all of its files read
+        first, other = sorted([(s0, read0 != have0, read0, have0), (s1, read1 != have1, read1, have1)])
+        first, other = first[:1] + first[2:], other[:1] + other[2:]
+        assert first[1] == first[2], result  # the first rank out read all of its files
+        stop = int(sync_stop(np.array([first[0]]), sync_every=sync_every)[0])
+        # the other one ran on to the next control sync, or read all of its own before
+        assert other[0] == stop or (other[0] < stop and other[1] == other[2]), (stop, result)
+        ran_on |= other[0] > first[0]
+        if sync_every == 1:
+            assert s0 == s1
+        if sync_every == 1000:
+            assert (read0, read1) == (have0, have1)  # nothing dropped
+    if sync_every > 1:  # not vacuous: in some sub-epoch a rank ran on past the first one out
+        assert ran_on, result
 
 
 @pytest.mark.slow
