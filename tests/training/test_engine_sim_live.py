@@ -124,7 +124,7 @@ def trained(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["grad", "param3", "param3_accum2"])
-def test_plan_steps_taken_equal_returnns_logged_steps(trained, name):
+def test_plan_steps_taken_equal_returnns_logged_steps(trained, name, tmp_path):
     result = trained(name)
     summary = result["summary"]
     assert summary["batching"]["simulation"]["exact"]
