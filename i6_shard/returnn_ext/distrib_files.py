@@ -19,6 +19,7 @@ import returnn  # noqa: E402
 from returnn.datasets import distrib_files as _returnn_distrib_files
 from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
+from returnn.log import log
 
 from i6_shard import core
 from i6_shard.core.io import (
@@ -30,6 +31,8 @@ from i6_shard.core.io import (
     read_plan_head,
     read_plan_layout,
 )
+from i6_shard.core.io.cost_archive import load_file_costs
+from i6_shard.core.pure.plan_sim import engine_differences
 from i6_shard.core.pure import (
     DEFAULT_DISTRIBUTION,
     cut_options,
@@ -212,6 +215,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         self._plan_settings: Optional[PlanSettings] = None  # set once the plan was checked against the dataset
         self._plan_num_full_epochs = 0
         self._plan_layout_and_rank: Tuple[int, int] = (0, 0)
+        self._equal_steps_plan: Optional[core.ShardPlan] = None  # "equal_steps" without a plan: built once
 
     def _lazy_init_file_sizes(self):
         """Sizes from ``plan`` or ``file_sizes`` if given (no stat call at all), else RETURNN's own."""
@@ -235,6 +239,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         RETURNN computes only the full epochs not in its cache, and the plan's are put there first."""
         if self.plan_path is not None and epoch is not None and seq_list is None and seq_order is None:
             self._fill_from_plan(epoch)
+        elif self.distribution == "equal_steps" and epoch is not None and seq_list is None and seq_order is None:
+            self._fill_equal_steps(epoch)
         return super().init_seq_order(epoch=epoch, seq_list=seq_list, seq_order=seq_order)
 
     def _fill_from_plan(self, epoch: int) -> None:
@@ -276,6 +282,61 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             base = self._shard_index * p if settings.distrib_shard_files else 0
             self._files_order_cache[full_epoch_0idx] = _PlanBins(self._files, order, bounds[base : base + p + 1])
 
+    def _fill_equal_steps(self, epoch: int) -> None:
+        """The bins of distribution "equal_steps" without a plan file: cut here, on the planning floor, as a plan of
+        the same costs archive and engine settings cuts them (RETURNN's cut does not know the full epoch it cuts)."""
+        self._lazy_init_file_list()
+        plan = self._equal_steps_plan
+        if plan is None:
+            plan = self._equal_steps_plan = self._make_equal_steps_plan()
+        p = self.partition_epoch
+        for k in range((epoch - 1) // p, (epoch + self.preload_next_n_sub_epochs - 1) // p + 1):
+            if k not in self._files_order_cache:
+                order, bounds = plan.layout(full_epoch_0idx=k)
+                base = self._shard_index * p
+                self._files_order_cache[k] = _PlanBins(self._files, order, bounds[base : base + p + 1])
+
+    def _make_equal_steps_plan(self) -> core.ShardPlan:
+        where = f"{self}: distribution='equal_steps' without plan="
+        if self.file_sizes_path is None:
+            raise ValueError(
+                f"{where} cuts with every file's sequence lengths, but no file_sizes was given: give file_sizes= a "
+                "costs archive (ComputeFileCostsJob, `python -m i6_shard costs`), or plan= a plan file"
+            )
+        if not (self.distrib_shard_files or self._num_shards > 1):
+            raise ValueError(
+                f"{where} equalizes the steps of ranks that read their own files, but the dataset is unsharded "
+                f"(distrib_shard_files={self.distrib_shard_files}, num_shards={self._num_shards}): set "
+                "distrib_shard_files=True, or choose another distribution"
+            )
+        self._lazy_init_file_sizes()  # checks the archive's keys against the files
+        costs = load_file_costs(self.file_sizes_path)
+        config = _config_engine_values()
+        accum = config["accum_grad_multiple_step"]
+        if accum is not None and not isinstance(accum, int):
+            raise ValueError(
+                f"{where} simulates the training's steps, but the config's accum_grad_multiple_step={accum!r} is not "
+                "an int: give an int, or choose another distribution"
+            )
+        try:
+            request = core.PlanRequest.from_options(
+                num_shards=self._num_shards,
+                partition_epoch=self.partition_epoch,
+                num_epochs=None,
+                seq_ordering=self.seq_ordering,
+                random_seed_offset=self.random_seed_offset,
+                fixed_random_seed=self.fixed_random_seed,
+                distribution="equal_steps",
+                batch_size=config["batch_size"],
+                max_seqs=None if config["max_seqs"] == -1 else config["max_seqs"],
+                max_seq_length=config["max_seq_length"],
+                accum_grad_multiple_step=accum,
+                torch_distributed=config["torch_distributed"],
+            )
+            return core.plan_of_sizes(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{where} (the config's engine settings, file_sizes {self.file_sizes_path!r}): {exc}")
+
     def _check_plan(self) -> None:
         """Compare the plan with this dataset once; raise ``ValueError`` naming every difference."""
         head = read_plan_head(self.plan_path, decode_keys=False)
@@ -309,6 +370,15 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"the plan was cut with distribution={settings.distribution!r}, the dataset asks for "
                 f"{self.distribution!r}"
             )
+        if head.engine_settings is None:
+            print(
+                f"{self}: plan {self.plan_path!r} records no engine settings (made without batching, or before plans "
+                "recorded them): the config's batch_size, max_seqs, max_seq_length, accum_grad_multiple_step and "
+                "torch_distributed are not checked against it",
+                file=log.v3,
+            )
+        else:
+            problems += engine_differences(head.engine_settings, _config_engine_values())
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
@@ -406,6 +476,24 @@ class _PlanBins(SequenceABC):
         return isinstance(other, SequenceABC) and list(self) == list(other)
 
     __hash__ = None
+
+
+def _config_engine_values() -> Dict[str, Any]:
+    """The training's engine settings as RETURNN's global config states them (``ENGINE_RECORD_OPTIONS``; None where
+    not set), as the torch engine reads them."""
+    from returnn.config import get_global_config
+
+    config = get_global_config(raise_exception=False)
+    if config is None:
+        return {"batch_size": None, "max_seqs": None, "max_seq_length": None, "accum_grad_multiple_step": None,
+                "torch_distributed": None}  # fmt: skip
+    return {
+        "batch_size": config.typed_value("batch_size", None),
+        "max_seqs": config.typed_value("max_seqs", None),
+        "max_seq_length": config.typed_value("max_seq_length", None),
+        "accum_grad_multiple_step": config.typed_value("accum_grad_multiple_step", None),
+        "torch_distributed": config.typed_value("torch_distributed", None),
+    }
 
 
 def _config_num_epochs() -> int:

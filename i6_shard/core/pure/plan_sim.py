@@ -7,7 +7,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .engine_sim import EngineSettings, SubEpochSim, inexact_reason, simulate_sub_epoch, sub_epoch_random_seed_offset
+from .engine_sim import (
+    EngineSettings,
+    SubEpochSim,
+    inexact_reason,
+    simulate_sub_epoch,
+    sub_epoch_random_seed_offset,
+    sync_levels_of,
+)
 from .plan import ShardPlan
 from .settings import DEFAULT_SEQ_ORDERING
 
@@ -159,8 +166,7 @@ def engine_record(
     record = engine_settings_record(plan_engine(batching, sync, torch_distributed=torch_distributed))
     if batch_size_by_key is not None:
         record["batch_size"] = dict(batch_size_by_key)
-    if isinstance(max_seq_length, dict):
-        record["max_seq_length"] = dict(max_seq_length)
+    record["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, dict) else max_seq_length
     return record
 
 
@@ -205,3 +211,40 @@ def plan_simulation(
         "steps_taken": [list(x.steps_taken) for x in sims],
         "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
     }
+
+
+def _normalized(name: str, value: Any) -> Any:
+    """A recorded or configured engine value in the form that decides what the engine does: ``max_seqs`` -1 is no
+    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync (``sync_levels_of``, with
+    ``sync_complete_frac``) -- its backend or dataset_distribution do not change the steps."""
+    if name == "max_seqs" and value in (-1, None):
+        return None
+    if name == "accum_grad_multiple_step" and value is None:
+        return 1
+    if name == "torch_distributed":
+        opts = dict(value or {})
+        try:
+            return sync_levels_of(opts), opts.get("sync_complete_frac")
+        except (ValueError, KeyError, TypeError):
+            return opts
+    return value
+
+
+def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
+    """The engine settings (:data:`ENGINE_RECORD_OPTIONS`) in which a training's config differs from what a plan was
+    simulated with, each named with both values and the fix, for the RETURNN-side dataset to refuse.
+
+    >>> engine_differences({"batch_size": 2000, "max_seqs": None}, {"batch_size": 3000, "max_seqs": -1})
+    ["the plan was simulated with batch_size=2000, the config has batch_size=3000: re-plan with the config's batch_size (the plan's bins and steps assume it), or set batch_size=2000 in the config"]
+    """
+    out = []
+    for name in ENGINE_RECORD_OPTIONS:
+        if name not in planned:
+            continue
+        want, have = planned[name], configured.get(name)
+        if _normalized(name, want) != _normalized(name, have):
+            out.append(
+                f"the plan was simulated with {name}={want!r}, the config has {name}={have!r}: re-plan with the "
+                f"config's {name} (the plan's bins and steps assume it), or set {name}={want!r} in the config"
+            )
+    return out
