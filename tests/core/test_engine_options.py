@@ -135,6 +135,7 @@ def test_the_plan_file_records_the_engine_settings_it_was_simulated_with(costs_p
         )
         == 0
     )
+    assert "sync levels [{'group': 1" in (out / "report.txt").read_text()  # not the statistical model's "grad sync"
     head = core.read_plan_head(str(out / "plan.npz"))
     assert head.engine_settings == {
         "batch_size": 120,
