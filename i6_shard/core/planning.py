@@ -32,7 +32,7 @@ from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, sa
 from .io.preflight import check_regular_file
 from .io.progress import Progress
 from .pure.batching import Batching, SyncMode, predict_plan_drop
-from .pure.cut import EqualStepsInputs
+from .pure.equal_steps_cut import EqualStepsInputs
 from .pure.engine_sim import EngineSettings, inexact_reason
 from .pure.plan_sim import engine_settings_record, plan_engine, plan_simulation
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits

@@ -1,6 +1,6 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn", "balanced", "flexible" or "flexible_auto"), precomputed file sizes instead of a stat
-per file, or the bins read from a plan file."""
+distribution ("returnn", "balanced", "flexible", "flexible_auto" or "equal_steps"), precomputed file sizes instead of
+a stat per file, or the bins read from a plan file."""
 
 from __future__ import annotations
 
@@ -28,11 +28,10 @@ from i6_shard.core.io import (
     check_sample_unchanged,
     decode_keys,
     encode_keys,
+    load_file_costs,
     read_plan_head,
     read_plan_layout,
 )
-from i6_shard.core.io.cost_archive import load_file_costs
-from i6_shard.core.pure.plan_sim import engine_differences
 from i6_shard.core.pure import (
     DEFAULT_DISTRIBUTION,
     cut_options,
@@ -43,6 +42,7 @@ from i6_shard.core.pure import (
     check_distribution,
     check_max_sub_epoch_deviation,
     cut_full_epoch,
+    engine_differences,
     plan_coverage_problem,
     short_repr,
 )
@@ -143,6 +143,11 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`);
       ``"flexible_auto"`` chooses that bound for each full epoch, up to 0.9
       (:func:`i6_shard.core.pure.flexible.distribute_flexible_auto`).
+      ``"equal_steps"``: flexible_auto's cut, then files moved between the ranks of each sub-epoch until the
+      simulated torch engine's ranks make equal steps (:func:`i6_shard.core.pure.equal_steps.equalize_steps`);
+      without ``plan`` it needs ``file_sizes`` a costs archive with per-sequence lengths and takes the engine
+      settings from RETURNN's config (``batch_size``, ``max_seqs``, ``max_seq_length``,
+      ``accum_grad_multiple_step``, ``torch_distributed``), cutting on the planning floor as a plan does.
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
@@ -154,8 +159,10 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     - ``plan``: path to what ``ShardPlanJob`` / ``python -m i6_shard plan`` wrote (``plan.npz``): each
       rank reads its bins from there, one full epoch at a time, and neither stats a file nor cuts bins.
       When the dataset starts, it checks that the plan fits (file keys and their order,
-      ``partition_epoch``, number of ranks, sharding mode, ``seq_ordering``, distribution, seeds, and
-      the config's ``num_epochs`` plus the preloaded sub-epochs) and raises ``ValueError`` naming every
+      ``partition_epoch``, number of ranks, sharding mode, ``seq_ordering``, distribution, seeds, the engine
+      settings the plan was simulated with against the config's ``batch_size``, ``max_seqs``, ``max_seq_length``,
+      ``accum_grad_multiple_step`` and ``torch_distributed`` (a plan that records none logs that nothing is checked),
+      and the config's ``num_epochs`` plus the preloaded sub-epochs) and raises ``ValueError`` naming every
       difference and its fix; it never falls back to computing bins.
 
     Use it as the ``"class"`` of a dataset dict (RETURNN accepts the class object there)::
@@ -370,15 +377,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"the plan was cut with distribution={settings.distribution!r}, the dataset asks for "
                 f"{self.distribution!r}"
             )
-        if head.engine_settings is None:
-            print(
-                f"{self}: plan {self.plan_path!r} records no engine settings (made without batching, or before plans "
-                "recorded them): the config's batch_size, max_seqs, max_seq_length, accum_grad_multiple_step and "
-                "torch_distributed are not checked against it",
-                file=log.v3,
-            )
-        else:
-            problems += engine_differences(head.engine_settings, _config_engine_values())
+        problems += self._engine_problems(head)
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
@@ -404,6 +403,19 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         self._plan_settings, self._plan_num_full_epochs = settings, head.num_full_epochs
         self._plan_layout_and_rank = (0 if settings.distrib_shard_files else rank, rank)
+
+    def _engine_problems(self, head: core.io.PlanHead) -> List[str]:
+        """How the config's engine settings differ from those the plan was simulated with (nothing is checked, and
+        the log says so, for a plan that records none)."""
+        if head.engine_settings is None:
+            print(
+                f"{self}: plan {self.plan_path!r} records no engine settings (made without batching, or before plans "
+                "recorded them): the config's batch_size, max_seqs, max_seq_length, accum_grad_multiple_step and "
+                "torch_distributed are not checked against it",
+                file=log.v3,
+            )
+            return []
+        return engine_differences(head.engine_settings, _config_engine_values())
 
     def _files_match_plan_keys(self, head: core.io.PlanHead) -> bool:
         """Whether this dataset's files have exactly the plan's keys, in the plan's order."""

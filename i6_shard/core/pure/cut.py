@@ -3,7 +3,6 @@ partition_epoch`` bins. The one table of them; ShardPlan and the RETURNN-side da
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -12,7 +11,7 @@ from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .flexible import distribute_flexible, distribute_flexible_auto
 
-__all__ = ["CUTS", "CUT_VERSIONS", "EqualStepsInputs", "cut_full_epoch", "cut_options", "equal_steps_options"]
+__all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch", "cut_options"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -30,19 +29,19 @@ def _equal_steps(
     full_epoch_0idx: Optional[int] = None,
     random_seed_offset: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
+    equalize: Optional[Callable[..., Any]] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """flexible_auto's cut, then :func:`~.equal_steps.equalize_steps` on the full epoch with the simulated engine
-    (options: :func:`equal_steps_options`)."""
+    """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
+    simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
+    table does not import the simulation, which imports the settings made from it)."""
     if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
         raise ValueError(
             "distribution='equal_steps' cuts with every file's sequence lengths and the training's engine settings "
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
-    from .equal_steps import equalize_steps  # not at import: equal_steps -> engine_sim -> settings -> cut
-
     positions, bounds = distribute_flexible_auto(costs, num_shards=num_shards, partition_epoch=partition_epoch)
-    positions, bounds, _ = equalize_steps(
+    positions, bounds, _ = equalize(
         positions,
         bounds,
         file_lengths=file_lengths,
@@ -69,36 +68,6 @@ CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
 #: distribution name -> the version of its output, which plan files record: raise it with any change that
 #: moves a bin for some input (tests/core/io/test_stored_plans.py pins the bins of each version).
 CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1, "equal_steps": 1}
-
-
-@dataclass(frozen=True)
-class EqualStepsInputs:
-    """What ``"equal_steps"`` cuts with besides the costs: each file's sequence lengths (in the plan's key order)
-    and the torch engine whose exact steps it equalizes (an :class:`~.engine_sim.EngineSettings`).
-
-    :ivar progress: called with a line per sub-epoch equalized (the planning floor prints them), or None
-    """
-
-    file_lengths: Sequence[np.ndarray]
-    engine: Any
-    progress: Optional[Callable[[str], None]] = None
-
-
-def equal_steps_options(
-    inputs: EqualStepsInputs, *, order: np.ndarray, full_epoch_0idx: int, random_seed_offset: int
-) -> Dict[str, Any]:
-    """The options of ``"equal_steps"``'s cut (see :data:`CUTS`) for one full epoch whose files come in ``order``
-    (indices into the key order of ``inputs.file_lengths``); ``random_seed_offset``: the sub-epoch datasets' (the
-    DistributeFilesDataset's, the same on every rank of a sharded plan). The one rule the plan and the RETURNN-side
-    dataset both take them from."""
-    lengths = inputs.file_lengths
-    return {
-        "file_lengths": [lengths[i] for i in np.asarray(order).tolist()],
-        "engine": inputs.engine,
-        "full_epoch_0idx": int(full_epoch_0idx),
-        "random_seed_offset": int(random_seed_offset),
-        "progress": inputs.progress,
-    }
 
 
 def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:

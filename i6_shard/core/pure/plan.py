@@ -9,7 +9,8 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from .args import check_int, first_negative
-from .cut import EqualStepsInputs, cut_full_epoch, equal_steps_options
+from .cut import cut_full_epoch
+from .equal_steps_cut import EqualStepsInputs, equal_steps_options
 from .distribute import shuffle_order
 from .settings import PlanSettings
 from .text import short_repr

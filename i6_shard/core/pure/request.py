@@ -233,17 +233,9 @@ class PlanRequest:
             else Batching(batch_size=batch_size, max_seqs=o["max_seqs"])
         )
         torch_distributed = o["torch_distributed"]
-        check_torch_distributed(torch_distributed, num_ranks=num_shards)
-        reduce_type, param_sync_step = o["reduce_type"], o["param_sync_step"]
-        if torch_distributed is not None:
-            stated = _stated_sync(torch_distributed)
-            for name, value in (("reduce_type", options.get("reduce_type")), ("param_sync_step", param_sync_step)):
-                if value is not None and value != stated[name]:
-                    raise ValueError(
-                        f"{name}={value!r} contradicts torch_distributed={short_repr(torch_distributed, limit=120)}, "
-                        f"which says {name}={stated[name]!r}: leave {name} out (torch_distributed states the sync)"
-                    )
-            reduce_type, param_sync_step = stated["reduce_type"], stated["param_sync_step"]
+        reduce_type, param_sync_step = _sync_options(
+            o, given_reduce_type=options.get("reduce_type"), num_shards=num_shards
+        )
         return cls(
             settings,
             batching,
@@ -258,12 +250,29 @@ class PlanRequest:
         )
 
 
+def _sync_options(o: Dict[str, Any], *, given_reduce_type: Any, num_shards: int) -> tuple:
+    """``(reduce_type, param_sync_step)`` of the options: as given, or as their ``torch_distributed`` states them
+    (checked as RETURNN checks it; a given reduce_type or param_sync_step must say the same)."""
+    torch_distributed = o["torch_distributed"]
+    check_torch_distributed(torch_distributed, num_ranks=num_shards)
+    if torch_distributed is None:
+        return o["reduce_type"], o["param_sync_step"]
+    stated = _stated_sync(torch_distributed)
+    for name, value in (("reduce_type", given_reduce_type), ("param_sync_step", o["param_sync_step"])):
+        if value is not None and value != stated[name]:
+            raise ValueError(
+                f"{name}={value!r} contradicts torch_distributed={short_repr(torch_distributed, limit=120)}, "
+                f"which says {name}={stated[name]!r}: leave {name} out (torch_distributed states the sync)"
+            )
+    return stated["reduce_type"], stated["param_sync_step"]
+
+
 def _stated_sync(torch_distributed: Dict[str, Any]) -> Dict[str, Any]:
     """The ``SyncMode`` options a checked ``torch_distributed`` states: "param" with its ``param_sync_step``, else
     "grad" (also for sync levels: the statistical model's sync; the simulation takes the levels themselves)."""
     if torch_distributed.get("sync") is None and torch_distributed.get("reduce_type") == "param":
         return {"reduce_type": "param", "param_sync_step": torch_distributed["param_sync_step"]}
-    return {"reduce_type": "grad", "param_sync_step": None}
+    return {"reduce_type": DEFAULT_REDUCE_TYPE, "param_sync_step": None}
 
 
 def _check_sync_agrees(torch_distributed: Dict[str, Any], sync: SyncMode) -> None:

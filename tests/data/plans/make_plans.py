@@ -15,7 +15,8 @@ import sys
 import numpy as np
 
 from i6_shard.core import PlanSettings, ShardPlan, save_plan
-from i6_shard.core.pure.cut import CUTS, EqualStepsInputs
+from i6_shard.core.pure.cut import CUTS
+from i6_shard.core.pure.equal_steps_cut import EqualStepsInputs
 from i6_shard.core.pure.engine_sim import EngineSettings
 
 KEYS = [f"/data/corpus/part-{i:02d}.hdf" for i in range(14)]
