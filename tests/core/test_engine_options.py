@@ -87,6 +87,14 @@ def test_a_sync_that_contradicts_torch_distributed_is_refused():
             param_sync_step=5,
             torch_distributed={"reduce_type": "param", "param_sync_step": 4},
         )
+    cli_default = core.PlanRequest.from_options(  # the command line and the job pass reduce_type at its default
+        num_shards=2,
+        partition_epoch=1,
+        num_epochs=1,
+        reduce_type="grad",
+        torch_distributed={"reduce_type": "param", "param_sync_step": 4},
+    )
+    assert cli_default.sync.reduce_type == "param"
     same = core.PlanRequest.from_options(
         num_shards=2, partition_epoch=1, num_epochs=1, torch_distributed={"reduce_type": "param", "param_sync_step": 4}
     )

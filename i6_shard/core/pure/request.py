@@ -258,8 +258,9 @@ def _sync_options(o: Dict[str, Any], *, given_reduce_type: Any, num_shards: int)
     if torch_distributed is None:
         return o["reduce_type"], o["param_sync_step"]
     stated = _stated_sync(torch_distributed)
+    # reduce_type at its default is what the command line and ShardPlanJob pass when it is not given
     for name, value in (("reduce_type", given_reduce_type), ("param_sync_step", o["param_sync_step"])):
-        if value is not None and value != stated[name]:
+        if value is not None and value != stated[name] and value != PLAN_OPTION_DEFAULTS[name]:
             raise ValueError(
                 f"{name}={value!r} contradicts torch_distributed={short_repr(torch_distributed, limit=120)}, "
                 f"which says {name}={stated[name]!r}: leave {name} out (torch_distributed states the sync)"
