@@ -4,11 +4,12 @@ Parses arguments, calls the core, prints; no logic of its own."""
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import json
 import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from . import __version__, core
 from .core.io import (
@@ -154,6 +155,8 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
         if getattr(args, "sub_epoch_constant_bytes", None) is None
         else parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"),
         lengths=getattr(args, "lengths", None),
+        torch_distributed=getattr(args, "torch_distributed", None),
+        max_seq_length=getattr(args, "max_seq_length", None),
     )
 
 
@@ -645,6 +648,7 @@ def _add_plan(sub) -> None:
     _plan_option(p, "batch_size", type=int)
     _plan_option(p, "max_seqs", type=int)
     _add_sync_options(p)
+    _add_engine_options(p)
     _add_plan_options(p)
     _plan_option(p, "ranks_per_node", type=int, extra_help=" (cache_peak_bytes_per_node in summary.json)")
     _plan_option(p, "preload_next_n_sub_epochs", type=int)
@@ -669,6 +673,42 @@ def _add_sync_options(p: argparse.ArgumentParser) -> None:
     _plan_option(p, "reduce_type", choices=REDUCE_TYPES)
     _plan_option(p, "param_sync_step", type=int)
     _plan_option(p, "accum_grad_multiple_step", type=int)
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    _plan_option(
+        p,
+        "torch_distributed",
+        type=_literal_arg("--torch-distributed"),
+        metavar="DICT",
+        extra_help=" (a Python dict literal or JSON, e.g. \"{'reduce_type': 'param', 'param_sync_step': 100}\")",
+    )
+    _plan_option(
+        p,
+        "max_seq_length",
+        type=_literal_arg("--max-seq-length"),
+        metavar="INT_OR_DICT",
+        extra_help=" (e.g. 2000 or \"{'data': 2000}\")",
+    )
+
+
+def _literal_arg(flag: str):
+    """An argparse type reading a Python literal (or JSON) of a config value, naming ``flag`` where it is neither."""
+
+    def parse(text: str) -> Any:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            pass
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{flag} {text!r} is neither a Python literal nor JSON: write it as in the config, e.g. "
+                "\"{'reduce_type': 'param', 'param_sync_step': 100}\""
+            ) from None
+
+    return parse
 
 
 _FILES_HELP = (

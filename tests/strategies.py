@@ -12,7 +12,8 @@ def examples(n: int) -> int:
     return max(5, n // 10) if QUICK else n
 
 
-from i6_shard.core.pure import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES, UNSHARDED_RANK_SEED_STRIDE
+from i6_shard.core.pure.settings import COST_DISTRIBUTIONS
+from i6_shard.core.pure import SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES, UNSHARDED_RANK_SEED_STRIDE
 
 # File names with unicode, separators (':' '/'), quotes, backslashes, blanks and newlines;
 # never empty, never NUL, no lone surrogates (see odd_names for those).
@@ -87,7 +88,7 @@ def plan_settings_kwargs(
         fixed_random_seed=fixed_random_seed,
         distrib_shard_files=distrib_shard_files,
         same_seed_on_all_ranks=same_seed,
-        distribution=draw(st.sampled_from(DISTRIBUTIONS)) if distribution is None else distribution,
+        distribution=draw(st.sampled_from(COST_DISTRIBUTIONS)) if distribution is None else distribution,
     )
 
 

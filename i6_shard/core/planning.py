@@ -32,7 +32,9 @@ from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, sa
 from .io.preflight import check_regular_file
 from .io.progress import Progress
 from .pure.batching import Batching, SyncMode, predict_plan_drop
-from .pure.plan_sim import plan_engine, plan_simulation
+from .pure.equal_steps_cut import EqualStepsInputs
+from .pure.engine_sim import EngineSettings, inexact_reason
+from .pure.plan_sim import engine_settings_record, plan_engine, plan_simulation
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
@@ -52,6 +54,7 @@ __all__ = [
     "plan_stats_outputs",
     "rank_outputs",
     "plan_bins",
+    "equal_steps_inputs",
     "plan_arrays",
     "save_plan",
     "read_plan_file",
@@ -176,18 +179,61 @@ def _check_memory(settings: PlanSettings, *, num_files: int) -> None:
         check_plan_fits_memory(settings, num_files=num_files)
 
 
-def plan_of_sizes(sizes: FileSizes, request: PlanRequest) -> ShardPlan:
+def plan_of_sizes(sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None) -> ShardPlan:
     """The plan of ``request`` over loaded sizes or costs, balanced by their unit, checked at the entry: the
     settings against the files (by ``ShardPlan``, which says too few files for the bins first), then the
-    memory of the plan's arrays."""
+    memory of the plan's arrays. Distribution ``"equal_steps"`` cuts with the sequence lengths of ``lengths`` (a
+    costs archive of the same files) under the request's engine (:func:`equal_steps_inputs`)."""
     if not isinstance(request, PlanRequest):
         raise TypeError(f"request has type {type(request).__name__}; build it with PlanRequest.from_options(...)")
     settings = request.settings
     if settings.unit != sizes.unit:
         settings = settings.replace(unit=sizes.unit)
-    plan = ShardPlan(sizes.keys, sizes.sizes, settings)  # validates the settings against the files
+    inputs = equal_steps_inputs(request, lengths=lengths) if settings.distribution == "equal_steps" else None
+    plan = ShardPlan(sizes.keys, sizes.sizes, settings, equal_steps=inputs)  # validates the settings
     _check_memory(settings, num_files=plan.num_files)
     return plan
+
+
+def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) -> EqualStepsInputs:
+    """What distribution ``"equal_steps"`` cuts with: each file's sequence lengths from ``lengths`` and the engine of
+    the request's batching (or the limits costs in steps were counted under); refused, naming the value and the fix,
+    where it cannot work: no per-sequence lengths, no batching, an engine the simulation does not know exactly.
+
+    >>> equal_steps_inputs(PlanRequest.from_options(num_shards=2, partition_epoch=1, num_epochs=1,
+    ...                                            distribution="equal_steps"), lengths=None)
+    Traceback (most recent call last):
+    ...
+    ValueError: distribution='equal_steps' equalizes the ranks' exact steps, which needs every file's sequence lengths: plan from a costs archive (`python -m i6_shard costs`, ComputeFileCostsJob) as the sizes or as lengths (--lengths), or choose another distribution
+    """
+    if lengths is None:
+        raise ValueError(
+            "distribution='equal_steps' equalizes the ranks' exact steps, which needs every file's sequence lengths: "
+            "plan from a costs archive (`python -m i6_shard costs`, ComputeFileCostsJob) as the sizes or as lengths "
+            "(--lengths), or choose another distribution"
+        )
+    file_lengths = lengths.file_lengths()
+    if file_lengths is None:
+        raise ValueError(
+            "distribution='equal_steps' needs every file's sequence lengths, but the costs archive keeps none (written "
+            "before they were kept, or arrow shards without a length column): compute the costs again "
+            "(`python -m i6_shard costs`, ComputeFileCostsJob), or choose another distribution"
+        )
+    batching = prediction_batching(lengths, request.batching)
+    if batching is None:
+        raise ValueError(
+            "distribution='equal_steps' equalizes the steps of the training's batches, but no batching was given "
+            "(batch_size=None, max_seqs=None): give the config's batch_size and/or max_seqs (--batch-size / "
+            "--max-seqs), or choose another distribution"
+        )
+    engine = request.engine(batching)
+    reason = inexact_reason(engine, num_ranks=request.settings.num_shards)
+    if reason is not None:
+        raise ValueError(
+            f"distribution='equal_steps' equalizes the simulated steps, but this training is not simulated exactly: "
+            f"{reason}; choose another distribution (e.g. flexible_auto)"
+        )
+    return EqualStepsInputs(file_lengths=file_lengths, engine=engine)
 
 
 def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *, compare: bool = True) -> PlanOutputs:
@@ -207,7 +253,11 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
     if lengths_path is not None and os.path.abspath(lengths_path) == os.path.abspath(archive_path):
         lengths_path = None  # the archive's own lengths
     if lengths_path is None:
-        needs_lengths = request.batching is not None or sizes.unit == "steps"
+        needs_lengths = (
+            request.batching is not None or sizes.unit == "steps" or request.settings.distribution == "equal_steps"
+        )
+        if needs_lengths and sizes.unit == "bytes" and request.settings.distribution == "equal_steps":
+            equal_steps_inputs(request, lengths=None)  # refuses, saying what to give
         lengths = load_file_costs(archive_path) if needs_lengths else None
         return plan_sizes(sizes, request, lengths=lengths, compare=compare)
     check_regular_file(lengths_path, what="lengths archive")
@@ -254,7 +304,7 @@ def plan_sizes(
             f"the request names a lengths archive ({request.lengths!r}), which plan_sizes does not read: plan with "
             "plan_archive(...), or pass its load_file_costs(...) as lengths="
         )
-    plan = plan_of_sizes(sizes, request)
+    plan = plan_of_sizes(sizes, request, lengths=lengths)
     batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
     return _outputs(
         plan,
@@ -264,6 +314,8 @@ def plan_sizes(
         lengths=lengths,
         sync=request.sync,
         compare=compare,
+        engine=None if batching is None else request.engine(batching),
+        engine_settings=None if batching is None else request.engine_record(batching),
     )
 
 
@@ -276,11 +328,13 @@ def plan_outputs(
     lengths: Optional[FileCosts] = None,
     sync: SyncMode = SyncMode(),
     compare: bool = True,
+    engine: Optional[EngineSettings] = None,
 ) -> PlanOutputs:
     """The outputs of a plan made already, over sub-epochs ``1..plan.settings.num_epochs`` (the report covers the
     training's); checked at entry as :func:`plan_of_sizes`.
 
     :param batching: with ``lengths`` (a costs archive's, in the plan's key order): predict the loss
+    :param engine: the torch engine the simulation takes; None: the one of ``batching`` and ``sync``
     :raises ValueError: if the settings have no ``num_epochs``, the plan's arrays would not fit in memory, or
         batching and lengths do not come together
     """
@@ -295,6 +349,7 @@ def plan_outputs(
         lengths=lengths,
         sync=sync,
         compare=compare,
+        engine=engine,
     )
 
 
@@ -307,13 +362,15 @@ def _outputs(
     lengths: Optional[FileCosts],
     sync: SyncMode,
     compare: bool,
+    engine: Optional[EngineSettings] = None,
+    engine_settings: Optional[Dict[str, Any]] = None,
 ) -> PlanOutputs:
     _check_prediction_inputs(plan, batching=batching, lengths=lengths)
     if cache_size is not None and node_cache is None:
         raise ValueError(f"cache_size={cache_size!r} needs node_cache (the ranks per node) to compute the footprint")
     num_epochs = plan.settings.training_num_epochs  # what the outputs cover; the arrays also hold the preloaded
     orders, bounds = plan_bins(plan)  # the memory they take was checked at the entry
-    arrays = plan_file_arrays(plan, orders=orders, bounds=bounds)
+    arrays = plan_file_arrays(plan, orders=orders, bounds=bounds, engine=engine_settings)
     sharded = plan.settings.distrib_shard_files
 
     def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -329,7 +386,9 @@ def _outputs(
         fits = partition_epoch_fits(
             plan, node_cache=node_cache, cache_size=cache_size, num_full_epochs=CACHE_FIT_FULL_EPOCHS
         )
-    ranks = rank_outputs(plan, num_epochs=num_epochs, layout=layout, batching=batching, lengths=lengths, sync=sync)
+    ranks = rank_outputs(
+        plan, num_epochs=num_epochs, layout=layout, batching=batching, lengths=lengths, sync=sync, engine=engine
+    )
     return PlanOutputs(
         plan=plan,
         num_epochs=num_epochs,
@@ -371,6 +430,7 @@ def rank_outputs(
     batching: Optional[Batching] = None,
     lengths: Optional[FileCosts] = None,
     sync: SyncMode = SyncMode(),
+    engine: Optional[EngineSettings] = None,
 ) -> RankOutputs:
     """What each rank does in each sub-epoch ``1..num_epochs``: its files and their costs (the stats), and under
     ``batching`` its predicted steps and the share dropped, from the files' sequence ``lengths``.
@@ -395,7 +455,11 @@ def rank_outputs(
         file_lengths=file_lengths,
     )
     simulation = plan_simulation(
-        plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=plan_engine(batching, sync), layout=layout
+        plan,
+        num_epochs=num_epochs,
+        file_lengths=file_lengths,
+        engine=plan_engine(batching, sync) if engine is None else engine,
+        layout=layout,
     )
     return RankOutputs(
         stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
@@ -456,6 +520,12 @@ def _other_distribution_stats(
     for name in DISTRIBUTIONS:
         if name == plan.settings.distribution:
             continue
+        if name == "equal_steps":
+            out[name] = (
+                f"{NOT_COMPUTED}: it simulates the training for every move it tries; plan with "
+                "distribution='equal_steps' (a costs archive with per-sequence lengths, and the batching) to see it"
+            )
+            continue
         if name in ("flexible", "flexible_auto"):
             balanced = own if plan.settings.distribution == "balanced" else out.get("balanced")
             if isinstance(balanced, PlanStats):
@@ -510,13 +580,19 @@ def plan_bins(plan: ShardPlan) -> Tuple[np.ndarray, np.ndarray]:
     dtype = np.uint32 if plan.num_files < 2**32 else np.int64
     orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
     bounds = np.empty((num_full, num_layouts, settings.num_bins + 1), dtype=np.int64)
-    progress = Progress(
-        "plan", total=num_full * num_layouts, unit="full epochs" if num_layouts == 1 else "full epochs x ranks"
-    )
+    if plan.equal_steps is not None:  # minutes per full epoch: count its sub-epochs
+        progress = Progress("plan (equal steps)", total=num_full * settings.partition_epoch, unit="sub-epochs")
+        inputs = replace(plan.equal_steps, progress=lambda line: progress.add(1))
+        cutting, step = ShardPlan(plan.keys, plan.costs, settings, equal_steps=inputs), 0
+    else:
+        progress = Progress(
+            "plan", total=num_full * num_layouts, unit="full epochs" if num_layouts == 1 else "full epochs x ranks"
+        )
+        cutting, step = plan, 1
     for k in range(num_full):
         for r in range(num_layouts):
-            orders[k, r], bounds[k, r] = plan.layout(full_epoch_0idx=k, shard_index=r)
-            progress.add(1)
+            orders[k, r], bounds[k, r] = cutting.layout(full_epoch_0idx=k, shard_index=r)
+            progress.add(step)
     progress.close()
     return orders, bounds
 
@@ -538,7 +614,8 @@ def plan_arrays(plan: ShardPlan) -> Dict[str, np.ndarray]:
         )
     check_plan_fits_memory(plan.settings, num_files=plan.num_files)
     orders, bounds = plan_bins(plan)
-    return plan_file_arrays(plan, orders=orders, bounds=bounds)
+    engine = None if plan.equal_steps is None else engine_settings_record(plan.equal_steps.engine)
+    return plan_file_arrays(plan, orders=orders, bounds=bounds, engine=engine)
 
 
 def save_plan(plan: ShardPlan, path: Union[str, os.PathLike]) -> None:

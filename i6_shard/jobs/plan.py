@@ -167,6 +167,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 "accum_grad_multiple_step",
                 "sub_epoch_constant_bytes",
                 "lengths",
+                "torch_distributed",
+                "max_seq_length",
             )
         },
     }
@@ -196,6 +198,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         accum_grad_multiple_step: Optional[int] = _D["accum_grad_multiple_step"],
         sub_epoch_constant_bytes: Optional[int] = _D["sub_epoch_constant_bytes"],
         lengths: Optional[Union[tk.Path, str]] = _D["lengths"],
+        torch_distributed: Optional[Dict[str, Any]] = _D["torch_distributed"],
+        max_seq_length: Optional[Union[int, Dict[str, int]]] = _D["max_seq_length"],
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -235,6 +239,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             every ``param_sync_step`` optimizer updates, and the simulated steps accumulate as the training does
         :param sub_epoch_constant_bytes: with ranks_per_node: bytes of the files the sub-epoch dataset reads in
             every sub-epoch besides its bin's; the node cache footprint holds them in every sub-epoch
+        :param torch_distributed: the config's ``torch_distributed`` (a dict, sync levels included): the simulated
+            steps assume its sync (``core.PLAN_OPTION_HELP``); None: the sync of reduce_type / param_sync_step
+        :param max_seq_length: the config's ``max_seq_length`` (an int, or a dict by data key), for the simulation
         :param lengths: a costs archive of the same files in the same order (ComputeFileCostsJob.out_file_costs):
             the prediction takes its sequence lengths while the bins stay cut by ``file_sizes`` (e.g. sizes in
             bytes, RETURNN's cut of a plain DistributeFilesDataset); None: ``file_sizes``' own
@@ -267,6 +274,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 accum_grad_multiple_step=accum_grad_multiple_step,
                 sub_epoch_constant_bytes=sub_epoch_constant_bytes,
                 lengths=lengths,
+                torch_distributed=torch_distributed,
+                max_seq_length=max_seq_length,
                 time_rqmt=time_rqmt,
                 mem_rqmt=mem_rqmt,
                 cpu_rqmt=cpu_rqmt,
@@ -292,6 +301,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.accum_grad_multiple_step = plain["accum_grad_multiple_step"]
         self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
         self.lengths = lengths  # an input of the job (a tk.Path), read when it runs
+        self.torch_distributed, self.max_seq_length = request.torch_distributed, request.max_seq_length
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)

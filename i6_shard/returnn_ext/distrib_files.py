@@ -1,6 +1,6 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn", "balanced", "flexible" or "flexible_auto"), precomputed file sizes instead of a stat
-per file, or the bins read from a plan file."""
+distribution ("returnn", "balanced", "flexible", "flexible_auto" or "equal_steps"), precomputed file sizes instead of
+a stat per file, or the bins read from a plan file."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import returnn  # noqa: E402
 from returnn.datasets import distrib_files as _returnn_distrib_files
 from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
+from returnn.log import log
 
 from i6_shard import core
 from i6_shard.core.io import (
@@ -27,6 +28,7 @@ from i6_shard.core.io import (
     check_sample_unchanged,
     decode_keys,
     encode_keys,
+    load_file_costs,
     read_plan_head,
     read_plan_layout,
 )
@@ -40,6 +42,7 @@ from i6_shard.core.pure import (
     check_distribution,
     check_max_sub_epoch_deviation,
     cut_full_epoch,
+    engine_differences,
     plan_coverage_problem,
     short_repr,
 )
@@ -140,6 +143,11 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`);
       ``"flexible_auto"`` chooses that bound for each full epoch, up to 0.9
       (:func:`i6_shard.core.pure.flexible.distribute_flexible_auto`).
+      ``"equal_steps"``: flexible_auto's cut, then files moved between the ranks of each sub-epoch until the
+      simulated torch engine's ranks make equal steps (:func:`i6_shard.core.pure.equal_steps.equalize_steps`);
+      without ``plan`` it needs ``file_sizes`` a costs archive with per-sequence lengths and takes the engine
+      settings from RETURNN's config (``batch_size``, ``max_seqs``, ``max_seq_length``,
+      ``accum_grad_multiple_step``, ``torch_distributed``), cutting on the planning floor as a plan does.
       ``ShardPlan(..., distribution=...)`` computes the same bins before training.
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
@@ -151,8 +159,10 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     - ``plan``: path to what ``ShardPlanJob`` / ``python -m i6_shard plan`` wrote (``plan.npz``): each
       rank reads its bins from there, one full epoch at a time, and neither stats a file nor cuts bins.
       When the dataset starts, it checks that the plan fits (file keys and their order,
-      ``partition_epoch``, number of ranks, sharding mode, ``seq_ordering``, distribution, seeds, and
-      the config's ``num_epochs`` plus the preloaded sub-epochs) and raises ``ValueError`` naming every
+      ``partition_epoch``, number of ranks, sharding mode, ``seq_ordering``, distribution, seeds, the engine
+      settings the plan was simulated with against the config's ``batch_size``, ``max_seqs``, ``max_seq_length``,
+      ``accum_grad_multiple_step`` and ``torch_distributed`` (a plan that records none logs that nothing is checked),
+      and the config's ``num_epochs`` plus the preloaded sub-epochs) and raises ``ValueError`` naming every
       difference and its fix; it never falls back to computing bins.
 
     Use it as the ``"class"`` of a dataset dict (RETURNN accepts the class object there)::
@@ -212,6 +222,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         self._plan_settings: Optional[PlanSettings] = None  # set once the plan was checked against the dataset
         self._plan_num_full_epochs = 0
         self._plan_layout_and_rank: Tuple[int, int] = (0, 0)
+        self._equal_steps_plan: Optional[core.ShardPlan] = None  # "equal_steps" without a plan: built once
 
     def _lazy_init_file_sizes(self):
         """Sizes from ``plan`` or ``file_sizes`` if given (no stat call at all), else RETURNN's own."""
@@ -235,6 +246,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         RETURNN computes only the full epochs not in its cache, and the plan's are put there first."""
         if self.plan_path is not None and epoch is not None and seq_list is None and seq_order is None:
             self._fill_from_plan(epoch)
+        elif self.distribution == "equal_steps" and epoch is not None and seq_list is None and seq_order is None:
+            self._fill_equal_steps(epoch)
         return super().init_seq_order(epoch=epoch, seq_list=seq_list, seq_order=seq_order)
 
     def _fill_from_plan(self, epoch: int) -> None:
@@ -276,6 +289,61 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             base = self._shard_index * p if settings.distrib_shard_files else 0
             self._files_order_cache[full_epoch_0idx] = _PlanBins(self._files, order, bounds[base : base + p + 1])
 
+    def _fill_equal_steps(self, epoch: int) -> None:
+        """The bins of distribution "equal_steps" without a plan file: cut here, on the planning floor, as a plan of
+        the same costs archive and engine settings cuts them (RETURNN's cut does not know the full epoch it cuts)."""
+        self._lazy_init_file_list()
+        plan = self._equal_steps_plan
+        if plan is None:
+            plan = self._equal_steps_plan = self._make_equal_steps_plan()
+        p = self.partition_epoch
+        for k in range((epoch - 1) // p, (epoch + self.preload_next_n_sub_epochs - 1) // p + 1):
+            if k not in self._files_order_cache:
+                order, bounds = plan.layout(full_epoch_0idx=k)
+                base = self._shard_index * p
+                self._files_order_cache[k] = _PlanBins(self._files, order, bounds[base : base + p + 1])
+
+    def _make_equal_steps_plan(self) -> core.ShardPlan:
+        where = f"{self}: distribution='equal_steps' without plan="
+        if self.file_sizes_path is None:
+            raise ValueError(
+                f"{where} cuts with every file's sequence lengths, but no file_sizes was given: give file_sizes= a "
+                "costs archive (ComputeFileCostsJob, `python -m i6_shard costs`), or plan= a plan file"
+            )
+        if not (self.distrib_shard_files or self._num_shards > 1):
+            raise ValueError(
+                f"{where} equalizes the steps of ranks that read their own files, but the dataset is unsharded "
+                f"(distrib_shard_files={self.distrib_shard_files}, num_shards={self._num_shards}): set "
+                "distrib_shard_files=True, or choose another distribution"
+            )
+        self._lazy_init_file_sizes()  # checks the archive's keys against the files
+        costs = load_file_costs(self.file_sizes_path)
+        config = _config_engine_values()
+        accum = config["accum_grad_multiple_step"]
+        if accum is not None and not isinstance(accum, int):
+            raise ValueError(
+                f"{where} simulates the training's steps, but the config's accum_grad_multiple_step={accum!r} is not "
+                "an int: give an int, or choose another distribution"
+            )
+        try:
+            request = core.PlanRequest.from_options(
+                num_shards=self._num_shards,
+                partition_epoch=self.partition_epoch,
+                num_epochs=None,
+                seq_ordering=self.seq_ordering,
+                random_seed_offset=self.random_seed_offset,
+                fixed_random_seed=self.fixed_random_seed,
+                distribution="equal_steps",
+                batch_size=config["batch_size"],
+                max_seqs=None if config["max_seqs"] == -1 else config["max_seqs"],
+                max_seq_length=config["max_seq_length"],
+                accum_grad_multiple_step=accum,
+                torch_distributed=config["torch_distributed"],
+            )
+            return core.plan_of_sizes(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{where} (the config's engine settings, file_sizes {self.file_sizes_path!r}): {exc}")
+
     def _check_plan(self) -> None:
         """Compare the plan with this dataset once; raise ``ValueError`` naming every difference."""
         head = read_plan_head(self.plan_path, decode_keys=False)
@@ -309,6 +377,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"the plan was cut with distribution={settings.distribution!r}, the dataset asks for "
                 f"{self.distribution!r}"
             )
+        problems += self._engine_problems(head)
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
@@ -334,6 +403,19 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         self._plan_settings, self._plan_num_full_epochs = settings, head.num_full_epochs
         self._plan_layout_and_rank = (0 if settings.distrib_shard_files else rank, rank)
+
+    def _engine_problems(self, head: core.io.PlanHead) -> List[str]:
+        """How the config's engine settings differ from those the plan was simulated with (nothing is checked, and
+        the log says so, for a plan that records none)."""
+        if head.engine_settings is None:
+            print(
+                f"{self}: plan {self.plan_path!r} records no engine settings (made without batching, or before plans "
+                "recorded them): the config's batch_size, max_seqs, max_seq_length, accum_grad_multiple_step and "
+                "torch_distributed are not checked against it",
+                file=log.v3,
+            )
+            return []
+        return engine_differences(head.engine_settings, _config_engine_values())
 
     def _files_match_plan_keys(self, head: core.io.PlanHead) -> bool:
         """Whether this dataset's files have exactly the plan's keys, in the plan's order."""
@@ -406,6 +488,24 @@ class _PlanBins(SequenceABC):
         return isinstance(other, SequenceABC) and list(self) == list(other)
 
     __hash__ = None
+
+
+def _config_engine_values() -> Dict[str, Any]:
+    """The training's engine settings as RETURNN's global config states them (``ENGINE_RECORD_OPTIONS``; None where
+    not set), as the torch engine reads them."""
+    from returnn.config import get_global_config
+
+    config = get_global_config(raise_exception=False)
+    if config is None:
+        return {"batch_size": None, "max_seqs": None, "max_seq_length": None, "accum_grad_multiple_step": None,
+                "torch_distributed": None}  # fmt: skip
+    return {
+        "batch_size": config.typed_value("batch_size", None),
+        "max_seqs": config.typed_value("max_seqs", None),
+        "max_seq_length": config.typed_value("max_seq_length", None),
+        "accum_grad_multiple_step": config.typed_value("accum_grad_multiple_step", None),
+        "torch_distributed": config.typed_value("torch_distributed", None),
+    }
 
 
 def _config_num_epochs() -> int:

@@ -4,10 +4,11 @@ epoch, the file order and bin boundaries; readable with numpy alone, one full ep
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -61,6 +62,18 @@ _OPTIONAL_FLOATS = ("max_sub_epoch_deviation",)
 _OPTIONAL_TEXTS = ("unit",)
 #: Int settings stored only when not their default (0).
 _OPTIONAL_INTS = ("preloaded_sub_epochs",)
+#: The engine settings a plan was simulated with (``core.pure.plan_sim.engine_record``), as one JSON text; stored only
+#: for a plan made under batching, so that plans without them keep their bytes and older files load unchanged.
+ENGINE_SETTINGS_ARRAY = "engine_settings"
+
+
+def engine_settings_text(engine: Mapping[str, Any]) -> str:
+    """The JSON text a plan file stores its engine settings as (keys sorted: deterministic bytes).
+
+    >>> engine_settings_text({"max_seqs": 20, "batch_size": None})
+    '{"batch_size": null, "max_seqs": 20}'
+    """
+    return json.dumps(dict(engine), sort_keys=True)
 
 
 def _settings_arrays(settings: PlanSettings) -> Dict[str, np.ndarray]:
@@ -148,7 +161,9 @@ def check_plan_fits_memory(settings: PlanSettings, *, num_files: int, memory_byt
     return need
 
 
-def plan_file_arrays(plan: ShardPlan, *, orders: np.ndarray, bounds: np.ndarray) -> Dict[str, np.ndarray]:
+def plan_file_arrays(
+    plan: ShardPlan, *, orders: np.ndarray, bounds: np.ndarray, engine: Optional[Mapping[str, Any]] = None
+) -> Dict[str, np.ndarray]:
     """The arrays of the plan file, given the plan's bins (cut by the planning floor,
     :func:`i6_shard.core.planning.plan_bins`); nothing is computed here.
 
@@ -159,10 +174,14 @@ def plan_file_arrays(plan: ShardPlan, *, orders: np.ndarray, bounds: np.ndarray)
       ``orders[k, l, bounds[k, l, b]:bounds[k, l, b + 1]]``. Sharded, rank r reads bin
       ``r * partition_epoch + (epoch - 1) % partition_epoch`` in sub-epoch ``epoch``; unsharded, rank r
       reads bin ``(epoch - 1) % partition_epoch`` of layout r;
-    - ``keys_utf8`` (NUL-joined UTF-8 keys), ``sizes`` (int64 costs), and the settings, one array each.
+    - ``keys_utf8`` (NUL-joined UTF-8 keys), ``sizes`` (int64 costs), and the settings, one array each;
+    - ``engine_settings`` (only with ``engine``): the engine settings the plan was simulated with, a JSON text
+      (:func:`engine_settings_text`), which the RETURNN-side dataset compares with the training's config.
     """
     settings = plan.settings
+    extra = {} if engine is None else {ENGINE_SETTINGS_ARRAY: np.array(engine_settings_text(engine))}
     return {
+        **extra,
         **_settings_arrays(settings),
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
         "algorithm_version": np.array(CUT_VERSIONS[settings.distribution], dtype=np.int64),
@@ -189,6 +208,8 @@ class PlanHead:
     :ivar algorithm_version: ``CUT_VERSIONS[distribution]`` of the i6_shard that wrote it; None in format 1
     :ivar num_full_epochs: full epochs stored
     :ivar keys: the keys, if read with ``decode_keys=True``
+    :ivar engine_settings: the engine settings the plan was simulated with (``core.pure.plan_sim.engine_record``);
+        None for a plan made without batching, or written before plans recorded them
     """
 
     settings: PlanSettings
@@ -198,6 +219,7 @@ class PlanHead:
     algorithm_version: Optional[int]
     num_full_epochs: int
     keys: Optional[List[str]] = None
+    engine_settings: Optional[Dict[str, Any]] = None
 
     @property
     def num_files(self) -> int:
@@ -270,13 +292,15 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
     headers = npz.headers
     version = _read_format_version(npz, path)
     required = _ARRAYS | _FORMAT_ARRAYS[version]
-    flags = set(headers) - required - set(_OPTIONAL_FLOATS) - set(_OPTIONAL_TEXTS) - set(_OPTIONAL_INTS)
+    optional = {*_OPTIONAL_FLOATS, *_OPTIONAL_TEXTS, *_OPTIONAL_INTS, ENGINE_SETTINGS_ARRAY}
+    flags = set(headers) - required - optional
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file of format {version} (arrays {sorted(headers)[:20]})")
     for name, header in headers.items():  # the settings: scalars (fixed_random_seed: 0 or 1 values)
         if name not in _BIG and math.prod(header.shape) > 1:
             raise ValueError(f"{path!r} is corrupt: {name} has shape {header.shape}, expected a scalar")
     data = {name: npz.read(name) for name in headers if name not in _BIG}
+    engine = _engine_settings(data.pop(ENGINE_SETTINGS_ARRAY, None), path)
     for name in flags:
         if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
             raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
@@ -319,7 +343,21 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         algorithm_version=algorithm,
         num_full_epochs=expected[0],
         keys=keys,
+        engine_settings=engine,
     )
+
+
+def _engine_settings(value: Optional[np.ndarray], path: str) -> Optional[Dict[str, Any]]:
+    """The stored engine settings (a JSON object text), or None where the plan stores none."""
+    if value is None:
+        return None
+    try:
+        engine = json.loads(str(value)) if value.dtype.kind == "U" else None
+    except ValueError:
+        engine = None
+    if not isinstance(engine, dict):
+        raise ValueError(f"{path!r} is corrupt: {ENGINE_SETTINGS_ARRAY} is {short_repr(value)}, expected a JSON object")
+    return engine
 
 
 def read_plan_head(path: str | os.PathLike, *, decode_keys: bool = True) -> PlanHead:

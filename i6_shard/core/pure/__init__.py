@@ -31,6 +31,8 @@ from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_ful
 from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
 from .plan import ShardPlan
 from .request import PLAN_OPTION_DEFAULTS, PLAN_OPTION_HELP, PlanRequest
+from .plan_sim import engine_differences
+from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 from .settings import (
     DISTRIBUTIONS,
@@ -60,6 +62,9 @@ from .costs_consistency import check_frame_rate
 from .training import MAX_REPORT_RECORDS
 
 __all__ = [
+    "engine_differences",
+    "DATASET_DISTRIBUTIONS",
+    "check_torch_distributed",
     "check_frame_rate",
     "MAX_REPORT_RECORDS",
     "cut_options",

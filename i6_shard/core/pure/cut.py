@@ -3,7 +3,7 @@ partition_epoch`` bins. The one table of them; ShardPlan and the RETURNN-side da
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -19,6 +19,42 @@ def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tup
     return np.arange(len(costs), dtype=np.int64), bounds
 
 
+def _equal_steps(
+    costs: np.ndarray,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    file_lengths: Optional[Sequence[np.ndarray]] = None,
+    engine: Any = None,
+    full_epoch_0idx: Optional[int] = None,
+    random_seed_offset: Optional[int] = None,
+    progress: Optional[Callable[[str], None]] = None,
+    equalize: Optional[Callable[..., Any]] = None,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
+    simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
+    table does not import the simulation, which imports the settings made from it)."""
+    if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
+        raise ValueError(
+            "distribution='equal_steps' cuts with every file's sequence lengths and the training's engine settings "
+            "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
+            "batching, or choose another distribution"
+        )
+    positions, bounds = distribute_flexible_auto(costs, num_shards=num_shards, partition_epoch=partition_epoch)
+    positions, bounds, _ = equalize(
+        positions,
+        bounds,
+        file_lengths=file_lengths,
+        num_shards=num_shards,
+        partition_epoch=partition_epoch,
+        engine=engine,
+        full_epoch_0idx=full_epoch_0idx,
+        random_seed_offset=random_seed_offset,
+        progress=progress,
+    )
+    return positions, bounds
+
+
 #: distribution name -> ``f(costs, *, num_shards, partition_epoch, **options) -> (positions, bounds)``; the
 #: first is the default, RETURNN's own cut. Options: see :func:`cut_options`.
 CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
@@ -26,11 +62,12 @@ CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
     "balanced": distribute_balanced,
     "flexible": distribute_flexible,
     "flexible_auto": distribute_flexible_auto,
+    "equal_steps": _equal_steps,
 }
 
 #: distribution name -> the version of its output, which plan files record: raise it with any change that
 #: moves a bin for some input (tests/core/io/test_stored_plans.py pins the bins of each version).
-CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1}
+CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1, "equal_steps": 1}
 
 
 def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .args import check_int, first_negative
 from .cut import cut_full_epoch
+from .equal_steps_cut import EqualStepsInputs, equal_steps_options
 from .distribute import shuffle_order
 from .settings import PlanSettings
 from .text import short_repr
@@ -38,6 +39,9 @@ class ShardPlan:
     :param costs: int cost per file (bytes as collect_file_sizes gives them; an integer dtype, no
         floats, bools or str), shape [num_files]; the bins are balanced by them
     :param settings: the validated :class:`PlanSettings`; checked here against the number of files
+    :param equal_steps: distribution ``"equal_steps"`` only: each file's sequence lengths and the engine whose steps
+        it equalizes (:class:`~.cut.EqualStepsInputs`); without them such a plan cannot cut a full epoch (its
+        stored bins are read, e.g. from its plan file)
     :raises TypeError, ValueError: for keys and costs that cannot be planned, or too few files
 
     >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
@@ -50,7 +54,14 @@ class ShardPlan:
     TypeError: costs must be integers (bytes), got dtype float64 (entry 0: 1.5); pass int sizes as collect_file_sizes gives them
     """
 
-    def __init__(self, keys: Sequence[str], costs: Sequence[int] | np.ndarray, settings: PlanSettings):
+    def __init__(
+        self,
+        keys: Sequence[str],
+        costs: Sequence[int] | np.ndarray,
+        settings: PlanSettings,
+        *,
+        equal_steps: Optional[EqualStepsInputs] = None,
+    ):
         if not isinstance(settings, PlanSettings):
             raise TypeError(
                 f"settings={settings!r} must be a PlanSettings, e.g. PlanSettings(num_shards=4, partition_epoch=20)"
@@ -60,6 +71,15 @@ class ShardPlan:
         self.costs = _int64_costs(costs, keys=self.keys)
         settings.validate(num_files=len(self.keys))
         self.settings = settings
+        if equal_steps is not None:
+            if not isinstance(equal_steps, EqualStepsInputs):
+                raise TypeError(f"equal_steps has type {type(equal_steps).__name__}; give an EqualStepsInputs")
+            if len(equal_steps.file_lengths) != len(self.keys):
+                raise ValueError(
+                    f"equal_steps has the sequence lengths of {len(equal_steps.file_lengths)} files, the plan "
+                    f"{len(self.keys)}: give each file's lengths in the plan's key order"
+                )
+        self.equal_steps = equal_steps
         # Unsharded, every rank has its own layout: keep one per rank, so that going over the ranks
         # sub-epoch by sub-epoch computes each (full epoch, rank) once.
         self._cache_size = max(_CACHE_SIZE, settings.num_layouts)
@@ -68,7 +88,7 @@ class ShardPlan:
 
     def with_settings(self, **changes) -> "ShardPlan":
         """The same files and costs under other settings (``PlanSettings.replace``), e.g. to compare."""
-        return ShardPlan(self.keys, self.costs, self.settings.replace(**changes))
+        return ShardPlan(self.keys, self.costs, self.settings.replace(**changes), equal_steps=self.equal_steps)
 
     # --- shape of the plan ---------------------------------------------------------------
 
@@ -106,7 +126,7 @@ class ShardPlan:
             )
         else:
             order = np.arange(self.num_files, dtype=np.int64)
-        order, bounds = self._cut(order)
+        order, bounds = self._cut(order, full_epoch_0idx=int(full_epoch_0idx))
         order.setflags(write=False)
         bounds.setflags(write=False)
         self._cache[cache_key] = (order, bounds)
@@ -114,15 +134,26 @@ class ShardPlan:
             self._cache.popitem(last=False)
         return order, bounds
 
-    def _cut(self, order: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    def _cut(self, order: np.ndarray, *, full_epoch_0idx: int) -> Tuple[np.ndarray, np.ndarray]:
         """Cut the shuffled order into bins with the configured distribution."""
         s = self.settings
+        options = s.cut_options
+        if s.distribution == "equal_steps":
+            if self.equal_steps is None:
+                raise ValueError(
+                    "this distribution='equal_steps' plan has no sequence lengths and engine settings to cut full "
+                    f"epoch {full_epoch_0idx} with: read its bins from its plan file, or plan it from a costs archive "
+                    "with per-sequence lengths and batching (plan_archive / `python -m i6_shard plan`)"
+                )
+            options = equal_steps_options(
+                self.equal_steps, order=order, full_epoch_0idx=full_epoch_0idx, random_seed_offset=s.random_seed_offset
+            )
         positions, bounds = cut_full_epoch(
             self.costs[order],
             num_shards=s.num_bins // s.partition_epoch,
             partition_epoch=s.partition_epoch,
             distribution=s.distribution,
-            options=s.cut_options,
+            options=options,
         )
         return order[positions], bounds
 

@@ -3,15 +3,30 @@ the steps it takes under the sync mode and the frames it consumes, from each fil
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .engine_sim import EngineSettings, SubEpochSim, inexact_reason, simulate_sub_epoch, sub_epoch_random_seed_offset
+from .engine_sim import (
+    EngineSettings,
+    SubEpochSim,
+    inexact_reason,
+    simulate_sub_epoch,
+    sub_epoch_random_seed_offset,
+    sync_levels_of,
+)
 from .plan import ShardPlan
 from .settings import DEFAULT_SEQ_ORDERING
 
-__all__ = ["simulate_plan", "plan_simulation", "plan_engine", "rank_files"]
+__all__ = [
+    "simulate_plan",
+    "plan_simulation",
+    "plan_engine",
+    "engine_record",
+    "engine_settings_record",
+    "ENGINE_RECORD_OPTIONS",
+    "rank_files",
+]
 
 #: What a plan's simulation takes as given beyond its engine settings (said in the summary).
 SIMULATION_ASSUMES = (
@@ -72,24 +87,102 @@ def simulate_plan(
     return sims, None
 
 
-def plan_engine(batching: Any, sync: Any) -> EngineSettings:
-    """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode``; the sub-epoch
-    dataset's ``seq_ordering="random"`` (the builders' default), no length filter; the sync's gradient accumulation.
+def _keys_text(value: Dict[Any, Any]) -> str:
+    return ", ".join(repr(k) for k in value)
+
+
+def plan_engine(
+    batching: Any,
+    sync: Any,
+    *,
+    torch_distributed: Optional[Dict[str, Any]] = None,
+    max_seq_length: Union[None, int, Dict[str, int]] = None,
+    batch_size_by_key: Optional[Dict[str, int]] = None,
+    ranks_per_node: Optional[int] = None,
+) -> EngineSettings:
+    """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode`` (or the config's
+    ``torch_distributed`` where given, sync levels included); the sub-epoch dataset's ``seq_ordering="random"`` (the
+    builders' default); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation.
+    The costs archive holds the lengths of one data key: a ``batch_size`` or ``max_seq_length`` dict naming several
+    keys makes the engine inexact (``EngineSettings.inexact``), never simulated as if it had one.
 
     >>> from i6_shard.core.pure.batching import Batching, SyncMode
     >>> plan_engine(Batching(2000, 20), SyncMode("param", 50)).torch_distributed
     {'reduce_type': 'param', 'param_sync_step': 50}
+    >>> plan_engine(Batching(2000, 20), SyncMode(), max_seq_length={"data": 900, "classes": 80}).inexact
+    ("max_seq_length names the data keys 'data', 'classes': the simulation knows one key's lengths (the costs archive's), so RETURNN's length filter over several keys is not simulated",)
     """
-    torch_distributed = (
-        {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
-    )
+    if torch_distributed is None:
+        torch_distributed = (
+            {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
+        )
+    inexact = []
+    for name, value in (("batch_size", batch_size_by_key), ("max_seq_length", max_seq_length)):
+        if isinstance(value, dict) and len(value) > 1:
+            inexact.append(
+                f"{name} names the data keys {_keys_text(value)}: the simulation knows one key's lengths (the costs "
+                f"archive's), so "
+                + (
+                    "RETURNN's batching over several keys is not simulated"
+                    if name == "batch_size"
+                    else "RETURNN's length filter over several keys is not simulated"
+                )
+            )
+    if isinstance(max_seq_length, dict):
+        max_seq_length = next(iter(max_seq_length.values())) if len(max_seq_length) == 1 else None
     return EngineSettings(
         seq_ordering=DEFAULT_SEQ_ORDERING,
         batch_size=batching.batch_size,
         max_seqs=batching.max_seqs,
-        torch_distributed=torch_distributed,
+        max_seq_length=max_seq_length,
+        torch_distributed=dict(torch_distributed),
         accum_grad_multiple_step=sync.accum_grad_multiple_step,
+        ranks_per_node=ranks_per_node,
+        inexact=tuple(inexact),
     )
+
+
+#: The config options a plan's engine settings are recorded by (:func:`engine_record`), in this order.
+ENGINE_RECORD_OPTIONS = ("batch_size", "max_seqs", "max_seq_length", "accum_grad_multiple_step", "torch_distributed")
+
+
+def engine_record(
+    batching: Any,
+    sync: Any,
+    *,
+    torch_distributed: Optional[Dict[str, Any]] = None,
+    max_seq_length: Union[None, int, Dict[str, int]] = None,
+    batch_size_by_key: Optional[Dict[str, int]] = None,
+    ranks_per_node: Optional[int] = None,
+) -> Dict[str, Any]:
+    """The engine settings a plan was simulated with, as the training's config states them (the values
+    :data:`ENGINE_RECORD_OPTIONS` name; None where not set): what the plan file records, and what the
+    RETURNN-side dataset compares with the config it runs under.
+
+    >>> from i6_shard.core.pure.batching import Batching, SyncMode
+    >>> engine_record(Batching(2000, None), SyncMode("param", 50))
+    {'batch_size': 2000, 'max_seqs': None, 'max_seq_length': None, 'accum_grad_multiple_step': 1, 'torch_distributed': {'reduce_type': 'param', 'param_sync_step': 50}}
+    """
+    record = engine_settings_record(plan_engine(batching, sync, torch_distributed=torch_distributed))
+    if batch_size_by_key is not None:
+        record["batch_size"] = dict(batch_size_by_key)
+    record["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, dict) else max_seq_length
+    return record
+
+
+def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
+    """:func:`engine_record` of simulated engine settings (limits as single ints).
+
+    >>> engine_settings_record(EngineSettings(max_seqs=8))["torch_distributed"]
+    {}
+    """
+    return {
+        "batch_size": engine.batch_size,
+        "max_seqs": engine.max_seqs,
+        "max_seq_length": engine.max_seq_length,
+        "accum_grad_multiple_step": engine.accum_grad_multiple_step,
+        "torch_distributed": dict(engine.torch_distributed or {}),
+    }
 
 
 def plan_simulation(
@@ -118,3 +211,40 @@ def plan_simulation(
         "steps_taken": [list(x.steps_taken) for x in sims],
         "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
     }
+
+
+def _normalized(name: str, value: Any) -> Any:
+    """A recorded or configured engine value in the form that decides what the engine does: ``max_seqs`` -1 is no
+    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync (``sync_levels_of``, with
+    ``sync_complete_frac``) -- its backend or dataset_distribution do not change the steps."""
+    if name == "max_seqs" and value in (-1, None):
+        return None
+    if name == "accum_grad_multiple_step" and value is None:
+        return 1
+    if name == "torch_distributed":
+        opts = dict(value or {})
+        try:
+            return sync_levels_of(opts), opts.get("sync_complete_frac")
+        except (ValueError, KeyError, TypeError):
+            return opts
+    return value
+
+
+def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
+    """The engine settings (:data:`ENGINE_RECORD_OPTIONS`) in which a training's config differs from what a plan was
+    simulated with, each named with both values and the fix, for the RETURNN-side dataset to refuse.
+
+    >>> engine_differences({"batch_size": 2000, "max_seqs": None}, {"batch_size": 3000, "max_seqs": -1})
+    ["the plan was simulated with batch_size=2000, the config has batch_size=3000: re-plan with the config's batch_size (the plan's bins and steps assume it), or set batch_size=2000 in the config"]
+    """
+    out = []
+    for name in ENGINE_RECORD_OPTIONS:
+        if name not in planned:
+            continue
+        want, have = planned[name], configured.get(name)
+        if _normalized(name, want) != _normalized(name, have):
+            out.append(
+                f"the plan was simulated with {name}={want!r}, the config has {name}={have!r}: re-plan with the "
+                f"config's {name} (the plan's bins and steps assume it), or set {name}={want!r} in the config"
+            )
+    return out

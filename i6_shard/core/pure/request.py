@@ -4,14 +4,18 @@ keyword options by the command line, ``ShardPlanJob`` and the builders; each opt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Union
 
 from .args import check_bool, check_int, check_optional_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_next_n_sub_epochs
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
+from .engine_sim import EngineSettings
+from .plan_sim import engine_record, plan_engine
 from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, PlanSettings
+from .text import short_repr
+from .torch_distributed import check_torch_distributed
 
 __all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS", "PLAN_OPTION_HELP"]
 
@@ -35,6 +39,8 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "accum_grad_multiple_step": None,  # the config's default 1
     "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
     "lengths": None,  # the sequence lengths come from the archive the plan is cut by
+    "torch_distributed": None,  # the sync of reduce_type / param_sync_step
+    "max_seq_length": None,  # no length filter
 }
 
 #: What each option of :data:`PLAN_OPTION_DEFAULTS` means, in one line: the command line's help and the docs
@@ -49,8 +55,10 @@ PLAN_OPTION_HELP: Dict[str, str] = {
     "random_seed_offset)",
     "fixed_random_seed": "the dataset's fixed_random_seed (the same shuffle every full epoch)",
     "distribution": "how bins are cut: returnn (what DistributeFilesDataset does), balanced, flexible "
-    "(sub-epochs within max_sub_epoch_deviation) or flexible_auto (that bound chosen per full epoch, "
-    "docs/flexible_split.md)",
+    "(sub-epochs within max_sub_epoch_deviation), flexible_auto (that bound chosen per full epoch, "
+    "docs/flexible_split.md) or equal_steps (flexible_auto, then files moved between the ranks of each sub-epoch "
+    "until the simulated training's ranks make equal steps; sharded, needs a costs archive with per-sequence "
+    "lengths and the batching)",
     "max_sub_epoch_deviation": "with distribution flexible: how far a sub-epoch's size may be from the mean "
     "sub-epoch's, as a share of it, in [0, 1)",
     "sharding": "sharded (distrib_shard_files=True), unsharded (every rank shuffles all files itself) or "
@@ -76,6 +84,12 @@ PLAN_OPTION_HELP: Dict[str, str] = {
     "lengths": "a costs archive (`costs`, ComputeFileCostsJob) of the same files in the same order: the "
     "prediction takes its sequence lengths, the bins are still cut by the sizes archive (e.g. one in bytes, "
     "as RETURNN cuts a plain DistributeFilesDataset)",
+    "torch_distributed": "the config's torch_distributed as written there (a dict, sync levels included): the "
+    "simulated steps and the predicted loss assume its sync; reduce_type / param_sync_step, if given too, must "
+    "say the same",
+    "max_seq_length": "the config's max_seq_length (an int, or a dict by data key): the simulation drops the "
+    "sequences RETURNN's length filter drops (a dict naming several data keys: not simulated exactly, the costs "
+    "archive holds one key's lengths)",
 }
 
 
@@ -93,6 +107,11 @@ class PlanRequest:
         steps and loss assume it
     :ivar lengths: path of a costs archive of the same files whose sequence lengths the prediction takes (the
         bins are cut by the archive the plan is made of); None: that archive's own lengths
+    :ivar torch_distributed: the config's ``torch_distributed`` (checked as RETURNN checks it at start-up): the sync
+        the simulation takes, levels included; None: the one ``sync`` says
+    :ivar max_seq_length: the config's ``max_seq_length`` (an int, or a dict by data key): the simulation's filter
+    :ivar batch_size_by_key: the config's ``batch_size`` where it is a dict by data key (``batching`` then holds the
+        smallest of its limits, for the statistical model; the simulation says it is not exact for several keys)
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -106,6 +125,9 @@ class PlanRequest:
     cache_size: Optional[int] = None
     sync: SyncMode = SyncMode()
     lengths: Optional[str] = None
+    torch_distributed: Optional[Dict[str, Any]] = field(default=None, hash=False)
+    max_seq_length: Union[None, int, Dict[str, int]] = field(default=None, hash=False)
+    batch_size_by_key: Optional[Dict[str, int]] = field(default=None, hash=False)
 
     def __post_init__(self):
         self.validate()
@@ -130,6 +152,33 @@ class PlanRequest:
             raise error(
                 f"lengths={self.lengths!r}: give the path of a costs archive (a str, e.g. 'costs.npz'), or None"
             )
+        check_torch_distributed(
+            self.torch_distributed,
+            num_ranks=self.settings.num_shards,
+            ranks_per_node=None if self.node_cache is None else self.node_cache.ranks_per_node,
+        )
+        if self.torch_distributed is not None:
+            _check_sync_agrees(self.torch_distributed, self.sync)
+        _check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
+        if self.batch_size_by_key is not None:
+            _check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
+
+    def engine(self, batching: Optional[Batching] = None) -> EngineSettings:
+        """The torch engine the plan's simulation takes (:func:`~.plan_sim.plan_engine`) under ``batching`` (None: the
+        request's own)."""
+        return plan_engine(batching or self.batching, self.sync, **self._engine_options())
+
+    def engine_record(self, batching: Optional[Batching] = None) -> Dict[str, Any]:
+        """The engine settings as the plan file records them (:func:`~.plan_sim.engine_record`)."""
+        return engine_record(batching or self.batching, self.sync, **self._engine_options())
+
+    def _engine_options(self) -> Dict[str, Any]:
+        return {
+            "torch_distributed": self.torch_distributed,
+            "max_seq_length": self.max_seq_length,
+            "batch_size_by_key": self.batch_size_by_key,
+            "ranks_per_node": None if self.node_cache is None else self.node_cache.ranks_per_node,
+        }
 
     @classmethod
     def from_options(
@@ -174,18 +223,83 @@ class PlanRequest:
             distribution=o["distribution"],
             max_sub_epoch_deviation=o["max_sub_epoch_deviation"],
         )
+        batch_size, by_key = o["batch_size"], None
+        if isinstance(batch_size, dict):
+            by_key = _check_by_key(batch_size, name="batch_size", hint="frames per batch, padding included")
+            batch_size = min(by_key.values())
         batching = (
             None
-            if o["batch_size"] is None and o["max_seqs"] is None
-            else Batching(batch_size=o["batch_size"], max_seqs=o["max_seqs"])
+            if batch_size is None and o["max_seqs"] is None
+            else Batching(batch_size=batch_size, max_seqs=o["max_seqs"])
+        )
+        torch_distributed = o["torch_distributed"]
+        reduce_type, param_sync_step = _sync_options(
+            o, given_reduce_type=options.get("reduce_type"), num_shards=num_shards
         )
         return cls(
             settings,
             batching,
             *_node_cache(o, preload=preload),
-            sync=SyncMode(o["reduce_type"], o["param_sync_step"], o["accum_grad_multiple_step"] or 1),
+            sync=SyncMode(reduce_type, param_sync_step, o["accum_grad_multiple_step"] or 1),
             lengths=None if o["lengths"] is None else _path_text(o["lengths"]),
+            torch_distributed=None if torch_distributed is None else dict(torch_distributed),
+            max_seq_length=_check_by_key(
+                o["max_seq_length"], name="max_seq_length", hint="the longest sequence kept, in frames"
+            ),
+            batch_size_by_key=by_key,
         )
+
+
+def _sync_options(o: Dict[str, Any], *, given_reduce_type: Any, num_shards: int) -> tuple:
+    """``(reduce_type, param_sync_step)`` of the options: as given, or as their ``torch_distributed`` states them
+    (checked as RETURNN checks it; a given reduce_type or param_sync_step must say the same)."""
+    torch_distributed = o["torch_distributed"]
+    check_torch_distributed(torch_distributed, num_ranks=num_shards)
+    if torch_distributed is None:
+        return o["reduce_type"], o["param_sync_step"]
+    stated = _stated_sync(torch_distributed)
+    # reduce_type at its default is what the command line and ShardPlanJob pass when it is not given
+    for name, value in (("reduce_type", given_reduce_type), ("param_sync_step", o["param_sync_step"])):
+        if value is not None and value != stated[name] and value != PLAN_OPTION_DEFAULTS[name]:
+            raise ValueError(
+                f"{name}={value!r} contradicts torch_distributed={short_repr(torch_distributed, limit=120)}, "
+                f"which says {name}={stated[name]!r}: leave {name} out (torch_distributed states the sync)"
+            )
+    return stated["reduce_type"], stated["param_sync_step"]
+
+
+def _stated_sync(torch_distributed: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``SyncMode`` options a checked ``torch_distributed`` states: "param" with its ``param_sync_step``, else
+    "grad" (also for sync levels: the statistical model's sync; the simulation takes the levels themselves)."""
+    if torch_distributed.get("sync") is None and torch_distributed.get("reduce_type") == "param":
+        return {"reduce_type": "param", "param_sync_step": torch_distributed["param_sync_step"]}
+    return {"reduce_type": DEFAULT_REDUCE_TYPE, "param_sync_step": None}
+
+
+def _check_sync_agrees(torch_distributed: Dict[str, Any], sync: SyncMode) -> None:
+    stated = _stated_sync(torch_distributed)
+    if (sync.reduce_type, sync.param_sync_step) != (stated["reduce_type"], stated["param_sync_step"]):
+        raise ValueError(
+            f"sync={sync!r} contradicts torch_distributed={short_repr(torch_distributed, limit=120)}: give the "
+            f"sync it states (reduce_type={stated['reduce_type']!r}, param_sync_step={stated['param_sync_step']!r})"
+        )
+
+
+def _check_by_key(value: Any, *, name: str, hint: str) -> Any:
+    """``value`` if None, a positive int or a non-empty dict of data keys (str) to positive ints, else a
+    ``TypeError``/``ValueError`` naming it and the fix."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return check_int(value, name=name, minimum=1, hint=hint + ", or a dict by data key")
+    if not value:
+        raise ValueError(f"{name}={{}} names no data key: give an int ({hint}) or a dict by data key, or None")
+    out = {}
+    for key, limit in value.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{name}={short_repr(value, limit=120)}: the key {key!r} is not a data key (str)")
+        out[key] = check_int(limit, name=f"{name}[{key!r}]", minimum=1, hint=hint)
+    return out
 
 
 def _path_text(path: Any) -> Any:

@@ -16,6 +16,7 @@ __all__ = [
     "PlanSettings",
     "SEQ_ORDERINGS",
     "DISTRIBUTIONS",
+    "COST_DISTRIBUTIONS",
     "SHARDING_MODES",
     "DEFAULT_SEQ_ORDERING",
     "DEFAULT_DISTRIBUTION",
@@ -31,8 +32,13 @@ __all__ = [
 SEQ_ORDERINGS = ("random", "default")
 #: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch; "flexible": balanced, with
 #: sub-epoch sizes that may differ from the mean by ``max_sub_epoch_deviation``; "flexible_auto": flexible, with
-#: the bound chosen per full epoch (up to 0.9); see pure/cut.py, their one table.
+#: the bound chosen per full epoch (up to 0.9); "equal_steps": flexible_auto's cut, then files moved between the
+#: ranks of each sub-epoch until the simulated engine's ranks make equal steps (sharded plans; needs per-sequence
+#: lengths and batching); see pure/cut.py, their one table.
 DISTRIBUTIONS = tuple(CUTS)
+#: The distributions that cut from the costs alone (any sharding mode); the others also need each file's sequence
+#: lengths and the training's engine settings.
+COST_DISTRIBUTIONS = tuple(d for d in DISTRIBUTIONS if d != "equal_steps")
 #: The defaults, each the first of its table: RETURNN's own shuffle of the files and its own greedy cut.
 DEFAULT_SEQ_ORDERING, DEFAULT_DISTRIBUTION = SEQ_ORDERINGS[0], DISTRIBUTIONS[0]
 #: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
@@ -89,7 +95,7 @@ def check_distribution(distribution: Any) -> str:
     >>> check_distribution("even")
     Traceback (most recent call last):
     ...
-    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible', 'flexible_auto')
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible', 'flexible_auto', 'equal_steps')
     """
     return check_choice(distribution, name="distribution", choices=DISTRIBUTIONS)
 
@@ -207,6 +213,12 @@ class PlanSettings:
         """
         check_seq_ordering(self.seq_ordering)
         check_distribution(self.distribution)
+        if self.distribution == "equal_steps" and not self.distrib_shard_files:
+            raise ValueError(
+                f"distribution='equal_steps' equalizes the steps of ranks that read their own files, but the plan is "
+                f"{self.sharding!r} (every rank reads every file): plan sharded (distrib_shard_files=True, sharding="
+                "'sharded') or choose another distribution"
+            )
         check_max_sub_epoch_deviation(self.max_sub_epoch_deviation)
         check_unit(self.unit)
         if self.preloaded_sub_epochs and (self.num_epochs is None or self.preloaded_sub_epochs >= self.num_epochs):

@@ -78,9 +78,13 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
         if sync["reduce_type"] == "grad"
         else f"under param sync every {sync['param_sync_step']} steps (the others run on to their next sync)"
     )
+    sync_text = f"{sync['reduce_type']} sync"
+    levels = ((b.get("simulation") or {}).get("engine") or {}).get("torch_distributed") or {}
+    if levels.get("sync") is not None:  # the config's sync levels: what the exact simulation takes
+        sync_text, when = f"sync levels {levels['sync']}", "under the sync levels"
     return [
         "",
-        f"Predicted loss under RETURNN's batching ({limits}; {sync['reduce_type']} sync; sequences in random order; "
+        f"Predicted loss under RETURNN's batching ({limits}; {sync_text}; sequences in random order; "
         f"{source}, see docs/units.md)",
         f"  steps per rank and sub-epoch   min {st['min']:.1f}, mean {st['mean']:.1f}, max {st['max']:.1f}",
         *_simulation_lines(summary),

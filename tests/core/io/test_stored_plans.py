@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, read_plan_head, read_plan_layout
+from i6_shard.core import PlanSettings, read_plan_file, read_plan_head, read_plan_layout
 from i6_shard.core.pure.cut import CUTS, CUT_VERSIONS
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
@@ -77,7 +77,7 @@ def test_this_i6_shard_still_cuts_the_stored_bins(name):
     new version, and keep these (plans written before must still train their stored bins)."""
     path = os.path.join(_DIR, name + ".npz")
     settings = read_plan_head(path).plan.settings
-    plan = ShardPlan(_made.KEYS, _made.SIZES, settings)
+    plan = _made.plan_of(settings)
     now = [
         [plan.files_for(epoch=e, shard_index=r) for e in range(1, settings.num_epochs + 1)]
         for r in range(settings.num_shards)
