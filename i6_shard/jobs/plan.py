@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.io import archive_entry_count, check_archive_path
+from i6_shard.returnn_config.plan import ENGINE_PLAN_OPTIONS, training_plan_options
+from i6_shard.returnn_config.reader import InexactPlanWarning
+
+from .sizes import ComputeFileSizesJob
 
 from .util import (
     RQMT_ARGS,
@@ -73,10 +78,25 @@ def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str
     }
 
 
+#: Plan options of the job that the request may not have yet (``core.PLAN_OPTION_DEFAULTS``): each default None.
+_LATER_OPTIONS = ("torch_distributed", "max_seq_length")
+
+
+def _check_later_options(args: Dict[str, Any]) -> None:
+    """An option of :data:`_LATER_OPTIONS` given where the request does not take it yet is refused, naming it."""
+    for name in _LATER_OPTIONS:
+        if args.get(name) is not None and name not in core.PLAN_OPTION_DEFAULTS:
+            raise ValueError(
+                f"{name}={args[name]!r}: this version of i6_shard cannot plan with {name} yet; leave it out "
+                "(ShardPlanJob.for_training leaves it out and warns)"
+            )
+
+
 def _checked(args: Dict[str, Any]) -> Tuple[core.PlanRequest, bool, Dict[str, Union[int, float]]]:
     """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
     too): the request, ``plot`` and the resource requests given, in plain Python values."""
     _check_file_sizes(args["file_sizes"])
+    _check_later_options(args)
     _check_lengths(args.get("lengths"))
     request = _request(args)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
@@ -169,6 +189,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 "lengths",
             )
         },
+        **{name: None for name in _LATER_OPTIONS},
     }
 
     def __init__(
@@ -196,6 +217,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         accum_grad_multiple_step: Optional[int] = _D["accum_grad_multiple_step"],
         sub_epoch_constant_bytes: Optional[int] = _D["sub_epoch_constant_bytes"],
         lengths: Optional[Union[tk.Path, str]] = _D["lengths"],
+        torch_distributed: Optional[Dict[str, Any]] = None,
+        max_seq_length: Optional[Union[int, Dict[str, int]]] = None,
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -238,6 +261,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param lengths: a costs archive of the same files in the same order (ComputeFileCostsJob.out_file_costs):
             the prediction takes its sequence lengths while the bins stay cut by ``file_sizes`` (e.g. sizes in
             bytes, RETURNN's cut of a plain DistributeFilesDataset); None: ``file_sizes``' own
+        :param torch_distributed: the training config's ``torch_distributed`` as written (sync levels included), for
+            the simulation (where the plan options have it; :meth:`for_training` passes it then)
+        :param max_seq_length: the config's ``max_seq_length`` (an int or a dict by data key), the simulation's length
+            filter (where the plan options have it)
         :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
             plan runs as a mini task unless a request is given); not hashed
         :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
@@ -267,6 +294,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 accum_grad_multiple_step=accum_grad_multiple_step,
                 sub_epoch_constant_bytes=sub_epoch_constant_bytes,
                 lengths=lengths,
+                torch_distributed=torch_distributed,
+                max_seq_length=max_seq_length,
                 time_rqmt=time_rqmt,
                 mem_rqmt=mem_rqmt,
                 cpu_rqmt=cpu_rqmt,
@@ -292,6 +321,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.accum_grad_multiple_step = plain["accum_grad_multiple_step"]
         self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
         self.lengths = lengths  # an input of the job (a tk.Path), read when it runs
+        self.torch_distributed, self.max_seq_length = torch_distributed, max_seq_length
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)
@@ -304,6 +334,55 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             self.out_dropped_fraction_predicted = self.output_var("dropped_fraction_predicted")
         if ranks_per_node is not None:
             self.out_cache_peak_bytes_per_node = self.output_var("cache_peak_bytes_per_node")
+
+    @classmethod
+    def for_training(
+        cls,
+        training_config: Any,
+        *,
+        file_sizes: Union[tk.Path, str],
+        num_ranks: int,
+        num_epochs: Optional[int] = None,
+        key: Union[str, Tuple[Any, ...]] = "train",
+        **options: Any,
+    ) -> "ShardPlanJob":
+        """The plan of the training that ``training_config`` describes, its settings stated once, in that config
+        (:func:`~i6_shard.returnn_config.plan.training_plan_options`): its ``batch_size``, ``max_seqs``,
+        ``max_seq_length``, ``accum_grad_multiple_step`` and ``torch_distributed`` as RETURNN's torch engine reads
+        them, and the settings of its DistributeFilesDataset at ``key`` (sharding, seeds, ``partition_epoch``,
+        ``seq_ordering``, distribution, preloaded sub-epochs); without one there (the dataset is built from this job,
+        ``sharded_files_dataset(files, plan=job, ...)``), ``partition_epoch`` and ``distribution`` are given here.
+        Warns (``InexactPlanWarning``) naming each setting the plan cannot take exactly; a ``file_sizes`` in bytes
+        (a ``ComputeFileSizesJob``'s) has no sequence lengths, so the batching is then left out, with a warning,
+        unless ``lengths`` gives them.
+
+        :param training_config: the training's i6_core ``ReturnnConfig`` (or ``ReturnnConfigV2``), or its config dict
+        :param file_sizes: as for the job
+        :param num_ranks: the training's ranks (GPUs): the plan's ``num_shards``
+        :param num_epochs: the training's ``num_epochs`` (None: the config's)
+        :param key: the config key (or key path) of the training's dataset
+        :param options: further job options; one that the config states must agree with it
+        :raises ValueError: where an option contradicts the config
+        """
+        kwargs = training_plan_options(training_config, num_ranks=num_ranks, num_epochs=num_epochs, key=key, **options)
+        if kwargs.get("lengths") is None and isinstance(getattr(file_sizes, "creator", None), ComputeFileSizesJob):
+            left_out = {name: kwargs.pop(name) for name in ENGINE_PLAN_OPTIONS if name in kwargs}
+            if "batch_size" in left_out or "max_seqs" in left_out:
+                warnings.warn(
+                    f"file_sizes={file_sizes} counts bytes, without sequence lengths: the plan does not simulate the "
+                    f"training's batching ({', '.join(f'{k}={v!r}' for k, v in left_out.items())}); give "
+                    "lengths=ComputeFileCostsJob(files).out_file_costs, or plan a costs archive",
+                    InexactPlanWarning,
+                    stacklevel=2,
+                )
+        return cls(file_sizes, **kwargs)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "plan_request" not in self.__dict__:  # pickled before the job kept its request: rebuilt from its options
+            args = {name: getattr(self, name, None) for name in _PLAN_OPTIONS}
+            args["lengths"] = getattr(self, "lengths", None)
+            self.plan_request = _request(args)
 
     @classmethod
     def hash(cls, parsed_args):
@@ -335,7 +414,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
                 "(plot=False: another job, without out_plot)"
             )
-        request = self.plan_request
+        request = self.plan_request  # rebuilt on unpickling where an older version pickled none (__setstate__)
         lengths = getattr(self, "lengths", None)  # a job pickled before the option existed has none
         if lengths is not None:  # resolved where the job runs, as file_sizes is
             request = dataclasses.replace(request, lengths=path_str(lengths))
