@@ -105,8 +105,10 @@ def test_the_tutorial_sets_up_trains_and_reports(tmp_path):
 def _assert_the_plan_has_the_trainings_steps(setup):
     """The plan took the training's batching and sync from its config (ShardPlanJob.for_training): the steps it
     says each rank takes in each sub-epoch (summary.json's steps_taken, simulated exactly) are the steps each rank's
-    RETURNN log says it trained, and the predicted drop is the simulated one."""
+    RETURNN log says it trained, and so the predicted drop is the measured one (within 1e-5: both are rounded to six
+    digits)."""
     from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.core.reporting import TRAIN_SUMMARY_FILE
 
     (plan_dir,) = glob.glob(str(setup / "work" / "**" / "ShardPlanJob.*"), recursive=True)
     with open(os.path.join(plan_dir, "output", "summary.json"), encoding="utf-8") as f:
@@ -117,3 +119,10 @@ def _assert_the_plan_has_the_trainings_steps(setup):
     logged = [[r.sub_epochs[epoch].trained_steps for r in ranks] for epoch in training.epochs]
     assert training.epochs == [1, 2, 3, 4] and all(None not in steps for steps in logged), logged
     assert summary["steps_taken"][: len(logged)] == logged, (summary["steps_taken"], logged)
+    (report_dir,) = glob.glob(str(setup / "work" / "**" / "TrainReportJob.*"), recursive=True)
+    with open(os.path.join(report_dir, "output", TRAIN_SUMMARY_FILE), encoding="utf-8") as f:
+        measured = json.load(f)["dropped_fraction"]
+    assert abs(summary["dropped_fraction_predicted"] - measured) <= 1e-5, (
+        summary["dropped_fraction_predicted"],
+        measured,
+    )
