@@ -160,3 +160,41 @@ def test_a_job_pickled_without_its_request_rebuilds_it(work_dir):
     sisyphus.job.created_jobs.clear()  # a new manager process
     old = pickle.loads(data)
     assert old is not job and old.plan_request == request
+
+
+def _training(tmp_path, plan_job, **dataset_opts):
+    pytest.importorskip("i6_core.returnn", reason="needs i6_core on PYTHONPATH (clone it into recipe/)")
+    import sys
+
+    from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job
+
+    dataset = sharded_files_dataset(
+        tk.Path(str(tmp_path / "files.txt")),
+        plan=plan_job,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        **dataset_opts,
+    )
+    return training_job(
+        sharded_returnn_config(CONFIG, dataset),
+        num_gpus=4,
+        num_epochs=8,
+        returnn_version="1.20261022.211313",
+        returnn_python_exe=tk.Path(sys.executable),
+        returnn_root=tk.Path(str(tmp_path)),
+    )
+
+
+def test_the_training_of_the_plan_builds_without_a_prediction_gap(work_dir):
+    from i6_shard.returnn_config import ConfigCheckWarning
+
+    job = ShardPlanJob.for_training(CONFIG, file_sizes=tk.Path(SIZES), num_ranks=4, num_epochs=8, partition_epoch=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _training(work_dir, job)
+    assert not [w for w in caught if issubclass(w.category, ConfigCheckWarning) and "predicted loss" in str(w.message)]
+
+
+def test_a_dataset_seed_other_than_the_plans_is_refused_when_the_graph_is_built(work_dir):
+    job = ShardPlanJob.for_training(CONFIG, file_sizes=tk.Path(SIZES), num_ranks=4, num_epochs=8, partition_epoch=2)
+    with pytest.raises(ValueError, match=r"the dataset has random_seed_offset=5, but the plan job has random_seed_off"):
+        _training(work_dir, job, extra_opts={"random_seed_offset": 5})
