@@ -47,6 +47,8 @@ def _request(args: Dict[str, Any]) -> core.PlanRequest:
     """The job's plan options as a validated PlanRequest, built once (``PlanRequest.from_options``) for the hash
     and ``__init__`` of one job; raises naming the option. ``args``: Sisyphus' parsed arguments."""
     options = {name: args[name] for name in _PLAN_OPTIONS if name in args}
+    if options.get("torch_distributed") is not None and options.get("reduce_type") == _D["reduce_type"]:
+        options["reduce_type"] = None  # the signature's default, not given: torch_distributed states the sync
     if options.get("lengths") is not None:  # the request holds the path string the job's run reads
         options["lengths"] = path_str(options["lengths"])
     key = tuple((name, type(value), value) for name, value in options.items())

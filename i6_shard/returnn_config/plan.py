@@ -16,6 +16,7 @@ from .reader import (
     engine_plan_options,
     find_distribute_files_datasets,
     read_files,
+    read_sync_mode,
     warn_inexact,
 )
 from .reader.context import _Context
@@ -222,4 +223,9 @@ def training_plan_options(
         }
         where = "the training's config"
     warn_inexact(notes, where=where)
+    if "torch_distributed" in stated:  # the request takes the whole dict: a given sync must agree with what it says
+        mode = read_sync_mode(merged)
+        implied = {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
+        _agree(implied, {k: v for k, v in given.items() if k in implied}, where=where)
+        given = {k: v for k, v in given.items() if k not in implied}
     return _agree(stated, given, where=where)

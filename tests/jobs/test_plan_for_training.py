@@ -13,6 +13,7 @@ pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 
 from sisyphus import tk  # noqa: E402
 
+from i6_shard import core  # noqa: E402
 from i6_shard.jobs import ComputeFileSizesJob, ShardPlanJob  # noqa: E402
 from i6_shard.returnn_config import sharded_files_dataset  # noqa: E402
 from i6_shard.returnn_config.reader import InexactPlanWarning  # noqa: E402
@@ -41,9 +42,12 @@ def test_the_config_states_batching_sync_and_seed_once(work_dir):
         batch_size=20_000,
         max_seqs=16,
         accum_grad_multiple_step=2,
-        reduce_type="param",
-        param_sync_step=4,
         random_seed_offset=3,
+        **(
+            {"torch_distributed": CONFIG["torch_distributed"]}
+            if "torch_distributed" in core.PLAN_OPTION_DEFAULTS
+            else {"reduce_type": "param", "param_sync_step": 4}
+        ),
     )
     assert job is by_hand
     request = job.plan_request
