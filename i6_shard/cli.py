@@ -817,6 +817,16 @@ def _add_train_report(sub) -> None:
         default=0.75,
         help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)",
     )
+    _add_train_report_reading(p)
+    _add_sync_options(p)
+    p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
+    p.set_defaults(func=_cmd_train_report)
+
+
+def _add_train_report_reading(p) -> None:
+    """train-report's options on how the training read its dataset: its name, wrapper and length filter."""
     p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
     p.add_argument(
         "--multi-epoch",
@@ -832,11 +842,6 @@ def _add_train_report(sub) -> None:
         help="the training's max_seq_length (an int, or JSON such as '{\"data\": 400}'): its removals are shown "
         "apart from the dropped share",
     )
-    _add_sync_options(p)
-    p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
-    p.add_argument("-o", "--output", required=True, help="output directory")
-    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
-    p.set_defaults(func=_cmd_train_report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.io import archive_entry_count, check_archive_path
+from i6_shard.returnn_config.plan import ENGINE_PLAN_OPTIONS, training_plan_options
+from i6_shard.returnn_config.reader import InexactPlanWarning
+
+from .sizes import ComputeFileSizesJob
 
 from .util import (
     RQMT_ARGS,
@@ -42,6 +47,8 @@ def _request(args: Dict[str, Any]) -> core.PlanRequest:
     """The job's plan options as a validated PlanRequest, built once (``PlanRequest.from_options``) for the hash
     and ``__init__`` of one job; raises naming the option. ``args``: Sisyphus' parsed arguments."""
     options = {name: args[name] for name in _PLAN_OPTIONS if name in args}
+    if options.get("torch_distributed") is not None and options.get("reduce_type") == _D["reduce_type"]:
+        options["reduce_type"] = None  # the signature's default, not given: torch_distributed states the sync
     if options.get("lengths") is not None:  # the request holds the path string the job's run reads
         options["lengths"] = path_str(options["lengths"])
     key = tuple((name, type(value), value) for name, value in options.items())
@@ -316,6 +323,55 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             self.out_cache_peak_bytes_per_node = self.output_var("cache_peak_bytes_per_node")
 
     @classmethod
+    def for_training(
+        cls,
+        training_config: Any,
+        *,
+        file_sizes: Union[tk.Path, str],
+        num_ranks: int,
+        num_epochs: Optional[int] = None,
+        key: Union[str, Tuple[Any, ...]] = "train",
+        **options: Any,
+    ) -> "ShardPlanJob":
+        """The plan of the training that ``training_config`` describes, its settings stated once, in that config
+        (:func:`~i6_shard.returnn_config.plan.training_plan_options`): its ``batch_size``, ``max_seqs``,
+        ``max_seq_length``, ``accum_grad_multiple_step`` and ``torch_distributed`` as RETURNN's torch engine reads
+        them, and the settings of its DistributeFilesDataset at ``key`` (sharding, seeds, ``partition_epoch``,
+        ``seq_ordering``, distribution, preloaded sub-epochs); without one there (the dataset is built from this job,
+        ``sharded_files_dataset(files, plan=job, ...)``), ``partition_epoch`` and ``distribution`` are given here.
+        Warns (``InexactPlanWarning``) naming each setting the plan cannot take exactly; a ``file_sizes`` in bytes
+        (a ``ComputeFileSizesJob``'s) has no sequence lengths, so the batching is then left out, with a warning,
+        unless ``lengths`` gives them.
+
+        :param training_config: the training's i6_core ``ReturnnConfig`` (or ``ReturnnConfigV2``), or its config dict
+        :param file_sizes: as for the job
+        :param num_ranks: the training's ranks (GPUs): the plan's ``num_shards``
+        :param num_epochs: the training's ``num_epochs`` (None: the config's)
+        :param key: the config key (or key path) of the training's dataset
+        :param options: further job options; one that the config states must agree with it
+        :raises ValueError: where an option contradicts the config
+        """
+        kwargs = training_plan_options(training_config, num_ranks=num_ranks, num_epochs=num_epochs, key=key, **options)
+        if kwargs.get("lengths") is None and isinstance(getattr(file_sizes, "creator", None), ComputeFileSizesJob):
+            left_out = {name: kwargs.pop(name) for name in ENGINE_PLAN_OPTIONS if name in kwargs}
+            if "batch_size" in left_out or "max_seqs" in left_out:
+                warnings.warn(
+                    f"file_sizes={file_sizes} counts bytes, without sequence lengths: the plan does not simulate the "
+                    f"training's batching ({', '.join(f'{k}={v!r}' for k, v in left_out.items())}); give "
+                    "lengths=ComputeFileCostsJob(files).out_file_costs, or plan a costs archive",
+                    InexactPlanWarning,
+                    stacklevel=2,
+                )
+        return cls(file_sizes, **kwargs)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "plan_request" not in self.__dict__:  # pickled before the job kept its request: rebuilt from its options
+            args = {name: getattr(self, name, None) for name in _PLAN_OPTIONS}
+            args["lengths"] = getattr(self, "lengths", None)
+            self.plan_request = _request(args)
+
+    @classmethod
     def hash(cls, parsed_args):
         # Sisyphus hashes before __init__ runs: check everything here, and hash plain Python values.
         d = dict(parsed_args)
@@ -345,7 +401,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 f"ShardPlanJob(plot=True) declares out_plot, but {core.reporting.MISSING_MATPLOTLIB} "
                 "(plot=False: another job, without out_plot)"
             )
-        request = self.plan_request
+        request = self.plan_request  # rebuilt on unpickling where an older version pickled none (__setstate__)
         lengths = getattr(self, "lengths", None)  # a job pickled before the option existed has none
         if lengths is not None:  # resolved where the job runs, as file_sizes is
             request = dataclasses.replace(request, lengths=path_str(lengths))

@@ -24,10 +24,11 @@ from ..core.pure import (
     check_optional_mapping,
     check_preload_next_n_sub_epochs,
     check_seq_ordering,
+    dfd_num_shards,
 )
 from .checks import check_dataset_dict, check_sub_epoch_dataset
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
-from .reader import files_kind, find_distribute_files_datasets
+from .reader import files_kind
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
 __all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES"]
@@ -319,10 +320,12 @@ def _check_built(dataset: Dict[str, Any], *, num_files: Optional[int], num_shard
     """The built dict, as RETURNN would read it: enough files for the bins (a list given by path and
     ``num_files``; inline lists are counted by the checks), and every check of :func:`check_dataset_dict`."""
     if num_files is not None and not isinstance(dataset["files"], list):
-        info = find_distribute_files_datasets(dataset, num_ranks=num_shards)[0]
-        check_enough_files(
-            num_files, num_shards=info.shards.num_shards(num_shards or 1), partition_epoch=dataset["partition_epoch"]
+        cut_for = dfd_num_shards(
+            distrib_shard_files=dataset.get("distrib_shard_files", False),
+            num_ranks=num_shards,
+            explicit_num_shards=dataset.get("_num_shards"),
         )
+        check_enough_files(num_files, num_shards=cut_for, partition_epoch=dataset["partition_epoch"])
     check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from sisyphus.delayed_ops import DelayedBase
 from sisyphus.hash import sis_hash_helper
@@ -16,9 +16,8 @@ from i6_core.returnn.config import CodeWrapper, ReturnnConfig, ReturnnConfigV2
 from i6_core.returnn.training import ReturnnTrainingJob
 
 from ..core.pure import (
-    DEFAULT_REDUCE_TYPE,
     DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS,
-    SyncMode,
+    PlanRequest,
     check_bool,
     check_int,
     check_optional_int,
@@ -264,58 +263,71 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
     built, where the dataset would otherwise fail at start-up on every rank."""
     for info in find_distribute_files_datasets(config, num_ranks=num_ranks):
         job = getattr(info.dataset.get("plan"), "creator", None)
-        if job is None or not all(hasattr(job, n) for n in ("num_epochs", "num_shards", "partition_epoch")):
+        request = getattr(job, "plan_request", None)  # a ShardPlanJob's (duck-typed: the builders never import jobs)
+        if not isinstance(request, PlanRequest):
             continue
-        problems = []
-        if isinstance(info.partition_epoch, int) and job.partition_epoch != info.partition_epoch:
-            problems.append(f"partition_epoch={info.partition_epoch}, but the plan job has {job.partition_epoch}")
-        if info.sharded and job.num_shards != num_ranks:
-            problems.append(f"{num_ranks} ranks train, but the plan job has num_shards={job.num_shards}")
+        settings, problems = request.settings, []
+        if isinstance(info.partition_epoch, int) and settings.partition_epoch != info.partition_epoch:
+            problems.append(f"partition_epoch={info.partition_epoch}, but the plan job has {settings.partition_epoch}")
+        if info.sharded and settings.num_shards != num_ranks:
+            problems.append(f"{num_ranks} ranks train, but the plan job has num_shards={settings.num_shards}")
         preload = info.dataset.get("preload_next_n_sub_epochs", DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS)
-        job_preload = getattr(job, "preload_next_n_sub_epochs", None)
-        planned = job.num_epochs + (DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS if job_preload is None else job_preload)
         problem = (
             None
             if not isinstance(preload, int)
             else plan_coverage_problem(
-                plan_full_epochs=-(-planned // job.partition_epoch),
-                partition_epoch=job.partition_epoch,
+                plan_full_epochs=-(-settings.num_epochs // settings.partition_epoch),
+                partition_epoch=settings.partition_epoch,
                 needed_epoch=num_epochs + preload,
                 preload=preload,
             )
         )
         if problem:
             problems.append(
-                f"the plan job has num_epochs={job.num_epochs} and {planned - job.num_epochs} preloaded, "
-                f"the training num_epochs={num_epochs}: {problem}"
+                f"the plan job has num_epochs={settings.training_num_epochs} and {settings.preloaded_sub_epochs} "
+                f"preloaded, the training num_epochs={num_epochs}: {problem}"
             )
+        problems += _seed_problems(info, settings)
         if problems:
             raise ValueError(
                 f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "
                 + "; ".join(problems)
             )
-        _warn_of_plan_job_gaps(info, job)
+        _warn_of_plan_job_gaps(info, job, request)
 
 
-def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any) -> None:
+def _seed_problems(info: DistributeFilesDatasetInfo, settings: Any) -> List[str]:
+    """Where the plan's sharding mode, seeds and file order are not those the reader finds for the dataset (which
+    the dataset would refuse at start-up on every rank)."""
+    try:
+        mine, _ = info.plan_options()
+    except ValueError:
+        return []  # no plan describes the dataset: the config checks say why
+    out = []
+    for name, theirs in (
+        ("sharding", settings.sharding),
+        ("seq_ordering", settings.seq_ordering),
+        ("random_seed_offset", settings.random_seed_offset),
+        ("fixed_random_seed", settings.fixed_random_seed),
+    ):
+        value = mine.get(name)
+        if (value or 0 if name == "random_seed_offset" else value) != theirs:
+            out.append(f"the dataset has {name}={value!r}, but the plan job has {name}={theirs!r}")
+    return out
+
+
+def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any, request: PlanRequest) -> None:
     """Warn where the report of the plan job a dataset reads its bins from is not this training's: sub-epoch
     files its node cache does not count, or batching and sync it does not predict the loss under."""
+    batching = request.batching
     gaps = plan_prediction_gaps(
         info,
-        batch_size=getattr(job, "batch_size", None),
-        max_seqs=getattr(job, "max_seqs", None),
-        sync=SyncMode(
-            getattr(job, "reduce_type", DEFAULT_REDUCE_TYPE),
-            getattr(job, "param_sync_step", None),
-            getattr(job, "accum_grad_multiple_step", None) or 1,
-        ),
+        batch_size=None if batching is None else batching.batch_size,
+        max_seqs=None if batching is None else batching.max_seqs,
+        sync=request.sync,
     )
     constant = info.sub_epoch_constant_files
-    if (
-        constant
-        and getattr(job, "ranks_per_node", None) is not None
-        and not getattr(job, "sub_epoch_constant_bytes", None)
-    ):
+    if constant and request.node_cache is not None and not request.node_cache.constant_bytes:
         warnings.warn(
             f"{info.name}: the sub-epoch dataset reads {len(constant)} file(s) in every sub-epoch besides "
             f"its bin's ({short_repr(list(constant))}), which the node cache footprint in the report of "
@@ -327,8 +339,9 @@ def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any) -> None:
         warnings.warn(
             f"{info.name}: the predicted loss in the report of {job} is not this training's: "
             + "; ".join(gaps)
-            + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type "
-            "and param_sync_step; what it does not model, its figures leave out",
+            + ". Give ShardPlanJob the training's batch_size, max_seqs, reduce_type and param_sync_step, or build it "
+            "with ShardPlanJob.for_training(the training's config, ...), which takes them from it; what it does not "
+            "model, its figures leave out",
             ConfigCheckWarning,
             stacklevel=4,
         )

@@ -1,19 +1,28 @@
 """``plan_for_returnn_config``: the ShardPlan that the DistributeFilesDataset of a RETURNN config
-follows, with the settings the reader finds in the config (sharding mode, seeds, partition_epoch)."""
+follows, with the settings the reader finds in the config (sharding mode, seeds, partition_epoch, the training's
+batching and sync); ``training_plan_options``: the options of a training's plan job, stated once, in its config."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .. import core
 from ..core import plan_of_sizes
 from ..core.io import check_archive_path
-from ..core.pure import first_difference
-from .reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
+from ..core.pure import check_int, check_optional_int, first_difference
+from .reader import (
+    DistributeFilesDatasetInfo,
+    engine_plan_options,
+    find_distribute_files_datasets,
+    read_files,
+    read_sync_mode,
+    warn_inexact,
+)
+from .reader.context import _Context
 from .pycode import resolve_paths
 
-__all__ = ["plan_for_returnn_config", "find_dataset"]
+__all__ = ["plan_for_returnn_config", "find_dataset", "training_plan_options", "merged_config"]
 
 
 def find_dataset(
@@ -99,3 +108,124 @@ def plan_for_returnn_config(
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
     return plan_of_sizes(sizes, request)  # the planning floor
+
+
+def merged_config(config: Any) -> Dict[str, Any]:
+    """A RETURNN config as RETURNN reads it: a dict as it is, or an i6_core ``ReturnnConfig``'s ``config`` and
+    ``post_config`` merged (i6_core writes both into one file; ``post_config`` is only left out of the hash)."""
+    if isinstance(config, Mapping):
+        return dict(config)
+    inner, post = getattr(config, "config", None), getattr(config, "post_config", None)
+    if isinstance(inner, Mapping) and isinstance(post, Mapping):
+        return {**inner, **post}
+    raise TypeError(
+        f"the training's config has type {type(config).__name__}; give an i6_core ReturnnConfig (or ReturnnConfigV2) "
+        "or the RETURNN config dict"
+    )
+
+
+#: The plan options a training's config decides through its engine (set or not), as ``engine_plan_options`` names them.
+ENGINE_PLAN_OPTIONS = (
+    "batch_size",
+    "max_seqs",
+    "max_seq_length",
+    "accum_grad_multiple_step",
+    "reduce_type",
+    "param_sync_step",
+    "torch_distributed",
+)
+#: What an unset option means where it has a value besides None.
+_UNSET_MEANS = {**core.PLAN_OPTION_DEFAULTS, "random_seed_offset": 0, "accum_grad_multiple_step": 1}
+
+
+def _agree(stated: Dict[str, Any], given: Mapping[str, Any], *, where: str) -> Dict[str, Any]:
+    """The options the config states (each of ``stated`` and every engine option: the config decides them, set or
+    not), with those given besides; a given one the config decides must mean the same (None: not given)."""
+    for name, value in given.items():
+        if value is None or (name not in stated and name not in ENGINE_PLAN_OPTIONS):
+            continue
+        mine = stated.get(name)
+        if (_UNSET_MEANS.get(name) if value is None else value) != (_UNSET_MEANS.get(name) if mine is None else mine):
+            raise ValueError(
+                f"{name}={value!r} is given, but {where} states {name}={mine!r}: state it once, in the training's "
+                f"config (leave {name} out here), or change it there"
+            )
+    return {k: v for k, v in {**stated, **given}.items() if v is not None}
+
+
+def training_plan_options(
+    config: Any,
+    *,
+    num_ranks: int,
+    num_epochs: Optional[int] = None,
+    key: Union[str, Tuple[Any, ...]] = "train",
+    **given: Any,
+) -> Dict[str, Any]:
+    """The options of the plan job (``ShardPlanJob`` keyword arguments besides ``file_sizes``) of the training
+    that ``config`` describes, so that a recipe states its settings once, in the training's config: its batching
+    and sync as RETURNN's torch engine reads them (``batch_size``, ``max_seqs``, ``max_seq_length``,
+    ``accum_grad_multiple_step``, ``torch_distributed``; see
+    :func:`~i6_shard.returnn_config.reader.engine_plan_options`), and
+
+    - with a DistributeFilesDataset at ``key``: its sharding mode, seeds, ``partition_epoch``, ``seq_ordering``,
+      distribution and preloaded sub-epochs (:meth:`DistributeFilesDatasetInfo.plan_options`);
+    - without one (the recipe builds the dataset from the plan job: ``sharded_files_dataset(plan=job)``): sharded,
+      the config's ``dataset_random_seed_offset``, and ``partition_epoch`` (required), ``distribution`` and the
+      other dataset options from ``given``.
+
+    Warns (:class:`~i6_shard.returnn_config.reader.InexactPlanWarning`) naming each setting the plan cannot take
+    exactly.
+
+    :param config: the training's config: an i6_core ``ReturnnConfig`` or the config dict (config and
+        post_config merged, as RETURNN reads them)
+    :param num_ranks: the training's ranks (GPUs)
+    :param num_epochs: the training's ``num_epochs`` (None: the config's ``num_epochs``)
+    :param key: the config key (or key path) of the training's dataset
+    :param given: further plan job options (``distribution``, ``ranks_per_node``, ``lengths``, ``plot``, ...);
+        one the config states must agree with it
+    :raises ValueError: where a given option contradicts the config, or no plan describes its dataset
+    """
+    merged = merged_config(config)
+    num_ranks = check_int(num_ranks, name="num_ranks", minimum=1, hint="the training's ranks (GPUs)")
+    stated_epochs = merged.get("num_epochs")
+    if None not in (num_epochs, stated_epochs) and num_epochs != stated_epochs:
+        _agree({"num_epochs": stated_epochs}, {"num_epochs": num_epochs}, where="the config")  # raises, naming both
+    num_epochs = check_optional_int(
+        stated_epochs if num_epochs is None else num_epochs,
+        name="num_epochs",
+        minimum=1,
+        hint="the training's sub-epochs",
+    )
+    if num_epochs is None:
+        raise TypeError("give num_epochs (the training's num_epochs, in sub-epochs): the config has none")
+    path = (key,) if isinstance(key, str) else tuple(key)
+    records = [
+        r for r in find_distribute_files_datasets(merged, num_ranks=num_ranks) if r.key_path[: len(path)] == path
+    ]
+    if records:
+        info = find_dataset(merged, num_ranks=num_ranks, key=key)  # exactly one, else it says which
+        stated, notes = info.plan_options(num_epochs=num_epochs, distribution=given.pop("distribution", None))
+        where = f"the config's {info.name}"
+    else:
+        context = _Context.of(merged, num_ranks=num_ranks)
+        if given.get("partition_epoch") is None:
+            raise TypeError(
+                f"the config has no DistributeFilesDataset at {key!r}, so the plan takes the dataset's settings from "
+                "the arguments: give partition_epoch (and distribution); build the dataset from the plan job, "
+                "sharded_files_dataset(files, plan=job, ...), which takes them from it"
+            )
+        engine, notes = engine_plan_options(context.engine_batching, context.sync)
+        stated = {
+            "num_shards": num_ranks,
+            "num_epochs": num_epochs,
+            "random_seed_offset": context.base_offset or None,
+            **engine,
+        }
+        where = "the training's config"
+    warn_inexact(notes, where=where)
+    if "torch_distributed" in stated:  # the request takes the whole dict: a given sync must agree with what it says
+        mode = read_sync_mode(merged)
+        implied = {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
+        _agree(implied, {k: v for k, v in given.items() if k in implied}, where=where)
+        given = {k: v for k, v in given.items() if k not in implied}
+    return _agree(stated, given, where=where)

@@ -485,7 +485,9 @@ def test_the_command_line_and_the_job_refuse_alike(work_dir, capsys, options, cl
 def test_each_option_default_is_the_requests():
     """The job's hash exclusions are the options' defaults, as core.PlanRequest writes them."""
     for name, default in ShardPlanJob.__sis_hash_exclude__.items():
-        if name != "plot":
+        if name in ("torch_distributed", "max_seq_length"):  # the request may not have them yet; default None
+            assert core.PLAN_OPTION_DEFAULTS.get(name) is None and default is None, name
+        elif name != "plot":
             assert core.PLAN_OPTION_DEFAULTS[name] == default, name
     import inspect
 

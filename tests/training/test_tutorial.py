@@ -3,6 +3,8 @@
 a shell without ``RETURNN_ROOT``: the setup remembers the RETURNN root itself. It installs no torch but the pinned
 CPU build, and leaves both reports and both plots among the registered outputs."""
 
+import glob
+import json
 import os
 import re
 import shutil
@@ -96,4 +98,31 @@ def test_the_tutorial_sets_up_trains_and_reports(tmp_path):
     assert "i6_shard plan report" in cat.stdout and cat.stdout.count("files as planned") == 2 * 4, cat.stdout
     for name in ("sharding/plot.png", "train/plot.png"):  # the pictures among the registered outputs
         assert (setup / "output" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    _assert_the_plan_has_the_trainings_steps(setup)
     shutil.rmtree(setup / "work", ignore_errors=True)  # the training's checkpoints
+
+
+def _assert_the_plan_has_the_trainings_steps(setup):
+    """The plan took the training's batching and sync from its config (ShardPlanJob.for_training): the steps it
+    says each rank takes in each sub-epoch (summary.json's steps_taken, simulated exactly) are the steps each rank's
+    RETURNN log says it trained, and so the predicted drop is the measured one (within 1e-5: both are rounded to six
+    digits)."""
+    from i6_shard.core.io.returnn_log import read_training_logs
+    from i6_shard.core.reporting import TRAIN_SUMMARY_FILE
+
+    (plan_dir,) = glob.glob(str(setup / "work" / "**" / "ShardPlanJob.*"), recursive=True)
+    with open(os.path.join(plan_dir, "output", "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    (train_dir,) = glob.glob(str(setup / "work" / "i6_core" / "returnn" / "training" / "ReturnnTrainingJob.*"))
+    training = read_training_logs(sorted(glob.glob(os.path.join(train_dir, "work", "returnn.torch-distrib-*-2.log"))))
+    ranks = sorted(training.ranks, key=lambda r: r.rank)
+    logged = [[r.sub_epochs[epoch].trained_steps for r in ranks] for epoch in training.epochs]
+    assert training.epochs == [1, 2, 3, 4] and all(None not in steps for steps in logged), logged
+    assert summary["steps_taken"][: len(logged)] == logged, (summary["steps_taken"], logged)
+    (report_dir,) = glob.glob(str(setup / "work" / "**" / "TrainReportJob.*"), recursive=True)
+    with open(os.path.join(report_dir, "output", TRAIN_SUMMARY_FILE), encoding="utf-8") as f:
+        measured = json.load(f)["dropped_fraction"]
+    assert abs(summary["dropped_fraction_predicted"] - measured) <= 1e-5, (
+        summary["dropped_fraction_predicted"],
+        measured,
+    )

@@ -72,6 +72,17 @@ def compare_planned_steps(summary: Dict[str, Any], records: Any, planned: Mappin
         se = sub_epochs[i]
         se["planned_exact"] = exact[rows[i]]
         se["dropped_fraction_planned"] = json_float(dropped[rows[i]]) if exact[rows[i]] else None
+    summary["alarms"].extend(_difference_alarms(sub_epochs, records, info, planned_steps, planned_batches))
+    summary["notes"].extend(_not_compared_notes(sub_epochs, info, num_planned=taken.shape[0]))
+    return summary
+
+
+def _difference_alarms(
+    sub_epochs: List[Dict[str, Any]], records: Any, info: Dict[str, Any], planned_steps: np.ndarray, planned_batches
+) -> List[str]:
+    """One alarm per finished (sub-epoch, rank) whose logged steps differ from the planned (the first
+    :data:`MAX_DIFFERENCE_ALARMS`, then a count) and per sub-epoch whose drop differs by more than
+    :data:`DROP_TOLERANCE`; counts them in ``info``."""
     alarms: List[str] = []
     compare = records.present & records.finished & (planned_steps >= 0)
     logged = records.grid("steps")
@@ -101,9 +112,7 @@ def compare_planned_steps(summary: Dict[str, Any], records: Any, planned: Mappin
             "; the training does not do what the plan simulated: check that it ran the plan's settings (batch_size, "
             "max_seqs, max_seq_length, torch_distributed, accum_grad_multiple_step) and one DataLoader worker"
         )
-    summary["alarms"].extend(alarms)
-    summary["notes"].extend(_not_compared_notes(sub_epochs, info, num_planned=taken.shape[0]))
-    return summary
+    return alarms
 
 
 def _pct(x: float) -> str:

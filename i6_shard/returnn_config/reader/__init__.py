@@ -8,6 +8,7 @@ One concern per module:
 - rules: the seed and the shard of a dataset on each rank (:class:`SeedRule`, :class:`ShardRule`);
 - sync: how the torch ranks synchronize (:class:`SyncRule`, ``DistributedContext``);
 - engine: the torch engine's batching, ``dataset_distribution`` and DataLoader workers (:class:`EngineBatching`);
+- plan_options: the training's batching and sync as plan options (:func:`engine_plan_options`);
 - context: the config settings that decide ranks and seeds, read once per config;
 - info: the record of one DistributeFilesDataset (:class:`DistributeFilesDatasetInfo`); ranks: what it is
   on each rank and the plan it follows;
@@ -23,6 +24,7 @@ from .classes import dataset_class_name, is_distribute_files_dataset
 from .context import DATASET_DICT_CONTEXT
 from .engine import EngineBatching  # noqa: F401 -- importable from the reader, as before the split
 from .info import DistributeFilesDatasetInfo
+from .plan_options import InexactPlanWarning, engine_plan_options, warn_inexact
 from .rules import SeedRule, ShardRule  # noqa: F401
 from .sub_dataset import sub_epoch_partial
 from .sync import SyncRule, read_sync_mode
@@ -35,6 +37,9 @@ __all__ = [
     "ShardRule",
     "SyncRule",
     "read_sync_mode",
+    "engine_plan_options",
+    "InexactPlanWarning",
+    "warn_inexact",
     "find_distribute_files_datasets",
     "is_distribute_files_dataset",
     "dataset_class_name",

@@ -5,9 +5,11 @@ it follows (``DistributeFilesDataset.__init__`` and ``init_seq_order`` on rank r
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ...core.pure import PlanRequest, PlanSettings, SyncMode, check_optional_int
+from ...core.pure import PlanRequest, PlanSettings, check_optional_int
+from .engine import EngineBatching
+from .plan_options import engine_plan_options, warn_inexact
 
 if TYPE_CHECKING:
     from .info import DistributeFilesDatasetInfo
@@ -95,12 +97,27 @@ class _PerRank:
         self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
     ) -> PlanRequest:
         """The :class:`~i6_shard.core.PlanRequest` of the plan this dataset follows (on the ranks it was read for, or
-        ``num_ranks``), made by the one constructor ``PlanRequest.from_options``: the sharding mode, seeds,
-        ``partition_epoch`` and distribution as this dataset has them, the sub-epochs it preloads, and the training's
-        sync mode (:attr:`SyncRule.sync_mode`; grad sync where it is not torch distributed).
+        ``num_ranks``), made by the one constructor ``PlanRequest.from_options`` from :meth:`plan_options`; warns
+        (:class:`InexactPlanWarning`) naming each setting of the training that the plan cannot take exactly.
+
+        :raises ValueError: if no ShardPlan describes it, saying why
+        """
+        options, notes = self.plan_options(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks)
+        warn_inexact(notes, where=self.name)
+        return PlanRequest.from_options(**options)
+
+    def plan_options(
+        self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
+    ) -> Tuple[Dict[str, Any], List[str]]:
+        """The plan options (``PlanRequest.from_options``' keyword arguments) of the plan this dataset follows: the
+        sharding mode, seeds, ``partition_epoch`` and distribution as this dataset has them, the sub-epochs it
+        preloads, and the training's batching and sync as RETURNN's torch engine reads them
+        (:func:`~i6_shard.returnn_config.reader.plan_options.engine_plan_options`); and a note for each setting the
+        plan cannot take exactly.
 
         :param num_epochs: the training's ``num_epochs``; the plan also holds the sub-epochs the dataset preloads
             after them (None: a plan of no fixed length)
+        :param distribution: plan with this distribution instead of the dataset's own
         :raises ValueError: if no ShardPlan describes it, saying why
         """
         info = self if num_ranks is None else self.for_ranks(num_ranks)
@@ -110,9 +127,8 @@ class _PerRank:
         if problem:
             raise ValueError(f"{self.name}: {problem}; fix the config before planning")
         distribution = distribution or info.distribution
-        sync = self.sync.sync_mode if self.sync is not None else SyncMode()
         preload = info.dataset.get("preload_next_n_sub_epochs")
-        return PlanRequest.from_options(
+        options: Dict[str, Any] = dict(
             sharding=info._mode(),
             num_shards=info.num_ranks,
             partition_epoch=info.partition_epoch,
@@ -124,6 +140,9 @@ class _PerRank:
             # the bound of "flexible" only: planned with another distribution, the dataset's bound is not used
             max_sub_epoch_deviation=info.max_sub_epoch_deviation if distribution == "flexible" else None,
             preload_next_n_sub_epochs=preload if isinstance(preload, int) else None,
-            reduce_type=sync.reduce_type,
-            param_sync_step=sync.param_sync_step,
         )
+        engine, notes = engine_plan_options(
+            info.engine_batching if info.role == "train" else EngineBatching(), self.sync
+        )
+        options.update(engine)
+        return options, notes

@@ -4,7 +4,7 @@ control sync (``Engine.train_epoch``) ends an epoch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Tuple
 
 from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode
@@ -26,12 +26,14 @@ class SyncRule:
         (empty for ``"grad"``: DistributedDataParallel syncs every step)
     :ivar sync_complete_frac: the option, or its default ``behavior_version >= 33``
     :ivar sync_at_epoch_end: the option, or its default ``behavior_version >= 38``
+    :ivar torch_distributed: the config's ``torch_distributed`` as written (not compared)
     """
 
     reduce_type: str = DEFAULT_REDUCE_TYPE
     levels: Tuple[Tuple[Any, str, int], ...] = ()
     sync_complete_frac: bool = False
     sync_at_epoch_end: bool = False
+    torch_distributed: Optional[Mapping[str, Any]] = field(default=None, compare=False, repr=False)
 
     @property
     def ranks_stop_together(self) -> bool:
@@ -115,4 +117,5 @@ def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
         levels=levels,
         sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),
         sync_at_epoch_end=behavior_version >= 38 if at_end is None else bool(at_end),
+        torch_distributed=opts,
     )

@@ -1,0 +1,118 @@
+"""The training's batching and sync as plan options (``PlanRequest.from_options``' names), read the way RETURNN's
+torch engine reads them, in one function (:func:`engine_plan_options`); what cannot be passed exactly is named."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ...core.pure import PLAN_OPTION_DEFAULTS
+from .engine import EngineBatching
+from .sync import SyncRule
+
+
+class InexactPlanWarning(UserWarning):
+    """A setting of the training's config that the plan cannot take exactly (it names the setting and what the plan
+    assumes instead)."""
+
+
+def warn_inexact(notes: Sequence[str], *, where: str, stacklevel: int = 3) -> None:
+    """One :class:`InexactPlanWarning` naming every setting of ``notes`` (none without notes)."""
+    if notes:
+        warnings.warn(
+            f"{where}: the plan is not exactly this training's: " + "; ".join(notes), InexactPlanWarning, stacklevel
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _limit(value: Any, *, name: str, notes: List[str], unset: Tuple[Any, ...] = (None,)) -> Optional[int]:
+    """An int limit of the config as the plan takes it (``batch_size`` frames, ``max_seqs``), or None: unset (a
+    value of ``unset``), or not passed exactly (then a note names it). A dict by data key (RETURNN's ``NumbersDict``)
+    with one key gives that key's limit, which the plan applies to the lengths of its costs archive."""
+    if any(value is u for u in unset) or (_is_int(value) and value in unset):
+        return None
+    if _is_int(value):
+        return value
+    if isinstance(value, Mapping) and len(value) == 1 and _is_int(next(iter(value.values()))):
+        ((key, limit),) = value.items()
+        notes.append(
+            f"{name}={dict(value)!r} limits data key {key!r} only: the plan applies {limit} to the sequence lengths "
+            f"of its costs archive, which must be those of {key!r}"
+        )
+        return limit
+    notes.append(
+        f"{name}={value!r} is not passed to the plan (it takes an int, or a dict of one data key): its prediction "
+        f"assumes no {name}"
+    )
+    return None
+
+
+def _accum(value: Any, notes: List[str]) -> Optional[int]:
+    """``accum_grad_multiple_step`` as ``Engine.train_epoch`` reads it: an int (``typed_dict`` or ``config.int``,
+    default 1), or a callable, which a plan cannot take."""
+    if value is None or _is_int(value):
+        return value
+    notes.append(
+        f"accum_grad_multiple_step={value!r} is not passed to the plan (it takes an int; a callable decides per "
+        "step): its prediction assumes an update, and a sync count, in every step"
+    )
+    return None
+
+
+def _sync_options(sync: Optional[SyncRule], notes: List[str]) -> Dict[str, Any]:
+    """``torch_distributed`` as the plan takes it: the whole dict (sync levels included), else the
+    ``reduce_type``/``param_sync_step`` of :attr:`SyncRule.sync_mode`."""
+    if sync is None:
+        return {}
+    if sync.torch_distributed is not None:
+        return {"torch_distributed": dict(sync.torch_distributed)}
+    mode = sync.sync_mode
+    return {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
+
+
+def engine_plan_options(batching: EngineBatching, sync: Optional[SyncRule]) -> Tuple[Dict[str, Any], List[str]]:
+    """The training's batching and sync as plan options, and a note for each setting the plan cannot take exactly.
+
+    Read as RETURNN's torch engine reads them: ``batch_size_train`` else ``batch_size`` and ``max_seqs`` (default -1,
+    no limit) as ``get_batching_iterable_dataset_from_config``; ``max_seq_length`` (and ``min_seq_length``) as
+    ``Engine.__init__`` (an int, or a dict by data key, for ``LenFilterDataPipe``); ``accum_grad_multiple_step`` as
+    ``Engine.train_epoch``; ``torch_distributed`` as ``DistributedContext.__init__`` (:class:`SyncRule`). The
+    config's keys are read from config and post_config merged, as RETURNN reads the file i6_core writes of both.
+    Settings the plan request has no option for (:data:`~i6_shard.core.PLAN_OPTION_DEFAULTS`, e.g.
+    ``min_seq_length``) are not passed: a note names each such setting that is set.
+
+    :param batching: :class:`EngineBatching` of the config
+    :param sync: the config's :class:`SyncRule` (None: not torch distributed, every rank stops in the same step)
+    :return: ``(options, notes)``
+
+    >>> opts, notes = engine_plan_options(EngineBatching(batch_size=2000, max_seqs=-1, accum_grad_multiple_step=2),
+    ...                                   None)
+    >>> opts
+    {'batch_size': 2000, 'accum_grad_multiple_step': 2}
+    >>> engine_plan_options(EngineBatching(batch_size={"data": 2000, "classes": 50}), None)[1]
+    ["batch_size={'data': 2000, 'classes': 50} is not passed to the plan (it takes an int, or a dict of one data key): its prediction assumes no batch_size"]
+    """
+    notes: List[str] = []
+    options: Dict[str, Any] = {
+        "batch_size": _limit(batching.batch_size, name="batch_size", notes=notes, unset=(None, -1)),
+        "max_seqs": _limit(batching.max_seqs, name="max_seqs", notes=notes, unset=(None, -1)),
+        "accum_grad_multiple_step": _accum(batching.accum_grad_multiple_step, notes),
+    }
+    for name in ("max_seq_length", "min_seq_length"):
+        value = getattr(batching, name)
+        if not value:  # Engine.__init__: ``typed_value(...) or config.int(...)``, so 0 is no filter
+            continue
+        if name in PLAN_OPTION_DEFAULTS:
+            options[name] = dict(value) if isinstance(value, Mapping) else value
+        else:  # min_seq_length: the simulation's filter has no lower bound
+            notes.append(
+                f"{name}={value!r} drops sequences, which the plan does not simulate: its prediction counts them"
+            )
+    for name in ("packed_batch_size", "torch_batching", "chunking"):
+        if getattr(batching, name) is not None:
+            notes.append(f"{name}={getattr(batching, name)!r} is not simulated: the plan batches as batch_size does")
+    options.update(_sync_options(sync, notes))
+    return {k: v for k, v in options.items() if v is not None}, notes
