@@ -25,6 +25,8 @@ DEFAULT_MOVE_TRIALS = 12
 DEFAULT_BETWEEN_SUB_EPOCHS = 2
 
 _NO_LIMIT = 2**62
+#: Reorderings tried without coming nearer the window before the search moves files instead.
+_REORDER_PATIENCE = 24
 #: ``seq_ordering`` values whose order depends only on the number of sequences, not on their lengths.
 _ORDER_BY_COUNT = ("default", "reverse", "random")
 
@@ -241,15 +243,17 @@ class _SubEpoch:
         if not self.ctx.fast or m < 2 or rank.num_seqs == 0:
             return
         sizes = np.array([self.ctx.file_lengths[f].shape[0] for f in rank.files], dtype=np.float64)
+        best, since = self.distance(rank.count, window), 0
         for _ in range(trials):
             dist = self.distance(rank.count, window)
-            if dist == 0:
+            if dist == 0 or since >= _REORDER_PATIENCE:
                 return
+            best, since = (dist, 0) if dist < best else (best, since + 1)
             if m <= 16 and self.rng.rand() < 0.5:
                 i, j = sorted(self.rng.choice(m, size=2, replace=False).tolist())
             else:
                 pair = sizes[:-1] + sizes[1:]
-                weights = 1.0 / pair if dist <= 4 else np.ones(m - 1)
+                weights = 1.0 / pair if dist <= 4 else 1.0 / np.sqrt(pair)
                 i = int(self.rng.choice(m - 1, p=weights / weights.sum()))
                 j = i + 1
             changes = rank._swap_changes(i, j)
@@ -421,14 +425,14 @@ def equalize_steps(
     bins = [list(b) for b in original]
     ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
     info: Dict[str, List[int]] = {"rounds": [], "dropped_frames": []}
-    dropped_before = 0
+    dropped_before, changed = 0, []  # the drop as cut of the sub-epochs that no earlier one changed
     for s in range(p):
         sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], seed=full_epoch_0idx * 7919 + s)
         start = sub.dropped()[0]
-        changed = any(bins[r * p + s] != original[r * p + s] for r in range(num_shards))
-        dropped_before += (
-            _SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0] if changed else start
-        )
+        if any(bins[r * p + s] != original[r * p + s] for r in range(num_shards)):
+            changed.append(s)
+        else:
+            dropped_before += start
         rounds = 0
         if start > 0:
             free = [
@@ -444,6 +448,8 @@ def equalize_steps(
         info["dropped_frames"].append(dropped)
         if progress is not None:
             progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds} rounds, {dropped} frames dropped")
+    for s in changed if sum(info["dropped_frames"]) > dropped_before else ():
+        dropped_before += _SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0]
     if sum(info["dropped_frames"]) > dropped_before:  # the moves to later sub-epochs cost more than they saved
         return equalize_steps(
             positions,
