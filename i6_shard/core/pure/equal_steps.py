@@ -53,6 +53,29 @@ def _taken(counts: Sequence[int], engine: EngineSettings, period: int) -> List[i
     return [t + shift for t in taken]
 
 
+def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
+    """:func:`~.engine_sim.batch_bounds` of one data key where ``max_seqs`` is small, vectorized: a batch from s holds
+    the k-th next sequence while ``(k + 1) * max(lengths[s : s + k + 1]) <= batch_size`` (true up to some k, then
+    false), so each start's batch length is a count over ``max_seqs`` passes; the batches then follow from 0.
+
+    >>> _batch_bounds_few_seqs(np.array([3, 3, 3, 9, 1]), frames_limit=8, seqs_limit=2).tolist()
+    [0, 2, 3, 4, 5]
+    """
+    n = lengths.shape[0]
+    longest = lengths.copy()
+    size = np.ones(n, dtype=np.int64)
+    for k in range(1, min(seqs_limit, n)):
+        np.maximum(longest[: n - k], lengths[k:], out=longest[: n - k])
+        size[: n - k] += longest[: n - k] * (k + 1) <= frames_limit
+    ends = (np.arange(n, dtype=np.int64) + size).tolist()
+    bounds = [0]
+    s = 0
+    while s < n:
+        s = ends[s]
+        bounds.append(s)
+    return np.asarray(bounds, dtype=np.int64)
+
+
 class _Context:
     """What every rank of a full epoch shares: the files' lengths, the engine, the seed, the order per count."""
 
@@ -112,7 +135,10 @@ class _Rank:
             xo = xo[
                 length_filter(xo, min_seq_length=ctx.engine.min_seq_length, max_seq_length=ctx.engine.max_seq_length)
             ]
-        bounds = batch_bounds(xo, batch_size=ctx.engine.batch_size, max_seqs=ctx.engine.max_seqs)
+        if ctx.fast and ctx.seqs_limit <= 64:
+            bounds = _batch_bounds_few_seqs(xo, frames_limit=ctx.frames_limit, seqs_limit=ctx.seqs_limit)
+        else:
+            bounds = batch_bounds(xo, batch_size=ctx.engine.batch_size, max_seqs=ctx.engine.max_seqs)
         self.count = int(bounds.shape[0] - 1)
         self.xo = xo
         self.tail = np.concatenate([[0], np.cumsum(xo if xo.ndim == 1 else xo[:, 0])])[bounds]
@@ -253,7 +279,7 @@ class _SubEpoch:
                 i, j = sorted(self.rng.choice(m, size=2, replace=False).tolist())
             else:
                 pair = sizes[:-1] + sizes[1:]
-                weights = 1.0 / pair if dist <= 4 else 1.0 / np.sqrt(pair)
+                weights = 1.0 / pair
                 i = int(self.rng.choice(m - 1, p=weights / weights.sum()))
                 j = i + 1
             changes = rank._swap_changes(i, j)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.core.pure.distribute import distribute_evenly_by_size
-from i6_shard.core.pure.engine_sim import EngineSettings, steps_taken
+from i6_shard.core.pure.engine_sim import EngineSettings, batch_bounds, steps_taken
 from i6_shard.core.pure.equal_steps import _Context, _Rank, _taken, _period, equalize_steps
 from tests.strategies import examples
 from tests.sub_epoch_sims import simulate_bins
@@ -133,13 +133,16 @@ def test_shortened_steps_taken_equal_the_simulation(counts, sync, accum):
     swaps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=4),
 )
 def test_reordered_files_rebatch_as_a_new_simulation(sizes, seed, batch_size, max_seqs, swaps):
-    """The incremental re-batching after two files swap places gives the batches of simulating the rank anew."""
+    """A rank's batches are :func:`batch_bounds`' (also where they are computed vectorized), and the incremental
+    re-batching after two files swap places gives the batches of simulating the rank anew."""
     if batch_size is None and max_seqs is None:
         max_seqs = 2
     rng = np.random.RandomState(seed)
     lengths = [rng.randint(1, 80, size=n) for n in sizes]
     ctx = _Context(lengths, EngineSettings(batch_size=batch_size, max_seqs=max_seqs), 2, 7)
     rank = _Rank(ctx, list(range(len(sizes))))
+    expected = batch_bounds(rank.xo, batch_size=batch_size, max_seqs=max_seqs)[:-1].tolist()
+    assert rank.starts == expected and rank.count == len(expected)  # the fast batching is RETURNN's
     for i, j in swaps:
         i, j = sorted((i % len(sizes), j % len(sizes)))
         if i == j:
