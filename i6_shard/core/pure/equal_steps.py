@@ -243,7 +243,7 @@ class _SubEpoch:
             hi -= 1
         return lo + shift, hi + shift
 
-    def windows(self) -> List[Tuple[int, int]]:
+    def windows(self, *, mean_first: bool = False) -> List[Tuple[int, int]]:
         """Candidate windows, best first: those that hold the most ranks' counts (then the most ranks with one file,
         which cannot be reordered; then nearest to the median count)."""
         counts = [r.count for r in self.ranks]
@@ -254,7 +254,11 @@ class _SubEpoch:
             inside = sum(lo <= c <= hi for c in counts)
             rigid = sum(lo <= r.count <= hi for r in self.ranks if len(r.files) <= 1)
             ranked[(lo, hi)] = (-inside, -rigid, abs((lo + hi) / 2 - median), lo)
-        return sorted(ranked, key=ranked.get)
+        out = sorted(ranked, key=ranked.get)
+        if mean_first:  # the sub-epoch keeps its sequences: the window its mean count lies in first
+            mean_window = self.window(int(round(float(np.mean(counts)))))
+            out = [mean_window] + [w for w in out if w != mean_window]
+        return out
 
     @staticmethod
     def distance(count: int, window: Tuple[int, int]) -> int:
@@ -353,7 +357,9 @@ class _SubEpoch:
                 free[-1 - q][:] = files_q
                 return True
             new_q = _Rank(self.ctx, files_q)
-            if dist_r + self.distance(new_q.count, window) < before + self.distance(self.ranks[q].count, window):
+            dist_q, old_q = self.distance(new_q.count, window), self.distance(self.ranks[q].count, window)
+            # the pair comes nearer, or spreads r's distance (the larger of the two shrinks, the sum does not grow)
+            if dist_r + dist_q < before + old_q or (dist_r + dist_q == before + old_q and dist_q < before):
                 self.ranks[r], self.ranks[q] = new_r, new_q
                 return True
         return False
@@ -373,7 +379,7 @@ class _SubEpoch:
         best = (self.dropped(), [list(r.files) for r in self.ranks], [list(f) for f in free])
         failed = set()
         for _ in range(max_windows):
-            candidates = [w for w in self.windows() if w not in failed]
+            candidates = [w for w in self.windows(mean_first=not free) if w not in failed]
             if not candidates or rounds >= max_rounds:
                 break
             window = candidates[0]
