@@ -26,7 +26,7 @@ DEFAULT_BETWEEN_SUB_EPOCHS = 2
 
 _NO_LIMIT = 2**62
 #: Reorderings tried without coming nearer the window before the search moves files instead.
-_REORDER_PATIENCE = 24
+_REORDER_PATIENCE = 12
 #: ``seq_ordering`` values whose order depends only on the number of sequences, not on their lengths.
 _ORDER_BY_COUNT = ("default", "reverse", "random")
 
@@ -124,7 +124,7 @@ class _Rank:
         self.num_seqs = int(x.shape[0])
         self.frames = int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum())
         if self.num_seqs == 0:
-            self.count, self.xs, self.starts = 0, [], []
+            self.count, self._xs, self.starts, self._tail = 0, [], [], None
             return
         if ctx.fast:
             order, self.inverse = ctx.order_by_count(self.num_seqs)
@@ -140,10 +140,24 @@ class _Rank:
         else:
             bounds = batch_bounds(xo, batch_size=ctx.engine.batch_size, max_seqs=ctx.engine.max_seqs)
         self.count = int(bounds.shape[0] - 1)
-        self.xo = xo
-        self.tail = np.concatenate([[0], np.cumsum(xo if xo.ndim == 1 else xo[:, 0])])[bounds]
+        self.xo, self._bounds, self._tail, self._xs = xo, bounds, None, None
         if ctx.fast:
-            self.xs, self.starts = xo.tolist(), bounds[:-1].tolist()
+            self.starts = bounds[:-1].tolist()
+
+    @property
+    def xs(self) -> List[int]:
+        """The lengths in training order as Python ints (made when first reordered)."""
+        if self._xs is None:
+            self._xs = self.xo.tolist()
+        return self._xs
+
+    @property
+    def tail(self) -> np.ndarray:
+        """Frames before each batch boundary, int64 shape [count + 1] (made when first asked)."""
+        if self._tail is None:
+            xo = self.xo if self.xo.ndim == 1 else self.xo[:, 0]
+            self._tail = np.concatenate([[0], np.cumsum(xo)])[self._bounds]
+        return self._tail
 
     def frames_after(self, steps: int) -> int:
         """Frames of the batches after the first ``steps`` (what the rank drops when it stops there)."""
@@ -206,8 +220,7 @@ class _Rank:
         self.xo[slots] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
         self.starts = starts
         self.count = len(starts)
-        bounds = np.asarray(starts + [self.num_seqs], dtype=np.int64)
-        self.tail = np.concatenate([[0], np.cumsum(self.xo)])[bounds]
+        self._bounds, self._tail = np.asarray(starts + [self.num_seqs], dtype=np.int64), None
 
 
 class _SubEpoch:
