@@ -1,115 +1,426 @@
-"""A split whose exact steps are equal: starting from a full epoch's bins, files are moved and swapped between the
-ranks of each sub-epoch until the simulated engine (:mod:`.engine_sim`) drops nothing there, or no move helps."""
+"""A split whose exact steps are equal: starting from a full epoch's bins, files are reordered within a rank's bin,
+moved and swapped between the ranks of each sub-epoch until the simulated engine (:mod:`.engine_sim`) drops nothing
+there, or no change helps."""
 
 from __future__ import annotations
 
+import bisect
+import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .engine_sim import EngineSettings, rank_batches, steps_taken
+from .engine_sim import EngineSettings, batch_bounds, length_filter, steps_taken, sub_epoch_seq_order, sync_levels_of
 
 __all__ = ["equalize_steps", "equalize_plan_layouts", "DEFAULT_MAX_ROUNDS"]
 
-#: Accepted moves per sub-epoch at most (each round tries every move and swap between the ranks that lose
-#: data and the others, and keeps the best).
+#: Rounds per sub-epoch at most: each round reorders the files of every rank off the target, then moves or swaps
+#: files between ranks for those still off.
 DEFAULT_MAX_ROUNDS = 64
+#: Reorderings tried per rank and round (each re-batches only the sequences that change place).
+DEFAULT_REORDER_TRIALS = 96
+#: Moves and swaps tried per rank and round (each simulates the two ranks anew).
+DEFAULT_MOVE_TRIALS = 12
+#: Following sub-epochs whose bins a sub-epoch may move files to and from.
+DEFAULT_BETWEEN_SUB_EPOCHS = 2
+
+_NO_LIMIT = 2**62
+#: Reorderings tried without coming nearer the window before the search moves files instead.
+_REORDER_PATIENCE = 12
+#: ``seq_ordering`` values whose order depends only on the number of sequences, not on their lengths.
+_ORDER_BY_COUNT = ("default", "reverse", "random")
 
 
-def _batch_frames(lengths: np.ndarray, *, engine: EngineSettings, full_epoch_0idx: int, offset: int) -> np.ndarray:
-    """Frames (first data key) of each batch the rank makes: the order, filter and batching of
-    :func:`~.engine_sim.rank_batches`, as :func:`~.engine_sim.simulate_sub_epoch` makes them."""
-    if lengths.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    x, bounds = rank_batches(lengths, engine=engine, full_epoch_0idx=full_epoch_0idx, random_seed_offset=offset)
-    cum = np.concatenate([[0], np.cumsum(x[:, 0])])
-    return np.diff(cum[bounds])
+def _period(engine: EngineSettings) -> int:
+    """Steps after which the train loop's control syncs repeat (accumulation times the levels' ``every``)."""
+    _, levels = sync_levels_of(engine.torch_distributed)
+    every = 1
+    for level in levels:
+        every = every * level.every // math.gcd(every, level.every)
+    return int(engine.accum_grad_multiple_step or 1) * every
+
+
+def _taken(counts: Sequence[int], engine: EngineSettings, period: int) -> List[int]:
+    """:func:`~.engine_sim.steps_taken`, run on counts shortened by whole periods of the syncs (the same result:
+    after the first step the loop's syncs repeat every ``period`` steps)."""
+    shift = (min(counts) - 2 * period) // period * period if counts and min(counts) > 3 * period else 0
+    taken = steps_taken(
+        [int(c) - shift for c in counts],
+        torch_distributed=engine.torch_distributed,
+        accum_grad_multiple_step=engine.accum_grad_multiple_step,
+        ranks_per_node=engine.ranks_per_node,
+    )
+    return [t + shift for t in taken]
+
+
+def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
+    """:func:`~.engine_sim.batch_bounds` of one data key where ``max_seqs`` is small, vectorized: a batch from s holds
+    the k-th next sequence while ``(k + 1) * max(lengths[s : s + k + 1]) <= batch_size`` (true up to some k, then
+    false), so each start's batch length is a count over ``max_seqs`` passes; the batches then follow from 0.
+
+    >>> _batch_bounds_few_seqs(np.array([3, 3, 3, 9, 1]), frames_limit=8, seqs_limit=2).tolist()
+    [0, 2, 3, 4, 5]
+    """
+    n = lengths.shape[0]
+    longest = lengths.copy()
+    size = np.ones(n, dtype=np.int64)
+    for k in range(1, min(seqs_limit, n)):
+        np.maximum(longest[: n - k], lengths[k:], out=longest[: n - k])
+        size[: n - k] += longest[: n - k] * (k + 1) <= frames_limit
+    ends = (np.arange(n, dtype=np.int64) + size).tolist()
+    bounds = [0]
+    s = 0
+    while s < n:
+        s = ends[s]
+        bounds.append(s)
+    return np.asarray(bounds, dtype=np.int64)
+
+
+class _Context:
+    """What every rank of a full epoch shares: the files' lengths, the engine, the seed, the order per count."""
+
+    def __init__(self, file_lengths, engine: EngineSettings, full_epoch_0idx: int, offset: int):
+        self.file_lengths = [np.asarray(x, dtype=np.int64) for x in file_lengths]
+        self.engine, self.full_epoch_0idx, self.offset = engine, full_epoch_0idx, offset
+        self.period = _period(engine)
+        name = engine.seq_ordering.split(":")[0]
+        one_key = all(x.ndim == 1 for x in self.file_lengths)
+        no_filter = engine.min_seq_length is None and engine.max_seq_length is None
+        self.fast = name in _ORDER_BY_COUNT and one_key and no_filter
+        self.frames_limit = _NO_LIMIT if engine.batch_size is None else int(engine.batch_size)
+        self.seqs_limit = _NO_LIMIT if engine.max_seqs in (None, -1) else int(engine.max_seqs)
+        self._orders: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+
+    def order(self, lengths: np.ndarray) -> np.ndarray:
+        return sub_epoch_seq_order(
+            lengths if lengths.ndim == 1 else lengths[:, 0],
+            seq_ordering=self.engine.seq_ordering,
+            full_epoch_0idx=self.full_epoch_0idx,
+            random_seed_offset=self.offset,
+            fixed_random_seed=self.engine.fixed_random_seed,
+        )
+
+    def order_by_count(self, n: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(order, inverse) of n sequences where the order depends only on n (cached: the last few counts)."""
+        got = self._orders.get(n)
+        if got is None:
+            order = self.order(np.zeros(n, dtype=np.int64))
+            inverse = np.empty(n, dtype=np.int64)
+            inverse[order] = np.arange(n, dtype=np.int64)
+            if len(self._orders) > 64:
+                self._orders.clear()
+            got = self._orders[n] = (order, inverse)
+        return got
+
+
+class _Rank:
+    """One rank's files in a sub-epoch and its simulated batches: the number of batches, and (fast path) the lengths
+    in training order and the batch starts, to re-batch a reordering of the files incrementally."""
+
+    def __init__(self, ctx: _Context, files: List[int]):
+        self.ctx, self.files = ctx, list(files)
+        arrays = [ctx.file_lengths[f] for f in self.files]
+        x = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+        self.num_seqs = int(x.shape[0])
+        self.frames = int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum())
+        if self.num_seqs == 0:
+            self.count, self._xs, self.starts, self._tail = 0, [], [], None
+            return
+        if ctx.fast:
+            order, self.inverse = ctx.order_by_count(self.num_seqs)
+        else:
+            order = ctx.order(x)
+        xo = x[order]
+        if not ctx.fast:
+            xo = xo[
+                length_filter(xo, min_seq_length=ctx.engine.min_seq_length, max_seq_length=ctx.engine.max_seq_length)
+            ]
+        if ctx.fast and ctx.seqs_limit <= 64:
+            bounds = _batch_bounds_few_seqs(xo, frames_limit=ctx.frames_limit, seqs_limit=ctx.seqs_limit)
+        else:
+            bounds = batch_bounds(xo, batch_size=ctx.engine.batch_size, max_seqs=ctx.engine.max_seqs)
+        self.count = int(bounds.shape[0] - 1)
+        self.xo, self._bounds, self._tail, self._xs = xo, bounds, None, None
+        if ctx.fast:
+            self.starts = bounds[:-1].tolist()
+
+    @property
+    def xs(self) -> List[int]:
+        """The lengths in training order as Python ints (made when first reordered)."""
+        if self._xs is None:
+            self._xs = self.xo.tolist()
+        return self._xs
+
+    @property
+    def tail(self) -> np.ndarray:
+        """Frames before each batch boundary, int64 shape [count + 1] (made when first asked)."""
+        if self._tail is None:
+            xo = self.xo if self.xo.ndim == 1 else self.xo[:, 0]
+            self._tail = np.concatenate([[0], np.cumsum(xo)])[self._bounds]
+        return self._tail
+
+    def frames_after(self, steps: int) -> int:
+        """Frames of the batches after the first ``steps`` (what the rank drops when it stops there)."""
+        if self.num_seqs == 0:
+            return 0
+        return self.frames - int(self.tail[min(steps, self.count)])
+
+    # -- reordering the files within the bin (fast path) --
+    def _swap_changes(self, i: int, j: int) -> Dict[int, int]:
+        """The new lengths at the training-order slots that change when files i < j swap places (the files between
+        them shift by the difference of their sizes)."""
+        lengths = self.ctx.file_lengths
+        start = sum(lengths[f].shape[0] for f in self.files[:i])
+        block = [self.files[j]] + self.files[i + 1 : j] + [self.files[i]]
+        new = np.concatenate([lengths[f] for f in block])
+        slots = self.inverse[start : start + new.shape[0]]
+        changed = new != self.xo[slots]
+        return dict(zip(slots[changed].tolist(), new[changed].tolist()))
+
+    def rebatch(self, changes: Dict[int, int]) -> List[int]:
+        """The batch starts after ``changes`` (slot -> new length): the old batches where they read no changed slot,
+        :func:`~.engine_sim.batch_bounds`' rule from each batch that does, until the batches meet the old ones."""
+        xs, starts, n = self.xs, self.starts, self.num_seqs
+        frames_limit, seqs_limit = self.ctx.frames_limit, self.ctx.seqs_limit
+        slots = sorted(changes)
+        out: List[int] = []
+        s = 0
+        while s < n:
+            j = bisect.bisect_left(starts, s)
+            if j < len(starts) and starts[j] == s:
+                qi = bisect.bisect_left(slots, s)
+                if qi == len(slots):
+                    out.extend(starts[j:])
+                    break
+                # the first old batch that reads the next changed slot (a batch reads up to its end, inclusive)
+                j2 = max(j, bisect.bisect_left(starts, slots[qi]) - 1)
+                out.extend(starts[j:j2])
+                s = starts[j2]
+            out.append(s)
+            count = longest = 0
+            i = s
+            while i < n and count < seqs_limit:
+                v = changes.get(i)
+                if v is None:
+                    v = xs[i]
+                top = longest if longest > v else v
+                if count and top * (count + 1) > frames_limit:
+                    break
+                count += 1
+                longest = top
+                i += 1
+            s = i
+        return out
+
+    def apply_swap(self, i: int, j: int, changes: Dict[int, int], starts: List[int]) -> None:
+        self.files[i], self.files[j] = self.files[j], self.files[i]
+        for slot, v in changes.items():
+            self.xs[slot] = v
+        slots = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
+        self.xo[slots] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
+        self.starts = starts
+        self.count = len(starts)
+        self._bounds, self._tail = np.asarray(starts + [self.num_seqs], dtype=np.int64), None
 
 
 class _SubEpoch:
-    """The ranks' files of one sub-epoch, with each rank's batches cached."""
+    """The ranks of one sub-epoch, searched toward a common window of batch counts that drops nothing."""
 
-    def __init__(self, bins: List[List[int]], file_lengths, engine, full_epoch_0idx: int, offsets: Sequence[int]):
-        self.bins, self.file_lengths, self.engine = bins, file_lengths, engine
-        self.full_epoch_0idx, self.offsets = full_epoch_0idx, offsets
-        self.frames_total = [self._total(b) for b in bins]
-        self.batches = [self._batches(r, b) for r, b in enumerate(bins)]
+    def __init__(self, ctx: _Context, bins: List[List[int]], seed: int):
+        self.ctx = ctx
+        self.ranks = [_Rank(ctx, b) for b in bins]
+        self.rng = np.random.RandomState(seed)
 
-    def _total(self, files: List[int]) -> int:
-        return int(sum(int(np.sum(self.file_lengths[i])) for i in files))
-
-    def _batches(self, rank: int, files: List[int]) -> np.ndarray:
-        lengths = (
-            np.concatenate([np.asarray(self.file_lengths[i], dtype=np.int64) for i in files])
-            if files
-            else np.zeros(0, dtype=np.int64)
-        )
-        return _batch_frames(
-            lengths, engine=self.engine, full_epoch_0idx=self.full_epoch_0idx, offset=self.offsets[rank]
-        )
-
-    def dropped(self, batches: Sequence[np.ndarray], totals: Sequence[int]) -> Tuple[int, int]:
+    def dropped(self, ranks: Optional[List[_Rank]] = None) -> Tuple[int, int]:
         """(frames dropped, spread of the batch counts): what the search minimizes, in this order."""
-        counts = [len(b) for b in batches]
-        taken = steps_taken(
-            counts,
-            torch_distributed=self.engine.torch_distributed,
-            accum_grad_multiple_step=self.engine.accum_grad_multiple_step,
-            ranks_per_node=self.engine.ranks_per_node,
-        )
-        kept = sum(int(b[:t].sum()) for b, t in zip(batches, taken))
-        return sum(totals) - kept, max(counts) - min(counts)
+        ranks = self.ranks if ranks is None else ranks
+        counts = [r.count for r in ranks]
+        taken = _taken(counts, self.ctx.engine, self.ctx.period)
+        return sum(r.frames_after(t) for r, t in zip(ranks, taken)), max(counts) - min(counts)
 
-    def current(self) -> Tuple[int, int]:
-        return self.dropped(self.batches, self.frames_total)
+    def window(self, target: int) -> Tuple[int, int]:
+        """The counts around ``target`` that, all together, drop nothing (grad sync: ``target`` alone)."""
+        period, num = self.ctx.period, len(self.ranks)
+        base = target if target < 3 * period else 2 * period + target % period
+        shift = target - base
 
-    def try_change(self, a: int, b: int, bin_a: List[int], bin_b: List[int]):
-        batches, totals = list(self.batches), list(self.frames_total)
-        batches[a], batches[b] = self._batches(a, bin_a), self._batches(b, bin_b)
-        totals[a], totals[b] = self._total(bin_a), self._total(bin_b)
-        return self.dropped(batches, totals), (batches, totals)
+        def lossless(counts: List[int]) -> bool:
+            return _taken(counts, self.ctx.engine, period) == counts
 
-    def apply(self, a: int, b: int, bin_a: List[int], bin_b: List[int], state) -> None:
-        self.bins[a], self.bins[b] = bin_a, bin_b
-        self.batches, self.frames_total = state
+        lo = hi = base
+        while lo - 1 >= 1 and base - lo < 2 * period and lossless([base] * (num - 1) + [lo - 1]):
+            lo -= 1
+        while hi - base < 2 * period and lossless([base] * (num - 1) + [hi + 1]):
+            hi += 1
+        while lo < hi and not lossless([lo, hi] + [base] * (num - 2)):
+            hi -= 1
+        return lo + shift, hi + shift
 
+    def windows(self, *, mean_first: bool = False) -> List[Tuple[int, int]]:
+        """Candidate windows, best first: those that hold the most ranks' counts (then the most ranks with one file,
+        which cannot be reordered; then nearest to the median count)."""
+        counts = [r.count for r in self.ranks]
+        median = float(np.median(counts))
+        ranked = {}
+        for target in sorted(set(counts) | {int(round(median))}):
+            lo, hi = self.window(target)
+            inside = sum(lo <= c <= hi for c in counts)
+            rigid = sum(lo <= r.count <= hi for r in self.ranks if len(r.files) <= 1)
+            ranked[(lo, hi)] = (-inside, -rigid, abs((lo + hi) / 2 - median), lo)
+        out = sorted(ranked, key=ranked.get)
+        if mean_first:  # the sub-epoch keeps its sequences: the window its mean count lies in first
+            mean_window = self.window(int(round(float(np.mean(counts)))))
+            out = [mean_window] + [w for w in out if w != mean_window]
+        return out
 
-def _candidates(bins: List[List[int]], a: int, b: int):
-    """Every move of one file from rank a to rank b (a keeps at least one file), and every swap, in a fixed order."""
-    for i in range(len(bins[a])):
-        if len(bins[a]) > 1:
-            yield bins[a][:i] + bins[a][i + 1 :], bins[b] + [bins[a][i]]
-        for j in range(len(bins[b])):
-            yield (
-                bins[a][:i] + [bins[b][j]] + bins[a][i + 1 :],
-                bins[b][:j] + [bins[a][i]] + bins[b][j + 1 :],
-            )
+    @staticmethod
+    def distance(count: int, window: Tuple[int, int]) -> int:
+        return max(window[0] - count, count - window[1], 0)
 
+    def reorder(self, r: int, window: Tuple[int, int], trials: int) -> None:
+        """Walk on the order of rank r's files: swap two files where that brings its batch count nearer the window,
+        or keeps its distance (small files first near the window: they move the count by a batch or two;
+        neighbours in a long bin, which re-batch few sequences)."""
+        rank = self.ranks[r]
+        m = len(rank.files)
+        if not self.ctx.fast or m < 2 or rank.num_seqs == 0:
+            return
+        sizes = np.array([self.ctx.file_lengths[f].shape[0] for f in rank.files], dtype=np.float64)
+        best, since = self.distance(rank.count, window), 0
+        for _ in range(trials):
+            dist = self.distance(rank.count, window)
+            if dist == 0 or since >= _REORDER_PATIENCE:
+                return
+            best, since = (dist, 0) if dist < best else (best, since + 1)
+            if m <= 16 and self.rng.rand() < 0.5:
+                i, j = sorted(self.rng.choice(m, size=2, replace=False).tolist())
+            else:
+                pair = sizes[:-1] + sizes[1:]
+                weights = 1.0 / pair
+                i = int(self.rng.choice(m - 1, p=weights / weights.sum()))
+                j = i + 1
+            changes = rank._swap_changes(i, j)
+            if not changes:
+                continue
+            starts = rank.rebatch(changes)
+            if self.distance(len(starts), window) <= dist:
+                rank.apply_swap(i, j, changes, starts)
+                sizes[i], sizes[j] = sizes[j], sizes[i]
 
-def _equalize_sub_epoch(sub: _SubEpoch, *, max_rounds: int) -> Tuple[int, int]:
-    """Best-improvement search on one sub-epoch: each round tries the moves and swaps between the rank with the most
-    batches and every other rank, and between every other pair where that finds nothing; keeps the best if it drops
-    less (or as much with closer batch counts). Returns the rounds made and the frames still dropped."""
-    best = sub.current()
-    rounds = 0
-    while best[0] > 0 and rounds < max_rounds:
-        counts = [len(x) for x in sub.batches]
-        ranks = sorted(range(len(counts)), key=lambda r: (-counts[r], r))
-        pairs = [(ranks[0], r) for r in ranks[1:]] + [(a, b) for a in ranks[1:] for b in ranks[1:] if a != b]
-        found = None
-        for a, b in pairs:
-            for bin_a, bin_b in _candidates(sub.bins, a, b):
-                score, state = sub.try_change(a, b, bin_a, bin_b)
-                if score < best and (found is None or score < found[0]):
-                    found = (score, a, b, bin_a, bin_b, state)
-            if found is not None and (a, b) == pairs[min(len(pairs) - 1, len(ranks) - 2)]:
-                break  # the longest rank's pairs found a move: take the best of them before trying other pairs
-        if found is None:
-            break
-        best, a, b, bin_a, bin_b, state = found
-        sub.apply(a, b, bin_a, bin_b, state)
-        rounds += 1
-    return rounds, best[0]
+    def move(self, r: int, window: Tuple[int, int], trials: int, free: Sequence[List[int]]) -> bool:
+        """Move or swap files between rank r and another bin so that r's batch count comes nearer the window: another
+        rank of this sub-epoch (then the two ranks' summed distance to the window must shrink) or a bin ``free`` of a
+        later sub-epoch (searched later). The candidates are the changes of r's sequence count closest to the one its
+        distance asks for (at r's mean sequences per batch), partners off the other way first. True if one was taken."""
+        rank = self.ranks[r]
+        center = (window[0] + window[1]) / 2
+        per_batch = rank.num_seqs / max(rank.count, 1)
+        need = (center - rank.count) * per_batch  # sequences r should gain
+        lengths = self.ctx.file_lengths
+        partners = []  # (preference, partner: rank index or ("free", k), files)
+        for q, other in enumerate(self.ranks):
+            if q != r:
+                d = self.distance(other.count, window)
+                pref = 3 if d == 0 else (0 if (other.count > center) == (need > 0) else 2)
+                partners.append((pref, q, other.files))
+        partners += [(1, -1 - k, files) for k, files in enumerate(free)]
+        a = np.array([lengths[f].shape[0] for f in rank.files], dtype=np.float64)
+        pool_size = np.concatenate([[lengths[f].shape[0] for f in files] for _, _, files in partners] + [[]])
+        pool_who = np.concatenate([[k] * len(files) for k, (_, _, files) in enumerate(partners)] + [[]]).astype(int)
+        pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners] + [[]]).astype(int)
+        can_give = np.array([len(files) > 1 for _, _, files in partners] + [False])[pool_who]
+        order = np.argsort(pool_size, kind="stable")
+        sorted_size = pool_size[order]
+        cands = []
+
+        def add(err: float, k: int, i: int, j: int) -> None:
+            cands.append((round(abs(err) / per_batch), partners[k][0], k, i, j))
+
+        if len(a) > 1:  # r gives file i to a partner (the nearest partner of each kind)
+            for i in np.argsort(np.abs(-a - need), kind="stable")[:trials].tolist():
+                for k in range(len(partners)):
+                    add(-a[i] - need, k, i, -1)
+        near = np.searchsorted(sorted_size, need)  # a partner gives one file to r
+        for t in range(max(0, near - trials), min(len(order), near + trials)):
+            x = int(order[t])
+            if can_give[x]:
+                add(pool_size[x] - need, int(pool_who[x]), -1, int(pool_idx[x]))
+        for i in range(len(a)):  # r gives i and takes j
+            near = np.searchsorted(sorted_size, a[i] + need)
+            for t in range(max(0, near - 2), min(len(order), near + 2)):
+                x = int(order[t])
+                add(pool_size[x] - a[i] - need, int(pool_who[x]), i, int(pool_idx[x]))
+        cands.sort()
+        before = self.distance(rank.count, window)
+        for _, _, k, i, j in cands[:trials]:
+            _, q, files = partners[k]
+            files_r, files_q = list(rank.files), list(files)
+            if i >= 0 and j >= 0:
+                files_r[i], files_q[j] = files_q[j], files_r[i]
+            elif i >= 0:
+                files_q.append(files_r.pop(i))
+            else:
+                files_r.append(files_q.pop(j))
+            new_r = _Rank(self.ctx, files_r)
+            dist_r = self.distance(new_r.count, window)
+            if dist_r > before or (dist_r == before and q >= 0):
+                continue
+            if q < 0:  # a bin of a later sub-epoch: r may also go sideways, to be reordered anew
+                self.ranks[r] = new_r
+                free[-1 - q][:] = files_q
+                return True
+            new_q = _Rank(self.ctx, files_q)
+            dist_q, old_q = self.distance(new_q.count, window), self.distance(self.ranks[q].count, window)
+            # the pair comes nearer, or spreads r's distance (the larger of the two shrinks, the sum does not grow)
+            if dist_r + dist_q < before + old_q or (dist_r + dist_q == before + old_q and dist_q < before):
+                self.ranks[r], self.ranks[q] = new_r, new_q
+                return True
+        return False
+
+    def search(
+        self,
+        *,
+        max_rounds: int,
+        reorder_trials: int,
+        move_trials: int,
+        free: Sequence[List[int]] = (),
+        max_windows: int = 6,
+    ) -> int:
+        """Rounds of reordering and moving toward the window that holds the most ranks; where that gets stuck, toward
+        the next one (at most ``max_windows``). Keeps the ranks that drop least; returns the rounds made."""
+        rounds = 0
+        best = (self.dropped(), [list(r.files) for r in self.ranks], [list(f) for f in free])
+        failed = set()
+        for _ in range(max_windows):
+            candidates = [w for w in self.windows(mean_first=not free) if w not in failed]
+            if not candidates or rounds >= max_rounds:
+                break
+            window = candidates[0]
+            closest, stale = None, 0
+            while rounds < max_rounds and stale < 3:
+                off = [r for r in range(len(self.ranks)) if self.distance(self.ranks[r].count, window)]
+                if not off:
+                    break
+                total = sum(self.distance(self.ranks[r].count, window) for r in off)
+                closest, stale = (total, 0) if closest is None or total < closest else (closest, stale + 1)
+                rounds += 1
+                for r in off:
+                    self.reorder(r, window, reorder_trials)
+                off = [r for r in off if self.distance(self.ranks[r].count, window)]
+                for r in sorted(off, key=lambda r: (-self.distance(self.ranks[r].count, window), r)):
+                    if self.distance(self.ranks[r].count, window):
+                        self.move(r, window, move_trials, free)
+            failed.add(window)
+            now = self.dropped()
+            if now < best[0]:
+                best = (now, [list(r.files) for r in self.ranks], [list(f) for f in free])
+            if now[0] == 0:
+                break
+        if best[1] != [r.files for r in self.ranks]:
+            self.ranks = [_Rank(self.ctx, files) for files in best[1]]
+        for f, saved in zip(free, best[2]):
+            f[:] = saved
+        return rounds
 
 
 def equalize_steps(
@@ -124,17 +435,28 @@ def equalize_steps(
     random_seed_offset: int,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     progress: Optional[Callable[[str], None]] = None,
+    reorder_trials: int = DEFAULT_REORDER_TRIALS,
+    move_trials: int = DEFAULT_MOVE_TRIALS,
+    between_sub_epochs: int = DEFAULT_BETWEEN_SUB_EPOCHS,
 ) -> Tuple[np.ndarray, np.ndarray, Dict[str, List[int]]]:
     """Bins of one sharded full epoch whose ranks make equal exact steps: starting from ``(positions, bounds)`` (e.g.
-    ``flexible_auto``'s), files are moved and swapped between the ranks of each sub-epoch (bins ``r*P + s``) while
-    that lowers the frames the simulated training drops there (:func:`~.engine_sim.simulate_sub_epoch`: the
-    sub-epoch dataset's order with RETURNN's seed, the filter, the batches, the sync). Deterministic: the same input
-    gives the same bins. A sub-epoch whose files allow no lossless split keeps the least loss found.
+    ``flexible_auto``'s), the files of each sub-epoch (bins ``r*P + s``) are reordered within a rank's bin (the rank's
+    sequences then take other places of its shuffled order, and its batches change), and moved and swapped between its
+    ranks, until every rank's simulated batch count (:func:`~.engine_sim.simulate_sub_epoch`: the sub-epoch dataset's
+    order with RETURNN's seed, the filter, the batches) lies in one window that the sync drops nothing of (grad sync:
+    one count; param sync: counts up to the same sync). Deterministic: the same input gives the same bins. A sub-epoch
+    whose files allow no lossless split keeps the least loss found, never more than it started with.
 
     :param positions: int64 positions into the full epoch's (shuffled) file order, grouped bin by bin
     :param bounds: int64 boundaries, shape [num_shards * partition_epoch + 1]
     :param file_lengths: sequence lengths per position of that order (``file_lengths[p]`` for position p)
     :param random_seed_offset: the sub-epoch datasets' seed offset (sharded: the same on every rank)
+    :param max_rounds: rounds of reordering and moving per sub-epoch at most
+    :param progress: called with a line per sub-epoch
+    :param reorder_trials: reorderings tried per rank and round
+    :param move_trials: moves and swaps tried per rank and round
+    :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many following
+        sub-epochs (searched after it), as ``flexible_auto`` moves them; 0: every file stays in its sub-epoch
     :return: ``(positions, bounds, info)`` with ``info["rounds"]`` and ``info["dropped_frames"]`` per sub-epoch
 
     >>> lengths = [np.array([10] * 4), np.array([10] * 2), np.array([10] * 2)]
@@ -144,23 +466,51 @@ def equalize_steps(
     ([2, 1, 0], [0, 2, 3], [0])
     """
     p = partition_epoch
-    bins = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
+    original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
+    bins = [list(b) for b in original]
+    ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
     info: Dict[str, List[int]] = {"rounds": [], "dropped_frames": []}
+    dropped_before, changed = 0, []  # the drop as cut of the sub-epochs that no earlier one changed
     for s in range(p):
-        sub = _SubEpoch(
-            [bins[r * p + s] for r in range(num_shards)],
-            file_lengths,
-            engine,
-            full_epoch_0idx,
-            [random_seed_offset] * num_shards,
-        )
-        rounds, dropped = _equalize_sub_epoch(sub, max_rounds=max_rounds)
+        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], seed=full_epoch_0idx * 7919 + s)
+        start = sub.dropped()[0]
+        if any(bins[r * p + s] != original[r * p + s] for r in range(num_shards)):
+            changed.append(s)
+        else:
+            dropped_before += start
+        rounds = 0
+        if start > 0:
+            free = [
+                bins[r * p + t] for t in range(s + 1, min(p, s + 1 + between_sub_epochs)) for r in range(num_shards)
+            ]
+            rounds = sub.search(
+                max_rounds=max_rounds, reorder_trials=reorder_trials, move_trials=move_trials, free=free
+            )
+        dropped = sub.dropped()[0]
         for r in range(num_shards):
-            bins[r * p + s] = sub.bins[r]
+            bins[r * p + s] = sub.ranks[r].files
         info["rounds"].append(rounds)
         info["dropped_frames"].append(dropped)
         if progress is not None:
-            progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds} moves, {dropped} frames dropped")
+            progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds} rounds, {dropped} frames dropped")
+    for s in changed if sum(info["dropped_frames"]) > dropped_before else ():
+        dropped_before += _SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0]
+    if sum(info["dropped_frames"]) > dropped_before:  # the moves to later sub-epochs cost more than they saved
+        return equalize_steps(
+            positions,
+            bounds,
+            file_lengths=file_lengths,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            engine=engine,
+            full_epoch_0idx=full_epoch_0idx,
+            random_seed_offset=random_seed_offset,
+            max_rounds=max_rounds,
+            progress=progress,
+            reorder_trials=reorder_trials,
+            move_trials=move_trials,
+            between_sub_epochs=0,
+        )
     new_positions = np.asarray([i for b in bins for i in b], dtype=np.int64)
     new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in bins])]).astype(np.int64)
     return new_positions, new_bounds, info
@@ -181,7 +531,7 @@ def equalize_plan_layouts(
     offset of ``settings`` (a :class:`PlanSettings`); a RETURNN-side dataset given the plan file reads these bins.
 
     :param file_lengths: each file's sequence lengths, in the plan's key order
-    :return: new ``(orders, bounds)`` of the same shapes and dtypes, and per sub-epoch the moves and frames dropped
+    :return: new ``(orders, bounds)`` of the same shapes and dtypes, and per sub-epoch the rounds and frames dropped
     """
     if not settings.distrib_shard_files:
         raise ValueError("equal steps need a sharded plan (distrib_shard_files=True): unsharded ranks read every file")
