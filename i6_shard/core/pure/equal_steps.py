@@ -28,7 +28,7 @@ _NO_LIMIT = 2**62
 #: Reorderings tried without coming nearer the window before the search moves files instead.
 _REORDER_PATIENCE = 12
 #: ``seq_ordering`` values whose order depends only on the number of sequences, not on their lengths.
-_ORDER_BY_COUNT = ("default", "reverse", "random")
+_ORDER_BY_COUNT = ("random", "default", "reverse")
 
 
 def _period(engine: EngineSettings) -> int:
@@ -307,11 +307,10 @@ class _SubEpoch:
                 rank.apply_swap(i, j, changes, starts)
                 sizes[i], sizes[j] = sizes[j], sizes[i]
 
-    def move(self, r: int, window: Tuple[int, int], trials: int, free: Sequence[List[int]]) -> bool:
-        """Move or swap files between rank r and another bin so that r's batch count comes nearer the window: another
-        rank of this sub-epoch (then the two ranks' summed distance to the window must shrink) or a bin ``free`` of a
-        later sub-epoch (searched later). The candidates are the changes of r's sequence count closest to the one its
-        distance asks for (at r's mean sequences per batch), partners off the other way first. True if one was taken."""
+    def _move_candidates(self, r: int, window: Tuple[int, int], trials: int, free: Sequence[List[int]]):
+        """``(partners, candidates)`` of :meth:`move`: the partners ``(preference, rank index or -1 - k for free[k],
+        files)`` and the changes ``(batches off, preference, partner, file of r or -1, file of the partner or -1)``,
+        closest first."""
         rank = self.ranks[r]
         center = (window[0] + window[1]) / 2
         per_batch = rank.num_seqs / max(rank.count, 1)
@@ -351,6 +350,15 @@ class _SubEpoch:
                 x = int(order[t])
                 add(pool_size[x] - a[i] - need, int(pool_who[x]), i, int(pool_idx[x]))
         cands.sort()
+        return partners, cands
+
+    def move(self, r: int, window: Tuple[int, int], trials: int, free: Sequence[List[int]]) -> bool:
+        """Move or swap files between rank r and another bin so that r's batch count comes nearer the window: another
+        rank of this sub-epoch (then the two ranks' summed distance to the window must shrink) or a bin ``free`` of a
+        later sub-epoch (searched later). The candidates are the changes of r's sequence count closest to the one its
+        distance asks for (at r's mean sequences per batch), partners off the other way first. True if one was taken."""
+        rank = self.ranks[r]
+        partners, cands = self._move_candidates(r, window, trials, free)
         before = self.distance(rank.count, window)
         for _, _, k, i, j in cands[:trials]:
             _, q, files = partners[k]
@@ -423,6 +431,25 @@ class _SubEpoch:
         return rounds
 
 
+def _search_sub_epoch(
+    sub: "_SubEpoch",
+    bins: List[List[int]],
+    s: int,
+    *,
+    num_shards: int,
+    partition_epoch: int,
+    between_sub_epochs: int,
+    max_rounds: int,
+    reorder_trials: int,
+    move_trials: int,
+) -> int:
+    """:meth:`_SubEpoch.search` on sub-epoch ``s``, free to trade with the bins of the ``between_sub_epochs``
+    sub-epochs after it; returns the rounds made."""
+    p = partition_epoch
+    free = [bins[r * p + t] for t in range(s + 1, min(p, s + 1 + between_sub_epochs)) for r in range(num_shards)]
+    return sub.search(max_rounds=max_rounds, reorder_trials=reorder_trials, move_trials=move_trials, free=free)
+
+
 def equalize_steps(
     positions: np.ndarray,
     bounds: np.ndarray,
@@ -478,14 +505,21 @@ def equalize_steps(
             changed.append(s)
         else:
             dropped_before += start
-        rounds = 0
-        if start > 0:
-            free = [
-                bins[r * p + t] for t in range(s + 1, min(p, s + 1 + between_sub_epochs)) for r in range(num_shards)
-            ]
-            rounds = sub.search(
-                max_rounds=max_rounds, reorder_trials=reorder_trials, move_trials=move_trials, free=free
+        rounds = (
+            _search_sub_epoch(
+                sub,
+                bins,
+                s,
+                num_shards=num_shards,
+                partition_epoch=p,
+                between_sub_epochs=between_sub_epochs,
+                max_rounds=max_rounds,
+                reorder_trials=reorder_trials,
+                move_trials=move_trials,
             )
+            if start > 0
+            else 0
+        )
         dropped = sub.dropped()[0]
         for r in range(num_shards):
             bins[r * p + s] = sub.ranks[r].files
