@@ -1,8 +1,9 @@
 """The plan's exact steps in real 2-rank RETURNN trainings (torchrun, gloo, CPU): every rank's ``steps_taken`` in
 ``summary.json`` (the simulated engine, :mod:`i6_shard.core.pure.engine_sim`) equals the steps RETURNN's own log
 says it trained ("Trained N steps") in every sub-epoch, and the predicted drop equals the measured one, under grad
-sync and under param sync, with and without gradient accumulation. The same trainings (one per setting, shared by
-the tests) show how RETURNN's control sync stops the ranks under grad and param sync."""
+sync, under param sync with and without gradient accumulation, and under sync levels stated in the plan. The same
+trainings (one per setting, shared by the tests) show how RETURNN's control sync stops the ranks under grad and
+param sync."""
 
 import dataclasses
 import json
@@ -87,6 +88,7 @@ def measured_drop(result: Dict[str, Any]) -> float:
     return float(np.mean([1 - sum(c) / sum(t) for c, t in zip(result["frames_consumed"], result["frames_total"])]))
 
 
+LEVELS = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
 PARAM3 = ["--reduce-type", "param", "--param-sync-step", "3"]
 #: The trainings of this module, each made once and checked by the tests that need it:
 #: name -> (torch_distributed, accum_grad_multiple_step, plan options).
@@ -94,6 +96,13 @@ CASES = {
     "grad": ({}, 1, []),
     "param3": ({"reduce_type": "param", "param_sync_step": 3}, 1, PARAM3),
     "param3_accum2": ({"reduce_type": "param", "param_sync_step": 3}, 2, PARAM3 + ["--accum-grad-multiple-step", "2"]),
+    # sync levels, stated in the plan as in the config: a node grad level (one host: both ranks) under a world
+    # param level, so every rank stops in the step the first runs out (read as param sync before levels were planned)
+    "levels": (
+        LEVELS,
+        1,
+        ["--torch-distributed", json.dumps(LEVELS), "--ranks-per-node", str(NUM_RANKS)],
+    ),
     "param1000": (
         {"reduce_type": "param", "param_sync_step": 1000},
         1,
@@ -123,7 +132,7 @@ def trained(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["grad", "param3", "param3_accum2"])
+@pytest.mark.parametrize("name", ["grad", "param3", "param3_accum2", "levels"])
 def test_plan_steps_taken_equal_returnns_logged_steps(trained, name, tmp_path):
     result = trained(name)
     summary = result["summary"]
