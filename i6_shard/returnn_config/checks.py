@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.pure import (
+    engine_differences,
     MIN_RETURNN_VERSION,
     SEQ_ORDERINGS,
     SyncMode,
@@ -345,14 +346,21 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
 
 
 def plan_prediction_gaps(
-    info: DistributeFilesDatasetInfo, *, batch_size: Optional[int], max_seqs: Optional[int], sync: SyncMode
+    info: DistributeFilesDatasetInfo,
+    *,
+    batch_size: Optional[int],
+    max_seqs: Optional[int],
+    sync: SyncMode,
+    torch_distributed: Optional[Mapping[str, Any]] = None,
+    max_seq_length: Any = None,
 ) -> List[str]:
     """Where a plan's predicted loss, made under ``batch_size``/``max_seqs`` and ``sync`` (a ``ShardPlanJob``'s
     options), assumes another engine than the training of ``info`` runs: other limits (read as
     ``get_batching_iterable_dataset_from_config`` reads ``batch_size_train``/``batch_size`` and ``max_seqs``),
     another sync mode (``DistributedContext``, :attr:`SyncRule.sync_mode`), or batching the model does not know
     (:meth:`DistributeFilesDatasetInfo.prediction_gaps`). Empty without a prediction (no limits given).
-    None of these loses data: the prediction is only not this training's.
+    None of these loses data: the prediction is only not this training's. A plan that states the training's
+    ``torch_distributed`` (sync levels included) or ``max_seq_length`` simulates them: they are compared as such.
     """
     if batch_size is None and max_seqs is None:
         return []
@@ -369,7 +377,15 @@ def plan_prediction_gaps(
     int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
     if int_accum:
         training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)
-    if training_sync != sync:
+    if torch_distributed is not None:  # the plan simulates the dict itself: compare it, and the accumulation
+        configured = info.sync.torch_distributed if info.sync is not None else None
+        out += engine_differences({"torch_distributed": dict(torch_distributed)}, {"torch_distributed": configured})
+        if training_sync.accum_grad_multiple_step != sync.accum_grad_multiple_step:
+            out.append(
+                f"the plan predicts the loss with accum_grad_multiple_step={sync.accum_grad_multiple_step}, the "
+                f"training has {training_sync.accum_grad_multiple_step}"
+            )
+    elif training_sync != sync:
         out.append(
             f"the plan predicts the loss under {sync.describe()}, the training runs {training_sync.describe()} "
             f"(reduce_type={training_sync.reduce_type!r}, param_sync_step={training_sync.param_sync_step})"
@@ -377,6 +393,8 @@ def plan_prediction_gaps(
     gaps = info.prediction_gaps()
     if int_accum and accum == sync.accum_grad_multiple_step:  # stated in the plan: modelled
         gaps = [g for g in gaps if not g.startswith("accum_grad_multiple_step=")]
+    if max_seq_length is not None and max_seq_length == engine.max_seq_length:  # stated in the plan: simulated
+        gaps = [g for g in gaps if not g.startswith("max_seq_length=")]
     if gaps:
         out.append("the prediction does not model " + ", ".join(gaps))
     return out

@@ -325,6 +325,8 @@ def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any, request: 
         batch_size=None if batching is None else batching.batch_size,
         max_seqs=None if batching is None else batching.max_seqs,
         sync=request.sync,
+        torch_distributed=request.torch_distributed,
+        max_seq_length=request.max_seq_length,
     )
     constant = info.sub_epoch_constant_files
     if constant and request.node_cache is not None and not request.node_cache.constant_bytes:

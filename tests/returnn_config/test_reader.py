@@ -517,6 +517,24 @@ def test_what_the_prediction_does_not_model():
     assert len(gaps) == 3 and "max_seq_length" in gaps[0] and "every 2 steps" in gaps[1] and "laplace" in gaps[2]
 
 
+def test_a_plan_that_states_the_trainings_sync_levels_and_length_filter_predicts_this_training():
+    """The plan request read from a config with sync levels and max_seq_length carries both, so the plan simulates
+    them: no prediction gap is warned of; a plan with another sync or filter is named as not this training's."""
+    from i6_shard.returnn_config.checks import plan_prediction_gaps
+
+    levels = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
+    config = {"torch_distributed": levels, "batch_size": 2000, "max_seqs": 20, "max_seq_length": 800, "train": DFD}
+    (info,) = find_distribute_files_datasets(config, num_ranks=2)
+    request = info.plan_request(num_epochs=4)
+    assert (request.torch_distributed, request.max_seq_length) == (levels, 800)
+    limits = dict(batch_size=2000, max_seqs=20, sync=request.sync)
+    assert plan_prediction_gaps(info, **limits, torch_distributed=levels, max_seq_length=800) == []
+    other = plan_prediction_gaps(
+        info, **limits, torch_distributed={"reduce_type": "param", "param_sync_step": 4}, max_seq_length=400
+    )
+    assert len(other) == 2 and "torch_distributed=" in other[0] and "max_seq_length=800" in other[1]
+
+
 def test_the_plan_request_of_a_config_carries_its_settings_and_sync_mode():
     """plan_for_returnn_config goes through the one plan path: the reader's PlanRequest holds the dataset's
     settings and the training's sync mode, and too few files for its bins are said as the plan command says it."""
