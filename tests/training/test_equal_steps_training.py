@@ -25,7 +25,7 @@ def test_equal_steps_without_a_plan_file_trains_the_plans_files_and_steps(tmp_pa
     from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
     from i6_shard.core.io.returnn_log import read_training_logs
 
-    from ..training.harness import hdf_files_dataset, run_training, write_skewed_hdf_files
+    from .harness import hdf_files_dataset, run_training, write_skewed_hdf_files
 
     work = str(tmp_path)
     paths = write_skewed_hdf_files(os.path.join(work, "run", "data"), num_files=NUM_FILES, seed=5)
