@@ -647,5 +647,6 @@ def read_plan_file(path: Union[str, os.PathLike], *, verify: bool = False) -> Pl
 
 
 def load_plan(path: Union[str, os.PathLike], *, verify: bool = False) -> ShardPlan:
-    """The :class:`ShardPlan` stored in a plan file; ``verify`` as in :func:`read_plan_file`."""
-    return read_plan_file(path, verify=verify).plan
+    """The :class:`ShardPlan` stored in a plan file, serving its stored bins (``PlanFile.served_plan``); ``verify``
+    as in :func:`read_plan_file`."""
+    return read_plan_file(path, verify=verify).served_plan

@@ -250,6 +250,12 @@ class PlanFile:
         ``preloaded_sub_epochs`` after them)."""
         return self.plan.settings.training_num_epochs
 
+    @property
+    def served_plan(self) -> ShardPlan:
+        """:attr:`plan` serving the stored bins of the full epochs the file holds (:meth:`ShardPlan.serving_stored`):
+        what a reader of the training's files compares with; :attr:`plan` cuts them again."""
+        return self.plan.serving_stored(self.layout, self.orders.shape[0])
+
     def layout(self, full_epoch_0idx: int, shard_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
         """Stored ``(order, bounds)`` of a full epoch, like :meth:`ShardPlan.layout`."""
         r = 0 if self.plan.settings.distrib_shard_files else shard_index
@@ -259,7 +265,7 @@ class PlanFile:
 def load_plan(path: str | os.PathLike) -> ShardPlan:
     """The :class:`ShardPlan` stored in a plan file (``i6_shard.core.load_plan(path, verify=True)``: with its
     stored bins checked against what this i6_shard cuts, on the planning floor)."""
-    return read_plan_file(path).plan
+    return read_plan_file(path).served_plan
 
 
 def _open_plan(path: str):

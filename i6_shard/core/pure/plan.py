@@ -4,7 +4,7 @@ DistributeFilesDataset decides at run time (sharded or unsharded mode)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -85,6 +85,17 @@ class ShardPlan:
         self._cache_size = max(_CACHE_SIZE, settings.num_layouts)
         self._cache: "OrderedDict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
         self._key_array: Optional[np.ndarray] = None  # keys as an object array, built on first files_for
+        self._stored: Optional[Tuple[Callable[[int, int], Tuple[np.ndarray, np.ndarray]], int]] = None
+
+    def serving_stored(
+        self, layout: Callable[[int, int], Tuple[np.ndarray, np.ndarray]], num_full_epochs: int
+    ) -> "ShardPlan":
+        """This plan, whose first ``num_full_epochs`` full epochs are the stored bins ``layout(full_epoch_0idx,
+        shard_index)`` gives (a plan file's: what a training given that file reads, whatever cut made them, e.g.
+        ``"equal_steps"``, which needs the sequence lengths to cut again); later full epochs are cut as usual."""
+        served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps)
+        served._stored = (layout, int(num_full_epochs))
+        return served
 
     def with_settings(self, **changes) -> "ShardPlan":
         """The same files and costs under other settings (``PlanSettings.replace``), e.g. to compare."""
@@ -114,6 +125,8 @@ class ShardPlan:
         """
         check_int(full_epoch_0idx, name="full_epoch_0idx", minimum=0)
         self._check_shard(shard_index)
+        if self._stored is not None and full_epoch_0idx < self._stored[1]:
+            return self._stored[0](int(full_epoch_0idx), int(shard_index))
         s = self.settings
         cache_key = (int(full_epoch_0idx), 0 if s.distrib_shard_files else int(shard_index))
         hit = self._cache.get(cache_key)

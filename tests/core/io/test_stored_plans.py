@@ -86,3 +86,23 @@ def test_this_i6_shard_still_cuts_the_stored_bins(name):
         f"{settings.distribution!r} now cuts other bins than the stored plan {name}: raise "
         f"CUT_VERSIONS[{settings.distribution!r}] (now {CUT_VERSIONS[settings.distribution]})"
     )
+
+
+def test_a_loaded_plan_serves_its_stored_bins_without_cutting_again():
+    """``load_plan`` gives the bins the file stores, which a training given the file reads: an "equal_steps" plan
+    needs the sequence lengths to cut again, which the file does not hold, so readers of a training's logs
+    (train-report, the verify report) compare with the stored bins."""
+    from i6_shard.core import load_plan
+
+    path = os.path.join(_DIR, "format2_equal_steps.npz")
+    plan_file = read_plan_file(path)
+    plan = load_plan(path)
+    p = plan.partition_epoch
+    for epoch in range(1, plan_file.orders.shape[0] * p + 1):
+        order, bounds = plan_file.layout((epoch - 1) // p)
+        for r in range(plan.num_shards):
+            b = r * p + (epoch - 1) % p
+            want = [plan.keys[i] for i in order[bounds[b] : bounds[b + 1]]]
+            assert plan.files_for(epoch=epoch, shard_index=r) == want, (epoch, r)
+    with pytest.raises(ValueError, match="no sequence lengths"):  # the plan as read cuts again, and cannot
+        plan_file.plan.layout(full_epoch_0idx=0)
