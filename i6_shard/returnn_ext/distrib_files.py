@@ -22,6 +22,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from returnn.log import log
 
 from i6_shard import core
+from i6_shard.returnn_config.reader.engine import EngineBatching
 from i6_shard.core.io import (
     DEFAULT_CHECK_SAMPLES,
     check_num_samples,
@@ -43,6 +44,7 @@ from i6_shard.core.pure import (
     check_max_sub_epoch_deviation,
     cut_full_epoch,
     engine_differences,
+    has_node_level,
     plan_coverage_problem,
     short_repr,
 )
@@ -339,6 +341,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 max_seq_length=config["max_seq_length"],
                 accum_grad_multiple_step=accum,
                 torch_distributed=config["torch_distributed"],
+                # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)
+                ranks_per_node=config["ranks_per_node"] if has_node_level(config["torch_distributed"]) else None,
             )
             return core.plan_of_sizes(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
         except (ValueError, TypeError) as exc:
@@ -490,21 +494,37 @@ class _PlanBins(SequenceABC):
     __hash__ = None
 
 
+class _ConfigView:
+    """RETURNN's global config as the config reader (``returnn_config.reader``) reads a config dict: ``get``."""
+
+    def __init__(self, config: Any):
+        self._config = config
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._config.typed_value(key, default) if self._config.has(key) else default
+
+
 def _config_engine_values() -> Dict[str, Any]:
     """The training's engine settings as RETURNN's global config states them (``ENGINE_RECORD_OPTIONS``; None where
-    not set), as the torch engine reads them."""
+    not set), read by the one reader of a config's batching (``EngineBatching.of``: the torch engine's
+    ``batch_size_train`` before ``batch_size``), and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None
+    outside torchrun), which a ``"node"`` sync level's groups are."""
     from returnn.config import get_global_config
 
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    ranks_per_node = int(local) if local.isdigit() and int(local) > 0 else None
     config = get_global_config(raise_exception=False)
     if config is None:
         return {"batch_size": None, "max_seqs": None, "max_seq_length": None, "accum_grad_multiple_step": None,
-                "torch_distributed": None}  # fmt: skip
+                "torch_distributed": None, "ranks_per_node": ranks_per_node}  # fmt: skip
+    batching = EngineBatching.of(_ConfigView(config))
     return {
-        "batch_size": config.typed_value("batch_size", None),
-        "max_seqs": config.typed_value("max_seqs", None),
-        "max_seq_length": config.typed_value("max_seq_length", None),
-        "accum_grad_multiple_step": config.typed_value("accum_grad_multiple_step", None),
+        "batch_size": batching.batch_size,
+        "max_seqs": batching.max_seqs,
+        "max_seq_length": batching.max_seq_length,
+        "accum_grad_multiple_step": batching.accum_grad_multiple_step,
         "torch_distributed": config.typed_value("torch_distributed", None),
+        "ranks_per_node": ranks_per_node,
     }
 
 

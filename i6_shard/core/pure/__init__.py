@@ -31,7 +31,7 @@ from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_ful
 from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
 from .plan import ShardPlan
 from .request import PLAN_OPTION_DEFAULTS, PLAN_OPTION_HELP, PlanRequest
-from .plan_sim import engine_differences
+from .plan_sim import engine_differences, has_node_level
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 from .settings import (
@@ -63,6 +63,7 @@ from .training import MAX_REPORT_RECORDS
 
 __all__ = [
     "engine_differences",
+    "has_node_level",
     "DATASET_DISTRIBUTIONS",
     "check_torch_distributed",
     "check_frame_rate",

@@ -24,6 +24,7 @@ __all__ = [
     "plan_engine",
     "engine_record",
     "engine_settings_record",
+    "has_node_level",
     "ENGINE_RECORD_OPTIONS",
     "rank_files",
 ]
@@ -163,7 +164,9 @@ def engine_record(
     >>> engine_record(Batching(2000, None), SyncMode("param", 50))
     {'batch_size': 2000, 'max_seqs': None, 'max_seq_length': None, 'accum_grad_multiple_step': 1, 'torch_distributed': {'reduce_type': 'param', 'param_sync_step': 50}}
     """
-    record = engine_settings_record(plan_engine(batching, sync, torch_distributed=torch_distributed))
+    record = engine_settings_record(
+        plan_engine(batching, sync, torch_distributed=torch_distributed, ranks_per_node=ranks_per_node)
+    )
     if batch_size_by_key is not None:
         record["batch_size"] = dict(batch_size_by_key)
     record["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, dict) else max_seq_length
@@ -173,16 +176,36 @@ def engine_record(
 def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
     """:func:`engine_record` of simulated engine settings (limits as single ints).
 
+    A ``"node"`` sync level's groups are torchrun's ranks per host, so a plan simulated with one also records
+    ``ranks_per_node`` (other plans keep their bytes).
+
     >>> engine_settings_record(EngineSettings(max_seqs=8))["torch_distributed"]
     {}
+    >>> levels = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
+    >>> engine_settings_record(EngineSettings(max_seqs=8, torch_distributed=levels, ranks_per_node=2))["ranks_per_node"]
+    2
     """
-    return {
+    record = {
         "batch_size": engine.batch_size,
         "max_seqs": engine.max_seqs,
         "max_seq_length": engine.max_seq_length,
         "accum_grad_multiple_step": engine.accum_grad_multiple_step,
         "torch_distributed": dict(engine.torch_distributed or {}),
     }
+    if has_node_level(engine.torch_distributed):
+        record["ranks_per_node"] = engine.ranks_per_node
+    return record
+
+
+def has_node_level(torch_distributed: Any) -> bool:
+    """Whether a ``torch_distributed`` dict has a ``"node"`` sync level (one group per host of torchrun's
+    ``--nproc-per-node`` ranks), whose steps depend on the ranks per node.
+
+    >>> has_node_level({"sync": [{"group": "node", "type": "grad"}]}), has_node_level({"reduce_type": "param"})
+    (True, False)
+    """
+    sync = torch_distributed.get("sync") if isinstance(torch_distributed, dict) else None
+    return isinstance(sync, (list, tuple)) and any(isinstance(lv, dict) and lv.get("group") == "node" for lv in sync)
 
 
 def plan_simulation(
@@ -247,4 +270,11 @@ def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> L
                 f"the plan was simulated with {name}={want!r}, the config has {name}={have!r}: re-plan with the "
                 f"config's {name} (the plan's bins and steps assume it), or set {name}={want!r} in the config"
             )
+    if "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
+        want, have = planned["ranks_per_node"], configured.get("ranks_per_node")
+        out.append(
+            f"the plan was simulated with ranks_per_node={want!r} (the groups of its 'node' sync level), the training "
+            f"runs {have!r} ranks per node (torchrun's --nproc-per-node, LOCAL_WORLD_SIZE): re-plan with "
+            f"ranks_per_node={have!r}, or start {want!r} ranks per node"
+        )
     return out

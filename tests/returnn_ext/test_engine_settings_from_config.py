@@ -1,0 +1,63 @@
+"""The RETURNN-side dataset reads the training's engine settings as RETURNN's torch engine does: ``batch_size_train``
+before ``batch_size`` (``get_batching_iterable_dataset_from_config``), and a ``"node"`` sync level's groups from
+torchrun's ranks per host (``LOCAL_WORLD_SIZE``), with a plan file (``plan=``, checked against the plan's recorded
+settings) and without one (distribution "equal_steps" cutting from a costs archive)."""
+
+import pytest
+
+from tests.deps import H5PY_REASON
+
+pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+pytest.importorskip("h5py", reason=H5PY_REASON)
+
+from i6_shard import core  # noqa: E402
+from i6_shard.core.io.plan_file import save_plan_arrays  # noqa: E402
+
+from ..returnn_ranks import as_rank, dfd_files_per_epoch  # noqa: E402
+from .test_equal_steps_dataset import _corpus, _dataset  # noqa: E402
+from .test_plan_dataset import _plan_bins  # noqa: E402
+
+_LEVELS = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
+
+
+def _plan(tmp_path, **engine):
+    costs_path = _corpus(str(tmp_path), seed=5, num_files=24)
+    request = core.PlanRequest.from_options(
+        num_shards=4, partition_epoch=2, num_epochs=2, distribution="equal_steps", **engine
+    )
+    outputs = core.plan_archive(costs_path, request, compare=False)
+    plan_path = str(tmp_path / "plan.npz")
+    save_plan_arrays(outputs.arrays, plan_path)
+    return core.load_file_sizes(costs_path).keys, plan_path, costs_path
+
+
+def test_batch_size_train_is_the_training_batch_size(tmp_path):
+    """The torch engine batches the train data by batch_size_train where the config has it: a plan made for
+    batch_size_train passes beside another batch_size, and a plan made for that batch_size is refused."""
+    files, plan_path, _ = _plan(tmp_path, batch_size=100, max_seqs=3)
+    with as_rank(0, 4, extra_config={"batch_size": 5000, "batch_size_train": 100, "max_seqs": 3}):
+        _dataset(files, partition_epoch=2, plan=plan_path).init_seq_order(epoch=1)
+    with as_rank(0, 4, extra_config={"batch_size": 100, "batch_size_train": 5000, "max_seqs": 3}):
+        dataset = _dataset(files, partition_epoch=2, plan=plan_path)
+        with pytest.raises(ValueError, match="simulated with batch_size=100, the config has batch_size=5000"):
+            dataset.init_seq_order(epoch=1)
+
+
+def test_a_node_sync_level_is_cut_with_torchruns_ranks_per_node(tmp_path, monkeypatch):
+    """Without a plan file, "equal_steps" under a node-level sync cuts what the plan made with the same ranks per
+    node cuts; with the plan file, a training with other ranks per node is refused, naming both."""
+    engine = {"batch_size": 100, "max_seqs": 3, "torch_distributed": _LEVELS}
+    files, plan_path, costs_path = _plan(tmp_path, ranks_per_node=2, **engine)
+    planned = _plan_bins(plan_path, num_epochs=2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    for rank in range(4):
+        with as_rank(rank, 4, extra_config=engine):
+            itself = _dataset(files, partition_epoch=2, distribution="equal_steps", file_sizes=costs_path)
+            assert dfd_files_per_epoch(itself, num_epochs=2) == planned[rank], rank
+            with_plan = _dataset(files, partition_epoch=2, plan=plan_path)
+            assert dfd_files_per_epoch(with_plan, num_epochs=2) == planned[rank], rank
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with as_rank(0, 4, extra_config=engine):
+        dataset = _dataset(files, partition_epoch=2, plan=plan_path)
+        with pytest.raises(ValueError, match="simulated with ranks_per_node=2 .* the training runs 4 ranks per node"):
+            dataset.init_seq_order(epoch=1)
