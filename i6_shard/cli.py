@@ -212,7 +212,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             raise ValueError(f"--plot {args.plot!r}: the plot is a PNG image; give a path ending in .png")
         core.check_output_path(args.plot)
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
-    plan_file = core.read_plan_file(path, verify=args.verify)
+    plan_file = core.read_plan_file(path, verify=args.verify, lengths=args.lengths)
     outputs = stored_plan_outputs(plan_file)  # the planning floor, from the stored bins
     print(core.render_report(summary_of(outputs)), end="")
     if args.verify:
@@ -760,6 +760,13 @@ def _add_report(sub) -> None:
     p = _parser(sub, "report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
     p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
+    p.add_argument(
+        "--lengths",
+        default=None,
+        metavar="COSTS_NPZ",
+        help="with --verify of a distribution equal_steps plan: the costs archive it was planned from (its bins are "
+        "cut with the files' sequence lengths, which the plan file does not hold)",
+    )
     p.add_argument("--plot", default=None, help="also write the plot to this path (PNG; the name must end in .png)")
     p.set_defaults(func=_cmd_report)
 

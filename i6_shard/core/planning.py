@@ -34,7 +34,7 @@ from .io.progress import Progress
 from .pure.batching import Batching, SyncMode, predict_plan_drop
 from .pure.equal_steps_cut import EqualStepsInputs
 from .pure.engine_sim import EngineSettings, inexact_reason
-from .pure.plan_sim import engine_settings_record, plan_engine, plan_simulation
+from .pure.plan_sim import engine_of_record, engine_settings_record, plan_engine, plan_simulation
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
@@ -623,19 +623,35 @@ def save_plan(plan: ShardPlan, path: Union[str, os.PathLike]) -> None:
     save_plan_arrays(plan_arrays(plan), path)
 
 
-def read_plan_file(path: Union[str, os.PathLike], *, verify: bool = False) -> PlanFile:
+def read_plan_file(
+    path: Union[str, os.PathLike], *, verify: bool = False, lengths: Union[None, str, os.PathLike] = None
+) -> PlanFile:
     """A plan file with its stored bins (:func:`~i6_shard.core.io.plan_file.read_plan_file`); with ``verify``,
-    every stored full epoch is cut again and compared.
+    every stored full epoch is cut again and compared. A ``distribution="equal_steps"`` plan is cut with each file's
+    sequence lengths, which the plan file does not hold: ``lengths`` is then the costs archive it was planned from
+    (with the engine settings the plan file records).
 
     :raises ValueError: with ``verify``, naming the first full epoch and layout that differs from what this
-        i6_shard cuts for the stored settings (e.g. a plan written by another version)
+        i6_shard cuts for the stored settings (e.g. a plan written by another version); an ``"equal_steps"`` plan
+        without ``lengths``, or ``lengths`` of other files
     """
     path = os.fspath(path)
     plan_file = _plan_file.read_plan_file(path)
+    if lengths is not None and not (verify and plan_file.plan.settings.distribution == "equal_steps"):
+        raise ValueError(
+            f"lengths={os.fspath(lengths)!r}: only verifying a distribution='equal_steps' plan cuts with the files' "
+            f"sequence lengths ({path!r} is distribution={plan_file.plan.settings.distribution!r}"
+            f"{'' if verify else ', and verify is off'}); leave lengths out"
+        )
     if verify:
-        for k in range(plan_file.orders.shape[0]):
-            for r in range(plan_file.orders.shape[1]):
-                order, bounds = plan_file.plan.layout(full_epoch_0idx=k, shard_index=r)
+        plan = plan_file.plan
+        if plan.settings.distribution == "equal_steps":
+            plan = _equal_steps_plan_of_file(plan_file, path=path, lengths=lengths)
+        num_full, num_layouts = plan_file.orders.shape[:2]
+        progress = Progress("verify", total=num_full * num_layouts, unit="full epochs")
+        for k in range(num_full):
+            for r in range(num_layouts):
+                order, bounds = plan.layout(full_epoch_0idx=k, shard_index=r)
                 if not (
                     np.array_equal(order, plan_file.orders[k, r]) and np.array_equal(bounds, plan_file.bounds[k, r])
                 ):
@@ -643,10 +659,43 @@ def read_plan_file(path: Union[str, os.PathLike], *, verify: bool = False) -> Pl
                         f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
                         "computes for the stored settings; re-plan with this version"
                     )
+                progress.add(1)
+        progress.close()
     return plan_file
 
 
-def load_plan(path: Union[str, os.PathLike], *, verify: bool = False) -> ShardPlan:
+def _equal_steps_plan_of_file(plan_file: PlanFile, *, path: str, lengths: Union[None, str, os.PathLike]) -> ShardPlan:
+    """The stored ``"equal_steps"`` plan, able to cut its full epochs again: the files' sequence lengths from the
+    costs archive ``lengths`` (the same files, in the plan's order) and the engine the plan file records."""
+    if lengths is None:
+        raise ValueError(
+            f"{path!r} is a distribution='equal_steps' plan, cut with each file's sequence lengths, which a plan file "
+            "does not hold: to verify it, give the costs archive it was planned from (`report --verify --lengths "
+            "costs.npz`, read_plan_file(..., lengths=))"
+        )
+    if plan_file.engine_settings is None:
+        raise ValueError(
+            f"{path!r} is corrupt: a distribution='equal_steps' plan records the engine settings its bins were "
+            "equalized for, and this one records none; re-plan it"
+        )
+    lengths = os.fspath(lengths)
+    check_regular_file(lengths, what="lengths archive")
+    costs = load_file_costs(lengths)  # the one checked loader
+    plan = plan_file.plan
+    _check_same_files(plan.keys, costs.keys, cut_path=path, lengths_path=lengths)
+    file_lengths = costs.file_lengths()
+    if file_lengths is None:
+        raise ValueError(
+            f"lengths={lengths!r} keeps no per-sequence lengths, which the equal_steps plan {path!r} was cut with: give "
+            "the costs archive it was planned from"
+        )
+    inputs = EqualStepsInputs(file_lengths=file_lengths, engine=engine_of_record(plan_file.engine_settings))
+    return ShardPlan(plan.keys, plan.costs, plan.settings, equal_steps=inputs)
+
+
+def load_plan(
+    path: Union[str, os.PathLike], *, verify: bool = False, lengths: Union[None, str, os.PathLike] = None
+) -> ShardPlan:
     """The :class:`ShardPlan` stored in a plan file, serving its stored bins (``PlanFile.served_plan``); ``verify``
-    as in :func:`read_plan_file`."""
-    return read_plan_file(path, verify=verify).served_plan
+    and ``lengths`` as in :func:`read_plan_file`."""
+    return read_plan_file(path, verify=verify, lengths=lengths).served_plan

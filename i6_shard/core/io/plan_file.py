@@ -243,6 +243,8 @@ class PlanFile:
     bounds: np.ndarray
     format_version: int = PLAN_FORMAT_VERSION
     algorithm_version: Optional[int] = None
+    #: the engine settings the plan was simulated with (:attr:`PlanHead.engine_settings`), or None
+    engine_settings: Optional[Dict[str, Any]] = None
 
     @property
     def num_epochs(self) -> int:
@@ -433,4 +435,5 @@ def read_plan_file(path: str | os.PathLike) -> PlanFile:
         bounds=bounds,
         format_version=head.format_version,
         algorithm_version=head.algorithm_version,
+        engine_settings=head.engine_settings,
     )

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .batching import Batching, SyncMode
 from .engine_sim import (
     EngineSettings,
     SubEpochSim,
@@ -24,6 +25,7 @@ __all__ = [
     "plan_engine",
     "engine_record",
     "engine_settings_record",
+    "engine_of_record",
     "has_node_level",
     "ENGINE_RECORD_OPTIONS",
     "rank_files",
@@ -171,6 +173,30 @@ def engine_record(
         record["batch_size"] = dict(batch_size_by_key)
     record["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, dict) else max_seq_length
     return record
+
+
+def engine_of_record(record: Dict[str, Any]) -> EngineSettings:
+    """The engine a plan file's recorded settings (:func:`engine_record`) describe: what a ``"equal_steps"`` plan's
+    bins were equalized for, to cut them again (``read_plan_file(verify=True)``); the inverse of the record.
+
+    >>> engine_of_record({"batch_size": 2000, "max_seqs": None, "max_seq_length": None,
+    ...                   "accum_grad_multiple_step": 2, "torch_distributed": {"reduce_type": "param",
+    ...                   "param_sync_step": 4}}).accum_grad_multiple_step
+    2
+    """
+    batch_size = record.get("batch_size")
+    by_key = dict(batch_size) if isinstance(batch_size, dict) else None
+    if by_key is not None:
+        batch_size = next(iter(by_key.values())) if len(by_key) == 1 else None
+    accum = record.get("accum_grad_multiple_step")
+    return plan_engine(
+        Batching(batch_size, record.get("max_seqs")),
+        SyncMode(accum_grad_multiple_step=1 if accum is None else int(accum)),
+        torch_distributed=dict(record.get("torch_distributed") or {}),
+        max_seq_length=record.get("max_seq_length"),
+        batch_size_by_key=by_key,
+        ranks_per_node=record.get("ranks_per_node"),
+    )
 
 
 def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
