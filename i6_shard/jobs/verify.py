@@ -222,6 +222,12 @@ def _check_dataset_dict(
             f"{where}['get_sub_epoch_dataset'] is {info.dataset['get_sub_epoch_dataset']!r}; it must "
             "be a function from a list of file trees to a dataset dict"
         )
+    _check_files(info, where)
+    _check_plan_engine(info, where)
+
+
+def _check_files(info, where: str) -> None:
+    """The dataset's ``files`` as DistributeFilesDataset takes them, absolute, and (an inline list) enough of them."""
     files = info.dataset["files"]
     if isinstance(files, tuple):
         raise TypeError(f"{where}['files'] is a tuple; DistributeFilesDataset takes a list, a list file or a callable")
@@ -237,6 +243,23 @@ def _check_dataset_dict(
         check_absolute_leaves(files, name=f"{where}['files']")
         partition_epoch = info.partition_epoch if isinstance(info.partition_epoch, int) else 1
         core.pure.check_enough_files(len(files), num_shards=info.num_shards(), partition_epoch=partition_epoch)
+
+
+def _check_plan_engine(info, where: str) -> None:
+    """A dataset that reads its bins from a ``ShardPlanJob`` simulated under batching and sync refuses, at start-up,
+    a config that states others (:func:`~i6_shard.returnn_config.checks.plan_engine_problems`); the verify job runs
+    it under ``config_opts``, which must then state the training's."""
+    from i6_shard.returnn_config.checks import plan_engine_problems
+
+    job = getattr(info.dataset.get("plan"), "creator", None)
+    request = getattr(job, "plan_request", None)
+    problems = plan_engine_problems(info, request) if isinstance(request, core.pure.PlanRequest) else []
+    if problems:
+        raise ValueError(
+            f"{where} reads its bins from the plan of {job}, which its RETURNN processes would refuse under "
+            f"config_opts: " + "; ".join(problems) + ". Give config_opts the training's config (its batch_size, "
+            "max_seqs, max_seq_length, accum_grad_multiple_step and torch_distributed)"
+        )
 
 
 class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):

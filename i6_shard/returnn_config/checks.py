@@ -41,6 +41,7 @@ __all__ = [
     "check_dataset_dict",
     "check_returnn_config",
     "check_returnn_version",
+    "plan_engine_problems",
     "plan_prediction_gaps",
     "parse_returnn_version",
     "returnn_version_info",
@@ -343,6 +344,20 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     if info.sub_epoch_dataset is not None:
         problems += [f"{name}: {p}" for p in _sub_epoch_problems(info.sub_epoch_dataset)]
     return problems
+
+
+def plan_engine_problems(info: DistributeFilesDatasetInfo, request: Any) -> List[str]:
+    """Where the training of ``info`` batches or syncs otherwise than the engine the plan of ``request`` (a
+    ``ShardPlanJob``'s :class:`~i6_shard.core.pure.request.PlanRequest`) will record: the RETURNN-side dataset
+    compares that record with the training's config (``engine_differences``) and refuses to start on every rank,
+    so the graph refuses it first. A request without batching records none here (costs in steps record the limits
+    they were counted under, which only the archive knows: the dataset checks those at start-up); the ranks per
+    node of a ``"node"`` sync level are torchrun's, known only at start-up too."""
+    if request.batching is None:
+        return []
+    planned = {k: v for k, v in request.engine_record().items() if k != "ranks_per_node"}
+    torch_distributed = info.sync.torch_distributed if info.sync is not None else None
+    return engine_differences(planned, info.engine_batching.engine_values(torch_distributed))
 
 
 def plan_prediction_gaps(

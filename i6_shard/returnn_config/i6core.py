@@ -26,7 +26,7 @@ from ..core.pure import (
     plan_coverage_problem,
     short_repr,
 )
-from .checks import ConfigCheckWarning, check_returnn_config, plan_prediction_gaps
+from .checks import ConfigCheckWarning, check_returnn_config, plan_engine_problems, plan_prediction_gaps
 from .plan import find_dataset
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
 from .reader import DistributeFilesDatasetInfo, files_kind, find_distribute_files_datasets
@@ -259,8 +259,9 @@ def sharded_returnn_config(
 def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: int) -> None:
     """A DistributeFilesDataset that reads its bins from a ``ShardPlanJob``'s plan (``plan=job.out_plan``)
     must fit that job's settings: the same ``partition_epoch``, the training's ranks when sharded, and
-    the training's ``num_epochs`` plus the sub-epochs RETURNN loads ahead. Checked when the graph is
-    built, where the dataset would otherwise fail at start-up on every rank."""
+    the training's ``num_epochs`` plus the sub-epochs RETURNN loads ahead, its seeds, and the batching and sync the
+    plan simulates (:func:`~.checks.plan_engine_problems`). Checked when the graph is built, where the dataset would
+    otherwise fail at start-up on every rank."""
     for info in find_distribute_files_datasets(config, num_ranks=num_ranks):
         job = getattr(info.dataset.get("plan"), "creator", None)
         request = getattr(job, "plan_request", None)  # a ShardPlanJob's (duck-typed: the builders never import jobs)
@@ -288,6 +289,7 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
                 f"preloaded, the training num_epochs={num_epochs}: {problem}"
             )
         problems += _seed_problems(info, settings)
+        problems += plan_engine_problems(info, request)
         if problems:
             raise ValueError(
                 f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "

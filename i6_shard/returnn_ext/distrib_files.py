@@ -514,18 +514,9 @@ def _config_engine_values() -> Dict[str, Any]:
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
     ranks_per_node = int(local) if local.isdigit() and int(local) > 0 else None
     config = get_global_config(raise_exception=False)
-    if config is None:
-        return {"batch_size": None, "max_seqs": None, "max_seq_length": None, "accum_grad_multiple_step": None,
-                "torch_distributed": None, "ranks_per_node": ranks_per_node}  # fmt: skip
-    batching = EngineBatching.of(_ConfigView(config))
-    return {
-        "batch_size": batching.batch_size,
-        "max_seqs": batching.max_seqs,
-        "max_seq_length": batching.max_seq_length,
-        "accum_grad_multiple_step": batching.accum_grad_multiple_step,
-        "torch_distributed": config.typed_value("torch_distributed", None),
-        "ranks_per_node": ranks_per_node,
-    }
+    batching = EngineBatching() if config is None else EngineBatching.of(_ConfigView(config))
+    torch_distributed = None if config is None else config.typed_value("torch_distributed", None)
+    return {**batching.engine_values(torch_distributed), "ranks_per_node": ranks_per_node}
 
 
 def _config_num_epochs() -> int:

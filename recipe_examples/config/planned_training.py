@@ -1,6 +1,8 @@
 """Optional: from tiny HDF data to a real training on this machine's CPU, with the reviewed plan as
-what trains: file sizes -> shard plan -> verification -> a 2-rank torchrun training (gloo, device cpu)
-whose ranks read their files from the plan (``plan=``); the training job waits for the plan job. The training
+what trains: file costs -> shard plan -> verification -> a 2-rank torchrun training (gloo, device cpu)
+whose ranks read their files from the plan (``plan=``); the training job waits for the plan job. The training's
+settings are stated once: the plan takes batching and sync from the training's config
+(``ShardPlanJob.for_training``), and the dataset takes ranks, sub-epochs and the distribution from the plan job. The training
 report and the pictures of the plan and of the training are outputs too (they need matplotlib).
 
 Needs torch, i6_core (importable, e.g. recipe/i6_core) and a RETURNN root with rnn.py (a source checkout
@@ -13,7 +15,7 @@ import sys
 
 from sisyphus import gs, tk
 
-from i6_shard.jobs import ComputeFileSizesJob, ShardPlanJob, TrainReportJob, VerifyShardingJob
+from i6_shard.jobs import ComputeFileCostsJob, ShardPlanJob, TrainReportJob, VerifyShardingJob
 from i6_shard.returnn_config import sharded_files_dataset
 from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job
 from shard_example import TinyHdfDataJob
@@ -44,25 +46,8 @@ def train_step(*, model, extern_data, **_kwargs):
 
 def run(prefix: str = "planned_training"):
     data = TinyHdfDataJob(num_files=24, seed=1)
-    sizes = ComputeFileSizesJob(data.out_file_list)
-    plan = ShardPlanJob(
-        sizes.out_file_sizes,
-        num_shards=NUM_RANKS,
-        partition_epoch=PARTITION_EPOCH,
-        num_epochs=NUM_EPOCHS,
-        distribution="balanced",
-    )
-    train = sharded_files_dataset(
-        sizes.out_file_list,
-        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH,
-        num_shards=NUM_RANKS,
-        distribution="balanced",
-        plan=plan.out_plan,
-    )
-    verify = VerifyShardingJob(train, num_shards=NUM_RANKS, epochs=NUM_EPOCHS)
-
-    config = {
+    costs = ComputeFileCostsJob(data.out_file_list, unit="frames")  # batch_size counts frames: balance by them
+    config = {  # batching and sync are stated here only: the plan takes them from this config
         "backend": "torch",
         "behavior_version": 24,
         "batch_size": 2_000,
@@ -73,6 +58,20 @@ def run(prefix: str = "planned_training"):
         "extern_data": {"data": {"dim": FEATURE_DIM}},
         "torch_distributed": {"backend": "gloo"},
     }
+    plan = ShardPlanJob.for_training(
+        config,
+        file_sizes=costs.out_file_costs,
+        num_ranks=NUM_RANKS,
+        num_epochs=NUM_EPOCHS,
+        partition_epoch=PARTITION_EPOCH,
+        distribution="balanced",
+    )
+    # plan=: the dataset takes num_shards, partition_epoch and the distribution from the plan job.
+    train = sharded_files_dataset(
+        costs.out_file_list, plan=plan, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
+    )
+    # config_opts: the verify job runs the dataset under the training's batching and sync, which its plan checks.
+    verify = VerifyShardingJob(train, num_shards=NUM_RANKS, epochs=NUM_EPOCHS, config_opts=config)
     returnn_config = sharded_returnn_config(config, train, python_epilog=[get_model, train_step])
     job = training_job(
         returnn_config,

@@ -3,6 +3,7 @@ an input of the ReturnnTrainingJob, so Sisyphus runs the training only after the
 plan job that fails (too few files for the bins) leaves the training waiting; without ``plan`` nothing moves."""
 
 import os
+import re
 import sys
 
 import pytest
@@ -236,38 +237,20 @@ def _plan_and_train(work_dir, *, plan_opts, config, torch_distributed=None):
             {"reduce_type": "param", "param_sync_step": 10},
             [],
         ),
-        (
-            {"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 10},
-            {"max_seqs": 20, "accum_grad_multiple_step": 2},
-            {"reduce_type": "param", "param_sync_step": 10},
-            ["the training runs param sync every 10 steps (2 steps per update)", "accum_grad_multiple_step=2"],
-        ),
-        (
-            {"batch_size": 2000, "max_seqs": 20},
-            {"max_seqs": 20},
-            None,
-            ["under batch_size=2000, max_seqs=20, the training batches with batch_size=1000, max_seqs=20"],
-        ),
-        (
+        (  # batching the model does not know: the plan's figures leave it out, and say so
             {"batch_size": 1000, "max_seqs": 20},
-            {"max_seqs": 20},
-            {"reduce_type": "param", "param_sync_step": 100},
-            ["under grad sync, the training runs param sync every 100 steps"],
-        ),
-        (
-            {"batch_size": 1000, "max_seqs": 20},
-            {"max_seqs": 20, "max_seq_length": 500, "accum_grad_multiple_step": 2},
+            {"max_seqs": 20, "min_seq_length": 5, "chunking": "100:50"},
             None,
-            ["does not model max_seq_length=500 drops sequences, accum_grad_multiple_step=2"],
+            ["does not model min_seq_length=5 drops sequences, chunking='100:50' (chunks instead of sequences)"],
         ),
     ],
 )
 def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_is_built(
     work_dir, plan_opts, config, torch_distributed, expected
 ):
-    """The plan's predicted loss is made under its job's batch_size, max_seqs and sync mode: a training that
-    batches or syncs otherwise, or with batching the model does not know, gets a warning naming each, not an
-    error (no data is lost by it); a plan without a prediction, or one that matches, gets none."""
+    """The plan's predicted loss is made under its job's batch_size, max_seqs and sync mode: a training with
+    batching the model does not know gets a warning naming it, not an error (no data is lost by it, and the
+    dataset starts); a plan without a prediction, or one that matches, gets none."""
     import warnings
 
     from i6_shard.returnn_config import ConfigCheckWarning
@@ -286,6 +269,52 @@ def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_
         (message,) = messages
         assert all(part in message for part in expected), message
         assert "Give ShardPlanJob the training's batch_size" in message
+
+
+@pytest.mark.parametrize(
+    "plan_opts, config, torch_distributed, match",
+    [
+        (
+            {"batch_size": 2000, "max_seqs": 20},
+            {"max_seqs": 20},
+            None,
+            "the plan was simulated with batch_size=2000, the config has batch_size=1000",
+        ),
+        (
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20},
+            {"reduce_type": "param", "param_sync_step": 100},
+            "the plan was simulated with torch_distributed={}, the config has torch_distributed="
+            "{'reduce_type': 'param', 'param_sync_step': 100}",
+        ),
+        (
+            {"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 10},
+            {"max_seqs": 20, "accum_grad_multiple_step": 2},
+            {"reduce_type": "param", "param_sync_step": 10},
+            "the plan was simulated with accum_grad_multiple_step=1, the config has accum_grad_multiple_step=2",
+        ),
+        (
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20, "max_seq_length": 500},
+            None,
+            "the plan was simulated with max_seq_length=None, the config has max_seq_length=500",
+        ),
+        (  # batch_size_train comes first, as the torch engine reads it
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20, "batch_size_train": 3000},
+            None,
+            "the plan was simulated with batch_size=1000, the config has batch_size=3000",
+        ),
+    ],
+)
+def test_a_training_that_batches_or_syncs_otherwise_than_its_plan_is_refused_when_the_graph_is_built(
+    work_dir, plan_opts, config, torch_distributed, match
+):
+    """A plan simulated under batching and sync records them, and the RETURNN-side dataset refuses a training that
+    states others at start-up, on every rank (``engine_differences``): the graph refuses it first, with the same
+    words."""
+    with pytest.raises(ValueError, match=re.escape(match)):
+        _plan_and_train(work_dir, plan_opts=plan_opts, config={**CONFIG, **config}, torch_distributed=torch_distributed)
 
 
 @pytest.mark.parametrize(

@@ -445,6 +445,32 @@ def test_config_opts_decide_the_mode_and_are_checked(work_dir):
         VerifyShardingJob(tk.Path("/data/returnn.config"), num_shards=2, epochs=4, config_opts={"behavior_version": 24})
 
 
+def test_a_plan_job_simulated_under_batching_needs_the_trainings_config_opts(work_dir):
+    """A dataset that reads its bins from a ShardPlanJob simulated under batching and sync refuses, at start-up, a
+    config that states other ones: the verify job's RETURNN processes run it under config_opts, so the job refuses
+    config_opts without the training's settings when the graph is built, naming each."""
+    from i6_shard.jobs import ShardPlanJob
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    keys = [f"/data/f{i}.hdf" for i in range(8)]
+    sizes_path = str(work_dir / "sizes.npz")
+    core.save_file_sizes(core.FileSizes(keys, list(range(1, 9))), sizes_path)
+    config = {"batch_size": 1000, "max_seqs": 20, "torch_distributed": {"reduce_type": "param", "param_sync_step": 4}}
+    plan = ShardPlanJob.for_training(
+        config, file_sizes=tk.Path(sizes_path), num_ranks=2, num_epochs=4, partition_epoch=2
+    )
+    dataset = sharded_files_dataset(
+        keys, plan=plan, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
+    )
+    with pytest.raises(ValueError, match=re.escape("simulated with batch_size=1000, the config has batch_size=None")):
+        VerifyShardingJob(dataset, num_shards=2, epochs=4)
+    with pytest.raises(ValueError, match=re.escape("simulated with max_seqs=20, the config has max_seqs=5")):
+        VerifyShardingJob(dataset, num_shards=2, epochs=4, config_opts={**config, "max_seqs": 5})
+    with pytest.raises(ValueError, match="Give config_opts the training's config"):
+        VerifyShardingJob(dataset, num_shards=2, epochs=4, config_opts={"batch_size": 1000, "max_seqs": 20})
+    VerifyShardingJob(dataset, num_shards=2, epochs=4, config_opts=config)
+
+
 @pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     """The real RETURNN per rank: torch's dataset_distribution="shard" splits the files of a DFD with

@@ -108,7 +108,10 @@ def test_every_rank_reads_the_planned_files_in_a_real_training(tmp_path):
         )
     # The training report and the two pictures are registered outputs of the example.
     with open(os.path.join(out, "train_report.txt"), encoding="utf-8") as f:
-        assert f.read().count("files as planned") == 2 * 6
+        text = f.read()
+    assert text.count("files as planned") == 2 * 6
+    # The plan takes the training's batching from its config (stated once): every rank's logged steps are the plan's.
+    assert "planned steps      simulated exactly; 0 of 12 finished (sub-epoch, rank) differ" in text, text[:2000]
     for name in ("plan_plot.png", "train_plot.png"):
         with open(os.path.join(out, name), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n", name

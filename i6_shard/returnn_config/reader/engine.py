@@ -7,7 +7,7 @@ workers that read the train data (``create_data_loader_from_batches``, ``Returnn
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..torch_distributed import DATASET_DISTRIBUTIONS
 
@@ -48,6 +48,22 @@ class EngineBatching:
             online_shuffle_batches=config.get("online_shuffle_batches"),
             accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
         )
+
+    def engine_values(self, torch_distributed: Any) -> Dict[str, Any]:
+        """The settings a plan file records its simulated engine by (``core.pure.plan_sim.ENGINE_RECORD_OPTIONS``)
+        as this training states them, beside its ``torch_distributed``: what the RETURNN-side dataset compares a plan
+        with at start-up, and the graph checks before it.
+
+        >>> EngineBatching.of({"batch_size_train": 500, "batch_size": 9}).engine_values(None)["batch_size"]
+        500
+        """
+        return {
+            "batch_size": self.batch_size,
+            "max_seqs": self.max_seqs,
+            "max_seq_length": self.max_seq_length,
+            "accum_grad_multiple_step": self.accum_grad_multiple_step,
+            "torch_distributed": torch_distributed,
+        }
 
     def unmodelled(self) -> List[str]:
         """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
