@@ -346,18 +346,24 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     return problems
 
 
-def plan_engine_problems(info: DistributeFilesDatasetInfo, request: Any) -> List[str]:
+def plan_engine_problems(
+    info: DistributeFilesDatasetInfo, request: Any, *, ranks_per_node: Optional[int] = None
+) -> List[str]:
     """Where the training of ``info`` batches or syncs otherwise than the engine the plan of ``request`` (a
     ``ShardPlanJob``'s :class:`~i6_shard.core.pure.request.PlanRequest`) will record: the RETURNN-side dataset
     compares that record with the training's config (``engine_differences``) and refuses to start on every rank,
     so the graph refuses it first. A request without batching records none here (costs in steps record the limits
-    they were counted under, which only the archive knows: the dataset checks those at start-up); the ranks per
-    node of a ``"node"`` sync level are torchrun's, known only at start-up too."""
+    they were counted under, which only the archive knows: the dataset checks those at start-up). The ranks per node
+    of a ``"node"`` sync level are torchrun's ``--nproc-per-node``: compared where ``ranks_per_node`` gives them
+    (i6_core's torchrun starts ``num_gpus`` per node), else only at start-up."""
     if request.batching is None:
         return []
-    planned = {k: v for k, v in request.engine_record().items() if k != "ranks_per_node"}
+    planned = request.engine_record()
+    if ranks_per_node is None:
+        planned.pop("ranks_per_node", None)
     torch_distributed = info.sync.torch_distributed if info.sync is not None else None
-    return engine_differences(planned, info.engine_batching.engine_values(torch_distributed))
+    configured = {**info.engine_batching.engine_values(torch_distributed), "ranks_per_node": ranks_per_node}
+    return engine_differences(planned, configured)
 
 
 def plan_prediction_gaps(

@@ -289,7 +289,7 @@ def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: i
                 f"preloaded, the training num_epochs={num_epochs}: {problem}"
             )
         problems += _seed_problems(info, settings)
-        problems += plan_engine_problems(info, request)
+        problems += plan_engine_problems(info, request, ranks_per_node=num_ranks if num_ranks > 1 else None)
         if problems:
             raise ValueError(
                 f"{info.name} reads its bins from the plan of {job}, which does not fit the training: "

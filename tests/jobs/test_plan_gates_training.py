@@ -25,6 +25,7 @@ from i6_shard.returnn_config import sharded_files_dataset  # noqa: E402
 from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job  # noqa: E402
 
 CONFIG = {"backend": "torch", "behavior_version": 24, "batch_size": 1000}
+_LEVELS = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
 
 
 def _graph(tmp_path, *, partition_epoch: int, plan: bool = True, v2: bool = True):
@@ -237,6 +238,12 @@ def _plan_and_train(work_dir, *, plan_opts, config, torch_distributed=None):
             {"reduce_type": "param", "param_sync_step": 10},
             [],
         ),
+        (  # a node sync level simulated with i6_core's ranks per node (num_gpus): nothing to name
+            {"batch_size": 1000, "max_seqs": 20, "torch_distributed": _LEVELS, "ranks_per_node": 2},
+            {"max_seqs": 20},
+            _LEVELS,
+            [],
+        ),
         (  # batching the model does not know: the plan's figures leave it out, and say so
             {"batch_size": 1000, "max_seqs": 20},
             {"max_seqs": 20, "min_seq_length": 5, "chunking": "100:50"},
@@ -298,6 +305,12 @@ def test_a_plan_whose_prediction_assumes_another_engine_is_named_when_the_graph_
             {"max_seqs": 20, "max_seq_length": 500},
             None,
             "the plan was simulated with max_seq_length=None, the config has max_seq_length=500",
+        ),
+        (  # a node sync level's groups are torchrun's ranks per node: i6_core starts num_gpus (2) per node
+            {"batch_size": 1000, "max_seqs": 20, "torch_distributed": _LEVELS, "ranks_per_node": 1},
+            {"max_seqs": 20},
+            _LEVELS,
+            "the plan was simulated with ranks_per_node=1 (the groups of its 'node' sync level), the training runs 2",
         ),
         (  # batch_size_train comes first, as the torch engine reads it
             {"batch_size": 1000, "max_seqs": 20},

@@ -20,10 +20,10 @@ from .test_plan_dataset import _plan_bins  # noqa: E402
 _LEVELS = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
 
 
-def _plan(tmp_path, **engine):
+def _plan(tmp_path, distribution="equal_steps", **engine):
     costs_path = _corpus(str(tmp_path), seed=5, num_files=24)
     request = core.PlanRequest.from_options(
-        num_shards=4, partition_epoch=2, num_epochs=2, distribution="equal_steps", **engine
+        num_shards=4, partition_epoch=2, num_epochs=2, distribution=distribution, **engine
     )
     outputs = core.plan_archive(costs_path, request, compare=False)
     plan_path = str(tmp_path / "plan.npz")
@@ -61,3 +61,15 @@ def test_a_node_sync_level_is_cut_with_torchruns_ranks_per_node(tmp_path, monkey
         dataset = _dataset(files, partition_epoch=2, plan=plan_path)
         with pytest.raises(ValueError, match="simulated with ranks_per_node=2 .* the training runs 4 ranks per node"):
             dataset.init_seq_order(epoch=1)
+
+
+def test_a_plan_that_does_not_simulate_its_node_level_runs_with_any_ranks_per_node(tmp_path, monkeypatch):
+    """A plan made under a node-level sync without ranks_per_node does not simulate that sync (its report says so,
+    and predicts by the statistical model), so it records no ranks per node, and torchrun's are not refused."""
+    engine = {"batch_size": 100, "max_seqs": 3, "torch_distributed": _LEVELS}
+    files, plan_path, _ = _plan(tmp_path, distribution="balanced", **engine)
+    assert "ranks_per_node" not in core.io.read_plan_head(plan_path).engine_settings
+    planned = _plan_bins(plan_path, num_epochs=2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with as_rank(1, 4, extra_config=engine):
+        assert dfd_files_per_epoch(_dataset(files, partition_epoch=2, plan=plan_path), num_epochs=2) == planned[1]

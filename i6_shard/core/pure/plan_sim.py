@@ -203,13 +203,16 @@ def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
     """:func:`engine_record` of simulated engine settings (limits as single ints).
 
     A ``"node"`` sync level's groups are torchrun's ranks per host, so a plan simulated with one also records
-    ``ranks_per_node`` (other plans keep their bytes).
+    ``ranks_per_node`` (other plans keep their bytes). Without ``ranks_per_node`` such a level is not simulated (the
+    report says so and predicts by the statistical model), and the record names none: any ranks per node may run it.
 
     >>> engine_settings_record(EngineSettings(max_seqs=8))["torch_distributed"]
     {}
     >>> levels = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
     >>> engine_settings_record(EngineSettings(max_seqs=8, torch_distributed=levels, ranks_per_node=2))["ranks_per_node"]
     2
+    >>> "ranks_per_node" in engine_settings_record(EngineSettings(max_seqs=8, torch_distributed=levels))
+    False
     """
     record = {
         "batch_size": engine.batch_size,
@@ -218,7 +221,7 @@ def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
         "accum_grad_multiple_step": engine.accum_grad_multiple_step,
         "torch_distributed": dict(engine.torch_distributed or {}),
     }
-    if has_node_level(engine.torch_distributed):
+    if has_node_level(engine.torch_distributed) and engine.ranks_per_node is not None:
         record["ranks_per_node"] = engine.ranks_per_node
     return record
 
