@@ -154,6 +154,14 @@ def run_one(work: str, corpus: Dict[str, Any], *, distribution: str, sync: str, 
     return _figures(summary, planned, seconds=training.seconds)
 
 
+def plan_only(work: str, corpus: Dict[str, Any], *, distribution: str, sync: str, opts: Dict[str, Any]) -> Dict:
+    """The plan's simulated drop per sub-epoch, no training."""
+    opts = {**opts, "torch_distributed": torch_distributed_of(sync)[0]}
+    plan_path = make_plan(corpus, os.path.join(work, "plan"), distribution=distribution, opts=opts)
+    planned = read_planned_steps(plan_path, num_shards=opts["num_ranks"], max_epoch=opts["num_epochs"])
+    return {"planned": np.asarray(planned["dropped"], dtype=float), "exact": all(planned["exact"])}
+
+
 def _figures(summary: Dict[str, Any], planned: Dict[str, Any], *, seconds: float) -> Dict[str, Any]:
     """Measured and planned drop per sub-epoch, files and steps against the plan per (sub-epoch, rank)."""
     sub = summary["sub_epochs"]
@@ -198,8 +206,17 @@ def _parse() -> argparse.Namespace:
         "--syncs", default=",".join(SYNCS), help="sync modes: grad, param<P> (default grad,param4), comma-separated"
     )
     parser.add_argument("--distributions", default=",".join(DISTRIBUTIONS), help="the splits, comma-separated")
-    parser.add_argument("--corpora", type=int, default=1, help="corpora (seeds 200, 201, ...) per world size")
+    parser.add_argument("--corpora", type=int, default=1, help="corpora per world size (default 1)")
+    parser.add_argument(
+        "--first-corpus", type=int, default=0, help="the first corpus: corpus c has seed 200 + c (default 0)"
+    )
     parser.add_argument("--keep", default=None, help="keep the trainings in this directory")
+    parser.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="plan only, no training: the plans' simulated drop per corpus (the simulation is exact where the "
+        "trainings above matched it), e.g. with --corpora 20 to see how often a sub-epoch is left unequal",
+    )
     return parser.parse_args()
 
 
@@ -215,7 +232,7 @@ def main() -> None:
     rows: List[Tuple[str, Dict[str, Any]]] = []
     start = time.monotonic()
     for num_ranks in [int(x) for x in args.ranks.split(",")]:
-        for c in range(args.corpora):
+        for c in range(args.first_corpus, args.first_corpus + args.corpora):
             cdir = os.path.join(base, f"w{num_ranks}_corpus{c}")
             num_files = args.files_per_bin * num_ranks * pe
             corpus = make_corpus(cdir, seed=200 + c, num_files=num_files, num_bins=num_ranks * pe, num_big=args.big)
@@ -228,6 +245,9 @@ def main() -> None:
             for sync in args.syncs.split(","):
                 for distribution in args.distributions.split(","):
                     work = os.path.join(cdir, f"{distribution}_{sync}")
+                    if args.plan_only:
+                        rows.append((f"W={num_ranks} c{c} {sync} {distribution}", plan_only(work, corpus, distribution=distribution, sync=sync, opts=opts)))  # fmt: skip
+                        continue
                     row = run_one(work, corpus, distribution=distribution, sync=sync, opts=opts)
                     label = f"W={num_ranks} c{c} {sync} {distribution}"
                     rows.append((label, row))
@@ -237,6 +257,9 @@ def main() -> None:
 
 
 def _summary(rows: List[Tuple[str, Dict[str, Any]]], *, seconds: float) -> None:
+    if rows and "dropped" not in rows[0][1]:
+        _plan_summary(rows, seconds=seconds)
+        return
     print(f"\n== summary ({len(rows)} trainings, {seconds:.0f} s)")
     for label, row in rows:
         _print_row(label, row)
@@ -246,6 +269,23 @@ def _summary(rows: List[Tuple[str, Dict[str, Any]]], *, seconds: float) -> None:
         pooled[dist] = np.concatenate([pooled.get(dist, np.zeros(0)), row["dropped"]])
     for dist, d in pooled.items():
         print(f"  {dist}: {len(d)} sub-epochs, mean {100 * d.mean():.3f}%, lossless {100 * np.mean(d <= 0):.1f}%")
+
+
+def _plan_summary(rows: List[Tuple[str, Dict[str, Any]]], *, seconds: float) -> None:
+    """Per world size, sync and split: the plans' simulated drop over all corpora, and which sub-epochs of a full
+    epoch (by position) were left lossy."""
+    print(f"\n== plans only ({len(rows)} plans, {seconds:.0f} s): simulated drop per sub-epoch over the corpora")
+    groups: Dict[str, List[np.ndarray]] = {}
+    for label, row in rows:
+        w, _, sync, dist = label.split(" ")
+        groups.setdefault(f"{w} {sync} {dist}", []).append(row["planned"])
+    for key, drops in groups.items():
+        d = np.stack(drops)  # [corpora, sub-epochs]
+        lossy_at = [int(x) for x in np.nonzero(d > 0)[1]]
+        print(
+            f"  {key:<28} {d.size} sub-epochs: mean {100 * d.mean():.3f}%, worst {100 * d.max():.3f}%, lossless "
+            f"{100 * np.mean(d <= 0):.1f}%; lossy sub-epochs by index (0-based): {sorted(lossy_at)}"
+        )
 
 
 if __name__ == "__main__":
