@@ -74,9 +74,13 @@ def make_corpus(directory: str, *, seed: int, num_files: int, num_bins: int, num
     names = [f"part{i:03d}.hdf" for i in range(num_files)]
     seqs = seqs_per_file(seed, num_files=num_files, num_bins=num_bins, num_big=num_big)
     write_tiny_hdf_files(
-        os.path.join(directory, "data"), num_files=num_files, seed=seed, seqs_per_file=seqs.tolist(), frames=FRAMES,
+        os.path.join(directory, "data"),
+        num_files=num_files,
+        seed=seed,
+        seqs_per_file=seqs.tolist(),
+        frames=FRAMES,
         names=names,
-    )  # fmt: skip
+    )
     keys = [f"data/{n}" for n in names]
     here = os.getcwd()
     os.chdir(directory)  # the keys are relative to the corpus directory, as the trainings read them
@@ -174,7 +178,11 @@ def _figures(summary: Dict[str, Any], planned: Dict[str, Any], *, seconds: float
         "files_as_planned": all(r.get("files_match_plan") for r in records),
         "steps_as_planned": sum(a == b for a, b in steps),
         "records": len(steps),
-        "steps_mismatch": [(r["epoch"], r["rank"], r["steps"], r.get("planned_steps")) for r in records if r["steps"] != r.get("planned_steps")][:8],  # fmt: skip
+        "steps_mismatch": [
+            (r["epoch"], r["rank"], r["steps"], r.get("planned_steps"))
+            for r in records
+            if r["steps"] != r.get("planned_steps")
+        ][:8],
         "steps_per_rank": [r["steps"] for r in records],
         "exact": bool(planned.get("simulated")) and all(planned.get("exact") or [False]),
     }
@@ -246,7 +254,12 @@ def main() -> None:
                 for distribution in args.distributions.split(","):
                     work = os.path.join(cdir, f"{distribution}_{sync}")
                     if args.plan_only:
-                        rows.append((f"W={num_ranks} c{c} {sync} {distribution}", plan_only(work, corpus, distribution=distribution, sync=sync, opts=opts)))  # fmt: skip
+                        rows.append(
+                            (
+                                f"W={num_ranks} c{c} {sync} {distribution}",
+                                plan_only(work, corpus, distribution=distribution, sync=sync, opts=opts),
+                            )
+                        )
                         continue
                     row = run_one(work, corpus, distribution=distribution, sync=sync, opts=opts)
                     label = f"W={num_ranks} c{c} {sync} {distribution}"
