@@ -17,8 +17,8 @@ drop nothing), the plan's predicted drop, whether every rank read its planned fi
 
 Run from the repository root: ``python benchmarks/bench_equal_steps_training.py [--ranks 4,8] [--partition-epoch 2]
 [--full-epochs 2] [--files-per-bin 6] [--syncs grad,param4] [--distributions equal_steps,flexible_auto,returnn]
-[--corpora 1] [--keep DIR]`` (needs torch, returnn, dm-tree, h5py; about 1 (4 ranks) to 3 (8 ranks) minutes per
-training on 2 cores).
+[--first-corpus 0] [--corpora 1] [--keep DIR] [--plan-only]`` (needs torch, returnn, dm-tree, h5py; 30-60 s per
+training with 4 or 8 ranks on 2 shared cores, about a second per plan with ``--plan-only``).
 """
 
 from __future__ import annotations
