@@ -53,21 +53,36 @@ def _taken(counts: Sequence[int], engine: EngineSettings, period: int) -> List[i
     return [t + shift for t in taken]
 
 
+def _long_mask(x: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
+    """The sequences that can end a batch before it holds ``max_seqs``: ``length * max_seqs > batch_size`` (the
+    others never break a batch; computed without overflow for the "no limit" values).
+
+    >>> _long_mask(np.array([0, 3, 5, 9]), frames_limit=8, seqs_limit=2).tolist()
+    [False, False, True, True]
+    """
+    return (x > 0) & (frames_limit // np.maximum(x, 1) < seqs_limit)
+
+
 def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
-    """:func:`~.engine_sim.batch_bounds` of one data key where ``max_seqs`` is small, vectorized: a batch from s holds
-    the k-th next sequence while ``(k + 1) * max(lengths[s : s + k + 1]) <= batch_size`` (true up to some k, then
-    false), so each start's batch length is a count over ``max_seqs`` passes; the batches then follow from 0.
+    """:func:`~.engine_sim.batch_bounds` of one data key where ``max_seqs`` is small, vectorized. A batch from s stops
+    before its k-th next sequence at the first k (``1 <= k < max_seqs``) where ``(k + 1) * max(lengths[s : s + k + 1])
+    > batch_size``: where some t in ``s..s+k`` has ``lengths[t] * (k + 1) > batch_size``, i.e. ``k >= max(t - s,
+    batch_size // lengths[t])``. So a batch holds ``min(max_seqs, n - s, min over t of max(t - s, batch_size //
+    lengths[t]))`` sequences (at least 1), where only the long sequences (:func:`_long_mask`) can lower the
+    ``max_seqs``; the batches then follow from 0.
 
     >>> _batch_bounds_few_seqs(np.array([3, 3, 3, 9, 1]), frames_limit=8, seqs_limit=2).tolist()
     [0, 2, 3, 4, 5]
     """
     n = lengths.shape[0]
-    longest = lengths.copy()
-    size = np.ones(n, dtype=np.int64)
-    for k in range(1, min(seqs_limit, n)):
-        np.maximum(longest[: n - k], lengths[k:], out=longest[: n - k])
-        size[: n - k] += longest[: n - k] * (k + 1) <= frames_limit
-    ends = (np.arange(n, dtype=np.int64) + size).tolist()
+    size = np.minimum(seqs_limit, n - np.arange(n, dtype=np.int64))
+    longs = np.flatnonzero(_long_mask(lengths, frames_limit=frames_limit, seqs_limit=seqs_limit))
+    stop = frames_limit // lengths[longs]
+    for d in range(min(seqs_limit, n)):
+        first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
+        at = longs[first:] - d
+        size[at] = np.minimum(size[at], np.maximum(stop[first:], d))
+    ends = memoryview(np.arange(n, dtype=np.int64) + np.maximum(size, 1))
     bounds = [0]
     s = 0
     while s < n:
@@ -124,7 +139,7 @@ class _Rank:
         self.num_seqs = int(x.shape[0])
         self.frames = int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum())
         if self.num_seqs == 0:
-            self.count, self._xs, self.starts, self._tail = 0, [], [], None
+            self.count, self.starts, self._tail, self._longs = 0, [], None, None
             return
         if ctx.fast:
             order, self.inverse = ctx.order_by_count(self.num_seqs)
@@ -140,21 +155,26 @@ class _Rank:
         else:
             bounds = batch_bounds(xo, batch_size=ctx.engine.batch_size, max_seqs=ctx.engine.max_seqs)
         self.count = int(bounds.shape[0] - 1)
-        self.xo, self._bounds, self._tail, self._xs = xo, bounds, None, None
+        self.xo, self._bounds, self._tail, self._longs = xo, bounds, None, None
         if ctx.fast:
             self.starts = bounds[:-1].tolist()
 
     @property
-    def xs(self) -> List[int]:
-        """The lengths in training order as Python ints (made when first reordered)."""
-        if self._xs is None:
-            self._xs = self.xo.tolist()
-        return self._xs
+    def longs(self) -> Tuple[List[int], Dict[int, int]]:
+        """The slots (in training order, sorted) of the sequences that can end a batch early (:func:`_long_mask`),
+        and their lengths (made when first reordered)."""
+        if self._longs is None:
+            ctx = self.ctx
+            at = np.flatnonzero(_long_mask(self.xo, frames_limit=ctx.frames_limit, seqs_limit=ctx.seqs_limit))
+            self._longs = (at.tolist(), dict(zip(at.tolist(), self.xo[at].tolist())))
+        return self._longs
 
     @property
     def tail(self) -> np.ndarray:
         """Frames before each batch boundary, int64 shape [count + 1] (made when first asked)."""
         if self._tail is None:
+            if self._bounds is None:
+                self._bounds = np.asarray(self.starts + [self.num_seqs], dtype=np.int64)
             xo = self.xo if self.xo.ndim == 1 else self.xo[:, 0]
             self._tail = np.concatenate([[0], np.cumsum(xo)])[self._bounds]
         return self._tail
@@ -178,49 +198,89 @@ class _Rank:
         return dict(zip(slots[changed].tolist(), new[changed].tolist()))
 
     def rebatch(self, changes: Dict[int, int]) -> List[int]:
-        """The batch starts after ``changes`` (slot -> new length): the old batches where they read no changed slot,
-        :func:`~.engine_sim.batch_bounds`' rule from each batch that does, until the batches meet the old ones."""
-        xs, starts, n = self.xs, self.starts, self.num_seqs
+        """The batch starts after ``changes`` (slot -> new length): the old batches up to the first that may read a
+        changed long sequence (:func:`_long_mask`; a change among the others moves no batch boundary), then new ones
+        until a new batch starts where an old one did, from where the old batches hold again up to the next."""
         frames_limit, seqs_limit = self.ctx.frames_limit, self.ctx.seqs_limit
-        slots = sorted(changes)
+        _, lengths = self.longs
+        moved = sorted(c for c, v in changes.items() if v * seqs_limit > frames_limit or c in lengths)
+        if not moved:
+            return self.starts
+        added = [c for c in moved if changes[c] * seqs_limit > frames_limit]  # long after the change
+        starts, n = self.starts, self.num_seqs
         out: List[int] = []
-        s = 0
-        while s < n:
+        j0 = 0  # the old batches from starts[j0] hold up to the first that may read moved[r]
+        while True:
+            r = bisect.bisect_left(moved, starts[j0])
+            if r == len(moved):
+                out.extend(starts[j0:])
+                return out
+            j = bisect.bisect_left(starts, moved[r] - seqs_limit + 1, j0)
+            out.extend(starts[j0:j])
+            s = self._walk(starts[j], changes, added, out)
+            if s >= n:
+                return out
+            j0 = bisect.bisect_left(starts, s, j)
+
+    def _walk(self, s: int, changes: Dict[int, int], added: List[int], out: List[int]) -> int:
+        """Appends to ``out`` the new batch starts from s until a batch ends where an old batch starts (returned;
+        ``num_seqs`` at the end). Between long sequences batches hold ``max_seqs``: such a run is taken at once (the
+        old batches there, equally long, meet the new ones only where the first does)."""
+        starts, n, seqs_limit = self.starts, self.num_seqs, self.ctx.seqs_limit
+        slots, _ = self.longs
+        while True:
+            i, a = bisect.bisect_left(slots, s), bisect.bisect_left(added, s)
+            t = min(slots[i] if i < len(slots) else n, added[a] if a < len(added) else n)
+            if t - s >= seqs_limit:
+                k = (t - s) // seqs_limit
+                o = bisect.bisect_right(starts, s)
+                o = starts[o] if o < len(starts) else n
+                if o < s + k * seqs_limit and (o - s) % seqs_limit == 0:
+                    k = (o - s) // seqs_limit
+                out.extend(range(s, s + k * seqs_limit, seqs_limit))
+                s += k * seqs_limit
+            else:
+                out.append(s)
+                s = self._end(s, i, a, changes, added)
+            if s >= n:
+                return n
             j = bisect.bisect_left(starts, s)
             if j < len(starts) and starts[j] == s:
-                qi = bisect.bisect_left(slots, s)
-                if qi == len(slots):
-                    out.extend(starts[j:])
-                    break
-                # the first old batch that reads the next changed slot (a batch reads up to its end, inclusive)
-                j2 = max(j, bisect.bisect_left(starts, slots[qi]) - 1)
-                out.extend(starts[j:j2])
-                s = starts[j2]
-            out.append(s)
-            count = longest = 0
-            i = s
-            while i < n and count < seqs_limit:
-                v = changes.get(i)
-                if v is None:
-                    v = xs[i]
-                top = longest if longest > v else v
-                if count and top * (count + 1) > frames_limit:
-                    break
-                count += 1
-                longest = top
-                i += 1
-            s = i
-        return out
+                return s
+
+    def _end(self, s: int, i: int, a: int, changes: Dict[int, int], added: List[int]) -> int:
+        """Where the batch from s ends after ``changes`` (:func:`_batch_bounds_few_seqs`' rule on the long sequences:
+        ``slots[i:]`` and ``added[a:]``, the first at or after s)."""
+        frames_limit, n = self.ctx.frames_limit, self.num_seqs
+        slots, lengths = self.longs
+        k = min(self.ctx.seqs_limit, n - s)
+        while i < len(slots) and slots[i] - s < k:
+            v = changes.get(slots[i], lengths[slots[i]])
+            if v:
+                k = min(k, max(slots[i] - s, frames_limit // v))
+            i += 1
+        while a < len(added) and added[a] - s < k:
+            k = min(k, max(added[a] - s, frames_limit // changes[added[a]]))
+            a += 1
+        return s + max(k, 1)
 
     def apply_swap(self, i: int, j: int, changes: Dict[int, int], starts: List[int]) -> None:
         self.files[i], self.files[j] = self.files[j], self.files[i]
+        frames_limit, seqs_limit = self.ctx.frames_limit, self.ctx.seqs_limit
+        slots, lengths = self.longs
         for slot, v in changes.items():
-            self.xs[slot] = v
-        slots = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
-        self.xo[slots] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
+            if v * seqs_limit > frames_limit:
+                if slot not in lengths:
+                    bisect.insort(slots, slot)
+                lengths[slot] = v
+            elif slot in lengths:
+                del lengths[slot]
+                slots.pop(bisect.bisect_left(slots, slot))
+        at = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
+        self.xo[at] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
         self.starts = starts
         self.count = len(starts)
-        self._bounds, self._tail = np.asarray(starts + [self.num_seqs], dtype=np.int64), None
+        self._bounds, self._tail = None, None
 
 
 class _SubEpoch:
