@@ -96,6 +96,7 @@ class _Context:
 
     def __init__(self, file_lengths, engine: EngineSettings, full_epoch_0idx: int, offset: int):
         self.file_lengths = [np.asarray(x, dtype=np.int64) for x in file_lengths]
+        self.num_seqs = np.array([x.shape[0] for x in self.file_lengths], dtype=np.int64)
         self.engine, self.full_epoch_0idx, self.offset = engine, full_epoch_0idx, offset
         self.period = _period(engine)
         name = engine.seq_ordering.split(":")[0]
@@ -375,7 +376,6 @@ class _SubEpoch:
         center = (window[0] + window[1]) / 2
         per_batch = rank.num_seqs / max(rank.count, 1)
         need = (center - rank.count) * per_batch  # sequences r should gain
-        lengths = self.ctx.file_lengths
         partners = []  # (preference, partner: rank index or ("free", k), files)
         for q, other in enumerate(self.ranks):
             if q != r:
@@ -383,33 +383,35 @@ class _SubEpoch:
                 pref = 3 if d == 0 else (0 if (other.count > center) == (need > 0) else 2)
                 partners.append((pref, q, other.files))
         partners += [(1, -1 - k, files) for k, files in enumerate(free)]
-        a = np.array([lengths[f].shape[0] for f in rank.files], dtype=np.float64)
-        pool_size = np.concatenate([[lengths[f].shape[0] for f in files] for _, _, files in partners] + [[]])
-        pool_who = np.concatenate([[k] * len(files) for k, (_, _, files) in enumerate(partners)] + [[]]).astype(int)
-        pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners] + [[]]).astype(int)
-        can_give = np.array([len(files) > 1 for _, _, files in partners] + [False])[pool_who]
+        if not partners:
+            return partners, []
+        a = self.ctx.num_seqs[rank.files].astype(np.float64)
+        pool_files = np.concatenate([np.asarray(files, dtype=np.int64) for _, _, files in partners])
+        pool_size = self.ctx.num_seqs[pool_files].astype(np.float64)
+        pool_who = np.repeat(np.arange(len(partners)), [len(files) for _, _, files in partners])
+        pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners])
+        pref = np.array([p for p, _, _ in partners])
         order = np.argsort(pool_size, kind="stable")
         sorted_size = pool_size[order]
-        cands = []
-
-        def add(err: float, k: int, i: int, j: int) -> None:
-            cands.append((round(abs(err) / per_batch), partners[k][0], k, i, j))
-
+        parts = []  # (error in sequences, partner, file of r or -1, file of the partner or -1)
         if len(a) > 1:  # r gives file i to a partner (the nearest partner of each kind)
-            for i in np.argsort(np.abs(-a - need), kind="stable")[:trials].tolist():
-                for k in range(len(partners)):
-                    add(-a[i] - need, k, i, -1)
-        near = np.searchsorted(sorted_size, need)  # a partner gives one file to r
-        for t in range(max(0, near - trials), min(len(order), near + trials)):
-            x = int(order[t])
-            if can_give[x]:
-                add(pool_size[x] - need, int(pool_who[x]), -1, int(pool_idx[x]))
-        for i in range(len(a)):  # r gives i and takes j
-            near = np.searchsorted(sorted_size, a[i] + need)
-            for t in range(max(0, near - 2), min(len(order), near + 2)):
-                x = int(order[t])
-                add(pool_size[x] - a[i] - need, int(pool_who[x]), i, int(pool_idx[x]))
-        cands.sort()
+            give = np.argsort(np.abs(-a - need), kind="stable")[:trials]
+            i = np.repeat(give, len(partners))
+            parts.append((-a[i] - need, np.tile(np.arange(len(partners)), len(give)), i, np.full(i.size, -1)))
+        near = int(np.searchsorted(sorted_size, need))  # a partner gives one file to r
+        x = order[max(0, near - trials) : min(len(order), near + trials)]
+        x = x[np.asarray([len(files) > 1 for _, _, files in partners])[pool_who[x]]]
+        parts.append((pool_size[x] - need, pool_who[x], np.full(x.size, -1), pool_idx[x]))
+        near = np.searchsorted(sorted_size, a + need)[:, None] + np.arange(-2, 2)  # r gives i and takes j
+        i, t = np.nonzero((near >= 0) & (near < len(order)))
+        x = order[near[i, t]]
+        parts.append((pool_size[x] - a[i] - need, pool_who[x], i, pool_idx[x]))
+        err, k, i, j = (np.concatenate(column) for column in zip(*parts))
+        off = np.round(np.abs(err) / per_batch).astype(np.int64)
+        best = np.lexsort((j, i, k, pref[k], off))[:trials]
+        cands = list(
+            zip(off[best].tolist(), pref[k[best]].tolist(), k[best].tolist(), i[best].tolist(), j[best].tolist())
+        )
         return partners, cands
 
     def move(self, r: int, window: Tuple[int, int], trials: int, free: Sequence[List[int]]) -> bool:
@@ -420,7 +422,7 @@ class _SubEpoch:
         rank = self.ranks[r]
         partners, cands = self._move_candidates(r, window, trials, free)
         before = self.distance(rank.count, window)
-        for _, _, k, i, j in cands[:trials]:
+        for _, _, k, i, j in cands:
             _, q, files = partners[k]
             files_r, files_q = list(rank.files), list(files)
             if i >= 0 and j >= 0:
