@@ -54,13 +54,13 @@ def _taken(counts: Sequence[int], engine: EngineSettings, period: int) -> List[i
 
 
 def _long_mask(x: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
-    """The sequences that can end a batch before it holds ``max_seqs``: ``length * max_seqs > batch_size`` (the
-    others never break a batch; computed without overflow for the "no limit" values).
+    """The sequences that can end a batch before it holds ``max_seqs``: ``length * max_seqs > batch_size``, for ints
+    ``length > batch_size // max_seqs`` (no overflow at the "no limit" values); the others never break a batch.
 
     >>> _long_mask(np.array([0, 3, 5, 9]), frames_limit=8, seqs_limit=2).tolist()
     [False, False, True, True]
     """
-    return (x > 0) & (frames_limit // np.maximum(x, 1) < seqs_limit)
+    return x > frames_limit // seqs_limit
 
 
 def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
