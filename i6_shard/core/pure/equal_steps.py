@@ -53,14 +53,15 @@ def _taken(counts: Sequence[int], engine: EngineSettings, period: int) -> List[i
     return [t + shift for t in taken]
 
 
-def _long_mask(x: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
-    """The sequences that can end a batch before it holds ``max_seqs``: ``length * max_seqs > batch_size``, for ints
-    ``length > batch_size // max_seqs`` (no overflow at the "no limit" values); the others never break a batch.
+def _long_above(*, frames_limit: int, seqs_limit: int) -> int:
+    """The length above which a sequence can end a batch before it holds ``max_seqs`` (a long sequence):
+    ``length * max_seqs > batch_size``, for ints ``length > batch_size // max_seqs`` (no overflow at the "no limit"
+    values); the others never end a batch early.
 
-    >>> _long_mask(np.array([0, 3, 5, 9]), frames_limit=8, seqs_limit=2).tolist()
-    [False, False, True, True]
+    >>> _long_above(frames_limit=8, seqs_limit=2), _long_above(frames_limit=8, seqs_limit=3)
+    (4, 2)
     """
-    return x > frames_limit // seqs_limit
+    return frames_limit // seqs_limit
 
 
 def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
@@ -68,7 +69,7 @@ def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit
     before its k-th next sequence at the first k (``1 <= k < max_seqs``) where ``(k + 1) * max(lengths[s : s + k + 1])
     > batch_size``: where some t in ``s..s+k`` has ``lengths[t] * (k + 1) > batch_size``, i.e. ``k >= max(t - s,
     batch_size // lengths[t])``. So a batch holds ``min(max_seqs, n - s, min over t of max(t - s, batch_size //
-    lengths[t]))`` sequences (at least 1), where only the long sequences (:func:`_long_mask`) can lower the
+    lengths[t]))`` sequences (at least 1), where only the long sequences (:func:`_long_above`) can lower the
     ``max_seqs``; the batches then follow from 0.
 
     >>> _batch_bounds_few_seqs(np.array([3, 3, 3, 9, 1]), frames_limit=8, seqs_limit=2).tolist()
@@ -76,7 +77,7 @@ def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit
     """
     n = lengths.shape[0]
     size = np.minimum(seqs_limit, n - np.arange(n, dtype=np.int64))
-    longs = np.flatnonzero(_long_mask(lengths, frames_limit=frames_limit, seqs_limit=seqs_limit))
+    longs = np.flatnonzero(lengths > _long_above(frames_limit=frames_limit, seqs_limit=seqs_limit))
     stop = frames_limit // lengths[longs]
     for d in range(min(seqs_limit, n)):
         first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
@@ -105,6 +106,7 @@ class _Context:
         self.fast = name in _ORDER_BY_COUNT and one_key and no_filter
         self.frames_limit = _NO_LIMIT if engine.batch_size is None else int(engine.batch_size)
         self.seqs_limit = _NO_LIMIT if engine.max_seqs in (None, -1) else int(engine.max_seqs)
+        self.long_above = _long_above(frames_limit=self.frames_limit, seqs_limit=self.seqs_limit)
         self._orders: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
 
     def order(self, lengths: np.ndarray) -> np.ndarray:
@@ -162,11 +164,10 @@ class _Rank:
 
     @property
     def longs(self) -> Tuple[List[int], Dict[int, int]]:
-        """The slots (in training order, sorted) of the sequences that can end a batch early (:func:`_long_mask`),
+        """The slots (in training order, sorted) of the sequences that can end a batch early (:func:`_long_above`),
         and their lengths (made when first reordered)."""
         if self._longs is None:
-            ctx = self.ctx
-            at = np.flatnonzero(_long_mask(self.xo, frames_limit=ctx.frames_limit, seqs_limit=ctx.seqs_limit))
+            at = np.flatnonzero(self.xo > self.ctx.long_above)
             self._longs = (at.tolist(), dict(zip(at.tolist(), self.xo[at].tolist())))
         return self._longs
 
@@ -200,14 +201,14 @@ class _Rank:
 
     def rebatch(self, changes: Dict[int, int]) -> List[int]:
         """The batch starts after ``changes`` (slot -> new length): the old batches up to the first that may read a
-        changed long sequence (:func:`_long_mask`; a change among the others moves no batch boundary), then new ones
+        changed long sequence (:func:`_long_above`; a change among the others moves no batch boundary), then new ones
         until a new batch starts where an old one did, from where the old batches hold again up to the next."""
-        frames_limit, seqs_limit = self.ctx.frames_limit, self.ctx.seqs_limit
+        long_above, seqs_limit = self.ctx.long_above, self.ctx.seqs_limit
         _, lengths = self.longs
-        moved = sorted(c for c, v in changes.items() if v * seqs_limit > frames_limit or c in lengths)
+        moved = sorted(c for c, v in changes.items() if v > long_above or c in lengths)
         if not moved:
             return self.starts
-        added = [c for c in moved if changes[c] * seqs_limit > frames_limit]  # long after the change
+        added = [c for c in moved if changes[c] > long_above]  # long after the change
         starts, n = self.starts, self.num_seqs
         out: List[int] = []
         j0 = 0  # the old batches from starts[j0] hold up to the first that may read moved[r]
@@ -267,10 +268,9 @@ class _Rank:
 
     def apply_swap(self, i: int, j: int, changes: Dict[int, int], starts: List[int]) -> None:
         self.files[i], self.files[j] = self.files[j], self.files[i]
-        frames_limit, seqs_limit = self.ctx.frames_limit, self.ctx.seqs_limit
         slots, lengths = self.longs
         for slot, v in changes.items():
-            if v * seqs_limit > frames_limit:
+            if v > self.ctx.long_above:
                 if slot not in lengths:
                     bisect.insort(slots, slot)
                 lengths[slot] = v
