@@ -8,7 +8,7 @@ bins): the mean dropped share of frames per sub-epoch, the worst, and the share 
 it times one full epoch at 100k files, W=8, P=20 (CPU seconds, peak RSS).
 
 Run from the repository root: ``python benchmarks/bench_equal_steps.py [--files 400] [--seeds 1,2]
-[--timing-files 100000]``.
+[--timing-files 100000] [--timing-only]``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 BATCH_SIZE, MAX_SEQS, PARTITION_EPOCH, NUM_FULL_EPOCHS = 2000, 20, 4, 2
+#: The time goal of one full epoch at 100k files, W=8, P=20 (CPU seconds on one core).
+GOAL_SECONDS = 10.0
 
 
 def corpus(num_files: int, seed: int, *, skewed: bool):
@@ -144,7 +146,8 @@ def timing(num_files: int, *, num_shards: int = 8, partition_epoch: int = 20) ->
     print(
         f"time per full epoch: {seconds:.1f} CPU s at {num_files} files ({sum(x.size for x in lengths)} sequences), "
         f"W={num_shards}, P={partition_epoch}, grad sync; peak RSS {rss:.0f} MB ({rss_before:.0f} MB before the "
-        f"search); {lossless} of {partition_epoch} sub-epochs lossless",
+        f"search); {lossless} of {partition_epoch} sub-epochs lossless; goal {GOAL_SECONDS:.0f} s: "
+        f"{seconds / GOAL_SECONDS:.2f} of it",
         flush=True,
     )
 
@@ -158,9 +161,12 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=400)
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--timing-files", type=int, default=100_000, help="0: skip the timing")
+    parser.add_argument("--timing-only", action="store_true", help="only the timing (its first line), no table")
     args = parser.parse_args()
     if args.timing_files:
         timing(args.timing_files)
+    if args.timing_only:
+        return
     print(
         "| corpus | W | sync | sub-epochs | returnn | balanced | flexible_auto | equal_steps | s per full epoch |\n"
         "|---|---|---|---|---|---|---|---|---|"

@@ -53,21 +53,37 @@ def _taken(counts: Sequence[int], engine: EngineSettings, period: int) -> List[i
     return [t + shift for t in taken]
 
 
+def _long_above(*, frames_limit: int, seqs_limit: int) -> int:
+    """The length above which a sequence can end a batch before it holds ``max_seqs`` (a long sequence):
+    ``length * max_seqs > batch_size``, for ints ``length > batch_size // max_seqs`` (no overflow at the "no limit"
+    values); the others never end a batch early.
+
+    >>> _long_above(frames_limit=8, seqs_limit=2), _long_above(frames_limit=8, seqs_limit=3)
+    (4, 2)
+    """
+    return frames_limit // seqs_limit
+
+
 def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int) -> np.ndarray:
-    """:func:`~.engine_sim.batch_bounds` of one data key where ``max_seqs`` is small, vectorized: a batch from s holds
-    the k-th next sequence while ``(k + 1) * max(lengths[s : s + k + 1]) <= batch_size`` (true up to some k, then
-    false), so each start's batch length is a count over ``max_seqs`` passes; the batches then follow from 0.
+    """:func:`~.engine_sim.batch_bounds` of one data key where ``max_seqs`` is small, vectorized. A batch from s stops
+    before its k-th next sequence at the first k (``1 <= k < max_seqs``) where ``(k + 1) * max(lengths[s : s + k + 1])
+    > batch_size``: where some t in ``s..s+k`` has ``lengths[t] * (k + 1) > batch_size``, i.e. ``k >= max(t - s,
+    batch_size // lengths[t])``. So a batch holds ``min(max_seqs, n - s, min over t of max(t - s, batch_size //
+    lengths[t]))`` sequences (at least 1), where only the long sequences (:func:`_long_above`) can lower the
+    ``max_seqs``; the batches then follow from 0.
 
     >>> _batch_bounds_few_seqs(np.array([3, 3, 3, 9, 1]), frames_limit=8, seqs_limit=2).tolist()
     [0, 2, 3, 4, 5]
     """
     n = lengths.shape[0]
-    longest = lengths.copy()
-    size = np.ones(n, dtype=np.int64)
-    for k in range(1, min(seqs_limit, n)):
-        np.maximum(longest[: n - k], lengths[k:], out=longest[: n - k])
-        size[: n - k] += longest[: n - k] * (k + 1) <= frames_limit
-    ends = (np.arange(n, dtype=np.int64) + size).tolist()
+    size = np.minimum(seqs_limit, n - np.arange(n, dtype=np.int64))
+    longs = np.flatnonzero(lengths > _long_above(frames_limit=frames_limit, seqs_limit=seqs_limit))
+    stop = frames_limit // lengths[longs]
+    for d in range(min(seqs_limit, n)):
+        first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
+        at = longs[first:] - d
+        size[at] = np.minimum(size[at], np.maximum(stop[first:], d))
+    ends = memoryview(np.arange(n, dtype=np.int64) + np.maximum(size, 1))
     bounds = [0]
     s = 0
     while s < n:
@@ -81,6 +97,7 @@ class _Context:
 
     def __init__(self, file_lengths, engine: EngineSettings, full_epoch_0idx: int, offset: int):
         self.file_lengths = [np.asarray(x, dtype=np.int64) for x in file_lengths]
+        self.num_seqs = np.array([x.shape[0] for x in self.file_lengths], dtype=np.int64)
         self.engine, self.full_epoch_0idx, self.offset = engine, full_epoch_0idx, offset
         self.period = _period(engine)
         name = engine.seq_ordering.split(":")[0]
@@ -89,6 +106,7 @@ class _Context:
         self.fast = name in _ORDER_BY_COUNT and one_key and no_filter
         self.frames_limit = _NO_LIMIT if engine.batch_size is None else int(engine.batch_size)
         self.seqs_limit = _NO_LIMIT if engine.max_seqs in (None, -1) else int(engine.max_seqs)
+        self.long_above = _long_above(frames_limit=self.frames_limit, seqs_limit=self.seqs_limit)
         self._orders: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
 
     def order(self, lengths: np.ndarray) -> np.ndarray:
@@ -124,7 +142,7 @@ class _Rank:
         self.num_seqs = int(x.shape[0])
         self.frames = int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum())
         if self.num_seqs == 0:
-            self.count, self._xs, self.starts, self._tail = 0, [], [], None
+            self.count, self.starts, self._tail, self._longs = 0, [], None, None
             return
         if ctx.fast:
             order, self.inverse = ctx.order_by_count(self.num_seqs)
@@ -140,21 +158,25 @@ class _Rank:
         else:
             bounds = batch_bounds(xo, batch_size=ctx.engine.batch_size, max_seqs=ctx.engine.max_seqs)
         self.count = int(bounds.shape[0] - 1)
-        self.xo, self._bounds, self._tail, self._xs = xo, bounds, None, None
+        self.xo, self._bounds, self._tail, self._longs = xo, bounds, None, None
         if ctx.fast:
             self.starts = bounds[:-1].tolist()
 
     @property
-    def xs(self) -> List[int]:
-        """The lengths in training order as Python ints (made when first reordered)."""
-        if self._xs is None:
-            self._xs = self.xo.tolist()
-        return self._xs
+    def longs(self) -> Tuple[List[int], Dict[int, int]]:
+        """The slots (in training order, sorted) of the sequences that can end a batch early (:func:`_long_above`),
+        and their lengths (made when first reordered)."""
+        if self._longs is None:
+            at = np.flatnonzero(self.xo > self.ctx.long_above)
+            self._longs = (at.tolist(), dict(zip(at.tolist(), self.xo[at].tolist())))
+        return self._longs
 
     @property
     def tail(self) -> np.ndarray:
         """Frames before each batch boundary, int64 shape [count + 1] (made when first asked)."""
         if self._tail is None:
+            if self._bounds is None:
+                self._bounds = np.asarray(self.starts + [self.num_seqs], dtype=np.int64)
             xo = self.xo if self.xo.ndim == 1 else self.xo[:, 0]
             self._tail = np.concatenate([[0], np.cumsum(xo)])[self._bounds]
         return self._tail
@@ -178,49 +200,88 @@ class _Rank:
         return dict(zip(slots[changed].tolist(), new[changed].tolist()))
 
     def rebatch(self, changes: Dict[int, int]) -> List[int]:
-        """The batch starts after ``changes`` (slot -> new length): the old batches where they read no changed slot,
-        :func:`~.engine_sim.batch_bounds`' rule from each batch that does, until the batches meet the old ones."""
-        xs, starts, n = self.xs, self.starts, self.num_seqs
-        frames_limit, seqs_limit = self.ctx.frames_limit, self.ctx.seqs_limit
-        slots = sorted(changes)
+        """The batch starts after ``changes`` (slot -> new length): the old batches up to the first that may read a
+        changed long sequence (:func:`_long_above`; a change among the others moves no batch boundary), then new ones
+        until a new batch starts where an old one did, from where the old batches hold again up to the next."""
+        long_above, seqs_limit = self.ctx.long_above, self.ctx.seqs_limit
+        _, lengths = self.longs
+        moved = sorted(c for c, v in changes.items() if v > long_above or c in lengths)
+        if not moved:
+            return self.starts
+        added = [c for c in moved if changes[c] > long_above]  # long after the change
+        starts, n = self.starts, self.num_seqs
         out: List[int] = []
-        s = 0
-        while s < n:
+        j0 = 0  # the old batches from starts[j0] hold up to the first that may read moved[r]
+        while True:
+            r = bisect.bisect_left(moved, starts[j0])
+            if r == len(moved):
+                out.extend(starts[j0:])
+                return out
+            j = bisect.bisect_left(starts, moved[r] - seqs_limit + 1, j0)
+            out.extend(starts[j0:j])
+            s = self._walk(starts[j], changes, added, out)
+            if s >= n:
+                return out
+            j0 = bisect.bisect_left(starts, s, j)
+
+    def _walk(self, s: int, changes: Dict[int, int], added: List[int], out: List[int]) -> int:
+        """Appends to ``out`` the new batch starts from s until a batch ends where an old batch starts (returned;
+        ``num_seqs`` at the end). Between long sequences batches hold ``max_seqs``: such a run is taken at once (the
+        old batches there, equally long, meet the new ones only where the first does)."""
+        starts, n, seqs_limit = self.starts, self.num_seqs, self.ctx.seqs_limit
+        slots, _ = self.longs
+        while True:
+            i, a = bisect.bisect_left(slots, s), bisect.bisect_left(added, s)
+            t = min(slots[i] if i < len(slots) else n, added[a] if a < len(added) else n)
+            if t - s >= seqs_limit:
+                k = (t - s) // seqs_limit
+                o = bisect.bisect_right(starts, s)
+                o = starts[o] if o < len(starts) else n
+                if o < s + k * seqs_limit and (o - s) % seqs_limit == 0:
+                    k = (o - s) // seqs_limit
+                out.extend(range(s, s + k * seqs_limit, seqs_limit))
+                s += k * seqs_limit
+            else:
+                out.append(s)
+                s = self._end(s, i, a, changes, added)
+            if s >= n:
+                return n
             j = bisect.bisect_left(starts, s)
             if j < len(starts) and starts[j] == s:
-                qi = bisect.bisect_left(slots, s)
-                if qi == len(slots):
-                    out.extend(starts[j:])
-                    break
-                # the first old batch that reads the next changed slot (a batch reads up to its end, inclusive)
-                j2 = max(j, bisect.bisect_left(starts, slots[qi]) - 1)
-                out.extend(starts[j:j2])
-                s = starts[j2]
-            out.append(s)
-            count = longest = 0
-            i = s
-            while i < n and count < seqs_limit:
-                v = changes.get(i)
-                if v is None:
-                    v = xs[i]
-                top = longest if longest > v else v
-                if count and top * (count + 1) > frames_limit:
-                    break
-                count += 1
-                longest = top
-                i += 1
-            s = i
-        return out
+                return s
+
+    def _end(self, s: int, i: int, a: int, changes: Dict[int, int], added: List[int]) -> int:
+        """Where the batch from s ends after ``changes`` (:func:`_batch_bounds_few_seqs`' rule on the long sequences:
+        ``slots[i:]`` and ``added[a:]``, the first at or after s)."""
+        frames_limit, n = self.ctx.frames_limit, self.num_seqs
+        slots, lengths = self.longs
+        k = min(self.ctx.seqs_limit, n - s)
+        while i < len(slots) and slots[i] - s < k:
+            v = changes.get(slots[i], lengths[slots[i]])
+            if v:
+                k = min(k, max(slots[i] - s, frames_limit // v))
+            i += 1
+        while a < len(added) and added[a] - s < k:
+            k = min(k, max(added[a] - s, frames_limit // changes[added[a]]))
+            a += 1
+        return s + max(k, 1)
 
     def apply_swap(self, i: int, j: int, changes: Dict[int, int], starts: List[int]) -> None:
         self.files[i], self.files[j] = self.files[j], self.files[i]
+        slots, lengths = self.longs
         for slot, v in changes.items():
-            self.xs[slot] = v
-        slots = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
-        self.xo[slots] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
+            if v > self.ctx.long_above:
+                if slot not in lengths:
+                    bisect.insort(slots, slot)
+                lengths[slot] = v
+            elif slot in lengths:
+                del lengths[slot]
+                slots.pop(bisect.bisect_left(slots, slot))
+        at = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
+        self.xo[at] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
         self.starts = starts
         self.count = len(starts)
-        self._bounds, self._tail = np.asarray(starts + [self.num_seqs], dtype=np.int64), None
+        self._bounds, self._tail = None, None
 
 
 class _SubEpoch:
@@ -315,7 +376,6 @@ class _SubEpoch:
         center = (window[0] + window[1]) / 2
         per_batch = rank.num_seqs / max(rank.count, 1)
         need = (center - rank.count) * per_batch  # sequences r should gain
-        lengths = self.ctx.file_lengths
         partners = []  # (preference, partner: rank index or ("free", k), files)
         for q, other in enumerate(self.ranks):
             if q != r:
@@ -323,33 +383,35 @@ class _SubEpoch:
                 pref = 3 if d == 0 else (0 if (other.count > center) == (need > 0) else 2)
                 partners.append((pref, q, other.files))
         partners += [(1, -1 - k, files) for k, files in enumerate(free)]
-        a = np.array([lengths[f].shape[0] for f in rank.files], dtype=np.float64)
-        pool_size = np.concatenate([[lengths[f].shape[0] for f in files] for _, _, files in partners] + [[]])
-        pool_who = np.concatenate([[k] * len(files) for k, (_, _, files) in enumerate(partners)] + [[]]).astype(int)
-        pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners] + [[]]).astype(int)
-        can_give = np.array([len(files) > 1 for _, _, files in partners] + [False])[pool_who]
+        if not partners:
+            return partners, []
+        a = self.ctx.num_seqs[rank.files].astype(np.float64)
+        pool_files = np.concatenate([np.asarray(files, dtype=np.int64) for _, _, files in partners])
+        pool_size = self.ctx.num_seqs[pool_files].astype(np.float64)
+        pool_who = np.repeat(np.arange(len(partners)), [len(files) for _, _, files in partners])
+        pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners])
+        pref = np.array([p for p, _, _ in partners])
         order = np.argsort(pool_size, kind="stable")
         sorted_size = pool_size[order]
-        cands = []
-
-        def add(err: float, k: int, i: int, j: int) -> None:
-            cands.append((round(abs(err) / per_batch), partners[k][0], k, i, j))
-
+        parts = []  # (error in sequences, partner, file of r or -1, file of the partner or -1)
         if len(a) > 1:  # r gives file i to a partner (the nearest partner of each kind)
-            for i in np.argsort(np.abs(-a - need), kind="stable")[:trials].tolist():
-                for k in range(len(partners)):
-                    add(-a[i] - need, k, i, -1)
-        near = np.searchsorted(sorted_size, need)  # a partner gives one file to r
-        for t in range(max(0, near - trials), min(len(order), near + trials)):
-            x = int(order[t])
-            if can_give[x]:
-                add(pool_size[x] - need, int(pool_who[x]), -1, int(pool_idx[x]))
-        for i in range(len(a)):  # r gives i and takes j
-            near = np.searchsorted(sorted_size, a[i] + need)
-            for t in range(max(0, near - 2), min(len(order), near + 2)):
-                x = int(order[t])
-                add(pool_size[x] - a[i] - need, int(pool_who[x]), i, int(pool_idx[x]))
-        cands.sort()
+            give = np.argsort(np.abs(-a - need), kind="stable")[:trials]
+            i = np.repeat(give, len(partners))
+            parts.append((-a[i] - need, np.tile(np.arange(len(partners)), len(give)), i, np.full(i.size, -1)))
+        near = int(np.searchsorted(sorted_size, need))  # a partner gives one file to r
+        x = order[max(0, near - trials) : min(len(order), near + trials)]
+        x = x[np.asarray([len(files) > 1 for _, _, files in partners])[pool_who[x]]]
+        parts.append((pool_size[x] - need, pool_who[x], np.full(x.size, -1), pool_idx[x]))
+        near = np.searchsorted(sorted_size, a + need)[:, None] + np.arange(-2, 2)  # r gives i and takes j
+        i, t = np.nonzero((near >= 0) & (near < len(order)))
+        x = order[near[i, t]]
+        parts.append((pool_size[x] - a[i] - need, pool_who[x], i, pool_idx[x]))
+        err, k, i, j = (np.concatenate(column) for column in zip(*parts))
+        off = np.round(np.abs(err) / per_batch).astype(np.int64)
+        best = np.lexsort((j, i, k, pref[k], off))[:trials]
+        cands = list(
+            zip(off[best].tolist(), pref[k[best]].tolist(), k[best].tolist(), i[best].tolist(), j[best].tolist())
+        )
         return partners, cands
 
     def move(self, r: int, window: Tuple[int, int], trials: int, free: Sequence[List[int]]) -> bool:
@@ -360,7 +422,7 @@ class _SubEpoch:
         rank = self.ranks[r]
         partners, cands = self._move_candidates(r, window, trials, free)
         before = self.distance(rank.count, window)
-        for _, _, k, i, j in cands[:trials]:
+        for _, _, k, i, j in cands:
             _, q, files = partners[k]
             files_r, files_q = list(rank.files), list(files)
             if i >= 0 and j >= 0:

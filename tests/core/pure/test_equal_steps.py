@@ -126,28 +126,32 @@ def test_shortened_steps_taken_equal_the_simulation(counts, sync, accum):
 
 @settings(max_examples=examples(60), deadline=None)
 @given(
-    sizes=st.lists(st.integers(1, 25), min_size=2, max_size=8),
+    sizes=st.lists(st.integers(1, 60), min_size=2, max_size=8),
     seed=st.integers(0, 1000),
     batch_size=st.sampled_from([None, 40, 150, 600]),
     max_seqs=st.sampled_from([None, 1, 3, 8]),
-    swaps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=4),
+    long_share=st.sampled_from([1.0, 0.1]),
+    swaps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.booleans()), min_size=1, max_size=4),
 )
-def test_reordered_files_rebatch_as_a_new_simulation(sizes, seed, batch_size, max_seqs, swaps):
+def test_reordered_files_rebatch_as_a_new_simulation(sizes, seed, batch_size, max_seqs, long_share, swaps):
     """A rank's batches are :func:`batch_bounds`' (also where they are computed vectorized), and the incremental
-    re-batching after two files swap places gives the batches of simulating the rank anew."""
+    re-batching after two files swap places gives the batches of simulating the rank anew; also where few sequences
+    are long enough to end a batch early (long runs of full batches) and after re-batchings not taken."""
     if batch_size is None and max_seqs is None:
         max_seqs = 2
     rng = np.random.RandomState(seed)
-    lengths = [rng.randint(1, 80, size=n) for n in sizes]
+    lengths = [np.where(rng.rand(n) < long_share, rng.randint(1, 80, size=n), rng.randint(1, 6, size=n)) for n in sizes]
     ctx = _Context(lengths, EngineSettings(batch_size=batch_size, max_seqs=max_seqs), 2, 7)
     rank = _Rank(ctx, list(range(len(sizes))))
     expected = batch_bounds(rank.xo, batch_size=batch_size, max_seqs=max_seqs)[:-1].tolist()
     assert rank.starts == expected and rank.count == len(expected)  # the fast batching is RETURNN's
-    for i, j in swaps:
+    for i, j, taken in swaps:
         i, j = sorted((i % len(sizes), j % len(sizes)))
         if i == j:
             continue
         changes = rank._swap_changes(i, j)
-        rank.apply_swap(i, j, changes, rank.rebatch(changes))
+        starts = rank.rebatch(changes)
+        if taken:
+            rank.apply_swap(i, j, changes, starts)
         fresh = _Rank(ctx, rank.files)
         assert (rank.count, rank.starts, rank.tail.tolist()) == (fresh.count, fresh.starts, fresh.tail.tolist())
