@@ -200,6 +200,10 @@ class RankLog:
     :ivar cwd: the training's working directory (from RETURNN's start-up line), to resolve relative files
     :ivar num_starts: how often RETURNN started in this log (more than 1 after a restart)
     :ivar notes: what of the log was not read (the files of lines longer than ``MAX_FILES_LINE_CHARS``)
+    :ivar file_lines: dataset name -> its epoch -> the distinct file lists of its instances, for the datasets other
+        than the one the files were taken of (whose name is kept, without its lines: they are ``files``)
+    :ivar file_windows: dataset name -> its epoch -> the sub-epoch of the training it was logged in (not for the
+        dataset the files were taken of)
     """
 
     rank: int
@@ -322,9 +326,11 @@ class _RankParser:
         self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
         self.names: Dict[str, str] = {}  # one copy of each file name of this log
         self.files_not_read: List[str] = []  # where the files of a line were too long to read
-        #: dataset name -> epoch it logs -> (the run that logged it, the distinct file lists of its instances)
-        self.file_lines: Dict[str, Dict[int, Tuple[int, List[List[FileTree]]]]] = {}
-        #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then
+        #: dataset name -> epoch it logs -> [the run that logged it, then the distinct file lists of its instances]
+        #: (one list per record, no tuple beside it)
+        self.file_lines: Dict[str, Dict[int, List[Any]]] = {}
+        #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then (not for
+        #: ``dataset_name``: only a wrapped dataset's epochs are mapped to sub-epochs, :func:`resolve_dataset_files`)
         self.file_windows: Dict[str, Dict[int, int]] = {}
         self.last_trained = 0
         self.rows = _Rows()
@@ -441,14 +447,14 @@ class _RankParser:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
         by_epoch = self.file_lines.setdefault(m["name"], {})
-        run, lists = by_epoch.get(epoch, (-1, []))
-        if run != self.num_starts:  # a restart logs the epoch again: its last run counts
-            run, lists = self.num_starts, []
-            window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
-            self.file_windows.setdefault(m["name"], {})[epoch] = window
-        if files not in lists:
+        lists = by_epoch.get(epoch)
+        if lists is None or lists[0] != self.num_starts:  # a restart logs the epoch again: its last run counts
+            lists = by_epoch[epoch] = [self.num_starts]
+            if m["name"] != self.dataset_name:
+                window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
+                self.file_windows.setdefault(m["name"], {})[epoch] = window
+        if files not in lists:  # (its run, an int, equals no list)
             lists.append(files)
-        by_epoch[epoch] = (run, lists)
 
     def _step(self, m: "re.Match[str]", where: str) -> None:
         """One step line of the row being read (its steps are the last of the step arrays): its sequences, frames
@@ -499,6 +505,10 @@ class _RankParser:
     def result(self) -> RankLog:
         self._close()
         table, self.rows = self.rows.table(), _Rows()  # (the rows let go)
+        file_lines, self.file_lines = self.file_lines, {}  # (held once: by the log, not by the parser too)
+        for d in file_lines.values():
+            for lists in d.values():
+                del lists[0]  # the run (in place: no copy per record)
         log = RankLog(
             rank=self.rank,
             source=self.source,
@@ -507,11 +517,13 @@ class _RankParser:
             cwd=self.cwd,
             num_starts=self.num_starts,
             notes=_files_not_read_notes(self.files_not_read),
-            file_lines={name: {e: lists for e, (_, lists) in sorted(d.items())} for name, d in self.file_lines.items()},
+            file_lines={name: dict(sorted(d.items())) for name, d in file_lines.items()},
             file_windows=self.file_windows,
         )
+        del file_lines
         if self.dataset_name in log.file_lines:
             assign_files(log, self.dataset_name)
+            log.file_lines[self.dataset_name] = {}  # (its lines are now the sub-epochs' files: not held twice)
         return log
 
 
@@ -797,10 +809,23 @@ def assign_files(log: RankLog, name: str, *, multi_epoch: int = 1) -> None:
     for k in sorted(by_epoch):  # (each epoch of the dataset once: no pass over the records)
         groups.setdefault((k - 1) // multi_epoch + 1, []).append(by_epoch[k])
     log.files = {
-        epoch: ([tree for lists in inner for files in lists for tree in files], max(len(lists) for lists in inner))
+        epoch: (_joined(inner), max(len(lists) for lists in inner))
         for epoch, inner in groups.items()
         if log.table.index(epoch) is not None
     }
+
+
+def _joined(inner: List[List[List[FileTree]]]) -> List[FileTree]:
+    """The file trees of the lists of a sub-epoch's epochs of the dataset, in order; one list is given as it is
+    (no copy per record).
+
+    >>> one = ["a"]
+    >>> _joined([[one]]) is one, _joined([[one, ["b"]], [["c"]]])
+    (True, ['a', 'b', 'c'])
+    """
+    if len(inner) == 1 and len(inner[0]) == 1:
+        return inner[0][0]
+    return [tree for lists in inner for files in lists for tree in files]
 
 
 def infer_multi_epoch(windows: Sequence[Mapping[int, int]]) -> Optional[int]:

@@ -364,9 +364,9 @@ class _Analysis:
     epochs: List[int]
     num_ranks: int
     rec: Any = None  # TrainRecords
-    #: per (sub-epoch, rank) its file keys, a tuple shared by the records of equal lists
-    #: (a row without any: one tuple of Nones that all such rows share)
-    keys_grid: List[Sequence[Optional[Tuple[str, ...]]]] = field(default_factory=list)
+    #: per (sub-epoch, rank) its file keys: the files list itself where its trees are file names, else a tuple shared
+    #: by the records of equal lists (a row without any: one tuple of Nones that all such rows share)
+    keys_grid: List[Sequence[Optional[Sequence[str]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
     several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
     rows: Any = None  # int64 [sub-epoch, rank]: each record's row in its rank's table (-1: missing)
@@ -485,7 +485,7 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
     a.several = np.zeros((len(a.epochs), a.num_ranks), dtype=bool)
     no_keys = (None,) * a.num_ranks
     lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
-    keys_rows: Dict[int, List[Optional[Tuple[str, ...]]]] = {}
+    keys_rows: Dict[int, List[Optional[Sequence[str]]]] = {}
     epochs = np.asarray(a.epochs, dtype=np.int64)
     for r, rank_log in enumerate(a.log.ranks):
         t, at = rank_log.table, a.rows[:, r]
@@ -520,8 +520,7 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
         a.rec.set_rank(r, present, columns, finished=trained >= 0)
         for epoch, (files, num_instances) in rank_log.files.items():  # the records with files, one by one
             i = int(np.searchsorted(epochs, epoch))
-            keys = tuple(tree_key(tree) for tree in files)
-            keys = lists.setdefault(keys, keys)  # one copy of each list, however many records name it
+            keys = _keys_of(files, lists)
             keys_rows.setdefault(i, list(no_keys))[r] = keys
             a.several[i, r] = num_instances > 1
             _record_files(a, i, r, keys, several=num_instances > 1)
@@ -529,6 +528,20 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
         a.keys_grid.append(keys_rows.get(i, no_keys))
     a.finished = (a.rec.present.all(axis=1) & a.rec.finished.all(axis=1)).tolist()
     return sources
+
+
+def _keys_of(files: List[Any], lists: Dict[Tuple[str, ...], Tuple[str, ...]]) -> Sequence[str]:
+    """The keys of a record's files: the list itself where every tree is a file name (its own key: nothing made per
+    record), else a tuple of the keys, one copy of each such tuple in ``lists`` however many records name it.
+
+    >>> names = ["a", "b"]
+    >>> _keys_of(names, {}) is names, _keys_of([("a", "b")], {})
+    (True, ('a:b',))
+    """
+    if all(type(tree) is str for tree in files):
+        return files
+    keys = tuple(tree_key(tree) for tree in files)
+    return lists.setdefault(keys, keys)
 
 
 def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -543,7 +556,7 @@ def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[
     return total[end] - total[start], lost[end] == lost[start]
 
 
-def _record_files(a: _Analysis, i: int, r: int, keys: Tuple[str, ...], *, several: bool) -> None:
+def _record_files(a: _Analysis, i: int, r: int, keys: Sequence[str], *, several: bool) -> None:
     """The counts of record (i, r) that its files give: the sequences and frames they hold (less the length
     filter's), their number; the dataset's count is one instance's, so not the rank's, under several instances."""
     rec = a.rec
