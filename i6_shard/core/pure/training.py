@@ -389,7 +389,7 @@ def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
     """Whether the sub-epochs have the files of a DistributeFilesDataset: "direct" (its name), "wrapped" (inside
     a wrapper that renames it) or "none", which is an alarm (nothing checked must not pass); the notes say
     whose files they are and how many dataset instances per rank logged them (DataLoader worker sharding)."""
-    has_files = any(r.files for r in a.log.ranks)
+    has_files = any(r.num_instances.any() for r in a.log.ranks)
     seen = list(files_from.get("seen") or [])
     if not has_files:
         other = f" (there are lines of {', '.join(repr(n) for n in seen[:5])})" if seen else ""
@@ -410,7 +410,7 @@ def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
             f"wrapper, e.g. MultiEpochDataset), {m} of its epochs per sub-epoch"
             + (" (multi_epoch inferred from the logs)" if files_from.get("multi_epoch_inferred") else "")
         )
-    most = max((n for r in a.log.ranks for _, n in r.files.values()), default=0)
+    most = max((int(r.num_instances.max()) for r in a.log.ranks if len(r.num_instances)), default=0)
     if most > 1:
         a.notes.append(
             f"{most} dataset instances per rank logged their files (DataLoader worker sharding, "
@@ -518,8 +518,8 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             unknown = (np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool))
             columns.update(filtered_seqs=unknown, filtered_frames=unknown)
         a.rec.set_rank(r, present, columns, finished=trained >= 0)
-        for epoch, (files, num_instances) in rank_log.files.items():  # the records with files, one by one
-            i = int(np.searchsorted(epochs, epoch))
+        for row, files, num_instances in rank_log.rows_with_files():  # the records with files, one by one
+            i = int(np.searchsorted(epochs, t.epoch[row]))
             keys = _keys_of(files, lists)
             keys_rows.setdefault(i, list(no_keys))[r] = keys
             a.several[i, r] = num_instances > 1
