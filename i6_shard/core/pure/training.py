@@ -181,13 +181,11 @@ def analyze_training_records(
     epochs = log.epochs
     a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=epochs, num_ranks=log.num_ranks)
     a.filtered = dict(filtered_lengths) if filtered_lengths is not None else None
-    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None)
     files_found = _check_files_found(a, getattr(log, "files_from", None) or {})
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     keys_plan = usable_plan
     usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
-    a.rows = _row_grid(log, epochs)
-    complete_is_mean = _complete_is_mean(log, a.rows)
+    complete_is_mean = _complete_is_mean(log, _row_grid(log, epochs))  # (its grid let go before the records')
     if not log.ranks[0].frames_dim:
         a.notes.append(
             "the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
@@ -200,6 +198,7 @@ def analyze_training_records(
             )
     if usable_plan is not None:
         _check_plan_seeds(a, usable_plan)
+    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None)
     sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
     a.notes.extend(note for rank_log in log.ranks for note in rank_log.notes)
     if usable_plan is not None:
@@ -369,7 +368,6 @@ class _Analysis:
     keys_grid: List[Sequence[Optional[Sequence[str]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
     several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
-    rows: Any = None  # int64 [sub-epoch, rank]: each record's row in its rank's table (-1: missing)
     filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -488,9 +486,9 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
     keys_rows: Dict[int, List[Optional[Sequence[str]]]] = {}
     epochs = np.asarray(a.epochs, dtype=np.int64)
     for r, rank_log in enumerate(a.log.ranks):
-        t, at = rank_log.table, a.rows[:, r]
-        present = np.flatnonzero(at >= 0)
-        idx = at[present]
+        t = rank_log.table
+        present = np.searchsorted(epochs, t.epoch)  # (its sub-epochs' places: its rows are sorted by epoch)
+        idx = np.arange(len(t.epoch))
         num_steps, trained = t.num_steps[idx], t.trained_steps[idx]
         seqs, seqs_known = _step_sums(t.step_seqs, t.step_start[idx], t.step_end[idx])
         frames, frames_known = _step_sums(t.step_frames, t.step_start[idx], t.step_end[idx])
@@ -519,7 +517,7 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             columns.update(filtered_seqs=unknown, filtered_frames=unknown)
         a.rec.set_rank(r, present, columns, finished=trained >= 0)
         for row, files, num_instances in rank_log.rows_with_files():  # the records with files, one by one
-            i = int(np.searchsorted(epochs, t.epoch[row]))
+            i = int(present[row])
             keys = _keys_of(files, lists)
             keys_rows.setdefault(i, list(no_keys))[r] = keys
             a.several[i, r] = num_instances > 1
