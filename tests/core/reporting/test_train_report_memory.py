@@ -1,7 +1,7 @@
 """The training report holds a few bytes per (sub-epoch, rank) record, from the reading of the logs to the writing of
 its outputs: the log reader fills per-rank columns (no object per record; a record's files are the list of its line),
-the analysis int64 grids, and the records are streamed to records.tsv. Measured in bytes allocated (tracemalloc's peak), never in time; the RSS of whole runs
-at 1,047,552 records is in benchmarks/bench_train_report_memory.py."""
+the analysis int64 grids, and the records are streamed to records.tsv. Measured in bytes allocated (tracemalloc's
+peak), never in time; the RSS of whole runs at 1,047,552 records is in benchmarks/bench_train_report_memory.py."""
 
 import os
 import tracemalloc
