@@ -1,6 +1,8 @@
 """Benchmark: peak memory (RSS) of ``train-report`` on huge records: a "using files" line of 2 MiB and of 16 MiB,
-and a torchrun stdout with 1024 ranks x 1023 sub-epochs (1,047,552 (sub-epoch, rank) records, just under the cap).
-Each case runs in its own process; its peak RSS (``ru_maxrss``), its status and the bytes it wrote are printed.
+and torchrun stdouts with 1024 ranks x 64 and x 1023 sub-epochs (65,536 and 1,047,552 (sub-epoch, rank) records, the
+latter just under the cap), without and with a "using files" line per record. Each case runs in its own process; its
+peak RSS (``ru_maxrss``), its status and the bytes it wrote are printed, and for each pair of record counts the bytes
+of peak RSS each further record adds (the slope between them: what is made once does not count).
 
 Run from the repository root: ``python benchmarks/bench_train_report_memory.py [--root DIR] [--cases NAME ...]``
 (``--root`` runs another checkout's i6_shard, e.g. an older commit, on the same logs; ``--before DIR`` runs each case
@@ -49,6 +51,21 @@ def write_many_records_log(path: str, *, num_ranks: int, num_epochs: int) -> Non
             f.write("".join(f"[default{r}]:start epoch {e} global train step 0\n" for r in range(num_ranks)))
 
 
+def write_many_files_records_log(path: str, *, num_ranks: int, num_epochs: int, partition_epoch: int = 4) -> None:
+    """A torchrun stdout in which each of ``num_ranks`` ranks is given two files in each of ``num_epochs`` sub-epochs
+    (its own two of each of ``partition_epoch`` sub-epochs of a full epoch: the names repeat each full epoch) and
+    starts it."""
+    files = "[default{r}]:<DistributeFilesDataset 'train' epoch={e}>: using files for epoch {e}: {files!r}\n"
+    with open(path, "w") as f:
+        for r in range(num_ranks):
+            f.write(f"[default{r}]:RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/py\n")
+        for e in range(1, num_epochs + 1):
+            s = (e - 1) % partition_epoch
+            for r in range(num_ranks):
+                f.write(files.format(r=r, e=e, files=[f"/data/part{s}_{r}_{j}.hdf" for j in range(2)]))
+            f.write("".join(f"[default{r}]:start epoch {e} global train step 0\n" for r in range(num_ranks)))
+
+
 def write_many_steps_log(path: str, *, num_ranks: int, num_epochs: int, num_steps: int) -> None:
     """A torchrun stdout in which each of ``num_ranks`` ranks runs ``num_epochs`` sub-epochs of ``num_steps`` step
     lines each (with log_batch_size's counts), each finished."""
@@ -68,12 +85,23 @@ CASES = {
     "files line 16 MiB": lambda p: write_files_line_log(p, line_bytes=16 << 20),
     "files line 2 MiB, short names": lambda p: write_files_line_log(p, line_bytes=2 << 20, entry="'f', "),
     "files line 4 MiB, distinct names": lambda p: write_files_line_log(p, line_bytes=4 << 20, entry=None),
+    "65,536 records": lambda p: write_many_records_log(p, num_ranks=1024, num_epochs=64),
     "1,047,552 records": lambda p: write_many_records_log(p, num_ranks=1024, num_epochs=1023),
+    "65,536 records with files": lambda p: write_many_files_records_log(p, num_ranks=1024, num_epochs=64),
+    "1,047,552 records with files": lambda p: write_many_files_records_log(p, num_ranks=1024, num_epochs=1023),
     "1,600,000 step lines": lambda p: write_many_steps_log(p, num_ranks=8, num_epochs=100, num_steps=2000),
 }
 
 
-def run_case(name: str, *, root: str, base: str, label: str = "") -> None:
+#: Pairs of cases (fewer records, more records) whose peaks give the bytes per further record.
+SLOPES = [("65,536 records", "1,047,552 records"), ("65,536 records with files", "1,047,552 records with files")]
+
+
+def _records(name: str) -> int:
+    return int(name.split()[0].replace(",", ""))
+
+
+def run_case(name: str, *, root: str, base: str, label: str = "") -> float:
     log = os.path.join(base, name.replace(" ", "_").replace(",", "") + ".log")
     out = os.path.join(base, "out_" + os.path.basename(log)[:-4])
     shutil.rmtree(out, ignore_errors=True)
@@ -103,6 +131,20 @@ def run_case(name: str, *, root: str, base: str, label: str = "") -> None:
         f"{label}{name:>20}: log {os.path.getsize(log) / 2**20:7.1f} MiB, peak RSS {peak:8.1f} MiB, {seconds:6.1f} s, "
         f"rc {p.returncode}, wrote {written / 2**20:.2f} MiB" + (f", {error[0][:150]}" if error else "")
     )
+    return peak
+
+
+def run_cases(names, roots, base: str) -> None:
+    """Each case with each checkout, side by side; then the bytes per further record of each pair of cases run."""
+    peaks = {}
+    for name in names:
+        for label, root in roots:
+            peaks[label, name] = run_case(name, root=root, base=base, label=label)
+    for few, many in SLOPES:
+        for label, _ in roots:
+            if (label, few) in peaks and (label, many) in peaks:
+                slope = (peaks[label, many] - peaks[label, few]) * 2**20 / (_records(many) - _records(few))
+                print(f"{label}{many}: {slope:.0f} bytes of peak RSS per further record (from {few})")
 
 
 def main() -> None:
@@ -116,14 +158,10 @@ def main() -> None:
     roots = [("before ", args.before), ("after  ", args.root)] if args.before else [("", args.root)]
     if args.dir:
         os.makedirs(args.dir, exist_ok=True)
-        for name in args.cases:
-            for label, root in roots:
-                run_case(name, root=root, base=args.dir, label=label)
+        run_cases(args.cases, roots, args.dir)
         return
     with tempfile.TemporaryDirectory() as base:
-        for name in args.cases:
-            for label, root in roots:
-                run_case(name, root=root, base=base, label=label)
+        run_cases(args.cases, roots, base)
 
 
 if __name__ == "__main__":

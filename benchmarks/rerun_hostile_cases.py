@@ -1,6 +1,7 @@
 """Reruns the hostile cases of costs archives, batching limits, damaged and huge logs, edited plans, full disks and
 ``torch_distributed`` junk, each through the command line (or the call a Sisyphus graph makes), and prints per case
-whether it held: the expected exit status and a one-line error naming what it should, or the expected refusal.
+whether it held: the expected exit status and a one-line error naming what it should, or the expected refusal; for a
+huge line that is to be reported, a report with its note, in a peak RSS below a bound.
 
 Run from the repository root: ``python benchmarks/rerun_hostile_cases.py [--root DIR]`` (``--root``: another
 checkout, e.g. an older commit, run on the same inputs). Needs h5py; the full-disk case needs ``unshare`` and root.
@@ -113,9 +114,95 @@ def main() -> None:
         rc, err, s = run("report", path)
         results.append(held("a plan whose distribution is 10 M characters", rc, err, want=repr(path), seconds=s))
 
+        results += huge_logs(root, d)
         results.append(full_disk(root, d))
         results += torch_distributed_junk(root)
     print(f"{sum(results)} of {len(results)} held")
+
+
+#: Peak RSS a report of a log with one huge line may take (measured: 111 MiB for a 16 MiB "using files" line and
+#: for a 64 MiB line without a newline, 40 MiB of which the interpreter and numpy take); a 16 MiB files line took 7.9
+#: GB when it was parsed whole.
+HUGE_LINE_MAX_RSS_MIB = 300
+
+
+def _start_lines(r: int, e: int) -> str:
+    return f"[default{r}]:start epoch {e} global train step 0\n"
+
+
+def huge_logs(root: str, d: str) -> list:
+    """Numbers beyond any training, each refused at its line; more records than a report holds, refused at the line of
+    the first past the cap; a huge "using files" line and a huge line without newline, each reported (noted) in
+    bounded memory."""
+    out = []
+    startup = "RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/python\n"
+    step = "ep {e} train, step {s}, mse 0.5, num_seqs {n}, complete 60.00%\n"
+    for name, tail, want in [
+        ("a step of 3e9", step.format(e=1, s=3_000_000_000, n=3), "step 3000000000 is more than 1,000,000"),
+        ("num_seqs 1e30", step.format(e=1, s=0, n=10**30), f"num_seqs {10**30} is more than 4,294,967,295"),
+        ("sub-epoch 1e14", step.format(e=10**14, s=0, n=3), f"sub-epoch {10**14} is more than 2,147,483,647"),
+    ]:
+        path = f"{d}/numbers.log"
+        with open(path, "w") as f:
+            f.write(startup + "start epoch 1 global train step 0\n" + tail)
+        rc, err, s = cli(root, "train-report", path, "--no-plot", "-o", f"{d}/hl_{len(out)}", cwd=d)
+        out.append(held(f"a log line with {name}", rc, err, want=f"numbers.log:3: {want}", seconds=s))
+    path = f"{d}/log.run.1"
+    with open(path, "w") as f:
+        f.write("[default0]:" + startup + "[default999999999999]:" + startup)
+    rc, err, s = cli(root, "train-report", path, "--no-plot", "-o", f"{d}/hl_rank", cwd=d)
+    out.append(held("a torchrun rank of 1e12", rc, err, want="log.run.1:2: torchrun rank 999999999999", seconds=s))
+    path = f"{d}/returnn.torch-distrib-0-999999999999.log"
+    with open(path, "w") as f:
+        f.write(startup)
+    rc, err, s = cli(root, "train-report", path, "--no-plot", "-o", f"{d}/hl_size", cwd=d)
+    out.append(held("a world size of 1e12 in a log's name", rc, err, want="world size 999999999999", seconds=s))
+    path = f"{d}/cap.log"  # 1024 ranks x 1025 sub-epochs: 1,049,600 records, 1,024 past the 2**20 a report holds
+    with open(path, "w") as f:
+        f.write("".join(f"[default{r}]:{startup}" for r in range(1024)))
+        for e in range(1, 1026):
+            f.write("".join(_start_lines(r, e) for r in range(1024)))
+    rc, err, s = cli(root, "train-report", path, "--no-plot", "-o", f"{d}/hl_cap", cwd=d)
+    want = "cap.log [rank 0]:1049601: sub-epoch 1025 of rank 0 takes the logs past the 1,048,576 (sub-epoch, rank)"
+    out.append(held("a torchrun log of 1,049,600 records", rc, err, want=want, seconds=s))
+    files = "<DistributeFilesDataset 'train' epoch=1>: using files for epoch 1: ["
+    for name, (head, chunk, tail), note in [
+        ('a "using files" line of 16 MiB', (files, "'data/file.hdf', " * (1 << 16), "]\n"), "were not read"),
+        ("a line of 64 MiB without a newline", ("", "x" * (1 << 20) * 4, ""), None),
+    ]:
+        path = f"{d}/huge_line.log"
+        with open(path, "w") as f:  # (in chunks: the peak RSS a child reports includes this process's at its start)
+            f.write(startup + "start epoch 1 global train step 0\n" + step.format(e=1, s=0, n=3) + head)
+            for _ in range(16):
+                f.write(chunk)
+            f.write(tail)
+        out.append(reported(root, d, f"a log with {name}", path, note=note))
+        os.remove(path)
+    return out
+
+
+def reported(root: str, d: str, name: str, path: str, *, note) -> bool:
+    """Held: the report written (exit status 0), with ``note`` in report.txt, in a peak RSS below the bound."""
+    code = (
+        "import resource, sys\nfrom i6_shard.cli import main\nrc = main(sys.argv[1:])\n"
+        "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(rc)\n"
+    )
+    out = f"{d}/hl_report"
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, "-c", code, "train-report", path, "--no-plot", "-o", out],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    rss = [int(line.split()[1]) / 1024 for line in p.stderr.splitlines() if line.startswith("maxrss_kib")]
+    text = open(f"{out}/report.txt").read() if os.path.exists(f"{out}/report.txt") else ""
+    ok = p.returncode == 0 and (note is None or note in text) and rss and rss[0] < HUGE_LINE_MAX_RSS_MIB
+    shown = f"peak RSS {rss[0]:.0f} MiB" if rss else "no RSS: " + (p.stderr.strip().splitlines() or ["?"])[-1][:200]
+    print(f"{'HELD    ' if ok else 'NOT HELD'} {name}: rc {p.returncode}, {time.perf_counter() - t0:.1f} s: {shown}")
+    return bool(ok)
 
 
 def full_disk(root: str, d: str) -> bool:

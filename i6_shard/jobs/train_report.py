@@ -57,9 +57,10 @@ def training_log_files(training: Any) -> List[tk.Path]:
     return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
 
 
-#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured: about 140 bytes,
-#: 1,047,552 records peaked at 173 MiB RSS: the reader's per-rank columns, 48, and the analysis's grids; the steps
-#: are held apart, 24 bytes per step line, under a byte per log byte).
+#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured, peak RSS per
+#: further record from 65,536 to 1,047,552 records of a torchrun log: 117 bytes, the reader's per-rank columns, 48, and
+#: the analysis's grids; 279 with a "using files" line of two names per record, whose list and line bytes the byte per
+#: log byte covers; the steps are held apart, 24 bytes per step line, under a byte per log byte).
 _RECORD_BYTES = 256
 #: Bytes of the shortest log line that begins a record.
 _MIN_RECORD_LINE_BYTES = 24
@@ -71,8 +72,9 @@ def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int,
     is wrong. The rule (docs/reliability.md): 1 GB, plus one byte per log byte (the step lines, 24 bytes held per
     line of at least 40), plus 256 bytes for each (sub-epoch, rank) record the logs can hold: one per 24 log bytes (the
     shortest line that begins one, ``[r]:ep E train num_seqs: N``), at most the 2**20 a report holds (measured: 1,047,552
-    records from a 49 MB torchrun log peaked at 173 MiB, ``benchmarks/bench_train_report_memory.py``); and about 10
-    times the time of 4 MB/s.
+    records from a 49 MB torchrun log peaked at 159.7 MiB, 117 bytes per further record; with a "using files" line each,
+    a 183 MiB log, at 321.2 MiB, 279 bytes per further record; ``benchmarks/bench_train_report_memory.py``); and about
+    10 times the time of 4 MB/s.
 
     >>> train_report_rqmt(log_bytes=2 * 10**9)
     ({'cpu': 1, 'mem': 4, 'time': 1.75}, False)

@@ -184,7 +184,7 @@ class _SubEpochs(Mapping):
         i = self._log.table.index(epoch)
         if i is None:
             raise KeyError(epoch)
-        return self._log.table.record(i, self._log.files.get(int(epoch)))
+        return self._log.table.record(i, self._log.files_of(i))
 
 
 @dataclass
@@ -194,30 +194,48 @@ class RankLog:
     :ivar source: where the lines came from, for messages: the file name, with ``[rank r]`` for an
         interleaved stdout (no directory, so reports name no machine's paths)
     :ivar table: the sub-epochs' records (:class:`SubEpochTable`); :attr:`sub_epochs` shows them by epoch
-    :ivar files: epoch -> (its files, the dataset instances that logged them), for the sub-epochs with files
+    :ivar files: per row of ``table`` the sub-epoch's files, None where the log shows none (a list, no object per
+        record beside the files)
+    :ivar num_instances: int64 per row of ``table``: the dataset instances that logged its files (0: none)
     :ivar path: the log file's path
     :ivar frames_dim: the dim whose ``sum_size`` counts the frames (None without ``log_batch_size``)
     :ivar cwd: the training's working directory (from RETURNN's start-up line), to resolve relative files
     :ivar num_starts: how often RETURNN started in this log (more than 1 after a restart)
     :ivar notes: what of the log was not read (the files of lines longer than ``MAX_FILES_LINE_CHARS``)
+    :ivar file_lines: dataset name -> its epoch -> its files (the list, or the distinct lists of several instances:
+        :func:`_instances`), for the datasets other than the one the files were taken of (whose name is kept, without
+        its lines: they are ``files``)
+    :ivar file_windows: dataset name -> its epoch -> the sub-epoch of the training it was logged in (not for the
+        dataset the files were taken of)
     """
 
     rank: int
     source: str
     table: SubEpochTable
-    files: Dict[int, Tuple[List[FileTree], int]] = field(default_factory=dict)
+    files: List[Optional[List[FileTree]]] = field(default_factory=list)
+    num_instances: np.ndarray = field(default_factory=lambda: _NO_STEPS)
     path: Optional[str] = None
     frames_dim: Optional[str] = None
     cwd: Optional[str] = None
     num_starts: int = 0
     notes: List[str] = field(default_factory=list)
-    file_lines: Dict[str, Dict[int, List[List[FileTree]]]] = field(default_factory=dict)
+    file_lines: Dict[str, Dict[int, List[Any]]] = field(default_factory=dict)
     file_windows: Dict[str, Dict[int, int]] = field(default_factory=dict)
 
     @property
     def sub_epochs(self) -> Mapping[int, SubEpochLog]:
         """The sub-epochs by epoch, sorted (each record made when asked for)."""
         return _SubEpochs(self)
+
+    def files_of(self, i: int) -> Optional[Tuple[List[FileTree], int]]:
+        """Row ``i``'s files and the dataset instances that logged them, or None."""
+        files = self.files[i] if i < len(self.files) else None
+        return None if files is None else (files, int(self.num_instances[i]))
+
+    def rows_with_files(self) -> Iterator[Tuple[int, List[FileTree], int]]:
+        """``(row, files, instances)`` of each sub-epoch whose files the log shows, in epoch order."""
+        for i in np.flatnonzero(self.num_instances > 0).tolist():
+            yield i, self.files[i], int(self.num_instances[i])
 
 
 @dataclass
@@ -244,7 +262,7 @@ class TrainingLog:
     def file_keys(self) -> Iterator[str]:
         """The keys of the files of every record, in rank and epoch order (repeated where records share files)."""
         for r in self.ranks:
-            for files, _ in r.files.values():
+            for _, files, _ in r.rows_with_files():
                 yield from (tree_key(t) for t in files)
 
 
@@ -322,9 +340,13 @@ class _RankParser:
         self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
         self.names: Dict[str, str] = {}  # one copy of each file name of this log
         self.files_not_read: List[str] = []  # where the files of a line were too long to read
-        #: dataset name -> epoch it logs -> (the run that logged it, the distinct file lists of its instances)
-        self.file_lines: Dict[str, Dict[int, Tuple[int, List[List[FileTree]]]]] = {}
-        #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then
+        #: dataset name -> epoch it logs in the run being read -> its files (:func:`_instances`: the list, or the
+        #: distinct lists of several instances; no object per record beside the files)
+        self.file_lines: Dict[str, Dict[int, List[Any]]] = {}
+        #: the same of the earlier runs, for the epochs the run being read has not logged again
+        self.earlier_lines: Dict[str, Dict[int, List[Any]]] = {}
+        #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then (not for
+        #: ``dataset_name``: only a wrapped dataset's epochs are mapped to sub-epochs, :func:`resolve_dataset_files`)
         self.file_windows: Dict[str, Dict[int, int]] = {}
         self.last_trained = 0
         self.rows = _Rows()
@@ -420,6 +442,9 @@ class _RankParser:
         if m:
             self.num_starts += 1
             self.cwd = m["cwd"]
+            for name, d in self.file_lines.items():  # a restart: its lines replace the earlier run's
+                self.earlier_lines.setdefault(name, {}).update(d)
+            self.file_lines = {}
             self._close()  # (a previous run that ended inside a sub-epoch)
 
     def _files_line(self, m: "re.Match[str]", line: str, where: str) -> None:
@@ -433,6 +458,7 @@ class _RankParser:
         if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
             self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
             self.file_lines.get(m["name"], {}).pop(epoch, None)
+            self.earlier_lines.get(m["name"], {}).pop(epoch, None)
             return
         if not isinstance(files, list):
             raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
@@ -441,14 +467,15 @@ class _RankParser:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
         by_epoch = self.file_lines.setdefault(m["name"], {})
-        run, lists = by_epoch.get(epoch, (-1, []))
-        if run != self.num_starts:  # a restart logs the epoch again: its last run counts
-            run, lists = self.num_starts, []
-            window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
-            self.file_windows.setdefault(m["name"], {})[epoch] = window
-        if files not in lists:
-            lists.append(files)
-        by_epoch[epoch] = (run, lists)
+        logged = by_epoch.get(epoch)
+        if logged is None:  # the first line of the epoch in this run (a restart's replaces the earlier run's)
+            by_epoch[epoch] = files
+            self.earlier_lines.get(m["name"], {}).pop(epoch, None)
+            if m["name"] != self.dataset_name:
+                window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
+                self.file_windows.setdefault(m["name"], {})[epoch] = window
+        elif files not in _instances(logged):  # another dataset instance (DataLoader workers)
+            by_epoch[epoch] = _Instances([*_instances(logged), files])
 
     def _step(self, m: "re.Match[str]", where: str) -> None:
         """One step line of the row being read (its steps are the last of the step arrays): its sequences, frames
@@ -499,6 +526,10 @@ class _RankParser:
     def result(self) -> RankLog:
         self._close()
         table, self.rows = self.rows.table(), _Rows()  # (the rows let go)
+        file_lines = self.earlier_lines
+        for name, d in self.file_lines.items():
+            file_lines.setdefault(name, {}).update(d)
+        self.file_lines = self.earlier_lines = {}  # (held once: by the log, not by the parser too)
         log = RankLog(
             rank=self.rank,
             source=self.source,
@@ -507,12 +538,29 @@ class _RankParser:
             cwd=self.cwd,
             num_starts=self.num_starts,
             notes=_files_not_read_notes(self.files_not_read),
-            file_lines={name: {e: lists for e, (_, lists) in sorted(d.items())} for name, d in self.file_lines.items()},
+            file_lines={name: dict(sorted(d.items())) for name, d in file_lines.items()},
             file_windows=self.file_windows,
         )
+        del file_lines
         if self.dataset_name in log.file_lines:
             assign_files(log, self.dataset_name)
+            log.file_lines[self.dataset_name] = {}  # (its lines are now the sub-epochs' files: not held twice)
         return log
+
+
+class _Instances(list):
+    """The distinct file lists of several instances of a dataset for one of its epochs (where one instance logged
+    it, its list is held alone)."""
+
+
+def _instances(logged: List[Any]) -> List[List[FileTree]]:
+    """The file lists of the instances that logged an epoch: ``logged`` itself if :class:`_Instances`, else the one
+    list.
+
+    >>> _instances(["a.hdf"]), _instances(_Instances([["a.hdf"], ["b.hdf"]]))
+    ([['a.hdf']], [['a.hdf'], ['b.hdf']])
+    """
+    return logged if type(logged) is _Instances else [logged]
 
 
 def _files_not_read_notes(where: List[str]) -> List[str]:
@@ -795,12 +843,27 @@ def assign_files(log: RankLog, name: str, *, multi_epoch: int = 1) -> None:
     by_epoch = log.file_lines.get(name, {})
     groups: Dict[int, List[List[List[FileTree]]]] = {}
     for k in sorted(by_epoch):  # (each epoch of the dataset once: no pass over the records)
-        groups.setdefault((k - 1) // multi_epoch + 1, []).append(by_epoch[k])
-    log.files = {
-        epoch: ([tree for lists in inner for files in lists for tree in files], max(len(lists) for lists in inner))
-        for epoch, inner in groups.items()
-        if log.table.index(epoch) is not None
-    }
+        groups.setdefault((k - 1) // multi_epoch + 1, []).append(_instances(by_epoch[k]))
+    log.files = [None] * len(log.table.epoch)
+    log.num_instances = np.zeros(len(log.table.epoch), dtype=np.int64)
+    for epoch, inner in groups.items():
+        i = log.table.index(epoch)
+        if i is not None:
+            log.files[i] = _joined(inner)
+            log.num_instances[i] = max(len(lists) for lists in inner)
+
+
+def _joined(inner: List[List[List[FileTree]]]) -> List[FileTree]:
+    """The file trees of the lists of a sub-epoch's epochs of the dataset, in order; one list is given as it is
+    (no copy per record).
+
+    >>> one = ["a"]
+    >>> _joined([[one]]) is one, _joined([[one, ["b"]], [["c"]]])
+    (True, ['a', 'b', 'c'])
+    """
+    if len(inner) == 1 and len(inner[0]) == 1:
+        return inner[0][0]
+    return [tree for lists in inner for files in lists for tree in files]
 
 
 def infer_multi_epoch(windows: Sequence[Mapping[int, int]]) -> Optional[int]:

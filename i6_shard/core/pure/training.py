@@ -181,13 +181,11 @@ def analyze_training_records(
     epochs = log.epochs
     a = _Analysis(log=log, lengths=dict(file_lengths or {}), epochs=epochs, num_ranks=log.num_ranks)
     a.filtered = dict(filtered_lengths) if filtered_lengths is not None else None
-    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None)
     files_found = _check_files_found(a, getattr(log, "files_from", None) or {})
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     keys_plan = usable_plan
     usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
-    a.rows = _row_grid(log, epochs)
-    complete_is_mean = _complete_is_mean(log, a.rows)
+    complete_is_mean = _complete_is_mean(log, _row_grid(log, epochs))  # (its grid let go before the records')
     if not log.ranks[0].frames_dim:
         a.notes.append(
             "the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
@@ -200,6 +198,7 @@ def analyze_training_records(
             )
     if usable_plan is not None:
         _check_plan_seeds(a, usable_plan)
+    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None)
     sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
     a.notes.extend(note for rank_log in log.ranks for note in rank_log.notes)
     if usable_plan is not None:
@@ -364,12 +363,11 @@ class _Analysis:
     epochs: List[int]
     num_ranks: int
     rec: Any = None  # TrainRecords
-    #: per (sub-epoch, rank) its file keys, a tuple shared by the records of equal lists
-    #: (a row without any: one tuple of Nones that all such rows share)
-    keys_grid: List[Sequence[Optional[Tuple[str, ...]]]] = field(default_factory=list)
+    #: per (sub-epoch, rank) its file keys: the files list itself where its trees are file names, else a tuple shared
+    #: by the records of equal lists (a row without any: one tuple of Nones that all such rows share)
+    keys_grid: List[Sequence[Optional[Sequence[str]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
     several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
-    rows: Any = None  # int64 [sub-epoch, rank]: each record's row in its rank's table (-1: missing)
     filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -389,7 +387,7 @@ def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
     """Whether the sub-epochs have the files of a DistributeFilesDataset: "direct" (its name), "wrapped" (inside
     a wrapper that renames it) or "none", which is an alarm (nothing checked must not pass); the notes say
     whose files they are and how many dataset instances per rank logged them (DataLoader worker sharding)."""
-    has_files = any(r.files for r in a.log.ranks)
+    has_files = any(r.num_instances.any() for r in a.log.ranks)
     seen = list(files_from.get("seen") or [])
     if not has_files:
         other = f" (there are lines of {', '.join(repr(n) for n in seen[:5])})" if seen else ""
@@ -410,7 +408,7 @@ def _check_files_found(a: _Analysis, files_from: Mapping[str, Any]) -> str:
             f"wrapper, e.g. MultiEpochDataset), {m} of its epochs per sub-epoch"
             + (" (multi_epoch inferred from the logs)" if files_from.get("multi_epoch_inferred") else "")
         )
-    most = max((n for r in a.log.ranks for _, n in r.files.values()), default=0)
+    most = max((int(r.num_instances.max()) for r in a.log.ranks if len(r.num_instances)), default=0)
     if most > 1:
         a.notes.append(
             f"{most} dataset instances per rank logged their files (DataLoader worker sharding, "
@@ -485,12 +483,12 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
     a.several = np.zeros((len(a.epochs), a.num_ranks), dtype=bool)
     no_keys = (None,) * a.num_ranks
     lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
-    keys_rows: Dict[int, List[Optional[Tuple[str, ...]]]] = {}
+    keys_rows: Dict[int, List[Optional[Sequence[str]]]] = {}
     epochs = np.asarray(a.epochs, dtype=np.int64)
     for r, rank_log in enumerate(a.log.ranks):
-        t, at = rank_log.table, a.rows[:, r]
-        present = np.flatnonzero(at >= 0)
-        idx = at[present]
+        t = rank_log.table
+        present = np.searchsorted(epochs, t.epoch)  # (its sub-epochs' places: its rows are sorted by epoch)
+        idx = np.arange(len(t.epoch))
         num_steps, trained = t.num_steps[idx], t.trained_steps[idx]
         seqs, seqs_known = _step_sums(t.step_seqs, t.step_start[idx], t.step_end[idx])
         frames, frames_known = _step_sums(t.step_frames, t.step_start[idx], t.step_end[idx])
@@ -518,10 +516,9 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
             unknown = (np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool))
             columns.update(filtered_seqs=unknown, filtered_frames=unknown)
         a.rec.set_rank(r, present, columns, finished=trained >= 0)
-        for epoch, (files, num_instances) in rank_log.files.items():  # the records with files, one by one
-            i = int(np.searchsorted(epochs, epoch))
-            keys = tuple(tree_key(tree) for tree in files)
-            keys = lists.setdefault(keys, keys)  # one copy of each list, however many records name it
+        for row, files, num_instances in rank_log.rows_with_files():  # the records with files, one by one
+            i = int(present[row])
+            keys = _keys_of(files, lists)
             keys_rows.setdefault(i, list(no_keys))[r] = keys
             a.several[i, r] = num_instances > 1
             _record_files(a, i, r, keys, several=num_instances > 1)
@@ -529,6 +526,20 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
         a.keys_grid.append(keys_rows.get(i, no_keys))
     a.finished = (a.rec.present.all(axis=1) & a.rec.finished.all(axis=1)).tolist()
     return sources
+
+
+def _keys_of(files: List[Any], lists: Dict[Tuple[str, ...], Tuple[str, ...]]) -> Sequence[str]:
+    """The keys of a record's files: the list itself where every tree is a file name (its own key: nothing made per
+    record), else a tuple of the keys, one copy of each such tuple in ``lists`` however many records name it.
+
+    >>> names = ["a", "b"]
+    >>> _keys_of(names, {}) is names, _keys_of([("a", "b")], {})
+    (True, ('a:b',))
+    """
+    if all(type(tree) is str for tree in files):
+        return files
+    keys = tuple(tree_key(tree) for tree in files)
+    return lists.setdefault(keys, keys)
 
 
 def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -543,7 +554,7 @@ def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[
     return total[end] - total[start], lost[end] == lost[start]
 
 
-def _record_files(a: _Analysis, i: int, r: int, keys: Tuple[str, ...], *, several: bool) -> None:
+def _record_files(a: _Analysis, i: int, r: int, keys: Sequence[str], *, several: bool) -> None:
     """The counts of record (i, r) that its files give: the sequences and frames they hold (less the length
     filter's), their number; the dataset's count is one instance's, so not the rank's, under several instances."""
     rec = a.rec

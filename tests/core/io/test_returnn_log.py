@@ -127,6 +127,25 @@ def test_a_restart_runs_an_epoch_again_and_the_last_run_counts(tmp_path):
         assert again.sub_epochs[epoch].finished
 
 
+def test_files_logged_again_after_a_restart_replace_the_earlier_ones():
+    """The files of an epoch logged again after a restart replace the earlier run's (not a second instance); an epoch
+    the restart does not log again keeps its files; two instances in one run give both lists."""
+    files = "<DistributeFilesDataset 'train' epoch={e}>: using files for epoch {e}: {files!r}"
+    start = "RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/python"
+    lines = [start, files.format(e=1, files=["a"]), "start epoch 1 global train step 0"]
+    lines += [
+        files.format(e=2, files=["b"]),
+        start,
+        files.format(e=2, files=["c"]),
+        "start epoch 2 global train step 0",
+    ]
+    lines += [files.format(e=3, files=["d"]), files.format(e=3, files=["e"]), files.format(e=3, files=["d"])]
+    lines += ["start epoch 3 global train step 0"]
+    log = parse_rank_log(lines, rank=0, source="x")
+    got = {e: (rec.file_keys, rec.num_instances) for e, rec in log.sub_epochs.items()}
+    assert got == {1: (["a"], 1), 2: (["c"], 1), 3: (["d", "e"], 2)}
+
+
 def test_a_lost_step_line_leaves_that_step_unknown():
     lines = open(case_logs("w2_bv24")[0]).read().splitlines()
     lines = [line for line in lines if not line.startswith("ep 1 train, step 1,")]

@@ -1,7 +1,7 @@
 """The training report holds a few bytes per (sub-epoch, rank) record, from the reading of the logs to the writing of
-its outputs: the log reader fills per-rank columns (no object per record), the analysis int64 grids, and the records
-are streamed to records.tsv. Measured in bytes allocated (tracemalloc's peak), never in time; the RSS of whole runs
-at 1,047,552 records is in benchmarks/bench_train_report_memory.py."""
+its outputs: the log reader fills per-rank columns (no object per record; a record's files are the list of its line),
+the analysis int64 grids, and the records are streamed to records.tsv. Measured in bytes allocated (tracemalloc's
+peak), never in time; the RSS of whole runs at 1,047,552 records is in benchmarks/bench_train_report_memory.py."""
 
 import os
 import tracemalloc
@@ -10,7 +10,7 @@ from i6_shard.core.reporting import train_records, train_report
 
 RANKS, SUB_EPOCHS = 200, 250  # 50,000 records, above MAX_LISTED_RECORDS: they go to records.tsv
 #: Bytes per record that reading the logs, the analysis and the writing of the report allocate at their peak (measured:
-#: 167; a parsed log with an object per record took 255).
+#: 159, 167 with a grid of table rows beside the records'; a parsed log with an object per record took 255).
 MAX_BYTES_PER_RECORD = 200
 
 
@@ -39,3 +39,44 @@ def test_the_report_allocates_a_few_bytes_per_record_from_reading_to_writing(tmp
         assert sum(1 for _ in f) == records + 1  # every record written, one line each
     per_record = peak / records
     assert per_record < MAX_BYTES_PER_RECORD, f"{per_record:.1f} bytes per record"
+
+
+#: Bytes each further record with a "using files" line (two names) adds to the peak, from reading to writing
+#: (measured: 245; the reader's tuple, wrapper list and dict entry per record and the analysis's key tuple took 582).
+MAX_BYTES_PER_FILES_RECORD = 400
+
+
+def _write_files_log(path, *, num_ranks, num_epochs):
+    """A torchrun stdout in which each rank is given two files per sub-epoch (the same ones every 4 sub-epochs: the
+    names, which a full epoch holds once, are not what grows) and starts it."""
+    line = "[default{r}]:<DistributeFilesDataset 'train' epoch={e}>: using files for epoch {e}: ['/d/{s}_{r}_a.hdf', "
+    line += "'/d/{s}_{r}_b.hdf']\n"
+    with open(path, "w") as f:
+        for r in range(num_ranks):
+            f.write(f"[default{r}]:RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/py\n")
+        for e in range(1, num_epochs + 1):
+            f.write("".join(line.format(r=r, e=e, s=e % 4) for r in range(num_ranks)))
+            f.write("".join(f"[default{r}]:start epoch {e} global train step 0\n" for r in range(num_ranks)))
+
+
+def _peak_bytes(tmp_path, name, *, num_records):
+    path = str(tmp_path / f"{name}.log")
+    _write_files_log(path, num_ranks=64, num_epochs=num_records // 64)
+    tracemalloc.start()
+    try:
+        train_report.write_train_report([path], str(tmp_path / name), plot=False, read_hdf=False)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_record_with_its_files_adds_a_few_hundred_bytes_however_many_there_are(tmp_path, monkeypatch):
+    """The slope between 4,096 and 16,384 records (both streamed to records.tsv), not the bytes per record: what is
+    made once (imports, the per-sub-epoch summary) does not count."""
+    monkeypatch.setattr(train_records, "MAX_LISTED_RECORDS", 512)
+    _peak_bytes(tmp_path, "warm", num_records=2**10)  # (what is imported or cached on the first run counts for none)
+    small = _peak_bytes(tmp_path, "small", num_records=2**12)
+    large = _peak_bytes(tmp_path, "large", num_records=2**14)
+    slope = (large - small) / (2**14 - 2**12)
+    assert slope < MAX_BYTES_PER_FILES_RECORD, f"{slope:.1f} bytes per further record"
+    assert slope > 0  # (the measure sees the records: it can fail)
