@@ -1,7 +1,9 @@
-"""Running a call that may block (e.g. opening a FIFO) in a test without hanging the test run."""
+"""Running a call that may block (e.g. opening a FIFO) in a test without hanging the test run, and waiting for a
+state (a process ended, a queue drained) that only a hang, not a slow machine, keeps from coming."""
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -40,3 +42,27 @@ def unblock_fifo(path):
             pass
 
     return unblock
+
+
+#: Seconds in which nothing a wait watches changed before :func:`wait_for_state` calls it a hang.
+STALL_SECONDS = 600.0
+
+
+def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5):
+    """Poll ``snapshot()`` (what the wait watches: a process's exit code, queue states, log sizes, file times) until
+    ``done(snapshot)``, however long that takes while the snapshot keeps changing: the state decides, not the clock.
+    Fails, naming ``what`` and the last snapshot, only when the snapshot stayed the same for ``stall`` seconds (a
+    hang: a loaded machine is slow, not still).
+
+    :return: the snapshot that was done
+    """
+    last, since = None, time.monotonic()
+    while True:
+        now = snapshot()
+        if done(now):
+            return now
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > stall:
+            pytest.fail(f"{what}: nothing changed for {stall:.0f} s (a hang); last seen: {now!r}")
+        time.sleep(poll)
