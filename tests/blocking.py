@@ -2,6 +2,7 @@
 state (a process ended, a queue drained) that only a hang, not a slow machine, keeps from coming."""
 
 import os
+import signal
 import threading
 import time
 
@@ -66,3 +67,37 @@ def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5):
         elif time.monotonic() - since > stall:
             pytest.fail(f"{what}: nothing changed for {stall:.0f} s (a hang); last seen: {now!r}")
         time.sleep(poll)
+
+
+def newest_change(directory: str) -> float:
+    """The latest modification time of ``directory`` or anything under it (what a running Sisyphus setup changes:
+    a task writes its usage file every minute, RETURNN its logs): a progress snapshot for :func:`wait_for_state`."""
+    newest = 0.0
+    for root, _, files in os.walk(directory):
+        for name in [root] + [os.path.join(root, f) for f in files]:
+            try:
+                newest = max(newest, os.stat(name).st_mtime)
+            except OSError:  # gone meanwhile
+                pass
+    return newest
+
+
+def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None):
+    """Wait until ``proc`` exits by itself, however long that takes while its work goes on: the sizes and latest
+    changes of the paths in ``watch`` (its log, its work dir) and ``snapshot()`` (e.g. a queue's states) make the
+    progress snapshot of :func:`wait_for_state`. On a hang, or any error while waiting, kills ``proc``'s process group
+    (start it with ``start_new_session=True``) before failing. Returns its exit code."""
+
+    def progress():
+        seen = []
+        for path in watch:
+            seen.append(newest_change(path) if os.path.isdir(path) else os.path.getsize(path))
+        return proc.poll(), seen, snapshot()
+
+    try:
+        wait_for_state(progress, done=lambda state: state[0] is not None, what=what, poll=1.0)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process and the workers it started
+        proc.wait()
+        raise
+    return proc.returncode

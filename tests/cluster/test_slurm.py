@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import time
 
 import pytest
 
-from tests.blocking import wait_for_state
+from tests.blocking import wait_for_process, wait_for_state
 from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytestmark = pytest.mark.slurm
@@ -135,19 +134,6 @@ def _queue(env) -> str:
     ).stdout.strip()
 
 
-def _newest_change(directory: str) -> float:
-    """The latest modification time of a file or directory under ``directory`` (a running Sisyphus task writes
-    its usage file every minute)."""
-    newest = 0.0
-    for root, _, files in os.walk(directory):
-        for name in [root] + [os.path.join(root, f) for f in files]:
-            try:
-                newest = max(newest, os.stat(name).st_mtime)
-            except OSError:  # gone meanwhile
-                pass
-    return newest
-
-
 def _run_manager(setup_dir, log_path, env):
     """``sis m -r`` in ``setup_dir`` until it exits by itself (done, or nothing runnable left): no time limit, only a
     hang guard that fails when its log, its work dir and Slurm's queue all stood still for a long time."""
@@ -162,23 +148,15 @@ def _run_manager(setup_dir, log_path, env):
             start_new_session=True,
         )
         try:
-            wait_for_state(
-                lambda: (
-                    proc.poll(),
-                    os.path.getsize(log_path),
-                    _newest_change(os.path.join(setup_dir, "work")),
-                    _queue(env),
-                ),
-                done=lambda state: state[0] is not None,
+            return wait_for_process(
+                proc,
                 what=f"`sis m -r` on Slurm (log: {log_path})",
-                poll=1.0,
+                watch=[log_path, os.path.join(setup_dir, "work")],
+                snapshot=lambda: _queue(env),
             )
         except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)  # the manager and the local workers it started
-            proc.wait()
             subprocess.run(["scancel", "--user", str(os.getuid())], env=env, capture_output=True)
             raise
-        return proc.returncode
 
 
 def _job_dirs(setup_dir: str) -> list:
