@@ -1,7 +1,10 @@
-"""Running a call that may block (e.g. opening a FIFO) in a test without hanging the test run."""
+"""Running a call that may block (e.g. opening a FIFO) in a test without hanging the test run, and waiting for a
+state (a process ended, a queue drained) that only a hang, not a slow machine, keeps from coming."""
 
 import os
+import signal
 import threading
+import time
 
 import pytest
 
@@ -40,3 +43,61 @@ def unblock_fifo(path):
             pass
 
     return unblock
+
+
+#: Seconds in which nothing a wait watches changed before :func:`wait_for_state` calls it a hang.
+STALL_SECONDS = 600.0
+
+
+def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5):
+    """Poll ``snapshot()`` (what the wait watches: a process's exit code, queue states, log sizes, file times) until
+    ``done(snapshot)``, however long that takes while the snapshot keeps changing: the state decides, not the clock.
+    Fails, naming ``what`` and the last snapshot, only when the snapshot stayed the same for ``stall`` seconds (a
+    hang: a loaded machine is slow, not still).
+
+    :return: the snapshot that was done
+    """
+    last, since = None, time.monotonic()
+    while True:
+        now = snapshot()
+        if done(now):
+            return now
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > stall:
+            pytest.fail(f"{what}: nothing changed for {stall:.0f} s (a hang); last seen: {now!r}")
+        time.sleep(poll)
+
+
+def newest_change(directory: str) -> float:
+    """The latest modification time of ``directory`` or anything under it (what a running Sisyphus setup changes:
+    a task writes its usage file every minute, RETURNN its logs): a progress snapshot for :func:`wait_for_state`."""
+    newest = 0.0
+    for root, _, files in os.walk(directory):
+        for name in [root] + [os.path.join(root, f) for f in files]:
+            try:
+                newest = max(newest, os.stat(name).st_mtime)
+            except OSError:  # gone meanwhile
+                pass
+    return newest
+
+
+def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None):
+    """Wait until ``proc`` exits by itself, however long that takes while its work goes on: the sizes and latest
+    changes of the paths in ``watch`` (its log, its work dir) and ``snapshot()`` (e.g. a queue's states) make the
+    progress snapshot of :func:`wait_for_state`. On a hang, or any error while waiting, kills ``proc``'s process group
+    (start it with ``start_new_session=True``) before failing. Returns its exit code."""
+
+    def progress():
+        seen = []
+        for path in watch:
+            seen.append(newest_change(path) if os.path.isdir(path) else os.path.getsize(path))
+        return proc.poll(), seen, snapshot()
+
+    try:
+        wait_for_state(progress, done=lambda state: state[0] is not None, what=what, poll=1.0)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process and the workers it started
+        proc.wait()
+        raise
+    return proc.returncode

@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -14,13 +13,13 @@ import time
 
 import pytest
 
+from tests.blocking import wait_for_process, wait_for_state
 from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytestmark = pytest.mark.slurm
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "start_local_slurm.sh")
-TIMEOUT = 300
 _SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 
 
@@ -128,25 +127,36 @@ def _logs(state: str) -> str:
     return "\n".join(out)
 
 
+def _queue(env) -> str:
+    """Slurm's queue as ``<job id> <state>`` lines ("" when empty)."""
+    return subprocess.run(
+        ["squeue", "-h", "-o", "%i %T"], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def _run_manager(setup_dir, log_path, env):
+    """``sis m -r`` in ``setup_dir`` until it exits by itself (done, or nothing runnable left): no time limit, only a
+    hang guard that fails when its log, its work dir and Slurm's queue all stood still for a long time."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             sis_command() + ["m", "-r"],
             cwd=setup_dir,
             env=env,
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:
-            proc.communicate(b"", timeout=TIMEOUT)
-            return proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the manager and the local workers it started
-            proc.wait()
+            return wait_for_process(
+                proc,
+                what=f"`sis m -r` on Slurm (log: {log_path})",
+                watch=[log_path, os.path.join(setup_dir, "work")],
+                snapshot=lambda: _queue(env),
+            )
+        except BaseException:
             subprocess.run(["scancel", "--user", str(os.getuid())], env=env, capture_output=True)
-            pytest.fail(f"`sis m -r` on Slurm did not finish within {TIMEOUT}s; log: {log_path}")
+            raise
 
 
 def _job_dirs(setup_dir: str) -> list:
@@ -229,13 +239,9 @@ def test_recipe_example_runs_through_the_slurm_engine(slurm, tmp_path, mini_task
         assert {"TinyHdfDataJob", "ComputeFileSizesJob", "ShardPlanJob", "VerifyShardingJob"} <= names, submitted
     else:  # TinyHdfDataJob is a mini task; the verification, running RETURNN per rank, is not
         assert "VerifyShardingJob" in names and "TinyHdfDataJob" not in names, submitted
-    deadline = time.monotonic() + 300  # the last batch step ends a few seconds after its task wrote the outputs
-    while True:  # (a generous bound: on a loaded machine, much later)
-        queue = subprocess.run(["squeue", "-h"], env=slurm, capture_output=True, text=True, check=True)
-        if not queue.stdout.strip() or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert queue.stdout.strip() == "", queue.stdout  # nothing left behind in the queue
+    # The last batch step ends a few seconds after its task wrote the outputs (on a loaded machine, much later):
+    # wait for Slurm's queue to empty, as long as the jobs' states keep changing.
+    wait_for_state(lambda: _queue(slurm), done=lambda queue: queue == "", what="the jobs leaving Slurm's queue")
     with open(os.path.join(os.path.dirname(slurm["SLURM_CONF"]), "log", "slurmctld.log"), errors="replace") as f:
         done = set(re.findall(r"_job_complete: JobId=(\d+)\S* done", f.read()))
     assert {job_id for job_id, _ in submitted} <= done
@@ -298,11 +304,14 @@ def test_stopping_the_cluster_ends_its_running_jobs(slurm, tmp_path):
         capture_output=True,
         cwd=str(tmp_path),
     )
-    deadline = time.monotonic() + 300  # a generous bound: a loaded machine starts it late
-    while not any(marker in cmd for _, cmd in _all_processes()):
-        if time.monotonic() > deadline:
-            pytest.fail("the test job did not start within 300 s: " + _logs(state))
-        time.sleep(0.25)
+    # Until its step runs (a loaded machine starts it late) or the job left the queue without running it.
+    running, _ = wait_for_state(
+        lambda: (any(marker in cmd for _, cmd in _all_processes()), _queue(slurm)),
+        done=lambda seen: seen[0] or seen[1] == "",
+        what="the test job starting",
+        poll=0.25,
+    )
+    assert running, "the test job left the queue without running its step: " + _logs(state)
     stopped = subprocess.run([SCRIPT, "stop", state], env=slurm, capture_output=True, text=True, timeout=120)
     assert stopped.returncode == 0, stopped.stderr
     assert not any(marker in cmd for _, cmd in _all_processes())

@@ -4,11 +4,11 @@ in a temp dir: tiny HDF data -> file sizes -> shard plan -> verification with RE
 import os
 import re
 import shutil
-import signal
 import subprocess
 
 import pytest
 
+from tests.blocking import wait_for_process
 from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
@@ -21,7 +21,6 @@ pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip
 from i6_shard import cli, core  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TIMEOUT = 900  # a hang guard, generous for a loaded machine
 
 
 def _run_manager(setup_dir, log_path, answer=""):
@@ -37,13 +36,12 @@ def _run_manager(setup_dir, log_path, answer=""):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        try:
-            proc.communicate(answer.encode(), timeout=TIMEOUT)
-            return proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the manager and the workers it started
-            proc.wait()
-            pytest.fail(f"`sis m -r` did not finish within {TIMEOUT}s; log: {log_path}")
+        proc.stdin.write(answer.encode())  # read only when it asks, at the end
+        proc.stdin.close()
+        # until it exits by itself, as long as its log or work dir changes (no time limit: only a hang guard)
+        return wait_for_process(
+            proc, what=f"`sis m -r` (log: {log_path})", watch=[log_path, os.path.join(setup_dir, "work")]
+        )
 
 
 def _read(path, mode="rt"):

@@ -80,6 +80,7 @@ def test_dedicated_multi_proc_around_distrib_shard_files_names_the_start_up_clas
     assert "round-robin" not in text
 
 
+@pytest.mark.slow  # a RETURNN subprocess that starts the MultiProcDataset's 2 worker processes: several seconds
 def test_returnn_fails_at_start_up_for_the_stated_reason(tmp_path):
     """RETURNN, run as rank 0 of 2 (the verifier's runner), fails building the train dataset with the clash."""
     needs_torch("torch_distributed needs torch")

@@ -352,11 +352,16 @@ def test_plain_i6_core_job_shows_the_pitfall_the_helper_avoids():
 
 
 @pytest.mark.parametrize("local", [True, False])
-def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
+def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local, monkeypatch):
     """The first code block of the README's "Config builders" section runs as it is (and with LOCAL = False):
-    the training reads the plan and depends on the plan job; local: 2 CPU ranks with gloo that fit 2 cores."""
+    the training reads the plan and depends on the plan job; local: 2 CPU ranks with gloo that fit 2 cores. The
+    RETURNN root is ``RETURNN_ROOT`` of the environment before the one of settings.py (which the tutorial's run,
+    tests/training/test_tutorial.py, uses)."""
     pytest.importorskip("i6_shard.jobs", reason=SISYPHUS_REASON)
     import re
+
+    monkeypatch.setenv("RETURNN_ROOT", str(tmp_path / "returnn_from_env"))
+    monkeypatch.setattr(gs, "RETURNN_ROOT", str(tmp_path / "returnn_from_settings"), raising=False)
 
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
     section = readme[readme.index("## Config builders") :]
@@ -372,6 +377,7 @@ def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local):
     namespace["py"]()
     (job,) = jobs
     assert isinstance(job, ReturnnTrainingJob) and job.horovod_num_processes == (2 if local else 8)
+    assert job.returnn_root.get_path() == str(tmp_path / "returnn_from_env")
     train = job.returnn_config.config["train"]
     plan_jobs = [p.creator for p in job._sis_inputs if type(p.creator).__name__ == "ShardPlanJob"]
     assert len(plan_jobs) == 1 and train["plan"] == plan_jobs[0].out_plan and "file_sizes" not in train

@@ -1,5 +1,7 @@
 """The per-rank recorder run in real RETURNN subprocesses, checked with the core: it proves
-exactly-once reading with sharding_fix=True and catches RETURNN's double-sharding data loss."""
+exactly-once reading with sharding_fix=True and catches RETURNN's double-sharding data loss. (torch's
+dataset_distribution="shard", with the records of what each rank read, is verified through VerifyShardingJob in
+tests/jobs/test_verify.py, which runs this recorder.)"""
 
 import json
 import os
@@ -208,23 +210,6 @@ def _config_file(tmp_path, name, body):
         "            'use_worker_proc': False, 'seq_ordering': 'random', 'sharding_fix': True, **extra}\n" + body
     )
     return ["--config", str(path)]
-
-
-@pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
-def test_dataset_distribution_shard_is_verified_as_sharded(tmp_path, hdf_files):
-    """torch_distributed stays in the config: RETURNN shards the train dataset itself and gives every rank
-    the same seed (the runner simulates each rank with RETURNN's own DistributedContext)."""
-    needs_torch("torch_distributed needs torch")
-    source = _config_file(
-        tmp_path,
-        "shard.config",
-        f"torch_distributed = {{'dataset_distribution': 'shard'}}\ntrain = dfd({hdf_files!r}, random_seed_offset=3)\n",
-    )
-    ranks, ref = _record(tmp_path, source, num_shards=2, epochs=[1, 2, 3, 4])
-    violations, report = verify_records(ranks, ref, num_shards=2)
-    assert violations == [], report
-    assert [r["settings"]["distrib_shard_files"] for r in ranks] == [False, False]
-    assert [r["settings"]["random_seed_offset"] for r in ranks] == [3, 3]
 
 
 @pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds

@@ -1,7 +1,9 @@
 """The verifier reads the data the way each engine mode does, in real RETURNN subprocesses: DataLoader workers
-that shard (behavior_version 37, or torch_dataloader_shard_workers=True), a MultiProcDataset as the sub-epoch
-dataset (each sharding_method), a MultiEpochDataset around the DistributeFilesDataset; its verdict is right on
-each (no false alarm on a correct training, the MultiEpochDataset's loss caught)."""
+that shard (torch_dataloader_shard_workers=True, or behavior_version 37 with one worker), a MultiProcDataset as the
+sub-epoch dataset (each sharding_method); its verdict is right on each. Behavior_version 37 with 2 workers and a
+MultiEpochDataset around the DistributeFilesDataset are verified on real trainings of those configs, where the
+training's own logs show what was read (tests/training/test_engine_modes_live.py: no false alarm on the correct
+one, the MultiEpochDataset's loss caught, the same checks of what the runner read as here)."""
 
 import pytest
 
@@ -28,7 +30,6 @@ def _verify(tmp_path, name: str, config: str, *, epochs):
 @pytest.mark.parametrize(
     "extra, num_shards",
     [
-        ("behavior_version = 37\n" + WORKERS, 4),  # each worker is one of 2 * 2 shards
         ("behavior_version = 31\ntorch_dataloader_shard_workers = True\n" + WORKERS, 4),
         ("behavior_version = 37\ntorch_dataloader_opts = {'num_workers': 1}\n", 2),
     ],
@@ -53,27 +54,15 @@ def test_dataloader_workers_that_do_not_shard_read_everything_twice(tmp_path, hd
 @pytest.mark.parametrize("sharding_method", ["seq_order", "dedicated"])
 def test_a_multi_proc_sub_epoch_dataset_is_read_through_its_workers(tmp_path, hdf_files, sharding_method):  # noqa: F811
     """One full epoch in one sub-epoch (partition_epoch 1): each sub-epoch dataset starts its worker processes, so
-    one sub-epoch per rank (and the one the DistributeFilesDataset loads ahead) is all the check needs."""
+    one sub-epoch per rank (and the one the DistributeFilesDataset loads ahead) is all the check needs. 4 of the
+    files, 2 per rank: the runner's reference reads each file through its own MultiProcDataset, which starts its 2
+    worker processes, so each file more costs two process starts and shows nothing more."""
     config = (
         "behavior_version = 37\nfrom tests.hdf_data import multi_proc_sub_epoch_dataset\n"
-        + f"train = dfd({hdf_files!r}, distrib_shard_files=True, partition_epoch=1, get_sub_epoch_dataset="
+        + f"train = dfd({hdf_files[:4]!r}, distrib_shard_files=True, partition_epoch=1, get_sub_epoch_dataset="
         + f"functools.partial(multi_proc_sub_epoch_dataset, sharding_method={sharding_method!r}))\n"
     )
     ranks, violations, report = _verify(tmp_path, "mpd.config", config, epochs=[1])
     assert violations == [], report
     assert "full epoch 0: " in report and "partly read" not in report, report
     assert [len(r["sub_epochs"][0]["seq_tags"]) > 0 for r in ranks] == [True, True]
-
-
-@pytest.mark.slow
-def test_a_multi_epoch_dataset_loss_is_caught(tmp_path, hdf_files):  # noqa: F811
-    config = (
-        "behavior_version = 37\n"
-        + f"train = {{'class': 'MultiEpochDataset', 'multi_epoch': 2, 'dataset': dfd({hdf_files!r}, "
-        + "distrib_shard_files=True)}\n"
-    )
-    ranks, violations, report = _verify(tmp_path, "me.config", config, epochs=[1, 2])
-    assert violations, report
-    # each sub-epoch of the training is 2 epochs of the DistributeFilesDataset, all of them read
-    assert [[inst["dataset_epoch"] for inst in se["instances"]] for se in ranks[0]["sub_epochs"]] == [[1, 2], [3, 4]]
-    assert {v.kind for v in violations} & {"files", "missing", "duplicate", "settings"}, report

@@ -57,7 +57,7 @@ def _dropped(training, counts):
 
 def _verify(training, tmp_path, monkeypatch, *, epochs):
     """VerifyShardingJob's runner on the training's own config, once per rank (the ranks' processes side by side,
-    as they are independent), and its verdict."""
+    as they are independent): what each rank read, and the verdict ``(ranks, violations, report)``."""
     from i6_shard.core.reporting import verify_records
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
@@ -79,7 +79,7 @@ def _verify(training, tmp_path, monkeypatch, *, epochs):
     with open(tmp_path / "reference.json") as f:
         reference = json.load(f)
     monkeypatch.chdir(training.work_dir)  # the files are relative to the training's directory, as in the job
-    return verify_records(ranks, reference, num_shards=training.num_ranks)
+    return (ranks, *verify_records(ranks, reference, num_shards=training.num_ranks))
 
 
 @pytest.mark.slow
@@ -98,8 +98,12 @@ def test_dataloader_workers_that_shard_read_every_file_once_and_raise_no_false_a
     for s in summary["sub_epochs"]:
         assert abs(s["dropped_fraction"] - expected[s["epoch"]]) < 0.0005, (s["epoch"], expected)
     assert [(fe["files_read_twice"], fe["files_never_read"]) for fe in summary["full_epochs"]] == [(0, 0), (0, 0)]
-    violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2,3,4")
+    ranks, violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2,3,4")
     assert violations == [], report
+    # the runner read the data as the engine does: in each of the 2 workers of each rank, one of 2 * 2 shards
+    instances = [inst for r in ranks for se in r["sub_epochs"] for inst in se["instances"]]
+    assert {inst["num_shards"] for inst in instances} == {4}
+    assert sorted({inst["shard_index"] for inst in instances}) == [0, 1, 2, 3]
 
 
 @pytest.mark.slow
@@ -125,5 +129,8 @@ def test_a_multi_epoch_dataset_that_loses_files_is_caught_by_both(tmp_path, monk
     expected = _dropped(training, counts)
     for s in summary["sub_epochs"]:
         assert abs(s["dropped_fraction"] - expected[s["epoch"]]) < 0.0005, (s["epoch"], expected)
-    violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2")
+    ranks, violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2")
     assert violations, report
+    # each sub-epoch of the training is 2 epochs of the DistributeFilesDataset, all of them read
+    assert [[inst["dataset_epoch"] for inst in se["instances"]] for se in ranks[0]["sub_epochs"]] == [[1, 2], [3, 4]]
+    assert {v.kind for v in violations} & {"files", "missing", "duplicate", "settings"}, report

@@ -1,7 +1,13 @@
 """docs/tutorial.md as written: its step 3 (``scripts/setup_tutorial.py``) run verbatim in a venv over this Python
 (which stands in for steps 1 and 2: a venv with Sisyphus, and a clone of i6_core), then its step 4, ``sis m -r``, in
 a shell without ``RETURNN_ROOT``: the setup remembers the RETURNN root itself. It installs no torch but the pinned
-CPU build, and leaves both reports and both plots among the registered outputs."""
+CPU build, and leaves both reports and both plots among the registered outputs.
+
+The setup it makes is the README's recipe as written (its settings.py and config/train.py, extracted from the README,
+on data from ``python -m i6_shard make-data``), so the same run, by the real Sisyphus manager with i6_core and RETURNN
+(a 2-rank torchrun training on the CPU), also shows the README's claims: the outputs the README names exist, the plan
+is what the ranks read, and the training report finds every rank's files as planned. (That the README's recipe takes
+``RETURNN_ROOT`` from the environment first is checked without a training, in tests/returnn_config/test_i6core.py.)"""
 
 import glob
 import json
@@ -99,7 +105,39 @@ def test_the_tutorial_sets_up_trains_and_reports(tmp_path):
     for name in ("sharding/plot.png", "train/plot.png"):  # the pictures among the registered outputs
         assert (setup / "output" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     _assert_the_plan_has_the_trainings_steps(setup)
+    _assert_the_readme_recipes_outputs(setup)
     shutil.rmtree(setup / "work", ignore_errors=True)  # the training's checkpoints
+
+
+def _assert_the_readme_recipes_outputs(setup):
+    """What the README says its recipe leaves: the plan of 2 ranks, 2 sub-epochs, balanced by frames, for 2 passes
+    (4 sub-epochs) and the one RETURNN preloads; every rank read exactly its planned files in every sub-epoch; the
+    training report finds them as planned and raises no alarm; the learning rates and both plots are outputs."""
+    from i6_shard import core
+    from i6_shard.core.io.returnn_log import read_training_logs
+
+    config, settings = setup_tutorial.readme_blocks()
+    assert (setup / "config" / "train.py").read_text() == config  # the README's recipe as written
+    assert (setup / "settings.py").read_text().startswith(settings)
+    out = setup / "output"
+    plan = core.load_plan(str(out / "sharding" / "plan.npz"))
+    s = plan.settings
+    assert (s.num_shards, s.partition_epoch, s.distribution, s.unit) == (2, 2, "balanced", "frames")
+    assert (s.training_num_epochs, s.preloaded_sub_epochs) == (4, 1)  # 2 passes, and the preloaded sub-epoch
+    assert (
+        "4 sub-epochs = 2 full epochs; the plan also holds the 1 after them that RETURNN preloads"
+        in (out / "sharding" / "report.txt").read_text()
+    )
+    (train_dir,) = glob.glob(str(setup / "work" / "i6_core" / "returnn" / "training" / "ReturnnTrainingJob.*"))
+    training = read_training_logs(sorted(glob.glob(os.path.join(train_dir, "work", "returnn.torch-distrib-*-2.log"))))
+    assert training.num_ranks == 2 and training.epochs == [1, 2, 3, 4]
+    for rank_log in training.ranks:
+        for epoch in training.epochs:
+            assert rank_log.sub_epochs[epoch].file_keys == plan.files_for(epoch=epoch, shard_index=rank_log.rank)
+    report = (out / "train" / "sharding_report.txt").read_text()
+    assert report.count("files as planned") == 2 * 4, report
+    assert "Alarms\n  none" in report, report
+    assert (out / "train" / "learning_rates").exists()
 
 
 def _assert_the_plan_has_the_trainings_steps(setup):
