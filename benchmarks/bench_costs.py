@@ -140,7 +140,6 @@ def train(name: str, base: str, reuse: bool) -> str:
         file_sizes=None if unit is None else os.path.join(base, f"{unit}.npz"),
         batch_size=BATCHING.batch_size,
         max_seqs=BATCHING.max_seqs,
-        timeout=1800.0,
         max_sub_epoch_deviation=deviation,
     )
     return work

@@ -144,7 +144,6 @@ def run_one(work: str, corpus: Dict[str, Any], *, distribution: str, sync: str, 
         max_seqs=MAX_SEQS,
         behavior_version=BEHAVIOR_VERSION,
         torch_distributed=torch_distributed,
-        timeout=1800.0,
     )
     summary = write_train_report(
         training.log_files,

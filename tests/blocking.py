@@ -3,6 +3,8 @@ state (a process ended, a queue drained) that only a hang, not a slow machine, k
 
 import os
 import signal
+import subprocess
+import tempfile
 import threading
 import time
 
@@ -82,7 +84,7 @@ def newest_change(directory: str) -> float:
     return newest
 
 
-def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None):
+def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None, stall=STALL_SECONDS):
     """Wait until ``proc`` exits by itself, however long that takes while its work goes on: the sizes and latest
     changes of the paths in ``watch`` (its log, its work dir) and ``snapshot()`` (e.g. a queue's states) make the
     progress snapshot of :func:`wait_for_state`. On a hang, or any error while waiting, kills ``proc``'s process group
@@ -95,9 +97,37 @@ def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None):
         return proc.poll(), seen, snapshot()
 
     try:
-        wait_for_state(progress, done=lambda state: state[0] is not None, what=what, poll=1.0)
+        wait_for_state(progress, done=lambda state: state[0] is not None, what=what, stall=stall, poll=1.0)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)  # the process and the workers it started
         proc.wait()
         raise
     return proc.returncode
+
+
+def _cpu_ticks(pid: int) -> int:
+    """CPU clock ticks a process and its waited-for children used (``/proc/<pid>/stat``), 0 where unknown: a process
+    that computes without writing is working, not hung."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def run_to_end(cmd, *, env=None, cwd=None, stall=STALL_SECONDS) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True)`` without a time limit: it waits as long as the process
+    writes output or uses CPU (:func:`wait_for_process`), and fails only on a hang."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+            returncode = wait_for_process(
+                proc, what=f"{cmd!r}", watch=(out_path, err_path), snapshot=lambda: _cpu_ticks(proc.pid), stall=stall
+            )
+        with open(out_path, encoding="utf-8", errors="replace") as f:
+            stdout = f.read()
+        with open(err_path, encoding="utf-8", errors="replace") as f:
+            stderr = f.read()
+    return subprocess.CompletedProcess(cmd, returncode, stdout, stderr)

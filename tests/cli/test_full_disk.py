@@ -6,11 +6,12 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from tests.blocking import run_to_end
 
 from i6_shard.cli import main
 from tests.cli.conftest import plan_argv
@@ -58,11 +59,8 @@ def test_on_a_full_tmpfs_each_command_is_one_line_naming_output_and_space(tmp_pa
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     script = ['mount -t tmpfs -o size=200k tmpfs "$1" && shift && exec "$@"', "sh", str(mnt)]
-    res = subprocess.run(
+    res = run_to_end(
         [unshare, "-rm", "sh", "-c", *script, sys.executable, "-c", textwrap.dedent(_RUN), str(mnt), str(inputs)],
-        capture_output=True,
-        text=True,
-        timeout=300,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     if res.returncode != 0 and ("mount" in res.stderr or "unshare" in res.stderr):

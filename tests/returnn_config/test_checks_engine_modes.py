@@ -4,11 +4,12 @@ subprocess), and warn where a get_sub_epoch_dataset of the config's own cannot b
 
 import functools
 import os
-import subprocess
 import sys
 import warnings
 
 import pytest
+
+from tests.blocking import run_to_end
 
 from tests.deps import needs_torch
 
@@ -95,14 +96,7 @@ def test_returnn_fails_at_start_up_for_the_stated_reason(tmp_path):
     script = tmp_path / "start.py"
     script.write_text(START_UP)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(
-        [sys.executable, str(script), str(config)],
-        env=env,
-        cwd=str(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_to_end([sys.executable, str(script), str(config)], env=env, cwd=str(tmp_path))
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "distrib_shard_files shards the files by the distributed rank 0 / size 2" in out

@@ -5,13 +5,14 @@ class passes on the subclass. The fast ones run by default; I6_SHARD_RETURNN_TES
 import glob
 import os
 import re
-import subprocess
 import sys
 import tarfile
 import tempfile
 import xml.etree.ElementTree as ElementTree
 
 import pytest
+
+from tests.blocking import run_to_end
 
 returnn = pytest.importorskip("returnn", reason="needs RETURNN: pip install returnn")
 
@@ -49,7 +50,7 @@ def _sdist_tests_dir() -> str:
         "-d",
         cache,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = run_to_end(cmd)
     archives = glob.glob(os.path.join(cache, f"returnn-{version}.tar.gz"))
     if proc.returncode != 0 or not archives:
         pytest.skip(
@@ -82,7 +83,7 @@ def _run(tests_dir: str, names: list, tmp_path, *, substitute: bool) -> dict:
             [REPO, os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH", "")]
         ),
     }
-    proc = subprocess.run(
+    proc = run_to_end(
         [
             sys.executable,
             "-m",
@@ -97,9 +98,6 @@ def _run(tests_dir: str, names: list, tmp_path, *, substitute: bool) -> dict:
         ],
         cwd=tests_dir,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
     )
     if not report.exists():
         raise AssertionError(f"pytest did not run RETURNN's tests:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.blocking import run_to_end
+
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 
 from i6_shard.core.pure.returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES  # noqa: E402
@@ -35,7 +37,7 @@ REMOVE = {
 
 def _run(code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    return run_to_end([sys.executable, "-c", code], env=env, cwd=ROOT)
 
 
 def test_every_feature_has_a_simulation():

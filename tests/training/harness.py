@@ -12,7 +12,6 @@ import dataclasses
 import fcntl
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
+
+from tests.blocking import STALL_SECONDS, wait_for_process
 
 __all__ = [
     "Training",
@@ -220,18 +221,11 @@ def launch_command(config_path: str, *, num_ranks: int) -> List[str]:
 
 
 @contextlib.contextmanager
-def _training_lock(timeout: float):
-    """One training at a time on this machine (flock on TRAINING_LOCK)."""
+def _training_lock():
+    """One training at a time on this machine (flock on TRAINING_LOCK). The wait has no deadline: the training that
+    holds the lock ends, or its own hang guard (:func:`tests.blocking.wait_for_process`) ends it."""
     with open(TRAINING_LOCK, "a") as f:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"another training held {TRAINING_LOCK} for {timeout:.0f} s; try again later")
-                time.sleep(0.5)
+        fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -253,13 +247,14 @@ def run_training(
     torch_distributed: Optional[Mapping[str, Any]] = None,
     log_batch_size: bool = True,
     extra_config: Optional[Mapping[str, Any]] = None,
-    timeout: float = 600.0,
-    lock_timeout: float = 1800.0,
+    stall: float = STALL_SECONDS,
 ) -> Training:
     """Write the config into ``work_dir`` (which must not hold an earlier training) and train with
     ``num_ranks`` processes; raise ``RuntimeError`` with the output's tail if the training fails.
 
     :param train: the train dataset dict (e.g. from ``sharded_files_dataset``), with str paths
+    :param stall: the training is taken for hung (and killed, failing the caller) only when its output and work dir
+        stood still this many seconds: a loaded machine makes it slow, and no clock decides
     :return: the finished :class:`Training`
     """
     os.makedirs(work_dir, exist_ok=True)
@@ -286,7 +281,7 @@ def run_training(
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    with _training_lock(lock_timeout), open(stdout_path, "wb") as out:
+    with _training_lock(), open(stdout_path, "wb") as out:
         start = time.monotonic()
         proc = subprocess.Popen(
             launch_command(config_path, num_ranks=num_ranks),
@@ -296,12 +291,9 @@ def run_training(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        try:
-            returncode = proc.wait(timeout=timeout)
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its ranks: the group this call started
-            proc.wait()
-            raise
+        returncode = wait_for_process(
+            proc, what=f"the training in {work_dir}", watch=(stdout_path, work_dir), stall=stall
+        )
         seconds = time.monotonic() - start
     if returncode != 0:
         with open(stdout_path, encoding="utf-8", errors="replace") as f:

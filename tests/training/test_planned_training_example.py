@@ -51,7 +51,7 @@ def _returnn_root():
 def run_sis_manager(sis: str, config: str, *, setup, env, log_path) -> str:
     """``sis m -r CONFIG`` in ``setup`` until every output is there (a real training's lock held); its log. No time
     limit: a hang guard fails only when the manager's log and work dir stood still for a long time."""
-    with _training_lock(timeout=1800), open(log_path, "ab") as log:
+    with _training_lock(), open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [sis, "m", "-r", config],
             cwd=setup,

@@ -33,7 +33,7 @@ def test_a_file_resized_after_the_sizes_were_computed_stops_the_training(tmp_pat
         extra_opts={"file_sizes_check_samples": len(files)},
     )  # every rank checks all
     with pytest.raises(RuntimeError, match="failed with exit code") as info:
-        run_training(work_dir, train=train, num_ranks=2, num_epochs=2, timeout=300)
+        run_training(work_dir, train=train, num_ranks=2, num_epochs=2)
     out = open(os.path.join(work_dir, "stdout.txt"), encoding="utf-8", errors="replace").read()
     for rank in (0, 1):
         line = re.search(

@@ -4,7 +4,6 @@ one, and refuses negative sizes and names that are not .npz."""
 
 import os
 import struct
-import subprocess
 import sys
 import textwrap
 import tracemalloc
@@ -15,6 +14,8 @@ import pytest
 
 from i6_shard.core import FileSizes, PlanSettings, ShardPlan, load_file_sizes, load_plan, save_file_sizes, save_plan
 from i6_shard.core.io.npz import load_npz, open_npz, save_npz
+
+from tests.blocking import run_to_end
 
 
 def write_member(zf, name, arr=None, *, header=None, data=None):
@@ -74,12 +75,7 @@ _MEASURE = """
 
 
 def load_in_child(path, call):
-    res = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_MEASURE.format(call=call)), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = run_to_end([sys.executable, "-c", textwrap.dedent(_MEASURE.format(call=call)), str(path)])
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.splitlines()
     return lines[0], int(lines[-1].split()[1]) * 1024
@@ -263,7 +259,7 @@ def test_only_regular_files_are_opened_as_archives(tmp_path):
         "import sys\nfrom i6_shard.core import load_file_sizes\ntry:\n    load_file_sizes(sys.argv[1])\n"
         "except ValueError as exc:\n    print(exc)\n"
     )
-    res = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=300)
+    res = run_to_end([sys.executable, "-c", code, str(fifo)])
     assert res.stdout.startswith(
         f"{str(fifo)!r} is not a file sizes archive: it is a FIFO (named pipe), not a regular file"
     ), res.stdout + res.stderr
