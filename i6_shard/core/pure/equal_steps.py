@@ -29,6 +29,8 @@ _NO_LIMIT = 2**62
 _REORDER_PATIENCE = 12
 #: ``seq_ordering`` values whose order depends only on the number of sequences, not on their lengths.
 _ORDER_BY_COUNT = ("random", "default", "reverse")
+#: Searches of a lossy full epoch from its best bins so far, the worst sub-epoch first, while they help.
+_REPAIRS = 3
 
 
 def _period(engine: EngineSettings) -> int:
@@ -493,23 +495,89 @@ class _SubEpoch:
         return rounds
 
 
-def _search_sub_epoch(
-    sub: "_SubEpoch",
-    bins: List[List[int]],
-    s: int,
+def _forward(
+    ctx: _Context,
+    start: List[List[int]],
+    order: Sequence[int],
     *,
     num_shards: int,
     partition_epoch: int,
     between_sub_epochs: int,
-    max_rounds: int,
-    reorder_trials: int,
-    move_trials: int,
-) -> int:
-    """:meth:`_SubEpoch.search` on sub-epoch ``s``, free to trade with the bins of the ``between_sub_epochs``
-    sub-epochs after it; returns the rounds made."""
+    **search,
+) -> Tuple[List[List[int]], List[int], List[int]]:
+    """:meth:`_SubEpoch.search` on each lossy sub-epoch of the bins ``start`` in ``order``, each free to trade with
+    the bins of the ``between_sub_epochs`` sub-epochs after it in that order; the new bins, and per sub-epoch (by
+    index) the rounds made and the frames dropped."""
     p = partition_epoch
-    free = [bins[r * p + t] for t in range(s + 1, min(p, s + 1 + between_sub_epochs)) for r in range(num_shards)]
-    return sub.search(max_rounds=max_rounds, reorder_trials=reorder_trials, move_trials=move_trials, free=free)
+    bins = [list(b) for b in start]
+    rounds, dropped = [0] * p, [0] * p
+    for i, s in enumerate(order):
+        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], seed=ctx.full_epoch_0idx * 7919 + s)
+        if sub.dropped()[0] > 0:
+            free = [bins[r * p + t] for t in order[i + 1 : i + 1 + between_sub_epochs] for r in range(num_shards)]
+            rounds[s] = sub.search(free=free, **search)
+        dropped[s] = sub.dropped()[0]
+        for r in range(num_shards):
+            bins[r * p + s] = sub.ranks[r].files
+    return bins, rounds, dropped
+
+
+def _gather_big(ctx: _Context, bins: List[List[int]], *, num_shards: int, partition_epoch: int):
+    """``(bins, t)``: the bins with every file above a rank's share of a sub-epoch (in frames) in sub-epoch t, the
+    largest file's: each bin that holds such a file elsewhere trades places with the bin of t with the fewest frames
+    that holds none (every bin stays whole). None if they already share a sub-epoch."""
+    p = partition_epoch
+    frames = [int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in ctx.file_lengths]
+    share = sum(frames) / (num_shards * p)
+    bin_frames = [sum(frames[f] for f in b) for b in bins]
+    big_bins = sorted(
+        {k for k, b in enumerate(bins) for f in b if frames[f] > share},
+        key=lambda k: (-max(frames[f] for f in bins[k]), k),
+    )
+    if len({k % p for k in big_bins}) <= 1:
+        return None
+    t, out, holds = big_bins[0] % p, [list(b) for b in bins], set(big_bins)
+    for k in big_bins[1:]:
+        spare = [r * p + t for r in range(num_shards) if r * p + t not in holds]
+        if k % p == t or not spare:
+            continue
+        j = min(spare, key=lambda j: (bin_frames[j], j))
+        out[k], out[j], bin_frames[k], bin_frames[j] = out[j], out[k], bin_frames[j], bin_frames[k]
+        holds = (holds - {k}) | {j}
+    return out, t
+
+
+def _retry(ctx: _Context, original: List[List[int]], first, **kwargs):
+    """The best (by frames dropped, then lossy sub-epochs) of ``first`` (:func:`_forward` in sub-epoch order) and
+    searches in other orders, since the sub-epoch searched last trades with no later one: from the cut, the worst
+    sub-epoch of ``first`` first; from the cut with the files above a rank's share gathered in one sub-epoch
+    (:func:`_gather_big`), that one first; then, while it helps (at most ``_REPAIRS`` times), from the best bins so far
+    with their worst sub-epoch first (a sub-epoch that starts lossless is searched only if a trade made it lossy)."""
+    p = kwargs["partition_epoch"]
+
+    def first_of(s: int) -> List[int]:
+        return [s] + [t for t in range(p) if t != s]
+
+    def worst(got) -> int:
+        return max(range(p), key=lambda s: (got[2][s], -s))
+
+    def key(got) -> Tuple[int, int]:
+        return sum(got[2]), sum(x > 0 for x in got[2])
+
+    tries = [(original, first_of(worst(first)))] if worst(first) > 0 else []
+    gathered = _gather_big(ctx, original, num_shards=kwargs["num_shards"], partition_epoch=p)
+    if gathered is not None:
+        tries.append((gathered[0], first_of(gathered[1])))
+    best = first
+    for start, order in tries:
+        got = _forward(ctx, start, order, **kwargs) if key(best)[0] > 0 else best
+        best = got if key(got) < key(best) else best
+    for _ in range(_REPAIRS if key(best)[0] > 0 else 0):
+        got = _forward(ctx, best[0], first_of(worst(best)), **kwargs)
+        if key(got) >= key(best):
+            break
+        best = got
+    return best
 
 
 def equalize_steps(
@@ -533,8 +601,11 @@ def equalize_steps(
     sequences then take other places of its shuffled order, and its batches change), and moved and swapped between its
     ranks, until every rank's simulated batch count (:func:`~.engine_sim.simulate_sub_epoch`: the sub-epoch dataset's
     order with RETURNN's seed, the filter, the batches) lies in one window that the sync drops nothing of (grad sync:
-    one count; param sync: counts up to the same sync). Deterministic: the same input gives the same bins. A sub-epoch
-    whose files allow no lossless split keeps the least loss found, never more than it started with.
+    one count; param sync: counts up to the same sync). The sub-epochs are searched in order, each free to trade files
+    with the bins of the next ``between_sub_epochs``; a full epoch left lossy is searched again in other orders (the
+    worst sub-epoch first, the files above a rank's share gathered in one sub-epoch, then repairs from the best bins:
+    :func:`_retry`) and keeps the best, so a full epoch that the first pass leaves lossless keeps those bins.
+    Deterministic: the same input gives the same bins. The full epoch never drops more than as cut.
 
     :param positions: int64 positions into the full epoch's (shuffled) file order, grouped bin by bin
     :param bounds: int64 boundaries, shape [num_shards * partition_epoch + 1]
@@ -544,8 +615,9 @@ def equalize_steps(
     :param progress: called with a line per sub-epoch
     :param reorder_trials: reorderings tried per rank and round
     :param move_trials: moves and swaps tried per rank and round
-    :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many following
-        sub-epochs (searched after it), as ``flexible_auto`` moves them; 0: every file stays in its sub-epoch
+    :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many sub-epochs
+        searched after it, as ``flexible_auto`` moves them; 0: every file stays in its sub-epoch (and no sub-epoch
+        drops more than as cut)
     :return: ``(positions, bounds, info)`` with ``info["rounds"]`` and ``info["dropped_frames"]`` per sub-epoch
 
     >>> lengths = [np.array([10] * 4), np.array([10] * 2), np.array([10] * 2)]
@@ -556,60 +628,20 @@ def equalize_steps(
     """
     p = partition_epoch
     original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
-    bins = [list(b) for b in original]
     ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
-    info: Dict[str, List[int]] = {"rounds": [], "dropped_frames": []}
-    dropped_before, changed = 0, []  # the drop as cut of the sub-epochs that no earlier one changed
-    for s in range(p):
-        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], seed=full_epoch_0idx * 7919 + s)
-        start = sub.dropped()[0]
-        if any(bins[r * p + s] != original[r * p + s] for r in range(num_shards)):
-            changed.append(s)
-        else:
-            dropped_before += start
-        rounds = (
-            _search_sub_epoch(
-                sub,
-                bins,
-                s,
-                num_shards=num_shards,
-                partition_epoch=p,
-                between_sub_epochs=between_sub_epochs,
-                max_rounds=max_rounds,
-                reorder_trials=reorder_trials,
-                move_trials=move_trials,
-            )
-            if start > 0
-            else 0
-        )
-        dropped = sub.dropped()[0]
-        for r in range(num_shards):
-            bins[r * p + s] = sub.ranks[r].files
-        info["rounds"].append(rounds)
-        info["dropped_frames"].append(dropped)
-        if progress is not None:
-            progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds} rounds, {dropped} frames dropped")
-    for s in changed if sum(info["dropped_frames"]) > dropped_before else ():
-        dropped_before += _SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0]
-    if sum(info["dropped_frames"]) > dropped_before:  # the moves to later sub-epochs cost more than they saved
-        return equalize_steps(
-            positions,
-            bounds,
-            file_lengths=file_lengths,
-            num_shards=num_shards,
-            partition_epoch=partition_epoch,
-            engine=engine,
-            full_epoch_0idx=full_epoch_0idx,
-            random_seed_offset=random_seed_offset,
-            max_rounds=max_rounds,
-            progress=progress,
-            reorder_trials=reorder_trials,
-            move_trials=move_trials,
-            between_sub_epochs=0,
-        )
+    kwargs = dict(num_shards=num_shards, partition_epoch=p, max_rounds=max_rounds)
+    kwargs.update(reorder_trials=reorder_trials, move_trials=move_trials, between_sub_epochs=between_sub_epochs)
+    bins, rounds, dropped = _forward(ctx, original, range(p), **kwargs)
+    if sum(dropped) > 0 and between_sub_epochs > 0 and p > 1:
+        bins, rounds, dropped = _retry(ctx, original, (bins, rounds, dropped), **kwargs)
+        as_cut = sum(_SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0] for s in range(p))
+        if sum(dropped) > as_cut:  # the moves between sub-epochs cost more than they saved
+            bins, rounds, dropped = _forward(ctx, original, range(p), **{**kwargs, "between_sub_epochs": 0})
+    for s in range(p) if progress is not None else ():
+        progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds[s]} rounds, {dropped[s]} frames dropped")
     new_positions = np.asarray([i for b in bins for i in b], dtype=np.int64)
     new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in bins])]).astype(np.int64)
-    return new_positions, new_bounds, info
+    return new_positions, new_bounds, {"rounds": rounds, "dropped_frames": dropped}
 
 
 def equalize_plan_layouts(
