@@ -289,8 +289,10 @@ class _Rank:
 class _SubEpoch:
     """The ranks of one sub-epoch, searched toward a common window of batch counts that drops nothing."""
 
-    def __init__(self, ctx: _Context, bins: List[List[int]], seed: int):
-        self.ctx = ctx
+    def __init__(self, ctx: _Context, bins: List[List[int]], seed: int, *, wide: bool = False):
+        """``wide``: :meth:`move` also tries the free bins' files closest to a rank's need, which the files of the
+        sub-epoch's own ranks can crowd out of the closest changes (the searches again of a lossy full epoch)."""
+        self.ctx, self.wide = ctx, wide
         self.ranks = [_Rank(ctx, b) for b in bins]
         self.rng = np.random.RandomState(seed)
 
@@ -394,23 +396,34 @@ class _SubEpoch:
         pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners])
         pref = np.array([p for p, _, _ in partners])
         order = np.argsort(pool_size, kind="stable")
-        sorted_size = pool_size[order]
         parts = []  # (error in sequences, partner, file of r or -1, file of the partner or -1)
         if len(a) > 1:  # r gives file i to a partner (the nearest partner of each kind)
             give = np.argsort(np.abs(-a - need), kind="stable")[:trials]
             i = np.repeat(give, len(partners))
             parts.append((-a[i] - need, np.tile(np.arange(len(partners)), len(give)), i, np.full(i.size, -1)))
-        near = int(np.searchsorted(sorted_size, need))  # a partner gives one file to r
-        x = order[max(0, near - trials) : min(len(order), near + trials)]
-        x = x[np.asarray([len(files) > 1 for _, _, files in partners])[pool_who[x]]]
-        parts.append((pool_size[x] - need, pool_who[x], np.full(x.size, -1), pool_idx[x]))
-        near = np.searchsorted(sorted_size, a + need)[:, None] + np.arange(-2, 2)  # r gives i and takes j
-        i, t = np.nonzero((near >= 0) & (near < len(order)))
-        x = order[near[i, t]]
-        parts.append((pool_size[x] - a[i] - need, pool_who[x], i, pool_idx[x]))
+        many = np.asarray([len(files) > 1 for _, _, files in partners])
+        # wide: also the free bins' files nearest the need, which the ranks' own files may crowd out
+        for pool in [order] + ([order[pref[pool_who[order]] == 1]] if self.wide else []):
+            near = int(np.searchsorted(pool_size[pool], need))  # a partner gives one file to r
+            x = pool[max(0, near - trials) : min(len(pool), near + trials)]
+            x = x[many[pool_who[x]]]
+            parts.append((pool_size[x] - need, pool_who[x], np.full(x.size, -1), pool_idx[x]))
+            near = np.searchsorted(pool_size[pool], a + need)[:, None] + np.arange(-2, 2)  # r gives i and takes j
+            i, t = np.nonzero((near >= 0) & (near < len(pool)))
+            x = pool[near[i, t]]
+            parts.append((pool_size[x] - a[i] - need, pool_who[x], i, pool_idx[x]))
         err, k, i, j = (np.concatenate(column) for column in zip(*parts))
+        if self.wide:
+            _, first = np.unique(np.stack([k, i, j]), axis=1, return_index=True)
+            keep = np.sort(first)
+            err, k, i, j = err[keep], k[keep], i[keep], j[keep]
         off = np.round(np.abs(err) / per_batch).astype(np.int64)
-        best = np.lexsort((j, i, k, pref[k], off))[:trials]
+        best = np.lexsort((j, i, k, pref[k], off))
+        if self.wide:  # the closest changes with the free bins and with the ranks, each
+            free_kind = pref[k[best]] == 1
+            best = best[np.where(free_kind, np.cumsum(free_kind), np.cumsum(~free_kind)) <= trials]
+        else:
+            best = best[:trials]
         cands = list(
             zip(off[best].tolist(), pref[k[best]].tolist(), k[best].tolist(), i[best].tolist(), j[best].tolist())
         )
@@ -503,6 +516,7 @@ def _forward(
     num_shards: int,
     partition_epoch: int,
     between_sub_epochs: int,
+    wide: bool = False,
     **search,
 ) -> Tuple[List[List[int]], List[int], List[int]]:
     """:meth:`_SubEpoch.search` on each lossy sub-epoch of the bins ``start`` in ``order``, each free to trade with
@@ -512,7 +526,7 @@ def _forward(
     bins = [list(b) for b in start]
     rounds, dropped = [0] * p, [0] * p
     for i, s in enumerate(order):
-        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], seed=ctx.full_epoch_0idx * 7919 + s)
+        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=wide)
         if sub.dropped()[0] > 0:
             free = [bins[r * p + t] for t in order[i + 1 : i + 1 + between_sub_epochs] for r in range(num_shards)]
             rounds[s] = sub.search(free=free, **search)
@@ -570,10 +584,10 @@ def _retry(ctx: _Context, original: List[List[int]], first, **kwargs):
         tries.append((gathered[0], first_of(gathered[1])))
     best = first
     for start, order in tries:
-        got = _forward(ctx, start, order, **kwargs) if key(best)[0] > 0 else best
+        got = _forward(ctx, start, order, wide=True, **kwargs) if key(best)[0] > 0 else best
         best = got if key(got) < key(best) else best
     for _ in range(_REPAIRS if key(best)[0] > 0 else 0):
-        got = _forward(ctx, best[0], first_of(worst(best)), **kwargs)
+        got = _forward(ctx, best[0], first_of(worst(best)), wide=True, **kwargs)
         if key(got) >= key(best):
             break
         best = got
