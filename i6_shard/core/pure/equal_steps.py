@@ -517,11 +517,12 @@ def _forward(
     partition_epoch: int,
     between_sub_epochs: int,
     wide: bool = False,
+    report: Optional[Callable[[int, int, int], None]] = None,
     **search,
 ) -> Tuple[List[List[int]], List[int], List[int]]:
     """:meth:`_SubEpoch.search` on each lossy sub-epoch of the bins ``start`` in ``order``, each free to trade with
     the bins of the ``between_sub_epochs`` sub-epochs after it in that order; the new bins, and per sub-epoch (by
-    index) the rounds made and the frames dropped."""
+    index) the rounds made and the frames dropped (``report``: called with these three as each is searched)."""
     p = partition_epoch
     bins = [list(b) for b in start]
     rounds, dropped = [0] * p, [0] * p
@@ -533,6 +534,8 @@ def _forward(
         dropped[s] = sub.dropped()[0]
         for r in range(num_shards):
             bins[r * p + s] = sub.ranks[r].files
+        if report is not None:
+            report(s, rounds[s], dropped[s])
     return bins, rounds, dropped
 
 
@@ -626,7 +629,8 @@ def equalize_steps(
     :param file_lengths: sequence lengths per position of that order (``file_lengths[p]`` for position p)
     :param random_seed_offset: the sub-epoch datasets' seed offset (sharded: the same on every rank)
     :param max_rounds: rounds of reordering and moving per sub-epoch at most
-    :param progress: called with a line per sub-epoch
+    :param progress: called with a line per sub-epoch as searched in order (the last one's also says what the
+        searches again of a lossy full epoch left)
     :param reorder_trials: reorderings tried per rank and round
     :param move_trials: moves and swaps tried per rank and round
     :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many sub-epochs
@@ -645,14 +649,22 @@ def equalize_steps(
     ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
     kwargs = dict(num_shards=num_shards, partition_epoch=p, max_rounds=max_rounds)
     kwargs.update(reorder_trials=reorder_trials, move_trials=move_trials, between_sub_epochs=between_sub_epochs)
-    bins, rounds, dropped = _forward(ctx, original, range(p), **kwargs)
+    line = "full epoch {} sub-epoch {}/{}: {} rounds, {} frames dropped".format
+
+    def report(s: int, rounds_s: int, dropped_s: int) -> None:  # the last sub-epoch's line after the searches again
+        if progress is not None and s < p - 1:
+            progress(line(full_epoch_0idx, s + 1, p, rounds_s, dropped_s))
+
+    bins, rounds, dropped = _forward(ctx, original, range(p), report=report, **kwargs)
+    last = line(full_epoch_0idx, p, p, rounds[-1], dropped[-1])
     if sum(dropped) > 0 and between_sub_epochs > 0 and p > 1:
         bins, rounds, dropped = _retry(ctx, original, (bins, rounds, dropped), **kwargs)
         as_cut = sum(_SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0] for s in range(p))
         if sum(dropped) > as_cut:  # the moves between sub-epochs cost more than they saved
             bins, rounds, dropped = _forward(ctx, original, range(p), **{**kwargs, "between_sub_epochs": 0})
-    for s in range(p) if progress is not None else ():
-        progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds[s]} rounds, {dropped[s]} frames dropped")
+        last += f"; searched again: {dropped} frames dropped per sub-epoch"
+    if progress is not None:
+        progress(last)
     new_positions = np.asarray([i for b in bins for i in b], dtype=np.int64)
     new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in bins])]).astype(np.int64)
     return new_positions, new_bounds, {"rounds": rounds, "dropped_frames": dropped}
