@@ -293,6 +293,8 @@ class _SubEpoch:
         """``wide``: :meth:`move` also tries the free bins' files closest to a rank's need, which the files of the
         sub-epoch's own ranks can crowd out of the closest changes (the searches again of a lossy full epoch)."""
         self.ctx, self.wide = ctx, wide
+        #: called with (k, files) before free bin k takes those files; False refuses the change (see _repair)
+        self.guard: Optional[Callable[[int, List[int]], bool]] = None
         self.ranks = [_Rank(ctx, b) for b in bins]
         self.rng = np.random.RandomState(seed)
 
@@ -451,6 +453,8 @@ class _SubEpoch:
             if dist_r > before or (dist_r == before and q >= 0):
                 continue
             if q < 0:  # a bin of a later sub-epoch: r may also go sideways, to be reordered anew
+                if self.guard is not None and not self.guard(-1 - q, files_q):
+                    continue
                 self.ranks[r] = new_r
                 free[-1 - q][:] = files_q
                 return True
@@ -594,7 +598,38 @@ def _retry(ctx: _Context, original: List[List[int]], first, **kwargs):
         if key(got) >= key(best):
             break
         best = got
+    for s in sorted(range(p), key=lambda s: (-best[2][s], s)) if key(best)[0] > 0 else ():
+        got = _repair(ctx, best, s, **kwargs) if best[2][s] > 0 else best
+        best = got if key(got) < key(best) else best
     return best
+
+
+def _repair(ctx: _Context, got, s: int, *, num_shards: int, partition_epoch: int, between_sub_epochs: int, **search):
+    """Sub-epoch s of the bins ``got[0]`` searched again, free to trade with the bins of every other sub-epoch where
+    that sub-epoch's drop does not grow (each change to a free bin is simulated in its sub-epoch); ``got`` anew."""
+    p, (bins, rounds, dropped) = partition_epoch, got
+    bins, rounds, dropped = [list(b) for b in bins], list(rounds), list(dropped)
+    others = [t for t in range(p) if t != s]
+    subs = {t: _SubEpoch(ctx, [bins[r * p + t] for r in range(num_shards)], 0) for t in others}
+
+    def guard(k: int, files: List[int]) -> bool:
+        sub, r = subs[others[k // num_shards]], k % num_shards
+        ranks = list(sub.ranks)
+        ranks[r] = _Rank(ctx, files)
+        if sub.dropped(ranks)[0] > sub.dropped()[0]:
+            return False
+        sub.ranks = ranks
+        return True
+
+    sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=True)
+    sub.guard = guard
+    free = [bins[r * p + t] for t in others for r in range(num_shards)]
+    rounds[s] = sub.search(free=free, **search)
+    for r in range(num_shards):
+        bins[r * p + s] = sub.ranks[r].files
+    for t in range(p):
+        dropped[t] = _SubEpoch(ctx, [bins[r * p + t] for r in range(num_shards)], 0).dropped()[0]
+    return bins, rounds, dropped
 
 
 def equalize_steps(

@@ -17,6 +17,7 @@ from i6_shard.core.pure.equal_steps import (
     _forward,
     _period,
     _Rank,
+    _repair,
     _taken,
     equalize_steps,
 )
@@ -121,6 +122,30 @@ def test_equal_steps_reaches_zero_with_a_file_above_a_rank_share():
     )
     assert info["dropped_frames"] == [0, 0]
     assert _drops(pos, new_bounds, lengths, **shape) == [0, 0]
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(
+    seqs=st.lists(st.integers(1, 12), min_size=10, max_size=16),
+    seed=st.integers(0, 100),
+    sync=st.sampled_from(SYNCS),
+)
+def test_a_repair_keeps_the_files_and_never_lets_another_sub_epoch_drop_more(seqs, seed, sync):
+    """:func:`_repair` of a lossy sub-epoch trades with every other sub-epoch, but only where that one's drop does
+    not grow: each other sub-epoch drops at most what it dropped before, every file stays exactly once."""
+    rng = np.random.RandomState(seed)
+    lengths = [rng.randint(1, 40, size=n) for n in seqs]
+    bounds = distribute_evenly_by_size(np.array([x.sum() for x in lengths]), num_bins=6)
+    original = [list(range(bounds[i], bounds[i + 1])) for i in range(6)]
+    ctx = _Context(lengths, EngineSettings(batch_size=60, max_seqs=4, torch_distributed=sync), 1, 3)
+    search = dict(max_rounds=DEFAULT_MAX_ROUNDS, reorder_trials=DEFAULT_REORDER_TRIALS, move_trials=DEFAULT_MOVE_TRIALS)
+    shape = dict(num_shards=2, partition_epoch=3, between_sub_epochs=2, **search)
+    got = _forward(ctx, original, [0, 1, 2], **shape)
+    for s in [s for s in range(3) if got[2][s] > 0]:
+        bins, _, dropped = _repair(ctx, got, s, **shape)
+        assert sorted(f for b in bins for f in b) == list(range(len(lengths))) and all(bins)
+        assert all(dropped[t] <= got[2][t] for t in range(3) if t != s)
+        assert dropped[s] <= got[2][s]
 
 
 def test_equal_steps_searches_a_lossy_full_epoch_again_until_its_last_sub_epoch_is_lossless():
