@@ -29,6 +29,8 @@ _NO_LIMIT = 2**62
 _REORDER_PATIENCE = 12
 #: ``seq_ordering`` values whose order depends only on the number of sequences, not on their lengths.
 _ORDER_BY_COUNT = ("random", "default", "reverse")
+#: Searches of a lossy full epoch from its best bins so far, the worst sub-epoch first, while they help.
+_REPAIRS = 3
 
 
 def _period(engine: EngineSettings) -> int:
@@ -287,8 +289,12 @@ class _Rank:
 class _SubEpoch:
     """The ranks of one sub-epoch, searched toward a common window of batch counts that drops nothing."""
 
-    def __init__(self, ctx: _Context, bins: List[List[int]], seed: int):
-        self.ctx = ctx
+    def __init__(self, ctx: _Context, bins: List[List[int]], seed: int, *, wide: bool = False):
+        """``wide``: :meth:`move` also tries the free bins' files closest to a rank's need, which the files of the
+        sub-epoch's own ranks can crowd out of the closest changes (the searches again of a lossy full epoch)."""
+        self.ctx, self.wide = ctx, wide
+        #: called with (k, files) before free bin k takes those files; False refuses the change (see _repair)
+        self.guard: Optional[Callable[[int, List[int]], bool]] = None
         self.ranks = [_Rank(ctx, b) for b in bins]
         self.rng = np.random.RandomState(seed)
 
@@ -392,23 +398,34 @@ class _SubEpoch:
         pool_idx = np.concatenate([np.arange(len(files)) for _, _, files in partners])
         pref = np.array([p for p, _, _ in partners])
         order = np.argsort(pool_size, kind="stable")
-        sorted_size = pool_size[order]
         parts = []  # (error in sequences, partner, file of r or -1, file of the partner or -1)
         if len(a) > 1:  # r gives file i to a partner (the nearest partner of each kind)
             give = np.argsort(np.abs(-a - need), kind="stable")[:trials]
             i = np.repeat(give, len(partners))
             parts.append((-a[i] - need, np.tile(np.arange(len(partners)), len(give)), i, np.full(i.size, -1)))
-        near = int(np.searchsorted(sorted_size, need))  # a partner gives one file to r
-        x = order[max(0, near - trials) : min(len(order), near + trials)]
-        x = x[np.asarray([len(files) > 1 for _, _, files in partners])[pool_who[x]]]
-        parts.append((pool_size[x] - need, pool_who[x], np.full(x.size, -1), pool_idx[x]))
-        near = np.searchsorted(sorted_size, a + need)[:, None] + np.arange(-2, 2)  # r gives i and takes j
-        i, t = np.nonzero((near >= 0) & (near < len(order)))
-        x = order[near[i, t]]
-        parts.append((pool_size[x] - a[i] - need, pool_who[x], i, pool_idx[x]))
+        many = np.asarray([len(files) > 1 for _, _, files in partners])
+        # wide: also the free bins' files nearest the need, which the ranks' own files may crowd out
+        for pool in [order] + ([order[pref[pool_who[order]] == 1]] if self.wide else []):
+            near = int(np.searchsorted(pool_size[pool], need))  # a partner gives one file to r
+            x = pool[max(0, near - trials) : min(len(pool), near + trials)]
+            x = x[many[pool_who[x]]]
+            parts.append((pool_size[x] - need, pool_who[x], np.full(x.size, -1), pool_idx[x]))
+            near = np.searchsorted(pool_size[pool], a + need)[:, None] + np.arange(-2, 2)  # r gives i and takes j
+            i, t = np.nonzero((near >= 0) & (near < len(pool)))
+            x = pool[near[i, t]]
+            parts.append((pool_size[x] - a[i] - need, pool_who[x], i, pool_idx[x]))
         err, k, i, j = (np.concatenate(column) for column in zip(*parts))
+        if self.wide:
+            _, first = np.unique(np.stack([k, i, j]), axis=1, return_index=True)
+            keep = np.sort(first)
+            err, k, i, j = err[keep], k[keep], i[keep], j[keep]
         off = np.round(np.abs(err) / per_batch).astype(np.int64)
-        best = np.lexsort((j, i, k, pref[k], off))[:trials]
+        best = np.lexsort((j, i, k, pref[k], off))
+        if self.wide:  # the closest changes with the free bins and with the ranks, each
+            free_kind = pref[k[best]] == 1
+            best = best[np.where(free_kind, np.cumsum(free_kind), np.cumsum(~free_kind)) <= trials]
+        else:
+            best = best[:trials]
         cands = list(
             zip(off[best].tolist(), pref[k[best]].tolist(), k[best].tolist(), i[best].tolist(), j[best].tolist())
         )
@@ -436,6 +453,8 @@ class _SubEpoch:
             if dist_r > before or (dist_r == before and q >= 0):
                 continue
             if q < 0:  # a bin of a later sub-epoch: r may also go sideways, to be reordered anew
+                if self.guard is not None and not self.guard(-1 - q, files_q):
+                    continue
                 self.ranks[r] = new_r
                 free[-1 - q][:] = files_q
                 return True
@@ -493,23 +512,124 @@ class _SubEpoch:
         return rounds
 
 
-def _search_sub_epoch(
-    sub: "_SubEpoch",
-    bins: List[List[int]],
-    s: int,
+def _forward(
+    ctx: _Context,
+    start: List[List[int]],
+    order: Sequence[int],
     *,
     num_shards: int,
     partition_epoch: int,
     between_sub_epochs: int,
-    max_rounds: int,
-    reorder_trials: int,
-    move_trials: int,
-) -> int:
-    """:meth:`_SubEpoch.search` on sub-epoch ``s``, free to trade with the bins of the ``between_sub_epochs``
-    sub-epochs after it; returns the rounds made."""
+    wide: bool = False,
+    report: Optional[Callable[[int, int, int], None]] = None,
+    **search,
+) -> Tuple[List[List[int]], List[int], List[int]]:
+    """:meth:`_SubEpoch.search` on each lossy sub-epoch of the bins ``start`` in ``order``, each free to trade with
+    the bins of the ``between_sub_epochs`` sub-epochs after it in that order; the new bins, and per sub-epoch (by
+    index) the rounds made and the frames dropped (``report``: called with these three as each is searched)."""
     p = partition_epoch
-    free = [bins[r * p + t] for t in range(s + 1, min(p, s + 1 + between_sub_epochs)) for r in range(num_shards)]
-    return sub.search(max_rounds=max_rounds, reorder_trials=reorder_trials, move_trials=move_trials, free=free)
+    bins = [list(b) for b in start]
+    rounds, dropped = [0] * p, [0] * p
+    for i, s in enumerate(order):
+        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=wide)
+        if sub.dropped()[0] > 0:
+            free = [bins[r * p + t] for t in order[i + 1 : i + 1 + between_sub_epochs] for r in range(num_shards)]
+            rounds[s] = sub.search(free=free, **search)
+        dropped[s] = sub.dropped()[0]
+        for r in range(num_shards):
+            bins[r * p + s] = sub.ranks[r].files
+        if report is not None:
+            report(s, rounds[s], dropped[s])
+    return bins, rounds, dropped
+
+
+def _gather_big(ctx: _Context, bins: List[List[int]], *, num_shards: int, partition_epoch: int):
+    """``(bins, t)``: the bins with every file above a rank's share of a sub-epoch (in frames) in sub-epoch t, the
+    largest file's: each bin that holds such a file elsewhere trades places with the bin of t with the fewest frames
+    that holds none (every bin stays whole). None if they already share a sub-epoch."""
+    p = partition_epoch
+    frames = [int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in ctx.file_lengths]
+    share = sum(frames) / (num_shards * p)
+    bin_frames = [sum(frames[f] for f in b) for b in bins]
+    big_bins = sorted(
+        {k for k, b in enumerate(bins) for f in b if frames[f] > share},
+        key=lambda k: (-max(frames[f] for f in bins[k]), k),
+    )
+    if len({k % p for k in big_bins}) <= 1:
+        return None
+    t, out, holds = big_bins[0] % p, [list(b) for b in bins], set(big_bins)
+    for k in big_bins[1:]:
+        spare = [r * p + t for r in range(num_shards) if r * p + t not in holds]
+        if k % p == t or not spare:
+            continue
+        j = min(spare, key=lambda j: (bin_frames[j], j))
+        out[k], out[j], bin_frames[k], bin_frames[j] = out[j], out[k], bin_frames[j], bin_frames[k]
+        holds = (holds - {k}) | {j}
+    return out, t
+
+
+def _retry(ctx: _Context, original: List[List[int]], first, **kwargs):
+    """The best (by frames dropped, then lossy sub-epochs) of ``first`` (:func:`_forward` in sub-epoch order) and
+    searches in other orders, since the sub-epoch searched last trades with no later one: from the cut, the worst
+    sub-epoch of ``first`` first; from the cut with the files above a rank's share gathered in one sub-epoch
+    (:func:`_gather_big`), that one first; then, while it helps (at most ``_REPAIRS`` times), from the best bins so far
+    with their worst sub-epoch first (a sub-epoch that starts lossless is searched only if a trade made it lossy)."""
+    p = kwargs["partition_epoch"]
+
+    def first_of(s: int) -> List[int]:
+        return [s] + [t for t in range(p) if t != s]
+
+    def worst(got) -> int:
+        return max(range(p), key=lambda s: (got[2][s], -s))
+
+    def key(got) -> Tuple[int, int]:
+        return sum(got[2]), sum(x > 0 for x in got[2])
+
+    tries = [(original, first_of(worst(first)))] if worst(first) > 0 else []
+    gathered = _gather_big(ctx, original, num_shards=kwargs["num_shards"], partition_epoch=p)
+    if gathered is not None:
+        tries.append((gathered[0], first_of(gathered[1])))
+    best = first
+    for start, order in tries:
+        got = _forward(ctx, start, order, wide=True, **kwargs) if key(best)[0] > 0 else best
+        best = got if key(got) < key(best) else best
+    for _ in range(_REPAIRS if key(best)[0] > 0 else 0):
+        got = _forward(ctx, best[0], first_of(worst(best)), wide=True, **kwargs)
+        if key(got) >= key(best):
+            break
+        best = got
+    for s in sorted(range(p), key=lambda s: (-best[2][s], s)) if key(best)[0] > 0 else ():
+        got = _repair(ctx, best, s, **kwargs) if best[2][s] > 0 else best
+        best = got if key(got) < key(best) else best
+    return best
+
+
+def _repair(ctx: _Context, got, s: int, *, num_shards: int, partition_epoch: int, between_sub_epochs: int, **search):
+    """Sub-epoch s of the bins ``got[0]`` searched again, free to trade with the bins of every other sub-epoch where
+    that sub-epoch's drop does not grow (each change to a free bin is simulated in its sub-epoch); ``got`` anew."""
+    p, (bins, rounds, dropped) = partition_epoch, got
+    bins, rounds, dropped = [list(b) for b in bins], list(rounds), list(dropped)
+    others = [t for t in range(p) if t != s]
+    subs = {t: _SubEpoch(ctx, [bins[r * p + t] for r in range(num_shards)], 0) for t in others}
+
+    def guard(k: int, files: List[int]) -> bool:
+        sub, r = subs[others[k // num_shards]], k % num_shards
+        ranks = list(sub.ranks)
+        ranks[r] = _Rank(ctx, files)
+        if sub.dropped(ranks)[0] > sub.dropped()[0]:
+            return False
+        sub.ranks = ranks
+        return True
+
+    sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=True)
+    sub.guard = guard
+    free = [bins[r * p + t] for t in others for r in range(num_shards)]
+    rounds[s] = sub.search(free=free, **search)
+    for r in range(num_shards):
+        bins[r * p + s] = sub.ranks[r].files
+    for t in range(p):
+        dropped[t] = _SubEpoch(ctx, [bins[r * p + t] for r in range(num_shards)], 0).dropped()[0]
+    return bins, rounds, dropped
 
 
 def equalize_steps(
@@ -533,19 +653,24 @@ def equalize_steps(
     sequences then take other places of its shuffled order, and its batches change), and moved and swapped between its
     ranks, until every rank's simulated batch count (:func:`~.engine_sim.simulate_sub_epoch`: the sub-epoch dataset's
     order with RETURNN's seed, the filter, the batches) lies in one window that the sync drops nothing of (grad sync:
-    one count; param sync: counts up to the same sync). Deterministic: the same input gives the same bins. A sub-epoch
-    whose files allow no lossless split keeps the least loss found, never more than it started with.
+    one count; param sync: counts up to the same sync). The sub-epochs are searched in order, each free to trade files
+    with the bins of the next ``between_sub_epochs``; a full epoch left lossy is searched again in other orders (the
+    worst sub-epoch first, the files above a rank's share gathered in one sub-epoch, then repairs from the best bins:
+    :func:`_retry`) and keeps the best, so a full epoch that the first pass leaves lossless keeps those bins.
+    Deterministic: the same input gives the same bins. The full epoch never drops more than as cut.
 
     :param positions: int64 positions into the full epoch's (shuffled) file order, grouped bin by bin
     :param bounds: int64 boundaries, shape [num_shards * partition_epoch + 1]
     :param file_lengths: sequence lengths per position of that order (``file_lengths[p]`` for position p)
     :param random_seed_offset: the sub-epoch datasets' seed offset (sharded: the same on every rank)
     :param max_rounds: rounds of reordering and moving per sub-epoch at most
-    :param progress: called with a line per sub-epoch
+    :param progress: called with a line per sub-epoch as searched in order (the last one's also says what the
+        searches again of a lossy full epoch left)
     :param reorder_trials: reorderings tried per rank and round
     :param move_trials: moves and swaps tried per rank and round
-    :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many following
-        sub-epochs (searched after it), as ``flexible_auto`` moves them; 0: every file stays in its sub-epoch
+    :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many sub-epochs
+        searched after it, as ``flexible_auto`` moves them; 0: every file stays in its sub-epoch (and no sub-epoch
+        drops more than as cut)
     :return: ``(positions, bounds, info)`` with ``info["rounds"]`` and ``info["dropped_frames"]`` per sub-epoch
 
     >>> lengths = [np.array([10] * 4), np.array([10] * 2), np.array([10] * 2)]
@@ -556,60 +681,28 @@ def equalize_steps(
     """
     p = partition_epoch
     original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
-    bins = [list(b) for b in original]
     ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
-    info: Dict[str, List[int]] = {"rounds": [], "dropped_frames": []}
-    dropped_before, changed = 0, []  # the drop as cut of the sub-epochs that no earlier one changed
-    for s in range(p):
-        sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], seed=full_epoch_0idx * 7919 + s)
-        start = sub.dropped()[0]
-        if any(bins[r * p + s] != original[r * p + s] for r in range(num_shards)):
-            changed.append(s)
-        else:
-            dropped_before += start
-        rounds = (
-            _search_sub_epoch(
-                sub,
-                bins,
-                s,
-                num_shards=num_shards,
-                partition_epoch=p,
-                between_sub_epochs=between_sub_epochs,
-                max_rounds=max_rounds,
-                reorder_trials=reorder_trials,
-                move_trials=move_trials,
-            )
-            if start > 0
-            else 0
-        )
-        dropped = sub.dropped()[0]
-        for r in range(num_shards):
-            bins[r * p + s] = sub.ranks[r].files
-        info["rounds"].append(rounds)
-        info["dropped_frames"].append(dropped)
-        if progress is not None:
-            progress(f"full epoch {full_epoch_0idx} sub-epoch {s + 1}/{p}: {rounds} rounds, {dropped} frames dropped")
-    for s in changed if sum(info["dropped_frames"]) > dropped_before else ():
-        dropped_before += _SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0]
-    if sum(info["dropped_frames"]) > dropped_before:  # the moves to later sub-epochs cost more than they saved
-        return equalize_steps(
-            positions,
-            bounds,
-            file_lengths=file_lengths,
-            num_shards=num_shards,
-            partition_epoch=partition_epoch,
-            engine=engine,
-            full_epoch_0idx=full_epoch_0idx,
-            random_seed_offset=random_seed_offset,
-            max_rounds=max_rounds,
-            progress=progress,
-            reorder_trials=reorder_trials,
-            move_trials=move_trials,
-            between_sub_epochs=0,
-        )
+    kwargs = dict(num_shards=num_shards, partition_epoch=p, max_rounds=max_rounds)
+    kwargs.update(reorder_trials=reorder_trials, move_trials=move_trials, between_sub_epochs=between_sub_epochs)
+    line = "full epoch {} sub-epoch {}/{}: {} rounds, {} frames dropped".format
+
+    def report(s: int, rounds_s: int, dropped_s: int) -> None:  # the last sub-epoch's line after the searches again
+        if progress is not None and s < p - 1:
+            progress(line(full_epoch_0idx, s + 1, p, rounds_s, dropped_s))
+
+    bins, rounds, dropped = _forward(ctx, original, range(p), report=report, **kwargs)
+    last = line(full_epoch_0idx, p, p, rounds[-1], dropped[-1])
+    if sum(dropped) > 0 and between_sub_epochs > 0 and p > 1:
+        bins, rounds, dropped = _retry(ctx, original, (bins, rounds, dropped), **kwargs)
+        as_cut = sum(_SubEpoch(ctx, [original[r * p + s] for r in range(num_shards)], 0).dropped()[0] for s in range(p))
+        if sum(dropped) > as_cut:  # the moves between sub-epochs cost more than they saved
+            bins, rounds, dropped = _forward(ctx, original, range(p), **{**kwargs, "between_sub_epochs": 0})
+        last += f"; searched again: {dropped} frames dropped per sub-epoch"
+    if progress is not None:
+        progress(last)
     new_positions = np.asarray([i for b in bins for i in b], dtype=np.int64)
     new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in bins])]).astype(np.int64)
-    return new_positions, new_bounds, info
+    return new_positions, new_bounds, {"rounds": rounds, "dropped_frames": dropped}
 
 
 def equalize_plan_layouts(

@@ -6,6 +6,7 @@ once: if this i6_shard cuts them differently, the distribution changed and this 
 import glob
 import importlib.util
 import os
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +23,18 @@ _spec = importlib.util.spec_from_file_location("_make_plans", os.path.join(_DIR,
 _made = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_made)
 _STORED = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(_DIR, "*.npz")))
+#: The pinned plans of each distribution's current version (the others pin older versions' bins).
+_CURRENT = [n for n in _STORED if n.startswith("format1_") or n in {_made.stored_name(d) for d in CUTS}]
+
+
+def _parsed(name: str):
+    """(format, distribution, sharding mode, version) of a stored plan's name (``format2_equal_steps_v2``)."""
+    fmt, rest = name.split("_", 1)
+    version = 1
+    if re.search(r"_v[0-9]+$", rest):
+        rest, version = rest.rsplit("_v", 1)
+    distribution = max((d for d in CUTS if rest == d or rest.startswith(d + "_")), key=len)  # flexible_auto
+    return fmt, distribution, rest[len(distribution) + 1 :], int(version)
 
 
 def _stored_bins(path: str):
@@ -42,21 +55,21 @@ def _stored_bins(path: str):
 
 def test_every_distribution_and_both_formats_are_pinned():
     format1 = ("returnn", "balanced", "flexible", "returnn_unsharded")  # the distributions of that format's time
-    assert _STORED == sorted([f"format1_{d}" for d in format1] + [f"format2_{d}" for d in CUTS])
+    assert _CURRENT == sorted([f"format1_{d}" for d in format1] + [_made.stored_name(d) for d in CUTS])
+    older = [_parsed(n) for n in _STORED if n not in _CURRENT]
+    assert all(fmt == "format2" and version < CUT_VERSIONS[d] for fmt, d, _, version in older), older
 
 
 @pytest.mark.parametrize("name", _STORED)
 def test_stored_plan_loads_with_its_settings_and_versions(name):
-    fmt, rest = name.split("_", 1)
-    distribution = max((d for d in CUTS if rest == d or rest.startswith(d + "_")), key=len)  # flexible_auto
-    mode = rest[len(distribution) + 1 :]
+    fmt, distribution, mode, version = _parsed(name)
     path = os.path.join(_DIR, name + ".npz")
     head = read_plan_head(path)
     expected = PlanSettings.from_mode(sharding=mode or "sharded", distribution=distribution, **_made.SETTINGS)
     assert head.plan.settings == expected
     assert head.plan.keys == _made.KEYS and head.plan.costs.tolist() == _made.SIZES
     assert head.format_version == int(fmt[-1])
-    assert head.algorithm_version == (None if fmt == "format1" else CUT_VERSIONS[distribution])
+    assert head.algorithm_version == (None if fmt == "format1" else version)
     loaded = read_plan_file(path)
     for k in range(head.num_full_epochs):
         for r in range(expected.num_layouts):
@@ -71,10 +84,11 @@ def test_stored_returnn_plans_are_what_returnns_own_dataset_reads(name):
     assert _stored_bins(path) == returnn_files(_made.KEYS, _made.SIZES, settings, num_epochs=settings.num_epochs)
 
 
-@pytest.mark.parametrize("name", _STORED)
+@pytest.mark.parametrize("name", _CURRENT)
 def test_this_i6_shard_still_cuts_the_stored_bins(name):
     """Fails when a distribution's output changes: then raise its CUT_VERSIONS entry, add pinned plans of the
-    new version, and keep these (plans written before must still train their stored bins)."""
+    new version (``make_plans.stored_name``), and keep these (plans written before must still train their stored
+    bins: the tests above load them)."""
     path = os.path.join(_DIR, name + ".npz")
     settings = read_plan_head(path).plan.settings
     plan = _made.plan_of(settings)

@@ -7,8 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.core.pure.distribute import distribute_evenly_by_size
+from i6_shard.core.pure.flexible import distribute_flexible_auto
 from i6_shard.core.pure.engine_sim import EngineSettings, batch_bounds, steps_taken
-from i6_shard.core.pure.equal_steps import _Context, _Rank, _taken, _period, equalize_steps
+from i6_shard.core.pure.equal_steps import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MOVE_TRIALS,
+    DEFAULT_REORDER_TRIALS,
+    _Context,
+    _forward,
+    _period,
+    _Rank,
+    _repair,
+    _taken,
+    equalize_steps,
+)
 from tests.strategies import examples
 from tests.sub_epoch_sims import simulate_bins
 
@@ -110,6 +122,55 @@ def test_equal_steps_reaches_zero_with_a_file_above_a_rank_share():
     )
     assert info["dropped_frames"] == [0, 0]
     assert _drops(pos, new_bounds, lengths, **shape) == [0, 0]
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(
+    seqs=st.lists(st.integers(1, 12), min_size=10, max_size=16),
+    seed=st.integers(0, 100),
+    sync=st.sampled_from(SYNCS),
+)
+def test_a_repair_keeps_the_files_and_never_lets_another_sub_epoch_drop_more(seqs, seed, sync):
+    """:func:`_repair` of a lossy sub-epoch trades with every other sub-epoch, but only where that one's drop does
+    not grow: each other sub-epoch drops at most what it dropped before, every file stays exactly once."""
+    rng = np.random.RandomState(seed)
+    lengths = [rng.randint(1, 40, size=n) for n in seqs]
+    bounds = distribute_evenly_by_size(np.array([x.sum() for x in lengths]), num_bins=6)
+    original = [list(range(bounds[i], bounds[i + 1])) for i in range(6)]
+    ctx = _Context(lengths, EngineSettings(batch_size=60, max_seqs=4, torch_distributed=sync), 1, 3)
+    search = dict(max_rounds=DEFAULT_MAX_ROUNDS, reorder_trials=DEFAULT_REORDER_TRIALS, move_trials=DEFAULT_MOVE_TRIALS)
+    shape = dict(num_shards=2, partition_epoch=3, between_sub_epochs=2, **search)
+    got = _forward(ctx, original, [0, 1, 2], **shape)
+    for s in [s for s in range(3) if got[2][s] > 0]:
+        bins, _, dropped = _repair(ctx, got, s, **shape)
+        assert sorted(f for b in bins for f in b) == list(range(len(lengths))) and all(bins)
+        assert all(dropped[t] <= got[2][t] for t in range(3) if t != s)
+        assert dropped[s] <= got[2][s]
+
+
+def test_equal_steps_searches_a_lossy_full_epoch_again_until_its_last_sub_epoch_is_lossless():
+    """4 ranks, 2 sub-epochs, 40 files of lognormal sequence counts, one of them 1.1-1.5 of a rank's share, cut by
+    flexible_auto: searched in sub-epoch order, the first sub-epoch equalizes with files of the second, which then
+    trades with no later one and stays lossy; searched again (the worst sub-epoch first, then repairs) the full epoch
+    drops nothing, in the simulated engine, with every file exactly once and no bin empty."""
+    rng = np.random.RandomState(4)
+    seqs = np.maximum(1, np.round(rng.lognormal(np.log(10), 0.8, size=40))).astype(int)
+    big = rng.choice(40, 1)
+    seqs[big] = int(seqs.sum() / 8 * rng.uniform(1.1, 1.5))
+    lengths = [rng.randint(20, 301, size=k) for k in seqs]
+    positions, bounds = distribute_flexible_auto(np.array([x.sum() for x in lengths]), num_shards=4, partition_epoch=2)
+    engine = EngineSettings(batch_size=1000, max_seqs=8)
+    shape = dict(num_shards=4, partition_epoch=2, engine=engine, full_epoch_0idx=0, random_seed_offset=0)
+    ctx = _Context(lengths, engine, 0, 0)
+    original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(8)]
+    search = dict(max_rounds=DEFAULT_MAX_ROUNDS, reorder_trials=DEFAULT_REORDER_TRIALS, move_trials=DEFAULT_MOVE_TRIALS)
+    in_order = _forward(ctx, original, [0, 1], num_shards=4, partition_epoch=2, between_sub_epochs=2, **search)
+    assert in_order[2][0] == 0 and in_order[2][1] > 0  # the first pass leaves the last sub-epoch lossy
+    new_pos, new_bounds, info = equalize_steps(positions, bounds, file_lengths=lengths, **shape)
+    assert info["dropped_frames"] == [0, 0]
+    sims = simulate_bins(new_pos, new_bounds, lengths, **shape)
+    assert [sum(sim.frames_total) - sum(sim.frames_consumed) for sim in sims] == [0, 0]
+    assert sorted(new_pos.tolist()) == list(range(40)) and all(np.diff(new_bounds) >= 1)
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -6,7 +6,10 @@ they are (tests/core/io/test_stored_plans.py). Kept to show how they were made, 
 format 1 was written by the i6_shard before plan format 2 (git 90d3495), format 2 by the one that added it;
 format2_flexible_auto.npz by the one that added that distribution (the others were not written again), and
 format2_equal_steps.npz by the one that added "equal_steps", which cuts with the files' sequence lengths
-(:data:`LENGTHS`) under an engine (:data:`EQUAL_STEPS_ENGINE`): :func:`plan_of` gives them.
+(:data:`LENGTHS`) under an engine (:data:`EQUAL_STEPS_ENGINE`): :func:`plan_of` gives them. A distribution whose
+version (``CUT_VERSIONS``) was raised gets a plan of the new version next to the old ones (:func:`stored_name`:
+format2_equal_steps_v2.npz, written with ``python tests/data/plans/make_plans.py 2 equal_steps`` by the i6_shard
+that searches lossy full epochs again).
 """
 
 import os
@@ -15,7 +18,7 @@ import sys
 import numpy as np
 
 from i6_shard.core import PlanSettings, ShardPlan, save_plan
-from i6_shard.core.pure.cut import CUTS
+from i6_shard.core.pure.cut import CUT_VERSIONS, CUTS
 from i6_shard.core.pure.equal_steps_cut import EqualStepsInputs
 from i6_shard.core.pure.engine_sim import EngineSettings
 
@@ -38,12 +41,19 @@ def plan_of(settings: PlanSettings) -> ShardPlan:
     return ShardPlan(KEYS, SIZES, settings, equal_steps=inputs if settings.distribution == "equal_steps" else None)
 
 
+def stored_name(distribution: str, fmt: str = "2") -> str:
+    """The pinned plan of the distribution's current version: ``format<fmt>_<distribution>`` at version 1, with
+    ``_v<version>`` after (the plans of older versions stay, under their names)."""
+    version = CUT_VERSIONS[distribution]
+    return f"format{fmt}_{distribution}" + ("" if version == 1 else f"_v{version}")
+
+
 if __name__ == "__main__":
-    fmt = sys.argv[1]
+    fmt = sys.argv[1]  # then the distributions to write (default: all)
     here = os.path.dirname(os.path.abspath(__file__))
-    for distribution in CUTS:
+    for distribution in sys.argv[2:] or CUTS:
         plan = plan_of(PlanSettings(distribution=distribution, **SETTINGS))
-        save_plan(plan, os.path.join(here, f"format{fmt}_{distribution}.npz"))
+        save_plan(plan, os.path.join(here, stored_name(distribution, fmt) + ".npz"))
     if fmt == "1":  # unsharded too, from the format without per-epoch reads
         plan = ShardPlan(KEYS, SIZES, PlanSettings.from_mode(sharding="unsharded", **SETTINGS))
         save_plan(plan, os.path.join(here, f"format{fmt}_returnn_unsharded.npz"))
