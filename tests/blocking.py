@@ -51,12 +51,13 @@ def unblock_fifo(path):
 STALL_SECONDS = 600.0
 
 
-def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5):
+def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5, pause=time.sleep):
     """Poll ``snapshot()`` (what the wait watches: a process's exit code, queue states, log sizes, file times) until
     ``done(snapshot)``, however long that takes while the snapshot keeps changing: the state decides, not the clock.
     Fails, naming ``what`` and the last snapshot, only when the snapshot stayed the same for ``stall`` seconds (a
     hang: a loaded machine is slow, not still).
 
+    :param pause: called with ``poll`` between snapshots (e.g. a wait that returns early when the awaited ends)
     :return: the snapshot that was done
     """
     last, since = None, time.monotonic()
@@ -68,7 +69,7 @@ def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5):
             last, since = now, time.monotonic()
         elif time.monotonic() - since > stall:
             pytest.fail(f"{what}: nothing changed for {stall:.0f} s (a hang); last seen: {now!r}")
-        time.sleep(poll)
+        pause(poll)
 
 
 def newest_change(directory: str) -> float:
@@ -84,6 +85,18 @@ def newest_change(directory: str) -> float:
     return newest
 
 
+def _until_exit(proc):
+    """A pause of at most the given seconds that ends as soon as ``proc`` exits (a quick child costs no poll)."""
+
+    def pause(seconds):
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    return pause
+
+
 def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None, stall=STALL_SECONDS):
     """Wait until ``proc`` exits by itself, however long that takes while its work goes on: the sizes and latest
     changes of the paths in ``watch`` (its log, its work dir) and ``snapshot()`` (e.g. a queue's states) make the
@@ -97,7 +110,9 @@ def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None, stall=STALL
         return proc.poll(), seen, snapshot()
 
     try:
-        wait_for_state(progress, done=lambda state: state[0] is not None, what=what, stall=stall, poll=1.0)
+        wait_for_state(
+            progress, done=lambda state: state[0] is not None, what=what, stall=stall, poll=1.0, pause=_until_exit(proc)
+        )
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)  # the process and the workers it started
         proc.wait()
