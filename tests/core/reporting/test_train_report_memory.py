@@ -6,7 +6,12 @@ peak), never in time; the RSS of whole runs at 1,047,552 records is in benchmark
 import os
 import tracemalloc
 
+import pytest
+
 from i6_shard.core.reporting import train_records, train_report
+
+#: Tens of thousands of records under tracemalloc (about 6 s of CPU together): the full suite's, not the quick tier's.
+pytestmark = pytest.mark.slow
 
 RANKS, SUB_EPOCHS = 200, 250  # 50,000 records, above MAX_LISTED_RECORDS: they go to records.tsv
 #: Bytes per record that reading the logs, the analysis and the writing of the report allocate at their peak (measured:
