@@ -51,23 +51,24 @@ def unblock_fifo(path):
 STALL_SECONDS = 600.0
 
 
-def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5, pause=time.sleep):
+def wait_for_state(snapshot, *, done, what, stall=STALL_SECONDS, poll=0.5, pause=time.sleep, clock=time.monotonic):
     """Poll ``snapshot()`` (what the wait watches: a process's exit code, queue states, log sizes, file times) until
     ``done(snapshot)``, however long that takes while the snapshot keeps changing: the state decides, not the clock.
     Fails, naming ``what`` and the last snapshot, only when the snapshot stayed the same for ``stall`` seconds (a
     hang: a loaded machine is slow, not still).
 
     :param pause: called with ``poll`` between snapshots (e.g. a wait that returns early when the awaited ends)
+    :param clock: the seconds that ``stall`` counts in (a test gives its own)
     :return: the snapshot that was done
     """
-    last, since = None, time.monotonic()
+    last, since = None, clock()
     while True:
         now = snapshot()
         if done(now):
             return now
         if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since > stall:
+            last, since = now, clock()
+        elif clock() - since > stall:
             pytest.fail(f"{what}: nothing changed for {stall:.0f} s (a hang); last seen: {now!r}")
         pause(poll)
 
@@ -97,7 +98,7 @@ def _until_exit(proc):
     return pause
 
 
-def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None, stall=STALL_SECONDS):
+def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None, stall=STALL_SECONDS, clock=time.monotonic):
     """Wait until ``proc`` exits by itself, however long that takes while its work goes on: the sizes and latest
     changes of the paths in ``watch`` (its log, its work dir) and ``snapshot()`` (e.g. a queue's states) make the
     progress snapshot of :func:`wait_for_state`. On a hang, or any error while waiting, kills ``proc``'s process group
@@ -111,7 +112,13 @@ def wait_for_process(proc, *, what, watch=(), snapshot=lambda: None, stall=STALL
 
     try:
         wait_for_state(
-            progress, done=lambda state: state[0] is not None, what=what, stall=stall, poll=1.0, pause=_until_exit(proc)
+            progress,
+            done=lambda state: state[0] is not None,
+            what=what,
+            stall=stall,
+            poll=1.0,
+            pause=_until_exit(proc),
+            clock=clock,
         )
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)  # the process and the workers it started
@@ -131,7 +138,7 @@ def _cpu_ticks(pid: int) -> int:
         return 0
 
 
-def run_to_end(cmd, *, env=None, cwd=None, stall=STALL_SECONDS) -> subprocess.CompletedProcess:
+def run_to_end(cmd, *, env=None, cwd=None) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, capture_output=True, text=True)`` without a time limit: it waits as long as the process
     writes output or uses CPU (:func:`wait_for_process`), and fails only on a hang."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,7 +146,7 @@ def run_to_end(cmd, *, env=None, cwd=None, stall=STALL_SECONDS) -> subprocess.Co
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
             returncode = wait_for_process(
-                proc, what=f"{cmd!r}", watch=(out_path, err_path), snapshot=lambda: _cpu_ticks(proc.pid), stall=stall
+                proc, what=f"{cmd!r}", watch=(out_path, err_path), snapshot=lambda: _cpu_ticks(proc.pid)
             )
         with open(out_path, encoding="utf-8", errors="replace") as f:
             stdout = f.read()
