@@ -391,13 +391,26 @@ def record_reference(
         files = list(dataset._files)
         file_tags = []
         for tree in files:
-            sub = dict(dataset.get_sub_epoch_dataset([tree]))
+            sub = _in_process(dict(dataset.get_sub_epoch_dataset([tree])))
             sub.setdefault("_num_shards", 1)
             sub.setdefault("_shard_index", 0)
             sub_dataset = init_dataset(sub)
             sub_dataset.init_seq_order(epoch=1)
             file_tags.append(_read_tags(sub_dataset))
     return {"format_version": RECORD_FORMAT_VERSION, "files": files, "file_tags": file_tags}
+
+
+def _in_process(sub: Dict[str, Any]) -> Dict[str, Any]:
+    """The dataset a sub-epoch dataset's sequences come from, read in this process: a ``MultiProcDataset`` gives the
+    sequences of its dataset (``self.dataset``, its other options as defaults: ``MultiProcDataset.__init__``), split
+    over its workers, so the reference reads that dataset itself instead of starting worker processes for every file.
+    Its workers' reads are what the verification checks against this reference."""
+    from returnn.datasets.multi_proc import MultiProcDataset
+
+    while sub.get("class") == "MultiProcDataset":
+        wrapper = MultiProcDataset(**{k: v for k, v in sub.items() if k != "class"})  # no worker before initialize()
+        sub = dict(wrapper.dataset)
+    return sub
 
 
 def _write_json(obj: Any, path: str) -> None:

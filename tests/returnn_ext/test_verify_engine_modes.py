@@ -55,8 +55,8 @@ def test_dataloader_workers_that_do_not_shard_read_everything_twice(tmp_path, hd
 def test_a_multi_proc_sub_epoch_dataset_is_read_through_its_workers(tmp_path, hdf_files, sharding_method):  # noqa: F811
     """One full epoch in one sub-epoch (partition_epoch 1): each sub-epoch dataset starts its worker processes, so
     one sub-epoch per rank (and the one the DistributeFilesDataset loads ahead) is all the check needs. 4 of the
-    files, 2 per rank: the runner's reference reads each file through its own MultiProcDataset, which starts its 2
-    worker processes, so each file more costs two process starts and shows nothing more."""
+    files, 2 per rank: every rank's sub-epoch dataset starts its 2 worker processes, so each file more shows nothing
+    more."""
     config = (
         "behavior_version = 37\nfrom tests.hdf_data import multi_proc_sub_epoch_dataset\n"
         + f"train = dfd({hdf_files[:4]!r}, distrib_shard_files=True, partition_epoch=1, get_sub_epoch_dataset="
@@ -66,3 +66,38 @@ def test_a_multi_proc_sub_epoch_dataset_is_read_through_its_workers(tmp_path, hd
     assert violations == [], report
     assert "full epoch 0: " in report and "partly read" not in report, report
     assert [len(r["sub_epochs"][0]["seq_tags"]) > 0 for r in ranks] == [True, True]
+
+
+def test_the_reference_reads_a_multi_proc_sub_epoch_dataset_without_its_workers(hdf_files, monkeypatch):  # noqa: F811
+    """The reference (each file's sequences) reads the dataset inside a MultiProcDataset in this process: a worker
+    start per file would cost a large setup two process starts per file (the DistributeFilesDataset starts the workers
+    of one sub-epoch dataset itself, to learn its data keys). Its tags are those of the HDF files."""
+    import functools
+
+    from returnn.config import Config
+    from returnn.datasets.multi_proc import MultiProcDataset
+
+    from i6_shard.returnn_ext.verify import record_reference
+    from tests.hdf_data import file_index, multi_proc_sub_epoch_dataset
+
+    starts = []
+    lazy_init = MultiProcDataset._lazy_init
+
+    def counted(self):
+        starts.append(not self._worker_procs)
+        return lazy_init(self)
+
+    monkeypatch.setattr(MultiProcDataset, "_lazy_init", counted)
+    files = hdf_files[:3]
+    dataset = {
+        "class": "DistributeFilesDataset",
+        "files": files,
+        "partition_epoch": 1,
+        "distrib_shard_files": True,
+        "get_sub_epoch_dataset": functools.partial(multi_proc_sub_epoch_dataset, sharding_method="dedicated"),
+    }
+    ref = record_reference(dataset, Config())
+    assert sum(starts) == 1  # the DistributeFilesDataset's own look at its data keys (_lazy_init_num_outputs)
+    assert ref["files"] == files
+    assert [sorted({file_index(t) for t in tags}) for tags in ref["file_tags"]] == [[0], [1], [2]]
+    assert all(len(tags) == len(set(tags)) > 0 for tags in ref["file_tags"])
