@@ -23,6 +23,16 @@ __all__ = ["TrainReportJob", "train_report_rqmt"]
 MINI_TASK_MAX_LOG_BYTES = 40 * 10**6
 
 
+def training_world_size(training: Any) -> int:
+    """The ranks an i6_core ``ReturnnTrainingJob`` starts (``_get_run_cmd``): ``horovod_num_processes`` (mpirun's
+    ``-np``), times ``multi_node_slots`` under torchrun, which starts ``--nproc-per-node=horovod_num_processes`` on
+    each of its ``--nnodes=multi_node_slots`` nodes; 1 without either."""
+    num_ranks = int(getattr(training, "horovod_num_processes", None) or 1)
+    if getattr(training, "distributed_launch_cmd", None) == "torchrun":
+        num_ranks *= int(getattr(training, "multi_node_slots", None) or 1)
+    return num_ranks
+
+
 def training_log_files(training: Any) -> List[tk.Path]:
     """The log files RETURNN writes in an i6_core ``ReturnnTrainingJob``'s work dir: one per rank,
     ``returnn.torch-distrib-<rank>-<size>.log`` under torch distributed (i6_core's ``log`` is
@@ -47,7 +57,7 @@ def training_log_files(training: Any) -> List[tk.Path]:
         )
     name = os.path.normpath(logs[0])
     merged = {**config.config, **config.post_config}
-    num_ranks = int(getattr(training, "horovod_num_processes", None) or 1)
+    num_ranks = training_world_size(training)
     if merged.get("torch_distributed") is not None:
         stem, ext = os.path.splitext(name)
         names = [f"{stem}.torch-distrib-{r}-{num_ranks}{ext}" for r in range(num_ranks)]

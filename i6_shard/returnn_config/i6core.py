@@ -448,6 +448,15 @@ def _check_job_arguments(returnn_config: Any, *, train_key: Any, job_kwargs: Map
     for name in ("horovod_num_processes", "distributed_launch_cmd", "returnn_config"):
         if name in job_kwargs:
             raise ValueError(f"{name} is set by training_job_kwargs from num_gpus; do not pass it")
+    slots = job_kwargs.get("multi_node_slots")
+    if slots not in (None, 1):
+        # ReturnnTrainingJob._get_run_cmd: torchrun --nnodes=multi_node_slots --nproc-per-node=horovod_num_processes
+        raise ValueError(
+            f"multi_node_slots={slots!r}: i6_core's torchrun then starts horovod_num_processes (num_gpus) training "
+            f"processes on each of the {slots!r} nodes, a world of num_gpus * multi_node_slots ranks, while it "
+            "reserves num_gpus / multi_node_slots GPUs per node and the sharding is planned for num_gpus ranks; "
+            "train on one node (leave multi_node_slots unset)"
+        )
     if not isinstance(returnn_config, ReturnnConfig):
         raise TypeError(f"returnn_config must be an i6_core ReturnnConfig, got {type(returnn_config).__name__}")
 

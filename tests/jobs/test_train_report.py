@@ -33,14 +33,17 @@ EXE = dict(returnn_python_exe=tk.Path("/usr/bin/python3"), returnn_root=tk.Path(
 PINNED_ID = "i6_shard/jobs/train_report/TrainReportJob.2jijxlJpxzS8"
 
 
-def _training(num_gpus=2):
+def _config():
     train = sharded_files_dataset(
         [f"/data/part{i:03d}.hdf" for i in range(16)],
         sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
         partition_epoch=2,
     )
-    rc = sharded_returnn_config({"backend": "torch", "behavior_version": 24, "batch_size": 300}, train)
-    return training_job(rc, num_gpus=num_gpus, num_epochs=4, **EXE)
+    return sharded_returnn_config({"backend": "torch", "behavior_version": 24, "batch_size": 300}, train)
+
+
+def _training(num_gpus=2):
+    return training_job(_config(), num_gpus=num_gpus, num_epochs=4, **EXE)
 
 
 def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir):
@@ -58,6 +61,21 @@ def test_for_training_reads_the_logs_in_the_trainings_work_dir_after_it(work_dir
     assert TrainReportJob.for_training(training, max_dropped=0.1)._sis_id() != job._sis_id()
     single = training_log_files(_training(num_gpus=1))
     assert [os.path.basename(p.get_path()) for p in single] == ["returnn.log"]
+
+
+def test_for_training_reads_every_rank_torchrun_starts_on_several_nodes(work_dir):
+    """i6_core's torchrun starts horovod_num_processes ranks on each of multi_node_slots nodes (a world of 4 here),
+    all logging into the job's work dir."""
+    from i6_core.returnn import ReturnnTrainingJob
+
+    rc = _config()
+    rc.config["torch_distributed"] = {}
+    training = ReturnnTrainingJob(
+        rc, num_epochs=4, horovod_num_processes=2, multi_node_slots=2, distributed_launch_cmd="torchrun", **EXE
+    )
+    assert [os.path.basename(p.get_path()) for p in training_log_files(training)] == [
+        f"returnn.torch-distrib-{r}-4.log" for r in range(4)
+    ]
 
 
 def test_for_training_takes_the_sync_mode_from_the_config(work_dir):

@@ -272,6 +272,10 @@ def test_training_job_kwargs():
         training_job_kwargs(rc, num_gpus=2)
     with pytest.raises(ValueError, match="horovod_num_processes is set by training_job_kwargs"):
         training_job_kwargs(rc, num_gpus=2, num_epochs=2, horovod_num_processes=2)
+    # i6_core's torchrun starts num_gpus processes on every node: 4 ranks where 2 were planned
+    with pytest.raises(ValueError, match=r"multi_node_slots=2: .* a world of num_gpus \* multi_node_slots ranks"):
+        training_job_kwargs(rc, num_gpus=2, num_epochs=2, multi_node_slots=2)
+    assert training_job_kwargs(rc, num_gpus=2, num_epochs=2, multi_node_slots=1)["horovod_num_processes"] == 2
 
 
 @pytest.mark.parametrize(
