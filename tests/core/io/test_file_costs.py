@@ -229,7 +229,7 @@ def test_the_archive_keeps_every_sequence_length_as_returnn_delivers_it(tmp_path
     out = str(tmp_path / "costs.npz")
     save_file_costs(costs, out)
     loaded = load_file_costs(out)
-    for path, lengths in zip(paths, loaded.file_lengths()):
+    for path, lengths in zip(paths, loaded.engine_lengths()):
         ds = HDFDataset(files=[path], seq_ordering="default")
         ds.initialize()
         ds.init_seq_order(epoch=1)
@@ -241,7 +241,7 @@ def test_the_archive_keeps_every_sequence_length_as_returnn_delivers_it(tmp_path
     assert loaded.seq_lengths.dtype == np.int32 and len(loaded.seq_lengths) == int(loaded.num_seqs.sum())
     old = core.io.file_costs.FileCosts(**{**loaded.__dict__, "seq_lengths": None})
     save_file_costs(old, str(tmp_path / "old.npz"))
-    assert load_file_costs(str(tmp_path / "old.npz")).file_lengths() is None
+    assert load_file_costs(str(tmp_path / "old.npz")).engine_lengths() is None
     assert core.load_file_sizes(out).sizes.tolist() == loaded.costs.tolist()  # still a sizes archive
 
 
