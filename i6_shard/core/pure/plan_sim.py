@@ -262,8 +262,9 @@ def plan_simulation(
 ) -> Dict[str, Any]:
     """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
     list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, or None where not exact),
-    ``exact``, ``reason`` (why not), ``engine`` (what was simulated) and ``assumes`` (what was taken as given, with
-    ``batching_assumes``: what the lengths do not know, ``FileCosts.batching_assumes``)."""
+    ``exact``, ``reason`` (why not), ``engine`` (what was simulated), ``assumes`` (what was taken as given) and
+    ``lengths_assume`` (``batching_assumes``: what the costs archive's lengths do not know, ``FileCosts.batching_assumes``;
+    None where they know the batching length)."""
     if file_lengths is None:
         sims, reason = None, "the costs archive keeps no per-sequence lengths (written before they were kept)"
     else:
@@ -271,7 +272,7 @@ def plan_simulation(
             plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=engine, layout=layout
         )
     out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine}
-    out["assumes"] = simulation_assumes(batching_assumes)
+    out["assumes"], out["lengths_assume"] = simulation_assumes(batching_assumes), batching_assumes
     if sims is None:
         return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
     return {
