@@ -41,9 +41,12 @@ def file_index(tag: str) -> int:
     return int(head[len("file") :])
 
 
-def write_hdf_file(path: str, features: Sequence[np.ndarray], *, tags: Sequence[str]) -> str:
+def write_hdf_file(
+    path: str, features: Sequence[np.ndarray], *, tags: Sequence[str], classes: Optional[Sequence[np.ndarray]] = None
+) -> str:
     """One RETURNN HDF file (RETURNN's SimpleHDFWriter), one sequence per ``[frames, dim]`` array of
-    ``features``, tagged ``tags``; the one HDF writer of the tests. Written under a temporary name and
+    ``features``, tagged ``tags``, with a sparse target stream ``"classes"`` of one int array per sequence where
+    given (its own lengths); the one HDF writer of the tests. Written under a temporary name and
     renamed, so a file of that name is replaced whole (SimpleHDFWriter refuses to overwrite)."""
     from returnn.datasets.hdf import SimpleHDFWriter
 
@@ -54,9 +57,11 @@ def write_hdf_file(path: str, features: Sequence[np.ndarray], *, tags: Sequence[
     tmp = path + ".tmp.hdf"
     if os.path.exists(tmp):
         os.unlink(tmp)
-    writer = SimpleHDFWriter(tmp, dim=int(features[0].shape[1]), ndim=2)
-    for feats, tag in zip(features, tags):
-        writer.insert_batch(np.asarray(feats, dtype="float32")[None], seq_len=[len(feats)], seq_tag=[tag])
+    extra_type = None if classes is None else {"classes": (10, 1, "int32")}
+    writer = SimpleHDFWriter(tmp, dim=int(features[0].shape[1]), ndim=2, extra_type=extra_type)
+    for i, (feats, tag) in enumerate(zip(features, tags)):
+        extra = None if classes is None else {"classes": np.asarray(classes[i], dtype="int32")[None]}
+        writer.insert_batch(np.asarray(feats, dtype="float32")[None], seq_len=[len(feats)], seq_tag=[tag], extra=extra)
     writer.close()
     os.replace(tmp, path)
     return path
@@ -72,12 +77,14 @@ def write_tiny_hdf_files(
     frames: Tuple[int, int] = (1, 3),
     dim: int = 2,
     names: Optional[Sequence[str]] = None,
+    classes_frames: Optional[Tuple[int, int]] = None,
 ) -> List[str]:
     """Write ``num_files`` HDF files into ``directory`` and return their paths, in file order.
 
     File ``i`` is ``names[i]`` (default ``file{i:03d}.hdf``) and holds ``seqs_per_file[i]``
     sequences (default: 1..max_seqs, drawn from ``seed``), each of ``frames[0]..frames[1]``
-    frames of ``dim`` random float32 features, tagged :func:`seq_tag` ``(i, j)``. The same
+    frames of ``dim`` random float32 features, tagged :func:`seq_tag` ``(i, j)``, and with ``classes_frames`` a
+    ``"classes"`` target of ``classes_frames[0]..classes_frames[1]`` labels (drawn after the file's features). The same
     arguments give the same files, so sizes (and tags) vary only with the draws. An existing
     file of the same name is replaced.
     """
@@ -92,7 +99,10 @@ def write_tiny_hdf_files(
         path = os.path.join(directory, names[i] if names is not None else f"file{i:03d}.hdf")
         num_seqs = int(rng.randint(1, max_seqs + 1)) if seqs_per_file is None else int(seqs_per_file[i])
         features = [rng.rand(int(rng.randint(frames[0], frames[1] + 1)), dim) for _ in range(num_seqs)]
-        paths.append(write_hdf_file(path, features, tags=[seq_tag(i, j) for j in range(num_seqs)]))
+        classes = None
+        if classes_frames is not None:
+            classes = [rng.randint(0, 10, size=rng.randint(classes_frames[0], classes_frames[1] + 1)) for _ in features]
+        paths.append(write_hdf_file(path, features, tags=[seq_tag(i, j) for j in range(num_seqs)], classes=classes))
     return paths
 
 

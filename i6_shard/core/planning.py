@@ -212,7 +212,7 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
             "plan from a costs archive (`python -m i6_shard costs`, ComputeFileCostsJob) as the sizes or as lengths "
             "(--lengths), or choose another distribution"
         )
-    file_lengths = lengths.file_lengths()
+    file_lengths = lengths.engine_lengths()
     if file_lengths is None:
         raise ValueError(
             "distribution='equal_steps' needs every file's sequence lengths, but the costs archive keeps none (written "
@@ -442,7 +442,7 @@ def rank_outputs(
     stats = compute_plan_stats(plan, num_epochs=num_epochs, layout=layout)
     if batching is None:
         return RankOutputs(stats, sync=sync)
-    file_lengths = lengths.file_lengths()
+    file_lengths = lengths.engine_lengths()
     prediction = predict_plan_drop(
         plan,
         num_epochs=num_epochs,
@@ -460,6 +460,7 @@ def rank_outputs(
         file_lengths=file_lengths,
         engine=plan_engine(batching, sync) if engine is None else engine,
         layout=layout,
+        batching_assumes=lengths.batching_assumes,
     )
     return RankOutputs(
         stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
@@ -683,7 +684,7 @@ def _equal_steps_plan_of_file(plan_file: PlanFile, *, path: str, lengths: Union[
     costs = load_file_costs(lengths)  # the one checked loader
     plan = plan_file.plan
     _check_same_files(plan.keys, costs.keys, cut_path=path, lengths_path=lengths)
-    file_lengths = costs.file_lengths()
+    file_lengths = costs.engine_lengths()
     if file_lengths is None:
         raise ValueError(
             f"lengths={lengths!r} keeps no per-sequence lengths, which the equal_steps plan {path!r} was cut with: give "

@@ -175,6 +175,88 @@ def test_batches_equal_the_torch_engines(lengths2d, batch_size, max_seqs, min_se
     )
 
 
+def _returnn_sub_epoch_batches(files, *, epoch, random_seed_offset, batch_size, max_seqs, max_seq_length):
+    """Batches of one rank's sub-epoch as the torch engine makes them from a real HDFDataset over ``files``: every
+    data key it yields (``ReturnnDatasetIterDataPipe``), ``LenFilterDataPipe`` and ``BatchingIterDataPipe``."""
+    needs_torch("RETURNN's batching pipes are torch code")
+    from returnn.datasets.hdf import HDFDataset
+    from returnn.torch.data.pipeline import BatchingIterDataPipe, LenFilterDataPipe
+    from returnn.torch.data.returnn_dataset_wrapper import ReturnnDatasetIterDataPipe
+
+    dataset = HDFDataset(files=list(files), seq_ordering="random", random_seed_offset=random_seed_offset)
+    dataset.initialize()
+    dataset.init_seq_order(epoch=epoch)
+    pipe = ReturnnDatasetIterDataPipe(dataset, reset_callback=lambda: None, shard_workers=False)
+    if max_seq_length is not None:
+        pipe = LenFilterDataPipe(pipe, max_seq_length=max_seq_length)
+    return [
+        [str(s["seq_tag"]) for s in b] for b in BatchingIterDataPipe(pipe, batch_size=batch_size, max_seqs=max_seqs)
+    ]
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**16),
+    batch_size=st.integers(30, 200),
+    max_seqs=st.none() | st.integers(1, 6),
+    max_seq_length=st.none() | st.integers(20, 45),
+    cost_stream=st.sampled_from(["data", "classes"]),
+)
+def test_a_plan_batches_by_the_longest_hdf_stream_as_the_torch_engine(
+    tmp_path_factory, seed, batch_size, max_seqs, max_seq_length, cost_stream
+):
+    """HDF files whose target stream is longer than ``data`` for some sequences (and shorter for others): the plan's
+    exact steps are the batches the torch engine makes of every key a real HDFDataset yields, length filter
+    included, and the archive keeps the batching lengths beside the cost stream's."""
+    pytest.importorskip("h5py", reason="the HDF files need h5py: pip install h5py")
+    from i6_shard.core.io import collect_file_costs, load_file_costs, save_file_costs
+    from i6_shard.core.planning import plan_archive
+    from i6_shard.core.pure.plan_sim import rank_files
+    from i6_shard.core.pure.request import PlanRequest
+    from tests.hdf_data import write_tiny_hdf_files
+
+    directory = str(tmp_path_factory.mktemp("targets"))
+    paths = write_tiny_hdf_files(
+        directory, num_files=NUM_FILES, seed=seed, max_seqs=6, frames=(1, 30), classes_frames=(1, 45)
+    )
+    archive = os.path.join(directory, "costs.npz")
+    save_file_costs(collect_file_costs(paths, unit="frames", stream=cost_stream, num_procs=1), archive)
+    costs = load_file_costs(archive)
+    assert costs.batch_lengths == "hdf" and costs.seq_batch_lengths is not None
+    num_epochs = 2 * PARTITION_EPOCH
+    request = PlanRequest.from_options(
+        num_shards=NUM_SHARDS,
+        partition_epoch=PARTITION_EPOCH,
+        num_epochs=num_epochs,
+        batch_size=batch_size,
+        max_seqs=max_seqs,
+        max_seq_length=max_seq_length,
+    )
+    outputs = plan_archive(archive, request, compare=False)
+    sim = outputs.ranks.simulation
+    assert sim["exact"], sim["reason"]
+    plan = outputs.plan
+
+    def layout(k, r):
+        return plan.layout(full_epoch_0idx=k, shard_index=r)
+
+    for e in range(num_epochs):
+        want = []
+        for r in range(NUM_SHARDS):
+            files = [paths[i] for i in rank_files(plan, layout, epoch_0idx=e, shard_index=r)]
+            batches = _returnn_sub_epoch_batches(
+                files,
+                epoch=e // PARTITION_EPOCH + 1,
+                random_seed_offset=sub_epoch_random_seed_offset(plan.settings, shard_index=r),
+                batch_size=batch_size,
+                max_seqs=max_seqs,
+                max_seq_length=max_seq_length,
+            )
+            want.append(len(batches))
+        assert sim["steps_exact"][e] == want, (e, sim["steps_exact"], want)
+        assert sim["steps_taken"][e] == [min(want)] * NUM_SHARDS  # grad sync: every rank stops with the first
+
+
 def _returnn_context(torch_distributed, *, num_ranks, ranks_per_node):
     """RETURNN's DistributedContext with the sync levels it parses, without a process group."""
     needs_torch("RETURNN's DistributedContext is torch code")

@@ -1,6 +1,6 @@
-"""The costs archive: a sizes archive of format 3 (``file_sizes.py``) whose ``sizes`` hold costs in another unit,
-with the sequences, frames, pooled length quantiles and (when kept) every sequence's length; written
-deterministically and atomically, and loaded with every check of the sizes archive."""
+"""The costs archive: a sizes archive of format 3 (``file_sizes.py``) whose ``sizes`` hold costs in another unit, with
+the sequences, frames, pooled length quantiles and (when kept) every sequence's length and the length it batches by;
+written deterministically and atomically, and loaded with every check of the sizes archive."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import numpy as np
 
 from ..pure.args import first_negative
 from ..pure.batching import Batching
-from ..pure.costs import NUM_LENGTH_QUANTILES, FileCosts
+from ..pure.costs import BATCH_LENGTHS, NUM_LENGTH_QUANTILES, FileCosts
 from .file_sizes import (
+    BATCH_LENGTHS_ARRAY,
     COSTS_ARRAYS,
     FILE_COSTS_FORMAT_VERSION,
+    SEQ_BATCH_LENGTHS_ARRAY,
     SEQ_LENGTHS_ARRAY,
     STEPS_BATCHING_ARRAY,
     FileSizes,
@@ -29,7 +31,9 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
     """Store costs as a deterministic ``.npz`` (atomically): a file sizes archive of format 3, whose
     ``sizes`` hold the costs, plus ``unit_utf8`` (the unit, UTF-8), ``num_seqs``, ``num_frames`` (int64
     per entry) and ``seq_length_quantiles`` (int64 [257]); in steps also ``steps_batching`` (int64
-    [batch_size, max_seqs], 0: no limit). ``load_file_sizes`` reads it as sizes in
+    [batch_size, max_seqs], 0: no limit); with every sequence's length ``seq_lengths`` (int32), what the lengths
+    the torch engine batches by cover (``batch_lengths_utf8``, a key of ``BATCH_LENGTHS``) and, where they differ
+    from ``seq_lengths``, those lengths (``seq_batch_lengths``, int32). ``load_file_sizes`` reads it as sizes in
     that unit, so everything that takes a sizes archive takes it.
 
     :raises ValueError: if ``path`` does not end in ``.npz`` or a cost is negative
@@ -59,6 +63,10 @@ def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:
         )
     if costs.seq_lengths is not None:
         arrays[SEQ_LENGTHS_ARRAY] = np.asarray(costs.seq_lengths, dtype=np.int32)
+        if costs.batch_lengths != "unknown":
+            arrays[BATCH_LENGTHS_ARRAY] = np.frombuffer(costs.batch_lengths.encode("utf-8"), dtype=np.uint8)
+        if costs.seq_batch_lengths is not None:
+            arrays[SEQ_BATCH_LENGTHS_ARRAY] = np.asarray(costs.seq_batch_lengths, dtype=np.int32)
     save_npz(path, arrays, kind="file costs archive")
 
 
@@ -101,11 +109,28 @@ def load_file_costs(path: str | os.PathLike) -> FileCosts:
         extra[SEQ_LENGTHS_ARRAY] = (
             _read_seq_lengths(npz, path, num_seqs=extra["num_seqs"]) if SEQ_LENGTHS_ARRAY in headers else None
         )
+        batch_lengths = _read_batch_lengths(npz, path, has_lengths=extra[SEQ_LENGTHS_ARRAY] is not None)
+        extra[SEQ_BATCH_LENGTHS_ARRAY] = (
+            _read_seq_lengths(npz, path, num_seqs=extra["num_seqs"], name=SEQ_BATCH_LENGTHS_ARRAY)
+            if SEQ_BATCH_LENGTHS_ARRAY in headers
+            else None
+        )
     for name, arr in extra.items():
         if arr is not None and first_negative(arr) is not None:
             raise ValueError(f"{path!r} is corrupt: {name} has negative entries")
+    if extra[SEQ_BATCH_LENGTHS_ARRAY] is not None and extra[SEQ_LENGTHS_ARRAY] is None:
+        raise ValueError(
+            f"{path!r} is corrupt: it holds {SEQ_BATCH_LENGTHS_ARRAY} without {SEQ_LENGTHS_ARRAY}; compute the costs "
+            "again (`python -m i6_shard costs`, ComputeFileCostsJob)"
+        )
     costs = FileCosts(
-        keys=sizes.keys, costs=sizes.sizes, unit=sizes.unit, mtimes=sizes.mtimes, batching=batching, **extra
+        keys=sizes.keys,
+        costs=sizes.sizes,
+        unit=sizes.unit,
+        mtimes=sizes.mtimes,
+        batching=batching,
+        batch_lengths=batch_lengths,
+        **extra,
     )
     check_costs_consistency(costs, path=path)
     return costs
@@ -126,13 +151,35 @@ def load_file_sizes(path: str | os.PathLike) -> FileSizes:
     return sizes
 
 
-def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray) -> np.ndarray:
-    """The archive's ``seq_lengths``, checked against ``num_seqs`` before it is inflated."""
-    h = npz.headers[SEQ_LENGTHS_ARRAY]
+def _read_seq_lengths(npz, path: str, *, num_seqs: np.ndarray, name: str = SEQ_LENGTHS_ARRAY) -> np.ndarray:
+    """The archive's ``seq_lengths`` (or ``seq_batch_lengths``), checked against ``num_seqs`` before it is
+    inflated."""
+    h = npz.headers[name]
     expected = sum(int(x) for x in num_seqs)
     if h.dtype != np.int32 or tuple(h.shape) != (expected,):
         raise ValueError(
-            f"{path!r} is corrupt: {SEQ_LENGTHS_ARRAY} is {h.dtype}{list(h.shape)}, expected "
-            f"int32[{expected}] (the sum of num_seqs)"
+            f"{path!r} is corrupt: {name} is {h.dtype}{list(h.shape)}, expected int32[{expected}] (the sum of num_seqs)"
         )
-    return npz.read(SEQ_LENGTHS_ARRAY)
+    return npz.read(name)
+
+
+def _read_batch_lengths(npz, path: str, *, has_lengths: bool) -> str:
+    """What the archive's batching lengths cover (a key of ``BATCH_LENGTHS``): ``"unknown"`` in an archive written
+    before they were kept."""
+    if BATCH_LENGTHS_ARRAY not in npz.headers:
+        return "unknown"
+    h = npz.headers[BATCH_LENGTHS_ARRAY]
+    if not has_lengths or h.dtype != np.uint8 or len(h.shape) != 1 or h.shape[0] > 64:
+        raise ValueError(
+            f"{path!r} is corrupt: {BATCH_LENGTHS_ARRAY} is {h.dtype}{list(h.shape)}"
+            + ("" if has_lengths else f" in an archive without {SEQ_LENGTHS_ARRAY}")
+            + "; compute the costs again (`python -m i6_shard costs`, ComputeFileCostsJob)"
+        )
+    value = npz.read(BATCH_LENGTHS_ARRAY).tobytes().decode("utf-8", "replace")
+    if value not in BATCH_LENGTHS or value == "unknown":
+        raise ValueError(
+            f"{path!r} is corrupt: {BATCH_LENGTHS_ARRAY} is {value[:64]!r}, none of "
+            f"{sorted(set(BATCH_LENGTHS) - {'unknown'})}; compute the costs again (`python -m i6_shard costs`, "
+            "ComputeFileCostsJob)"
+        )
+    return value

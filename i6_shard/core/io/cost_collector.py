@@ -16,7 +16,7 @@ import numpy as np
 from ..pure.batching import Batching, check_batching_for_unit
 from ..pure.costs import COST_UNITS, FileCosts, cost_arrays, sorted_length_quantiles
 from ..pure.costs_consistency import check_frame_rate
-from ..pure.file_tree import FileTree
+from ..pure.file_tree import FileTree, flatten
 from ..pure.text import short_repr
 from .cost_formats import DEFAULT_FRAME_RATE, _read_one, cost_leaf
 from .progress import Progress
@@ -114,15 +114,29 @@ def collect_file_costs(
         )
     index = dict(zip(unique, range(len(unique))))
     per_file = [lengths[index[p]] for p in cost_paths]
-    known = [x for x in lengths if not isinstance(x, int)]  # an int: the rows of an arrow shard, lengths unknown
+    # an int: the rows of an arrow shard, lengths unknown; else the cost stream's lengths in column 0
+    known = [x if x.ndim == 1 else x[:, 0] for x in lengths if not isinstance(x, int)]
     return FileCosts(
         keys=keys,
         unit=unit,
         seq_length_quantiles=sorted_length_quantiles(np.concatenate(known) if known else np.zeros(0, dtype=np.int64)),
         mtimes=sizes.mtimes,
         batching=batching,
+        batch_lengths=_batch_lengths_covered(trees, unique),
         **cost_arrays(per_file, unit=unit, batching=batching, names=cost_paths),
     )
+
+
+def _batch_lengths_covered(trees: Sequence[FileTree], cost_paths: Sequence[str]) -> str:
+    """What the batching lengths read from ``cost_paths`` cover (a key of ``BATCH_LENGTHS``): every data key of an
+    HDFDataset over each entry's one HDF file (``"hdf"``); of its cost leaf only, where entries have other leaves
+    (``"hdf_leaf"``); the manifests' durations and texts (``"oggzip"``); the arrow shards' length column
+    (``"cost_stream"``). A list of several formats takes the least known."""
+    if any(p.endswith(".arrow") for p in cost_paths):
+        return "cost_stream"
+    if any(p.endswith(".zip") for p in cost_paths):
+        return "oggzip"
+    return "hdf" if all(len(flatten(t)) == 1 for t in trees) else "hdf_leaf"
 
 
 def _check_options(

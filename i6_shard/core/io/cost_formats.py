@@ -19,7 +19,9 @@ __all__ = [
     "cost_leaf",
     "hdf_stream_names",
     "read_hdf_seq_lengths",
+    "read_hdf_lengths",
     "read_oggzip_seq_lengths",
+    "read_oggzip_lengths",
     "read_arrow_seq_lengths",
     "MISSING_H5PY",
     "MISSING_PYARROW",
@@ -68,6 +70,19 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
     :raises ImportError: without h5py
     :raises ValueError: if the file has no ``seqLengths`` or no such stream (naming the streams it has)
     """
+    return read_hdf_lengths(path, stream=stream)[:, 0].copy()
+
+
+def read_hdf_lengths(path: str, *, stream: str = "data") -> np.ndarray:
+    """Every sequence's frames in ``stream`` and the length RETURNN's torch engine batches and length-filters it by:
+    the longest of the data keys an ``HDFDataset`` of the file yields (``get_data_keys``: ``"data"`` if the file has
+    ``inputs``, and its target keys if it has ``targets``; the dummy ``"classes"`` column of a file without
+    ``targets`` is not yielded), from ``seqLengths`` alone.
+
+    :return: int64, shape [num_seqs, 2]: column 0 ``stream``'s frames, column 1 the batching length (at least them)
+    :raises ImportError: without h5py
+    :raises ValueError: if the file has no ``seqLengths`` or no such stream (naming the streams it has)
+    """
     try:
         import h5py
     except ImportError as exc:
@@ -87,9 +102,8 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
                 "is crafted or damaged (refused before reading it); fix it, or remove it from the list"
             )
         lengths = dataset[...]
-        if stream == "data" and lengths.ndim == 2 and "inputs" in f:  # the common case: column 0
-            return lengths[:, 0].astype(np.int64)
         names = hdf_stream_names(f)
+        yielded = [i for i, name in enumerate(names) if name != "classes" or "targets" in f]
     lengths = lengths.astype(np.int64)
     if lengths.ndim == 1:  # old files: one column that every stream shares
         lengths = np.repeat(lengths[:, None], len(names), axis=1)
@@ -99,7 +113,8 @@ def read_hdf_seq_lengths(path: str, *, stream: str = "data") -> np.ndarray:
         raise ValueError(
             f"{short_repr(path)} has no stream {stream!r}; its streams are {names}: pass one of them as the cost stream"
         )
-    return np.ascontiguousarray(lengths[:, names.index(stream)])
+    cost = lengths[:, names.index(stream)]
+    return np.stack([cost, np.max(lengths[:, yielded + [names.index(stream)]], axis=1)], axis=1)
 
 
 def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE) -> np.ndarray:
@@ -111,6 +126,16 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
     :param frame_rate: feature frames per second (RETURNN's audio default ``step_len=0.01``: 100)
     :return: int64, shape [num_seqs]
     :raises ValueError: if the zip has no manifest or an entry no ``duration``
+    """
+    return read_oggzip_lengths(path, frame_rate=frame_rate)[:, 0].copy()
+
+
+def read_oggzip_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE) -> np.ndarray:
+    """:func:`read_oggzip_seq_lengths` beside the longer of them and each entry's ``text`` in UTF-8 bytes (the
+    ``"orth"`` key ``OggZipDataset`` always yields): the batching length as far as the manifest knows it (the
+    targets' ``"classes"`` depend on the vocabulary, the features' frames on the audio).
+
+    :return: int64, shape [num_seqs, 2]
     """
     import zipfile
 
@@ -149,7 +174,13 @@ def read_oggzip_seq_lengths(path: str, *, frame_rate: float = DEFAULT_FRAME_RATE
             f"{short_repr(path)}: entry {int(bad[0])} of its manifest has duration "
             f"{float(durations[bad[0]])!r}; a duration is a finite number of seconds, at least 0"
         )
-    return np.rint(durations * frame_rate).astype(np.int64)
+    frames = np.rint(durations * frame_rate).astype(np.int64)
+    orth = np.fromiter(
+        (len(e["text"].encode("utf-8")) if isinstance(e.get("text"), str) else 0 for e in entries),
+        dtype=np.int64,
+        count=len(entries),
+    )
+    return np.stack([frames, np.maximum(frames, orth)], axis=1)
 
 
 #: Leaves whose costs can be read: RETURNN HDF, OggZip zips, arrow shards.
@@ -295,10 +326,11 @@ def _check_lengths(path: str, lengths: np.ndarray, *, source: str = "") -> np.nd
     fix (before anything is allocated by the lengths' values)."""
     _check_num_seqs(path, len(lengths))
     if len(lengths):
-        i = int(np.argmax(lengths))
-        if int(lengths[i]) > MAX_SEQ_LENGTH:
+        longest = lengths if lengths.ndim == 1 else lengths.max(axis=1)
+        i = int(np.argmax(longest))
+        if int(longest[i]) > MAX_SEQ_LENGTH:
             raise ValueError(
-                f"{short_repr(path)}: sequence {i} is {int(lengths[i]):,} frames long, more than RETURNN's "
+                f"{short_repr(path)}: sequence {i} is {int(longest[i]):,} frames long, more than RETURNN's "
                 f"int32 sequence lengths hold ({MAX_SEQ_LENGTH:,}){source}; the file is damaged or "
                 "crafted; fix it, or remove it from the list"
             )
@@ -306,8 +338,9 @@ def _check_lengths(path: str, lengths: np.ndarray, *, source: str = "") -> np.nd
 
 
 def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndarray]:
-    """The sequence lengths of one cost leaf, by its format (its name's extension); an arrow shard read
-    without a length column gives only its number of rows (an int). A file that cannot be read is a
+    """The sequence lengths of one cost leaf, by its format (its name's extension): an HDF file's and an OggZip
+    manifest's as int64 [num_seqs, 2] (the cost stream's, the batching length: :func:`read_hdf_lengths`,
+    :func:`read_oggzip_lengths`), an arrow shard's [num_seqs], or read without a length column its rows (an int). A file that cannot be read is a
     ValueError naming it: in a list of 100k files, the library's own message would not say which."""
     path, stream, frame_rate, length_column = args
     try:
@@ -317,10 +350,10 @@ def _read_one(args: Tuple[str, str, float, Optional[str]]) -> Union[int, np.ndar
         if path.endswith(".zip"):
             return _check_lengths(
                 path,
-                read_oggzip_seq_lengths(path, frame_rate=frame_rate),
-                source=f" (its manifest's duration times the frame rate {frame_rate:g})",
+                read_oggzip_lengths(path, frame_rate=frame_rate),
+                source=f" (its manifest's duration times the frame rate {frame_rate:g}, or its text's bytes)",
             )
-        return _check_lengths(path, read_hdf_seq_lengths(path, stream=stream))
+        return _check_lengths(path, read_hdf_lengths(path, stream=stream))
     except ImportError:
         raise
     except Exception as exc:  # noqa: BLE001 -- h5py, zipfile, pyarrow: whatever a damaged file raises

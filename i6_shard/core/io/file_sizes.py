@@ -28,6 +28,15 @@ STEPS_BATCHING_ARRAY = "steps_batching"
 #: A costs archive may also hold every sequence's length, int32 in entry order (``num_seqs`` per entry): the
 #: predicted loss then batches each rank's own lengths. Archives without it predict from the pooled quantiles.
 SEQ_LENGTHS_ARRAY = "seq_lengths"
+#: With ``seq_lengths``, a costs archive names what its batching lengths cover (``BATCH_LENGTHS`` of
+#: core/pure/costs.py, UTF-8): the length RETURNN's torch engine batches and length-filters each sequence by (the longest
+#: of every data key the sub-epoch dataset yields). An archive without it was written before they were kept.
+BATCH_LENGTHS_ARRAY = "batch_lengths_utf8"
+#: The batching lengths, int32 like ``seq_lengths``, where some sequence's differs from its ``seq_lengths`` (a longer
+#: stream than the cost stream); without it they are ``seq_lengths``.
+SEQ_BATCH_LENGTHS_ARRAY = "seq_batch_lengths"
+#: The members a costs archive may hold beyond those of its format, each checked by load_file_costs.
+OPTIONAL_COSTS_ARRAYS = (SEQ_LENGTHS_ARRAY, BATCH_LENGTHS_ARRAY, SEQ_BATCH_LENGTHS_ARRAY)
 _ARCHIVE_ARRAYS = {
     1: {"format_version", "keys_utf8", "sizes"},
     2: {"format_version", "keys_utf8", "sizes", "mtimes_ns"},
@@ -214,8 +223,8 @@ def _check_headers(headers: Mapping[str, Any], *, path: str) -> Tuple[set, bool,
     has_batching = STEPS_BATCHING_ARRAY in names and "unit_utf8" in names
     if has_batching:
         names.discard(STEPS_BATCHING_ARRAY)  # checked with the unit, by load_file_sizes
-    if SEQ_LENGTHS_ARRAY in names and "unit_utf8" in names:
-        names.discard(SEQ_LENGTHS_ARRAY)  # optional; checked by load_file_costs, which reads it
+    if "unit_utf8" in names:
+        names.difference_update(OPTIONAL_COSTS_ARRAYS)  # optional; checked by load_file_costs, which reads them
     if names not in _ARCHIVE_ARRAYS.values():
         raise ValueError(
             f"{path!r} is not a file sizes archive (it holds arrays {sorted(names)[:10]}, expected "

@@ -26,6 +26,7 @@ __all__ = [
     "REDUCE_TYPES",
     "predict_plan_drop",
     "file_millisteps",
+    "batch_lengths_of",
     "MILLISTEPS_PER_STEP",
 ]
 
@@ -183,6 +184,19 @@ def rank_steps(num_seqs: int, lengths: np.ndarray, batching: Batching) -> Tuple[
         return 0.0, 0.0
     mean, var = seqs_per_batch_moments(lengths, batching)
     return num_seqs / mean, num_seqs * var / mean**3
+
+
+def batch_lengths_of(lengths: np.ndarray) -> np.ndarray:
+    """The length each sequence batches by, of lengths of one data key (shape [num_seqs]) or several (shape
+    [num_seqs, num_data_keys]): the longest of its keys, as ``BatchingIterDataPipe`` limits every key's padded frames
+    by one ``batch_size`` (the longest key reaches it first) and ``LenFilterDataPipe`` every key by one
+    ``max_seq_length``.
+
+    >>> batch_lengths_of(np.array([[3, 5], [4, 1]])).tolist(), batch_lengths_of(np.array([2, 7])).tolist()
+    ([5, 4], [2, 7])
+    """
+    lengths = np.asarray(lengths)
+    return lengths if lengths.ndim == 1 else lengths.max(axis=1)
 
 
 def file_millisteps(file_lengths: Sequence[np.ndarray], batching: Batching) -> np.ndarray:
@@ -401,7 +415,8 @@ def predict_plan_drop(
     """The predicted steps and dropped share of every sub-epoch of ``plan`` under ``batching``.
 
     A rank's sequences are taken in random order (the sub-epoch dataset's ``seq_ordering="random"``).
-    Their lengths are the files' own (``file_lengths``, one array per file) or, without them, the pooled
+    Their lengths are the files' own (``file_lengths``, one array per file, shape [num_seqs] or [num_seqs, num_keys]:
+    they batch by the longest key, :func:`batch_lengths_of`) or, without them, the pooled
     ``seq_length_quantiles`` scaled to the rank's mean length (frames / sequences).
 
     :param num_seqs: int, sequences per file, shape [num_files] (in the plan's key order)
@@ -435,7 +450,7 @@ def predict_plan_drop(
                 continue
             if file_lengths is not None:
                 idx = _files_of(layout, e, r, plan)
-                lengths = np.concatenate([np.asarray(file_lengths[i], dtype=np.int64) for i in idx])
+                lengths = batch_lengths_of(np.concatenate([np.asarray(file_lengths[i], dtype=np.int64) for i in idx]))
                 mu, _ = seqs_per_batch_moments(lengths, batching)
                 v = order_variance(lengths, batching)
             else:

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .batching import Batching, check_batching_for_unit, file_millisteps
+from .batching import Batching, batch_lengths_of, check_batching_for_unit, file_millisteps
 from .costs_checks import check_useful_batching, check_useful_batching_of
 from .settings import UNITS
 from .text import short_repr
@@ -22,6 +22,7 @@ __all__ = [
     "length_quantiles",
     "sorted_length_quantiles",
     "cost_arrays",
+    "BATCH_LENGTHS",
 ]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
@@ -33,6 +34,25 @@ NUM_LENGTH_QUANTILES = 257
 
 
 _INT64_MAX = 2**63 - 1
+
+
+#: What a costs archive knows of the length RETURNN's torch engine batches and length-filters each sequence by (the
+#: longest of every data key the sub-epoch dataset yields: ``BatchingIterDataPipe``, ``LenFilterDataPipe``), by the
+#: name ``FileCosts.batch_lengths`` holds: None where it knows that length, else what a simulation must assume.
+BATCH_LENGTHS = {
+    "hdf": None,
+    "hdf_leaf": "the file trees' other leaves yield no data key longer than the cost leaf's longest HDF stream",
+    "oggzip": (
+        "the audio features ('data') have the manifest's duration times the frame rate frames and the targets "
+        "('classes') are no longer than the longer of that and the text's UTF-8 bytes ('orth'), which the costs "
+        "archive holds"
+    ),
+    "cost_stream": "no data key is longer than the cost stream (an arrow shard's: its length column)",
+    "unknown": (
+        "no data key is longer than the cost stream: the costs archive was written before the batching lengths "
+        "were kept; compute the costs again to batch by the longest stream"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,10 @@ class FileCosts:
     :ivar seq_lengths: int32, every sequence's length in entry order (``num_seqs[i]`` of entry i), shape
         [num_seqs.sum()]; None where they are not known (an archive written before they were kept, or arrow
         shards read without a length column): the predicted loss then takes the pooled quantiles
+    :ivar seq_batch_lengths: int32, every sequence's length as the torch engine batches and length-filters it (the
+        longest of the data keys the archive knows, :data:`BATCH_LENGTHS`), shape [num_seqs.sum()], each at least
+        its ``seq_lengths``; None where equal to ``seq_lengths`` (kept only where some sequence differs)
+    :ivar batch_lengths: what the batching lengths cover, a key of :data:`BATCH_LENGTHS`
     """
 
     keys: List[str]
@@ -64,6 +88,8 @@ class FileCosts:
     mtimes: Optional[np.ndarray] = None
     batching: Optional[Batching] = None
     seq_lengths: Optional[np.ndarray] = None
+    seq_batch_lengths: Optional[np.ndarray] = None
+    batch_lengths: str = "unknown"
 
     def __post_init__(self):
         if self.unit not in COST_UNITS:
@@ -85,12 +111,38 @@ class FileCosts:
                     f"seq_lengths has shape {np.shape(self.seq_lengths)}, but num_seqs sum to {expected:,}; "
                     "they must pair up"
                 )
+        if self.batch_lengths not in BATCH_LENGTHS:
+            raise ValueError(f"batch_lengths={self.batch_lengths!r} is none of {sorted(BATCH_LENGTHS)}")
+        if self.seq_batch_lengths is not None and np.shape(self.seq_batch_lengths) != np.shape(self.seq_lengths):
+            raise ValueError(
+                f"seq_batch_lengths has shape {np.shape(self.seq_batch_lengths)}, seq_lengths "
+                f"{np.shape(self.seq_lengths)}; they must pair up"
+            )
 
-    def file_lengths(self) -> Optional[List[np.ndarray]]:
-        """Each entry's sequence lengths (views into :attr:`seq_lengths`), or None where they are not kept."""
+    def engine_lengths(self) -> Optional[List[np.ndarray]]:
+        """Each entry's sequence lengths as the torch engine sees them, or None where they are not kept: the one
+        accessor of the lengths that batch. Int64 shape [num_seqs] (the cost stream's) where the batching lengths
+        equal them, else [num_seqs, 2]: column 0 the cost stream's (frames counted, dropped, sorted by), column 1
+        the batching length (``seq_batch_lengths``); ``BatchingIterDataPipe`` and ``LenFilterDataPipe`` over
+        these two keys do what they do over every data key, as the longest decides both.
+
+        >>> c = FileCosts(keys=["a", "b"], costs=np.array([5, 2]), unit="frames", num_seqs=np.array([2, 1]),
+        ...               num_frames=np.array([5, 2]), seq_length_quantiles=np.full(257, 2),
+        ...               seq_lengths=np.array([3, 2, 2]), seq_batch_lengths=np.array([3, 4, 2]))
+        >>> [x.tolist() for x in c.engine_lengths()]
+        [[[3, 3], [2, 4]], [[2, 2]]]
+        """
         if self.seq_lengths is None:
             return None
-        return np.split(np.asarray(self.seq_lengths), np.cumsum(np.asarray(self.num_seqs, dtype=np.int64))[:-1])
+        x = np.asarray(self.seq_lengths, dtype=np.int64)
+        if self.seq_batch_lengths is not None:
+            x = np.stack([x, np.asarray(self.seq_batch_lengths, dtype=np.int64)], axis=1)
+        return np.split(x, np.cumsum(np.asarray(self.num_seqs, dtype=np.int64))[:-1])
+
+    @property
+    def batching_assumes(self) -> Optional[str]:
+        """What a simulation from these lengths must assume of the data keys the archive does not know, or None."""
+        return BATCH_LENGTHS[self.batch_lengths]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -137,9 +189,11 @@ def cost_arrays(
     per_file: Sequence[Union[int, np.ndarray]], *, unit: str, batching: Optional[Batching], names: Sequence[str]
 ) -> Dict[str, Optional[np.ndarray]]:
     """The per-entry arrays of :class:`FileCosts` from each entry's sequence lengths (an int: only the number of
-    its sequences is known, as for an arrow shard without a length column): ``num_seqs``, ``num_frames``,
-    ``costs`` in ``unit`` (steps: ``file_millisteps`` under ``batching``) and ``seq_lengths`` (int32, all entries'
-    lengths in order; None unless every entry's are known).
+    its sequences is known, as for an arrow shard without a length column; shape [num_seqs, 2]: the cost stream's
+    and the batching length of each, as :meth:`FileCosts.engine_lengths`): ``num_seqs``, ``num_frames`` (of the cost
+    stream), ``costs`` in ``unit`` (steps: ``file_millisteps`` of the batching lengths under ``batching``),
+    ``seq_lengths`` (int32, all entries' lengths in order; None unless every entry's are known) and
+    ``seq_batch_lengths`` (int32, the batching lengths; None where they equal ``seq_lengths``).
 
     :param names: each entry's name, for the error
     :raises ValueError: if the frames sum beyond int64, naming the largest entry
@@ -147,22 +201,28 @@ def cost_arrays(
     >>> {k: v.tolist() for k, v in cost_arrays([np.array([3, 4]), 2], unit="seqs", batching=None,
     ...                                        names=["a", "b"]).items() if v is not None}
     {'costs': [2, 2], 'num_seqs': [2, 2], 'num_frames': [7, 0]}
+    >>> cost_arrays([np.array([[3, 5], [4, 4]])], unit="frames", batching=None, names=["a"])["seq_batch_lengths"]
+    array([5, 4], dtype=int32)
     """
-    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in per_file), dtype=np.int64, count=len(per_file))
+    cost = [x if isinstance(x, int) or x.ndim == 1 else x[:, 0] for x in per_file]
+    num_seqs = np.fromiter((x if isinstance(x, int) else len(x) for x in cost), dtype=np.int64, count=len(per_file))
     num_frames = np.fromiter(
-        (0 if isinstance(x, int) else int(x.sum()) for x in per_file), dtype=np.int64, count=len(per_file)
+        (0 if isinstance(x, int) else int(x.sum()) for x in cost), dtype=np.int64, count=len(per_file)
     )
     _check_total_frames(num_frames, names)  # sequences cannot wrap: at most 2**32 per file
+    batch = [x if isinstance(x, int) else batch_lengths_of(x) for x in per_file]
     if unit == "steps":
-        check_useful_batching(per_file, batching)
-        costs = file_millisteps(per_file, batching)
+        check_useful_batching(batch, batching)
+        costs = file_millisteps(batch, batching)
     else:
         costs = (num_frames if unit == "frames" else num_seqs).copy()
-    all_known = all(not isinstance(x, int) for x in per_file)
-    seq_lengths = (
-        (np.concatenate(per_file).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)) if all_known else None
-    )
-    return {"costs": costs, "num_seqs": num_seqs, "num_frames": num_frames, "seq_lengths": seq_lengths}
+    out: Dict[str, Optional[np.ndarray]] = {"costs": costs, "num_seqs": num_seqs, "num_frames": num_frames}
+    out["seq_lengths"] = out["seq_batch_lengths"] = None
+    if all(not isinstance(x, int) for x in per_file):
+        out["seq_lengths"] = np.concatenate(cost).astype(np.int32) if per_file else np.zeros(0, dtype=np.int32)
+        if any(x.ndim == 2 and (x[:, 1] != x[:, 0]).any() for x in per_file):
+            out["seq_batch_lengths"] = np.concatenate(batch).astype(np.int32)
+    return out
 
 
 def sorted_length_quantiles(lengths: np.ndarray) -> np.ndarray:

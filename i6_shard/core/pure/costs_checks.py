@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .batching import Batching
+from .batching import Batching, batch_lengths_of
 from .costs_consistency import costs_consistency_problem, useful_batching_problem
 from .text import short_repr
 
@@ -25,6 +25,7 @@ def check_costs_consistency(costs, *, path: str) -> None:
         num_seqs=costs.num_seqs,
         num_frames=costs.num_frames,
         seq_lengths=costs.seq_lengths,
+        seq_batch_lengths=costs.seq_batch_lengths,
         seq_length_quantiles=costs.seq_length_quantiles,
         batching=costs.batching,
         keys=costs.keys,
@@ -53,11 +54,8 @@ def check_useful_batching(per_file_lengths: Sequence[np.ndarray], batching: Batc
 
 def check_useful_batching_of(costs, batching) -> None:
     """:func:`check_useful_batching` for the files of a loaded costs archive (a ``FileCosts``), where it knows every
-    sequence's length; nothing to check without ``batching`` or lengths."""
-    if batching is None or costs.seq_lengths is None:
+    sequence's length (the lengths they batch by); nothing to check without ``batching`` or lengths."""
+    lengths = costs.engine_lengths()
+    if batching is None or lengths is None:
         return
-    ends = np.cumsum(np.asarray(costs.num_seqs, dtype=np.int64))
-    lengths = np.asarray(costs.seq_lengths)
-    check_useful_batching(
-        [lengths[e - n : e] for e, n in zip(ends.tolist(), np.asarray(costs.num_seqs).tolist())], batching
-    )
+    check_useful_batching([batch_lengths_of(x) for x in lengths], batching)

@@ -57,12 +57,14 @@ def costs_consistency_problem(
     seq_length_quantiles: np.ndarray,
     batching: Optional[Batching],
     keys: Sequence[str],
+    seq_batch_lengths: Optional[np.ndarray] = None,
 ) -> Optional[str]:
     """The first way in which the arrays of a costs archive contradict each other, or None. Checks that a file
     without sequences has no frames and no cost; that every file's per-sequence lengths (``seq_lengths``, in entry
     order, ``num_seqs[i]`` each) sum to its ``num_frames``; that the pooled quantiles start at the shortest and end
-    at the longest length; that the costs are the unit's (``num_frames``, ``num_seqs``, or
-    :func:`~i6_shard.core.pure.batching.file_millisteps` of the lengths under ``batching``, recomputed); and,
+    at the longest length; that the batching lengths (``seq_batch_lengths``, where kept) pair up with the lengths and
+    are none shorter; that the costs are the unit's (``num_frames``, ``num_seqs``, or
+    :func:`~i6_shard.core.pure.batching.file_millisteps` of the batching lengths under ``batching``, recomputed); and,
     without the lengths, that no file with sequences costs 0 milli-steps; with them, that the batching is one the
     steps unit can count (:func:`useful_batching_problem`: no 0-cost file with sequences).
 
@@ -90,6 +92,11 @@ def costs_consistency_problem(
         problem = _lengths_problem(lengths, num_seqs, num_frames, seq_length_quantiles, name)
         if problem is not None:
             return problem
+    if seq_batch_lengths is not None:
+        problem = _batch_lengths_problem(seq_batch_lengths, seq_lengths, num_seqs, name)
+        if problem is not None:
+            return problem
+        lengths = np.asarray(seq_batch_lengths, dtype=np.int64)  # what the steps are counted from
     if unit in ("frames", "seqs"):
         expected = num_frames if unit == "frames" else num_seqs
         bad = _first(costs != expected)
@@ -122,6 +129,23 @@ def _lengths_problem(lengths, num_seqs, num_frames, seq_length_quantiles, name) 
         return (
             f"the pooled length quantiles run from {int(q[0])} to {int(q[-1])}, but the sequences from "
             f"{int(lengths.min())} to {int(lengths.max())}"
+        )
+    return None
+
+
+def _batch_lengths_problem(batch_lengths, seq_lengths, num_seqs, name) -> Optional[str]:
+    """The batching lengths against the per-sequence lengths (same shape, none shorter), or None."""
+    if seq_lengths is None:
+        return "it holds batching lengths (seq_batch_lengths) but no sequence lengths (seq_lengths)"
+    batch = np.asarray(batch_lengths, dtype=np.int64)
+    if batch.shape != np.shape(seq_lengths):
+        return f"seq_batch_lengths has shape {list(batch.shape)}, seq_lengths {list(np.shape(seq_lengths))}"
+    short = _first(batch < np.asarray(seq_lengths, dtype=np.int64))
+    if short is not None:
+        entry = int(np.searchsorted(np.cumsum(num_seqs), short, side="right"))
+        return (
+            f"{name(entry)}: sequence {short} of the archive batches by {int(batch[short])} frames, fewer than its "
+            f"{int(seq_lengths[short])} (the batching length is the longest data key, the cost stream's included)"
         )
     return None
 

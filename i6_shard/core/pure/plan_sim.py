@@ -29,13 +29,26 @@ __all__ = [
     "has_node_level",
     "ENGINE_RECORD_OPTIONS",
     "rank_files",
+    "simulation_assumes",
 ]
 
 #: What a plan's simulation takes as given beyond its engine settings (said in the summary).
 SIMULATION_ASSUMES = (
-    "the sub-epoch dataset batches one data key, whose lengths are the costs archive's, and yields its files' "
-    "sequences in get_seq_order_for_epoch's order (an HDFDataset-like dataset; one DataLoader worker)"
+    "the sub-epoch dataset yields its files' sequences in get_seq_order_for_epoch's order (an HDFDataset-like "
+    "dataset; one DataLoader worker), which batch and are length-filtered by the costs archive's batching lengths "
+    "(the longest data key)"
 )
+
+
+def simulation_assumes(batching_assumes: Optional[str]) -> str:
+    """What a plan's simulation takes as given (the summary's ``assumes``): :data:`SIMULATION_ASSUMES`, and what it
+    must assume of the data keys whose lengths the costs archive does not know (``FileCosts.batching_assumes``).
+
+    >>> simulation_assumes("no key is longer than the cost stream")[-43:]
+    '; and no key is longer than the cost stream'
+    """
+    return SIMULATION_ASSUMES if batching_assumes is None else f"{SIMULATION_ASSUMES}; and {batching_assumes}"
+
 
 Layout = Callable[[int, int], Tuple[np.ndarray, np.ndarray]]
 
@@ -61,7 +74,8 @@ def simulate_plan(
     bin order, the sub-epoch dataset's seed offset RETURNN derives (:func:`sub_epoch_random_seed_offset`) and its
     ``init_seq_order(epoch=full_epoch_0idx + 1)``.
 
-    :param file_lengths: each file's sequence lengths (its first data key), in the plan's key order
+    :param file_lengths: each file's sequence lengths in the plan's key order, shape [num_seqs] or [num_seqs, num_keys]
+        (``FileCosts.engine_lengths``: column 0 counts the frames and orders, every column batches and filters)
     :return: ``(sims, None)``, or ``(None, reason)`` where the engine's settings cannot be simulated exactly
     """
     reason = inexact_reason(engine, num_ranks=plan.num_shards)
@@ -244,17 +258,21 @@ def plan_simulation(
     file_lengths: Optional[Sequence[np.ndarray]],
     engine: EngineSettings,
     layout: Optional[Layout] = None,
+    batching_assumes: Optional[str] = None,
 ) -> Dict[str, Any]:
     """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
     list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, or None where not exact),
-    ``exact``, ``reason`` (why not) and ``engine`` (what was simulated)."""
+    ``exact``, ``reason`` (why not), ``engine`` (what was simulated), ``assumes`` (what was taken as given) and
+    ``lengths_assume`` (``batching_assumes``: what the costs archive's lengths do not know, ``FileCosts.batching_assumes``;
+    None where they know the batching length)."""
     if file_lengths is None:
         sims, reason = None, "the costs archive keeps no per-sequence lengths (written before they were kept)"
     else:
         sims, reason = simulate_plan(
             plan, num_epochs=num_epochs, file_lengths=file_lengths, engine=engine, layout=layout
         )
-    out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine, "assumes": SIMULATION_ASSUMES}
+    out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine}
+    out["assumes"], out["lengths_assume"] = simulation_assumes(batching_assumes), batching_assumes
     if sims is None:
         return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
     return {

@@ -57,9 +57,13 @@ def _simulation_entries(sim: Optional[Mapping[str, Any]], *, num_epochs: int) ->
 
 
 def _simulation_info(sim: Mapping[str, Any]) -> Dict[str, Any]:
-    """The summary's ``batching.simulation``: whether the figures are exact, why not, and the engine simulated."""
+    """The summary's ``batching.simulation``: whether the figures are exact, why not, the engine simulated, what it
+    assumes and (``lengths_assume``, where there is any) what the costs archive's lengths do not know."""
     engine = {k: v for k, v in sim["engine"].as_dict().items() if k != "inexact"}
-    return {"exact": sim["exact"], "reason": sim["reason"], "engine": engine, "assumes": sim["assumes"]}
+    info = {"exact": sim["exact"], "reason": sim["reason"], "engine": engine, "assumes": sim["assumes"]}
+    if sim.get("lengths_assume") is not None:  # what the costs archive's lengths do not know
+        info["lengths_assume"] = sim["lengths_assume"]
+    return info
 
 
 def render_prediction(summary: Mapping[str, Any]) -> List[str]:
@@ -106,12 +110,13 @@ def _simulation_lines(summary: Mapping[str, Any]) -> List[str]:
     exact = [x for row in summary["steps_exact"] for x in row]
     equal = sum(len(set(row)) == 1 for row in summary["steps_exact"])
     model = summary["batching"].get("model_dropped_fraction")
+    assume = sim.get("lengths_assume")
     return [
         f"  simulated exactly (each rank's sequence order, batches and syncs as RETURNN's torch engine): batches per "
         f"rank and sub-epoch min {min(exact)}, max {max(exact)}; all ranks equal in {equal} of "
         f"{len(summary['steps_exact'])} sub-epochs"
         + ("" if model is None else f"; the statistical model said {100 * model:.2f}%"),
-    ]
+    ] + ([] if assume is None else [f"  exact only if {assume}"])
 
 
 #: Sub-epochs the report shows steps per rank of, worst predicted drop first; ranks shown one by one up to

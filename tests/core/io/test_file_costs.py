@@ -1,6 +1,7 @@
 """Costs per file read from RETURNN HDF files equal what RETURNN's HDFDataset delivers, and the costs
 archive is taken wherever a sizes archive is."""
 
+import json
 import os
 
 import numpy as np
@@ -229,7 +230,7 @@ def test_the_archive_keeps_every_sequence_length_as_returnn_delivers_it(tmp_path
     out = str(tmp_path / "costs.npz")
     save_file_costs(costs, out)
     loaded = load_file_costs(out)
-    for path, lengths in zip(paths, loaded.file_lengths()):
+    for path, lengths in zip(paths, loaded.engine_lengths()):
         ds = HDFDataset(files=[path], seq_ordering="default")
         ds.initialize()
         ds.init_seq_order(epoch=1)
@@ -241,7 +242,7 @@ def test_the_archive_keeps_every_sequence_length_as_returnn_delivers_it(tmp_path
     assert loaded.seq_lengths.dtype == np.int32 and len(loaded.seq_lengths) == int(loaded.num_seqs.sum())
     old = core.io.file_costs.FileCosts(**{**loaded.__dict__, "seq_lengths": None})
     save_file_costs(old, str(tmp_path / "old.npz"))
-    assert load_file_costs(str(tmp_path / "old.npz")).file_lengths() is None
+    assert load_file_costs(str(tmp_path / "old.npz")).engine_lengths() is None
     assert core.load_file_sizes(out).sizes.tolist() == loaded.costs.tolist()  # still a sizes archive
 
 
@@ -325,3 +326,83 @@ def test_the_plan_predicts_from_each_files_own_lengths(tmp_path, capsys):
     pooled_summary = json.loads((tmp_path / "q" / "summary.json").read_text())
     assert pooled_summary["batching"]["lengths"] == "pooled"
     assert pooled_summary["steps_exact"] == [None] * 6 and not pooled_summary["batching"]["simulation"]["exact"]
+
+
+def _classes_longer_archive(tmp_path, **fields):
+    """A costs archive (frames of ``data``) of HDF files whose ``classes`` stream is longer for some sequences, with
+    ``fields`` of its FileCosts replaced; its path and the FileCosts collected."""
+    paths = write_tiny_hdf_files(
+        str(tmp_path / "d"), num_files=6, seed=11, max_seqs=6, frames=(1, 30), classes_frames=(1, 45)
+    )
+    costs = collect_file_costs(paths, unit="frames", num_procs=1)
+    out = str(tmp_path / "costs.npz")
+    save_file_costs(core.io.file_costs.FileCosts(**{**costs.__dict__, **fields}), out)
+    return out, costs
+
+
+def test_the_archive_keeps_the_batching_lengths_only_where_a_stream_is_longer(tmp_path):
+    """The longest HDF stream per sequence is kept beside the cost stream's lengths (seq_batch_lengths), named as
+    every key an HDFDataset yields; files whose data is the longest keep none, only the name."""
+    out, costs = _classes_longer_archive(tmp_path)
+    with np.load(out) as npz:
+        assert npz["batch_lengths_utf8"].tobytes() == b"hdf"
+        batch, cost = npz["seq_batch_lengths"], npz["seq_lengths"]
+    assert (batch >= cost).all() and (batch > cost).any()
+    loaded = load_file_costs(out)
+    assert loaded.batch_lengths == "hdf" and loaded.batching_assumes is None
+    assert loaded.num_frames.tolist() == costs.num_frames.tolist()  # the costs stay the cost stream's
+    plain = write_tiny_hdf_files(str(tmp_path / "p"), num_files=3, seed=6)
+    save_file_costs(collect_file_costs(plain, unit="frames", num_procs=1), str(tmp_path / "plain.npz"))
+    with np.load(str(tmp_path / "plain.npz")) as npz:
+        assert "seq_batch_lengths" not in npz.files and npz["batch_lengths_utf8"].tobytes() == b"hdf"
+
+
+def test_an_archive_without_the_batching_lengths_names_what_its_plan_assumes(tmp_path):
+    """An archive written before the batching lengths were kept (no batch_lengths_utf8): its plan of HDF files with a
+    longer classes stream says in the summary and the report that it is exact only if no key is longer."""
+    from i6_shard.cli import main
+
+    out, _ = _classes_longer_archive(tmp_path, seq_batch_lengths=None, batch_lengths="unknown")
+    with np.load(out) as npz:
+        assert "batch_lengths_utf8" not in npz.files and "seq_batch_lengths" not in npz.files
+    plan_dir = tmp_path / "plan"
+    assert (
+        main(
+            ["plan", "--sizes", out, "-o", str(plan_dir), "--num-shards", "2", "--partition-epoch", "2"]
+            + ["--num-epochs", "4", "--batch-size", "60"]
+        )
+        == 0
+    )
+    sim = json.load(open(plan_dir / "summary.json"))["batching"]["simulation"]
+    assert "written before the batching lengths were kept" in sim["lengths_assume"]
+    assert sim["lengths_assume"] in sim["assumes"]
+    assert "exact only if no data key is longer than the cost stream" in open(plan_dir / "report.txt").read()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("shorter", r"sequence \d+ of the archive batches by \d+ frames, fewer than its \d+"),
+        ("shape", r"is corrupt: seq_batch_lengths is int32\[\d+\], expected int32\[\d+\]"),
+        ("name", r"is corrupt: batch_lengths_utf8 is 'everything', none of"),
+        ("alone", r"is corrupt: batch_lengths_utf8 is uint8\[3\] in an archive without seq_lengths"),
+    ],
+)
+def test_a_crafted_archive_of_batching_lengths_is_refused_naming_it(tmp_path, change, message):
+    from i6_shard.core.io.npz import load_npz, save_npz
+
+    out, _ = _classes_longer_archive(tmp_path)
+    arrays = load_npz(out)
+    if change == "shorter":
+        i = int(np.argmax(arrays["seq_lengths"]))
+        arrays["seq_batch_lengths"][i] = arrays["seq_lengths"][i] - 1
+    elif change == "shape":
+        arrays["seq_batch_lengths"] = arrays["seq_batch_lengths"][:-1]
+    elif change == "name":
+        arrays["batch_lengths_utf8"] = np.frombuffer(b"everything", dtype=np.uint8)
+    else:
+        del arrays["seq_lengths"], arrays["seq_batch_lengths"]
+    save_npz(out, arrays, kind="file costs archive")
+    with pytest.raises(ValueError, match=message) as info:
+        load_file_costs(out)
+    assert "costs.npz" in str(info.value) and "\n" not in str(info.value)
