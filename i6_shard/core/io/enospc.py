@@ -144,8 +144,8 @@ def corpus_bytes_bound(*, num_files: int, seed: int, feature_dim: int) -> int:
 
 def costs_bytes_bound(costs) -> int:
     """At most the bytes of a costs archive (:func:`~i6_shard.core.io.file_costs.save_file_costs`): five int64 per
-    entry, the int32 length of every sequence, the quantiles."""
-    num_lengths = 0 if costs.seq_lengths is None else int(np.asarray(costs.seq_lengths).size)
+    entry, the int32 length of every sequence and, where kept, its batching length, the quantiles."""
+    num_lengths = sum(0 if a is None else int(np.asarray(a).size) for a in (costs.seq_lengths, costs.seq_batch_lengths))
     return archive_bytes_bound(costs.keys, int64_per_entry=5, extra_bytes=4 * num_lengths + 8 * 1024)
 
 

@@ -406,3 +406,29 @@ def test_a_crafted_archive_of_batching_lengths_is_refused_naming_it(tmp_path, ch
     with pytest.raises(ValueError, match=message) as info:
         load_file_costs(out)
     assert "costs.npz" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_space_bound_of_a_costs_archive_covers_its_batching_lengths(tmp_path):
+    """The full-disk message's bound (costs_bytes_bound) holds an archive whose batching lengths double its
+    per-sequence arrays: 200,000 sequences, 800 kB each, far above the bound's 64 KiB of headers."""
+    from i6_shard.core.io.enospc import costs_bytes_bound
+    from i6_shard.core.pure.costs import NUM_LENGTH_QUANTILES, FileCosts
+
+    rng = np.random.default_rng(3)
+    num_seqs = np.full(4, 50_000, dtype=np.int64)
+    lengths = rng.integers(1, 1000, size=int(num_seqs.sum()), dtype=np.int64).astype(np.int32)
+    frames = np.add.reduceat(lengths.astype(np.int64), [0, 50_000, 100_000, 150_000])
+    costs = FileCosts(
+        keys=[f"/data/f{i}.hdf" for i in range(4)],
+        costs=frames,
+        unit="frames",
+        num_seqs=num_seqs,
+        num_frames=frames,
+        seq_length_quantiles=np.quantile(lengths, np.linspace(0, 1, NUM_LENGTH_QUANTILES)).astype(np.int64),
+        seq_lengths=lengths,
+        seq_batch_lengths=lengths + rng.integers(0, 2, size=lengths.size, dtype=np.int32),
+        batch_lengths="hdf",
+    )
+    out = str(tmp_path / "costs.npz")
+    save_file_costs(costs, out)
+    assert os.path.getsize(out) <= costs_bytes_bound(costs)
