@@ -416,7 +416,7 @@ def test_the_space_bound_of_a_costs_archive_covers_its_batching_lengths(tmp_path
 
     rng = np.random.default_rng(3)
     num_seqs = np.full(4, 50_000, dtype=np.int64)
-    lengths = rng.integers(1, 1000, size=int(num_seqs.sum()), dtype=np.int64).astype(np.int32)
+    lengths = rng.integers(1, 2**30, size=int(num_seqs.sum()), dtype=np.int64).astype(np.int32)  # no compression
     frames = np.add.reduceat(lengths.astype(np.int64), [0, 50_000, 100_000, 150_000])
     costs = FileCosts(
         keys=[f"/data/f{i}.hdf" for i in range(4)],
