@@ -71,48 +71,40 @@ def _places(items: Sequence[str], total: Optional[int] = None) -> str:
     return shown + (f" and {total - _MAX_PLACES} more" if total > _MAX_PLACES else "")
 
 
-def _complete_is_mean(log: TrainingLog, rows: np.ndarray) -> bool:
+def _complete_is_mean(log: TrainingLog, epochs: Sequence[int]) -> bool:
     """Whether the logged ``complete`` is one value for all ranks (a mean, ``sync_complete_frac``,
     default from behavior_version 33): at every step all ranks log the same value although their
-    datasets hold different numbers of sequences.
-
-    :param rows: int64 [sub-epoch, rank], each record's row in its rank's table (-1: missing)"""
+    datasets hold different numbers of sequences. Each rank's table is taken once per pass, one at a time (the
+    tables may be read back from a scratch file): first the steps and counts per sub-epoch, then the values."""
     if log.num_ranks < 2:
         return False
-    tables = [r.table for r in log.ranks]
-    steps = _by_record(tables, rows, lambda t: t.num_steps, missing=0)
-    differ = False
-    for i in np.flatnonzero((rows >= 0).all(axis=1) & (steps.min(axis=1) > 0)).tolist():
-        n = int(steps[i].min())
-        starts = [int(t.step_start[rows[i, r]]) for r, t in enumerate(tables)]
-        first = tables[0].step_complete[starts[0] : starts[0] + n]
-        for t, s in zip(tables[1:], starts[1:]):
-            if not np.array_equal(first, t.step_complete[s : s + n], equal_nan=True):
-                return False
-        differ |= len({int(t.dataset_num_seqs[rows[i, r]]) for r, t in enumerate(tables)}) > 1
-    return differ
-
-
-def _by_record(tables: Sequence[Any], rows: np.ndarray, column: Callable[[Any], np.ndarray], *, missing) -> np.ndarray:
-    """[sub-epoch, rank]: ``column(table)`` of each rank's table at each record's row, ``missing`` where none."""
-    out = None
-    for r, t in enumerate(tables):
-        values = column(t)
-        if out is None:
-            out = np.full(rows.shape, missing, dtype=values.dtype)
-        have = rows[:, r] >= 0
-        out[have, r] = values[rows[have, r]]
-    return out if out is not None else np.full(rows.shape, missing)
-
-
-def _row_grid(log: TrainingLog, epochs: Sequence[int]) -> np.ndarray:
-    """int64 [sub-epoch, rank]: each record's row in its rank's table, -1 where the rank's log lacks the sub-epoch."""
-    grid = np.full((len(epochs), log.num_ranks), -1, dtype=np.int64)
     at = np.asarray(epochs, dtype=np.int64)
+    present = np.zeros(len(at), dtype=np.int64)
+    min_steps = np.full(len(at), np.iinfo(np.int64).max)
+    first_seqs = np.zeros(len(at), dtype=np.int64)
+    seqs_differ = np.zeros(len(at), dtype=bool)
     for r, rank_log in enumerate(log.ranks):
-        mine = rank_log.table.epoch
-        grid[np.searchsorted(at, mine), r] = np.arange(len(mine))
-    return grid
+        t = rank_log.table
+        i = np.searchsorted(at, t.epoch)
+        present[i] += 1
+        min_steps[i] = np.minimum(min_steps[i], t.num_steps)
+        if r == 0:
+            first_seqs[i] = t.dataset_num_seqs
+        else:
+            seqs_differ[i] |= t.dataset_num_seqs != first_seqs[i]
+    compared = np.flatnonzero((present == log.num_ranks) & (min_steps > 0))
+    first: Dict[int, np.ndarray] = {}
+    for r, rank_log in enumerate(log.ranks):
+        t = rank_log.table
+        rows = np.searchsorted(t.epoch, at[compared])
+        for i, row in zip(compared.tolist(), rows.tolist()):
+            s = int(t.step_start[row])
+            values = t.step_complete[s : s + int(min_steps[i])]
+            if r == 0:
+                first[i] = values.copy()
+            elif not np.array_equal(first[i], values, equal_nan=True):
+                return False
+    return bool(seqs_differ[compared].any())
 
 
 def _lengths_of(
@@ -185,7 +177,7 @@ def analyze_training_records(
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     keys_plan = usable_plan
     usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
-    complete_is_mean = _complete_is_mean(log, _row_grid(log, epochs))  # (its grid let go before the records')
+    complete_is_mean = _complete_is_mean(log, epochs)
     if not log.ranks[0].frames_dim:
         a.notes.append(
             "the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
