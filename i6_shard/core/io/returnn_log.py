@@ -451,8 +451,10 @@ class _RankParser:
         """Close the row being read and begin ``epoch`` afresh at line ``lineno``: a new row, or where the last row
         is of ``epoch`` (a restart inside it) that row anew. Of an epoch run twice, the last run counts."""
         self._close()
-        rows, n = self.rows, self.rows.num_steps
-        rows.flush()
+        rows = self.rows
+        n = rows.steps_out + len(rows.seqs)  # (rows.num_steps, without a call per record)
+        if rows.spill is not None and (len(rows.epoch) > _SPILL_ROWS or len(rows.seqs) >= _SPILL_STEPS):
+            rows.flush()
         if rows.epoch and rows.epoch[-1] == epoch:
             i = len(rows.epoch) - 1
             rows.line[i], rows.num_seqs[i], rows.trained[i], rows.start[i], rows.end[i] = lineno, -1, -1, n, n
@@ -468,7 +470,8 @@ class _RankParser:
     def _close(self) -> None:
         """End the row being read (a sub-epoch that did not finish stays as it is)."""
         if self.cur >= 0:
-            self.rows.end[self.cur] = self.rows.num_steps
+            rows = self.rows
+            rows.end[self.cur] = rows.steps_out + len(rows.seqs)
         self.cur, self.cur_epoch = -1, None
 
     def _count_record(self, epoch: int, lineno: int) -> None:
