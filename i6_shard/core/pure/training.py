@@ -41,8 +41,8 @@ DEFAULT_MAX_DROPPED = 0.05
 DEFAULT_MIN_STEPS_RATIO = 0.75
 #: Places named per alarm before "and N more".
 _MAX_PLACES = 5
-#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, under 100 bytes in the
-#: analysis, :class:`TrainRecords`):
+#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, about 150 bytes in the
+#: scratch file where the reader and :class:`TrainRecords` keep them):
 #: 64 ranks over 16,384 sub-epochs. Logs of a few KB can name thousands of ranks and sub-epochs.
 MAX_REPORT_RECORDS = 1 << 20
 
@@ -138,9 +138,10 @@ def analyze_training_records(
 ) -> Tuple[Dict[str, Any], "TrainRecords"]:
     """The summary (JSON types) of a training from its logs, and its (sub-epoch, rank) records.
 
-    The records are held as :class:`TrainRecords` (int64 grids, a few bytes per record: memory grows with the
-    sub-epochs' summary, not with a dict per record); each sub-epoch's ``ranks`` is None here, and
-    ``records.rows(i)`` gives the dicts that :func:`analyze_training` lists there.
+    The records are held as :class:`TrainRecords`: a rank's column at a time written to the log's scratch file
+    (``log.spill``, where the reader's records wait; without one, memory) and read back a block of sub-epochs at a
+    time, so that memory grows with the sub-epochs' summary, not with the records; each sub-epoch's ``ranks`` is None
+    here, and ``records.rows(i)`` gives the dicts that :func:`analyze_training` lists there.
 
     Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
     ``consumed_seqs``/``consumed_frames`` (summed over the logged steps), ``available_seqs``/
