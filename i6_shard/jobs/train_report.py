@@ -58,7 +58,7 @@ def training_log_files(training: Any) -> List[tk.Path]:
 
 #: Memory per byte of the logs: the file lists of the "using files" lines, held while the logs are read (measured, peak
 #: RSS per further record from 65,536 to 1,047,552 records of a torchrun log with a "using files" line of two names per
-#: record: 160 bytes, for 183 bytes of log per record; 8 bytes a name, which takes at least 5 in its line, and about 100
+#: record: 159 bytes, for 183 bytes of log per record; 8 bytes a name, which takes at least 5 in its line, and about 100
 #: a list). The records themselves (their columns, steps and the analysis's grids) wait in a scratch file, not in
 #: memory: a log without "using files" lines needs the constant (1,047,552 records: 46 MiB, as 65,536).
 _BYTES_PER_LOG_BYTE = 2
@@ -69,8 +69,8 @@ def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int,
     mini task; unknown ``log_bytes`` (a log that cannot be stat-ed): a mini task, whose run then says what
     is wrong. The rule (docs/reliability.md): 1 GB, plus two bytes per log byte (the file lists of the "using files"
     lines; the records, at most 2**20, and the step lines wait in a scratch file in ``TMPDIR``, about 150 bytes a record
-    and 24 a step line; measured: 1,047,552 records from a 49 MB torchrun log peaked at 46.4 MiB, as 65,536 did; with a
-    "using files" line each, a 183 MiB log, at 206.9 MiB, 160 bytes per further record;
+    and 24 a step line; measured: 1,047,552 records from a 49 MB torchrun log peaked at 45.8 MiB, as 65,536 did; with a
+    "using files" line each, a 183 MiB log, at 206.6 MiB, 159 bytes per further record;
     ``benchmarks/bench_train_report_memory.py``); and about 10 times the time of 4 MB/s.
 
     >>> train_report_rqmt(log_bytes=2 * 10**9)

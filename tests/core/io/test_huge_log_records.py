@@ -113,7 +113,7 @@ def test_the_streamed_summary_is_the_same_bytes(tmp_path):
 
 def test_the_report_job_asks_for_two_bytes_per_log_byte():
     """The documented rule (docs/reliability.md): 1 GB and two bytes per log byte, for the file lists of the "using
-    files" lines (measured: 160 bytes per record of 183 log bytes, benchmarks/bench_train_report_memory.py); the records
+    files" lines (measured: 159 bytes per record of 183 log bytes, benchmarks/bench_train_report_memory.py); the records
     wait in a scratch file."""
     jobs = pytest.importorskip("i6_shard.jobs.train_report", reason="needs Sisyphus: pip install sisyphus")
     for log_bytes in (10**6, 40 * 10**6, 10**9):
