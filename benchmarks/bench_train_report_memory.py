@@ -111,7 +111,9 @@ def run_case(name: str, *, root: str, base: str, label: str = "") -> float:
         "import resource, sys\n"
         "from i6_shard.cli import main\n"
         "rc = main(sys.argv[1:])\n"
-        "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "u = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print('maxrss_kib', u.ru_maxrss, file=sys.stderr)\n"
+        "print('cpu_s', u.ru_utime + u.ru_stime, file=sys.stderr)\n"
         "sys.exit(rc)\n"
     )
     t0 = time.perf_counter()
@@ -125,10 +127,12 @@ def run_case(name: str, *, root: str, base: str, label: str = "") -> float:
     seconds = time.perf_counter() - t0
     rss = [line for line in p.stderr.splitlines() if line.startswith("maxrss_kib")]
     peak = int(rss[-1].split()[1]) / 1024 if rss else float("nan")
+    cpu = [float(line.split()[1]) for line in p.stderr.splitlines() if line.startswith("cpu_s")]
     error = [line for line in p.stderr.splitlines() if line.startswith("error:")]
     written = sum(os.path.getsize(os.path.join(out, n)) for n in os.listdir(out)) if os.path.isdir(out) else 0
     print(
         f"{label}{name:>20}: log {os.path.getsize(log) / 2**20:7.1f} MiB, peak RSS {peak:8.1f} MiB, {seconds:6.1f} s, "
+        f"CPU {cpu[-1] if cpu else float('nan'):6.1f} s, "
         f"rc {p.returncode}, wrote {written / 2**20:.2f} MiB" + (f", {error[0][:150]}" if error else "")
     )
     return peak

@@ -11,7 +11,6 @@ from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core import reporting
-from i6_shard.core.pure import MAX_REPORT_RECORDS
 from i6_shard.core.io import data_key_limit
 from i6_shard.returnn_config.reader import read_sync_mode
 
@@ -67,34 +66,31 @@ def training_log_files(training: Any) -> List[tk.Path]:
     return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
 
 
-#: Memory a (sub-epoch, rank) record of the logs takes at most while the report is made (measured, peak RSS per
-#: further record from 65,536 to 1,047,552 records of a torchrun log: 117 bytes, the reader's per-rank columns, 48, and
-#: the analysis's grids; 279 with a "using files" line of two names per record, whose list and line bytes the byte per
-#: log byte covers; the steps are held apart, 24 bytes per step line, under a byte per log byte).
-_RECORD_BYTES = 256
-#: Bytes of the shortest log line that begins a record.
-_MIN_RECORD_LINE_BYTES = 24
+#: Memory per byte of the logs: the file lists of the "using files" lines, held while the logs are read (measured, peak
+#: RSS per further record from 65,536 to 1,047,552 records of a torchrun log with a "using files" line of two names per
+#: record: 159 bytes, for 183 bytes of log per record; 8 bytes a name, which takes at least 5 in its line, and about 100
+#: a list). The records themselves (their columns, steps and the analysis's grids) wait in a scratch file, not in
+#: memory: a log without "using files" lines needs the constant (1,047,552 records: 46 MiB, as 65,536).
+_BYTES_PER_LOG_BYTE = 2
 
 
 def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int, float]], bool]:
     """The report task's request sized from the bytes of the logs, and whether they are few enough for a
     mini task; unknown ``log_bytes`` (a log that cannot be stat-ed): a mini task, whose run then says what
-    is wrong. The rule (docs/reliability.md): 1 GB, plus one byte per log byte (the step lines, 24 bytes held per
-    line of at least 40), plus 256 bytes for each (sub-epoch, rank) record the logs can hold: one per 24 log bytes (the
-    shortest line that begins one, ``[r]:ep E train num_seqs: N``), at most the 2**20 a report holds (measured: 1,047,552
-    records from a 49 MB torchrun log peaked at 159.7 MiB, 117 bytes per further record; with a "using files" line each,
-    a 183 MiB log, at 321.2 MiB, 279 bytes per further record; ``benchmarks/bench_train_report_memory.py``); and about
-    10 times the time of 4 MB/s.
+    is wrong. The rule (docs/reliability.md): 1 GB, plus two bytes per log byte (the file lists of the "using files"
+    lines; the records, at most 2**20, and the step lines wait in a scratch file in ``TMPDIR``, about 150 bytes a record
+    and 24 a step line; measured: 1,047,552 records from a 49 MB torchrun log peaked at 45.8 MiB, as 65,536 did; with a
+    "using files" line each, a 183 MiB log, at 206.6 MiB, 159 bytes per further record;
+    ``benchmarks/bench_train_report_memory.py``); and about 10 times the time of 4 MB/s.
 
     >>> train_report_rqmt(log_bytes=2 * 10**9)
-    ({'cpu': 1, 'mem': 4, 'time': 1.75}, False)
+    ({'cpu': 1, 'mem': 5, 'time': 1.75}, False)
     >>> train_report_rqmt(log_bytes=40 * 10**6)[0]["mem"]
     2
     """
     if log_bytes is None:
         return {"cpu": 1, "mem": 2, "time": 1}, True
-    max_records = min(MAX_REPORT_RECORDS, log_bytes // _MIN_RECORD_LINE_BYTES)
-    mem_gb = 1 + log_bytes / 1e9 + max_records * _RECORD_BYTES / 1e9
+    mem_gb = 1 + _BYTES_PER_LOG_BYTE * log_bytes / 1e9
     hours = max(0.5, 0.25 + log_bytes / 4e6 * 10 / 3600)
     return {
         "cpu": 1,

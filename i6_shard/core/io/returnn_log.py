@@ -19,6 +19,7 @@ from ..pure import training as _training
 from ..pure.training import check_report_size
 from . import log_files_line
 from .log_files_line import read_files_of_line
+from .spill import Spill
 
 __all__ = ["SubEpochLog", "RankLog", "TrainingLog", "read_training_logs", "MAX_LINE_CHARS"]
 
@@ -181,10 +182,11 @@ class _SubEpochs(Mapping):
         return iter(self._log.table.epoch.tolist())
 
     def __getitem__(self, epoch: Any) -> SubEpochLog:
-        i = self._log.table.index(epoch)
+        table = self._log.table
+        i = table.index(epoch)
         if i is None:
             raise KeyError(epoch)
-        return self._log.table.record(i, self._log.files_of(i))
+        return table.record(i, self._log.files_of(i))
 
 
 @dataclass
@@ -193,7 +195,8 @@ class RankLog:
 
     :ivar source: where the lines came from, for messages: the file name, with ``[rank r]`` for an
         interleaved stdout (no directory, so reports name no machine's paths)
-    :ivar table: the sub-epochs' records (:class:`SubEpochTable`); :attr:`sub_epochs` shows them by epoch
+    :ivar rows: the sub-epochs' records as read; :attr:`table` gives them as a :class:`SubEpochTable` (read back from
+        the scratch file each time where the rows were spilled there, so that one rank's are held at a time)
     :ivar files: per row of ``table`` the sub-epoch's files, None where the log shows none (a list, no object per
         record beside the files)
     :ivar num_instances: int64 per row of ``table``: the dataset instances that logged its files (0: none)
@@ -211,7 +214,7 @@ class RankLog:
 
     rank: int
     source: str
-    table: SubEpochTable
+    rows: "_Rows"
     files: List[Optional[List[FileTree]]] = field(default_factory=list)
     num_instances: np.ndarray = field(default_factory=lambda: _NO_STEPS)
     path: Optional[str] = None
@@ -221,6 +224,16 @@ class RankLog:
     notes: List[str] = field(default_factory=list)
     file_lines: Dict[str, Dict[int, List[Any]]] = field(default_factory=dict)
     file_windows: Dict[str, Dict[int, int]] = field(default_factory=dict)
+    _table: Optional[SubEpochTable] = field(default=None, repr=False)
+
+    @property
+    def table(self) -> SubEpochTable:
+        """The sub-epochs' records as read-only columns; where they were spilled, read back anew (not kept)."""
+        if self.rows.spill is not None:
+            return self.rows.table()
+        if self._table is None:
+            self._table, self.rows = self.rows.table(), _Rows()
+        return self._table
 
     @property
     def sub_epochs(self) -> Mapping[int, SubEpochLog]:
@@ -246,6 +259,8 @@ class TrainingLog:
     #: whose "using files" lines the sub-epochs' files are (see :func:`resolve_dataset_files`)
     files_from: Dict[str, Any] = field(default_factory=dict)
     _epochs: Optional[List[int]] = field(default=None, repr=False)
+    #: the scratch file the ranks' records wait in (unnamed: gone when closed, or when the process ends)
+    spill: Optional[Spill] = field(default=None, repr=False)
 
     @property
     def num_ranks(self) -> int:
@@ -254,9 +269,11 @@ class TrainingLog:
     @property
     def epochs(self) -> List[int]:
         """Sub-epochs any rank started, sorted (one list, made once: do not change it)."""
-        if self._epochs is None:
-            tables = [r.table.epoch for r in self.ranks]
-            self._epochs = np.unique(np.concatenate(tables)).tolist() if tables else []
+        if self._epochs is None:  # (a rank at a time: each rank's table may be read back from the spill)
+            epochs: set = set()
+            for r in self.ranks:
+                epochs.update(r.table.epoch.tolist())
+            self._epochs = sorted(epochs)
         return self._epochs
 
     def file_keys(self) -> Iterator[str]:
@@ -266,30 +283,88 @@ class TrainingLog:
                 yield from (tree_key(t) for t in files)
 
 
+#: Closed rows and steps a rank holds while its log is read before they go to the scratch file (:class:`Spill`): with
+#: thousands of ranks in one torchrun stdout, these few per rank are what memory holds of the records.
+_SPILL_ROWS = 64
+_SPILL_STEPS = 256
+_ROW_COLUMNS = 6
+_STEP_DTYPES = (np.int64, np.int64, np.float64)
+
+
 class _Rows:
     """One rank's records while its lines come in: a row per run of a sub-epoch in compact columns, and the steps of
-    all rows back to back (a log may hold a million records and millions of steps: no object per record)."""
+    all rows back to back (a log may hold a million records and millions of steps: no object per record). With a
+    ``spill``, the rows and steps that can no longer change (all but the last row, the steps before it) go there a
+    chunk at a time, and :meth:`table` reads them back; the step indices (``start``, ``end``) count them all."""
 
-    def __init__(self):
+    def __init__(self, spill: Optional[Spill] = None):
         self.epoch, self.line, self.num_seqs, self.trained = array("q"), array("q"), array("q"), array("q")
         self.start, self.end = array("q"), array("q")
         self.seqs, self.frames, self.complete = array("q"), array("q"), array("d")
+        self.spill = spill
+        self.row_chunks = array("q")  # where in the spill, rows; of each chunk
+        self.step_chunks = array("q")  # where in the spill, steps; of each chunk
+        self.steps_out = 0  # steps in the spill (those held begin there)
+
+    @property
+    def num_steps(self) -> int:
+        """The steps of all rows, those spilled included."""
+        return self.steps_out + len(self.seqs)
+
+    def _columns(self) -> Tuple[array, ...]:
+        return self.epoch, self.line, self.num_seqs, self.trained, self.start, self.end
+
+    def flush(self, *, last: bool = False) -> None:
+        """Move the rows that can no longer change (all but the last; with ``last`` all) and all the steps to the
+        spill, once there are enough of them (with ``last`` any); call only where the last row is closed (its steps
+        are then final too)."""
+        if self.spill is None:
+            return
+        n = len(self.epoch) - (0 if last else 1)
+        if n > 0 and len(self.epoch) > (0 if last else _SPILL_ROWS):
+            block = np.stack([np.frombuffer(c, dtype=np.int64)[:n] for c in self._columns()])
+            self.row_chunks.extend((self.spill.append([block]), n))
+            del block
+            for c in self._columns():
+                del c[:n]
+        if len(self.seqs) >= (1 if last else _SPILL_STEPS):
+            steps = [np.frombuffer(c, dtype=d) for c, d in zip(self._steps(), _STEP_DTYPES)]
+            self.step_chunks.extend((self.spill.append(steps), len(self.seqs)))
+            del steps
+            self.steps_out += len(self.seqs)
+            for c in self._steps():
+                del c[:]
+
+    def _read_rows(self, at: int, n: int) -> np.ndarray:
+        return self.spill.read(at, [(np.int64, _ROW_COLUMNS * n)])[0].reshape(_ROW_COLUMNS, n)
+
+    def _steps(self) -> Tuple[array, ...]:
+        return self.seqs, self.frames, self.complete
 
     def table(self) -> SubEpochTable:
         """The last row of each epoch, sorted by epoch, as read-only numpy columns."""
-        epoch = np.array(self.epoch, dtype=np.int64)
+        held = np.array(self._columns(), dtype=np.int64).reshape(_ROW_COLUMNS, len(self.epoch))
+        blocks = [self._read_rows(at, n) for at, n in _pairs(self.row_chunks)]
+        rows = np.concatenate(blocks + [held], axis=1) if blocks else held
+        del blocks, held
+        epoch = rows[0]
         order = np.lexsort((np.arange(len(epoch)), epoch))  # by epoch, then by run
         last = np.ones(len(order), dtype=bool)
         last[:-1] = epoch[order][1:] != epoch[order][:-1]
         keep = order[last]
-        columns = [np.array(c, dtype=np.int64)[keep] for c in (self.line, self.num_seqs, self.trained)]
-        columns += [np.array(c, dtype=np.int64)[keep] for c in (self.start, self.end)]
-        steps = [np.array(self.seqs, dtype=np.int64), np.array(self.frames, dtype=np.int64)]
-        steps.append(np.array(self.complete, dtype=np.float64))
-        arrays = [epoch[keep], *columns, *steps]
+        columns = [np.ascontiguousarray(rows[k][keep]) for k in range(_ROW_COLUMNS)]
+        held_steps = [np.array(c, dtype=d) for c, d in zip(self._steps(), _STEP_DTYPES)]
+        chunks = [self.spill.read(at, [(d, n) for d in _STEP_DTYPES]) for at, n in _pairs(self.step_chunks)]
+        steps = [np.concatenate([c[k] for c in chunks] + [held_steps[k]]) for k in range(3)] if chunks else held_steps
+        del chunks, held_steps
+        arrays = [*columns, *steps]
         for x in arrays:
             x.flags.writeable = False
         return SubEpochTable(*arrays)
+
+
+def _pairs(flat: array) -> Iterator[Tuple[int, int]]:
+    return zip(flat[::2], flat[1::2])
 
 
 def _pick_frames_dim(dims: Sequence[str]) -> Optional[str]:
@@ -335,6 +410,7 @@ class _RankParser:
         dataset_name: str,
         frames_dim: Optional[str],
         records: Optional[List[int]] = None,
+        spill: Optional[Spill] = None,
     ):
         self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
         self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
@@ -349,7 +425,7 @@ class _RankParser:
         #: ``dataset_name``: only a wrapped dataset's epochs are mapped to sub-epochs, :func:`resolve_dataset_files`)
         self.file_windows: Dict[str, Dict[int, int]] = {}
         self.last_trained = 0
-        self.rows = _Rows()
+        self.rows = _Rows(spill)
         self.cur = -1  # the row being read (-1: none)
         self.cur_epoch: Optional[int] = None  # its epoch
         self.cwd: Optional[str] = None
@@ -375,7 +451,10 @@ class _RankParser:
         """Close the row being read and begin ``epoch`` afresh at line ``lineno``: a new row, or where the last row
         is of ``epoch`` (a restart inside it) that row anew. Of an epoch run twice, the last run counts."""
         self._close()
-        rows, n = self.rows, len(self.rows.seqs)
+        rows = self.rows
+        n = rows.steps_out + len(rows.seqs)  # (rows.num_steps, without a call per record)
+        if rows.spill is not None and (len(rows.epoch) > _SPILL_ROWS or len(rows.seqs) >= _SPILL_STEPS):
+            rows.flush()
         if rows.epoch and rows.epoch[-1] == epoch:
             i = len(rows.epoch) - 1
             rows.line[i], rows.num_seqs[i], rows.trained[i], rows.start[i], rows.end[i] = lineno, -1, -1, n, n
@@ -391,7 +470,8 @@ class _RankParser:
     def _close(self) -> None:
         """End the row being read (a sub-epoch that did not finish stays as it is)."""
         if self.cur >= 0:
-            self.rows.end[self.cur] = len(self.rows.seqs)
+            rows = self.rows
+            rows.end[self.cur] = rows.steps_out + len(rows.seqs)
         self.cur, self.cur_epoch = -1, None
 
     def _count_record(self, epoch: int, lineno: int) -> None:
@@ -482,7 +562,7 @@ class _RankParser:
         and completed share; skipped steps stay unknown (-1, nan)."""
         rows = self.rows
         start = rows.start[self.cur]
-        known = len(rows.seqs) - start
+        known = rows.num_steps - start
         limit = known + MAX_LOST_STEPS - self.lost_steps
         step = _bounded_int(
             m["step"],
@@ -502,7 +582,7 @@ class _RankParser:
             rows.complete.extend(array("d", [float("nan")]) * gap)
         info = m["info"]
         ms = _STEP_SEQS.search(info)
-        at = start + step
+        at = start + step - rows.steps_out  # (the steps before this row's may be spilled)
         rows.seqs[at] = self._count(ms["n"], "num_seqs", where) if ms else -1
         sums = {mm["dim"]: mm["n"] for mm in _STEP_SUM.finditer(info)}
         if sums and self.frames_dim is None:
@@ -525,7 +605,8 @@ class _RankParser:
 
     def result(self) -> RankLog:
         self._close()
-        table, self.rows = self.rows.table(), _Rows()  # (the rows let go)
+        rows, self.rows = self.rows, _Rows()  # (the rows let go: held by the log, or in the spill)
+        rows.flush(last=True)
         file_lines = self.earlier_lines
         for name, d in self.file_lines.items():
             file_lines.setdefault(name, {}).update(d)
@@ -533,7 +614,7 @@ class _RankParser:
         log = RankLog(
             rank=self.rank,
             source=self.source,
-            table=table,
+            rows=rows,
             frames_dim=self.frames_dim,
             cwd=self.cwd,
             num_starts=self.num_starts,
@@ -685,7 +766,13 @@ def _read_lines(path: str, *, max_line_chars: Optional[int] = None) -> Iterator[
 
 
 def _parse_file(
-    path: str, *, dataset_name: str, frames_dim: Optional[str], num_paths: int, records: Optional[List[int]] = None
+    path: str,
+    *,
+    dataset_name: str,
+    frames_dim: Optional[str],
+    num_paths: int,
+    records: Optional[List[int]] = None,
+    spill: Optional[Spill] = None,
 ) -> List[RankLog]:
     """The rank logs of one file: a per-rank log (its rank from the name), a torchrun stdout (a rank per prefix),
     or the log of a one-process training (rank 0), read in one pass."""
@@ -693,14 +780,16 @@ def _parse_file(
     named = rank_of_log_file(path)
     if named is not None:
         parser = _RankParser(
-            rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim, records=records
+            rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim, records=records, spill=spill
         )
         for lineno, line in enumerate(_read_lines(path), start=1):
             parser.feed(line, lineno)
         return [parser.result()]
     # (a log of one process is the only one read: it counts its own records, and a torchrun stdout's launcher
     # lines read before the first prefixed line count for nothing)
-    plain: Optional[_RankParser] = _RankParser(rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim)
+    plain: Optional[_RankParser] = _RankParser(
+        rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim, spill=spill
+    )
     split: Dict[int, _RankParser] = {}
     for lineno, line in enumerate(_read_lines(path), start=1):
         m = _TORCHRUN_PREFIX.match(line)
@@ -715,6 +804,7 @@ def _parse_file(
                     dataset_name=dataset_name,
                     frames_dim=frames_dim,
                     records=records,
+                    spill=spill,
                 )
             parser.feed(m["line"], lineno)
         elif plain is not None:
@@ -783,11 +873,26 @@ def read_training_logs(
         raise ValueError(
             f"the log names give different world sizes {_few(sorted(sizes))}; pass the logs of one training"
         )
+    spill = Spill()
+    try:
+        log = _read_logs(paths, sizes, spill=spill, dataset_name=dataset_name, frames_dim=frames_dim)
+        resolve_dataset_files(log, dataset_name, multi_epoch=multi_epoch)
+        check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
+    except BaseException:
+        spill.close()
+        raise
+    return log
+
+
+def _read_logs(
+    paths: Sequence[str], sizes: set, *, spill: Spill, dataset_name: str, frames_dim: Optional[str]
+) -> TrainingLog:
+    """The ranks' logs read (each file once), their records spilled, and checked to be those of one training."""
     ranks: Dict[int, RankLog] = {}
     records = [0]  # (sub-epoch, rank) records made so far, over all the logs
     for path in paths:
         for log in _parse_file(
-            path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths), records=records
+            path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths), records=records, spill=spill
         ):
             _add(ranks, log, path)
     expected = sizes.pop() if sizes else max(ranks) + 1
@@ -797,7 +902,7 @@ def read_training_logs(
     extra = sorted(set(ranks) - set(range(expected)))
     if extra:
         raise ValueError(f"ranks {_few(extra)} are outside the world size {expected}")
-    empty = [r.source for r in ranks.values() if not len(r.table.epoch) and not r.num_starts]
+    empty = [r.source for r in ranks.values() if not r.num_starts and not len(r.table.epoch)]
     if empty:
         raise ValueError(
             f"{len(empty)} of the logs hold no line of a RETURNN training (no start-up line, no files "
@@ -807,10 +912,7 @@ def read_training_logs(
     dims = {r.frames_dim for r in ranks.values() if r.frames_dim is not None}
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")
-    log = TrainingLog(ranks=[ranks[r] for r in range(expected)])
-    resolve_dataset_files(log, dataset_name, multi_epoch=multi_epoch)
-    check_report_size(num_epochs=len(log.epochs), num_ranks=log.num_ranks)
-    return log
+    return TrainingLog(ranks=[ranks[r] for r in range(expected)], spill=spill)
 
 
 def _add(ranks: Dict[int, RankLog], log: RankLog, path: str) -> None:
@@ -844,10 +946,11 @@ def assign_files(log: RankLog, name: str, *, multi_epoch: int = 1) -> None:
     groups: Dict[int, List[List[List[FileTree]]]] = {}
     for k in sorted(by_epoch):  # (each epoch of the dataset once: no pass over the records)
         groups.setdefault((k - 1) // multi_epoch + 1, []).append(_instances(by_epoch[k]))
-    log.files = [None] * len(log.table.epoch)
-    log.num_instances = np.zeros(len(log.table.epoch), dtype=np.int64)
+    table = log.table
+    log.files = [None] * len(table.epoch)
+    log.num_instances = np.zeros(len(table.epoch), dtype=np.int64)
     for epoch, inner in groups.items():
-        i = log.table.index(epoch)
+        i = table.index(epoch)
         if i is not None:
             log.files[i] = _joined(inner)
             log.num_instances[i] = max(len(lists) for lists in inner)

@@ -57,7 +57,7 @@ def compare_planned_steps(summary: Dict[str, Any], records: Any, planned: Mappin
         )
         return summary
     taken, batches, dropped = planned["steps_taken"], planned["steps_exact"], planned["dropped"]
-    shape = records.present.shape
+    shape = records.shape
     planned_steps, planned_batches = (np.full(shape, -1, dtype=np.int64) for _ in range(2))
     rows = [se["epoch"] - 1 for se in sub_epochs]
     inside = [i for i, k in enumerate(rows) if k < taken.shape[0]]
@@ -84,19 +84,24 @@ def _difference_alarms(
     :data:`MAX_DIFFERENCE_ALARMS`, then a count) and per sub-epoch whose drop differs by more than
     :data:`DROP_TOLERANCE`; counts them in ``info``."""
     alarms: List[str] = []
-    compare = records.present & records.finished & (planned_steps >= 0)
-    logged = records.grid("steps")
-    differ = np.argwhere(compare & (logged != planned_steps))
-    info["compared_records"], info["differences"] = int(compare.sum()), int(len(differ))
-    for i, r in differ[:MAX_DIFFERENCE_ALARMS].tolist():
+    info["compared_records"] = info["differences"] = 0
+    for b in records.blocks():  # (a block of sub-epochs at a time: the records may be many)
+        planned = planned_steps[b.start : b.start + b.num_rows]
+        compare = b.present & b.finished & (planned >= 0)
+        logged = b.grids["steps"]
+        differ = np.argwhere(compare & (logged != planned))
+        info["compared_records"] += int(compare.sum())
+        info["differences"] += int(len(differ))
+        for k, r in differ[: MAX_DIFFERENCE_ALARMS - len(alarms)].tolist():
+            i = b.start + k
+            alarms.append(
+                f"steps differ from the plan: sub-epoch {sub_epochs[i]['epoch']} rank {records.rank_ids[r]}: "
+                f"planned {planned_steps[i, r]} steps (of {planned_batches[i, r]} batches), logged {logged[k, r]}"
+            )
+    if info["differences"] > MAX_DIFFERENCE_ALARMS:
         alarms.append(
-            f"steps differ from the plan: sub-epoch {sub_epochs[i]['epoch']} rank {records.rank_ids[r]}: planned "
-            f"{planned_steps[i, r]} steps (of {planned_batches[i, r]} batches), logged {logged[i, r]}"
-        )
-    if len(differ) > MAX_DIFFERENCE_ALARMS:
-        alarms.append(
-            f"steps differ from the plan in {len(differ) - MAX_DIFFERENCE_ALARMS:,} more (sub-epoch, rank): each "
-            "record lists planned_steps beside steps"
+            f"steps differ from the plan in {info['differences'] - MAX_DIFFERENCE_ALARMS:,} more (sub-epoch, rank): "
+            "each record lists planned_steps beside steps"
         )
     for se in sub_epochs:
         p, m = se["dropped_fraction_planned"], se["dropped_fraction"]

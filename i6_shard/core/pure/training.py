@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from .file_tree import tree_key
 from .fmt import json_float
 from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
+from .record_blocks import RankColumns, RecordBlock, TrainRecords
 
 __all__ = [
     "analyze_training",
@@ -40,8 +41,8 @@ DEFAULT_MAX_DROPPED = 0.05
 DEFAULT_MIN_STEPS_RATIO = 0.75
 #: Places named per alarm before "and N more".
 _MAX_PLACES = 5
-#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, under 100 bytes in the
-#: analysis, :class:`TrainRecords`):
+#: (sub-epoch, rank) records a report holds at most (each takes about 1 KB in summary.json, about 150 bytes in the
+#: scratch file where the reader and :class:`TrainRecords` keep them):
 #: 64 ranks over 16,384 sub-epochs. Logs of a few KB can name thousands of ranks and sub-epochs.
 MAX_REPORT_RECORDS = 1 << 20
 
@@ -71,48 +72,40 @@ def _places(items: Sequence[str], total: Optional[int] = None) -> str:
     return shown + (f" and {total - _MAX_PLACES} more" if total > _MAX_PLACES else "")
 
 
-def _complete_is_mean(log: TrainingLog, rows: np.ndarray) -> bool:
+def _complete_is_mean(log: TrainingLog, epochs: Sequence[int]) -> bool:
     """Whether the logged ``complete`` is one value for all ranks (a mean, ``sync_complete_frac``,
     default from behavior_version 33): at every step all ranks log the same value although their
-    datasets hold different numbers of sequences.
-
-    :param rows: int64 [sub-epoch, rank], each record's row in its rank's table (-1: missing)"""
+    datasets hold different numbers of sequences. Each rank's table is taken once per pass, one at a time (the
+    tables may be read back from a scratch file): first the steps and counts per sub-epoch, then the values."""
     if log.num_ranks < 2:
         return False
-    tables = [r.table for r in log.ranks]
-    steps = _by_record(tables, rows, lambda t: t.num_steps, missing=0)
-    differ = False
-    for i in np.flatnonzero((rows >= 0).all(axis=1) & (steps.min(axis=1) > 0)).tolist():
-        n = int(steps[i].min())
-        starts = [int(t.step_start[rows[i, r]]) for r, t in enumerate(tables)]
-        first = tables[0].step_complete[starts[0] : starts[0] + n]
-        for t, s in zip(tables[1:], starts[1:]):
-            if not np.array_equal(first, t.step_complete[s : s + n], equal_nan=True):
-                return False
-        differ |= len({int(t.dataset_num_seqs[rows[i, r]]) for r, t in enumerate(tables)}) > 1
-    return differ
-
-
-def _by_record(tables: Sequence[Any], rows: np.ndarray, column: Callable[[Any], np.ndarray], *, missing) -> np.ndarray:
-    """[sub-epoch, rank]: ``column(table)`` of each rank's table at each record's row, ``missing`` where none."""
-    out = None
-    for r, t in enumerate(tables):
-        values = column(t)
-        if out is None:
-            out = np.full(rows.shape, missing, dtype=values.dtype)
-        have = rows[:, r] >= 0
-        out[have, r] = values[rows[have, r]]
-    return out if out is not None else np.full(rows.shape, missing)
-
-
-def _row_grid(log: TrainingLog, epochs: Sequence[int]) -> np.ndarray:
-    """int64 [sub-epoch, rank]: each record's row in its rank's table, -1 where the rank's log lacks the sub-epoch."""
-    grid = np.full((len(epochs), log.num_ranks), -1, dtype=np.int64)
     at = np.asarray(epochs, dtype=np.int64)
+    present = np.zeros(len(at), dtype=np.int64)
+    min_steps = np.full(len(at), np.iinfo(np.int64).max)
+    first_seqs = np.zeros(len(at), dtype=np.int64)
+    seqs_differ = np.zeros(len(at), dtype=bool)
     for r, rank_log in enumerate(log.ranks):
-        mine = rank_log.table.epoch
-        grid[np.searchsorted(at, mine), r] = np.arange(len(mine))
-    return grid
+        t = rank_log.table
+        i = np.searchsorted(at, t.epoch)
+        present[i] += 1
+        min_steps[i] = np.minimum(min_steps[i], t.num_steps)
+        if r == 0:
+            first_seqs[i] = t.dataset_num_seqs
+        else:
+            seqs_differ[i] |= t.dataset_num_seqs != first_seqs[i]
+    compared = np.flatnonzero((present == log.num_ranks) & (min_steps > 0))
+    first: Dict[int, np.ndarray] = {}
+    for r, rank_log in enumerate(log.ranks):
+        t = rank_log.table
+        rows = np.searchsorted(t.epoch, at[compared])
+        for i, row in zip(compared.tolist(), rows.tolist()):
+            s = int(t.step_start[row])
+            values = t.step_complete[s : s + int(min_steps[i])]
+            if r == 0:
+                first[i] = values.copy()
+            elif not np.array_equal(first[i], values, equal_nan=True):
+                return False
+    return bool(seqs_differ[compared].any())
 
 
 def _lengths_of(
@@ -145,9 +138,10 @@ def analyze_training_records(
 ) -> Tuple[Dict[str, Any], "TrainRecords"]:
     """The summary (JSON types) of a training from its logs, and its (sub-epoch, rank) records.
 
-    The records are held as :class:`TrainRecords` (int64 grids, a few bytes per record: memory grows with the
-    sub-epochs' summary, not with a dict per record); each sub-epoch's ``ranks`` is None here, and
-    ``records.rows(i)`` gives the dicts that :func:`analyze_training` lists there.
+    The records are held as :class:`TrainRecords`: a rank's column at a time written to the log's scratch file
+    (``log.spill``, where the reader's records wait; without one, memory) and read back a block of sub-epochs at a
+    time, so that memory grows with the sub-epochs' summary, not with the records; each sub-epoch's ``ranks`` is None
+    here, and ``records.rows(i)`` gives the dicts that :func:`analyze_training` lists there.
 
     Per sub-epoch (``sub_epochs``, sorted by ``epoch``) and rank (``ranks``, in rank order):
     ``consumed_seqs``/``consumed_frames`` (summed over the logged steps), ``available_seqs``/
@@ -185,7 +179,7 @@ def analyze_training_records(
     usable_plan, partition_epoch = _usable_plan(a, plan, partition_epoch)
     keys_plan = usable_plan
     usable_plan, partition_epoch = _plan_of_wrapped(a, usable_plan, partition_epoch, getattr(log, "files_from", None))
-    complete_is_mean = _complete_is_mean(log, _row_grid(log, epochs))  # (its grid let go before the records')
+    complete_is_mean = _complete_is_mean(log, epochs)
     if not log.ranks[0].frames_dim:
         a.notes.append(
             "the logs have no per-step batch sizes: set log_batch_size=True and log_verbosity=5 "
@@ -198,16 +192,18 @@ def analyze_training_records(
             )
     if usable_plan is not None:
         _check_plan_seeds(a, usable_plan)
-    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None)
-    sources = _per_rank_records(a, complete_is_mean=complete_is_mean)
+    store = getattr(log, "spill", None)  # (the records go where the log's records wait: None, memory)
+    a.rec = TrainRecords(len(epochs), [r.rank for r in log.ranks], filtered=a.filtered is not None, store=store)
+    plan_check = _PlanCheck(a, usable_plan) if usable_plan is not None else None
+    sources = _per_rank_records(a, complete_is_mean=complete_is_mean, plan_check=plan_check)
     a.notes.extend(note for rank_log in log.ranks for note in rank_log.notes)
-    if usable_plan is not None:
-        _files_against_plan(a, usable_plan)
+    if plan_check is not None:
+        plan_check.finish()
     partition_epoch, inferred = _partition_epoch(a, partition_epoch, files_found=files_found)
     sharded = _sharded(a, usable_plan, partition_epoch)
     m = _measures(a, usable_plan, sync_every=sync.sync_every)
     sub_epochs = _sub_epoch_entries(a, m, partition_epoch)
-    _sub_epoch_alarms(a, sub_epochs, usable_plan=usable_plan, min_steps_ratio=min_steps_ratio)
+    _sub_epoch_alarms(a, sub_epochs, m, usable_plan=usable_plan, min_steps_ratio=min_steps_ratio)
     drops = [s["dropped_fraction"] for s in sub_epochs if s["finished"] and s["dropped_fraction"] is not None]
     mean_drop = json_float(float(np.mean(drops))) if drops else None
     if mean_drop is not None and mean_drop > max_dropped:
@@ -225,9 +221,9 @@ def analyze_training_records(
         else _full_epochs(a, m, partition_epoch=partition_epoch, universe=universe, expected_reads=expected_reads)
     )
     made = None
-    done_frames = m["consumed_frames"][[i for i in range(len(a.epochs)) if a.finished[i]]]
-    if universe_frames and done_frames.size and (done_frames >= 0).all():
-        made = json_float(done_frames.sum() / universe_frames)
+    done = np.asarray(a.finished, dtype=bool)
+    if universe_frames and a.num_ranks and done.any() and m["frames_known"][done].all():
+        made = json_float(m["frames_sum"][done].sum() / universe_frames)
     promised = None if partition_epoch is None else json_float(sum(a.finished) / partition_epoch * expected_reads)
     running = [e for e, f in zip(a.epochs, a.finished) if not f]
     if running:
@@ -268,91 +264,6 @@ def analyze_training_records(
     return summary, a.rec
 
 
-#: The int fields of a record (``filtered_*`` only with a length filter), in the order of its dict.
-_FIELDS = (
-    "consumed_seqs",
-    "consumed_frames",
-    "available_seqs",
-    "available_frames",
-    "offered_seqs",
-    "filtered_seqs",
-    "filtered_frames",
-    "steps",
-    "num_files",
-)
-
-
-class TrainRecords:
-    """The (sub-epoch, rank) records of a training: per field an int64 grid [sub-epoch, rank] (-1 where the value
-    is unknown or the record missing) and a bool grid of where it is unknown (None in the summary); whether each
-    record is in the logs and finished, and ``files_match_plan`` (int8: -1 None, 0 False, 1 True): some 70 bytes
-    per record. :meth:`rows` makes one sub-epoch's records into the summary's dicts, as they are written."""
-
-    def __init__(self, num_epochs: int, rank_ids: Sequence[int], *, filtered: bool = False):
-        shape = (num_epochs, len(rank_ids))
-        self.fields = tuple(n for n in _FIELDS if filtered or not n.startswith("filtered_"))
-        self.grids = {n: np.full(shape, -1, dtype=np.int64) for n in self.fields}
-        self.unknown = {n: np.ones(shape, dtype=bool) for n in self.fields if n != "steps"}  # (steps: always known)
-        self.present = np.zeros(shape, dtype=bool)
-        self.finished = np.zeros(shape, dtype=bool)
-        self.match = np.full(shape, -1, dtype=np.int8)
-        self.rank_ids = list(rank_ids)
-
-    @property
-    def count(self) -> int:
-        """Records listed, those missing from the logs included."""
-        return int(self.present.size)
-
-    def set_rank(
-        self, r: int, rows: np.ndarray, columns: Mapping[str, Tuple[np.ndarray, np.ndarray]], *, finished: np.ndarray
-    ) -> None:
-        """Rank ``r``'s records at sub-epochs ``rows``: per field its values and where they are known."""
-        for n in self.fields:
-            values, known = columns[n]
-            self.grids[n][rows, r] = np.where(known, values, -1)
-            if n in self.unknown:
-                self.unknown[n][rows, r] = ~known
-        self.present[rows, r] = True
-        self.finished[rows, r] = finished
-
-    def put(self, i: int, r: int, name: str, value: Optional[int]) -> None:
-        """One value of record (i, r) (None: unknown)."""
-        self.grids[name][i, r] = -1 if value is None else value
-        if name in self.unknown:
-            self.unknown[name][i, r] = value is None
-
-    def add(self, name: str, grid: np.ndarray) -> None:
-        """One more int field (listed after the others), known where ``grid`` is not negative."""
-        self.fields += (name,)
-        self.grids[name] = np.asarray(grid, dtype=np.int64)
-        self.unknown[name] = self.grids[name] < 0
-
-    def grid(self, name: str) -> np.ndarray:
-        """The field's grid, -1 where unknown or missing (read-only: no copy)."""
-        g = self.grids[name].view()
-        g.flags.writeable = False
-        return g
-
-    def known(self, name: str) -> np.ndarray:
-        """Where the field is known (records missing from the logs are not)."""
-        return self.present & ~self.unknown[name] if name in self.unknown else self.present.copy()
-
-    def rows(self, i: int) -> Iterator[Dict[str, Any]]:
-        """Sub-epoch ``i``'s records as the summary lists them, in rank order."""
-        cols = {n: self.grids[n][i].tolist() for n in self.fields}
-        unknown = {n: self.unknown[n][i].tolist() for n in self.unknown}
-        present, match = self.present[i].tolist(), self.match[i].tolist()
-        for r, rank in enumerate(self.rank_ids):
-            if not present[r]:
-                yield {"rank": r, "missing": True}
-                continue
-            x: Dict[str, Any] = {"rank": rank}
-            for n in self.fields:
-                x[n] = None if n in unknown and unknown[n][r] else cols[n][r]
-            x["files_match_plan"] = (None, False, True)[match[r] + 1]
-            yield x
-
-
 @dataclass
 class _Analysis:
     """What the steps of :func:`analyze_training` share: the logs, and per (sub-epoch, rank) the records (compact
@@ -367,7 +278,8 @@ class _Analysis:
     #: by the records of equal lists (a row without any: one tuple of Nones that all such rows share)
     keys_grid: List[Sequence[Optional[Sequence[str]]]] = field(default_factory=list)
     finished: List[bool] = field(default_factory=list)
-    several: Any = None  # bool [sub-epoch, rank]: several dataset instances logged files (DataLoader workers)
+    #: bool [sub-epoch]: some rank has the sub-epoch in its log but not its files
+    files_unseen: Any = None
     filtered: Optional[Dict[str, Tuple[int, int]]] = None
     alarms: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -476,15 +388,17 @@ def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
             ) from None
 
 
-def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
-    """Fill ``a.rec``, ``a.keys_grid`` and ``a.finished`` per (sub-epoch, rank), a rank at a time from the columns
-    of its table (no object per record); return where the consumed sequences came from."""
+def _per_rank_records(a: _Analysis, *, complete_is_mean: bool, plan_check: Optional["_PlanCheck"] = None) -> set:
+    """Fill ``a.rec``, ``a.keys_grid``, ``a.finished`` and ``a.files_unseen`` a rank at a time, from the columns of
+    its table (no object per record; each rank's records are written to ``a.rec`` at once, and its files compared
+    with the plan by ``plan_check`` then); return where the consumed sequences came from."""
     sources = set()
-    a.several = np.zeros((len(a.epochs), a.num_ranks), dtype=bool)
     no_keys = (None,) * a.num_ranks
     lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
     keys_rows: Dict[int, List[Optional[Sequence[str]]]] = {}
     epochs = np.asarray(a.epochs, dtype=np.int64)
+    finished = np.ones(len(epochs), dtype=bool)
+    a.files_unseen = np.zeros(len(epochs), dtype=bool)
     for r, rank_log in enumerate(a.log.ranks):
         t = rank_log.table
         present = np.searchsorted(epochs, t.epoch)  # (its sub-epochs' places: its rows are sorted by epoch)
@@ -497,6 +411,7 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
         has = num_steps > 0
         last[has] = t.step_complete[t.step_end[idx][has] - 1]
         num_seqs = t.dataset_num_seqs[idx]
+        del t  # (one rank's table at a time)
         by_complete = ~seqs_known & np.isfinite(last) & (num_seqs >= 0) & (not complete_is_mean)
         consumed_seqs = np.where(seqs_known, seqs, -1)
         consumed_seqs[by_complete] = np.round(last[by_complete] * num_seqs[by_complete]).astype(np.int64)
@@ -515,16 +430,27 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool) -> set:
         if a.filtered is not None:
             unknown = (np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool))
             columns.update(filtered_seqs=unknown, filtered_frames=unknown)
-        a.rec.set_rank(r, present, columns, finished=trained >= 0)
+        cols = a.rec.new_rank()
+        cols.set_rows(present, columns, finished=trained >= 0)
+        del columns
+        seen = np.zeros(len(present), dtype=bool)
         for row, files, num_instances in rank_log.rows_with_files():  # the records with files, one by one
             i = int(present[row])
             keys = _keys_of(files, lists)
             keys_rows.setdefault(i, list(no_keys))[r] = keys
-            a.several[i, r] = num_instances > 1
-            _record_files(a, i, r, keys, several=num_instances > 1)
+            _record_files(a, cols, i, keys, several=num_instances > 1)
+            seen[row] = True
+            if plan_check is not None:
+                plan_check.add(i, r, keys, several=num_instances > 1)
+        unseen = present[~seen]
+        a.files_unseen[unseen] = True
+        if plan_check is not None:
+            plan_check.end_rank(r, cols, unseen=unseen)
+        a.rec.set_rank(r, cols)
+        finished &= cols.present & cols.finished
     for i in range(len(a.epochs)):
         a.keys_grid.append(keys_rows.get(i, no_keys))
-    a.finished = (a.rec.present.all(axis=1) & a.rec.finished.all(axis=1)).tolist()
+    a.finished = finished.tolist()
     return sources
 
 
@@ -554,66 +480,110 @@ def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[
     return total[end] - total[start], lost[end] == lost[start]
 
 
-def _record_files(a: _Analysis, i: int, r: int, keys: Sequence[str], *, several: bool) -> None:
-    """The counts of record (i, r) that its files give: the sequences and frames they hold (less the length
-    filter's), their number; the dataset's count is one instance's, so not the rank's, under several instances."""
-    rec = a.rec
+def _record_files(a: _Analysis, cols: RankColumns, i: int, keys: Sequence[str], *, several: bool) -> None:
+    """The counts of the rank's record at sub-epoch ``i`` that its files give: the sequences and frames they hold
+    (less the length filter's), their number; the dataset's count is one instance's, so not the rank's, under several
+    instances."""
     file_seqs, file_frames = _lengths_of(keys, a.lengths)
-    offered = None if several or rec.unknown["offered_seqs"][i, r] else int(rec.grids["offered_seqs"][i, r])
+    offered = None if several or cols.unknown["offered_seqs"][i] else int(cols.values["offered_seqs"][i])
     if a.filtered is not None:
         gone_seqs, gone_frames = _lengths_of(keys, a.filtered)
-        rec.put(i, r, "filtered_seqs", gone_seqs)
-        rec.put(i, r, "filtered_frames", gone_frames)
+        cols.put(i, "filtered_seqs", gone_seqs)
+        cols.put(i, "filtered_frames", gone_frames)
         if file_seqs is not None and gone_seqs is not None:
             file_seqs, file_frames = file_seqs - gone_seqs, file_frames - gone_frames
         else:
             file_seqs = file_frames = None
         if offered is not None and gone_seqs is not None:
             offered -= gone_seqs  # the dataset offers them; the filter removes them
-    rec.put(i, r, "offered_seqs", offered)
-    rec.put(i, r, "available_seqs", file_seqs if file_seqs is not None else offered)
-    rec.put(i, r, "available_frames", file_frames)
-    rec.put(i, r, "num_files", len(keys))
+    cols.put(i, "offered_seqs", offered)
+    cols.put(i, "available_seqs", file_seqs if file_seqs is not None else offered)
+    cols.put(i, "available_frames", file_frames)
+    cols.put(i, "num_files", len(keys))
 
 
-def _files_against_plan(a: _Analysis, plan: ShardPlan) -> None:
-    """Each (sub-epoch, rank)'s ``files_match_plan``, and the alarms of files other than planned."""
-    epochs = a.epochs
-    reads, where, unseen = [], [], []
-    cut_otherwise = []
-    for i, epoch in enumerate(epochs):
-        for r in range(a.num_ranks):
-            if a.keys_grid[i][r] is not None and a.several[i, r]:
-                cut_otherwise.append(f"sub-epoch {epoch} rank {r}")
-            elif a.keys_grid[i][r] is not None:
-                reads.append(SubEpochRead(epoch, r, tuple(a.keys_grid[i][r]), ()))
-                where.append((i, r))
-            elif a.rec.present[i, r]:
-                unseen.append(f"({epoch}, {r})")
-    if unseen:  # one note, however many (a log of a million records gives no million notes)
-        a.notes.append(f"the log does not show the files of (sub-epoch, rank) {_places(unseen)}")
-    if cut_otherwise:
-        a.notes.append(
-            f"the files of {_places(cut_otherwise)} are not compared with the plan: several dataset instances "
-            "(DataLoader workers) each cut their own bins, not the plan's num_shards * partition_epoch; plan "
-            "with num_shards = ranks * num_workers to review those bins"
-        )
-    bad = {(v.epoch, v.shard_index): v for v in check_reads(reads, plan=plan) if v.kind == "files"}
-    for i, r in where:
-        a.rec.match[i, r] = (epochs[i], r) not in bad
-    logged = {k for read in reads for k in read.files}
-    if logged and not logged & set(plan.keys):
-        a.alarms.append(
-            f"none of the {len(logged)} files in the logs is in the plan (e.g. log {min(logged)!r}, "
-            f"plan {plan.keys[0]!r}): the plan was made from another file list, or names the "
-            "files otherwise (relative vs absolute paths); plan with the training's own file list"
-        )
-    elif bad:
-        a.alarms.append(
-            f"{len(bad)} (sub-epoch, rank) read other files than planned: "
-            + "; ".join(v.message for v in list(bad.values())[:_MAX_PLACES])
-            + (f"; and {len(bad) - _MAX_PLACES} more" if len(bad) > _MAX_PLACES else "")
-        )
+class _FirstFew:
+    """How many places there are, and the texts of the first :data:`_MAX_PLACES` by their keys (a million places
+    give no million texts, in whatever order they come).
+
+    >>> f = _FirstFew()
+    >>> for key in [(3, 0), (1, 1), (2, 0), (1, 0), (9, 9), (0, 5), (5, 5)]:
+    ...     f.add(key, str(key))
+    >>> f.count, f.texts()
+    (7, ['(0, 5)', '(1, 0)', '(1, 1)', '(2, 0)', '(3, 0)'])
+    """
+
+    def __init__(self):
+        self.count = 0
+        self._first: List[Tuple[Any, str]] = []
+
+    def add(self, key: Any, text: str) -> None:
+        self.count += 1
+        if len(self._first) < _MAX_PLACES or key < self._first[-1][0]:
+            self._first = sorted(self._first + [(key, text)], key=lambda kt: kt[0])[:_MAX_PLACES]
+
+    def texts(self) -> List[str]:
+        return [text for _, text in self._first]
+
+
+class _PlanCheck:
+    """Each record's ``files_match_plan`` (set in the rank's columns before they are written) and, at the end, the
+    notes and alarms of files other than planned, a rank at a time (:func:`~i6_shard.core.pure.reads.check_reads`
+    on its reads)."""
+
+    def __init__(self, a: _Analysis, plan: ShardPlan):
+        self.a, self.plan = a, plan
+        self.reads: List[SubEpochRead] = []
+        self.where: List[int] = []
+        self.unseen, self.cut_otherwise, self.bad = _FirstFew(), _FirstFew(), _FirstFew()
+        self.logged: set = set()
+
+    def add(self, i: int, r: int, keys: Sequence[str], *, several: bool) -> None:
+        epoch = self.a.epochs[i]
+        if several:
+            self.cut_otherwise.add((i, r), f"sub-epoch {epoch} rank {r}")
+        else:
+            self.reads.append(SubEpochRead(epoch, r, tuple(keys), ()))
+            self.where.append(i)
+
+    def end_rank(self, r: int, cols: RankColumns, *, unseen: np.ndarray) -> None:
+        for i in unseen[:_MAX_PLACES].tolist():
+            self.unseen.add((i, r), f"({self.a.epochs[i]}, {r})")
+        self.unseen.count += max(0, len(unseen) - _MAX_PLACES)
+        bad = {(v.epoch, v.shard_index): v for v in check_reads(self.reads, plan=self.plan) if v.kind == "files"}
+        for i, read in zip(self.where, self.reads):
+            cols.match[i] = (read.epoch, r) not in bad
+        self.logged.update(k for read in self.reads for k in read.files)
+        for v in bad.values():
+            self.bad.add(v.sort_key(), v.message)
+        self.reads, self.where = [], []
+
+    def finish(self) -> None:
+        a, plan = self.a, self.plan
+        if self.unseen.count:  # one note, however many (a log of a million records gives no million notes)
+            a.notes.append(
+                f"the log does not show the files of (sub-epoch, rank) {_places(self.unseen.texts(), self.unseen.count)}"
+            )
+        if self.cut_otherwise.count:
+            a.notes.append(
+                f"the files of {_places(self.cut_otherwise.texts(), self.cut_otherwise.count)} are not compared with "
+                "the plan: several dataset instances (DataLoader workers) each cut their own bins, not the plan's "
+                "num_shards * partition_epoch; plan with num_shards = ranks * num_workers to review those bins"
+            )
+        logged = self.logged
+        if logged and not logged & set(plan.keys):
+            a.alarms.append(
+                f"none of the {len(logged)} files in the logs is in the plan (e.g. log {min(logged)!r}, "
+                f"plan {plan.keys[0]!r}): the plan was made from another file list, or names the "
+                "files otherwise (relative vs absolute paths); plan with the training's own file list"
+            )
+        elif self.bad.count:
+            n = self.bad.count
+            a.alarms.append(
+                f"{n} (sub-epoch, rank) read other files than planned: "
+                + "; ".join(self.bad.texts())
+                + (f"; and {n - _MAX_PLACES} more" if n > _MAX_PLACES else "")
+            )
 
 
 def _partition_epoch(
@@ -675,59 +645,93 @@ def _sharded(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[
 
 
 def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Dict[str, Any]:
-    """The per (sub-epoch, rank) grids of what was consumed and available, the dropped shares, the expected
-    steps (from the plan's files where a plan is given) and the training's frames per step."""
-    epochs, num_ranks = a.epochs, a.num_ranks
-
-    m = {
-        name: a.rec.grid(name)
-        for name in ("consumed_frames", "available_frames", "consumed_seqs", "available_seqs", "steps")
-    }
-    m["drop_frames"] = _by_rows(dropped_share, m["consumed_frames"], m["available_frames"])
-    m["drop_seqs"] = _by_rows(dropped_share, m["consumed_seqs"], m["available_seqs"])
-    planned_frames, planned_seqs = m["available_frames"], m["available_seqs"]
-    if plan is not None:
-        planned_seqs, planned_frames = (np.full((len(epochs), num_ranks), -1, dtype=np.int64) for _ in range(2))
-        for i, e in enumerate(epochs):
-            for r in range(num_ranks):
-                seqs, frames = _lengths_of(plan.files_for(epoch=e, shard_index=r), a.lengths)
-                if seqs is not None:
-                    planned_seqs[i, r], planned_frames[i, r] = seqs, frames
-    steps, consumed_frames = m["steps"], m["consumed_frames"]
-    by_frames = (consumed_frames >= 0).all() and (planned_frames >= 0).all()
+    """Per sub-epoch what the grids of consumed and available data give: the dropped shares, the steps and the
+    expected steps (from the plan's files where a plan is given), the consumed sums; the training's frames per step;
+    and the places of the alarms of :func:`_sub_epoch_alarms`. Two passes over the records, a block of sub-epochs at a
+    time: the first finds what the expected steps are counted in (frames, where every count is known)."""
+    n = len(a.epochs)
+    m: Dict[str, Any] = {"drop_frames": np.full(n, np.nan), "drop_seqs": np.full(n, np.nan)}
+    m["expected_steps"] = np.full(n, np.nan)
+    m["steps"], m["filtered"], m["first_out"] = [None] * n, [None] * n, [None] * n
+    for name in ("frames", "seqs"):
+        m[f"{name}_sum"], m[f"{name}_known"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    m["double"], m["over"] = _FirstFew(), _FirstFew()
+    frames_known = planned_known = True
+    total_frames, total_steps, any_known = np.int64(0), np.int64(0), False
+    for b in a.rec.blocks():
+        rows = slice(b.start, b.start + b.num_rows)
+        g = b.grids
+        cf, cs, steps = g["consumed_frames"], g["consumed_seqs"], g["steps"]
+        m["drop_frames"][rows] = dropped_share(cf, g["available_frames"])
+        m["drop_seqs"][rows] = dropped_share(cs, g["available_seqs"])
+        planned_seqs, planned_frames = _planned(a, plan, b)
+        frames_known &= bool((cf >= 0).all())
+        planned_known &= bool((planned_frames >= 0).all())
+        known = (cf >= 0) & (steps > 0)
+        # (the int64 sums of the known entries, without copying them out)
+        total_frames, total_steps = total_frames + cf.sum(where=known), total_steps + steps.sum(where=known)
+        any_known |= bool(known.any())
+        for name, grid in (("frames", cf), ("seqs", cs)):
+            m[f"{name}_sum"][rows], m[f"{name}_known"][rows] = grid.sum(axis=1), (grid >= 0).all(axis=1)
+        for k in range(b.num_rows):
+            i = b.start + k
+            m["steps"][i] = int(steps[k].max()) if (steps[k] >= 0).any() else None
+            m["filtered"][i] = _filtered_share(b, k) if a.filtered is not None else None
+            m["first_out"][i] = _first_out_read_all(b, k)
+        _alarm_places(a, b, m)
+    by_frames = frames_known and planned_known
     step_rule = functools.partial(expected_steps, sync_every=sync_every)
-    if by_frames:
-        m["expected_steps"] = _by_rows(step_rule, steps, consumed_frames, planned_frames)
-    elif a.lengths:
-        m["expected_steps"] = _by_rows(step_rule, steps, m["consumed_seqs"], planned_seqs)
-    else:
-        m["expected_steps"] = _by_rows(lambda s, c: step_rule(s, c, np.full_like(s, -1)), steps, m["consumed_seqs"])
-    known = (consumed_frames >= 0) & (steps > 0)
-    # (the int64 sums of the known entries, without copying them out)
-    m["frames_per_step"] = float(consumed_frames.sum(where=known) / steps.sum(where=known)) if known.any() else None
+    for b in a.rec.blocks():
+        g = b.grids
+        planned_seqs, planned_frames = _planned(a, plan, b)
+        if by_frames:
+            exp = step_rule(g["steps"], g["consumed_frames"], planned_frames)
+        elif a.lengths:
+            exp = step_rule(g["steps"], g["consumed_seqs"], planned_seqs)
+        else:
+            exp = step_rule(g["steps"], g["consumed_seqs"], np.full_like(g["steps"], -1))
+        m["expected_steps"][b.start : b.start + b.num_rows] = exp
+    m["frames_per_step"] = float(total_frames / total_steps) if any_known else None
     return m
 
 
-#: Records per block of rows in which the per-sub-epoch rules run over the grids (their temporary arrays stay
-#: this small, however many records there are).
-_BLOCK_RECORDS = 1 << 16
+def _planned(a: _Analysis, plan: Optional[ShardPlan], b: RecordBlock) -> Tuple[np.ndarray, np.ndarray]:
+    """The sequences and frames [rows, rank] of the block's sub-epochs that each rank should have: of the plan's files
+    where a plan is given (-1 where a length is unknown), else those available."""
+    if plan is None:
+        return b.grids["available_seqs"], b.grids["available_frames"]
+    planned_seqs, planned_frames = (np.full(b.present.shape, -1, dtype=np.int64) for _ in range(2))
+    for k in range(b.num_rows):
+        for r in range(a.num_ranks):
+            seqs, frames = _lengths_of(plan.files_for(epoch=a.epochs[b.start + k], shard_index=r), a.lengths)
+            if seqs is not None:
+                planned_seqs[k, r], planned_frames[k, r] = seqs, frames
+    return planned_seqs, planned_frames
 
 
-def _by_rows(rule: Callable[..., np.ndarray], *grids: np.ndarray) -> np.ndarray:
-    """``rule(*grids)`` of a rule that maps each sub-epoch's row on its own, run over blocks of rows."""
-    rows = max(1, _BLOCK_RECORDS // max(1, grids[0].shape[1]))
-    n = grids[0].shape[0]
-    if n <= rows:
-        return rule(*grids)
-    return np.concatenate([rule(*(g[s : s + rows] for g in grids)) for s in range(0, n, rows)])
+def _alarm_places(a: _Analysis, b: RecordBlock, m: Dict[str, Any]) -> None:
+    """The block's places of the alarms of sequences never read (fewer offered than the files hold) and read twice
+    (more consumed than available), in (sub-epoch, rank) order."""
+    epochs, g = a.epochs, b.grids
+    offered, available, consumed = g["offered_seqs"], g["available_seqs"], g["consumed_seqs"]
+    both = b.known("offered_seqs") & b.known("available_seqs")
+    for k, r in np.argwhere(both & (offered < available)).tolist():
+        m["double"].add(
+            (b.start + k, r),
+            f"sub-epoch {epochs[b.start + k]} rank {b.rank_ids[r]}: {offered[k, r]} of {available[k, r]}",
+        )
+    both = b.known("consumed_seqs") & b.known("available_seqs")
+    for k, r in np.argwhere(both & (consumed > available)).tolist():
+        m["over"].add((b.start + k, r), f"sub-epoch {epochs[b.start + k]} rank {b.rank_ids[r]}")
 
 
 def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optional[int]) -> List[Dict[str, Any]]:
-    """The summary's ``sub_epochs``: per sub-epoch its ranks' records, steps against the expected, the drops."""
-    steps, exp_steps = m["steps"], m["expected_steps"]
+    """The summary's ``sub_epochs``: per sub-epoch its steps against the expected, the drops (its ranks' records
+    are ``TrainRecords.rows(i)``)."""
+    exp_steps = m["expected_steps"]
     sub_epochs = []
     for i, epoch in enumerate(a.epochs):
-        actual = int(steps[i].max()) if (steps[i] >= 0).any() else None
+        actual = m["steps"][i]
         ratio = actual / exp_steps[i] if actual is not None and exp_steps[i] > 0 else None
         sub_epochs.append(
             {
@@ -740,36 +744,33 @@ def _sub_epoch_entries(a: _Analysis, m: Dict[str, Any], partition_epoch: Optiona
                 "steps_ratio": json_float(ratio),
                 "dropped_fraction": json_float(m["drop_frames"][i]),
                 "dropped_fraction_seqs": json_float(m["drop_seqs"][i]),
-                "filtered_fraction": _filtered_share(a.rec, i) if a.filtered is not None else None,
-                "first_out_read_all": _first_out_read_all(a.rec, i),
+                "filtered_fraction": m["filtered"][i],
+                "first_out_read_all": m["first_out"][i],
             }
         )
     return sub_epochs
 
 
 def _sub_epoch_alarms(
-    a: _Analysis, sub_epochs: List[Dict[str, Any]], *, usable_plan: Optional[ShardPlan], min_steps_ratio: float
+    a: _Analysis,
+    sub_epochs: List[Dict[str, Any]],
+    m: Dict[str, Any],
+    *,
+    usable_plan: Optional[ShardPlan],
+    min_steps_ratio: float,
 ) -> None:
     """Double sharding (fewer sequences offered than the files hold, too few steps) and sequences read twice."""
-    epochs, rec = a.epochs, a.rec
-    offered, available, consumed = (rec.grids[n] for n in ("offered_seqs", "available_seqs", "consumed_seqs"))
-    both = rec.known("offered_seqs") & rec.known("available_seqs")
-    double = np.argwhere(both & (offered < available))  # (sub-epoch, rank) in order; only the first few named
-    if len(double):
-        shown = [
-            f"sub-epoch {epochs[i]} rank {rec.rank_ids[r]}: {offered[i, r]} of {available[i, r]}"
-            for i, r in double[:_MAX_PLACES].tolist()
-        ]
+    double, over = m["double"], m["over"]
+    if double.count:
         a.alarms.append(
             f"sequences never read: the dataset offered fewer sequences than the rank's files hold "
-            f"({_places(shown, len(double))}); the sub-epoch dataset shards its files again (double sharding, "
-            "RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset"
+            f"({_places(double.texts(), double.count)}); the sub-epoch dataset shards its files again (double "
+            "sharding, RETURNN #1738): set sharding_fix=True in the DistributeFilesDataset"
         )
-    both = rec.known("consumed_seqs") & rec.known("available_seqs")
-    over = np.argwhere(both & (consumed > available))
-    if len(over):
-        shown = [f"sub-epoch {epochs[i]} rank {rec.rank_ids[r]}" for i, r in over[:_MAX_PLACES].tolist()]
-        a.alarms.append(f"sequences read twice: more sequences consumed than available ({_places(shown, len(over))})")
+    if over.count:
+        a.alarms.append(
+            f"sequences read twice: more sequences consumed than available ({_places(over.texts(), over.count)})"
+        )
     low = [
         f"sub-epoch {s['epoch']}: {s['steps']} steps, expected about {s['expected_steps']}"
         for s in sub_epochs
@@ -788,9 +789,10 @@ def _sub_epoch_alarms(
         )
 
 
-def _filtered_share(rec: TrainRecords, i: int) -> Optional[float]:
-    """The share of sub-epoch ``i``'s frames the length filter removed (None where a count is unknown)."""
-    gone, kept = _known_pair(rec, i, "filtered_frames", "available_frames")
+def _filtered_share(b: RecordBlock, k: int) -> Optional[float]:
+    """The share of the block's sub-epoch ``k``'s frames the length filter removed (None where a count is
+    unknown)."""
+    gone, kept = _known_pair(b, k, "filtered_frames", "available_frames")
     if gone is None:
         return None
     gone_sum, kept_sum = sum(gone.tolist()), sum(kept.tolist())  # (Python ints: the exact sums and quotient)
@@ -804,26 +806,24 @@ def _mean_filtered(sub_epochs: Sequence[Mapping[str, Any]]) -> Optional[float]:
     return json_float(float(np.mean(shares))) if shares else None
 
 
-def _first_out_read_all(rec: TrainRecords, i: int) -> Optional[bool]:
+def _first_out_read_all(b: RecordBlock, k: int) -> Optional[bool]:
     """Whether a rank consumed all the frames its files offered (the first rank out of data): then what the
     others held is lost to the balance of the bins. If none did, something removed sequences before the
     batches (a length filter, double sharding). None where the counts are unknown."""
-    consumed, available = _known_pair(rec, i, "consumed_frames", "available_frames")
+    consumed, available = _known_pair(b, k, "consumed_frames", "available_frames")
     if consumed is None:
         return None
     return bool((consumed >= available).any())
 
 
-def _known_pair(
-    rec: TrainRecords, i: int, first: str, second: str
-) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """Sub-epoch ``i``'s two grids ``first`` and ``second`` over its present ranks, or ``(None, None)`` where no
-    rank is present or some count of either is unknown."""
-    present = rec.present[i]
-    a, b = rec.grids[first][i][present], rec.grids[second][i][present]
-    if not a.size or rec.unknown[first][i][present].any() or rec.unknown[second][i][present].any():
+def _known_pair(b: RecordBlock, k: int, first: str, second: str) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """The block's sub-epoch ``k``: its two grids ``first`` and ``second`` over its present ranks, or
+    ``(None, None)`` where no rank is present or some count of either is unknown."""
+    present = b.present[k]
+    x, y = b.grids[first][k][present], b.grids[second][k][present]
+    if not x.size or b.unknown[first][k][present].any() or b.unknown[second][k][present].any():
         return None, None
-    return a, b
+    return x, y
 
 
 def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_dropped: float) -> str:
@@ -866,12 +866,11 @@ def _full_epochs(
         idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
         complete = len(idx) == partition_epoch and all(a.finished[i] for i in idx)
         counts = read_counts([a.keys_grid[i][r] for i in idx for r in range(a.num_ranks)])
-        files_known = all(a.keys_grid[i][r] is not None for i in idx for r in range(a.num_ranks) if a.rec.present[i, r])
+        files_known = not a.files_unseen[idx].any()
         twice = sorted(key for key, c in counts.items() if c > expected_reads)
         never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete and files_known else []
-        cf, cs = m["consumed_frames"][idx], m["consumed_seqs"][idx]
-        frames = int(cf.sum()) if (cf >= 0).all() else None
-        seqs = int(cs.sum()) if (cs >= 0).all() else None
+        frames = int(m["frames_sum"][idx].sum()) if m["frames_known"][idx].all() else None
+        seqs = int(m["seqs_sum"][idx].sum()) if m["seqs_known"][idx].all() else None
         entry = {
             "full_epoch_0idx": k,
             "complete": complete,

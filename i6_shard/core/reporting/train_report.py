@@ -359,42 +359,46 @@ def write_train_report(
     if plot:
         require_matplotlib()
     log = read_training_logs(list(log_paths), dataset_name=dataset_name, multi_epoch=multi_epoch)
-    plan = load_plan(plan_file_of(plan_path)) if plan_path is not None else None
-    lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
-    if read_hdf:  # (each key once, not once per record that names it)
-        keys = dict.fromkeys(log.file_keys())
-        if plan is not None:
-            keys.update(dict.fromkeys(plan.keys))
-        base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
-        missing = [k for k in keys if k not in lengths]
-        lengths.update(read_hdf_lengths(missing, base_dir=base))
-    filtered = None
-    if max_seq_length is not None or min_seq_length is not None:
-        keys = list(dict.fromkeys(log.file_keys()))
-        base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
-        filtered = filtered_hdf_lengths(
-            keys, max_seq_length=max_seq_length, min_seq_length=min_seq_length, base_dir=base
+    try:  # (the records wait in the log's scratch file until they are written; closed, it is gone)
+        plan = load_plan(plan_file_of(plan_path)) if plan_path is not None else None
+        lengths = dict(load_file_lengths(file_lengths_path)) if file_lengths_path is not None else {}
+        if read_hdf:  # (each key once, not once per record that names it)
+            keys = dict.fromkeys(log.file_keys())
+            if plan is not None:
+                keys.update(dict.fromkeys(plan.keys))
+            base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
+            missing = [k for k in keys if k not in lengths]
+            lengths.update(read_hdf_lengths(missing, base_dir=base))
+        filtered = None
+        if max_seq_length is not None or min_seq_length is not None:
+            keys = list(dict.fromkeys(log.file_keys()))
+            base = log.ranks[0].cwd or os.path.dirname(os.path.abspath(log.ranks[0].path))
+            filtered = filtered_hdf_lengths(
+                keys, max_seq_length=max_seq_length, min_seq_length=min_seq_length, base_dir=base
+            )
+        summary, records = analyze_training_records(
+            log,
+            file_lengths=lengths,
+            plan=plan,
+            partition_epoch=partition_epoch,
+            max_dropped=max_dropped,
+            min_steps_ratio=min_steps_ratio,
+            sync=sync or SyncMode(),
+            filtered_lengths=filtered,
         )
-    summary, records = analyze_training_records(
-        log,
-        file_lengths=lengths,
-        plan=plan,
-        partition_epoch=partition_epoch,
-        max_dropped=max_dropped,
-        min_steps_ratio=min_steps_ratio,
-        sync=sync or SyncMode(),
-        filtered_lengths=filtered,
-    )
-    if plan is not None and plan.num_shards == log.num_ranks and _plan_sub_epochs_are_training_ones(log):
-        planned = read_planned_steps(plan_path, num_shards=plan.num_shards, max_epoch=max(log.epochs, default=0))
-        compare_planned_steps(summary, records, planned)
-    os.makedirs(out_dir, exist_ok=True)
-    # the records listed, or above MAX_LISTED_RECORDS streamed from their grids to records.tsv
-    summary = summarize_records(summary, out_dir, records, always_file=records_file)
-    with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
-        dump_summary(summary, f)
-    with atomic_write(os.path.join(out_dir, TRAIN_REPORT_FILE), "wt", encoding="utf-8", newline="\n") as f:
-        f.write(render_train_report(summary))
-    if plot:
-        plot_training(summary, os.path.join(out_dir, TRAIN_PLOT_FILE))
+        if plan is not None and plan.num_shards == log.num_ranks and _plan_sub_epochs_are_training_ones(log):
+            planned = read_planned_steps(plan_path, num_shards=plan.num_shards, max_epoch=max(log.epochs, default=0))
+            compare_planned_steps(summary, records, planned)
+        os.makedirs(out_dir, exist_ok=True)
+        # the records listed, or above MAX_LISTED_RECORDS streamed from their grids to records.tsv
+        summary = summarize_records(summary, out_dir, records, always_file=records_file)
+        with atomic_write(os.path.join(out_dir, TRAIN_SUMMARY_FILE), "wt", encoding="ascii", newline="\n") as f:
+            dump_summary(summary, f)
+        with atomic_write(os.path.join(out_dir, TRAIN_REPORT_FILE), "wt", encoding="utf-8", newline="\n") as f:
+            f.write(render_train_report(summary))
+        if plot:
+            plot_training(summary, os.path.join(out_dir, TRAIN_PLOT_FILE))
+    finally:
+        if log.spill is not None:
+            log.spill.close()
     return summary
