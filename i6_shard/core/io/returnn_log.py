@@ -13,12 +13,14 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from ..pure.file_tree import FileTree, check_file_trees, tree_key
+from ..pure.file_tree import FileCatalog, FileTree, check_file_trees, tree_key
+from ..pure.record_blocks import HeldStore
 from ..pure.text import short_repr
 from ..pure import training as _training
 from ..pure.training import check_report_size
 from . import log_files_line
 from .log_files_line import read_files_of_line
+from .log_file_lists import DatasetLines, FileLines, row_files
 from .spill import Spill
 
 __all__ = ["SubEpochLog", "RankLog", "TrainingLog", "read_training_logs", "MAX_LINE_CHARS"]
@@ -197,17 +199,17 @@ class RankLog:
         interleaved stdout (no directory, so reports name no machine's paths)
     :ivar rows: the sub-epochs' records as read; :attr:`table` gives them as a :class:`SubEpochTable` (read back from
         the scratch file each time where the rows were spilled there, so that one rank's are held at a time)
-    :ivar files: per row of ``table`` the sub-epoch's files, None where the log shows none (a list, no object per
-        record beside the files)
-    :ivar num_instances: int64 per row of ``table``: the dataset instances that logged its files (0: none)
+    :ivar catalog: the distinct files of the logs by id (shared by the ranks of a training)
+    :ivar file_store: where the rows' file ids wait (the scratch file, or memory): :meth:`file_columns` and
+        :meth:`file_ids` read them back
     :ivar path: the log file's path
     :ivar frames_dim: the dim whose ``sum_size`` counts the frames (None without ``log_batch_size``)
     :ivar cwd: the training's working directory (from RETURNN's start-up line), to resolve relative files
     :ivar num_starts: how often RETURNN started in this log (more than 1 after a restart)
     :ivar notes: what of the log was not read (the files of lines longer than ``MAX_FILES_LINE_CHARS``)
-    :ivar file_lines: dataset name -> its epoch -> its files (the list, or the distinct lists of several instances:
-        :func:`_instances`), for the datasets other than the one the files were taken of (whose name is kept, without
-        its lines: they are ``files``)
+    :ivar file_lines: dataset name -> its lines per epoch (:class:`~i6_shard.core.io.log_file_lists.DatasetLines`),
+        for the datasets other than the one the files were taken of (whose name is kept, without its lines: they are
+        the rows' files)
     :ivar file_windows: dataset name -> its epoch -> the sub-epoch of the training it was logged in (not for the
         dataset the files were taken of)
     """
@@ -215,16 +217,18 @@ class RankLog:
     rank: int
     source: str
     rows: "_Rows"
-    files: List[Optional[List[FileTree]]] = field(default_factory=list)
-    num_instances: np.ndarray = field(default_factory=lambda: _NO_STEPS)
+    catalog: FileCatalog = field(default_factory=FileCatalog)
+    file_store: Any = field(default_factory=HeldStore)
     path: Optional[str] = None
     frames_dim: Optional[str] = None
     cwd: Optional[str] = None
     num_starts: int = 0
     notes: List[str] = field(default_factory=list)
-    file_lines: Dict[str, Dict[int, List[Any]]] = field(default_factory=dict)
+    file_lines: Dict[str, Optional[DatasetLines]] = field(default_factory=dict)
     file_windows: Dict[str, Dict[int, int]] = field(default_factory=dict)
     _table: Optional[SubEpochTable] = field(default=None, repr=False)
+    #: where the rows' file columns ([3, rows]: begin, count, instances) and their ids are in ``file_store``
+    _files: Optional[Tuple[int, int, int, int]] = field(default=None, repr=False)
 
     @property
     def table(self) -> SubEpochTable:
@@ -240,15 +244,48 @@ class RankLog:
         """The sub-epochs by epoch, sorted (each record made when asked for)."""
         return _SubEpochs(self)
 
+    def set_files(self, ids: np.ndarray, begin: np.ndarray, num: np.ndarray, instances: np.ndarray) -> None:
+        """The rows' files: the ids of all of them in row order, and per row where its own begin (-1: none), how
+        many, and the dataset instances that logged them; written to ``file_store`` (nothing per row held)."""
+        at = self.file_store.append([np.stack([begin, num, instances]).astype(np.int64)])
+        self._files = (at, len(begin), self.file_store.append([ids.astype(np.int32)]), len(ids))
+
+    def file_columns(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """int64 [rows] each: where a row's file ids begin in :meth:`file_ids` (-1: the log shows none), how many,
+        and the dataset instances that logged them (0: none)."""
+        if self._files is None:
+            n = len(self.table.epoch)
+            return np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        at, n, _, _ = self._files
+        begin, num, instances = self.file_store.read(at, [(np.int64, 3 * n)])[0].reshape(3, n)
+        return begin, num, instances
+
+    def file_ids(self) -> np.ndarray:
+        """int32: the file ids (of :attr:`catalog`) of all rows with files, in row order."""
+        if self._files is None:
+            return np.zeros(0, dtype=np.int32)
+        return self.file_store.read(self._files[2], [(np.int32, self._files[3])])[0]
+
+    @property
+    def num_instances(self) -> np.ndarray:
+        """int64 per row of ``table``: the dataset instances that logged its files (0: none)."""
+        return self.file_columns()[2]
+
     def files_of(self, i: int) -> Optional[Tuple[List[FileTree], int]]:
         """Row ``i``'s files and the dataset instances that logged them, or None."""
-        files = self.files[i] if i < len(self.files) else None
-        return None if files is None else (files, int(self.num_instances[i]))
+        begin, num, instances = self.file_columns()
+        if i >= len(begin) or instances[i] == 0:
+            return None
+        ids = self.file_store.read(self._files[2] + 4 * int(begin[i]), [(np.int32, int(num[i]))])[0]
+        return self.catalog.trees_of(ids), int(instances[i])
 
-    def rows_with_files(self) -> Iterator[Tuple[int, List[FileTree], int]]:
-        """``(row, files, instances)`` of each sub-epoch whose files the log shows, in epoch order."""
-        for i in np.flatnonzero(self.num_instances > 0).tolist():
-            yield i, self.files[i], int(self.num_instances[i])
+    def rows_with_files(self) -> Iterator[Tuple[int, np.ndarray, int]]:
+        """``(row, file ids, instances)`` of each sub-epoch whose files the log shows, in epoch order (the rank's ids
+        read back once)."""
+        begin, num, instances = self.file_columns()
+        ids = self.file_ids()
+        for i in np.flatnonzero(instances > 0).tolist():
+            yield i, ids[begin[i] : begin[i] + num[i]], int(instances[i])
 
 
 @dataclass
@@ -261,6 +298,8 @@ class TrainingLog:
     _epochs: Optional[List[int]] = field(default=None, repr=False)
     #: the scratch file the ranks' records wait in (unnamed: gone when closed, or when the process ends)
     spill: Optional[Spill] = field(default=None, repr=False)
+    #: the distinct files of the logs by id (that of every rank)
+    catalog: FileCatalog = field(default_factory=FileCatalog)
 
     @property
     def num_ranks(self) -> int:
@@ -278,9 +317,9 @@ class TrainingLog:
 
     def file_keys(self) -> Iterator[str]:
         """The keys of the files of every record, in rank and epoch order (repeated where records share files)."""
+        key_of, keys = self.catalog.keys()
         for r in self.ranks:
-            for _, files, _ in r.rows_with_files():
-                yield from (tree_key(t) for t in files)
+            yield from (keys[k] for k in key_of[r.file_ids()].tolist())
 
 
 #: Closed rows and steps a rank holds while its log is read before they go to the scratch file (:class:`Spill`): with
@@ -411,19 +450,15 @@ class _RankParser:
         frames_dim: Optional[str],
         records: Optional[List[int]] = None,
         spill: Optional[Spill] = None,
+        catalog: Optional[FileCatalog] = None,
     ):
         self.rank, self.source, self.dataset_name, self.frames_dim = rank, source, dataset_name, frames_dim
         self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
-        self.names: Dict[str, str] = {}  # one copy of each file name of this log
+        self.catalog = FileCatalog() if catalog is None else catalog  # one copy of each file of the logs
         self.files_not_read: List[str] = []  # where the files of a line were too long to read
-        #: dataset name -> epoch it logs in the run being read -> its files (:func:`_instances`: the list, or the
-        #: distinct lists of several instances; no object per record beside the files)
-        self.file_lines: Dict[str, Dict[int, List[Any]]] = {}
-        #: the same of the earlier runs, for the epochs the run being read has not logged again
-        self.earlier_lines: Dict[str, Dict[int, List[Any]]] = {}
-        #: dataset name -> epoch it logs -> the sub-epoch of the training that was running (or next) then (not for
-        #: ``dataset_name``: only a wrapped dataset's epochs are mapped to sub-epochs, :func:`resolve_dataset_files`)
-        self.file_windows: Dict[str, Dict[int, int]] = {}
+        #: the "using files" lines of every dataset, their files as ids, waiting in the spill (nothing per line held)
+        self.file_lines = FileLines(spill)
+        self.file_store = HeldStore() if spill is None else spill
         self.last_trained = 0
         self.rows = _Rows(spill)
         self.cur = -1  # the row being read (-1: none)
@@ -520,25 +555,24 @@ class _RankParser:
             return
         m = _STARTUP.match(line)
         if m:
-            self.num_starts += 1
+            self.num_starts += 1  # (a restart: its lines replace the earlier run's, log_file_lists.resolve_lines)
             self.cwd = m["cwd"]
-            for name, d in self.file_lines.items():  # a restart: its lines replace the earlier run's
-                self.earlier_lines.setdefault(name, {}).update(d)
-            self.file_lines = {}
             self._close()  # (a previous run that ended inside a sub-epoch)
 
     def _files_line(self, m: "re.Match[str]", line: str, where: str) -> None:
-        """One "using files" line of any DistributeFilesDataset: kept per dataset name and epoch, each distinct
-        list once (a dataset instance: several per rank under DataLoader worker sharding); a restart's lines
-        replace the earlier run's. Also the sub-epoch of the training it was logged in (its window)."""
+        """One "using files" line of any DistributeFilesDataset: its files as ids, with its dataset name, epoch, run
+        and the sub-epoch of the training it was logged in (its window); which lines give a sub-epoch's files (the
+        distinct lists of the dataset's instances, the last run's) is decided when the log is read
+        (:func:`~i6_shard.core.io.log_file_lists.resolve_lines`)."""
         epoch = self._epoch(m["epoch"], where)
         files = read_files_of_line(
-            m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.names
+            m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.catalog.names
         )
+        window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
+        add = self.file_lines.add
         if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
             self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
-            self.file_lines.get(m["name"], {}).pop(epoch, None)
-            self.earlier_lines.get(m["name"], {}).pop(epoch, None)
+            add(m["name"], epoch=epoch, run=self.num_starts, window=window, ids=None)
             return
         if not isinstance(files, list):
             raise ValueError(f"{where}: expected a list of file trees, got {type(files).__name__}")
@@ -546,16 +580,7 @@ class _RankParser:
             check_file_trees(files)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: the files of epoch {epoch} are not file trees: {exc}; {_DAMAGED}") from None
-        by_epoch = self.file_lines.setdefault(m["name"], {})
-        logged = by_epoch.get(epoch)
-        if logged is None:  # the first line of the epoch in this run (a restart's replaces the earlier run's)
-            by_epoch[epoch] = files
-            self.earlier_lines.get(m["name"], {}).pop(epoch, None)
-            if m["name"] != self.dataset_name:
-                window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
-                self.file_windows.setdefault(m["name"], {})[epoch] = window
-        elif files not in _instances(logged):  # another dataset instance (DataLoader workers)
-            by_epoch[epoch] = _Instances([*_instances(logged), files])
+        add(m["name"], epoch=epoch, run=self.num_starts, window=window, ids=self.catalog.ids_of(files))
 
     def _step(self, m: "re.Match[str]", where: str) -> None:
         """One step line of the row being read (its steps are the last of the step arrays): its sequences, frames
@@ -607,10 +632,13 @@ class _RankParser:
         self._close()
         rows, self.rows = self.rows, _Rows()  # (the rows let go: held by the log, or in the spill)
         rows.flush(last=True)
-        file_lines = self.earlier_lines
-        for name, d in self.file_lines.items():
-            file_lines.setdefault(name, {}).update(d)
-        self.file_lines = self.earlier_lines = {}  # (held once: by the log, not by the parser too)
+        file_lines = self.file_lines.datasets(self.file_store)
+        self.file_lines = FileLines(None)
+        windows = {
+            name: dict(zip(d.epoch.tolist(), d.window.tolist()))
+            for name, d in file_lines.items()
+            if name != self.dataset_name
+        }
         log = RankLog(
             rank=self.rank,
             source=self.source,
@@ -619,29 +647,16 @@ class _RankParser:
             cwd=self.cwd,
             num_starts=self.num_starts,
             notes=_files_not_read_notes(self.files_not_read),
-            file_lines={name: dict(sorted(d.items())) for name, d in file_lines.items()},
-            file_windows=self.file_windows,
+            catalog=self.catalog,
+            file_store=self.file_store,
+            file_lines=file_lines,
+            file_windows=windows,
         )
         del file_lines
         if self.dataset_name in log.file_lines:
             assign_files(log, self.dataset_name)
-            log.file_lines[self.dataset_name] = {}  # (its lines are now the sub-epochs' files: not held twice)
+            log.file_lines[self.dataset_name] = None  # (its lines are now the sub-epochs' files: not held twice)
         return log
-
-
-class _Instances(list):
-    """The distinct file lists of several instances of a dataset for one of its epochs (where one instance logged
-    it, its list is held alone)."""
-
-
-def _instances(logged: List[Any]) -> List[List[FileTree]]:
-    """The file lists of the instances that logged an epoch: ``logged`` itself if :class:`_Instances`, else the one
-    list.
-
-    >>> _instances(["a.hdf"]), _instances(_Instances([["a.hdf"], ["b.hdf"]]))
-    ([['a.hdf']], [['a.hdf'], ['b.hdf']])
-    """
-    return logged if type(logged) is _Instances else [logged]
 
 
 def _files_not_read_notes(where: List[str]) -> List[str]:
@@ -773,14 +788,22 @@ def _parse_file(
     num_paths: int,
     records: Optional[List[int]] = None,
     spill: Optional[Spill] = None,
+    catalog: Optional[FileCatalog] = None,
 ) -> List[RankLog]:
     """The rank logs of one file: a per-rank log (its rank from the name), a torchrun stdout (a rank per prefix),
     or the log of a one-process training (rank 0), read in one pass."""
     name = os.path.basename(path)
     named = rank_of_log_file(path)
+    catalog = FileCatalog() if catalog is None else catalog
     if named is not None:
         parser = _RankParser(
-            rank=named[0], source=name, dataset_name=dataset_name, frames_dim=frames_dim, records=records, spill=spill
+            rank=named[0],
+            source=name,
+            dataset_name=dataset_name,
+            frames_dim=frames_dim,
+            records=records,
+            spill=spill,
+            catalog=catalog,
         )
         for lineno, line in enumerate(_read_lines(path), start=1):
             parser.feed(line, lineno)
@@ -788,7 +811,7 @@ def _parse_file(
     # (a log of one process is the only one read: it counts its own records, and a torchrun stdout's launcher
     # lines read before the first prefixed line count for nothing)
     plain: Optional[_RankParser] = _RankParser(
-        rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim, spill=spill
+        rank=0, source=name, dataset_name=dataset_name, frames_dim=frames_dim, spill=spill, catalog=catalog
     )
     split: Dict[int, _RankParser] = {}
     for lineno, line in enumerate(_read_lines(path), start=1):
@@ -805,6 +828,7 @@ def _parse_file(
                     frames_dim=frames_dim,
                     records=records,
                     spill=spill,
+                    catalog=catalog,
                 )
             parser.feed(m["line"], lineno)
         elif plain is not None:
@@ -890,9 +914,16 @@ def _read_logs(
     """The ranks' logs read (each file once), their records spilled, and checked to be those of one training."""
     ranks: Dict[int, RankLog] = {}
     records = [0]  # (sub-epoch, rank) records made so far, over all the logs
+    catalog = FileCatalog()  # (each file once, however many ranks and lines name it)
     for path in paths:
         for log in _parse_file(
-            path, dataset_name=dataset_name, frames_dim=frames_dim, num_paths=len(paths), records=records, spill=spill
+            path,
+            dataset_name=dataset_name,
+            frames_dim=frames_dim,
+            num_paths=len(paths),
+            records=records,
+            spill=spill,
+            catalog=catalog,
         ):
             _add(ranks, log, path)
     expected = sizes.pop() if sizes else max(ranks) + 1
@@ -912,7 +943,7 @@ def _read_logs(
     dims = {r.frames_dim for r in ranks.values() if r.frames_dim is not None}
     if len(dims) > 1:
         raise ValueError(f"the ranks count frames along different dims {sorted(dims)}; pass frames_dim")
-    return TrainingLog(ranks=[ranks[r] for r in range(expected)], spill=spill)
+    return TrainingLog(ranks=[ranks[r] for r in range(expected)], spill=spill, catalog=catalog)
 
 
 def _add(ranks: Dict[int, RankLog], log: RankLog, path: str) -> None:
@@ -942,31 +973,9 @@ def assign_files(log: RankLog, name: str, *, multi_epoch: int = 1) -> None:
     >>> log.sub_epochs[1].file_keys, log.sub_epochs[1].num_instances
     (['a', 'b'], 2)
     """
-    by_epoch = log.file_lines.get(name, {})
-    groups: Dict[int, List[List[List[FileTree]]]] = {}
-    for k in sorted(by_epoch):  # (each epoch of the dataset once: no pass over the records)
-        groups.setdefault((k - 1) // multi_epoch + 1, []).append(_instances(by_epoch[k]))
-    table = log.table
-    log.files = [None] * len(table.epoch)
-    log.num_instances = np.zeros(len(table.epoch), dtype=np.int64)
-    for epoch, inner in groups.items():
-        i = table.index(epoch)
-        if i is not None:
-            log.files[i] = _joined(inner)
-            log.num_instances[i] = max(len(lists) for lists in inner)
-
-
-def _joined(inner: List[List[List[FileTree]]]) -> List[FileTree]:
-    """The file trees of the lists of a sub-epoch's epochs of the dataset, in order; one list is given as it is
-    (no copy per record).
-
-    >>> one = ["a"]
-    >>> _joined([[one]]) is one, _joined([[one, ["b"]], [["c"]]])
-    (True, ['a', 'b', 'c'])
-    """
-    if len(inner) == 1 and len(inner[0]) == 1:
-        return inner[0][0]
-    return [tree for lists in inner for files in lists for tree in files]
+    lines = log.file_lines.get(name)
+    if lines is not None:  # (the rank's ids and columns computed at once: no object per record)
+        log.set_files(*row_files(lines, log.table.epoch, multi_epoch=multi_epoch))
 
 
 def infer_multi_epoch(windows: Sequence[Mapping[int, int]]) -> Optional[int]:

@@ -4,6 +4,7 @@ each file was read per full epoch, and the partition_epoch the files show."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Optional, Sequence
 
@@ -116,7 +117,7 @@ def infer_partition_epoch(files_per_epoch: Sequence[Optional[Sequence[str]]]) ->
         if keys is not None:
             universe.update(keys)
     seen = set()
-    for idx, keys in enumerate(files_per_epoch[:-1]):
+    for idx, keys in enumerate(itertools.islice(files_per_epoch, max(0, len(files_per_epoch) - 1))):
         if keys is None:
             return None
         seen.update(keys)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence, Tuple, Union
 
+import numpy as np
+
 from .text import short_repr
 
 #: Deepest file tree accepted (lists in lists ...); RETURNN's file trees are a few levels deep.
@@ -12,7 +14,16 @@ MAX_TREE_DEPTH = 100
 
 FileTree = Union[str, Tuple["FileTree", ...], List["FileTree"], Dict[Any, "FileTree"]]
 
-__all__ = ["FileTree", "flatten", "tree_key", "check_file_trees", "leaves_and_keys", "MAX_TREE_DEPTH", "tree_depth"]
+__all__ = [
+    "FileTree",
+    "flatten",
+    "tree_key",
+    "check_file_trees",
+    "leaves_and_keys",
+    "MAX_TREE_DEPTH",
+    "tree_depth",
+    "FileCatalog",
+]
 
 
 def flatten(tree: FileTree) -> List[str]:
@@ -188,3 +199,68 @@ def tree_depth(tree: object, *, limit: int = MAX_TREE_DEPTH) -> int:
                 return depth
             stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
     return deepest
+
+
+def _frozen(tree: Any) -> Any:
+    """A hashable value equal for equal trees (and only for them): a str is itself, a container a tagged tuple."""
+    if type(tree) is str:
+        return tree
+    if isinstance(tree, dict):
+        return ("d", frozenset((k, _frozen(v)) for k, v in tree.items()))
+    return ("t" if isinstance(tree, tuple) else "l", tuple(_frozen(x) for x in tree))
+
+
+class FileCatalog:
+    """The distinct file trees of a training's logs, each held once under an int id, so that a list of files is an
+    int32 array of ids (a record's list costs 4 bytes a file wherever it waits, and nothing while it waits on disk).
+    Equal trees share an id; ``keys`` gives the ids of their keys (:func:`tree_key`; trees of one key share it).
+
+    >>> c = FileCatalog()
+    >>> c.ids_of(["a", ("b", "c"), "a"]).tolist(), c.ids_of(["b:c"]).tolist(), c.trees_of(np.array([1, 0]))
+    ([0, 1, 0], [2], [('b', 'c'), 'a'])
+    >>> key_of, keys = c.keys()
+    >>> key_of.tolist(), keys
+    ([0, 1, 1], ['a', 'b:c'])
+    """
+
+    def __init__(self):
+        self.trees: List[FileTree] = []
+        self._ids: Dict[Any, int] = {}
+        #: one copy of each file name, for the reader of the log lines (``parse_files_literal``)
+        self.names: Dict[str, str] = {}
+        self._keys: Tuple[np.ndarray, List[str]] = (np.zeros(0, dtype=np.int32), [])
+        self._key_ids: Dict[str, int] = {}
+
+    def ids_of(self, files: Sequence[FileTree]) -> np.ndarray:
+        """int32 [len(files)]: the id of each tree (new trees get the next ids)."""
+        out = np.empty(len(files), dtype=np.int32)
+        ids, trees = self._ids, self.trees
+        for j, tree in enumerate(files):
+            frozen = _frozen(tree)
+            i = ids.get(frozen)
+            if i is None:
+                i = ids[frozen] = len(trees)
+                trees.append(tree)
+            out[j] = i
+        return out
+
+    def trees_of(self, ids: np.ndarray) -> List[FileTree]:
+        trees = self.trees
+        return [trees[i] for i in ids.tolist()]
+
+    def keys(self) -> Tuple[np.ndarray, List[str]]:
+        """``(key_of, keys)``: int32 [trees] the id of each tree's key, and the distinct keys by id."""
+        key_of, keys = self._keys
+        if len(key_of) < len(self.trees):
+            more = np.empty(len(self.trees) - len(key_of), dtype=np.int32)
+            for j, tree in enumerate(self.trees[len(key_of) :]):
+                key = tree if type(tree) is str else tree_key(tree)
+                more[j] = self._key_ids.setdefault(key, len(keys))
+                if more[j] == len(keys):
+                    keys.append(key)
+            self._keys = (np.concatenate([key_of, more]), keys)
+        return self._keys
+
+    def key_id(self, key: str) -> int:
+        """The id of ``key`` (-1: no tree of the logs has it); call :meth:`keys` first."""
+        return self._key_ids.get(key, -1)

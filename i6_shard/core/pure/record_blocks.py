@@ -25,9 +25,11 @@ FIELDS = (
     "steps",
     "num_files",
 )
-#: The columns after the fields in a rank's stored column: which fields are unknown (a bit each), whether the record
-#: is in the logs, finished, and files_match_plan (-1 None, 0 False, 1 True).
-_UNKNOWN, _PRESENT, _FINISHED, _MATCH = range(-4, 0)
+#: The columns after the fields in a rank's stored column: where the record's file ids begin in the rank's ids and how
+#: many (-1: the log shows none), which fields are unknown (a bit each), whether the record is in the logs, finished,
+#: and files_match_plan (-1 None, 0 False, 1 True).
+_FILES_AT, _FILES_N, _UNKNOWN, _PRESENT, _FINISHED, _MATCH = range(-6, 0)
+_EXTRA = 6
 
 
 class HeldStore:
@@ -60,7 +62,8 @@ class HeldStore:
 
 class RankColumns:
     """One rank's records over all sub-epochs while they are made: per field an int64 column [num_epochs] (-1 where
-    unknown or missing) and whether it is unknown; whether each record is present and finished; files_match_plan."""
+    unknown or missing) and whether it is unknown; whether each record is present and finished; files_match_plan;
+    where its file ids are (``files_at``, ``files_n``: -1 where the log shows none)."""
 
     def __init__(self, num_epochs: int, fields: Sequence[str]):
         self.fields = tuple(fields)
@@ -69,6 +72,8 @@ class RankColumns:
         self.present = np.zeros(num_epochs, dtype=bool)
         self.finished = np.zeros(num_epochs, dtype=bool)
         self.match = np.full(num_epochs, -1, dtype=np.int8)
+        self.files_at = np.full(num_epochs, -1, dtype=np.int64)
+        self.files_n = np.full(num_epochs, -1, dtype=np.int64)
 
     def set_rows(self, rows: np.ndarray, columns: Dict[str, Tuple[np.ndarray, np.ndarray]], *, finished) -> None:
         """The records at sub-epochs ``rows``: per field its values and where they are known."""
@@ -90,14 +95,16 @@ class RankColumns:
         return bool(self.present[i]) and not (name in self.unknown and self.unknown[name][i])
 
     def packed(self) -> np.ndarray:
-        """int64 [num_epochs, fields + 4]: the fields, then the unknown bits, present, finished, match."""
+        """int64 [num_epochs, fields + 6]: the fields, then where the files are, the unknown bits, present, finished,
+        match."""
         n = len(self.present)
-        out = np.empty((n, len(self.fields) + 4), dtype=np.int64)
+        out = np.empty((n, len(self.fields) + _EXTRA), dtype=np.int64)
         bits = np.zeros(n, dtype=np.int64)
         for k, name in enumerate(self.fields):
             out[:, k] = self.values[name]
             if name in self.unknown:
                 bits |= self.unknown[name].astype(np.int64) << k
+        out[:, _FILES_AT], out[:, _FILES_N] = self.files_at, self.files_n
         out[:, _UNKNOWN], out[:, _PRESENT], out[:, _FINISHED], out[:, _MATCH] = (
             bits,
             self.present,
@@ -110,9 +117,17 @@ class RankColumns:
 class RecordBlock:
     """The records of sub-epochs ``start .. start + num_rows - 1`` (indices into the report's sub-epochs), all
     ranks: per field an int64 grid [rows, rank] (-1 where unknown or missing) and a bool grid of where it is unknown;
-    where each record is present and finished, and ``files_match_plan`` (int8)."""
+    where each record is present and finished, and ``files_match_plan`` (int8); with ``ids`` (per rank its file ids
+    from ``files_at`` [rows, rank] on, or None), each record's file ids (:meth:`file_ids`)."""
 
-    def __init__(self, start: int, fields: Sequence[str], rank_ids: Sequence[int], packed: np.ndarray):
+    def __init__(
+        self,
+        start: int,
+        fields: Sequence[str],
+        rank_ids: Sequence[int],
+        packed: np.ndarray,
+        ids: Optional[List[Optional[Tuple[int, np.ndarray]]]] = None,
+    ):
         self.start, self.fields, self.rank_ids = start, tuple(fields), list(rank_ids)
         self.grids: Dict[str, np.ndarray] = {}
         self.unknown: Dict[str, np.ndarray] = {}
@@ -124,6 +139,38 @@ class RecordBlock:
         self.present = packed[:, :, _PRESENT].astype(bool)
         self.finished = packed[:, :, _FINISHED].astype(bool)
         self.match = packed[:, :, _MATCH].astype(np.int8)
+        self.files_at, self.files_n = packed[:, :, _FILES_AT], packed[:, :, _FILES_N]
+        self.ids = ids
+
+    def file_ids(self, i: int, r: int) -> Optional[np.ndarray]:
+        """The file ids of the record of row ``i`` and rank ``r`` (of the keys, as the analysis stored them), or
+        None where the log shows none."""
+        n = int(self.files_n[i, r])
+        if n < 0:
+            return None
+        base, ids = self.ids[r]
+        at = int(self.files_at[i, r]) - base
+        return ids[at : at + n]
+
+    def flat_file_ids(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The file ids of all of the block's records with files, as ``(row, rank, id)`` int64 arrays sorted by row,
+        then rank, then the order of the record's list."""
+        rows, ranks, out = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        for r in range(len(self.rank_ids)):
+            num = self.files_n[:, r]
+            has = num >= 0
+            if not has.any():
+                continue
+            base, ids = self.ids[r]
+            count = num[has]
+            offsets = np.concatenate([[0], np.cumsum(count)])
+            gather = np.repeat(self.files_at[has, r] - base - offsets[:-1], count) + np.arange(offsets[-1])
+            rows.append(np.repeat(np.flatnonzero(has), count))
+            ranks.append(np.full(int(offsets[-1]), r, dtype=np.int64))
+            out.append(ids[gather].astype(np.int64))
+        row, rank, key = (np.concatenate(x) for x in (rows, ranks, out))
+        order = np.argsort(row, kind="stable")
+        return row[order], rank[order], key[order]
 
     @property
     def num_rows(self) -> int:
@@ -169,6 +216,7 @@ class TrainRecords:
         self._stored_fields = self.fields
         self.store = HeldStore() if store is None else store
         self._at: List[Optional[int]] = [None] * len(self.rank_ids)
+        self._ids_at: List[Optional[int]] = [None] * len(self.rank_ids)
         self._added: Dict[str, np.ndarray] = {}
         self._cached: Optional[RecordBlock] = None
 
@@ -189,9 +237,12 @@ class TrainRecords:
     def new_rank(self) -> RankColumns:
         return RankColumns(self.num_epochs, self._stored_fields)
 
-    def set_rank(self, r: int, columns: RankColumns) -> None:
-        """Rank ``r``'s records, written to the store at once."""
+    def set_rank(self, r: int, columns: RankColumns, file_ids: Optional[np.ndarray] = None) -> None:
+        """Rank ``r``'s records, written to the store at once; with the int32 ids of their files (``columns.files_at``
+        indexes them)."""
         self._at[r] = self.store.append([columns.packed()])
+        if file_ids is not None:
+            self._ids_at[r] = self.store.append([np.asarray(file_ids, dtype=np.int32)])
         self._cached = None
 
     def add(self, name: str, grid: np.ndarray) -> None:
@@ -200,26 +251,37 @@ class TrainRecords:
         self._added[name] = np.asarray(grid, dtype=np.int64)
         self._cached = None
 
-    def block(self, start: int, end: int) -> RecordBlock:
-        """The records of sub-epochs ``start:end``."""
-        width = len(self._stored_fields) + 4
+    def block(self, start: int, end: int, *, files: bool = False) -> RecordBlock:
+        """The records of sub-epochs ``start:end``; with ``files`` their file ids too (one read per rank)."""
+        width = len(self._stored_fields) + _EXTRA
         packed = np.zeros((end - start, len(self.rank_ids), width), dtype=np.int64)
         packed[:, :, _UNKNOWN] = -1  # (a rank without a column: every record missing, every field unknown)
-        packed[:, :, _MATCH] = -1
+        packed[:, :, _MATCH] = packed[:, :, _FILES_N] = packed[:, :, _FILES_AT] = -1
         packed[:, :, : len(self._stored_fields)] = -1
         for r, at in enumerate(self._at):
             if at is not None and end > start:
                 column = self.store.read(at + start * width * 8, [(np.int64, (end - start) * width)])[0]
                 packed[:, r, :] = column.reshape(end - start, width)
-        block = RecordBlock(start, self._stored_fields, self.rank_ids, packed)
+        ids = [self._block_ids(r, packed[:, r]) for r in range(len(self.rank_ids))] if files else None
+        block = RecordBlock(start, self._stored_fields, self.rank_ids, packed, ids)
         for name, grid in self._added.items():
             block.add(name, grid[start:end])
         return block
 
-    def blocks(self) -> Iterator[RecordBlock]:
-        """The records, a block of :attr:`block_rows` sub-epochs at a time, in order."""
+    def _block_ids(self, r: int, packed: np.ndarray) -> Optional[Tuple[int, np.ndarray]]:
+        """Rank ``r``'s file ids of the block's records (``packed``: its rows), read at once: where they begin in the
+        rank's ids, and they."""
+        has = packed[:, _FILES_N] >= 0
+        if self._ids_at[r] is None or not has.any():
+            return None
+        lo = int(packed[has, _FILES_AT].min())
+        hi = int((packed[has, _FILES_AT] + packed[has, _FILES_N]).max())
+        return lo, self.store.read(self._ids_at[r] + 4 * lo, [(np.int32, hi - lo)])[0]
+
+    def blocks(self, *, files: bool = False) -> Iterator[RecordBlock]:
+        """The records, a block of :attr:`block_rows` sub-epochs at a time, in order (with ``files``, their ids)."""
         for start in range(0, self.num_epochs, self.block_rows):
-            yield self.block(start, min(self.num_epochs, start + self.block_rows))
+            yield self.block(start, min(self.num_epochs, start + self.block_rows), files=files)
 
     def rows(self, i: int) -> Iterator[Dict[str, Any]]:
         """Sub-epoch ``i``'s records as the summary lists them, in rank order (its block read once, kept for the

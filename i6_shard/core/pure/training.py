@@ -8,13 +8,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .batching import SyncMode
-from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
-from .file_tree import tree_key
+from .consumption import dropped_share, expected_steps, infer_partition_epoch
 from .fmt import json_float
 from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
@@ -211,7 +210,7 @@ def analyze_training_records(
     universe = (
         list(dict.fromkeys(keys_plan.keys))
         if keys_plan is not None
-        else list(dict.fromkeys(k for row in a.keys_grid for keys in row if keys is not None for k in keys))
+        else [a.keys[k] for k in np.flatnonzero(a.logged).tolist()]  # (the order counts for nothing: sums and sorts)
     )
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
     expected_reads = 1 if sharded else a.num_ranks
@@ -273,10 +272,10 @@ class _Analysis:
     lengths: Dict[str, Tuple[int, int]]
     epochs: List[int]
     num_ranks: int
-    rec: Any = None  # TrainRecords
-    #: per (sub-epoch, rank) its file keys: the files list itself where its trees are file names, else a tuple shared
-    #: by the records of equal lists (a row without any: one tuple of Nones that all such rows share)
-    keys_grid: List[Sequence[Optional[Sequence[str]]]] = field(default_factory=list)
+    rec: Any = None  # TrainRecords, each record's file keys as ids of ``keys`` beside it
+    #: the distinct file keys of the logs by id, and whether a record names each
+    keys: List[str] = field(default_factory=list)
+    logged: Any = None
     finished: List[bool] = field(default_factory=list)
     #: bool [sub-epoch]: some rank has the sub-epoch in its log but not its files
     files_unseen: Any = None
@@ -389,13 +388,13 @@ def _check_plan_seeds(a: _Analysis, plan: ShardPlan) -> None:
 
 
 def _per_rank_records(a: _Analysis, *, complete_is_mean: bool, plan_check: Optional["_PlanCheck"] = None) -> set:
-    """Fill ``a.rec``, ``a.keys_grid``, ``a.finished`` and ``a.files_unseen`` a rank at a time, from the columns of
-    its table (no object per record; each rank's records are written to ``a.rec`` at once, and its files compared
-    with the plan by ``plan_check`` then); return where the consumed sequences came from."""
+    """Fill ``a.rec`` (with each record's file keys as ids), ``a.logged``, ``a.finished`` and ``a.files_unseen`` a rank
+    at a time, from the columns of its table (no object per record; each rank's records are written to ``a.rec`` at
+    once, and its files compared with the plan by ``plan_check`` then); return where the consumed sequences came
+    from."""
     sources = set()
-    no_keys = (None,) * a.num_ranks
-    lists: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
-    keys_rows: Dict[int, List[Optional[Sequence[str]]]] = {}
+    key_of, a.keys = a.log.catalog.keys()
+    a.logged = np.zeros(len(a.keys), dtype=bool)
     epochs = np.asarray(a.epochs, dtype=np.int64)
     finished = np.ones(len(epochs), dtype=bool)
     a.files_unseen = np.zeros(len(epochs), dtype=bool)
@@ -433,39 +432,25 @@ def _per_rank_records(a: _Analysis, *, complete_is_mean: bool, plan_check: Optio
         cols = a.rec.new_rank()
         cols.set_rows(present, columns, finished=trained >= 0)
         del columns
-        seen = np.zeros(len(present), dtype=bool)
-        for row, files, num_instances in rank_log.rows_with_files():  # the records with files, one by one
-            i = int(present[row])
-            keys = _keys_of(files, lists)
-            keys_rows.setdefault(i, list(no_keys))[r] = keys
-            _record_files(a, cols, i, keys, several=num_instances > 1)
-            seen[row] = True
+        begin, num, instances = rank_log.file_columns()
+        key_ids = key_of[rank_log.file_ids()]  # (the rank's file keys, all records', as ids: one array)
+        seen = instances > 0
+        for row in np.flatnonzero(seen).tolist():  # the records with files, one by one
+            i, at = int(present[row]), int(begin[row])
+            keys = [a.keys[k] for k in key_ids[at : at + num[row]].tolist()]
+            _record_files(a, cols, i, keys, several=instances[row] > 1)
             if plan_check is not None:
-                plan_check.add(i, r, keys, several=num_instances > 1)
+                plan_check.add(i, r, keys, several=instances[row] > 1)
+        a.logged[key_ids] = True
+        cols.files_at[present[seen]], cols.files_n[present[seen]] = begin[seen], num[seen]
         unseen = present[~seen]
         a.files_unseen[unseen] = True
         if plan_check is not None:
             plan_check.end_rank(r, cols, unseen=unseen)
-        a.rec.set_rank(r, cols)
+        a.rec.set_rank(r, cols, key_ids)
         finished &= cols.present & cols.finished
-    for i in range(len(a.epochs)):
-        a.keys_grid.append(keys_rows.get(i, no_keys))
     a.finished = finished.tolist()
     return sources
-
-
-def _keys_of(files: List[Any], lists: Dict[Tuple[str, ...], Tuple[str, ...]]) -> Sequence[str]:
-    """The keys of a record's files: the list itself where every tree is a file name (its own key: nothing made per
-    record), else a tuple of the keys, one copy of each such tuple in ``lists`` however many records name it.
-
-    >>> names = ["a", "b"]
-    >>> _keys_of(names, {}) is names, _keys_of([("a", "b")], {})
-    (True, ('a:b',))
-    """
-    if all(type(tree) is str for tree in files):
-        return files
-    keys = tuple(tree_key(tree) for tree in files)
-    return lists.setdefault(keys, keys)
 
 
 def _step_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -604,10 +589,8 @@ def _partition_epoch(
         )
         return None, False
     epochs = a.epochs
-    per_epoch = [None if any(k is None for k in row) else [key for k in row for key in k] for row in a.keys_grid]
-    by_number = dict(zip(epochs, per_epoch))
     if epochs and epochs[0] == 1 and epochs == list(range(1, len(epochs) + 1)):
-        partition_epoch = infer_partition_epoch([by_number[e] for e in epochs])
+        partition_epoch = infer_partition_epoch(_SubEpochKeys(a))
     if partition_epoch is None:
         a.notes.append(
             "partition_epoch is unknown (no plan, and the logged files do not show a full epoch): "
@@ -625,23 +608,70 @@ def _sharded(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optional[
     if plan is not None:
         return plan.settings.distrib_shard_files
     if partition_epoch is not None:
-        universe = {k for row in a.keys_grid for keys in row if keys is not None for k in keys}
-        for k in sorted({(e - 1) // partition_epoch for e in a.epochs}):
-            idx = [i for i, e in enumerate(a.epochs) if (e - 1) // partition_epoch == k]
-            for r in range(a.num_ranks):
-                lists = [a.keys_grid[i][r] for i in idx]
-                if len(idx) == partition_epoch and all(x is not None for x in lists):
-                    if {key for x in lists for key in x} != universe:
-                        return True
-    for row in a.keys_grid:  # sets per rank: a 200,000-file line costs one pass, not one per file and rank
-        seen: set = set()
-        for keys in row:
-            if keys is not None:
-                mine = set(keys)
-                if not seen.isdisjoint(mine):
-                    return False
-                seen |= mine
+        num_logged = int(a.logged.sum())  # (each rank's keys are of these: the same set if as many)
+        for _, idx, lists, rank, key in _full_epoch_ids(a, partition_epoch):
+            for r in np.flatnonzero(lists == partition_epoch).tolist() if len(idx) == partition_epoch else []:
+                if len(np.unique(key[rank == r])) != num_logged:
+                    return True
+    num_keys, num_ranks = max(1, len(a.keys)), max(1, a.num_ranks)
+    for b in a.rec.blocks(files=True):  # a key of two ranks in one sub-epoch: (sub-epoch, key) of two ranks
+        row, rank, key = b.flat_file_ids()
+        mine = np.unique((row * num_keys + key) * num_ranks + rank) // num_ranks
+        if len(np.unique(mine)) < len(mine):
+            return False
     return True
+
+
+class _SubEpochKeys:
+    """Per sub-epoch (of the report, in order) the file key ids of all ranks, or None where a rank's are not shown;
+    read back a block at a time (a sequence for :func:`~i6_shard.core.pure.consumption.infer_partition_epoch`)."""
+
+    def __init__(self, a: _Analysis):
+        self.a = a
+
+    def __len__(self) -> int:
+        return len(self.a.epochs)
+
+    def __iter__(self) -> Iterator[Optional[List[int]]]:
+        for b in self.a.rec.blocks(files=True):
+            row, _, key = b.flat_file_ids()
+            bounds = np.searchsorted(row, np.arange(b.num_rows + 1)).tolist()
+            shown = (b.files_n >= 0).all(axis=1).tolist()
+            for i in range(b.num_rows):
+                yield key[bounds[i] : bounds[i + 1]].tolist() if shown[i] else None
+
+
+def _full_epoch_ids(a: _Analysis, partition_epoch: int) -> Iterator[Tuple[int, List[int], Any, Any, Any]]:
+    """Per full epoch of the report's sub-epochs, in order: its index, its sub-epochs (indices into ``a.epochs``),
+    per rank how many of their file lists are shown, and the file key ids of all of them as (rank, key id) arrays
+    (one full epoch's at a time)."""
+    full = [(e - 1) // partition_epoch for e in a.epochs]
+    current: Optional[int] = None
+    idx: List[int] = []
+    parts: List[Tuple[Any, Any]] = []
+    lists = np.zeros(a.num_ranks, dtype=np.int64)
+    for b in a.rec.blocks(files=True):
+        row, rank, key = b.flat_file_ids()
+        ks = np.asarray(full[b.start : b.start + b.num_rows], dtype=np.int64)
+        bounds = np.searchsorted(ks[row] if len(row) else row, ks).tolist()
+        ends = np.searchsorted(ks[row] if len(row) else row, ks, side="right").tolist()
+        for i in range(b.num_rows):
+            if full[b.start + i] != current:
+                if current is not None:
+                    yield current, idx, lists, *_joined_parts(parts)
+                current, idx, parts, lists = full[b.start + i], [], [], np.zeros(a.num_ranks, dtype=np.int64)
+            idx.append(b.start + i)
+            lists += b.files_n[i] >= 0
+            if i == b.num_rows - 1 or full[b.start + i + 1] != current:
+                parts.append((rank[bounds[i] : ends[i]], key[bounds[i] : ends[i]]))
+    if current is not None:
+        yield current, idx, lists, *_joined_parts(parts)
+
+
+def _joined_parts(parts: List[Tuple[Any, Any]]) -> Tuple[Any, Any]:
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _measures(a: _Analysis, plan: Optional[ShardPlan], *, sync_every: int) -> Dict[str, Any]:
@@ -859,16 +889,18 @@ def _full_epochs(
     a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, universe: List[str], expected_reads: int
 ) -> List[Dict[str, Any]]:
     """Per full epoch: what was consumed, the passes made, and the files read twice or never (alarms)."""
-    epochs = a.epochs
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
+    universe_ids = np.array([a.log.catalog.key_id(key) for key in universe], dtype=np.int64)
     full_epochs = []
-    for k in sorted({(e - 1) // partition_epoch for e in epochs}):
-        idx = [i for i, e in enumerate(epochs) if (e - 1) // partition_epoch == k]
+    for k, idx, _, _, key in _full_epoch_ids(a, partition_epoch):
         complete = len(idx) == partition_epoch and all(a.finished[i] for i in idx)
-        counts = read_counts([a.keys_grid[i][r] for i in idx for r in range(a.num_ranks)])
+        counts = np.bincount(key, minlength=len(a.keys))  # (read_counts, of key ids)
         files_known = not a.files_unseen[idx].any()
-        twice = sorted(key for key, c in counts.items() if c > expected_reads)
-        never = sorted(key for key in universe if counts.get(key, 0) == 0) if complete and files_known else []
+        twice = sorted(a.keys[j] for j in np.flatnonzero(counts > expected_reads).tolist())
+        never = []
+        if complete and files_known:
+            count = np.where(universe_ids >= 0, counts[np.maximum(universe_ids, 0)], 0) if len(universe) else counts[:0]
+            never = sorted(universe[j] for j in np.flatnonzero(count == 0).tolist())
         frames = int(m["frames_sum"][idx].sum()) if m["frames_known"][idx].all() else None
         seqs = int(m["seqs_sum"][idx].sum()) if m["seqs_known"][idx].all() else None
         entry = {
