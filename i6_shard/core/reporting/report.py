@@ -306,8 +306,9 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
     """Files above a rank's share of a sub-epoch (``total / (num_shards * partition_epoch)``): in a sub-epoch of
     about the mean size no split of whole files fills the other ranks up to such a file, and they drop the
-    difference. ``flexible`` lets a sub-epoch grow by ``max_sub_epoch_deviation``, so a file of ``x`` shares fits
-    from a deviation of ``x - 1`` (below 1: a file of 2 shares or more cannot be held by any setting)."""
+    difference. A distribution whose sub-epochs may grow (``CutSpec.sub_epoch_bound``) holds a file of ``x`` shares
+    from a deviation of ``x - 1`` (below 1: a file of 2 shares or more cannot be held by any setting): the warning
+    names what lets it, or that nothing offered does."""
     settings = plan.settings
     if not settings.distrib_shard_files or plan.num_files == 0:
         return None
