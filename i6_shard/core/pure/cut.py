@@ -58,6 +58,10 @@ def _equal_steps(
     return positions, bounds
 
 
+#: How a distribution's sub-epoch sizes may differ from the mean (:attr:`CutSpec.sub_epoch_bound`).
+_SUB_EPOCH_BOUNDS = (None, "given", "chosen")
+
+
 @dataclass(frozen=True)
 class CutSpec:
     """One distribution, a row of :data:`CUTS`: how it cuts a full epoch, what it needs and what it is. Every caller
@@ -97,6 +101,13 @@ class CutSpec:
     sub_epoch_bound: Optional[str] = None
     counts_moved_files: bool = False
     not_compared: Optional[str] = None
+
+    def __post_init__(self):
+        if self.sub_epoch_bound not in _SUB_EPOCH_BOUNDS or not isinstance(self.version, int) or self.version < 1:
+            raise ValueError(
+                f"CutSpec {self.name!r}: sub_epoch_bound={self.sub_epoch_bound!r} must be one of {_SUB_EPOCH_BOUNDS} "
+                f"and version={self.version!r} an int >= 1"
+            )
 
     @property
     def cuts_with_inputs(self) -> bool:

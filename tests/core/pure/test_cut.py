@@ -158,6 +158,8 @@ def test_the_comparison_finder_finds_comparisons():
     assert _name_comparisons("x.py", text) == ["x.py:1", "x.py:1"]
 
 
-def test_a_spec_is_frozen():
+def test_a_spec_is_frozen_and_checked():
     with pytest.raises(dataclasses.FrozenInstanceError):
         CUTS["returnn"].offered = False
+    with pytest.raises(ValueError, match=r"CutSpec 'x': sub_epoch_bound='auto' must be one of \(None, 'given', 'ch"):
+        CutSpec("x", _reversed_returnn, version=1, offered=True, sub_epoch_bound="auto")
