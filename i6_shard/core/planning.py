@@ -38,7 +38,8 @@ from .pure.plan_sim import engine_of_record, engine_settings_record, plan_engine
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
-from .pure.settings import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
+from .pure.cut import cut_spec, offered_distributions
+from .pure.settings import DEFAULT_DISTRIBUTION, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
 from .pure.unsharded import UnshardedStats, compute_unsharded_stats
 from .pure.text import first_difference
@@ -62,19 +63,12 @@ __all__ = [
     "check_request_fits",
     "compare_num_epochs_for",
     "COMPARE_FULL_EPOCHS",
-    "FLEXIBLE_COMPARE_MIN_DROPPED",
     "CACHE_FIT_FULL_EPOCHS",
     "NOT_COMPUTED",
 ]
 
 #: Full epochs over which the outputs compare distributions (each costs one more planning pass).
 COMPARE_FULL_EPOCHS = 3
-#: The flexible splits never drop more than the balanced one (flexible_auto: at most 0.1 point more), so where
-#: the balanced split drops less than this (mean over the compared sub-epochs) the outputs do not compare
-#: "flexible" and "flexible_auto": such a row would cost about one (flexible_auto: six) more splits per full
-#: epoch (for "flexible" at 1M files and 8 ranks, 6% to 45% of the time to write the plan's outputs) to show a
-#: gain below this.
-FLEXIBLE_COMPARE_MIN_DROPPED = 0.005
 #: Full epochs over which the cache footprint of other ``partition_epoch`` values is computed.
 CACHE_FIT_FULL_EPOCHS = 3
 #: How a distribution's row in the comparison starts where it was skipped rather than found impossible.
@@ -143,11 +137,12 @@ class PlanOutputs:
         return self.ranks.stats
 
     def non_contiguous(self) -> Optional[Tuple[int, int]]:
-        """A sharded ``"flexible_auto"`` plan's sub-epochs that took files moved from other sub-epochs (so not a
-        contiguous part of the shuffled order), over its complete full epochs, and the sub-epochs counted; counted on
-        :attr:`layout` where given (else each full epoch is cut anew). None for other plans."""
+        """A sharded plan's sub-epochs that took files moved from other sub-epochs (so not a contiguous part of the
+        shuffled order), over its complete full epochs, and the sub-epochs counted, for a distribution whose
+        outputs count them (``CutSpec.counts_moved_files``); counted on :attr:`layout` where given (else each full
+        epoch is cut anew). None for other plans."""
         plan = self.plan
-        if plan.settings.distribution != "flexible_auto" or not plan.settings.distrib_shard_files:
+        if not cut_spec(plan.settings.distribution).counts_moved_files or not plan.settings.distrib_shard_files:
             return None
         full = self.stats.num_epochs // plan.partition_epoch
         progress = Progress("moved files", total=full, unit="full epochs")
@@ -189,7 +184,7 @@ def plan_of_sizes(sizes: FileSizes, request: PlanRequest, *, lengths: Optional[F
     settings = request.settings
     if settings.unit != sizes.unit:
         settings = settings.replace(unit=sizes.unit)
-    inputs = equal_steps_inputs(request, lengths=lengths) if settings.distribution == "equal_steps" else None
+    inputs = equal_steps_inputs(request, lengths=lengths) if cut_spec(settings.distribution).cuts_with_inputs else None
     plan = ShardPlan(sizes.keys, sizes.sizes, settings, equal_steps=inputs)  # validates the settings
     _check_memory(settings, num_files=plan.num_files)
     return plan
@@ -231,7 +226,7 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
     if reason is not None:
         raise ValueError(
             f"distribution='equal_steps' equalizes the simulated steps, but this training is not simulated exactly: "
-            f"{reason}; choose another distribution (e.g. flexible_auto)"
+            f"{reason}; choose another distribution (e.g. balanced)"
         )
     return EqualStepsInputs(file_lengths=file_lengths, engine=engine)
 
@@ -253,10 +248,9 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
     if lengths_path is not None and os.path.abspath(lengths_path) == os.path.abspath(archive_path):
         lengths_path = None  # the archive's own lengths
     if lengths_path is None:
-        needs_lengths = (
-            request.batching is not None or sizes.unit == "steps" or request.settings.distribution == "equal_steps"
-        )
-        if needs_lengths and sizes.unit == "bytes" and request.settings.distribution == "equal_steps":
+        cuts_with_lengths = cut_spec(request.settings.distribution).needs_lengths
+        needs_lengths = request.batching is not None or sizes.unit == "steps" or cuts_with_lengths
+        if cuts_with_lengths and sizes.unit == "bytes":
             equal_steps_inputs(request, lengths=None)  # refuses, saying what to give
         lengths = load_file_costs(archive_path) if needs_lengths else None
         return plan_sizes(sizes, request, lengths=lengths, compare=compare)
@@ -398,7 +392,7 @@ def _outputs(
         footprint=footprint,
         cache_size=cache_size,
         partition_epoch_fits=fits,
-        **(_comparison(plan, num_epochs=num_epochs, own=ranks.stats) if compare else {}),
+        **(_comparison(plan, num_epochs=num_epochs) if compare else {}),
     )
 
 
@@ -418,7 +412,7 @@ def plan_stats_outputs(
         num_epochs=num_epochs,
         ranks=ranks,
         layout=layout,
-        **(_comparison(plan, num_epochs=num_epochs, own=ranks.stats) if compare else {}),
+        **(_comparison(plan, num_epochs=num_epochs) if compare else {}),
     )
 
 
@@ -499,44 +493,26 @@ def compare_num_epochs_for(plan: ShardPlan, *, num_epochs: int) -> int:
     return min(int(num_epochs), COMPARE_FULL_EPOCHS * plan.partition_epoch)
 
 
-def _comparison(plan: ShardPlan, *, num_epochs: int, own: PlanStats) -> Dict[str, Any]:
+def _comparison(plan: ShardPlan, *, num_epochs: int) -> Dict[str, Any]:
     cmp_epochs = compare_num_epochs_for(plan, num_epochs=num_epochs)
     return {
         "compare_num_epochs": cmp_epochs,
-        "other_distributions": _other_distribution_stats(plan, num_epochs=cmp_epochs, own=own),
+        "other_distributions": _other_distribution_stats(plan, num_epochs=cmp_epochs),
         "other_mode": _other_mode_stats(plan, num_epochs=cmp_epochs),
     }
 
 
-def _other_distribution_stats(
-    plan: ShardPlan, *, num_epochs: int, own: Optional[PlanStats] = None
-) -> Dict[str, Union[PlanStats, str]]:
-    """Stats of every other distribution in ``DISTRIBUTIONS`` on the same files and settings
-    (a str with the reason where one cannot plan them, or where "flexible" is not compared: see
-    :data:`FLEXIBLE_COMPARE_MIN_DROPPED`).
-
-    :param own: ``plan``'s own stats over at least ``num_epochs`` sub-epochs, if computed already
-    """
+def _other_distribution_stats(plan: ShardPlan, *, num_epochs: int) -> Dict[str, Union[PlanStats, str]]:
+    """Stats of every other distribution offered (``CutSpec.offered``) on the same files and settings (a str with
+    the reason where one cannot plan them, or where its row is not computed: ``CutSpec.not_compared``)."""
     out: Dict[str, Union[PlanStats, str]] = {}
-    for name in DISTRIBUTIONS:
+    for name in offered_distributions():
         if name == plan.settings.distribution:
             continue
-        if name == "equal_steps":
-            out[name] = (
-                f"{NOT_COMPUTED}: it simulates the training for every move it tries; plan with "
-                "distribution='equal_steps' (a costs archive with per-sequence lengths, and the batching) to see it"
-            )
+        reason = cut_spec(name).not_compared
+        if reason is not None:
+            out[name] = f"{NOT_COMPUTED}: {reason}"
             continue
-        if name in ("flexible", "flexible_auto"):
-            balanced = own if plan.settings.distribution == "balanced" else out.get("balanced")
-            if isinstance(balanced, PlanStats):
-                drop = float(balanced.dropped_fraction[:num_epochs].mean())
-                if drop < FLEXIBLE_COMPARE_MIN_DROPPED:
-                    out[name] = (
-                        f"{NOT_COMPUTED}: the balanced split drops only {100 * drop:.2f}% here, all that flexible "
-                        f"sub-epochs could save; plan with distribution={name!r} to see it"
-                    )
-                    continue
         progress = Progress(f"compare {name}", total=-(-num_epochs // plan.partition_epoch), unit="full epochs")
         try:
             out[name] = compute_plan_stats(
@@ -638,7 +614,8 @@ def read_plan_file(
     """
     path = os.fspath(path)
     plan_file = _plan_file.read_plan_file(path)
-    if lengths is not None and not (verify and plan_file.plan.settings.distribution == "equal_steps"):
+    cuts_with_inputs = cut_spec(plan_file.plan.settings.distribution).cuts_with_inputs
+    if lengths is not None and not (verify and cuts_with_inputs):
         raise ValueError(
             f"lengths={os.fspath(lengths)!r}: only verifying a distribution='equal_steps' plan cuts with the files' "
             f"sequence lengths ({path!r} is distribution={plan_file.plan.settings.distribution!r}"
@@ -646,7 +623,7 @@ def read_plan_file(
         )
     if verify:
         plan = plan_file.plan
-        if plan.settings.distribution == "equal_steps":
+        if cuts_with_inputs:
             plan = _equal_steps_plan_of_file(plan_file, path=path, lengths=lengths)
         num_full, num_layouts = plan_file.orders.shape[:2]
         progress = Progress("verify", total=num_full * num_layouts, unit="full epochs")

@@ -22,6 +22,7 @@ from ..core.pure import (
     check_optional_bool,
     check_optional_int,
     check_optional_mapping,
+    cut_spec,
     check_preload_next_n_sub_epochs,
     check_seq_ordering,
     dfd_num_shards,
@@ -251,7 +252,7 @@ def _options_not_at_returnns_defaults(
     if distrib_shard_files:
         dataset["distrib_shard_files"] = True
     dataset["sharding_fix"] = True
-    if distribution != "returnn":
+    if not cut_spec(distribution).returnns_own:  # the default of i6_shard's class, as of RETURNN's
         dataset["distribution"] = distribution
     if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:
         dataset["max_sub_epoch_deviation"] = max_sub_epoch_deviation
@@ -369,13 +370,14 @@ def sharded_files_dataset(
     :param partition_epoch: sub-epochs per full epoch (required unless ``plan`` is a plan job)
     :param files_key: where the files go in ``sub_epoch_dataset``: a key or key path, or
         ``{modality: key path}`` to split multi-modal file trees (int parts of tuples, str keys of dicts)
-    :param distribution: ``"returnn"`` (RETURNN's own bins, the default), ``"balanced"``, ``"flexible"`` or
-        ``"flexible_auto"`` (i6_shard's
-        ``ShardedDistributeFilesDataset``, named by reference: RETURNN imports it when it loads the config)
+    :param distribution: ``"returnn"`` (RETURNN's own bins, the default), ``"balanced"`` or ``"equal_steps"``
+        (these, and ``"flexible"`` and ``"flexible_auto"``, the stages of ``"equal_steps"``, which are still taken,
+        use i6_shard's ``ShardedDistributeFilesDataset``, named by reference: RETURNN imports it when it loads the
+        config)
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
         (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
-    :param max_sub_epoch_deviation: ``"flexible"`` only: how far a sub-epoch's size may be from the mean
+    :param max_sub_epoch_deviation: ``"flexible"`` only (a stage of ``"equal_steps"``): how far a sub-epoch's size may be from the mean
         sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``, default 0.25); in the
         dict only when not the default
     :param plan: a ``ShardPlanJob``, whose settings (``num_shards``, ``partition_epoch``, ``distribution``,
@@ -405,7 +407,7 @@ def sharded_files_dataset(
     """
     # Every parameter, by name (the first statement, so locals() holds exactly them); all checks come first.
     a = _checked_arguments(**locals())
-    use_ext = a.distribution != "returnn" or a.file_sizes is not None or a.plan is not None
+    use_ext = not cut_spec(a.distribution).returnns_own or a.file_sizes is not None or a.plan is not None
     dataset: Dict[str, Any] = {
         "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
         "files": a.files_value,

@@ -1,6 +1,6 @@
 """ShardedDistributeFilesDataset: RETURNN's DistributeFilesDataset with a selectable
-distribution ("returnn", "balanced", "flexible", "flexible_auto" or "equal_steps"), precomputed file sizes instead of
-a stat per file, or the bins read from a plan file."""
+distribution (a row of ``i6_shard.core.pure.CUTS``), precomputed file sizes instead of a stat per file, or the bins
+read from a plan file."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from i6_shard.core.pure import (
     check_distribution,
     check_max_sub_epoch_deviation,
     cut_full_epoch,
+    cut_spec,
     engine_differences,
     has_node_level,
     plan_coverage_problem,
@@ -141,16 +142,16 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
       ``"balanced"`` cuts size-balanced sub-epoch groups and assigns each group's files to
       the ranks largest first (:func:`i6_shard.core.distribute_balanced`), so that ranks
       finish their sub-epochs at nearly the same time and little data is dropped.
-      ``"flexible"`` also lets the sub-epochs differ in size by up to ``max_sub_epoch_deviation``
-      (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`);
-      ``"flexible_auto"`` chooses that bound for each full epoch, up to 0.9
-      (:func:`i6_shard.core.pure.flexible.distribute_flexible_auto`).
       ``"equal_steps"``: flexible_auto's cut, then files moved between the ranks of each sub-epoch until the
       simulated torch engine's ranks make equal steps (:func:`i6_shard.core.pure.equal_steps.equalize_steps`);
       without ``plan`` it needs ``file_sizes`` a costs archive with per-sequence lengths and takes the engine
       settings from RETURNN's config (``batch_size``, ``max_seqs``, ``max_seq_length``,
       ``accum_grad_multiple_step``, ``torch_distributed``), cutting on the planning floor as a plan does.
-      ``ShardPlan(..., distribution=...)`` computes the same bins before training.
+      ``ShardPlan(..., distribution=...)`` computes the same bins before training. Its stages are still taken,
+      though no longer offered: ``"flexible"`` lets the sub-epochs differ in size by up to
+      ``max_sub_epoch_deviation`` (default 0.25: +-25% of the mean;
+      :func:`i6_shard.core.pure.flexible.distribute_flexible`), ``"flexible_auto"`` chooses that bound for each full
+      epoch, up to 0.9 (:func:`i6_shard.core.pure.flexible.distribute_flexible_auto`).
     - ``file_sizes``: path to what ``save_file_sizes`` / ``ComputeFileSizesJob`` wrote; the
       sizes are loaded from there instead of ``os.path.getsize`` on every file on every
       rank. The stored keys must be exactly the keys of ``files``, in the same order. A costs
@@ -194,9 +195,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         **kwargs,
     ):
         """
-        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"``,
-            ``"flexible"`` or ``"flexible_auto"``); None: ``"returnn"``, or with ``plan``, the plan's (given with
-            a plan, it must be the plan's)
+        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"`` or
+            ``"equal_steps"``; ``"flexible"`` and ``"flexible_auto"``, its stages, are still taken); None:
+            ``"returnn"``, or with ``plan``, the plan's (given with a plan, it must be the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
             stat every file as RETURNN does; not read with ``plan`` (the plan holds the sizes)
         :param file_sizes_check_samples: entries of ``file_sizes`` each rank stats again when it loads them
@@ -246,10 +247,11 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     def init_seq_order(self, epoch: Optional[int] = None, seq_list=None, seq_order=None) -> bool:
         """RETURNN's, with the bins of this and the preloaded sub-epochs taken from ``plan`` if given:
         RETURNN computes only the full epochs not in its cache, and the plan's are put there first."""
-        if self.plan_path is not None and epoch is not None and seq_list is None and seq_order is None:
-            self._fill_from_plan(epoch)
-        elif self.distribution == "equal_steps" and epoch is not None and seq_list is None and seq_order is None:
-            self._fill_equal_steps(epoch)
+        if epoch is not None and seq_list is None and seq_order is None:
+            if self.plan_path is not None:
+                self._fill_from_plan(epoch)
+            elif cut_spec(self.distribution).cuts_with_inputs:  # cut on the planning floor
+                self._fill_equal_steps(epoch)
         return super().init_seq_order(epoch=epoch, seq_list=seq_list, seq_order=seq_order)
 
     def _fill_from_plan(self, epoch: int) -> None:
@@ -306,7 +308,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 self._files_order_cache[k] = _PlanBins(self._files, order, bounds[base : base + p + 1])
 
     def _make_equal_steps_plan(self) -> core.ShardPlan:
-        where = f"{self}: distribution='equal_steps' without plan="
+        where = f"{self}: distribution={self.distribution!r} without plan="
         if self.file_sizes_path is None:
             raise ValueError(
                 f"{where} cuts with every file's sequence lengths, but no file_sizes was given: give file_sizes= a "
@@ -335,7 +337,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 seq_ordering=self.seq_ordering,
                 random_seed_offset=self.random_seed_offset,
                 fixed_random_seed=self.fixed_random_seed,
-                distribution="equal_steps",
+                distribution=self.distribution,
                 batch_size=config["batch_size"],
                 max_seqs=None if config["max_seqs"] == -1 else config["max_seqs"],
                 max_seq_length=config["max_seq_length"],
@@ -438,7 +440,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"{self}: RETURNN asked to cut bins although they come from plan {self.plan_path!r}; "
                 "this RETURNN version is not supported with plan="
             )
-        if self.distribution == "returnn":
+        if cut_spec(self.distribution).returnns_own:
             return DistributeFilesDataset._distribute_evenly_by_size(
                 num_bins=num_bins, file_sizes=file_sizes, files_order=files_order
             )

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
-from ..pure.cut import CUT_VERSIONS
+from ..pure.cut import cut_spec
 from ..pure.plan import ShardPlan
 from .plan_integrity import check_stored_layout
 from ..pure.settings import PlanSettings
@@ -33,7 +33,7 @@ __all__ = [
     "read_plan_layout",
 ]
 
-#: 2: adds ``algorithm_version`` (the distribution's ``CUT_VERSIONS`` entry that cut the bins) and stores
+#: 2: adds ``algorithm_version`` (the ``version`` of the distribution's ``CutSpec`` that cut the bins) and stores
 #: ``orders`` and ``bounds`` uncompressed, so that one full epoch is read without the others.
 PLAN_FORMAT_VERSION = 2
 #: Formats this i6_shard reads; a plan keeps the bins it was written with, whatever the version.
@@ -184,7 +184,7 @@ def plan_file_arrays(
         **extra,
         **_settings_arrays(settings),
         "format_version": np.array(PLAN_FORMAT_VERSION, dtype=np.int64),
-        "algorithm_version": np.array(CUT_VERSIONS[settings.distribution], dtype=np.int64),
+        "algorithm_version": np.array(cut_spec(settings.distribution).version, dtype=np.int64),
         "keys_utf8": encode_keys(plan.keys),
         "sizes": plan.costs,
         "orders": orders,
@@ -205,7 +205,7 @@ class PlanHead:
     :ivar keys_utf8: the keys as stored (see :func:`~i6_shard.core.io.npz.encode_keys`)
     :ivar costs: int64 sizes, shape [num_files]
     :ivar format_version: the file's format (see :data:`PLAN_FORMAT_VERSION`)
-    :ivar algorithm_version: ``CUT_VERSIONS[distribution]`` of the i6_shard that wrote it; None in format 1
+    :ivar algorithm_version: ``cut_spec(distribution).version`` of the i6_shard that wrote it; None in format 1
     :ivar num_full_epochs: full epochs stored
     :ivar keys: the keys, if read with ``decode_keys=True``
     :ivar engine_settings: the engine settings the plan was simulated with (``core.pure.plan_sim.engine_record``);

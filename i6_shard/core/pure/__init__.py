@@ -18,7 +18,7 @@ from .batching import SyncMode
 from .cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
 from .compare import PlanChange, ResumeFullEpoch, compare_plans
 from .consumption import dropped_share, expected_steps, infer_partition_epoch, read_counts
-from .cut import CUTS, cut_full_epoch
+from .cut import CUTS, cut_full_epoch, cut_spec
 from .distribute import (
     UNSHARDED_RANK_SEED_STRIDE,
     check_enough_files,
@@ -89,6 +89,7 @@ __all__ = [
     "check_layout",
     "num_full_epochs_for",
     "CUTS",
+    "cut_spec",
     "cut_full_epoch",
     "distribute_evenly_by_size",
     "distribute_balanced",

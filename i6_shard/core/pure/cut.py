@@ -1,8 +1,10 @@
-"""The distributions: how one full epoch of shuffled files is cut into ``num_shards *
-partition_epoch`` bins. The one table of them; ShardPlan and the RETURNN-side dataset both cut here."""
+"""The distributions: how one full epoch of shuffled files is cut into ``num_shards * partition_epoch`` bins.
+The one table of them (:data:`CUTS`, a :class:`CutSpec` each, saying what each needs and is); ShardPlan and the
+RETURNN-side dataset both cut here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -10,8 +12,9 @@ import numpy as np
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .flexible import distribute_flexible, distribute_flexible_auto
+from .text import short_repr
 
-__all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch", "cut_options"]
+__all__ = ["CutSpec", "CUTS", "cut_spec", "offered_distributions", "cut_full_epoch", "cut_options"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -55,19 +58,123 @@ def _equal_steps(
     return positions, bounds
 
 
-#: distribution name -> ``f(costs, *, num_shards, partition_epoch, **options) -> (positions, bounds)``; the
-#: first is the default, RETURNN's own cut. Options: see :func:`cut_options`.
-CUTS: Dict[str, Callable[..., Tuple[np.ndarray, np.ndarray]]] = {
-    "returnn": _returnn,
-    "balanced": distribute_balanced,
-    "flexible": distribute_flexible,
-    "flexible_auto": distribute_flexible_auto,
-    "equal_steps": _equal_steps,
+#: How a distribution's sub-epoch sizes may differ from the mean (:attr:`CutSpec.sub_epoch_bound`).
+_SUB_EPOCH_BOUNDS = (None, "given", "chosen")
+
+
+@dataclass(frozen=True)
+class CutSpec:
+    """One distribution, a row of :data:`CUTS`: how it cuts a full epoch, what it needs and what it is. Every caller
+    reads these attributes; none compares a distribution's name.
+
+    :ivar name: its name, the value of ``distribution`` everywhere (settings, plan files, dataset dicts)
+    :ivar cut: ``f(costs, *, num_shards, partition_epoch, **options) -> (positions, bounds)``, see
+        :func:`cut_full_epoch`
+    :ivar version: the version of its output, which plan files record: raise it with any change that moves a bin for
+        some input (tests/core/io/test_stored_plans.py pins the bins of each version)
+    :ivar offered: offered to users (README, docs, the plan's comparison, the choices an error names); the others stay
+        accepted, so that plan files and job ids that name them still load
+    :ivar built_from: the distribution whose cut this one starts from (it is a later stage of that one), or None
+    :ivar returnns_own: RETURNN's own cut: the bins keep the shuffled order, and a plain DistributeFilesDataset cuts
+        them (the builder needs i6_shard's class for no other reason)
+    :ivar needs_lengths: it cuts with every file's sequence lengths (a costs archive that keeps them)
+    :ivar needs_engine: it cuts with the training's engine settings (batching, sync; the simulation's engine)
+    :ivar sharded_only: only sharded plans can use it (ranks that read their own files)
+    :ivar sub_epoch_bound: how far its sub-epochs may differ in size from the mean sub-epoch: None (about the mean,
+        as RETURNN's cut), "given" (by ``max_sub_epoch_deviation``, the one option it takes) or "chosen" (per full
+        epoch, up to ``AUTO_DEVIATIONS[-1]``)
+    :ivar counts_moved_files: the plan's outputs count its sub-epochs that took files moved from other sub-epochs
+        (a cut of every full epoch again where the plan's bins are not at hand)
+    :ivar not_compared: why the plan's comparison does not compute its row (it would cost too much), or None: the
+        comparison shows its stats on the same files and settings
+    """
+
+    name: str
+    cut: Callable[..., Tuple[np.ndarray, np.ndarray]]
+    version: int
+    offered: bool
+    built_from: Optional[str] = None
+    returnns_own: bool = False
+    needs_lengths: bool = False
+    needs_engine: bool = False
+    sharded_only: bool = False
+    sub_epoch_bound: Optional[str] = None
+    counts_moved_files: bool = False
+    not_compared: Optional[str] = None
+
+    def __post_init__(self):
+        if self.sub_epoch_bound not in _SUB_EPOCH_BOUNDS or not isinstance(self.version, int) or self.version < 1:
+            raise ValueError(
+                f"CutSpec {self.name!r}: sub_epoch_bound={self.sub_epoch_bound!r} must be one of {_SUB_EPOCH_BOUNDS} "
+                f"and version={self.version!r} an int >= 1"
+            )
+
+    @property
+    def cuts_with_inputs(self) -> bool:
+        """Whether it cuts with more than the costs (:class:`~.equal_steps_cut.EqualStepsInputs`: each file's
+        sequence lengths and the engine), so that a plan of the costs alone cannot cut its full epochs."""
+        return self.needs_lengths or self.needs_engine
+
+
+#: The one table of the distributions, name -> :class:`CutSpec`; the first is the default, RETURNN's own cut.
+#: Adding a distribution is one row here plus the code of its cut.
+CUTS: Dict[str, CutSpec] = {
+    spec.name: spec
+    for spec in (
+        CutSpec("returnn", _returnn, version=1, offered=True, returnns_own=True),
+        CutSpec("balanced", distribute_balanced, version=1, offered=True),
+        CutSpec(
+            "flexible", distribute_flexible, version=1, offered=False, built_from="balanced", sub_epoch_bound="given"
+        ),
+        CutSpec(
+            "flexible_auto",
+            distribute_flexible_auto,
+            version=1,
+            offered=False,
+            built_from="flexible",
+            sub_epoch_bound="chosen",
+            counts_moved_files=True,
+        ),
+        CutSpec(
+            "equal_steps",
+            _equal_steps,
+            version=2,
+            offered=True,
+            built_from="flexible_auto",
+            needs_lengths=True,
+            needs_engine=True,
+            sharded_only=True,
+            sub_epoch_bound="chosen",
+            not_compared="it simulates the training for every move it tries; plan with distribution='equal_steps' "
+            "(a costs archive with per-sequence lengths, and the batching) to see it",
+        ),
+    )
 }
 
-#: distribution name -> the version of its output, which plan files record: raise it with any change that
-#: moves a bin for some input (tests/core/io/test_stored_plans.py pins the bins of each version).
-CUT_VERSIONS: Dict[str, int] = {"returnn": 1, "balanced": 1, "flexible": 1, "flexible_auto": 1, "equal_steps": 2}
+
+def cut_spec(distribution: Any) -> CutSpec:
+    """The row of ``distribution`` in :data:`CUTS`, else ``ValueError`` naming the distributions offered.
+
+    >>> cut_spec("flexible").built_from, cut_spec("returnn").returnns_own
+    ('balanced', True)
+    >>> cut_spec("even")
+    Traceback (most recent call last):
+    ...
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'equal_steps')
+    """
+    spec = CUTS.get(distribution) if isinstance(distribution, str) else None
+    if spec is None:
+        raise ValueError(f"distribution={short_repr(distribution)} is unknown; use one of {offered_distributions()}")
+    return spec
+
+
+def offered_distributions() -> Tuple[str, ...]:
+    """The names of the distributions offered to users (:attr:`CutSpec.offered`), in the table's order.
+
+    >>> offered_distributions()
+    ('returnn', 'balanced', 'equal_steps')
+    """
+    return tuple(name for name, spec in CUTS.items() if spec.offered)
 
 
 def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:
@@ -77,7 +184,7 @@ def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[st
     >>> cut_options("flexible", max_sub_epoch_deviation=0.25), cut_options("returnn", max_sub_epoch_deviation=0.25)
     ({'max_sub_epoch_deviation': 0.25}, {})
     """
-    if distribution == "flexible":
+    if cut_spec(distribution).sub_epoch_bound == "given":
         return {"max_sub_epoch_deviation": max_sub_epoch_deviation}
     return {}
 
@@ -106,6 +213,6 @@ def cut_full_epoch(
     >>> positions.tolist(), bounds.tolist()
     ([0, 1, 2, 3], [0, 1, 2, 3, 4])
     """
-    return CUTS[distribution](
+    return cut_spec(distribution).cut(
         np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **(options or {})
     )

@@ -9,7 +9,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .args import check_int, first_negative
-from .cut import cut_full_epoch
+from .cut import cut_full_epoch, cut_spec
 from .equal_steps_cut import EqualStepsInputs, equal_steps_options
 from .distribute import shuffle_order
 from .settings import PlanSettings
@@ -151,12 +151,12 @@ class ShardPlan:
         """Cut the shuffled order into bins with the configured distribution."""
         s = self.settings
         options = s.cut_options
-        if s.distribution == "equal_steps":
+        if cut_spec(s.distribution).cuts_with_inputs:
             if self.equal_steps is None:
                 raise ValueError(
-                    "this distribution='equal_steps' plan has no sequence lengths and engine settings to cut full "
-                    f"epoch {full_epoch_0idx} with: read its bins from its plan file, or plan it from a costs archive "
-                    "with per-sequence lengths and batching (plan_archive / `python -m i6_shard plan`)"
+                    f"this distribution={s.distribution!r} plan has no sequence lengths and engine settings to cut "
+                    f"full epoch {full_epoch_0idx} with: read its bins from its plan file, or plan it from a costs "
+                    "archive with per-sequence lengths and batching (plan_archive / `python -m i6_shard plan`)"
                 )
             options = equal_steps_options(
                 self.equal_steps, order=order, full_epoch_0idx=full_epoch_0idx, random_seed_offset=s.random_seed_offset
@@ -201,9 +201,9 @@ class ShardPlan:
         self, *, full_epoch_0idx: int, layout: Optional[Tuple[np.ndarray, np.ndarray]] = None
     ) -> List[int]:
         """Sub-epochs (0-based, of one full epoch) whose files are not a contiguous part of that full epoch's
-        shuffled order. With ``"flexible_auto"`` these are the sub-epochs it moved files into from other
-        sub-epochs; RETURNN's own cut spreads every sub-epoch over the order (bin ``r*P + s`` follows bin
-        ``r*P + s - 1``). Sharded plans with a random ``seq_ordering`` only (else there is no one shuffled order
+        shuffled order. With a distribution that moves files between sub-epochs (``"flexible_auto"`` and its later
+        stages) these are the sub-epochs it moved files into; RETURNN's own cut spreads every sub-epoch over the
+        order (bin ``r*P + s`` follows bin ``r*P + s - 1``). Sharded plans with a random ``seq_ordering`` only (else there is no one shuffled order
         of the full epoch): [] otherwise. ``layout``: that full epoch's ``(order, bounds)`` if computed already
         (e.g. stored in the plan file), else computed here.
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .args import check_bool, check_choice, check_int, check_optional_int
-from .cut import CUTS, cut_options
+from .cut import CUTS, cut_options, cut_spec, offered_distributions
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, full_epoch_seed
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 
@@ -16,6 +16,7 @@ __all__ = [
     "PlanSettings",
     "SEQ_ORDERINGS",
     "DISTRIBUTIONS",
+    "OFFERED_DISTRIBUTIONS",
     "COST_DISTRIBUTIONS",
     "SHARDING_MODES",
     "DEFAULT_SEQ_ORDERING",
@@ -30,15 +31,15 @@ __all__ = [
 
 #: The ``seq_ordering`` values of DistributeFilesDataset (it shuffles the files only with "random").
 SEQ_ORDERINGS = ("random", "default")
-#: "returnn": RETURNN's own greedy cut; "balanced": balanced per sub-epoch; "flexible": balanced, with
-#: sub-epoch sizes that may differ from the mean by ``max_sub_epoch_deviation``; "flexible_auto": flexible, with
-#: the bound chosen per full epoch (up to 0.9); "equal_steps": flexible_auto's cut, then files moved between the
-#: ranks of each sub-epoch until the simulated engine's ranks make equal steps (sharded plans; needs per-sequence
-#: lengths and batching); see pure/cut.py, their one table.
+#: The names of the distributions, one row each of the one table ``CUTS`` (pure/cut.py), which says what each needs
+#: and is: "returnn" (RETURNN's own greedy cut), "balanced" (balanced per sub-epoch) and "equal_steps" (the ranks of
+#: each sub-epoch make equal simulated steps) are offered; "flexible" and "flexible_auto", its stages, still load.
 DISTRIBUTIONS = tuple(CUTS)
+#: The distributions offered to users (``CutSpec.offered``).
+OFFERED_DISTRIBUTIONS = offered_distributions()
 #: The distributions that cut from the costs alone (any sharding mode); the others also need each file's sequence
 #: lengths and the training's engine settings.
-COST_DISTRIBUTIONS = tuple(d for d in DISTRIBUTIONS if d != "equal_steps")
+COST_DISTRIBUTIONS = tuple(name for name, spec in CUTS.items() if not spec.cuts_with_inputs)
 #: The defaults, each the first of its table: RETURNN's own shuffle of the files and its own greedy cut.
 DEFAULT_SEQ_ORDERING, DEFAULT_DISTRIBUTION = SEQ_ORDERINGS[0], DISTRIBUTIONS[0]
 #: How the ranks split the files, as ``(distrib_shard_files, same_seed_on_all_ranks)``:
@@ -90,14 +91,15 @@ def check_seq_ordering(seq_ordering: Any) -> str:
 
 
 def check_distribution(distribution: Any) -> str:
-    """``distribution`` if i6_shard can cut bins that way, else ``ValueError`` naming the choices.
+    """``distribution`` if i6_shard can cut bins that way (a row of ``CUTS``), else ``ValueError`` naming the
+    distributions offered.
 
     >>> check_distribution("even")
     Traceback (most recent call last):
     ...
-    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'flexible', 'flexible_auto', 'equal_steps')
+    ValueError: distribution='even' is unknown; use one of ('returnn', 'balanced', 'equal_steps')
     """
-    return check_choice(distribution, name="distribution", choices=DISTRIBUTIONS)
+    return cut_spec(distribution).name
 
 
 def check_unit(unit: Any) -> str:
@@ -131,8 +133,9 @@ class PlanSettings:
     :ivar same_seed_on_all_ranks: unsharded only: a ``random_seed_offset`` set in the dataset dict,
         which RETURNN does not vary per rank
     :ivar distribution: how a full epoch is cut into bins, one of :data:`DISTRIBUTIONS`
-    :ivar max_sub_epoch_deviation: "flexible" only: how far a sub-epoch's size (the sum of its costs)
-        may be from the mean sub-epoch's, as a share of it, in [0, 1) (default 0.25: +-25%)
+    :ivar max_sub_epoch_deviation: only for a distribution whose ``CutSpec.sub_epoch_bound`` is "given": how far a
+        sub-epoch's size (the sum of its costs) may be from the mean sub-epoch's, as a share of it, in [0, 1)
+        (default 0.25: +-25%)
     :ivar unit: what the plan's costs count, one of :data:`UNITS` (default "bytes"); the bins are balanced
         by the costs, so this names the unit of every cost figure of the plan
     :ivar preloaded_sub_epochs: of ``num_epochs``, the last sub-epochs that RETURNN only loads ahead
@@ -213,11 +216,11 @@ class PlanSettings:
         """
         check_seq_ordering(self.seq_ordering)
         check_distribution(self.distribution)
-        if self.distribution == "equal_steps" and not self.distrib_shard_files:
+        if cut_spec(self.distribution).sharded_only and not self.distrib_shard_files:
             raise ValueError(
-                f"distribution='equal_steps' equalizes the steps of ranks that read their own files, but the plan is "
-                f"{self.sharding!r} (every rank reads every file): plan sharded (distrib_shard_files=True, sharding="
-                "'sharded') or choose another distribution"
+                f"distribution={self.distribution!r} equalizes the steps of ranks that read their own files, but the "
+                f"plan is {self.sharding!r} (every rank reads every file): plan sharded (distrib_shard_files=True, "
+                "sharding='sharded') or choose another distribution"
             )
         check_max_sub_epoch_deviation(self.max_sub_epoch_deviation)
         check_unit(self.unit)

@@ -10,7 +10,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from .args import check_int
-from .cut import cut_full_epoch
+from .cut import cut_full_epoch, cut_spec
 from .distribute import shuffle_order
 from .settings import PlanSettings
 from .stats import num_full_epochs_for
@@ -189,7 +189,7 @@ def _layouts(
             distribution=settings.distribution,
             options=settings.cut_options,
         )
-        if settings.distribution == "returnn":  # RETURNN's cut keeps the shuffled order (positions 0..n-1)
+        if cut_spec(settings.distribution).returnns_own:  # RETURNN's cut keeps the shuffled order (positions 0..n-1)
             yield columns, order, shuffled_costs, bounds
         else:
             yield columns, order[positions], shuffled_costs[positions], bounds

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..pure.batching import MILLISTEPS_PER_STEP
 from ..pure.cache import CacheFootprint
+from ..pure.cut import cut_spec, offered_distributions
 from ..planning import CACHE_FIT_FULL_EPOCHS, NOT_COMPUTED
 from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
@@ -204,7 +205,8 @@ def summarize(
     :param compare_num_epochs: sub-epochs the distributions are compared over (default: all)
     :param cache: the per-node cache footprint from :func:`cache_summary`, if asked for; it adds ``cache`` and
         ``cache_peak_bytes_per_node`` (without it, the summary is as before)
-    :param non_contiguous: a ``"flexible_auto"`` plan's sub-epochs that took files moved from others, and the
+    :param non_contiguous: the sub-epochs that took files moved from others (a plan whose distribution counts them:
+        ``CutSpec.counts_moved_files``), and the
         sub-epochs counted (from :meth:`~i6_shard.core.planning.PlanOutputs.non_contiguous`)
     """
     compare_num_epochs = _checked_compare_num_epochs(compare_num_epochs, stats)
@@ -304,8 +306,9 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
     """Files above a rank's share of a sub-epoch (``total / (num_shards * partition_epoch)``): in a sub-epoch of
     about the mean size no split of whole files fills the other ranks up to such a file, and they drop the
-    difference. ``flexible`` lets a sub-epoch grow by ``max_sub_epoch_deviation``, so a file of ``x`` shares fits
-    from a deviation of ``x - 1`` (below 1: a file of 2 shares or more cannot be held by any setting)."""
+    difference. A distribution whose sub-epochs may grow (``CutSpec.sub_epoch_bound``) holds a file of ``x`` shares
+    from a deviation of ``x - 1`` (below 1: a file of 2 shares or more cannot be held by any setting): the warning
+    names what lets it, or that nothing offered does."""
     settings = plan.settings
     if not settings.distrib_shard_files or plan.num_files == 0:
         return None
@@ -323,18 +326,16 @@ def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
     )
     if needed >= 1:
         return head + ". Split these files (no sub-epoch can grow to hold them), or lower partition_epoch."
-    if settings.distribution == "flexible_auto":
+    bound = cut_spec(settings.distribution).sub_epoch_bound
+    if bound == "chosen":
         if needed <= AUTO_DEVIATIONS[-1]:
             return None
         return (
-            head + f". Their sub-epochs would need to grow by {needed:g}, flexible_auto lets them grow by "
+            head + f". Their sub-epochs would need to grow by {needed:g}, {settings.distribution} lets them grow by "
             f"{AUTO_DEVIATIONS[-1]:g} at most: split these files, or lower partition_epoch."
         )
-    if settings.distribution != "flexible":
-        return (
-            head + f". distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation={needed:g} or "
-            "more) lets their sub-epochs grow to hold them (docs/flexible_split.md), or lower partition_epoch."
-        )
+    if bound is None:
+        return head + _growing_distribution_hint(needed)
     if settings.max_sub_epoch_deviation < needed:
         return (
             head + f". Raise max_sub_epoch_deviation to {needed:g} or more (now "
@@ -342,6 +343,22 @@ def _large_file_warning(plan: ShardPlan, *, unit: str) -> Optional[str]:
             "partition_epoch."
         )
     return None
+
+
+def _growing_distribution_hint(needed: float) -> str:
+    """The end of the large-file warning of a plan whose sub-epochs keep about the mean size: the offered
+    distribution whose sub-epochs grow (``CutSpec.sub_epoch_bound``), where it can grow them by ``needed``."""
+    growing = [cut_spec(n) for n in offered_distributions() if cut_spec(n).sub_epoch_bound == "chosen"]
+    if not growing or needed > AUTO_DEVIATIONS[-1]:
+        return (
+            f". Their sub-epochs would need to grow by {needed:g}, more than any distribution offered lets them: "
+            "split these files, or lower partition_epoch."
+        )
+    needs = " (from a costs archive with per-sequence lengths, and the batching)" if growing[0].cuts_with_inputs else ""
+    return (
+        f". distribution={growing[0].name!r}{needs} lets their sub-epochs grow by up to {AUTO_DEVIATIONS[-1]:g} to "
+        "hold them (docs/flexible_split.md), or lower partition_epoch."
+    )
 
 
 def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any]) -> List[str]:
@@ -633,11 +650,12 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
         f"{pct(summary['dropped_fraction_max'])}, in total about {format_cost(summary['dropped_bytes'], unit)} "
         f"of {format_cost(summary['scheduled_bytes'], unit)}",
     ]
-    sizes = _sub_epoch_sizes(summary) if s["distribution"] in ("flexible", "flexible_auto") else None
+    bound = cut_spec(s["distribution"]).sub_epoch_bound
+    sizes = _sub_epoch_sizes(summary) if bound is not None else None
     if sizes is not None:
         bound = (
             f"max_sub_epoch_deviation={s.get('max_sub_epoch_deviation', DEFAULT_MAX_SUB_EPOCH_DEVIATION):g}"
-            if s["distribution"] == "flexible"
+            if bound == "given"
             else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}"
         )
         lines.append(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ...core.pure import PlanRequest, PlanSettings, check_optional_int
+from ...core.pure import PlanRequest, PlanSettings, check_optional_int, cut_spec
 from .engine import EngineBatching
 from .plan_options import engine_plan_options, warn_inexact
 
@@ -127,6 +127,7 @@ class _PerRank:
         if problem:
             raise ValueError(f"{self.name}: {problem}; fix the config before planning")
         distribution = distribution or info.distribution
+        takes_bound = cut_spec(distribution).sub_epoch_bound == "given"
         preload = info.dataset.get("preload_next_n_sub_epochs")
         options: Dict[str, Any] = dict(
             sharding=info._mode(),
@@ -137,8 +138,8 @@ class _PerRank:
             random_seed_offset=info.seed.base,
             fixed_random_seed=info.fixed_random_seed,
             distribution=distribution,
-            # the bound of "flexible" only: planned with another distribution, the dataset's bound is not used
-            max_sub_epoch_deviation=info.max_sub_epoch_deviation if distribution == "flexible" else None,
+            # the bound of a distribution that takes it only: planned with another one, the dataset's is not used
+            max_sub_epoch_deviation=info.max_sub_epoch_deviation if takes_bound else None,
             preload_next_n_sub_epochs=preload if isinstance(preload, int) else None,
         )
         engine, notes = engine_plan_options(

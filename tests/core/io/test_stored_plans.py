@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from i6_shard.core import PlanSettings, read_plan_file, read_plan_head, read_plan_layout
-from i6_shard.core.pure.cut import CUTS, CUT_VERSIONS
+from i6_shard.core.pure.cut import CUTS
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
 
@@ -57,7 +57,7 @@ def test_every_distribution_and_both_formats_are_pinned():
     format1 = ("returnn", "balanced", "flexible", "returnn_unsharded")  # the distributions of that format's time
     assert _CURRENT == sorted([f"format1_{d}" for d in format1] + [_made.stored_name(d) for d in CUTS])
     older = [_parsed(n) for n in _STORED if n not in _CURRENT]
-    assert all(fmt == "format2" and version < CUT_VERSIONS[d] for fmt, d, _, version in older), older
+    assert all(fmt == "format2" and version < CUTS[d].version for fmt, d, _, version in older), older
 
 
 @pytest.mark.parametrize("name", _STORED)
@@ -86,7 +86,7 @@ def test_stored_returnn_plans_are_what_returnns_own_dataset_reads(name):
 
 @pytest.mark.parametrize("name", _CURRENT)
 def test_this_i6_shard_still_cuts_the_stored_bins(name):
-    """Fails when a distribution's output changes: then raise its CUT_VERSIONS entry, add pinned plans of the
+    """Fails when a distribution's output changes: then raise its ``CutSpec.version``, add pinned plans of the
     new version (``make_plans.stored_name``), and keep these (plans written before must still train their stored
     bins: the tests above load them)."""
     path = os.path.join(_DIR, name + ".npz")
@@ -98,7 +98,7 @@ def test_this_i6_shard_still_cuts_the_stored_bins(name):
     ]
     assert now == _stored_bins(path), (
         f"{settings.distribution!r} now cuts other bins than the stored plan {name}: raise "
-        f"CUT_VERSIONS[{settings.distribution!r}] (now {CUT_VERSIONS[settings.distribution]})"
+        f"the version of its row in CUTS (now {CUTS[settings.distribution].version})"
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from i6_shard import core
 from i6_shard.core.pure.cache import NodeCache, compute_cache_footprint
 from i6_shard.core.pure.compare import compare_plans
-from i6_shard.core import planning
+from i6_shard.core.pure import cut as cut_module
 from i6_shard.core.reporting.plan_change import (
     CHANGE_OUTPUTS,
     change_files,
@@ -54,14 +54,14 @@ def write(plan, directory, **cache):
     ],
 )
 def test_golden_cache_report(tmp_path, monkeypatch, name, cache):
-    monkeypatch.setattr(planning, "DISTRIBUTIONS", ("returnn",))
+    monkeypatch.setattr(cut_module, "CUTS", {"returnn": cut_module.CUTS["returnn"]})
     _, report, text = write(golden_plan(), str(tmp_path), **cache)
     check_golden(f"report_{name}.txt", report)
     check_golden(f"summary_{name}.json", text)
 
 
 def test_without_the_option_nothing_changes_and_with_it_only_the_cache_is_added(tmp_path, monkeypatch):
-    monkeypatch.setattr(planning, "DISTRIBUTIONS", ("returnn",))
+    monkeypatch.setattr(cut_module, "CUTS", {"returnn": cut_module.CUTS["returnn"]})
     plan = golden_plan()
     plain, plain_report, _ = write(plan, str(tmp_path / "plain"))
     assert "cache" not in plain and "cache_peak_bytes_per_node" not in plain and "file cache" not in plain_report

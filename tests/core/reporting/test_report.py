@@ -13,6 +13,7 @@ from tests.deps import MATPLOTLIB_REASON, needs_matplotlib
 from i6_shard import core
 from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
 from i6_shard.core import planning
+from i6_shard.core.pure import cut as cut_module
 from i6_shard.core.reporting import plot_plan
 
 from ...golden import check_golden
@@ -48,7 +49,7 @@ def write_outputs(plan, directory, *, num_epochs=10, plot=False):
 )
 def test_golden_report_and_summary(tmp_path, monkeypatch, name, kwargs):
     # Only RETURNN's distribution, so that other distributions' numbers cannot move these files.
-    monkeypatch.setattr(planning, "DISTRIBUTIONS", ("returnn",))
+    monkeypatch.setattr(cut_module, "CUTS", {"returnn": cut_module.CUTS["returnn"]})
     summary, paths = write_outputs(golden_plan(**kwargs), str(tmp_path))
     with open(paths["report_path"], encoding="utf-8") as f:
         check_golden(f"report_{name}.txt", f.read())
@@ -84,14 +85,22 @@ def test_outputs_are_byte_identical_and_headline_numbers_follow_the_table(tmp_pa
     )
 
 
-def test_every_other_distribution_is_compared(tmp_path):
-    plan = golden_plan()
+@pytest.mark.parametrize("distribution", ["returnn", "flexible_auto"])
+def test_every_other_offered_distribution_is_compared(tmp_path, distribution):
+    """The rows are the distributions offered (CutSpec.offered) and the plan's own, which may be one no longer
+    offered (a stage of equal_steps): flexible and flexible_auto are not computed for another plan."""
+    plan = golden_plan(distribution=distribution)
     summary, paths = write_outputs(plan, str(tmp_path))
-    assert set(summary["distributions"]) == set(core.DISTRIBUTIONS)
+    assert set(summary["distributions"]) == {"returnn", "balanced", "equal_steps", distribution}
     report = open(paths["report_path"], encoding="utf-8").read()
     assert summary["distributions"]["equal_steps"].startswith("not computed")  # it needs lengths and batching
-    for name in core.DISTRIBUTIONS:
-        if name in (plan.settings.distribution, "equal_steps"):
+    assert re.search(rf"^  {distribution} +\* ", report, flags=re.M)
+    assert (
+        distribution == "flexible_auto"
+        or "flexible" not in report.split("Distributions on the same", 1)[1].split("Warnings", 1)[0]
+    )
+    for name in ("returnn", "balanced"):
+        if name == distribution:
             continue
         other = core.ShardPlan(
             plan.keys, plan.costs, core.PlanSettings(num_shards=3, partition_epoch=4, distribution=name)
@@ -102,11 +111,15 @@ def test_every_other_distribution_is_compared(tmp_path):
 
 
 def test_a_distribution_that_cannot_plan_is_reported_not_fatal(tmp_path, monkeypatch):
-    monkeypatch.setattr(planning, "DISTRIBUTIONS", ("returnn", "no-such-distribution"))
+    def refuses(costs, *, num_shards, partition_epoch):
+        raise ValueError("too few files for this cut")
+
+    spec = cut_module.CutSpec("refusing", refuses, version=1, offered=True)
+    monkeypatch.setattr(cut_module, "CUTS", {"returnn": cut_module.CUTS["returnn"], spec.name: spec})
     summary, paths = write_outputs(golden_plan(), str(tmp_path))
-    assert "unknown" in summary["distributions"]["no-such-distribution"]
+    assert summary["distributions"]["refusing"] == "too few files for this cut"
     assert (
-        "no-such-distribution   not applicable: distribution='no-such-distribution' is unknown"
+        "refusing               not applicable: too few files for this cut"
         in open(paths["report_path"], encoding="utf-8").read()
     )
 
@@ -200,8 +213,9 @@ def test_columns_with_units_stay_under_their_headers():
             assert len(cells) == len(labels) and _ends(row, cells) == _ends(header, labels), (title, header, row)
 
 
-def test_skipped_flexible_rows_name_themselves():
-    """A distribution that is not computed says so, and names itself as the one to plan to see it."""
+def test_a_skipped_row_names_itself():
+    """A distribution that is not computed (equal_steps: CutSpec.not_compared) says so, and names itself as the one
+    to plan to see it."""
     plan = core.ShardPlan(
         [f"f{i}" for i in range(400)],
         [1000] * 400,
@@ -209,11 +223,10 @@ def test_skipped_flexible_rows_name_themselves():
     )
     summary, _ = core.plan_summary(plan, num_epochs=4)
     text = core.render_report(summary)
-    for name in ("flexible", "flexible_auto"):
-        (row,) = [line for line in text.splitlines() if line.startswith(f"  {name} ")]
-        assert "not computed: the balanced split drops only" in row, row
-        assert row.endswith(f"plan with distribution={name!r} to see it"), row
-        assert "not applicable" not in row
+    (row,) = [line for line in text.splitlines() if line.startswith("  equal_steps ")]
+    assert "not computed: it simulates the training for every move it tries" in row, row
+    assert row.endswith("to see it") and "plan with distribution='equal_steps'" in row, row
+    assert "not applicable" not in row
 
 
 @pytest.mark.parametrize("sharded", [True, False])
@@ -338,7 +351,10 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     assert warning.startswith("1 file entry holds more than a rank's share of a sub-epoch (9 B; the largest 1.30x)"), (
         warning
     )
-    assert "distribution='flexible_auto' (or 'flexible' with max_sub_epoch_deviation=0.35 or more)" in warning
+    assert warning.endswith(
+        "distribution='equal_steps' (from a costs archive with per-sequence lengths, and the batching) lets their "
+        "sub-epochs grow by up to 0.9 to hold them (docs/flexible_split.md), or lower partition_epoch."
+    ), warning
     (warning,) = _large_file_warnings(sizes, distribution="flexible")  # 0.25 by default
     assert "Raise max_sub_epoch_deviation to 0.35 or more (now 0.25)" in warning
     assert _large_file_warnings(sizes, distribution="flexible", max_sub_epoch_deviation=0.35) == []
@@ -348,6 +364,11 @@ def test_files_above_a_ranks_share_are_named_with_the_deviation_that_holds_them(
     assert warning.endswith(
         "would need to grow by 0.95, flexible_auto lets them grow by 0.9 at most: split "
         "these files, or lower partition_epoch."
+    ), warning
+    (warning,) = _large_file_warnings([19] + [1] * 21)  # the same file under RETURNN's cut: nothing offered holds it
+    assert warning.endswith(
+        "would need to grow by 0.95, more than any distribution offered lets them: split these files, or lower "
+        "partition_epoch."
     ), warning
     (warning,) = _large_file_warnings([20, 19] + [1] * 20)  # share 59 / 4 = 14.75: 1.36x and 1.29x, 2.0x below
     assert warning.startswith("2 file entries hold more than")

@@ -7,7 +7,7 @@ format 1 was written by the i6_shard before plan format 2 (git 90d3495), format 
 format2_flexible_auto.npz by the one that added that distribution (the others were not written again), and
 format2_equal_steps.npz by the one that added "equal_steps", which cuts with the files' sequence lengths
 (:data:`LENGTHS`) under an engine (:data:`EQUAL_STEPS_ENGINE`): :func:`plan_of` gives them. A distribution whose
-version (``CUT_VERSIONS``) was raised gets a plan of the new version next to the old ones (:func:`stored_name`:
+version (``CUTS[name].version``) was raised gets a plan of the new version next to the old ones (:func:`stored_name`:
 format2_equal_steps_v2.npz, written with ``python tests/data/plans/make_plans.py 2 equal_steps`` by the i6_shard
 that searches lossy full epochs again).
 """
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from i6_shard.core import PlanSettings, ShardPlan, save_plan
-from i6_shard.core.pure.cut import CUT_VERSIONS, CUTS
+from i6_shard.core.pure.cut import CUTS
 from i6_shard.core.pure.equal_steps_cut import EqualStepsInputs
 from i6_shard.core.pure.engine_sim import EngineSettings
 
@@ -38,13 +38,15 @@ EQUAL_STEPS_ENGINE = EngineSettings(batch_size=60, max_seqs=4)
 def plan_of(settings: PlanSettings) -> ShardPlan:
     """The stored plans' ShardPlan under ``settings`` (for "equal_steps" with :data:`LENGTHS` and the engine)."""
     inputs = EqualStepsInputs([np.array(x) for x in LENGTHS], EQUAL_STEPS_ENGINE)
-    return ShardPlan(KEYS, SIZES, settings, equal_steps=inputs if settings.distribution == "equal_steps" else None)
+    return ShardPlan(
+        KEYS, SIZES, settings, equal_steps=inputs if CUTS[settings.distribution].cuts_with_inputs else None
+    )
 
 
 def stored_name(distribution: str, fmt: str = "2") -> str:
     """The pinned plan of the distribution's current version: ``format<fmt>_<distribution>`` at version 1, with
     ``_v<version>`` after (the plans of older versions stay, under their names)."""
-    version = CUT_VERSIONS[distribution]
+    version = CUTS[distribution].version
     return f"format{fmt}_{distribution}" + ("" if version == 1 else f"_v{version}")
 
 
