@@ -97,7 +97,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     plot = _check_distribution_plot(args)
     trees = read_training_file_list(args.file_list)
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
-    batching = batching_of(args.batch_size, args.max_seqs)
+    batching = batching_of(**_table_options(args))  # --unit steps: the batching the steps are counted under
     check_batching_for_unit(args.unit, batching)
     costs = collect_file_costs(
         trees,
@@ -185,7 +185,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             raise ValueError(f"--plot {args.plot!r}: the plot is a PNG image; give a path ending in .png")
         core.check_output_path(args.plot)
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
-    plan_file = core.read_plan_file(path, verify=args.verify, lengths=args.lengths)
+    plan_file = core.read_plan_file(path, verify=args.verify, **_table_options(args))  # the costs it was cut by
     outputs = stored_plan_outputs(plan_file)  # the planning floor, from the stored bins
     print(core.render_report(summary_of(outputs)), end="")
     if args.verify:
@@ -507,7 +507,7 @@ def _add_make_data(sub) -> None:
     p = _parser(
         sub,
         "make-data",
-        help="write a small corpus of real RETURNN HDF files with skewed sizes and their list, to try sharding on",
+        help="write a small corpus of real RETURNN HDF files with skewed sizes and their list, to try the planning on",
     )
     p.add_argument(
         "-o",
@@ -562,10 +562,7 @@ def _add_costs(sub) -> None:
         help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
         "sequences under --batch-size / --max-seqs (stored in milli-steps); bytes come from `sizes`",
     )
-    p.add_argument(
-        "--batch-size", type=int, default=None, help="--unit steps: RETURNN's batch_size in frames (padding included)"
-    )
-    p.add_argument("--max-seqs", type=int, default=None, help="--unit steps: RETURNN's max_seqs")
+    _add_table_options(p, "costs")
     p.add_argument(
         "--leaf",
         default=None,
@@ -668,13 +665,7 @@ def _add_report(sub) -> None:
     p = _parser(sub, "report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
     p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
-    p.add_argument(
-        "--lengths",
-        default=None,
-        metavar="COSTS_NPZ",
-        help="with --verify of a distribution equal_steps plan: the costs archive it was planned from (its bins are "
-        "cut with the files' sequence lengths, which the plan file does not hold)",
-    )
+    _add_table_options(p, "report")
     p.add_argument("--plot", default=None, help="also write the plot to this path (PNG; the name must end in .png)")
     p.set_defaults(func=_cmd_report)
 

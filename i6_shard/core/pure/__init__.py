@@ -31,7 +31,7 @@ from .distribute import (
 from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
 from .plan import ShardPlan
-from .options import PLAN_OPTIONS
+from .options import PLAN_OPTIONS, PlanOption
 from .request import PLAN_OPTION_DEFAULTS, PlanRequest, report_engine_options
 from .plan_sim import engine_differences, has_node_level
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
@@ -85,6 +85,7 @@ __all__ = [
     "ShardPlan",
     "PlanRequest",
     "PLAN_OPTIONS",
+    "PlanOption",
     "PLAN_OPTION_DEFAULTS",
     "report_engine_options",
     "PlanStats",

@@ -194,6 +194,7 @@ _ROWS = (
         "ranks that shard the files (distributed world size)",
         required=True,
         read=_settings("num_shards"),
+        metavar="N",
         parse=int,
         hashed_at_default=True,
         commands=_PLAN_DEMO,
@@ -205,6 +206,7 @@ _ROWS = (
         "sub-epochs per full epoch",
         required=True,
         read=_settings("partition_epoch"),
+        metavar="N",
         parse=int,
         hashed_at_default=True,
         commands=_PLAN_DEMO,
@@ -218,6 +220,7 @@ _ROWS = (
         "recipe that added them itself keeps its job ids by dropping them)",
         required=True,
         read=_settings("training_num_epochs"),
+        metavar="N",
         parse=int,
         hash_read=_settings("num_epochs"),
         hashed_at_default=True,
@@ -308,7 +311,7 @@ _ROWS = (
         choices=DISTRIBUTIONS,
         offered=("returnn", "balanced", "equal_steps"),
         commands=_PLAN_DEMO,
-        doc="how the bins are cut: `returnn` (default) is what `DistributeFilesDataset` does, for comparison and "
+        doc="how the bins are cut: `returnn` is what `DistributeFilesDataset` does, for comparison and "
         "parity; `balanced` ([balanced_split.md](balanced_split.md)) where the training's batching is not known; "
         "`equal_steps` where it is: files moved between the ranks of each sub-epoch until the simulated "
         "training's ranks make equal steps (sharded only; needs a costs archive with per-sequence lengths, as "
@@ -338,6 +341,7 @@ _ROWS = (
         batching=True,
         metavar="N",
         parse=int,
+        commands={"plan": None, "costs": "--unit steps: RETURNN's batch_size in frames (padding included)"},
         doc="RETURNN's `batch_size`: predict the loss under its batching (`dropped_fraction_predicted`; needs a "
         "costs archive as `--sizes` or `--lengths`)",
     ),
@@ -350,6 +354,7 @@ _ROWS = (
         batching=True,
         metavar="N",
         parse=int,
+        commands={"plan": None, "costs": "--unit steps: RETURNN's max_seqs"},
     ),
     PlanOption(
         "lengths",
@@ -360,6 +365,12 @@ _ROWS = (
         read=lambda request: request.lengths,
         path="ComputeFileCostsJob(...).out_file_costs or the .npz of `python -m i6_shard costs`",
         metavar="COSTS_NPZ",
+        commands={
+            "plan": None,
+            "report": "with --verify of a distribution equal_steps plan: the costs archive it was planned from (its "
+            "bins are cut with the files' sequence lengths, which the plan file does not hold, under the engine "
+            "settings it records; other files are refused, naming the first differing key)",
+        },
         doc="a costs archive (from `costs` or `ComputeFileCostsJob`) of the same files in the same order: the "
         "prediction takes its sequence lengths while the bins are still cut by `--sizes` (e.g. a sizes archive in "
         "bytes, as RETURNN cuts a plain `DistributeFilesDataset`); other files or another order are refused, "
@@ -377,7 +388,7 @@ _ROWS = (
         choices=REDUCE_TYPES,
         commands=_SYNC_COMMANDS,
         doc="the training's `torch_distributed` `reduce_type`, which the predicted loss and steps assume: `grad` "
-        "(default) stops every rank in the step the first runs out, `param` lets the others run on to their next "
+        "stops every rank in the step the first runs out, `param` lets the others run on to their next "
         "sync; `summary.json`'s `sync` and the report name it ([units.md](units.md))",
     ),
     PlanOption(
