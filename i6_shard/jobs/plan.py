@@ -124,9 +124,13 @@ def derive(args: Mapping[str, Any], options: Mapping[str, core.pure.PlanOption] 
     return _Derived(request, plot, given_rqmt, values, {**hashed, "plot": plot})
 
 
+#: ShardPlanJob.__init__'s signature, built once from the table.
+_SIGNATURE = job_signature(core.PLAN_OPTIONS)
+
+
 def _arguments(file_sizes: Any, options: Mapping[str, Any]) -> Dict[str, Any]:
     """The job's arguments as Sisyphus parses them for ``hash``: bound to the signature, with the defaults."""
-    bound = job_signature(core.PLAN_OPTIONS).bind(None, file_sizes, **options)
+    bound = _SIGNATURE.bind(None, file_sizes, **options)
     bound.apply_defaults()
     return {name: value for name, value in bound.arguments.items() if name != "self"}
 
@@ -188,6 +192,11 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
 
     ``file_sizes`` may be a costs archive (ComputeFileCostsJob.out_file_costs): the bins are then
     balanced by its unit (frames or sequences), and the plan records it.
+
+    The plan options are the rows of ``core.PLAN_OPTIONS``, which make the signature, the docstring of ``__init__``,
+    the attributes and the hash: each option hashes its plain value (the training's sub-epochs with the preloaded
+    ones added, as an earlier job given their sum), and one added after the first jobs hashes as absent at its
+    default, so that their ids stay.
     """
 
     __sis_hash_exclude__ = hash_exclude(core.PLAN_OPTIONS)
@@ -213,7 +222,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         if self.plan_request.node_cache is not None:
             self.out_cache_peak_bytes_per_node = self.output_var("cache_peak_bytes_per_node")
 
-    __init__.__signature__ = job_signature(core.PLAN_OPTIONS)
+    __init__.__signature__ = _SIGNATURE
     __init__.__doc__ = job_docstring(core.PLAN_OPTIONS)
 
     @classmethod

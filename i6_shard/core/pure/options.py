@@ -216,12 +216,13 @@ _ROWS = (
         "num_epochs",
         "int",
         "the training's num_epochs, counted in sub-epochs; the plan also holds the preload_next_n_sub_epochs "
-        "sub-epochs RETURNN loads after the last (and hashes as an earlier ShardPlanJob given their sum, so that a "
-        "recipe that added them itself keeps its job ids by dropping them)",
+        "sub-epochs RETURNN loads after the last",
         required=True,
         read=_settings("training_num_epochs"),
         metavar="N",
         parse=int,
+        # hashed with the preloaded sub-epochs: as an earlier ShardPlanJob given their sum, so that a recipe that
+        # added them itself keeps its job ids by dropping them
         hash_read=_settings("num_epochs"),
         hashed_at_default=True,
         commands=_PLAN_DEMO,
