@@ -424,6 +424,16 @@ def test_sync_and_constant_bytes_hash_only_when_not_the_default(work_dir):
         ShardPlanJob(sizes, **kw, reduce_type="param")
 
 
+def test_a_batch_size_by_data_key_is_its_own_job(work_dir):
+    """A dict of limits by data key is another training's batching than its smallest limit alone: another job."""
+    sizes = tk.Path("/data/sizes/file_sizes.npz")
+    kw = dict(num_shards=2, partition_epoch=2, num_epochs=4)
+    by_key = ShardPlanJob(sizes, **kw, batch_size={"data": 2000, "classes": 50})
+    assert by_key is not ShardPlanJob(sizes, **kw, batch_size=50) and by_key.batch_size == {"data": 2000, "classes": 50}
+    assert by_key is ShardPlanJob(sizes, **kw, batch_size={"classes": 50, "data": 2000})
+    assert ShardPlanJob(sizes, **kw, batch_size=50).batch_size == 50
+
+
 def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):
     sizes = tk.Path("/data/sizes/file_sizes.npz")
     with pytest.raises(

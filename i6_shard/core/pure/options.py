@@ -337,7 +337,8 @@ _ROWS = (
         "batch_size",
         "Optional[int]",
         "RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)",
-        read=_batching("batch_size"),
+        # a dict by data key as given (its smallest limit, which the statistical model takes, is another job's)
+        read=lambda request: request.batch_size_by_key or _batching("batch_size")(request),
         engine=True,
         batching=True,
         metavar="N",
