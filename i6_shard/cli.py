@@ -47,7 +47,7 @@ from .core.reporting import (
 )
 
 
-def _check_distribution_plot(args: argparse.Namespace) -> bool:
+def _check_histogram_plot(args: argparse.Namespace) -> bool:
     """``sizes``/``costs --plot``: its options checked before any file is read; whether to draw."""
     if (args.num_shards is None) != (args.partition_epoch is None):
         raise ValueError("--num-shards and --partition-epoch mark a rank's share on the --plot together: give both")
@@ -65,7 +65,7 @@ def _check_distribution_plot(args: argparse.Namespace) -> bool:
     return True
 
 
-def _draw_distribution(args: argparse.Namespace, costs, *, unit: str) -> None:
+def _draw_histogram(args: argparse.Namespace, costs, *, unit: str) -> None:
     plot_cost_distribution(
         costs,
         args.plot,
@@ -79,14 +79,14 @@ def _draw_distribution(args: argparse.Namespace, costs, *, unit: str) -> None:
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
     core.check_output_path(args.output, suffix=".npz", kind="file sizes archive")  # before any stat call
-    plot = _check_distribution_plot(args)
+    plot = _check_histogram_plot(args)
     trees = read_training_file_list(args.file_list)
     sizes = core.collect_file_sizes(trees, num_threads=args.threads, progress_interval=PROGRESS_INTERVAL)
     with reporting_full_device(args.output, needed=lambda: archive_bytes_bound(sizes.keys, int64_per_entry=2)):
         core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
     if plot:
-        _draw_distribution(args, sizes.sizes, unit="bytes")
+        _draw_histogram(args, sizes.sizes, unit="bytes")
     return 0
 
 
@@ -94,7 +94,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     from .core.io import collect_file_costs, save_file_costs
 
     core.check_output_path(args.output, suffix=".npz", kind="file costs archive")  # before any file is read
-    plot = _check_distribution_plot(args)
+    plot = _check_histogram_plot(args)
     trees = read_training_file_list(args.file_list)
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
     batching = batching_of(**_table_options(args))  # --unit steps: the batching the steps are counted under
@@ -118,7 +118,7 @@ def _cmd_costs(args: argparse.Namespace) -> int:
         f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}"
     )
     if plot:
-        _draw_distribution(args, costs.costs, unit=args.unit)
+        _draw_histogram(args, costs.costs, unit=args.unit)
     return 0
 
 
@@ -359,7 +359,7 @@ EXAMPLES = {
             "-o plan/",
         ),
         (
-            "RETURNN's own cut by bytes (a plain DistributeFilesDataset), its loss predicted from the frames' lengths",
+            "RETURNN's own cut by bytes (a plain DistributeFilesDataset), its loss predicted from the frame counts",
             "plan --sizes sizes.npz --lengths costs.npz --batch-size 20000 --num-shards 8 --partition-epoch 20 "
             "--num-epochs 200 -o plan/",
         ),
@@ -529,7 +529,7 @@ def _add_sizes(sub) -> None:
     p.add_argument(
         "--plot",
         default=None,
-        help="also draw the distribution of the file sizes to this PNG, marking files above a rank's share of a "
+        help="also draw a histogram of the file sizes to this PNG, marking files above a rank's share of a "
         "sub-epoch (with --num-shards and --partition-epoch)",
     )
     _add_share_options(p)
@@ -570,7 +570,7 @@ def _add_costs(sub) -> None:
         "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
         ".hdf leaf)",
     )
-    p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
+    p.add_argument("--stream", default="data", help="the HDF stream whose frames count (default: data)")
     p.add_argument(
         "--length-column",
         default=None,
@@ -588,7 +588,7 @@ def _add_costs(sub) -> None:
     p.add_argument(
         "--plot",
         default=None,
-        help="also draw the distribution of the files' costs (frames, sequences or steps) to this PNG, marking "
+        help="also draw a histogram of the files' costs (frames, sequences or steps) to this PNG, marking "
         "files above a rank's share of a sub-epoch (with --num-shards and --partition-epoch)",
     )
     _add_share_options(p)
@@ -705,7 +705,9 @@ def _add_train_report(sub) -> None:
         default=None,
         help="JSON {file key: [num_seqs, num_frames]}; else the HDF files the log names are read",
     )
-    p.add_argument("--no-read-hdf", action="store_true", help="do not read the HDF files for their lengths")
+    p.add_argument(
+        "--no-read-hdf", action="store_true", help="do not read the HDF files for their sequences and frames"
+    )
     p.add_argument(
         "--partition-epoch",
         type=int,
@@ -747,7 +749,7 @@ def _add_train_report_reading(p) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_prog(),
-        description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
+        description="Plan and check how RETURNN's DistributeFilesDataset shards the files "
         "(distrib_shard_files=True) before any training runs.",
         epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command "
         "and ends with an example.",

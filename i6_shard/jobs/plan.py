@@ -238,12 +238,12 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         """The plan of the training that ``training_config`` describes, its settings stated once, in that config
         (:func:`~i6_shard.returnn_config.plan.training_plan_options`): its batching, length filter, gradient
         accumulation and sync as RETURNN's torch engine reads them (the options of ``core.PLAN_OPTIONS`` marked
-        ``engine``), its sub-epochs, and the settings of its DistributeFilesDataset at ``key`` (sharding, seeds,
-        sub-epochs per full epoch, sequence order, distribution, preloaded sub-epochs);
+        ``engine``), its sub-epochs, and the settings of its DistributeFilesDataset at ``key`` (how the ranks split the
+        files, seeds, sub-epochs per full epoch, sequence order, cut, preloaded sub-epochs);
         without one there (the dataset is built from this job, ``sharded_files_dataset(files, plan=job, ...)``),
-        the sub-epochs per full epoch and the distribution are given here. Warns (``InexactPlanWarning``) naming
+        the sub-epochs per full epoch and the cut are given here. Warns (``InexactPlanWarning``) naming
         each setting the plan cannot take exactly; a ``file_sizes`` in bytes (a ``ComputeFileSizesJob``'s) has no
-        sequence lengths, so the batching is then left out, with a warning, unless a costs archive is given for
+        per-sequence frames, so the batching is then left out, with a warning, unless a costs archive is given for
         them (a ``path`` option).
 
         :param training_config: the training's i6_core ``ReturnnConfig`` (or ``ReturnnConfigV2``), or its config dict
