@@ -574,8 +574,8 @@ def _add_costs(sub) -> None:
     p.add_argument(
         "--length-column",
         default=None,
-        help="arrow shards (.arrow): the column of each row's length, an int column or a list column whose "
-        "lengths count (needed for frames and steps; without it a shard counts its rows)",
+        help="arrow shards (.arrow): the column of each row's length, an int column or a list column (each list "
+        "counts its items; needed for frames and steps; without it a shard counts its rows)",
     )
     p.add_argument(
         "--frame-rate",
