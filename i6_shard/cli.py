@@ -418,7 +418,7 @@ def _add_flag(p: argparse.ArgumentParser, o, flag, command: str) -> None:
     if o.choices is not None and o.offered is None:
         kwargs["choices"] = o.choices
     elif o.choices is not None:
-        kwargs.update(type=_one_of(flag.flag, o.choices, offered=o.offered), metavar="{" + ",".join(o.offered) + "}")
+        kwargs.update(type=_one_of(o.choices, offered=o.offered), metavar="{" + ",".join(o.offered) + "}")
     elif o.parse is not None:
         kwargs["type"] = o.parse if isinstance(o.parse, type) else _parsed(flag.flag, o.parse)
     shown = "" if default is None else f" (default: {default})"
@@ -438,12 +438,12 @@ def _parsed(flag: str, parse):
     return value
 
 
-def _one_of(flag: str, choices: tuple, *, offered: tuple):
+def _one_of(choices: tuple, *, offered: tuple):
     """An argparse type accepting ``choices``, whose help and errors name only the ``offered`` ones."""
 
     def value(text: str):
         if text not in choices:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: choose from {', '.join(offered)}")
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(offered)})")
         return text
 
     return value

@@ -23,7 +23,8 @@ __all__ = ["PlanOption", "CliFlag", "PLAN_OPTIONS", "check_by_key"]
 class CliFlag:
     """One command-line flag of a plan option (argparse's ``add_argument``).
 
-    :ivar flag: e.g. ``"--seq-ordering"``; its dest is the option's name unless the flag has a ``help`` of its own
+    :ivar flag: e.g. ``"--seq-ordering"``; a flag that takes a value stores it under the option's name, one with an
+        ``action`` under its own (:attr:`dest`), which the option's ``cli_value`` reads
     :ivar help: the flag's own help (a flag such as ``--no-cached-file`` that states one value); None: the option's
     :ivar action: argparse's action (``"store_true"``), or None: the flag takes a value
     """
