@@ -336,7 +336,7 @@ _ROWS = (
     ),
     PlanOption(
         "batch_size",
-        "Optional[int]",
+        "Optional[Union[int, Dict[str, int]]]",
         "RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)",
         # a dict by data key as given (its smallest limit, which the statistical model takes, is another job's)
         read=lambda request: request.batch_size_by_key or _batching("batch_size")(request),
