@@ -16,7 +16,7 @@ from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, DISTRIBUTIONS, SEQ_ORDERINGS, sharding_mode
 from .text import short_repr
 
-__all__ = ["PlanOption", "CliFlag", "PLAN_OPTIONS", "check_by_key"]
+__all__ = ["PLAN_OPTIONS", "PlanOption"]
 
 
 @dataclass(frozen=True)
