@@ -4,12 +4,11 @@ Parses arguments, calls the core, prints; no logic of its own."""
 from __future__ import annotations
 
 import argparse
-import ast
 import functools
 import json
 import os
 import sys
-from typing import Any, List, Optional
+from typing import List, Optional
 
 from . import __version__, core
 from .core.io import (
@@ -28,15 +27,11 @@ from .core.io import (
     write_hdf_corpus,
 )
 from .core.pure import (
-    DEFAULT_REDUCE_TYPE,
-    PLAN_OPTION_DEFAULTS,
-    PLAN_OPTION_HELP,
-    REDUCE_TYPES,
+    PLAN_OPTIONS,
     SEED_LIMIT,
     batching_of,
     check_batching_for_unit,
-    parse_bytes,
-    sharding_mode,
+    report_engine_options,
 )
 from .core import check_request_fits, plan_sizes, stored_plan_outputs
 from .core.reporting import (
@@ -52,7 +47,7 @@ from .core.reporting import (
 )
 
 
-def _check_distribution_plot(args: argparse.Namespace) -> bool:
+def _check_histogram_plot(args: argparse.Namespace) -> bool:
     """``sizes``/``costs --plot``: its options checked before any file is read; whether to draw."""
     if (args.num_shards is None) != (args.partition_epoch is None):
         raise ValueError("--num-shards and --partition-epoch mark a rank's share on the --plot together: give both")
@@ -70,7 +65,7 @@ def _check_distribution_plot(args: argparse.Namespace) -> bool:
     return True
 
 
-def _draw_distribution(args: argparse.Namespace, costs, *, unit: str) -> None:
+def _draw_histogram(args: argparse.Namespace, costs, *, unit: str) -> None:
     plot_cost_distribution(
         costs,
         args.plot,
@@ -84,14 +79,14 @@ def _draw_distribution(args: argparse.Namespace, costs, *, unit: str) -> None:
 
 def _cmd_sizes(args: argparse.Namespace) -> int:
     core.check_output_path(args.output, suffix=".npz", kind="file sizes archive")  # before any stat call
-    plot = _check_distribution_plot(args)
+    plot = _check_histogram_plot(args)
     trees = read_training_file_list(args.file_list)
     sizes = core.collect_file_sizes(trees, num_threads=args.threads, progress_interval=PROGRESS_INTERVAL)
     with reporting_full_device(args.output, needed=lambda: archive_bytes_bound(sizes.keys, int64_per_entry=2)):
         core.save_file_sizes(sizes, args.output)
     print(f"{len(sizes)} entries, {int(sizes.sizes.sum()):,} bytes -> {args.output}")
     if plot:
-        _draw_distribution(args, sizes.sizes, unit="bytes")
+        _draw_histogram(args, sizes.sizes, unit="bytes")
     return 0
 
 
@@ -99,10 +94,10 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     from .core.io import collect_file_costs, save_file_costs
 
     core.check_output_path(args.output, suffix=".npz", kind="file costs archive")  # before any file is read
-    plot = _check_distribution_plot(args)
+    plot = _check_histogram_plot(args)
     trees = read_training_file_list(args.file_list)
     leaf = int(args.leaf) if args.leaf is not None and args.leaf.isdigit() else args.leaf
-    batching = batching_of(args.batch_size, args.max_seqs)
+    batching = batching_of(**_table_options(args))  # --unit steps: the batching the steps are counted under
     check_batching_for_unit(args.unit, batching)
     costs = collect_file_costs(
         trees,
@@ -123,41 +118,19 @@ def _cmd_costs(args: argparse.Namespace) -> int:
         f"{int(costs.num_frames.sum()):,} frames of {args.stream!r}) -> {args.output}"
     )
     if plot:
-        _draw_distribution(args, costs.costs, unit=args.unit)
+        _draw_histogram(args, costs.costs, unit=args.unit)
     return 0
+
+
+def _table_options(args: argparse.Namespace) -> dict:
+    """The plan options of the command (the rows of ``PLAN_OPTIONS`` that name it), from its parsed flags."""
+    values = vars(args)
+    return {name: o.value_from_cli(values) for name, o in PLAN_OPTIONS.items() if args.command in o.commands}
 
 
 def _request(args: argparse.Namespace) -> core.PlanRequest:
     """The plan options as a validated PlanRequest (raises before any file is touched)."""
-    cache_size = getattr(args, "cache_size", None)
-    return core.PlanRequest.from_options(
-        num_shards=args.num_shards,
-        partition_epoch=args.partition_epoch,
-        num_epochs=args.num_epochs,
-        seq_ordering=args.seq_ordering,
-        random_seed_offset=args.random_seed_offset,
-        fixed_random_seed=args.fixed_random_seed,
-        distribution=args.distribution,
-        max_sub_epoch_deviation=args.max_sub_epoch_deviation,
-        sharding=sharding_mode(
-            distrib_shard_files=not args.unsharded, same_seed_on_all_ranks=args.same_seed_on_all_ranks
-        ),
-        batch_size=getattr(args, "batch_size", None),
-        max_seqs=getattr(args, "max_seqs", None),
-        ranks_per_node=getattr(args, "ranks_per_node", None),
-        preload_next_n_sub_epochs=getattr(args, "preload_next_n_sub_epochs", None),
-        cached_file=not getattr(args, "no_cached_file", False),
-        cache_size=None if cache_size is None else parse_bytes(cache_size),
-        reduce_type=getattr(args, "reduce_type", None),
-        param_sync_step=getattr(args, "param_sync_step", None),
-        accum_grad_multiple_step=getattr(args, "accum_grad_multiple_step", None),
-        sub_epoch_constant_bytes=None
-        if getattr(args, "sub_epoch_constant_bytes", None) is None
-        else parse_bytes(args.sub_epoch_constant_bytes, what="--sub-epoch-constant-bytes"),
-        lengths=getattr(args, "lengths", None),
-        torch_distributed=getattr(args, "torch_distributed", None),
-        max_seq_length=getattr(args, "max_seq_length", None),
-    )
+    return core.PlanRequest.from_options(**_table_options(args))
 
 
 #: What the demo directory holds (written as one set, like a plan directory).
@@ -212,7 +185,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             raise ValueError(f"--plot {args.plot!r}: the plot is a PNG image; give a path ending in .png")
         core.check_output_path(args.plot)
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
-    plan_file = core.read_plan_file(path, verify=args.verify, lengths=args.lengths)
+    plan_file = core.read_plan_file(path, verify=args.verify, **_table_options(args))  # the costs it was cut by
     outputs = stored_plan_outputs(plan_file)  # the planning floor, from the stored bins
     print(core.render_report(summary_of(outputs)), end="")
     if args.verify:
@@ -331,17 +304,6 @@ def _cmd_make_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seq_length_arg(text: str):
-    """--max-seq-length: an int, or a JSON dict {data key: int}."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, bool) or not isinstance(value, (int, dict)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an int or a JSON dict such as '{{\"data\": 400}}'")
-    return value
-
-
 def _cmd_train_report(args: argparse.Namespace) -> int:
     from .core import reporting
 
@@ -365,11 +327,8 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
             min_steps_ratio=args.min_steps_ratio,
             plot=plot,
             dataset_name=args.dataset_name,
-            sync=core.SyncMode(
-                args.reduce_type or DEFAULT_REDUCE_TYPE, args.param_sync_step, args.accum_grad_multiple_step or 1
-            ),
             multi_epoch=args.multi_epoch,
-            max_seq_length=args.max_seq_length,
+            **report_engine_options(_table_options(args)),  # the sync and length filter, as plan options
         )
     print(reporting.render_train_report(summary), end="")
     print()
@@ -400,7 +359,7 @@ EXAMPLES = {
             "-o plan/",
         ),
         (
-            "RETURNN's own cut by bytes (a plain DistributeFilesDataset), its loss predicted from the frames' lengths",
+            "RETURNN's own cut by bytes (a plain DistributeFilesDataset), its loss predicted from the frame counts",
             "plan --sizes sizes.npz --lengths costs.npz --batch-size 20000 --num-shards 8 --partition-epoch 20 "
             "--num-epochs 200 -o plan/",
         ),
@@ -440,26 +399,74 @@ def _parser(sub, name: str, *, help: str) -> argparse.ArgumentParser:
     )
 
 
-def _plan_option(p: argparse.ArgumentParser, name: str, *flags: str, **kwargs) -> None:
-    """A plan option: its default and its help from the one table of them (``core.pure.request``)."""
-    default = PLAN_OPTION_DEFAULTS[name]
-    shown = "" if default is None else f" (default: {default})"
-    help_text = (PLAN_OPTION_HELP[name] + kwargs.pop("extra_help", "") + shown).replace("%", "%%")
-    p.add_argument(*(flags or ("--" + name.replace("_", "-"),)), default=default, help=help_text, **kwargs)
+def _add_table_options(p: argparse.ArgumentParser, command: str) -> None:
+    """The plan options ``command`` takes, as their rows of ``PLAN_OPTIONS`` say: flags, default, help, value."""
+    for o in PLAN_OPTIONS.values():
+        if command in o.commands:
+            for flag in o.cli_flags:
+                _add_flag(p, o, flag, command)
 
 
-def _check_cache_size(args: argparse.Namespace) -> None:
-    """``--cache-size``: a byte count of at least 1 MB; a smaller one is almost surely a missing unit."""
-    if args.cache_size is None:
+def _add_flag(p: argparse.ArgumentParser, o, flag, command: str) -> None:
+    if flag.action is not None:  # a flag that states a value of the option: its own help
+        p.add_argument(flag.flag, action=flag.action, help=argparse.SUPPRESS if o.hidden else flag.help)
         return
-    num_bytes = parse_bytes(args.cache_size)
-    if num_bytes < 10**6:
-        text = args.cache_size.strip()
-        example = f"{text}M or {text}G" if text.isdigit() else "800G"
-        raise ValueError(
-            f"--cache-size {text!r} is {num_bytes:,} bytes, less than 1 MB per node; give a unit, e.g. {example} "
-            "(a bare number counts bytes)"
-        )
+    default = o.command_defaults.get(command, o.default)
+    kwargs: dict = {"required": o.required and command not in o.command_defaults, "default": default}
+    if o.metavar is not None:
+        kwargs["metavar"] = o.metavar
+    if o.choices is not None and o.offered is None:
+        kwargs["choices"] = o.choices
+    elif o.choices is not None:
+        kwargs.update(type=_one_of(o.choices, offered=o.offered), metavar="{" + ",".join(o.offered) + "}")
+    elif o.parse is not None:
+        kwargs["type"] = o.parse if isinstance(o.parse, type) else _parsed(flag.flag, o.parse)
+    shown = "" if default is None else f" (default: {default})"
+    help_text = argparse.SUPPRESS if o.hidden else ((o.commands[command] or o.help) + shown).replace("%", "%%")
+    p.add_argument(flag.flag, dest=o.name, help=help_text, **kwargs)
+
+
+def _parsed(flag: str, parse):
+    """An argparse type of a table's ``parse``, whose ``ValueError`` names the fix, shown after the flag."""
+
+    def value(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{flag} {exc}") from None
+
+    return value
+
+
+def _one_of(choices: tuple, *, offered: tuple):
+    """An argparse type accepting ``choices``, whose help and errors name only the ``offered`` ones."""
+
+    def value(text: str):
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(offered)})")
+        return text
+
+    return value
+
+
+def options_markdown(command: str) -> str:
+    """docs/cli.md's table of the plan options ``command`` takes, built from ``PLAN_OPTIONS`` as the parser is."""
+    rows = ["| option | meaning |", "|---|---|"]
+    for o in PLAN_OPTIONS.values():
+        if command not in o.commands:
+            continue
+        spelled = []
+        for flag in o.cli_flags:
+            value = "{" + ",".join(o.offered or o.choices) + "}" if o.choices else o.metavar
+            spelled.append(f"`{flag.flag}{'' if flag.action or value is None else ' ' + value}`")
+        default = o.command_defaults.get(command, o.default)
+        if o.required and command not in o.command_defaults:
+            tail = "; required"
+        else:
+            tail = "" if default is None or o.flags else f" (default `{default}`)"
+        meaning = (o.commands[command] or o.doc or o.help) + tail
+        rows.append(f"| {', '.join(spelled)} | {meaning} |")
+    return "\n".join(rows) + "\n"
 
 
 def _costs_unit(text: str) -> str:
@@ -490,49 +497,6 @@ def _check_sizes_archive(args: argparse.Namespace) -> None:
         )
 
 
-def _add_plan_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    p.add_argument(
-        "--num-shards",
-        type=int,
-        required=not demo,
-        default=4 if demo else None,
-        help="ranks that shard the files (distributed world size)" + (" (default 4)" if demo else ""),
-    )
-    p.add_argument(
-        "--partition-epoch",
-        type=int,
-        required=not demo,
-        default=4 if demo else None,
-        help="sub-epochs per full epoch" + (" (default 4)" if demo else ""),
-    )
-    p.add_argument(
-        "--num-epochs",
-        type=int,
-        required=not demo,
-        default=12 if demo else None,
-        help="the training's num_epochs, counted in sub-epochs; the plan also holds the sub-epochs "
-        "RETURNN preloads after the last" + (" (default 12)" if demo else ""),
-    )
-    _plan_option(p, "seq_ordering", choices=core.SEQ_ORDERINGS)
-    _plan_option(p, "random_seed_offset", type=int)
-    _plan_option(p, "fixed_random_seed", type=int)
-    p.add_argument(
-        "--unsharded",
-        action="store_true",
-        help="model distrib_shard_files=False: every rank shuffles all files itself, with seed offset "
-        "random_seed_offset + rank*16127",
-    )
-    p.add_argument(
-        "--same-seed-on-all-ranks",
-        action="store_true",
-        help="with --unsharded: the dataset dict sets random_seed_offset itself, which RETURNN uses "
-        "unchanged on every rank, so all ranks read the same files (the report shows the overlap)",
-    )
-    _plan_option(p, "distribution", choices=core.DISTRIBUTIONS)
-    _plan_option(p, "max_sub_epoch_deviation", type=float)
-    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
-
-
 def _prog() -> str:
     """How the user called the command line: ``python -m i6_shard``, or the console script's name."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -543,7 +507,7 @@ def _add_make_data(sub) -> None:
     p = _parser(
         sub,
         "make-data",
-        help="write a small corpus of real RETURNN HDF files with skewed sizes and their list, to try sharding on",
+        help="write a small corpus of real RETURNN HDF files with skewed sizes and their list, to try the planning on",
     )
     p.add_argument(
         "-o",
@@ -565,7 +529,7 @@ def _add_sizes(sub) -> None:
     p.add_argument(
         "--plot",
         default=None,
-        help="also draw the distribution of the file sizes to this PNG, marking files above a rank's share of a "
+        help="also draw a histogram of the file sizes to this PNG, marking files above a rank's share of a "
         "sub-epoch (with --num-shards and --partition-epoch)",
     )
     _add_share_options(p)
@@ -598,10 +562,7 @@ def _add_costs(sub) -> None:
         help="what a file costs: frames of --stream (default), sequences, or the expected steps of its "
         "sequences under --batch-size / --max-seqs (stored in milli-steps); bytes come from `sizes`",
     )
-    p.add_argument(
-        "--batch-size", type=int, default=None, help="--unit steps: RETURNN's batch_size in frames (padding included)"
-    )
-    p.add_argument("--max-seqs", type=int, default=None, help="--unit steps: RETURNN's max_seqs")
+    _add_table_options(p, "costs")
     p.add_argument(
         "--leaf",
         default=None,
@@ -609,12 +570,12 @@ def _add_costs(sub) -> None:
         "indices joined by '/' (e.g. audio) or its position among the leaves (default: the only "
         ".hdf leaf)",
     )
-    p.add_argument("--stream", default="data", help="the HDF stream whose lengths count (default: data)")
+    p.add_argument("--stream", default="data", help="the HDF stream whose frames count (default: data)")
     p.add_argument(
         "--length-column",
         default=None,
-        help="arrow shards (.arrow): the column of each row's length, an int column or a list column whose "
-        "lengths count (needed for frames and steps; without it a shard counts its rows)",
+        help="arrow shards (.arrow): the column of each row's length, an int column or a list column (each list "
+        "counts its items; needed for frames and steps; without it a shard counts its rows)",
     )
     p.add_argument(
         "--frame-rate",
@@ -627,7 +588,7 @@ def _add_costs(sub) -> None:
     p.add_argument(
         "--plot",
         default=None,
-        help="also draw the distribution of the files' costs (frames, sequences or steps) to this PNG, marking "
+        help="also draw a histogram of the files' costs (frames, sequences or steps) to this PNG, marking "
         "files above a rank's share of a sub-epoch (with --num-shards and --partition-epoch)",
     )
     _add_share_options(p)
@@ -644,71 +605,15 @@ def _add_plan(sub) -> None:
         help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
         "ComputeFileCostsJob: the bins are balanced by its unit)",
     )
-    _plan_option(p, "lengths", metavar="COSTS_NPZ", extra_help="; needs --batch-size or --max-seqs")
-    _plan_option(p, "batch_size", type=int)
-    _plan_option(p, "max_seqs", type=int)
-    _add_sync_options(p)
-    _add_engine_options(p)
-    _add_plan_options(p)
-    _plan_option(p, "ranks_per_node", type=int, extra_help=" (cache_peak_bytes_per_node in summary.json)")
-    _plan_option(p, "preload_next_n_sub_epochs", type=int)
-    p.add_argument(
-        "--no-cached-file",
-        action="store_true",
-        help="get_sub_epoch_dataset does not wrap the files in CachedFile: every rank reads from the "
-        "shared file system and the node caches nothing",
-    )
-    _plan_option(p, "cache_size", extra_help="; e.g. 800G or 1.5TiB, at least 1 MB")
-    _plan_option(p, "sub_epoch_constant_bytes", extra_help=" (e.g. 20G)")
+    _add_table_options(p, "plan")
+    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
     p.add_argument(
         "-o",
         "--output",
         required=True,
         help="output directory: new, empty, or an earlier plan directory (replaced whole)",
     )
-    p.set_defaults(func=_cmd_plan, checks=(_check_sizes_archive, _check_cache_size))
-
-
-def _add_sync_options(p: argparse.ArgumentParser) -> None:
-    _plan_option(p, "reduce_type", choices=REDUCE_TYPES)
-    _plan_option(p, "param_sync_step", type=int)
-    _plan_option(p, "accum_grad_multiple_step", type=int)
-
-
-def _add_engine_options(p: argparse.ArgumentParser) -> None:
-    _plan_option(
-        p,
-        "torch_distributed",
-        type=_literal_arg("--torch-distributed"),
-        metavar="DICT",
-        extra_help=" (a Python dict literal or JSON, e.g. \"{'reduce_type': 'param', 'param_sync_step': 100}\")",
-    )
-    _plan_option(
-        p,
-        "max_seq_length",
-        type=_literal_arg("--max-seq-length"),
-        metavar="INT_OR_DICT",
-        extra_help=" (e.g. 2000 or \"{'data': 2000}\")",
-    )
-
-
-def _literal_arg(flag: str):
-    """An argparse type reading a Python literal (or JSON) of a config value, naming ``flag`` where it is neither."""
-
-    def parse(text: str) -> Any:
-        try:
-            return ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            pass
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{flag} {text!r} is neither a Python literal nor JSON: write it as in the config, e.g. "
-                "\"{'reduce_type': 'param', 'param_sync_step': 100}\""
-            ) from None
-
-    return parse
+    p.set_defaults(func=_cmd_plan, checks=(_check_sizes_archive,))
 
 
 _FILES_HELP = (
@@ -760,13 +665,7 @@ def _add_report(sub) -> None:
     p = _parser(sub, "report", help="print the report of a plan directory (or plan .npz)")
     p.add_argument("dir", help=f"directory with {core.PLAN_FILE}, or a plan file")
     p.add_argument("--verify", action="store_true", help="recompute every full epoch and compare with the file")
-    p.add_argument(
-        "--lengths",
-        default=None,
-        metavar="COSTS_NPZ",
-        help="with --verify of a distribution equal_steps plan: the costs archive it was planned from (its bins are "
-        "cut with the files' sequence lengths, which the plan file does not hold)",
-    )
+    _add_table_options(p, "report")
     p.add_argument("--plot", default=None, help="also write the plot to this path (PNG; the name must end in .png)")
     p.set_defaults(func=_cmd_report)
 
@@ -776,7 +675,8 @@ def _add_demo(sub) -> None:
     p.add_argument("-o", "--output", default="i6_shard_demo", help="output directory (default: ./i6_shard_demo)")
     p.add_argument("--num-files", type=int, default=200, help="files to generate (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated sizes, in [0, 2**32) (default 0)")
-    _add_plan_options(p, demo=True)
+    _add_table_options(p, "demo")
+    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
     p.set_defaults(func=_cmd_demo)
 
 
@@ -805,7 +705,9 @@ def _add_train_report(sub) -> None:
         default=None,
         help="JSON {file key: [num_seqs, num_frames]}; else the HDF files the log names are read",
     )
-    p.add_argument("--no-read-hdf", action="store_true", help="do not read the HDF files for their lengths")
+    p.add_argument(
+        "--no-read-hdf", action="store_true", help="do not read the HDF files for their sequences and frames"
+    )
     p.add_argument(
         "--partition-epoch",
         type=int,
@@ -825,7 +727,7 @@ def _add_train_report(sub) -> None:
         help="alarm when a sub-epoch makes fewer than this share of the expected steps (default 0.75)",
     )
     _add_train_report_reading(p)
-    _add_sync_options(p)
+    _add_table_options(p, "train-report")  # the training's sync and length filter
     p.add_argument("--fail-on-alarm", action="store_true", help="exit with status 1 when there is an alarm")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
@@ -833,7 +735,7 @@ def _add_train_report(sub) -> None:
 
 
 def _add_train_report_reading(p) -> None:
-    """train-report's options on how the training read its dataset: its name, wrapper and length filter."""
+    """train-report's options on how the training read its dataset: its name and wrapper."""
     p.add_argument("--dataset-name", default="train", help="the DistributeFilesDataset's name (default: train)")
     p.add_argument(
         "--multi-epoch",
@@ -842,19 +744,12 @@ def _add_train_report_reading(p) -> None:
         help="a wrapper's (MultiEpochDataset) multi_epoch: epochs of the DistributeFilesDataset per sub-epoch "
         "(default: inferred from the logs)",
     )
-    p.add_argument(
-        "--max-seq-length",
-        type=_seq_length_arg,
-        default=None,
-        help="the training's max_seq_length (an int, or JSON such as '{\"data\": 400}'): its removals are shown "
-        "apart from the dropped share",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_prog(),
-        description="Plan and check file-level sharding for RETURNN's DistributeFilesDataset "
+        description="Plan and check how RETURNN's DistributeFilesDataset shards the files "
         "(distrib_shard_files=True) before any training runs.",
         epilog="Start with `python -m i6_shard demo`; `python -m i6_shard COMMAND --help` explains each command "
         "and ends with an example.",

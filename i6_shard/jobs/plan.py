@@ -4,15 +4,16 @@ and plot, as cached Sisyphus outputs (the same bytes as ``python -m i6_shard pla
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import warnings
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from sisyphus import Job, tk
 
 from i6_shard import core
 from i6_shard.core.io import archive_entry_count, check_archive_path
-from i6_shard.returnn_config.plan import ENGINE_PLAN_OPTIONS, training_plan_options
+from i6_shard.returnn_config.plan import training_plan_options
 from i6_shard.returnn_config.reader import InexactPlanWarning
 
 from .sizes import ComputeFileSizesJob
@@ -33,62 +34,111 @@ __all__ = ["ShardPlanJob"]
 #: Files x full epochs (x layouts: one per rank unsharded) up to which the plan runs as a mini task.
 #: Measured on one core: 1M files x 20 full epochs (20M) plan, report and plot in 23 s, 0.5 GB peak.
 MINI_TASK_MAX_WORK = 20_000_000
-_D = core.PLAN_OPTION_DEFAULTS  # each plan option's default, written once (core.pure.request)
-#: The plan options of the job, in core.PlanRequest.from_options' names.
-_PLAN_OPTIONS = ("num_shards", "partition_epoch", "num_epochs", *core.PLAN_OPTION_DEFAULTS)
+#: The job's arguments besides the plan options (core.PLAN_OPTIONS): (name, default, annotation, meaning).
+_JOB_ARGS = (
+    (
+        "plot",
+        True,
+        "bool",
+        "declare and write ``out_plot`` (the task fails if matplotlib is missing where it runs); ``plot=False`` is "
+        "another job (hashed), ``True`` hashes as before the option existed",
+    ),
+    (
+        "time_rqmt",
+        None,
+        "Optional[float]",
+        "hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small plan runs as a mini task "
+        "unless a request is given); not hashed",
+    ),
+    ("mem_rqmt", None, "Optional[float]", "GB (default: sized as time_rqmt); not hashed"),
+    ("cpu_rqmt", None, "Optional[int]", "CPUs (default 1); not hashed"),
+)
+_FILE_SIZES_DOC = "ComputeFileSizesJob.out_file_sizes (or ``python -m i6_shard sizes`` output), or a costs archive"
 
 
-#: The last request built, by its options: Sisyphus hashes a job's arguments (``ShardPlanJob.hash``) right before
-#: it runs ``__init__`` with the same ones, so that both take the one request built from them.
-_last_request: List[Any] = [None, None]
+def job_signature(options: Mapping[str, core.pure.PlanOption]) -> inspect.Signature:
+    """``ShardPlanJob.__init__``'s signature (which Sisyphus binds the arguments by): ``file_sizes``, then every
+    plan option of ``options`` by keyword, with its default, then the job's own arguments."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("file_sizes", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Union[tk.Path, str]"),
+    ]
+    for name, o in options.items():
+        annotation = "Optional[Union[tk.Path, str]]" if o.path else o.annotation
+        params.append(
+            inspect.Parameter(name, kw, annotation=annotation, **({} if o.required else {"default": o.default}))
+        )
+    params += [inspect.Parameter(name, kw, default=d, annotation=a) for name, d, a, _ in _JOB_ARGS]
+    return inspect.Signature(params)
 
 
-def _request(args: Dict[str, Any]) -> core.PlanRequest:
-    """The job's plan options as a validated PlanRequest, built once (``PlanRequest.from_options``) for the hash
-    and ``__init__`` of one job; raises naming the option. ``args``: Sisyphus' parsed arguments."""
-    options = {name: args[name] for name in _PLAN_OPTIONS if name in args}
-    if options.get("torch_distributed") is not None and options.get("reduce_type") == _D["reduce_type"]:
-        options["reduce_type"] = None  # the signature's default, not given: torch_distributed states the sync
-    if options.get("lengths") is not None:  # the request holds the path string the job's run reads
-        options["lengths"] = path_str(options["lengths"])
-    key = tuple((name, type(value), value) for name, value in options.items())
-    if _last_request[0] != key:
-        _last_request[:] = [None, None]  # a failed build leaves no request behind
-        _last_request[:] = [key, core.PlanRequest.from_options(**options)]
-    return _last_request[1]
+def job_docstring(options: Mapping[str, core.pure.PlanOption]) -> str:
+    """``ShardPlanJob.__init__``'s docstring: each argument's meaning, the plan options' from ``options``."""
+    lines = [f":param file_sizes: {_FILE_SIZES_DOC}"]
+    lines += [f":param {name}: {o.help}" for name, o in options.items()]
+    lines += [f":param {name}: {meaning}" for name, _, _, meaning in _JOB_ARGS]
+    return "\n".join(lines)
 
 
-def _plain_options(request: core.PlanRequest, *, given_preload: Any) -> Dict[str, Any]:
-    """The batching and cache options of the request as plain Python values, None and the defaults where
-    not used (``preload_next_n_sub_epochs`` stays None where it was not given: RETURNN's default)."""
-    batching, node_cache = request.batching, request.node_cache
-    return {
-        "batch_size": None if batching is None else batching.batch_size,
-        "max_seqs": None if batching is None else batching.max_seqs,
-        "ranks_per_node": None if node_cache is None else node_cache.ranks_per_node,
-        "cached_file": True if node_cache is None else node_cache.cached_file,
-        "cache_size": request.cache_size,
-        "sub_epoch_constant_bytes": None
-        if node_cache is None or not node_cache.constant_bytes
-        else node_cache.constant_bytes,
-        "reduce_type": request.sync.reduce_type,
-        "param_sync_step": request.sync.param_sync_step,
-        "accum_grad_multiple_step": None
-        if request.sync.accum_grad_multiple_step == 1
-        else request.sync.accum_grad_multiple_step,
-        "preload_next_n_sub_epochs": None if given_preload is None else request.settings.preloaded_sub_epochs,
-    }
+def hash_exclude(options: Mapping[str, core.pure.PlanOption]) -> Dict[str, Any]:
+    """``__sis_hash_exclude__``: each option added after the first jobs, at its default, hashes as if absent (so those
+    jobs keep their ids); ``plot=False`` is hashed: it declares no out_plot, so it cannot share a job with True."""
+    return {"plot": True, **{name: o.default for name, o in options.items() if not o.hashed_at_default}}
 
 
-def _checked(args: Dict[str, Any]) -> Tuple[core.PlanRequest, bool, Dict[str, Union[int, float]]]:
-    """Every argument checked (Sisyphus hashes them before ``__init__`` runs, so ``hash`` calls this
-    too): the request, ``plot`` and the resource requests given, in plain Python values."""
+@dataclasses.dataclass(frozen=True)
+class _Derived:
+    """What a job's arguments make: its request, its plain values (attributes) and what it hashes."""
+
+    request: core.PlanRequest
+    plot: bool
+    given_rqmt: Dict[str, Union[int, float]]
+    values: Dict[str, Any]
+    hashed: Dict[str, Any]
+
+
+def _request(args: Mapping[str, Any], options: Mapping[str, core.pure.PlanOption]) -> core.PlanRequest:
+    """The plan options among ``args`` as a validated PlanRequest; a path option as the path string it names."""
+    given = {name: args[name] for name in options if name in args}
+    paths = {name: path_str(given[name]) for name, o in options.items() if o.path and given.get(name) is not None}
+    return core.PlanRequest.from_options(**{**given, **paths})
+
+
+def derive(args: Mapping[str, Any], options: Mapping[str, core.pure.PlanOption] = core.PLAN_OPTIONS) -> _Derived:
+    """Every argument checked (Sisyphus hashes them before ``__init__`` runs: ``hash`` and ``__init__`` both call
+    this pure function), the request built from them, and each option's plain value: as the request holds it (a
+    path option as given; one that ``keeps_none`` None where not given), hashed as its row says."""
     _check_file_sizes(args["file_sizes"])
-    _check_lengths(args.get("lengths"))
-    request = _request(args)
+    for name, o in options.items():
+        if o.path and args.get(name) is not None:
+            _check_archive_input(args[name], name=name, made_by=o.path + ", or None")
+    request = _request(args, options)
     plot = core.pure.check_bool(args.get("plot", True), name="plot")
-    given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
-    return request, plot, given
+    given_rqmt = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
+    values = {name: _plain(o, request, args.get(name)) for name, o in options.items()}
+    hashed = {name: value for name, value in args.items() if name not in RQMT_ARGS}
+    for name, o in options.items():
+        if name in args:
+            hashed[name] = values[name] if o.hash_read is None else o.hash_read(request)
+    return _Derived(request, plot, given_rqmt, values, {**hashed, "plot": plot})
+
+
+#: ShardPlanJob.__init__'s signature, built once from the table.
+_SIGNATURE = job_signature(core.PLAN_OPTIONS)
+
+
+def _arguments(file_sizes: Any, options: Mapping[str, Any]) -> Dict[str, Any]:
+    """The job's arguments as Sisyphus parses them for ``hash``: bound to the signature, with the defaults."""
+    bound = _SIGNATURE.bind(None, file_sizes, **options)
+    bound.apply_defaults()
+    return {name: value for name, value in bound.arguments.items() if name != "self"}
+
+
+def _plain(option: core.pure.PlanOption, request: core.PlanRequest, given: Any) -> Any:
+    if option.path or (option.keeps_none and given is None):
+        return given
+    return option.read(request)
 
 
 def plan_rqmt(*, num_files: Optional[int], settings: core.PlanSettings) -> Tuple[Dict[str, Union[int, float]], bool]:
@@ -117,16 +167,6 @@ def _check_file_sizes(file_sizes: Any) -> None:
     )
 
 
-def _check_lengths(lengths: Any) -> None:
-    """The optional lengths archive: None, or a tk.Path or absolute str of a costs .npz."""
-    if lengths is not None:
-        _check_archive_input(
-            lengths,
-            name="lengths",
-            made_by="ComputeFileCostsJob(...).out_file_costs or the .npz of `python -m i6_shard costs`, or None",
-        )
-
-
 def _check_archive_input(value: Any, *, name: str, made_by: str) -> None:
     """TypeError/ValueError naming ``name`` unless ``value`` is a tk.Path or an absolute str of an .npz archive."""
     if not isinstance(value, (tk.Path, str)):
@@ -146,169 +186,29 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
       - out_max_imbalance, out_dropped_fraction: tk.Variables with the headline figures
         (worst max/mean bytes across shards of a sub-epoch; mean share of the data dropped
         when every sub-epoch stops at its shortest rank), so that a graph can branch on them;
-      - out_dropped_fraction_predicted (only with ``batch_size`` or ``max_seqs``): the mean predicted
-        share dropped under RETURNN's batching.
+      - out_dropped_fraction_predicted (only where a ``batching`` option of ``core.PLAN_OPTIONS`` is given): the
+        mean predicted share dropped under RETURNN's batching;
+      - out_cache_peak_bytes_per_node (only with a node cache): the peak bytes a node's file cache holds.
 
     ``file_sizes`` may be a costs archive (ComputeFileCostsJob.out_file_costs): the bins are then
     balanced by its unit (frames or sequences), and the plan records it.
+
+    The plan options are the rows of ``core.PLAN_OPTIONS``, which make the signature, the docstring of ``__init__``,
+    the attributes and the hash: each option hashes its plain value (the training's sub-epochs with the preloaded
+    ones added, as an earlier job given their sum), and one added after the first jobs hashes as absent at its
+    default, so that their ids stay.
     """
 
-    # Options added later go here with the value that reproduces the old behavior. plot=False is
-    # hashed: it declares no out_plot, so it cannot share a job (and its finished outputs) with plot=True.
-    __sis_hash_exclude__ = {
-        "plot": True,
-        **{
-            name: _D[name]
-            for name in (
-                "distribution",
-                "sharding",
-                "batch_size",
-                "max_seqs",
-                "max_sub_epoch_deviation",
-                "ranks_per_node",
-                "preload_next_n_sub_epochs",
-                "cached_file",
-                "cache_size",
-                "reduce_type",
-                "param_sync_step",
-                "accum_grad_multiple_step",
-                "sub_epoch_constant_bytes",
-                "lengths",
-                "torch_distributed",
-                "max_seq_length",
-            )
-        },
-    }
+    __sis_hash_exclude__ = hash_exclude(core.PLAN_OPTIONS)
 
-    def __init__(
-        self,
-        file_sizes: Union[tk.Path, str],
-        *,
-        num_shards: int,
-        partition_epoch: int,
-        num_epochs: int,
-        seq_ordering: str = _D["seq_ordering"],
-        random_seed_offset: Optional[int] = _D["random_seed_offset"],
-        fixed_random_seed: Optional[int] = _D["fixed_random_seed"],
-        distribution: str = _D["distribution"],
-        max_sub_epoch_deviation: float = _D["max_sub_epoch_deviation"],
-        sharding: str = _D["sharding"],
-        plot: bool = True,
-        batch_size: Optional[int] = _D["batch_size"],
-        max_seqs: Optional[int] = _D["max_seqs"],
-        ranks_per_node: Optional[int] = _D["ranks_per_node"],
-        preload_next_n_sub_epochs: Optional[int] = _D["preload_next_n_sub_epochs"],
-        cached_file: bool = _D["cached_file"],
-        cache_size: Optional[int] = _D["cache_size"],
-        reduce_type: str = _D["reduce_type"],
-        param_sync_step: Optional[int] = _D["param_sync_step"],
-        accum_grad_multiple_step: Optional[int] = _D["accum_grad_multiple_step"],
-        sub_epoch_constant_bytes: Optional[int] = _D["sub_epoch_constant_bytes"],
-        lengths: Optional[Union[tk.Path, str]] = _D["lengths"],
-        torch_distributed: Optional[Dict[str, Any]] = _D["torch_distributed"],
-        max_seq_length: Optional[Union[int, Dict[str, int]]] = _D["max_seq_length"],
-        time_rqmt: Optional[float] = None,
-        mem_rqmt: Optional[float] = None,
-        cpu_rqmt: Optional[int] = None,
-    ):
-        """
-        :param file_sizes: ComputeFileSizesJob.out_file_sizes (or ``python -m i6_shard sizes`` output)
-        :param num_shards: number of ranks (GPUs) in the training
-        :param partition_epoch: the DistributeFilesDataset's partition_epoch
-        :param num_epochs: the training's ``num_epochs`` (sub-epochs); the plan also holds the
-            ``preload_next_n_sub_epochs`` sub-epochs RETURNN loads after the last one (and hashes as an earlier
-            ShardPlanJob given their sum, so that a recipe that added them itself keeps its job ids by
-            dropping them)
-        :param seq_ordering: the DistributeFilesDataset's seq_ordering (one of ``core.SEQ_ORDERINGS``)
-        :param random_seed_offset: the seed offset (see ``core.PlanSettings``; None: RETURNN's default 0)
-        :param fixed_random_seed: the dataset's fixed_random_seed, if any
-        :param distribution: "returnn" (RETURNN's own cut) or another of ``core.DISTRIBUTIONS``
-        :param max_sub_epoch_deviation: with ``distribution="flexible"``: how far a sub-epoch's size may be
-            from the mean sub-epoch's, as a share of it, in [0, 1) (``core.PlanSettings``; default 0.25)
-        :param sharding: how the training splits the files, a key of ``core.SHARDING_MODES``
-        :param plot: declare and write ``out_plot`` (the task fails if matplotlib is missing where it runs);
-            ``plot=False`` is another job (hashed), ``True`` hashes as before the option existed
-        :param batch_size: RETURNN's ``batch_size`` in frames: predict the loss under its batching
-            (``dropped_fraction_predicted`` in the summary; needs a costs archive as ``file_sizes``)
-        :param max_seqs: RETURNN's ``max_seqs``, for the prediction
-        :param ranks_per_node: GPUs per node: the summary, report and plot add the per-node cache footprint
-            (``cache_peak_bytes_per_node``, also as ``out_cache_peak_bytes_per_node``) and the bytes each node
-            reads from the shared file system per sub-epoch (``core.NodeCache``)
-        :param preload_next_n_sub_epochs: the dataset's option (None: RETURNN's default 1): the sub-epochs the
-            plan holds after the training's last, and, with ranks_per_node, what the node cache holds ahead
-        :param cached_file: the files go through ``CachedFile`` (one copy per node), with ranks_per_node
-        :param cache_size: bytes of file cache per node: the report says which partition_epoch values fit
-        :param reduce_type: the training's ``torch_distributed`` ``reduce_type``, which the predicted loss assumes:
-            "grad" (the default: every rank stops in the step the first runs out) or "param" (the others run on
-            to their next sync)
-        :param param_sync_step: with ``reduce_type="param"``: ``torch_distributed``'s ``param_sync_step``
-        :param accum_grad_multiple_step: the config's ``accum_grad_multiple_step`` (None: 1): the param syncs come
-            every ``param_sync_step`` optimizer updates, and the simulated steps accumulate as the training does
-        :param sub_epoch_constant_bytes: with ranks_per_node: bytes of the files the sub-epoch dataset reads in
-            every sub-epoch besides its bin's; the node cache footprint holds them in every sub-epoch
-        :param torch_distributed: the config's ``torch_distributed`` (a dict, sync levels included): the simulated
-            steps assume its sync (``core.PLAN_OPTION_HELP``); None: the sync of reduce_type / param_sync_step
-        :param max_seq_length: the config's ``max_seq_length`` (an int, or a dict by data key), for the simulation
-        :param lengths: a costs archive of the same files in the same order (ComputeFileCostsJob.out_file_costs):
-            the prediction takes its sequence lengths while the bins stay cut by ``file_sizes`` (e.g. sizes in
-            bytes, RETURNN's cut of a plain DistributeFilesDataset); None: ``file_sizes``' own
-        :param time_rqmt: hours (default: sized from files x full epochs, see :func:`plan_rqmt`; a small
-            plan runs as a mini task unless a request is given); not hashed
-        :param mem_rqmt: GB (default: sized as time_rqmt); not hashed
-        :param cpu_rqmt: CPUs (default 1); not hashed
-        """
-        request, self.plot, self.given_rqmt = _checked(
-            dict(
-                file_sizes=file_sizes,
-                num_shards=num_shards,
-                partition_epoch=partition_epoch,
-                num_epochs=num_epochs,
-                seq_ordering=seq_ordering,
-                random_seed_offset=random_seed_offset,
-                fixed_random_seed=fixed_random_seed,
-                distribution=distribution,
-                max_sub_epoch_deviation=max_sub_epoch_deviation,
-                sharding=sharding,
-                plot=plot,
-                batch_size=batch_size,
-                max_seqs=max_seqs,
-                ranks_per_node=ranks_per_node,
-                preload_next_n_sub_epochs=preload_next_n_sub_epochs,
-                cached_file=cached_file,
-                cache_size=cache_size,
-                reduce_type=reduce_type,
-                param_sync_step=param_sync_step,
-                accum_grad_multiple_step=accum_grad_multiple_step,
-                sub_epoch_constant_bytes=sub_epoch_constant_bytes,
-                lengths=lengths,
-                torch_distributed=torch_distributed,
-                max_seq_length=max_seq_length,
-                time_rqmt=time_rqmt,
-                mem_rqmt=mem_rqmt,
-                cpu_rqmt=cpu_rqmt,
-            )
-        )
-        self.plan_request = request  # the one request of this job, which tasks() and run() take
-        settings = request.settings
+    def __init__(self, file_sizes: Union[tk.Path, str], **options: Any):
+        # The signature (job_signature) and this docstring (job_docstring) are built from core.PLAN_OPTIONS.
+        derived = derive(_arguments(file_sizes, options))
+        self.plan_request = derived.request  # the one request of this job, which tasks() and run() take
+        self.plot, self.given_rqmt = derived.plot, derived.given_rqmt
         self.file_sizes = file_sizes
-        self.num_shards = settings.num_shards
-        self.partition_epoch = settings.partition_epoch
-        self.num_epochs = settings.training_num_epochs
-        self.seq_ordering = settings.seq_ordering
-        self.random_seed_offset = random_seed_offset if random_seed_offset is None else settings.random_seed_offset
-        self.fixed_random_seed = settings.fixed_random_seed
-        self.distribution = settings.distribution
-        self.max_sub_epoch_deviation = settings.max_sub_epoch_deviation
-        self.sharding = settings.sharding
-        plain = _plain_options(request, given_preload=preload_next_n_sub_epochs)
-        self.batch_size, self.max_seqs = plain["batch_size"], plain["max_seqs"]
-        self.ranks_per_node, self.cached_file = plain["ranks_per_node"], plain["cached_file"]
-        self.preload_next_n_sub_epochs, self.cache_size = plain["preload_next_n_sub_epochs"], plain["cache_size"]
-        self.reduce_type, self.param_sync_step = plain["reduce_type"], plain["param_sync_step"]
-        self.accum_grad_multiple_step = plain["accum_grad_multiple_step"]
-        self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
-        self.lengths = lengths  # an input of the job (a tk.Path), read when it runs
-        self.torch_distributed, self.max_seq_length = request.torch_distributed, request.max_seq_length
+        for name, value in derived.values.items():
+            setattr(self, name, value)
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)
@@ -317,10 +217,13 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
             self.out_plot = self.output_path(core.PLOT_FILE)
         self.out_max_imbalance = self.output_var("max_imbalance")
         self.out_dropped_fraction = self.output_var("dropped_fraction")
-        if batch_size is not None or max_seqs is not None:
+        if self.plan_request.batching is not None:
             self.out_dropped_fraction_predicted = self.output_var("dropped_fraction_predicted")
-        if ranks_per_node is not None:
+        if self.plan_request.node_cache is not None:
             self.out_cache_peak_bytes_per_node = self.output_var("cache_peak_bytes_per_node")
+
+    __init__.__signature__ = _SIGNATURE
+    __init__.__doc__ = job_docstring(core.PLAN_OPTIONS)
 
     @classmethod
     def for_training(
@@ -329,36 +232,39 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         *,
         file_sizes: Union[tk.Path, str],
         num_ranks: int,
-        num_epochs: Optional[int] = None,
         key: Union[str, Tuple[Any, ...]] = "train",
         **options: Any,
     ) -> "ShardPlanJob":
         """The plan of the training that ``training_config`` describes, its settings stated once, in that config
-        (:func:`~i6_shard.returnn_config.plan.training_plan_options`): its ``batch_size``, ``max_seqs``,
-        ``max_seq_length``, ``accum_grad_multiple_step`` and ``torch_distributed`` as RETURNN's torch engine reads
-        them, and the settings of its DistributeFilesDataset at ``key`` (sharding, seeds, ``partition_epoch``,
-        ``seq_ordering``, distribution, preloaded sub-epochs); without one there (the dataset is built from this job,
-        ``sharded_files_dataset(files, plan=job, ...)``), ``partition_epoch`` and ``distribution`` are given here.
-        Warns (``InexactPlanWarning``) naming each setting the plan cannot take exactly; a ``file_sizes`` in bytes
-        (a ``ComputeFileSizesJob``'s) has no sequence lengths, so the batching is then left out, with a warning,
-        unless ``lengths`` gives them.
+        (:func:`~i6_shard.returnn_config.plan.training_plan_options`): its batching, length filter, gradient
+        accumulation and sync as RETURNN's torch engine reads them (the options of ``core.PLAN_OPTIONS`` marked
+        ``engine``), its sub-epochs, and the settings of its DistributeFilesDataset at ``key`` (how the ranks split the
+        files, seeds, sub-epochs per full epoch, sequence order, cut, preloaded sub-epochs);
+        without one there (the dataset is built from this job, ``sharded_files_dataset(files, plan=job, ...)``),
+        the sub-epochs per full epoch and the cut are given here. Warns (``InexactPlanWarning``) naming
+        each setting the plan cannot take exactly; a ``file_sizes`` in bytes (a ``ComputeFileSizesJob``'s) has no
+        per-sequence frames, so the batching is then left out, with a warning, unless a costs archive is given for
+        them (a ``path`` option).
 
         :param training_config: the training's i6_core ``ReturnnConfig`` (or ``ReturnnConfigV2``), or its config dict
         :param file_sizes: as for the job
-        :param num_ranks: the training's ranks (GPUs): the plan's ``num_shards``
-        :param num_epochs: the training's ``num_epochs`` (None: the config's)
+        :param num_ranks: the training's ranks (GPUs): the plan's shards
         :param key: the config key (or key path) of the training's dataset
-        :param options: further job options; one that the config states must agree with it
+        :param options: further job options (the training's sub-epochs among them; None or left out: the
+            config's); one that the config states must agree with it
         :raises ValueError: where an option contradicts the config
         """
-        kwargs = training_plan_options(training_config, num_ranks=num_ranks, num_epochs=num_epochs, key=key, **options)
-        if kwargs.get("lengths") is None and isinstance(getattr(file_sizes, "creator", None), ComputeFileSizesJob):
-            left_out = {name: kwargs.pop(name) for name in ENGINE_PLAN_OPTIONS if name in kwargs}
-            if "batch_size" in left_out or "max_seqs" in left_out:
+        kwargs = training_plan_options(training_config, num_ranks=num_ranks, key=key, **options)
+        paths = [name for name, o in core.PLAN_OPTIONS.items() if o.path and kwargs.get(name) is not None]
+        if not paths and isinstance(getattr(file_sizes, "creator", None), ComputeFileSizesJob):
+            engine = [name for name, o in core.PLAN_OPTIONS.items() if o.engine and name in kwargs]
+            left_out = {name: kwargs.pop(name) for name in engine}
+            if any(core.PLAN_OPTIONS[name].batching for name in left_out):
                 warnings.warn(
                     f"file_sizes={file_sizes} counts bytes, without sequence lengths: the plan does not simulate the "
                     f"training's batching ({', '.join(f'{k}={v!r}' for k, v in left_out.items())}); give "
-                    "lengths=ComputeFileCostsJob(files).out_file_costs, or plan a costs archive",
+                    + " or ".join(f"{n}={o.path}" for n, o in core.PLAN_OPTIONS.items() if o.path)
+                    + ", or plan a costs archive",
                     InexactPlanWarning,
                     stacklevel=2,
                 )
@@ -367,26 +273,14 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
     def __setstate__(self, state):
         super().__setstate__(state)
         if "plan_request" not in self.__dict__:  # pickled before the job kept its request: rebuilt from its options
-            args = {name: getattr(self, name, None) for name in _PLAN_OPTIONS}
-            args["lengths"] = getattr(self, "lengths", None)
-            self.plan_request = _request(args)
+            self.plan_request = _request(
+                {name: getattr(self, name, None) for name in core.PLAN_OPTIONS}, core.PLAN_OPTIONS
+            )
 
     @classmethod
     def hash(cls, parsed_args):
-        # Sisyphus hashes before __init__ runs: check everything here, and hash plain Python values.
-        d = dict(parsed_args)
-        request, d["plot"], _ = _checked(d)
-        settings = request.settings
-        for name in ("num_shards", "partition_epoch", "num_epochs", "fixed_random_seed", "max_sub_epoch_deviation"):
-            d[name] = getattr(settings, name)  # num_epochs: the planned sub-epochs, the preloaded included
-        # None and 0 are the same plan: None means RETURNN's default 0.
-        d["random_seed_offset"] = settings.random_seed_offset or None
-        for name, value in _plain_options(request, given_preload=d.get("preload_next_n_sub_epochs")).items():
-            if name in d:  # given: hashed as a plain value (at its default, excluded from the hash)
-                d[name] = value
-        for name in RQMT_ARGS:
-            d.pop(name, None)
-        return super().hash(d)
+        # Sisyphus hashes before __init__ runs: derive() checks everything, and gives plain Python values.
+        return super().hash(derive(parsed_args).hashed)
 
     def tasks(self):
         # Only the header of the sizes archive is read (the manager calls this): its number of files.
@@ -402,9 +296,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 "(plot=False: another job, without out_plot)"
             )
         request = self.plan_request  # rebuilt on unpickling where an older version pickled none (__setstate__)
-        lengths = getattr(self, "lengths", None)  # a job pickled before the option existed has none
-        if lengths is not None:  # resolved where the job runs, as file_sizes is
-            request = dataclasses.replace(request, lengths=path_str(lengths))
+        # A path option (a request field of its name) is resolved where the job runs, as file_sizes is; a job
+        # pickled before the option existed has none.
+        paths = {name: getattr(self, name, None) for name, o in core.PLAN_OPTIONS.items() if o.path}
+        request = dataclasses.replace(request, **{k: path_str(v) for k, v in paths.items() if v is not None})
         outputs = core.plan_archive(path_str(self.file_sizes), request)  # the planning floor
         summary = core.write_outputs(
             outputs,

@@ -125,17 +125,9 @@ def merged_config(config: Any) -> Dict[str, Any]:
 
 
 #: The plan options a training's config decides through its engine (set or not), as ``engine_plan_options`` names them.
-ENGINE_PLAN_OPTIONS = (
-    "batch_size",
-    "max_seqs",
-    "max_seq_length",
-    "accum_grad_multiple_step",
-    "reduce_type",
-    "param_sync_step",
-    "torch_distributed",
-)
+ENGINE_PLAN_OPTIONS = tuple(name for name, o in core.PLAN_OPTIONS.items() if o.engine)
 #: What an unset option means where it has a value besides None.
-_UNSET_MEANS = {**core.PLAN_OPTION_DEFAULTS, "random_seed_offset": 0, "accum_grad_multiple_step": 1}
+_UNSET_MEANS = {name: o.default if o.none_means is None else o.none_means for name, o in core.PLAN_OPTIONS.items()}
 
 
 def _agree(stated: Dict[str, Any], given: Mapping[str, Any], *, where: str) -> Dict[str, Any]:

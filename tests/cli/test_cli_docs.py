@@ -47,3 +47,26 @@ def test_the_top_level_options_are_documented():
         longs = [s for s in action.option_strings if s.startswith("--") and s != "--help"]
         for opt in longs:
             assert opt in text, f"docs/cli.md does not mention {opt}"
+
+
+def test_the_tables_of_plan_options_are_written_from_the_one_table():
+    """Each command that takes plan options has a table of them in its section, as scripts/write_cli_docs.py writes
+    it from core.PLAN_OPTIONS: a row changed in the table and not here fails."""
+    import importlib.util
+
+    from i6_shard.core import PLAN_OPTIONS
+
+    path = os.path.join(os.path.dirname(os.path.dirname(DOC)), "scripts", "write_cli_docs.py")
+    spec = importlib.util.spec_from_file_location("write_cli_docs", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    text = open(DOC, encoding="utf-8").read()
+    assert script.rewritten(text) == text, (
+        "docs/cli.md's plan options differ from the table: run scripts/write_cli_docs.py"
+    )
+    sections = _sections()
+    commands = {command for o in PLAN_OPTIONS.values() for command in o.commands}
+    for command in commands:
+        assert f"<!-- plan options: {command} -->" in sections[command], command
+    changed = script.rewritten(text.replace("| sub-epochs per full epoch; required |", "| sub-epochs; required |"))
+    assert changed == text  # what the script writes is the table's, whatever the page held

@@ -9,7 +9,7 @@ import pytest
 
 from i6_shard import core
 from i6_shard.cli import EXAMPLES, build_parser, main
-from i6_shard.core.pure import PLAN_OPTION_DEFAULTS, PLAN_OPTION_HELP
+from i6_shard.core.pure import PLAN_OPTION_DEFAULTS, PLAN_OPTIONS
 
 
 def _commands():
@@ -21,20 +21,32 @@ def _option(parser: argparse.ArgumentParser, name: str) -> argparse.Action:
     return next(a for a in parser._actions if a.dest == name)
 
 
-#: Plan options that the command line spells as flags of their own (--unsharded, --no-cached-file).
-_FLAGGED = {"sharding", "cached_file"}
-
-
 def test_plan_options_take_default_and_help_from_the_table():
     plan = _commands()["plan"]
     for name, default in PLAN_OPTION_DEFAULTS.items():
-        if name in _FLAGGED:
+        option = PLAN_OPTIONS[name]
+        if option.flags:  # spelled as flags of their own (--unsharded, --no-cached-file): each with its own help
+            for flag in option.flags:
+                assert _option(plan, flag.dest).help == flag.help, flag.flag
             continue
         action = _option(plan, name)
         assert action.default == default, name
-        assert action.help.replace("%%", "%").startswith(PLAN_OPTION_HELP[name]), name
+        if option.hidden:
+            assert action.help == argparse.SUPPRESS and action.option_strings[0] not in plan.format_help(), name
+        else:
+            assert action.help.replace("%%", "%").startswith(PLAN_OPTIONS[name].help), name
     assert _option(plan, "random_seed_offset").default is None  # the table's, where the command line said 0
-    assert set(PLAN_OPTION_HELP) == set(PLAN_OPTION_DEFAULTS)
+
+
+def test_the_help_offers_three_distributions_and_the_others_are_still_accepted():
+    text = " ".join(_commands()["plan"].format_help().split())
+    assert "--distribution {returnn,balanced,equal_steps}" in text
+    assert "flexible" not in text and "flexible" not in " ".join(_commands()["demo"].format_help().split())
+    for name in core.DISTRIBUTIONS:  # a plan file's or an earlier recipe's distribution still parses
+        argv = ["plan", "--sizes", "s.npz", "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "2"]
+        assert build_parser().parse_args(argv + ["--distribution", name, "-o", "p"]).distribution == name
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv + ["--distribution", "even", "-o", "p"])
 
 
 def test_every_option_has_help_and_every_command_an_example():
@@ -50,7 +62,7 @@ def test_every_option_has_help_and_every_command_an_example():
             assert f"python -m i6_shard {argv}" in text  # as written, lines unwrapped
     assert set(EXAMPLES) == set(_commands())
     assert "--seq-ordering" in _commands()["plan"].format_help()
-    assert PLAN_OPTION_HELP["seq_ordering"][:30] in " ".join(_commands()["plan"].format_help().split())
+    assert PLAN_OPTIONS["seq_ordering"].help[:30] in " ".join(_commands()["plan"].format_help().split())
 
 
 @pytest.mark.parametrize("command", sorted(EXAMPLES))

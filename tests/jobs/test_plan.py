@@ -424,6 +424,16 @@ def test_sync_and_constant_bytes_hash_only_when_not_the_default(work_dir):
         ShardPlanJob(sizes, **kw, reduce_type="param")
 
 
+def test_a_batch_size_by_data_key_is_its_own_job(work_dir):
+    """A dict of limits by data key is another training's batching than its smallest limit alone: another job."""
+    sizes = tk.Path("/data/sizes/file_sizes.npz")
+    kw = dict(num_shards=2, partition_epoch=2, num_epochs=4)
+    by_key = ShardPlanJob(sizes, **kw, batch_size={"data": 2000, "classes": 50})
+    assert by_key is not ShardPlanJob(sizes, **kw, batch_size=50) and by_key.batch_size == {"data": 2000, "classes": 50}
+    assert by_key is ShardPlanJob(sizes, **kw, batch_size={"classes": 50, "data": 2000})
+    assert ShardPlanJob(sizes, **kw, batch_size=50).batch_size == 50
+
+
 def test_a_bound_without_the_flexible_distribution_is_refused(work_dir):
     sizes = tk.Path("/data/sizes/file_sizes.npz")
     with pytest.raises(
@@ -497,10 +507,14 @@ def test_each_option_default_is_the_requests():
 
 
 @needs_matplotlib
-def test_the_job_builds_its_request_once(work_dir, monkeypatch):
-    """Sisyphus hashes the arguments, then runs __init__; the job plans, sizes its task and runs with that one
-    request (PlanRequest.from_options, the one constructor), also after pickling as Sisyphus stores jobs."""
+def test_the_job_derives_its_request_in_one_pure_function(work_dir, monkeypatch):
+    """Sisyphus hashes the arguments, then runs __init__: each builds the request from the same arguments by one pure
+    function (PlanRequest.from_options, the one constructor), as i6_core's jobs derive their hash, with no state
+    kept between them; the job sizes its task and runs with its request, also after pickling as Sisyphus stores
+    jobs."""
     import pickle
+
+    from i6_shard.jobs import plan as plan_module
 
     real, calls = core.PlanRequest.from_options.__func__, []
 
@@ -511,10 +525,15 @@ def test_the_job_builds_its_request_once(work_dir, monkeypatch):
     monkeypatch.setattr(core.PlanRequest, "from_options", classmethod(counting))
     sizes = tk.Path(_sizes_file(str(work_dir)))
     job = ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=3, seq_ordering="default", plot=False)
-    assert len(calls) == 1 and job.plan_request.settings.num_epochs == 4  # the training's 3 and the preloaded one
+    assert len(calls) == 2 and calls[0] == calls[1]  # hash, then __init__, from the same arguments
+    assert job.plan_request.settings.num_epochs == 4  # the training's 3 and the preloaded one
     run_job(job)
-    assert len(calls) == 1
+    assert len(calls) == 2
     stored = pickle.loads(pickle.dumps(job))
-    assert stored.plan_request == job.plan_request and len(calls) == 1
+    assert stored.plan_request == job.plan_request and len(calls) == 2
+    from i6_shard.jobs import util
+
+    mutable = [n for n, v in vars(plan_module).items() if isinstance(v, (list, dict, set)) and n not in vars(util)]
+    assert not mutable, mutable  # no module-level memo between hash and __init__
     ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=5, plot=False)
-    assert len(calls) == 2  # other options: another request
+    assert len(calls) == 4 and calls[2]["num_epochs"] == 5  # other options: another request

@@ -1,7 +1,8 @@
 """The pure part of the core: arrays and integers in, arrays out; no file, process or print.
 
 - settings: :class:`PlanSettings` (every rule of the settings) and the supported values; request:
-  :class:`PlanRequest`, the settings with the batching and node cache of a plan's outputs;
+  :class:`PlanRequest`, the settings with the batching and node cache of a plan's outputs; options: the one table
+  of the plan options (:data:`PLAN_OPTIONS`);
 - distribute: RETURNN's shuffle and bin cut, mirrored exactly; balanced: i6_shard's balanced cut;
 - plan: :class:`ShardPlan`; stats: what a plan does over a training; epochs: sub-epochs vs passes;
 - file_tree: RETURNN's file trees and keys; reads: what ranks read, checked against a plan;
@@ -30,7 +31,8 @@ from .distribute import (
 from .epochs import num_epochs_for_passes, passes_for_num_epochs, passes_per_full_epoch
 from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tree_key
 from .plan import ShardPlan
-from .request import PLAN_OPTION_DEFAULTS, PLAN_OPTION_HELP, PlanRequest
+from .options import PLAN_OPTIONS, PlanOption
+from .request import PLAN_OPTION_DEFAULTS, PlanRequest, report_engine_options
 from .plan_sim import engine_differences, has_node_level
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
@@ -82,8 +84,10 @@ __all__ = [
     "check_distribution",
     "ShardPlan",
     "PlanRequest",
+    "PLAN_OPTIONS",
+    "PlanOption",
     "PLAN_OPTION_DEFAULTS",
-    "PLAN_OPTION_HELP",
+    "report_engine_options",
     "PlanStats",
     "compute_plan_stats",
     "check_layout",

@@ -1,96 +1,28 @@
 """PlanRequest: everything a plan and its outputs are made from besides the files (the settings, the batching
-limits and sync mode of the prediction, the per-node cache), in one frozen object with one ``validate()``, built from the same
-keyword options by the command line, ``ShardPlanJob`` and the builders; each option's default is written here."""
+limits and sync mode of the prediction, the per-node cache), in one frozen object with one ``validate()``, built from
+the options of the one table of them (:data:`~.options.PLAN_OPTIONS`) by the command line, the jobs and the builders."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
-from .args import check_bool, check_int, check_optional_int
+from .args import check_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
-from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_next_n_sub_epochs
-from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
+from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
+from .flexible import check_bound_is_used
 from .engine_sim import EngineSettings
+from .options import PLAN_OPTIONS, check_by_key, option_defaults
 from .plan_sim import engine_record, plan_engine
-from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, PlanSettings
+from .settings import PlanSettings
 from .text import short_repr
 from .torch_distributed import check_torch_distributed
 
-__all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS", "PLAN_OPTION_HELP"]
+__all__ = ["PlanRequest", "PLAN_OPTION_DEFAULTS", "report_engine_options"]
 
-#: The optional plan options and their defaults, the one place they are written: ``PlanRequest.from_options``
-#: applies them, the command line shows them, ``ShardPlanJob`` hashes an option at its default as if absent.
-PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
-    "seq_ordering": DEFAULT_SEQ_ORDERING,
-    "random_seed_offset": None,  # RETURNN's default 0
-    "fixed_random_seed": None,
-    "distribution": DEFAULT_DISTRIBUTION,
-    "max_sub_epoch_deviation": DEFAULT_MAX_SUB_EPOCH_DEVIATION,
-    "sharding": "sharded",
-    "batch_size": None,
-    "max_seqs": None,
-    "ranks_per_node": None,
-    "preload_next_n_sub_epochs": None,  # RETURNN's default, DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
-    "cached_file": True,
-    "cache_size": None,
-    "reduce_type": DEFAULT_REDUCE_TYPE,  # torch_distributed's: every rank stops in the step the first runs out
-    "param_sync_step": None,
-    "accum_grad_multiple_step": None,  # the config's default 1
-    "sub_epoch_constant_bytes": None,  # 0: the sub-epoch dataset reads only its bin's files
-    "lengths": None,  # the sequence lengths come from the archive the plan is cut by
-    "torch_distributed": None,  # the sync of reduce_type / param_sync_step
-    "max_seq_length": None,  # no length filter
-}
-
-#: What each option of :data:`PLAN_OPTION_DEFAULTS` means, in one line: the command line's help and the docs
-#: take it from here (the command line adds the default).
-PLAN_OPTION_HELP: Dict[str, str] = {
-    "seq_ordering": "the sub-epoch dataset's seq_ordering as the plan's shuffle of the files sees it: random "
-    "(RETURNN shuffles the files anew every full epoch) or default (the list's order, the same bins every full "
-    "epoch)",
-    "random_seed_offset": "sharded: the dataset's random_seed_offset, or else the config's "
-    "dataset_random_seed_offset (RETURNN's default 0); unsharded: the config's dataset_random_seed_offset, to "
-    "which RETURNN adds rank*16127 on each rank (with the same seed on all ranks: the dataset's "
-    "random_seed_offset)",
-    "fixed_random_seed": "the dataset's fixed_random_seed (the same shuffle every full epoch)",
-    "distribution": "how bins are cut: returnn (what DistributeFilesDataset does), balanced, flexible "
-    "(sub-epochs within max_sub_epoch_deviation), flexible_auto (that bound chosen per full epoch, "
-    "docs/flexible_split.md) or equal_steps (flexible_auto, then files moved between the ranks of each sub-epoch "
-    "until the simulated training's ranks make equal steps; sharded, needs a costs archive with per-sequence "
-    "lengths and the batching)",
-    "max_sub_epoch_deviation": "with distribution flexible: how far a sub-epoch's size may be from the mean "
-    "sub-epoch's, as a share of it, in [0, 1)",
-    "sharding": "sharded (distrib_shard_files=True), unsharded (every rank shuffles all files itself) or "
-    "unsharded_same_seed (unsharded, the same seed on every rank)",
-    "batch_size": "RETURNN's batch_size in frames: predict the loss under its batching (needs a costs archive)",
-    "max_seqs": "RETURNN's max_seqs, for the prediction",
-    "ranks_per_node": "ranks (GPUs) per node: report the bytes each node's file cache must hold at once per "
-    "sub-epoch and the reads from the shared file system",
-    "preload_next_n_sub_epochs": "the dataset's preload_next_n_sub_epochs (RETURNN's default "
-    f"{DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS} with use_worker_proc=True; 0 with use_worker_proc=False): the plan "
-    "holds these sub-epochs after the training's last, and with ranks_per_node the node cache holds them",
-    "cached_file": "get_sub_epoch_dataset wraps the files in CachedFile (else every rank reads from the shared "
-    "file system and the node caches nothing)",
-    "cache_size": "bytes of each node's local cache (with ranks_per_node): say whether the plan fits and which "
-    "partition_epoch values do",
-    "reduce_type": "torch_distributed's reduce_type, which the predicted loss and steps assume: grad (every rank stops in the step "
-    "the first runs out) or param (the others run on to their next sync)",
-    "param_sync_step": "with reduce_type param: torch_distributed's param_sync_step (steps between param syncs)",
-    "accum_grad_multiple_step": "the config's accum_grad_multiple_step (steps per optimizer update; default 1): "
-    "param syncs come every param_sync_step updates",
-    "sub_epoch_constant_bytes": "with ranks_per_node: bytes of the files the sub-epoch dataset reads in every "
-    "sub-epoch besides its bin's: the node cache holds them in every sub-epoch",
-    "lengths": "a costs archive (`costs`, ComputeFileCostsJob) of the same files in the same order: the "
-    "prediction takes its sequence lengths, the bins are still cut by the sizes archive (e.g. one in bytes, "
-    "as RETURNN cuts a plain DistributeFilesDataset)",
-    "torch_distributed": "the config's torch_distributed as written there (a dict, sync levels included): the "
-    "simulated steps and the predicted loss assume its sync; reduce_type / param_sync_step, if given too, must "
-    "say the same",
-    "max_seq_length": "the config's max_seq_length (an int, or a dict by data key): the simulation drops the "
-    "sequences RETURNN's length filter drops (a dict naming several data keys: not simulated exactly, the costs "
-    "archive holds one key's lengths)",
-}
+#: The optional plan options and their defaults (:data:`~.options.PLAN_OPTIONS`' ``default``):
+#: ``PlanRequest.from_options`` applies them where an option is not given (None).
+PLAN_OPTION_DEFAULTS: Dict[str, Any] = option_defaults(PLAN_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -159,9 +91,9 @@ class PlanRequest:
         )
         if self.torch_distributed is not None:
             _check_sync_agrees(self.torch_distributed, self.sync)
-        _check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
+        check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
         if self.batch_size_by_key is not None:
-            _check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
+            check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
 
     def engine(self, batching: Optional[Batching] = None) -> EngineSettings:
         """The torch engine the plan's simulation takes (:func:`~.plan_sim.plan_engine`) under ``batching`` (None: the
@@ -195,17 +127,11 @@ class PlanRequest:
         >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=None).settings.num_epochs is None
         True
         """
-        unknown = sorted(set(options) - set(PLAN_OPTION_DEFAULTS))
-        if unknown:
-            raise TypeError(f"unknown plan options {unknown}; the options are {sorted(PLAN_OPTION_DEFAULTS)}")
-        o = {
-            name: default if options.get(name) is None else options[name]
-            for name, default in PLAN_OPTION_DEFAULTS.items()
-        }
+        o = _applied(options)
         preload = (
             DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS
             if o["preload_next_n_sub_epochs"] is None
-            else check_preload_next_n_sub_epochs(o["preload_next_n_sub_epochs"])
+            else o["preload_next_n_sub_epochs"]
         )
         if num_epochs is not None:
             num_epochs = check_int(
@@ -225,7 +151,7 @@ class PlanRequest:
         )
         batch_size, by_key = o["batch_size"], None
         if isinstance(batch_size, dict):
-            by_key = _check_by_key(batch_size, name="batch_size", hint="frames per batch, padding included")
+            by_key = check_by_key(batch_size, name="batch_size", hint="frames per batch, padding included")
             batch_size = min(by_key.values())
         batching = (
             None
@@ -243,9 +169,7 @@ class PlanRequest:
             sync=SyncMode(reduce_type, param_sync_step, o["accum_grad_multiple_step"] or 1),
             lengths=None if o["lengths"] is None else _path_text(o["lengths"]),
             torch_distributed=None if torch_distributed is None else dict(torch_distributed),
-            max_seq_length=_check_by_key(
-                o["max_seq_length"], name="max_seq_length", hint="the longest sequence kept, in frames"
-            ),
+            max_seq_length=o["max_seq_length"],
             batch_size_by_key=by_key,
         )
 
@@ -285,23 +209,6 @@ def _check_sync_agrees(torch_distributed: Dict[str, Any], sync: SyncMode) -> Non
         )
 
 
-def _check_by_key(value: Any, *, name: str, hint: str) -> Any:
-    """``value`` if None, a positive int or a non-empty dict of data keys (str) to positive ints, else a
-    ``TypeError``/``ValueError`` naming it and the fix."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        return check_int(value, name=name, minimum=1, hint=hint + ", or a dict by data key")
-    if not value:
-        raise ValueError(f"{name}={{}} names no data key: give an int ({hint}) or a dict by data key, or None")
-    out = {}
-    for key, limit in value.items():
-        if not isinstance(key, str):
-            raise TypeError(f"{name}={short_repr(value, limit=120)}: the key {key!r} is not a data key (str)")
-        out[key] = check_int(limit, name=f"{name}[{key!r}]", minimum=1, hint=hint)
-    return out
-
-
 def _path_text(path: Any) -> Any:
     """A path given as ``os.PathLike`` (e.g. ``pathlib.Path``) as its str; anything else unchanged, for
     ``validate`` to name."""
@@ -310,17 +217,8 @@ def _path_text(path: Any) -> Any:
 
 
 def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
-    """The per-node cache and the cache size of the options; the cache options need ``ranks_per_node``."""
-    cached_file = check_bool(o["cached_file"], name="cached_file")
-    cache_size = check_optional_int(
-        o["cache_size"], name="cache_size", minimum=1, hint="bytes of file cache per node, or None"
-    )
-    constant = check_optional_int(
-        o["sub_epoch_constant_bytes"],
-        name="sub_epoch_constant_bytes",
-        minimum=0,
-        hint="bytes of the files the sub-epoch dataset reads in every sub-epoch",
-    )
+    """The per-node cache and the cache size of the (checked) options; the cache options need ``ranks_per_node``."""
+    cached_file, cache_size, constant = o["cached_file"], o["cache_size"], o["sub_epoch_constant_bytes"]
     if o["ranks_per_node"] is None:
         given = [
             name
@@ -334,8 +232,7 @@ def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
         if given:
             raise ValueError(
                 f"{', '.join(given)} {'describes' if len(given) == 1 else 'describe'} the per-node cache: give "
-                "ranks_per_node too (GPUs per "
-                "node), or leave them out"
+                "ranks_per_node too (GPUs per node), or leave them out"
             )
         return None, None
     return NodeCache(
@@ -344,3 +241,28 @@ def _node_cache(o: Dict[str, Any], *, preload: int) -> tuple:
         cached_file=cached_file,
         constant_bytes=constant or 0,
     ), cache_size
+
+
+def _applied(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every optional plan option: as given (checked by its row's ``check``), else (None) its default; a name that
+    is no plan option is refused."""
+    unknown = sorted(set(options) - set(PLAN_OPTION_DEFAULTS))
+    if unknown:
+        raise TypeError(f"unknown plan options {unknown}; the options are {sorted(PLAN_OPTION_DEFAULTS)}")
+    out = {}
+    for name, default in PLAN_OPTION_DEFAULTS.items():
+        value, check = options.get(name), PLAN_OPTIONS[name].check
+        out[name] = default if value is None else value if check is None else check(value)
+    return out
+
+
+def report_engine_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """The training's sync (a ``SyncMode``) and length filter among the plan options (those of a command that takes
+    them), as the training report takes them (``sync=``, ``max_seq_length=``); an option not given: its default.
+
+    >>> report_engine_options({"reduce_type": "param", "param_sync_step": 4})["sync"]
+    SyncMode(reduce_type='param', param_sync_step=4)
+    """
+    o = _applied({name: value for name, value in options.items() if name in PLAN_OPTION_DEFAULTS})
+    sync = SyncMode(o["reduce_type"], o["param_sync_step"], o["accum_grad_multiple_step"] or 1)
+    return {"sync": sync, "max_seq_length": o["max_seq_length"]}
