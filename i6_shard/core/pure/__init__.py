@@ -54,10 +54,10 @@ from .batching import DEFAULT_REDUCE_TYPE, REDUCE_TYPES, Batching, batching_of, 
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_epochs, parse_bytes
 from .costs import COST_UNITS
 from .epochs import plan_coverage_problem
-from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
 from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
 from .settings import DEFAULT_DISTRIBUTION, sharding_mode
-from .cut import cut_options
+from .cut import check_bound_is_used, cut_options
 from .epochs import plan_covers
 from .text import first_difference
 from .costs_consistency import check_frame_rate

@@ -11,10 +11,18 @@ import numpy as np
 
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
-from .flexible import distribute_flexible, distribute_flexible_auto
+from .flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
 from .text import short_repr
 
-__all__ = ["CutSpec", "CUTS", "cut_spec", "offered_distributions", "cut_full_epoch", "cut_options"]
+__all__ = [
+    "check_bound_is_used",
+    "CutSpec",
+    "CUTS",
+    "cut_spec",
+    "offered_distributions",
+    "cut_full_epoch",
+    "cut_options",
+]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -215,4 +223,31 @@ def cut_full_epoch(
     """
     return cut_spec(distribution).cut(
         np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **(options or {})
+    )
+
+
+def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) -> None:
+    """A bound other than the default is given only with a distribution that takes it (its row's
+    ``sub_epoch_bound`` is "given"), where a user sets it: in the builder, the job and the CLI (a plan's comparison
+    rows keep the bound while they switch the distribution, so :class:`PlanSettings` itself does not refuse it).
+
+    >>> check_bound_is_used(0.1, distribution="balanced")
+    Traceback (most recent call last):
+    ...
+    ValueError: max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of distribution='flexible' only, but distribution='balanced': use distribution='flexible', or drop max_sub_epoch_deviation
+    """
+    spec = cut_spec(distribution)
+    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or spec.sub_epoch_bound == "given":
+        return
+    takers = [s.name for s in CUTS.values() if s.sub_epoch_bound == "given"]
+    if spec.sub_epoch_bound == "chosen":
+        raise ValueError(
+            f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
+            f"distribution={distribution!r}, which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
+            f"use distribution={takers[0]!r} to fix the bound, or drop max_sub_epoch_deviation"
+        )
+    raise ValueError(
+        f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
+        f"distribution={' or '.join(map(repr, takers))} only, but distribution={distribution!r}: use "
+        f"distribution={takers[0]!r}, or drop max_sub_epoch_deviation"
     )

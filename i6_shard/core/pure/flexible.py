@@ -77,31 +77,6 @@ def check_max_sub_epoch_deviation(value) -> float:
     return value
 
 
-def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) -> None:
-    """A bound other than the default is given only with ``distribution="flexible"``, the one that uses it
-    (where a user sets it, in the builder, the job and the CLI; a plan's comparison rows keep the bound
-    while they switch the distribution, so :class:`PlanSettings` itself does not refuse it).
-
-    >>> check_bound_is_used(0.1, distribution="balanced")
-    Traceback (most recent call last):
-    ...
-    ValueError: max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of distribution='flexible' only, but distribution='balanced': use distribution='flexible', or drop max_sub_epoch_deviation
-    """
-    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or distribution == "flexible":
-        return
-    if distribution == "flexible_auto":
-        raise ValueError(
-            f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
-            f"distribution='flexible_auto', which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
-            "use distribution='flexible' to fix the bound, or drop max_sub_epoch_deviation"
-        )
-    raise ValueError(
-        f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
-        f"distribution='flexible' only, but distribution={distribution!r}: use "
-        "distribution='flexible', or drop max_sub_epoch_deviation"
-    )
-
-
 def sub_epoch_size_range(total: int, *, partition_epoch: int, max_sub_epoch_deviation: float) -> Tuple[int, int]:
     """The sizes a sub-epoch may have: ``[ceil((1-d)*mean), floor((1+d)*mean)]`` with ``mean =
     total / partition_epoch``, computed exactly (``d`` as the exact binary value of the float, the

@@ -13,7 +13,14 @@ from .args import check_bool, check_int, check_optional_int
 from .batching import DEFAULT_REDUCE_TYPE, REDUCE_TYPES
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_epochs, parse_bytes
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
-from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, DISTRIBUTIONS, SEQ_ORDERINGS, sharding_mode
+from .settings import (
+    DEFAULT_DISTRIBUTION,
+    DEFAULT_SEQ_ORDERING,
+    DISTRIBUTIONS,
+    OFFERED_DISTRIBUTIONS,
+    SEQ_ORDERINGS,
+    sharding_mode,
+)
 from .text import short_repr
 
 __all__ = ["PLAN_OPTIONS", "PlanOption"]
@@ -311,7 +318,7 @@ _ROWS = (
         default=DEFAULT_DISTRIBUTION,
         read=_settings("distribution"),
         choices=DISTRIBUTIONS,
-        offered=("returnn", "balanced", "equal_steps"),
+        offered=OFFERED_DISTRIBUTIONS,
         commands=_PLAN_DEMO,
         doc="how the bins are cut: `returnn` is what `DistributeFilesDataset` does, for comparison and "
         "parity; `balanced` ([balanced_split.md](balanced_split.md)) where the training's batching is not known; "

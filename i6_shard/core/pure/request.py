@@ -10,7 +10,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 from .args import check_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
-from .flexible import check_bound_is_used
+from .cut import check_bound_is_used
 from .engine_sim import EngineSettings
 from .options import PLAN_OPTIONS, check_by_key, option_defaults
 from .plan_sim import engine_record, plan_engine

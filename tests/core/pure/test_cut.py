@@ -119,9 +119,8 @@ def test_a_row_whose_cut_fails_is_a_row_of_the_comparison_not_an_error(monkeypat
     assert summary["distributions"]["fails"] == "this cut needs more files"
 
 
-#: The one place outside the table's module where a distribution's name is still compared: the bound check that
-#: ``core/pure/request.py`` imports from ``flexible.py``, which the table imports (so it cannot read the table).
-ALLOWED_NAME_COMPARISONS = {"i6_shard/core/pure/flexible.py": 2}
+#: Places outside the table's module where a distribution's name may still be compared: none.
+ALLOWED_NAME_COMPARISONS = {}
 
 
 def _name_comparisons(path: str, text: str):

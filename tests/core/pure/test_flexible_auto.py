@@ -15,10 +15,10 @@ from tests.strategies import examples
 from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core.io import lognormal_sizes
 from i6_shard.core.pure.balanced import distribute_balanced, group_bounds
+from i6_shard.core.pure.cut import check_bound_is_used
 from i6_shard.core.pure.flexible import (
     AUTO_DEVIATIONS,
     AUTO_TOLERANCE,
-    check_bound_is_used,
     distribute_flexible,
     distribute_flexible_auto,
     sub_epoch_size_range,
