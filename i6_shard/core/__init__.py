@@ -25,8 +25,8 @@ from .io import (
     save_file_sizes,
     write_file_list,
 )
-from .planning import PlanOutputs, load_plan, plan_archive, plan_of_sizes, plan_outputs, read_plan_file, save_plan
-from .planning import check_request_fits, plan_sizes, stored_plan_outputs
+from .planning import PlanOutputs, load_plan, plan_archive, make_plan, plan_outputs, read_plan_file, save_plan
+from .planning import check_request_fits, make_plan_outputs, stored_plan_outputs
 from .pure import (
     DISTRIBUTIONS,
     SEQ_ORDERINGS,
@@ -63,14 +63,14 @@ from .reporting import (
 
 __all__ = [
     "check_request_fits",
-    "plan_sizes",
+    "make_plan_outputs",
     "stored_plan_outputs",
     "PlanSettings",
     "PlanRequest",
     "PLAN_OPTION_DEFAULTS",
     "ShardPlan",
     "PlanOutputs",
-    "plan_of_sizes",
+    "make_plan",
     "plan_archive",
     "plan_outputs",
     "write_outputs",

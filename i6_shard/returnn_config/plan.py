@@ -8,7 +8,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .. import core
-from ..core import plan_of_sizes
+from ..core import make_plan
 from ..core.io import check_archive_path
 from ..core.pure import check_int, check_optional_int, first_difference
 from .reader import (
@@ -107,7 +107,7 @@ def plan_for_returnn_config(
     info = find_dataset(config, num_ranks=num_ranks, key=key)
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
-    return plan_of_sizes(sizes, request)  # the planning floor
+    return make_plan(sizes, request)  # the planning floor
 
 
 def merged_config(config: Any) -> Dict[str, Any]:

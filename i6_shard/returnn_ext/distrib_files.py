@@ -344,7 +344,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)
                 ranks_per_node=config["ranks_per_node"] if has_node_level(config["torch_distributed"]) else None,
             )
-            return core.plan_of_sizes(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
+            return core.make_plan(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"{where} (the config's engine settings, file_sizes {self.file_sizes_path!r}): {exc}")
 

@@ -171,7 +171,7 @@ def test_equal_steps_on_the_command_line_prints_progress_and_stores_its_bins(cos
     request = core.PlanRequest.from_options(
         num_shards=3, partition_epoch=2, num_epochs=4, batch_size=120, distribution="equal_steps"
     )
-    plan = core.plan_of_sizes(
+    plan = core.make_plan(
         core.load_file_sizes(costs_path), request, lengths=core.io.file_costs.load_file_costs(costs_path)
     )
     for k in range(stored.orders.shape[0]):
