@@ -30,7 +30,7 @@ sys.meta_path.insert(0, _NoReturnn())
 
 
 def test_the_readme_recipe_graph_builds_without_returnn(tmp_path):
-    """The README recipe's graph (balanced, with plan=) is built in a Python where ``import returnn`` fails,
+    """The README recipe's graph (equal_steps, with plan=) is built in a Python where ``import returnn`` fails,
     with the real Sisyphus and i6_core; RETURNN is never imported."""
     import os
     import pytest
