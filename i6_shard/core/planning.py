@@ -48,27 +48,14 @@ from .pure.unsharded import UnshardedStats, compute_unsharded_stats
 from .pure.text import first_difference
 
 __all__ = [
-    "PlanOutputs",
-    "RankOutputs",
     "make_plan",
     "plan_archive",
     "make_plan_outputs",
-    "plan_outputs",
     "stored_plan_outputs",
-    "plan_stats_outputs",
-    "rank_outputs",
-    "plan_bins",
-    "equal_steps_inputs",
-    "plan_arrays",
     "save_plan",
     "read_plan_file",
     "load_plan",
     "check_request_fits",
-    "compare_num_epochs_for",
-    "COMPARE_FULL_EPOCHS",
-    "FLEXIBLE_COMPARE_MIN_DROPPED",
-    "CACHE_FIT_FULL_EPOCHS",
-    "NOT_COMPUTED",
 ]
 
 #: Full epochs over which the outputs compare distributions (each costs one more planning pass).

@@ -38,7 +38,7 @@ from .util import (
     write_variable,
 )
 
-__all__ = ["VerifyShardingJob", "ShardingVerificationError", "RankFailedError", "verify_rqmt"]
+__all__ = ["VerifyShardingJob"]
 
 #: Violations listed in the error message of a failed verification.
 NUM_LISTED = 10

@@ -32,15 +32,7 @@ from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_
 from .reader import DistributeFilesDatasetInfo, files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
-__all__ = [
-    "I6ShardImportCode",
-    "SubEpochDatasetCode",
-    "DelayedSubEpochPartial",
-    "add_sharded_dataset",
-    "sharded_returnn_config",
-    "training_job_kwargs",
-    "training_job",
-]
+__all__ = ["sharded_returnn_config", "training_job_kwargs", "training_job"]
 
 
 class DelayedFilesCallable(DelayedBase):

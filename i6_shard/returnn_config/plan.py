@@ -22,7 +22,7 @@ from .reader import (
 from .reader.context import _Context
 from .pycode import resolve_paths
 
-__all__ = ["plan_for_returnn_config", "find_dataset", "named_plan_job", "training_plan_options", "merged_config"]
+__all__ = ["plan_for_returnn_config", "named_plan_job", "training_plan_options"]
 
 
 def find_dataset(

@@ -49,7 +49,7 @@ from i6_shard.core.pure import (
     short_repr,
 )
 
-__all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
+__all__ = ["ShardedDistributeFilesDataset"]
 _MAX_LISTED_KEYS = 5
 
 
@@ -139,7 +139,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
 
     - ``distribution``: ``"returnn"`` (default) cuts the bins exactly as RETURNN does;
       ``"balanced"`` cuts size-balanced sub-epoch groups and assigns each group's files to
-      the ranks largest first (:func:`i6_shard.core.distribute_balanced`), so that ranks
+      the ranks largest first (:func:`i6_shard.core.pure.balanced.distribute_balanced`), so that ranks
       finish their sub-epochs at nearly the same time and little data is dropped.
       ``"flexible"`` also lets the sub-epochs differ in size by up to ``max_sub_epoch_deviation``
       (default 0.25: +-25% of the mean; :func:`i6_shard.core.pure.flexible.distribute_flexible`);
@@ -194,7 +194,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         **kwargs,
     ):
         """
-        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"``,
+        :param distribution: one of ``i6_shard.core.pure.settings.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"``,
             ``"flexible"`` or ``"flexible_auto"``); None: ``"returnn"``, or with ``plan``, the plan's (given with
             a plan, it must be the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
@@ -564,7 +564,7 @@ def load_sizes_for_files(
     ``num_samples`` random entries (drawn with ``seed``) are stat-ed again and must be unchanged.
 
     :raises ValueError: naming the first missing, extra or reordered keys
-    :raises i6_shard.core.io.StaleFileSizesError: naming the sampled files that changed
+    :raises i6_shard.core.io.stale_sizes.StaleFileSizesError: naming the sampled files that changed
     """
     loaded = core.load_file_sizes(path)
     keys = [_get_key_for_file_tree(t) for t in files]

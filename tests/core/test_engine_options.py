@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from i6_shard import core
+from i6_shard.core.io.plan_file import read_plan_head
 from i6_shard.cli import main
 from i6_shard.core.io import progress as progress_module
 from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
@@ -144,7 +145,7 @@ def test_the_plan_file_records_the_engine_settings_it_was_simulated_with(costs_p
         == 0
     )
     assert "sync levels [{'group': 1" in (out / "report.txt").read_text()  # not the statistical model's "grad sync"
-    head = core.read_plan_head(str(out / "plan.npz"))
+    head = read_plan_head(str(out / "plan.npz"))
     assert head.engine_settings == {
         "batch_size": 120,
         "max_seqs": None,
@@ -155,7 +156,7 @@ def test_the_plan_file_records_the_engine_settings_it_was_simulated_with(costs_p
     unbatched = tmp_path / "plain"
     assert main(["plan", "--sizes", costs_path, "--num-shards", "3", "--partition-epoch", "2", "--num-epochs", "4",
                  "--no-plot", "-o", str(unbatched)]) == 0  # fmt: skip
-    assert core.read_plan_head(str(unbatched / "plan.npz")).engine_settings is None
+    assert read_plan_head(str(unbatched / "plan.npz")).engine_settings is None
     with np.load(unbatched / "plan.npz") as arrays:
         assert "engine_settings" not in arrays.files
 

@@ -16,13 +16,14 @@ pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
 from sisyphus import tk  # noqa: E402
 
 from i6_shard import cli, core  # noqa: E402
+from i6_shard.core.io.demo import lognormal_sizes  # noqa: E402
 from i6_shard.jobs import ShardPlanJob  # noqa: E402
 
 
 def _sizes_file(directory, num_files=40, seed=3):
     keys = [f"/data/part-{i:03d}.hdf" for i in range(num_files)]
     path = os.path.join(directory, "file_sizes.npz")
-    core.save_file_sizes(core.FileSizes(keys=keys, sizes=core.io.lognormal_sizes(num_files, seed=seed)), path)
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=lognormal_sizes(num_files, seed=seed)), path)
     return path
 
 

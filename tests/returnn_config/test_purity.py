@@ -7,7 +7,8 @@ import sys
 def test_builders_import_no_framework():
     code = (
         "import sys\n"
-        "from i6_shard.returnn_config import sharded_files_dataset, config_code\n"
+        "from i6_shard.returnn_config import sharded_files_dataset\n"
+        "from i6_shard.returnn_config.pycode import config_code\n"
         "d = sharded_files_dataset(['a.hdf', 'b.hdf'], sub_epoch_dataset={'class': 'HDFDataset', "
         "'seq_ordering': 'random'}, partition_epoch=2, num_shards=1)\n"
         "config_code({'train': d})\n"

@@ -11,7 +11,7 @@ from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .flexible import distribute_flexible, distribute_flexible_auto
 
-__all__ = ["CUTS", "CUT_VERSIONS", "cut_full_epoch", "cut_options"]
+__all__ = ["cut_full_epoch", "cut_options"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from ..pure.plan import ShardPlan
 from ..pure.request import PlanRequest
 from ..pure.reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 
-__all__ = ["render_verify_report", "verify_records"]
+__all__ = ["verify_records"]
 
 
 def render_verify_report(
