@@ -164,9 +164,28 @@ def _assert_the_plan_has_the_trainings_steps(setup):
         summary["dropped_fraction_predicted"],
         measured,
     )
+    # The README's figures are this run's: the steps per sub-epoch and the drop, planned and measured.
+    _assert_the_readme_says(
+        steps=[steps[0] for steps in logged], planned=summary["dropped_fraction_predicted"], measured=measured
+    )
     # equal_steps: every rank makes the same steps in every sub-epoch, so nothing is dropped, planned and measured.
     assert all(len(set(steps)) == 1 for steps in logged), logged
     assert summary["dropped_fraction_predicted"] == 0 and measured == 0, (
         summary["dropped_fraction_predicted"],
         measured,
     )
+
+
+def _assert_the_readme_says(*, steps, planned, measured):
+    """The README's sentence on its recipe's training names these steps per sub-epoch and these drops."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    said = re.search(
+        r"each rank's log shows exactly the plan's steps \(([\d, ]+) per sub-epoch, on both ranks\) and nothing is "
+        r"dropped, ([\d.]+)% planned and ([\d.]+)% measured",
+        readme,
+    )
+    assert said, "the README no longer names its recipe's steps and drop"
+    run = (steps, round(100 * planned, 2), round(100 * measured, 2))
+    readme_says = ([int(n) for n in said.group(1).split(",")], float(said.group(2)), float(said.group(3)))
+    assert readme_says == run, f"the README says {readme_says}, the run shows {run}"
