@@ -44,7 +44,7 @@ from .reporting.outputs import (
 )
 from .reporting.report import render_report
 
-# What the layers above use from this face (docs/architecture.md, "Faces"); nothing else.
+# What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "check_request_fits",
     "make_plan_outputs",

@@ -30,7 +30,7 @@ from .seq_filter import data_key_limit
 from .stale_sizes import DEFAULT_CHECK_SAMPLES, check_num_samples, check_sample_unchanged
 from .stat_engine import DEFAULT_NUM_THREADS
 
-# What the layers above use from this face (docs/architecture.md, "Faces"); nothing else.
+# What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "data_key_limit",
     "archive_bytes_bound",

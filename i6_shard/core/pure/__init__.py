@@ -37,7 +37,7 @@ from .settings import (
 from .text import first_difference, short_repr
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 
-# What the layers above use from this face (docs/architecture.md, "Faces"); nothing else.
+# What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "engine_differences",
     "has_node_level",

@@ -19,7 +19,7 @@ from .train_report import (
 )
 from .verify import verify_records
 
-# What the layers above use from this face (docs/architecture.md, "Faces"); nothing else.
+# What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "summary_of",
     "plot_plan",
