@@ -16,6 +16,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from i6_shard import core
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.pure.balanced import distribute_balanced
+from i6_shard.core.pure.distribute import full_epoch_seed
+from i6_shard.core.pure.distribute import shuffle_order
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, sub_epoch_size_range
 from timing import best_of
 
@@ -55,11 +59,11 @@ def corpus(
     """
     rng = np.random.RandomState(0)
     if kind in ("lognormal", "lognormal2"):
-        return core.io.lognormal_sizes(num_files, seed=0, sigma=1.0 if kind == "lognormal" else 2.0), None
+        return lognormal_sizes(num_files, seed=0, sigma=1.0 if kind == "lognormal" else 2.0), None
     if kind == "equal":
         return np.full(num_files, 1_000_000, dtype=np.int64), None
     if kind == "big files":
-        small = core.io.lognormal_sizes(num_files - partition_epoch, seed=0, sigma=0.5)
+        small = lognormal_sizes(num_files - partition_epoch, seed=0, sigma=0.5)
         share = int(small.sum()) // (num_shards * partition_epoch)
         big = (share * rng.uniform(1.05, 1.5, size=partition_epoch)).astype(np.int64)
         sizes = small.tolist()
@@ -100,7 +104,7 @@ def core_loads(
     distribution: str, costs: np.ndarray, measure: np.ndarray, *, num_shards: int, partition_epoch: int, seed: int
 ) -> np.ndarray:
     """``measure`` per (sub-epoch, rank) under i6_shard's ``distribution``, cut by ``costs``; shape [P, W]."""
-    shuffle = core.pure.shuffle_order(len(costs), seed=seed)
+    shuffle = shuffle_order(len(costs), seed=seed)
     order, bounds = core.pure.cut_full_epoch(
         costs[shuffle], num_shards=num_shards, partition_epoch=partition_epoch, distribution=distribution
     )
@@ -111,7 +115,7 @@ def core_loads(
 def textbook_lpt_loads(sizes: np.ndarray, *, num_shards: int, partition_epoch: int, seed: int) -> np.ndarray:
     """Reference: the balanced split's sub-epoch groups, each assigned by a plain one-file-at-a-time heap
     LPT (largest first onto the least-loaded rank, ties by rank index); shape [P, W]."""
-    shuffled = sizes[core.pure.shuffle_order(len(sizes), seed=seed)]
+    shuffled = sizes[shuffle_order(len(sizes), seed=seed)]
     groups = core.pure.balanced.group_bounds(shuffled, num_groups=partition_epoch, min_group_size=num_shards)
     out = np.zeros((partition_epoch, num_shards), dtype=np.int64)
     for s in range(partition_epoch):
@@ -163,7 +167,7 @@ def compare(
     sizes, frames = corpus(kind, num_files, num_shards, partition_epoch)
     costs = sizes if unit == "bytes" else frames
     meas = sizes if measure == "bytes" else frames
-    seed = core.pure.full_epoch_seed(0) if seed is None else seed
+    seed = full_epoch_seed(0) if seed is None else seed
     kw = dict(num_shards=num_shards, partition_epoch=partition_epoch, seed=seed)
     out = {"returnn": returnn_loads(keys_for(num_files), costs, meas, **kw)}
     for name in ("balanced", "flexible"):
@@ -287,7 +291,7 @@ def skew_table(args) -> bool:
         kind, num_files, num_shards, partition_epoch = row
         per = {name: [] for name in DISTRIBUTIONS}
         for k in range(args.full_epochs):
-            loads = compare(*row, with_lpt=False, seed=core.pure.full_epoch_seed(k), unit=unit, measure=measure)
+            loads = compare(*row, with_lpt=False, seed=full_epoch_seed(k), unit=unit, measure=measure)
             for name in DISTRIBUTIONS:
                 per[name].append(loads[name])
         stats = {}
@@ -328,7 +332,7 @@ def mean_lower_bound(row, unit: str, full_epochs: int) -> float:
         np.mean(
             [
                 contiguous_lower_bound(
-                    costs[core.pure.shuffle_order(num_files, seed=core.pure.full_epoch_seed(k))],
+                    costs[shuffle_order(num_files, seed=full_epoch_seed(k))],
                     num_shards=num_shards,
                     partition_epoch=partition_epoch,
                 )
@@ -345,11 +349,11 @@ def _is_balanced(row, unit: str, args) -> bool:
     sizes, frames = corpus(kind, num_files, num_shards, partition_epoch)
     costs = sizes if unit == "bytes" else frames
     for k in range(args.full_epochs):
-        shuffled = costs[core.pure.shuffle_order(num_files, seed=core.pure.full_epoch_seed(k))]
+        shuffled = costs[shuffle_order(num_files, seed=full_epoch_seed(k))]
         kw = dict(num_shards=num_shards, partition_epoch=partition_epoch)
         if all(
             np.array_equal(a, b)
-            for a, b in zip(core.distribute_balanced(shuffled, **kw), distribute_flexible(shuffled, **kw))
+            for a, b in zip(distribute_balanced(shuffled, **kw), distribute_flexible(shuffled, **kw))
         ):
             return True
     return False
@@ -361,7 +365,7 @@ def timing(num_files: int, repeats: int) -> bool:
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 
     keys = keys_for(num_files)
-    seed = core.pure.full_epoch_seed(0)
+    seed = full_epoch_seed(0)
     files_order = list(keys)
     np.random.RandomState(seed).shuffle(files_order)
     print(
@@ -385,13 +389,13 @@ def timing(num_files: int, repeats: int) -> bool:
         (2.0, 8, 10),
         (2.0, 1024, 20),
     ):
-        sizes = core.io.lognormal_sizes(num_files, seed=0, sigma=sigma)
+        sizes = lognormal_sizes(num_files, seed=0, sigma=sigma)
         num_bins = num_shards * partition_epoch
         times = {}
         for name in timed:
             times[name], _ = best_of(
                 lambda: core.pure.cut_full_epoch(
-                    sizes[core.pure.shuffle_order(num_files, seed=seed)],
+                    sizes[shuffle_order(num_files, seed=seed)],
                     num_shards=num_shards,
                     partition_epoch=partition_epoch,
                     distribution=name,

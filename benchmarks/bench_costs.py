@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from i6_shard import core  # noqa: E402
+from i6_shard.core.pure.stats import compute_plan_stats  # noqa: E402
 from i6_shard.core.io.file_costs import FileCosts, collect_file_costs, load_file_costs, save_file_costs  # noqa: E402
 from i6_shard.core.pure.batching import Batching, predict_plan_drop  # noqa: E402
 from i6_shard.core.pure.stats import dropped_fraction  # noqa: E402
@@ -169,7 +170,7 @@ def analyse(name: str, work: str, base: str, keys) -> Dict[str, Any]:
 
     def formula(u: str) -> np.ndarray:
         return dropped_fraction(
-            core.compute_plan_stats(
+            compute_plan_stats(
                 core.ShardPlan(keys, costs_of[u].sizes, settings), num_epochs=NUM_EPOCHS, layout=plan_layout(plan)
             ).bytes
         )

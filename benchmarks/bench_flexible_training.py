@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from i6_shard import core  # noqa: E402
+from i6_shard.core.pure.stats import compute_plan_stats  # noqa: E402
 from i6_shard.core.pure.stats import dropped_fraction  # noqa: E402
 from i6_shard.core.reporting.train_report import write_train_report  # noqa: E402
 from tests.hdf_data import write_tiny_hdf_files  # noqa: E402
@@ -111,13 +112,13 @@ def planned(
     )
     plan = core.ShardPlan(keys, costs, settings)
     # the plan's bins (cut by ``costs``), summed in frames
-    by_frames = core.compute_plan_stats(
+    by_frames = compute_plan_stats(
         core.ShardPlan(keys, frames, settings),
         num_epochs=num_epochs,
         layout=lambda k, r: plan.layout(full_epoch_0idx=k, shard_index=r),
     ).bytes
     totals = by_frames.sum(axis=1).reshape(-1, PARTITION_EPOCH)
-    by_costs = core.compute_plan_stats(plan, num_epochs=num_epochs).bytes
+    by_costs = compute_plan_stats(plan, num_epochs=num_epochs).bytes
     return {
         "plan": plan,
         "dropped": dropped_fraction(by_frames),

@@ -24,6 +24,12 @@ import time
 import numpy as np
 
 from i6_shard import core
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.io.file_sizes import FileSizes
+from i6_shard.core.io.file_sizes import save_file_sizes
+from i6_shard.core.pure.distribute import distribute_evenly_by_size
+from i6_shard.core.pure.distribute import shuffle_order
+from i6_shard.core.pure.stats import compute_plan_stats
 from timing import best_of, rss_mib
 
 
@@ -42,7 +48,7 @@ def returnn_bounds(keys, sizes, *, seed: int, num_bins: int):
 def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_epochs: int, write: bool) -> None:
     """Plan ``full_epochs`` full epochs: stats over every sub-epoch, or (``write``) all plan outputs
     as ShardPlanJob writes them; print time and peak RSS as JSON."""
-    sizes = core.io.lognormal_sizes(num_files, seed=0)
+    sizes = lognormal_sizes(num_files, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(num_files)]
     base_rss = rss_mib("VmRSS")  # this process only: ru_maxrss would carry the parent's peak over fork+exec
     plan = core.ShardPlan(keys, sizes, core.PlanSettings(num_shards=num_shards, partition_epoch=partition_epoch))
@@ -61,7 +67,7 @@ def _memory_child(num_files: int, num_shards: int, partition_epoch: int, full_ep
             seconds = time.perf_counter() - t0
         dropped = summary["dropped_fraction"]
     else:
-        stats = core.compute_plan_stats(plan, num_epochs=num_epochs)
+        stats = compute_plan_stats(plan, num_epochs=num_epochs)
         seconds = time.perf_counter() - t0
         assert int(stats.passes.min()) == int(stats.passes.max()) == full_epochs
         dropped, plan_mib = float(stats.dropped_fraction.mean()), 0.0
@@ -88,7 +94,7 @@ def _old_other_mode_stats(plan, *, num_epochs):
         )
     except ValueError as exc:
         return str(exc)
-    return core.compute_plan_stats(other, num_epochs=num_epochs)
+    return compute_plan_stats(other, num_epochs=num_epochs)
 
 
 def _report_child(way: str, argv: list) -> None:
@@ -118,7 +124,7 @@ def report_main(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         archive = os.path.join(tmp, "sizes.npz")
         keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(n)]
-        core.io.save_file_sizes(core.io.FileSizes(keys, core.io.lognormal_sizes(n, seed=0)), archive)
+        save_file_sizes(FileSizes(keys, lognormal_sizes(n, seed=0)), archive)
         del keys
         results = {}
         for way in ("now", "before")[: 1 if args.no_reference else 2]:
@@ -184,7 +190,7 @@ def main() -> None:
         return
     num_bins = shards * part
     seed = 1  # full epoch 0 with random_seed_offset 0
-    sizes = core.io.lognormal_sizes(n, seed=0)
+    sizes = lognormal_sizes(n, seed=0)
     keys = [f"/data/corpus/part-{i:07d}.hdf" for i in range(n)]
     print(
         f"{n:,} files (lognormal sizes), num_shards={shards}, partition_epoch={part} -> {num_bins} bins, "
@@ -197,8 +203,8 @@ def main() -> None:
     t_perm, _ = best_of(lambda: np.random.RandomState(seed).permutation(n), args.repeats)
 
     def core_plan():
-        order = core.pure.shuffle_order(n, seed=seed)
-        return order, core.distribute_evenly_by_size(sizes[order], num_bins=num_bins)
+        order = shuffle_order(n, seed=seed)
+        return order, distribute_evenly_by_size(sizes[order], num_bins=num_bins)
 
     t_core, (order, bounds) = best_of(core_plan, args.repeats)
 

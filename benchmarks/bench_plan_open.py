@@ -19,6 +19,9 @@ import time
 import numpy as np
 
 from i6_shard import core
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.io.plan_file import read_plan_head
+from i6_shard.core.io.plan_file import read_plan_layout
 from i6_shard.core.io.npz import encode_keys
 from timing import best_of, rss_mib
 
@@ -27,7 +30,7 @@ NUM_SHARDS, PARTITION_EPOCH = 8, 20
 
 def _child(path: str, mode: str, repeats: int) -> None:
     """Print JSON: best time of ``mode`` and this process's peak RSS."""
-    head = core.read_plan_head(path)  # not timed: the file list stands for the one the rank has from its config
+    head = read_plan_head(path)  # not timed: the file list stands for the one the rank has from its config
     settings, files = head.settings, head.keys
     epoch = head.num_full_epochs * PARTITION_EPOCH
     rank = NUM_SHARDS - 1
@@ -36,10 +39,10 @@ def _child(path: str, mode: str, repeats: int) -> None:
 
     def lazy():
         """What the dataset does with plan=: compare the file list with the plan's keys, read one full epoch."""
-        h = core.read_plan_head(path, decode_keys=False)
+        h = read_plan_head(path, decode_keys=False)
         if not np.array_equal(encode_keys(files), h.keys_utf8):
             raise AssertionError("keys differ")
-        order, bounds = core.read_plan_layout(path, full_epoch_0idx=(epoch - 1) // PARTITION_EPOCH)
+        order, bounds = read_plan_layout(path, full_epoch_0idx=(epoch - 1) // PARTITION_EPOCH)
         b = rank * PARTITION_EPOCH + (epoch - 1) % PARTITION_EPOCH
         return [files[i] for i in order[bounds[b] : bounds[b + 1]].tolist()]
 
@@ -136,7 +139,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "plan.npz")
-        sizes = core.io.lognormal_sizes(args.num_files, seed=0)
+        sizes = lognormal_sizes(args.num_files, seed=0)
         keys = [f"/data/corpus/shard-{i // 1000:04d}/part-{i:07d}.hdf" for i in range(args.num_files)]
         settings = core.PlanSettings(
             num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=args.full_epochs * PARTITION_EPOCH

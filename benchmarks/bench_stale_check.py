@@ -31,7 +31,8 @@ def _timed(fn, repeats: int):
 
 
 def child(args: argparse.Namespace) -> None:
-    from i6_shard.core.io import check_sample_unchanged, load_file_sizes
+    from i6_shard.core.io import check_sample_unchanged
+    from i6_shard.core.io.cost_archive import load_file_sizes
     from i6_shard.returnn_ext.distrib_files import load_sizes_for_files
 
     label = f"{os.environ.get('SLOWSTAT_US')} us stat latency" if os.environ.get("LD_PRELOAD") else "local disk"

@@ -1,5 +1,5 @@
 """The dropped share a plan predicts per sub-epoch, to compare with what a training measured from
-RETURNN's logs (``python -m i6_shard train-report`` / ``core.reporting.analyze_training``).
+RETURNN's logs (``python -m i6_shard train-report`` / ``core.pure.training.analyze_training``).
 
 A sub-epoch ends on every rank when its first rank runs out of data, so the share it drops is
 ``1 - W * min / sum`` over the ranks' data. This prints it per sub-epoch by the plan's own costs
@@ -9,7 +9,7 @@ and by sequences (each rank consuming the share of its sequences that the shorte
 allow, files taken as uniform); also the size of each sub-epoch over the mean.
 
 Run: ``python benchmarks/planned_drop.py PLAN.npz [--lengths LENGTHS.json] [--num-epochs N] [--json]``
-(``LENGTHS.json``: ``{file key: [num_seqs, num_frames]}``, see ``core.io.save_file_lengths``).
+(``LENGTHS.json``: ``{file key: [num_seqs, num_frames]}``, see ``core.io.file_lengths.save_file_lengths``).
 """
 
 from __future__ import annotations
@@ -21,21 +21,23 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from i6_shard import core
+from i6_shard.core.io.plan_file import PlanFile
+from i6_shard.core.pure.stats import compute_plan_stats
 from i6_shard.core.io.file_lengths import load_file_lengths
 from i6_shard.core.pure.stats import dropped_fraction
 
 
-def sub_epoch_loads(plan_file: core.PlanFile, costs: np.ndarray, *, num_epochs: int) -> np.ndarray:
+def sub_epoch_loads(plan_file: PlanFile, costs: np.ndarray, *, num_epochs: int) -> np.ndarray:
     """``costs`` (one per key of the plan) summed per (sub-epoch, rank) over the plan's stored bins;
     int64, shape [num_epochs, num_shards]."""
     plan = plan_file.plan
     other = core.ShardPlan(plan.keys, costs, plan.settings)  # the same settings; only its costs are used
-    stats = core.compute_plan_stats(other, num_epochs=num_epochs, layout=plan_file.layout)
+    stats = compute_plan_stats(other, num_epochs=num_epochs, layout=plan_file.layout)
     return stats.bytes
 
 
 def planned_drop(
-    plan_file: core.PlanFile,
+    plan_file: PlanFile,
     *,
     num_epochs: Optional[int] = None,
     lengths: Optional[Mapping[str, Tuple[int, int]]] = None,

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from bench_balance import ROWS, compare, corpus, dropped, dropped_per_sub_epoch, sub_epoch_sizes
-from i6_shard import core
+from i6_shard.core.pure.distribute import full_epoch_seed
 from i6_shard.core.pure.flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "docs", "balanced_vs_returnn.png")
@@ -111,7 +111,7 @@ def plot_flexible(out: str) -> None:
 
     means = {name: [] for name in ("returnn",) + names}
     for row in FLEXIBLE_ROWS:
-        per = [compare(*row, with_lpt=False, seed=core.pure.full_epoch_seed(k)) for k in range(FULL_EPOCHS)]
+        per = [compare(*row, with_lpt=False, seed=full_epoch_seed(k)) for k in range(FULL_EPOCHS)]
         for name in means:
             means[name].append(100 * float(np.mean([dropped(loads[name]) for loads in per])))
     x = np.arange(len(FLEXIBLE_ROWS))

@@ -33,7 +33,7 @@ from .core.pure import (
     check_batching_for_unit,
     report_engine_options,
 )
-from .core import check_request_fits, plan_sizes, stored_plan_outputs
+from .core import check_request_fits, make_plan_outputs, stored_plan_outputs
 from .core.reporting import (
     summary_of,
     MISSING_MATPLOTLIB,
@@ -261,7 +261,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         sizes = core.FileSizes(keys=paths, sizes=stat_ed.sizes, mtimes=stat_ed.mtimes)
         core.save_file_sizes(sizes, os.path.join(tmp, "file_sizes.npz"))
         summary = core.write_outputs(
-            plan_sizes(sizes, request),
+            make_plan_outputs(sizes, request),
             plan_path=os.path.join(tmp, core.PLAN_FILE),
             summary_path=os.path.join(tmp, core.SUMMARY_FILE),
             report_path=os.path.join(tmp, core.REPORT_FILE),

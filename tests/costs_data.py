@@ -2,15 +2,15 @@
 
 import numpy as np
 
-from i6_shard import core
+from i6_shard.core.io.file_costs import FileCosts
 from i6_shard.core.pure.costs import sorted_length_quantiles
 
 
-def frames_costs(keys, lengths) -> "core.io.FileCosts":
+def frames_costs(keys, lengths) -> FileCosts:
     """A FileCosts in frames of the files ``keys``, whose sequences have ``lengths`` (one int array per file)."""
     num_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
     frames = np.array([int(x.sum()) for x in lengths], dtype=np.int64)
-    return core.io.FileCosts(
+    return FileCosts(
         keys=list(keys),
         costs=frames,
         unit="frames",

@@ -13,7 +13,8 @@ def examples(n: int) -> int:
 
 
 from i6_shard.core.pure.settings import COST_DISTRIBUTIONS
-from i6_shard.core.pure import SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES, UNSHARDED_RANK_SEED_STRIDE
+from i6_shard.core.pure import SEED_LIMIT, SEQ_ORDERINGS, UNSHARDED_RANK_SEED_STRIDE
+from i6_shard.core.pure.settings import SHARDING_MODES
 
 # File names with unicode, separators (':' '/'), quotes, backslashes, blanks and newlines;
 # never empty, never NUL, no lone surrogates (see odd_names for those).

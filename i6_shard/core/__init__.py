@@ -11,81 +11,56 @@
 The names below are the ones the jobs, builders and CLI use; each layer's ``__all__`` lists its own.
 """
 
-from .io import (
-    FILE_LIST_EXTENSIONS,
-    FileSizes,
-    MissingFilesError,
-    PlanFile,
-    check_output_path,
-    collect_file_sizes,
-    load_file_sizes,
-    read_file_list,
-    read_plan_head,
-    read_plan_layout,
-    save_file_sizes,
-    write_file_list,
+from .io.atomic import check_output_path
+from .io.cost_archive import load_file_sizes
+from .io.file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
+from .io.file_sizes import FileSizes, save_file_sizes
+from .io.stat_engine import MissingFilesError, collect_file_sizes
+from .planning import (
+    check_request_fits,
+    load_plan,
+    make_plan,
+    make_plan_outputs,
+    plan_archive,
+    read_plan_file,
+    save_plan,
+    stored_plan_outputs,
 )
-from .planning import PlanOutputs, load_plan, plan_archive, plan_of_sizes, plan_outputs, read_plan_file, save_plan
-from .planning import check_request_fits, plan_sizes, stored_plan_outputs
-from .pure import (
-    DISTRIBUTIONS,
-    SEQ_ORDERINGS,
-    SHARDING_MODES,
-    FileTree,
-    NodeCache,
-    PLAN_OPTION_DEFAULTS,
-    PLAN_OPTIONS,
-    PlanRequest,
-    SyncMode,
-    PlanSettings,
-    ShardPlan,
-    compare_plans,
-    compute_cache_footprint,
-    compute_plan_stats,
-    distribute_balanced,
-    distribute_evenly_by_size,
-    num_epochs_for_passes,
-    passes_for_num_epochs,
-    tree_key,
-)
-from .reporting import (
+from .pure.batching import SyncMode
+from .pure.epochs import num_epochs_for_passes, passes_for_num_epochs
+from .pure.file_tree import tree_key
+from .pure.plan import ShardPlan
+from .pure.options import PLAN_OPTIONS
+from .pure.request import PLAN_OPTION_DEFAULTS, PlanRequest
+from .pure.settings import PlanSettings
+from .reporting.outputs import (
     PLAN_FILE,
     PLOT_FILE,
     REPORT_FILE,
     SUMMARY_FILE,
     check_plan_dir,
-    compare_plan_files,
-    plan_summary,
-    render_report,
     write_outputs,
     write_outputs_dir,
     write_plan_outputs,
 )
+from .reporting.report import render_report
 
+# What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "check_request_fits",
-    "plan_sizes",
+    "make_plan_outputs",
     "stored_plan_outputs",
     "PlanSettings",
     "PlanRequest",
     "PLAN_OPTION_DEFAULTS",
     "PLAN_OPTIONS",
     "ShardPlan",
-    "PlanOutputs",
-    "plan_of_sizes",
+    "make_plan",
     "plan_archive",
-    "plan_outputs",
     "write_outputs",
     "write_outputs_dir",
     "check_plan_dir",
-    "DISTRIBUTIONS",
-    "SEQ_ORDERINGS",
-    "SHARDING_MODES",
-    "FileTree",
     "tree_key",
-    "distribute_evenly_by_size",
-    "distribute_balanced",
-    "compute_plan_stats",
     "num_epochs_for_passes",
     "passes_for_num_epochs",
     "collect_file_sizes",
@@ -99,20 +74,12 @@ __all__ = [
     "save_plan",
     "load_plan",
     "read_plan_file",
-    "read_plan_head",
-    "read_plan_layout",
-    "PlanFile",
     "check_output_path",
     "write_plan_outputs",
-    "plan_summary",
     "render_report",
     "PLAN_FILE",
     "SUMMARY_FILE",
     "REPORT_FILE",
     "PLOT_FILE",
-    "NodeCache",
     "SyncMode",
-    "compute_cache_footprint",
-    "compare_plans",
-    "compare_plan_files",
 ]

@@ -6,9 +6,13 @@ mode, the predicted loss, the per-node cache footprint). It sits above :mod:`i6_
 Every entry point comes here: the command line (``plan``, ``demo``, ``report``), ``ShardPlanJob``, the builders'
 ``plan_for_returnn_config`` and the verify job's reference plan. The request is validated when it is built
 (``PlanRequest.from_options``, the one public constructor); at the floor's entry its settings are checked against
-the files once (by ``ShardPlan``) and the memory the plan's arrays take once (:func:`plan_of_sizes` for a request,
+the files once (by ``ShardPlan``) and the memory the plan's arrays take once (:func:`make_plan` for a request,
 :func:`plan_outputs` for a plan made already); the bins are cut here (:func:`plan_bins`), never in an I/O
 function.
+
+What returns what: :func:`make_plan` returns the plan (a ``ShardPlan``); :func:`make_plan_outputs` (over loaded
+sizes), :func:`plan_archive` (over an archive's path), :func:`plan_outputs` (of a plan made already) and
+:func:`stored_plan_outputs` (of a plan file) return its outputs (``PlanOutputs``, whose ``plan`` is the plan).
 
 What each rank does in each sub-epoch (its files and their costs, and under batching its predicted steps and
 the share dropped) is computed in one function, :func:`rank_outputs`. That is where an exact simulation of the
@@ -45,26 +49,14 @@ from .pure.unsharded import UnshardedStats, compute_unsharded_stats
 from .pure.text import first_difference
 
 __all__ = [
-    "PlanOutputs",
-    "RankOutputs",
-    "plan_of_sizes",
+    "make_plan",
     "plan_archive",
-    "plan_sizes",
-    "plan_outputs",
+    "make_plan_outputs",
     "stored_plan_outputs",
-    "plan_stats_outputs",
-    "rank_outputs",
-    "plan_bins",
-    "equal_steps_inputs",
-    "plan_arrays",
     "save_plan",
     "read_plan_file",
     "load_plan",
     "check_request_fits",
-    "compare_num_epochs_for",
-    "COMPARE_FULL_EPOCHS",
-    "CACHE_FIT_FULL_EPOCHS",
-    "NOT_COMPUTED",
 ]
 
 #: Full epochs over which the outputs compare distributions (each costs one more planning pass).
@@ -174,7 +166,7 @@ def _check_memory(settings: PlanSettings, *, num_files: int) -> None:
         check_plan_fits_memory(settings, num_files=num_files)
 
 
-def plan_of_sizes(sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None) -> ShardPlan:
+def make_plan(sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None) -> ShardPlan:
     """The plan of ``request`` over loaded sizes or costs, balanced by their unit, checked at the entry: the
     settings against the files (by ``ShardPlan``, which says too few files for the bins first), then the
     memory of the plan's arrays. Distribution ``"equal_steps"`` cuts with the sequence lengths of ``lengths`` (a
@@ -233,7 +225,7 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
 
 def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *, compare: bool = True) -> PlanOutputs:
     """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit) and its outputs
-    (:func:`plan_sizes`); the files' sequence lengths are read where the loss is predicted: under the request's
+    (:func:`make_plan_outputs`); the files' sequence lengths are read where the loss is predicted: under the request's
     batching, and always for a plan by steps (under the limits its costs count). They come from the archive
     itself, or from the costs archive ``request.lengths`` of the same files (so that a plan cut by bytes, as a
     plain DistributeFilesDataset cuts, is predicted too; the outputs name it as ``lengths_from``).
@@ -253,7 +245,7 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
         if cuts_with_lengths and sizes.unit == "bytes":
             equal_steps_inputs(request, lengths=None)  # refuses, saying what to give
         lengths = load_file_costs(archive_path) if needs_lengths else None
-        return plan_sizes(sizes, request, lengths=lengths, compare=compare)
+        return make_plan_outputs(sizes, request, lengths=lengths, compare=compare)
     check_regular_file(lengths_path, what="lengths archive")
     lengths = load_file_costs(lengths_path)  # the one checked loader (refuses a sizes archive in bytes)
     _check_same_files(sizes.keys, lengths.keys, cut_path=archive_path, lengths_path=lengths_path)
@@ -262,7 +254,7 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
             f"lengths={lengths_path!r} gives the predicted loss its sequence lengths, but no batching limits were "
             "given: give batch_size and/or max_seqs (--batch-size / --max-seqs) too, or leave lengths out"
         )
-    outputs = plan_sizes(sizes, request, lengths=lengths, compare=compare)
+    outputs = make_plan_outputs(sizes, request, lengths=lengths, compare=compare)
     return replace(outputs, lengths_from=os.path.basename(lengths_path))
 
 
@@ -287,18 +279,18 @@ def _check_same_files(keys: List[str], lengths_keys: List[str], *, cut_path: str
     )
 
 
-def plan_sizes(
+def make_plan_outputs(
     sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None, compare: bool = True
 ) -> PlanOutputs:
-    """The plan of ``request`` over loaded sizes or costs (:func:`plan_of_sizes`) and its outputs: the per-node
+    """The plan of ``request`` over loaded sizes or costs (:func:`make_plan`) and its outputs: the per-node
     cache of the request, and with ``lengths`` (a costs archive of the same files) the predicted loss under the
     request's batching (or, for costs in steps, the limits they count)."""
     if request.lengths is not None and lengths is None:
         raise ValueError(
-            f"the request names a lengths archive ({request.lengths!r}), which plan_sizes does not read: plan with "
-            "plan_archive(...), or pass its load_file_costs(...) as lengths="
+            f"the request names a lengths archive ({request.lengths!r}), which make_plan_outputs does not read: "
+            "plan with plan_archive(...), or pass its load_file_costs(...) as lengths="
         )
-    plan = plan_of_sizes(sizes, request, lengths=lengths)
+    plan = make_plan(sizes, request, lengths=lengths)
     batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
     return _outputs(
         plan,
@@ -325,7 +317,7 @@ def plan_outputs(
     engine: Optional[EngineSettings] = None,
 ) -> PlanOutputs:
     """The outputs of a plan made already, over sub-epochs ``1..plan.settings.num_epochs`` (the report covers the
-    training's); checked at entry as :func:`plan_of_sizes`.
+    training's); checked at entry as :func:`make_plan`.
 
     :param batching: with ``lengths`` (a costs archive's, in the plan's key order): predict the loss
     :param engine: the torch engine the simulation takes; None: the one of ``batching`` and ``sync``

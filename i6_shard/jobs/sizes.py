@@ -26,7 +26,7 @@ from .util import (
     sized_task,
 )
 
-__all__ = ["ComputeFileSizesJob", "sizes_rqmt"]
+__all__ = ["ComputeFileSizesJob"]
 
 #: Hex digits of the list digest in a part file's name.
 _DIGEST_CHARS = 16

@@ -16,7 +16,7 @@ from i6_shard.returnn_config.reader import read_sync_mode
 
 from .util import RQMT_ARGS, check_absolute, check_rqmt_args, path_str, round_up, sized_task, write_variable
 
-__all__ = ["TrainReportJob", "train_report_rqmt"]
+__all__ = ["TrainReportJob"]
 
 #: Logs up to this many bytes in all are read in a mini task (about 10 s of parsing).
 MINI_TASK_MAX_LOG_BYTES = 40 * 10**6

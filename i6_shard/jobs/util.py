@@ -22,24 +22,6 @@ from sisyphus.job_path import AbstractPath, Variable
 from i6_shard import core
 from i6_shard.returnn_config.pycode import KEEP, resolve_paths
 
-__all__ = [
-    "instantiate",
-    "check_absolute",
-    "check_absolute_leaves",
-    "write_variable",
-    "import_roots",
-    "pythonpath_env",
-    "path_str",
-    "plain_numbers",
-    "PlainNumbersJobType",
-    "RQMT_ARGS",
-    "check_rqmt_args",
-    "sized_task",
-    "round_up",
-    "default_returnn_python_exe",
-    "default_returnn_root",
-]
-
 #: Relative names listed in an error message.
 _MAX_LISTED = 3
 _RELATIVE_HINT = (

@@ -38,7 +38,7 @@ from .util import (
     write_variable,
 )
 
-__all__ = ["VerifyShardingJob", "ShardingVerificationError", "RankFailedError", "verify_rqmt"]
+__all__ = ["VerifyShardingJob"]
 
 #: Violations listed in the error message of a failed verification.
 NUM_LISTED = 10
@@ -130,9 +130,10 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, 
             f"train_dataset must be a DistributeFilesDataset dict or a RETURNN config path, "
             f"got {type(train_dataset).__name__}"
         )
-    num_shards = core.pure.check_int(args["num_shards"], name="num_shards", minimum=1, hint="the number of ranks")
     config_opts = _checked_config_opts(args.get("config_opts"))
     key_path = _checked_key_path(args.get("key_path"))
+    num_shards, epochs = _ranks_and_epochs(train_dataset, args, config_opts=config_opts, key_path=key_path)
+    num_shards = core.pure.check_int(num_shards, name="num_shards", minimum=1, hint="the number of ranks")
     if isinstance(train_dataset, dict):
         check_picklable_functions(train_dataset, where="train_dataset")
         train_dataset = plain_numbers(train_dataset)
@@ -140,10 +141,40 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, 
     elif config_opts is not None:
         raise ValueError("config_opts is for a train_dataset dict; a RETURNN config file holds its own options")
     check_absolute(train_dataset, name="train_dataset")
-    epochs = _normalize_epochs(args["epochs"])
+    epochs = _normalize_epochs(epochs)
     _check_returnn_paths(args.get("returnn_python_exe"), args.get("returnn_root"))
     given = check_rqmt_args(**{name: args.get(name) for name in RQMT_ARGS})
     return train_dataset, num_shards, epochs, given
+
+
+def _ranks_and_epochs(
+    train_dataset: Any, args: Dict[str, Any], *, config_opts: Any, key_path: Optional[Tuple[Any, ...]]
+) -> Tuple[Any, Any]:
+    """``num_shards`` and ``epochs`` as given; where left out (None), those of the ``ShardPlanJob`` the dataset
+    reads its bins from (``sharded_files_dataset(files, plan=job)``): its ranks and the training's sub-epochs."""
+    from i6_shard.returnn_config.plan import named_plan_job
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
+
+    num_shards, epochs = args.get("num_shards"), args.get("epochs")
+    named = None
+    if isinstance(train_dataset, dict):
+        records = find_distribute_files_datasets(train_dataset, config=config_opts)
+        named = named_plan_job([r for r in records if key_path is None or r.key_path == key_path])
+    if named is not None and num_shards is not None and num_shards != named[1]:
+        raise ValueError(
+            f"num_shards={num_shards!r}, but the dataset reads its bins from {named[0]}, planned for "
+            f"num_shards={named[1]}: leave num_shards out (the plan job states it)"
+        )
+    if num_shards is not None and epochs is not None:
+        return num_shards, epochs
+    if named is None:
+        missing = " and ".join(name for name, v in (("num_shards", num_shards), ("epochs", epochs)) if v is None)
+        raise ValueError(
+            f"give {missing}: train_dataset reads its bins from no ShardPlanJob to take them from "
+            "(sharded_files_dataset(files, plan=job) names one)"
+        )
+    _, plan_ranks, plan_epochs = named
+    return (plan_ranks if num_shards is None else num_shards), (plan_epochs if epochs is None else epochs)
 
 
 def _checked_config_opts(config_opts: Any) -> Optional[Dict[str, Any]]:
@@ -282,8 +313,8 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         self,
         train_dataset: Union[Dict[str, Any], tk.Path, str],
         *,
-        num_shards: int,
-        epochs: Union[int, Sequence[int]],
+        num_shards: Optional[int] = None,
+        epochs: Union[int, Sequence[int], None] = None,
         config_opts: Optional[Dict[str, Any]] = None,
         key_path: Optional[Sequence[Union[str, int]]] = None,
         time_rqmt: Optional[float] = None,
@@ -296,9 +327,11 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         :param train_dataset: the DistributeFilesDataset dict the training uses (its
             ``get_sub_epoch_dataset`` a module-level function or a ``functools.partial`` of one,
             so that it pickles), or a RETURNN config file whose ``train`` is that dataset
-        :param num_shards: number of ranks to check
+        :param num_shards: number of ranks to check (None: the ``num_shards`` of the ``ShardPlanJob`` the dataset
+            reads its bins from, ``sharded_files_dataset(files, plan=job)``)
         :param epochs: sub-epochs to read (1-based): an int N for 1..N, or a list; give whole
-            full epochs (multiples of partition_epoch) to check exactly-once reading
+            full epochs (multiples of partition_epoch) to check exactly-once reading (None: the training's
+            ``num_epochs`` that plan job was planned for)
         :param config_opts: for a dataset dict: the RETURNN config options the training runs it under
             that decide its sharding (``torch_distributed``, ``behavior_version``,
             ``dataset_random_seed_offset``, ...); None: a torch distributed training with RETURNN's defaults

@@ -27,25 +27,15 @@ from .reader import (
     _flatten_with_path,
     dataset_class_name,
     find_distribute_files_datasets,
-    is_distribute_files_dataset,
     unknown_wrappers,
 )
 
 __all__ = [
-    "MIN_RETURNN_VERSION",
-    "SHARDING_FIX_RETURNN_VERSION",
-    "CheckResult",
     "ConfigCheckError",
     "ConfigCheckWarning",
-    "check_sub_epoch_dataset",
     "check_dataset_dict",
     "check_returnn_config",
-    "check_returnn_version",
     "plan_engine_problems",
-    "plan_prediction_gaps",
-    "parse_returnn_version",
-    "returnn_version_info",
-    "is_distribute_files_dataset",
 ]
 
 #: First RETURNN with DistributeFilesDataset's ``sharding_fix`` option (commit

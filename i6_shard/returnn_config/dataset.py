@@ -32,7 +32,7 @@ from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_pa
 from .reader import files_kind
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
-__all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES"]
+__all__ = ["sharded_files_dataset"]
 
 #: Longer inline lists make configs (and Sisyphus hashing) slow; pass a file list path instead.
 DEFAULT_MAX_INLINE_FILES = 10_000

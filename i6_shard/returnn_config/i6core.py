@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from sisyphus.delayed_ops import DelayedBase
 from sisyphus.hash import sis_hash_helper
@@ -27,20 +27,12 @@ from ..core.pure import (
     short_repr,
 )
 from .checks import ConfigCheckWarning, check_returnn_config, plan_engine_problems, plan_prediction_gaps
-from .plan import find_dataset
+from .plan import find_dataset, named_plan_job
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
 from .reader import DistributeFilesDatasetInfo, files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
-__all__ = [
-    "I6ShardImportCode",
-    "SubEpochDatasetCode",
-    "DelayedSubEpochPartial",
-    "add_sharded_dataset",
-    "sharded_returnn_config",
-    "training_job_kwargs",
-    "training_job",
-]
+__all__ = ["sharded_returnn_config", "training_job_kwargs", "training_job"]
 
 
 class DelayedFilesCallable(DelayedBase):
@@ -354,7 +346,7 @@ def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any, request: 
 def training_job_kwargs(
     returnn_config: ReturnnConfig,
     *,
-    num_gpus: int,
+    num_gpus: Optional[int] = None,
     num_epochs: Optional[int] = None,
     passes: Union[int, float, None] = None,
     torch_distributed: Optional[Mapping[str, Any]] = None,
@@ -372,8 +364,10 @@ def training_job_kwargs(
     and ``log_verbosity=5`` unless given; neither is hashed.
 
     :param returnn_config: classic or V2 config with ``backend="torch"`` (not modified)
-    :param num_gpus: training processes, one per GPU
-    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs); or give ``passes`` instead
+    :param num_gpus: training processes, one per GPU (None: the ``num_shards`` of the ``ShardPlanJob`` the
+        ``train_key`` dataset reads its bins from, ``sharded_files_dataset(files, plan=job)``: stated once, there)
+    :param num_epochs: RETURNN's ``num_epochs`` (sub-epochs); or give ``passes`` instead (neither: the training's
+        ``num_epochs`` that plan job was planned for)
     :param passes: passes over the data; converted with :func:`i6_shard.core.num_epochs_for_passes`
         using the ``train_key`` dataset's ``partition_epoch`` and sharding mode
     :param torch_distributed: options for ``torch_distributed`` if the config has none (default ``{}``)
@@ -383,6 +377,10 @@ def training_job_kwargs(
     :raises TypeError, ValueError: for a wrong argument (e.g. ``num_epochs=2.5``), naming it and the fix
     :raises ConfigCheckError: for problems in the config, all at once
     """
+    _check_job_arguments(returnn_config, train_key=train_key, job_kwargs=job_kwargs)
+    num_gpus, num_epochs = _ranks_and_epochs(
+        returnn_config, num_gpus=num_gpus, num_epochs=num_epochs, passes=passes, train_key=train_key
+    )
     num_gpus = check_int(num_gpus, name="num_gpus", minimum=1, hint="training processes, one per GPU")
     num_epochs = check_optional_int(
         num_epochs,
@@ -392,7 +390,6 @@ def training_job_kwargs(
         "also fractional ones, give passes= instead",
     )
     check_optional_mapping(torch_distributed, name="torch_distributed", example="{} or {'reduce_type': 'param'}")
-    _check_job_arguments(returnn_config, train_key=train_key, job_kwargs=job_kwargs)
     rc = copy.deepcopy(returnn_config)
     merged = {**rc.config, **rc.post_config}
     if num_gpus > 1:
@@ -435,6 +432,36 @@ def training_job_kwargs(
         kwargs["distributed_launch_cmd"] = "torchrun"
     kwargs.update(job_kwargs)
     return kwargs
+
+
+def _ranks_and_epochs(
+    returnn_config: ReturnnConfig, *, num_gpus: Any, num_epochs: Any, passes: Any, train_key: str
+) -> Tuple[Any, Any]:
+    """``num_gpus`` and ``num_epochs`` as given; where left out (``num_epochs`` without ``passes``), those of the
+    ``ShardPlanJob`` the ``train_key`` dataset reads its bins from (:func:`~.plan.named_plan_job`)."""
+    if num_gpus is not None and (num_epochs is not None or passes is not None):
+        return num_gpus, num_epochs
+    merged = {**returnn_config.config, **returnn_config.post_config}
+    records = [r for r in find_distribute_files_datasets(merged) if r.key_path[:1] == (train_key,)]
+    named = named_plan_job(records)
+    if named is None:
+        missing = [
+            text
+            for text, value in (
+                ("num_gpus (training processes, one per GPU)", num_gpus),
+                ("exactly one of num_epochs (RETURNN sub-epochs) and passes", passes if num_epochs is None else 1),
+            )
+            if value is None
+        ]
+        raise ValueError(
+            f"give {' and '.join(missing)}: the {train_key!r} dataset reads its bins from no ShardPlanJob to take "
+            "them from (sharded_files_dataset(files, plan=job) names one, planned with the training's ranks and "
+            "num_epochs)"
+        )
+    _, plan_ranks, plan_epochs = named
+    return (plan_ranks if num_gpus is None else num_gpus), (
+        plan_epochs if num_epochs is None and passes is None else num_epochs
+    )
 
 
 def _check_job_arguments(returnn_config: Any, *, train_key: Any, job_kwargs: Mapping[str, Any]) -> None:
@@ -483,6 +510,7 @@ def _num_epochs_of_passes(
     )
 
 
-def training_job(returnn_config: ReturnnConfig, *, num_gpus: int, **kwargs) -> ReturnnTrainingJob:
-    """``ReturnnTrainingJob(**training_job_kwargs(returnn_config, num_gpus=num_gpus, **kwargs))``."""
+def training_job(returnn_config: ReturnnConfig, *, num_gpus: Optional[int] = None, **kwargs) -> ReturnnTrainingJob:
+    """``ReturnnTrainingJob(**training_job_kwargs(returnn_config, num_gpus=num_gpus, **kwargs))``; without
+    ``num_gpus`` and ``num_epochs``, those of the plan job the training dataset names."""
     return ReturnnTrainingJob(**training_job_kwargs(returnn_config, num_gpus=num_gpus, **kwargs))

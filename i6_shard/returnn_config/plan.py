@@ -5,10 +5,10 @@ batching and sync); ``training_plan_options``: the options of a training's plan 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import core
-from ..core import plan_of_sizes
+from ..core import make_plan
 from ..core.io import check_archive_path
 from ..core.pure import check_int, check_optional_int, first_difference
 from .reader import (
@@ -22,7 +22,7 @@ from .reader import (
 from .reader.context import _Context
 from .pycode import resolve_paths
 
-__all__ = ["plan_for_returnn_config", "find_dataset", "training_plan_options", "merged_config"]
+__all__ = ["plan_for_returnn_config", "named_plan_job", "training_plan_options"]
 
 
 def find_dataset(
@@ -51,6 +51,29 @@ def find_dataset(
         f"{len(chosen)} DistributeFilesDatasets at {key!r}: {[r.name for r in chosen]}; pass key= "
         "the key path of one of them, e.g. key=" + repr(chosen[0].key_path)
     )
+
+
+def named_plan_job(records: Sequence[DistributeFilesDatasetInfo]) -> Optional[Tuple[Any, int, Optional[int]]]:
+    """``(job, num_ranks, num_epochs)`` of the ``ShardPlanJob`` the datasets of ``records`` read their bins from
+    (``plan=job.out_plan``, as ``sharded_files_dataset(files, plan=job)`` sets it): its ``num_shards`` and the
+    training's ``num_epochs`` it was planned for, so that a recipe states them once, to the plan job; None where none
+    names a plan job.
+
+    :raises ValueError: where the datasets name plan jobs of other ranks or epochs, naming both
+    """
+    found: Dict[Tuple[int, Optional[int]], Any] = {}
+    for info in records:
+        job = getattr(info.dataset.get("plan"), "creator", None)
+        request = getattr(job, "plan_request", None)  # a ShardPlanJob's (duck-typed: the builders never import jobs)
+        if isinstance(request, core.PlanRequest):
+            found.setdefault((request.settings.num_shards, request.settings.training_num_epochs), job)
+    if len(found) > 1:
+        (a, job_a), (b, job_b) = list(found.items())[:2]
+        raise ValueError(
+            f"the datasets read their bins from plan jobs of other ranks or epochs: {job_a} has num_shards={a[0]}, "
+            f"num_epochs={a[1]}, {job_b} num_shards={b[0]}, num_epochs={b[1]}; plan them for the same training"
+        )
+    return next(((job, ranks, epochs) for (ranks, epochs), job in found.items()), None)
 
 
 def _check_keys_match(info: DistributeFilesDatasetInfo, sizes: core.FileSizes) -> None:
@@ -107,7 +130,7 @@ def plan_for_returnn_config(
     info = find_dataset(config, num_ranks=num_ranks, key=key)
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
-    return plan_of_sizes(sizes, request)  # the planning floor
+    return make_plan(sizes, request)  # the planning floor
 
 
 def merged_config(config: Any) -> Dict[str, Any]:

@@ -17,18 +17,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from ..core.io import atomic_write
 
-__all__ = [
-    "PyCode",
-    "ImportRef",
-    "resolve_refs",
-    "config_code",
-    "write_returnn_config",
-    "i6_shard_import_code",
-    "is_sisyphus_path",
-    "resolve_paths",
-    "plain_str",
-    "plain_value",
-]
+__all__ = ["resolve_paths"]
 
 _ALIAS_PREFIX = "_i6_shard_"
 #: Characters of an unsupported value shown in an error.

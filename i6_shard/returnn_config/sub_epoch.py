@@ -10,7 +10,7 @@ from typing import Any, Dict, Mapping, Tuple, Union
 
 from .pycode import ImportRef
 
-__all__ = ["FilesKey", "bind_sub_epoch_dataset", "normalize_files_key", "is_sub_epoch_partial", "normalize_cached_file"]
+__all__ = ["FilesKey", "normalize_files_key"]
 
 #: Where a list of files goes in the template: a key path, e.g. ``("files",)`` or
 #: ``("datasets", "features", "files")`` for a MetaDataset.

@@ -3,4 +3,4 @@
 
 from ..core.pure import DATASET_DISTRIBUTIONS, check_torch_distributed
 
-__all__ = ["check_torch_distributed", "DATASET_DISTRIBUTIONS"]
+__all__ = ["DATASET_DISTRIBUTIONS", "check_torch_distributed"]

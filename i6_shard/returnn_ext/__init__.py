@@ -3,12 +3,9 @@
 Re-exported lazily, so that ``import i6_shard.returnn_ext.<module>`` of one part does not
 import the others (importing the dataset checks RETURNN's hooks and fails loudly)."""
 
-_EXPORTS = {
-    "ShardedDistributeFilesDataset": "distrib_files",
-    "check_returnn_hooks": "distrib_files",
-}
+_EXPORTS = {"ShardedDistributeFilesDataset": "distrib_files"}
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["ShardedDistributeFilesDataset"]
 
 
 def __getattr__(name):

@@ -50,7 +50,7 @@ from i6_shard.core.pure import (
     short_repr,
 )
 
-__all__ = ["ShardedDistributeFilesDataset", "check_returnn_hooks"]
+__all__ = ["ShardedDistributeFilesDataset"]
 _MAX_LISTED_KEYS = 5
 
 
@@ -140,7 +140,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
 
     - ``distribution``: ``"returnn"`` (default) cuts the bins exactly as RETURNN does;
       ``"balanced"`` cuts size-balanced sub-epoch groups and assigns each group's files to
-      the ranks largest first (:func:`i6_shard.core.distribute_balanced`), so that ranks
+      the ranks largest first (:func:`i6_shard.core.pure.balanced.distribute_balanced`), so that ranks
       finish their sub-epochs at nearly the same time and little data is dropped.
       ``"equal_steps"``: flexible_auto's cut, then files moved between the ranks of each sub-epoch until the
       simulated torch engine's ranks make equal steps (:func:`i6_shard.core.pure.equal_steps.equalize_steps`);
@@ -195,7 +195,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         **kwargs,
     ):
         """
-        :param distribution: one of ``i6_shard.core.pure.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"`` or
+        :param distribution: one of ``i6_shard.core.pure.settings.DISTRIBUTIONS`` (``"returnn"``, ``"balanced"`` or
             ``"equal_steps"``; ``"flexible"`` and ``"flexible_auto"``, its stages, are still taken); None:
             ``"returnn"``, or with ``plan``, the plan's (given with a plan, it must be the plan's)
         :param file_sizes: path of a file sizes archive (``i6_shard.core.save_file_sizes``), or None to
@@ -346,7 +346,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)
                 ranks_per_node=config["ranks_per_node"] if has_node_level(config["torch_distributed"]) else None,
             )
-            return core.plan_of_sizes(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
+            return core.make_plan(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"{where} (the config's engine settings, file_sizes {self.file_sizes_path!r}): {exc}")
 
@@ -566,7 +566,7 @@ def load_sizes_for_files(
     ``num_samples`` random entries (drawn with ``seed``) are stat-ed again and must be unchanged.
 
     :raises ValueError: naming the first missing, extra or reordered keys
-    :raises i6_shard.core.io.StaleFileSizesError: naming the sampled files that changed
+    :raises i6_shard.core.io.stale_sizes.StaleFileSizesError: naming the sampled files that changed
     """
     loaded = core.load_file_sizes(path)
     keys = [_get_key_for_file_tree(t) for t in files]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["locate_dataset"]
-
 
 def locate_dataset(dataset, key_path: Sequence[Any]):
     """The dataset object at ``key_path`` (the reader's, below the config key) inside wrapper objects:

@@ -9,8 +9,6 @@ from typing import Any, Dict, Sequence
 
 import torch.utils.data
 
-__all__ = ["RecordingReset", "RecordingTail"]
-
 
 class RecordingReset:
     """The engine's reset callback, run where the data is read after RETURNN's own (worker sharding set, if any):

@@ -8,8 +8,6 @@ from typing import List
 
 from i6_shard.core.pure import MIN_RETURNN_VERSION, RETURNN_FEATURES
 
-__all__ = ["require_returnn_features"]
-
 
 def _has(key: str) -> bool:
     from returnn.datasets import basic

@@ -2,8 +2,9 @@
 what trains: file costs -> shard plan -> verification -> a 2-rank torchrun training (gloo, device cpu)
 whose ranks read their files from the plan (``plan=``); the training job waits for the plan job. The training's
 settings are stated once: the plan takes batching and sync from the training's config
-(``ShardPlanJob.for_training``), and the dataset takes ranks, sub-epochs and the distribution from the plan job. The training
-report and the pictures of the plan and of the training are outputs too (they need matplotlib).
+(``ShardPlanJob.for_training``); the dataset takes ranks, ``partition_epoch`` and the distribution from the plan
+job, and the verify and training jobs the ranks and sub-epochs. The training report and the pictures of the plan and
+of the training are outputs too (they need matplotlib).
 
 Needs torch, i6_core (importable, e.g. recipe/i6_core) and a RETURNN root with rnn.py (a source checkout
 or the PyPI sdist unpacked; the wheel has none), given as ``RETURNN_ROOT`` in the environment or settings.py; RETURNN
@@ -16,8 +17,7 @@ import sys
 from sisyphus import gs, tk
 
 from i6_shard.jobs import ComputeFileCostsJob, ShardPlanJob, TrainReportJob, VerifyShardingJob
-from i6_shard.returnn_config import sharded_files_dataset
-from i6_shard.returnn_config.i6core import sharded_returnn_config, training_job
+from i6_shard.returnn_config import sharded_files_dataset, sharded_returnn_config, training_job
 from shard_example import TinyHdfDataJob
 
 NUM_RANKS = 2  # torchrun processes, one per CPU core here
@@ -71,12 +71,11 @@ def run(prefix: str = "planned_training"):
         costs.out_file_list, plan=plan, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
     )
     # config_opts: the verify job runs the dataset under the training's batching and sync, which its plan checks.
-    verify = VerifyShardingJob(train, num_shards=NUM_RANKS, epochs=NUM_EPOCHS, config_opts=config)
+    # Ranks and sub-epochs: the plan job's, which the dataset reads its bins from.
+    verify = VerifyShardingJob(train, config_opts=config)
     returnn_config = sharded_returnn_config(config, train, python_epilog=[get_model, train_step])
     job = training_job(
         returnn_config,
-        num_gpus=NUM_RANKS,
-        num_epochs=NUM_EPOCHS,
         device="cpu",
         cpu_rqmt=1,
         mem_rqmt=2,

@@ -1,9 +1,10 @@
 """The i6_shard pipeline on tiny HDF data: file sizes -> shard plan -> verification that a
 2-rank sharded DistributeFilesDataset reads every sequence exactly once per full epoch."""
 
+import importlib.util
+
 from sisyphus import tk
 
-from i6_shard import core
 from i6_shard.jobs import ComputeFileSizesJob, ShardPlanJob, VerifyShardingJob
 from i6_shard.returnn_config import sharded_files_dataset
 from shard_example import TinyHdfDataJob
@@ -26,17 +27,17 @@ def run(prefix: str = "sharded_training"):
         sizes.out_file_sizes, num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS
     )
 
-    # The training dataset, as it would go into the RETURNN config of the training job.
+    # The training dataset, as it would go into the RETURNN config of the training job; plan=: it reads its bins
+    # from the plan and takes num_shards and partition_epoch from the plan job.
     train = sharded_files_dataset(
         sizes.out_file_list,
+        plan=plan,
         sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
-        partition_epoch=PARTITION_EPOCH,
-        num_shards=NUM_SHARDS,
         use_worker_proc=False,  # tiny data: read in the main process; keep RETURNN's default for real data
     )
 
-    # Proof with the real RETURNN, one process per rank.
-    verify = VerifyShardingJob(train, num_shards=NUM_SHARDS, epochs=NUM_EPOCHS)
+    # Proof with the real RETURNN, one process per rank: the plan job's ranks, for its sub-epochs.
+    verify = VerifyShardingJob(train)
 
     tk.register_output(f"{prefix}/files.txt", sizes.out_file_list)
     tk.register_output(f"{prefix}/file_sizes.npz", sizes.out_file_sizes)
@@ -45,7 +46,7 @@ def run(prefix: str = "sharded_training"):
     tk.register_output(f"{prefix}/plan_report.txt", plan.out_report)
     tk.register_output(f"{prefix}/max_imbalance", plan.out_max_imbalance)
     tk.register_output(f"{prefix}/dropped_fraction", plan.out_dropped_fraction)
-    if core.reporting.matplotlib_available():
+    if importlib.util.find_spec("matplotlib") is not None:  # the picture needs matplotlib
         tk.register_output(f"{prefix}/plan_plot.png", plan.out_plot)
     tk.register_output(f"{prefix}/verify_report.txt", verify.out_report)
     tk.register_output(f"{prefix}/verify_ok", verify.out_ok)

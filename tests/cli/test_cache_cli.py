@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from i6_shard import core
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.reporting.plan_change import compare_plan_files
 from i6_shard.cli import main
 
 from ..core.pure.test_cache import brute_force
@@ -143,9 +145,9 @@ def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
     assert f"read twice   {full['read_twice']} of 60 files" in printed
     # The same as a function: the summary it returns is the one written, and it writes the same files.
     fn_out = tmp_path / "fn"
-    assert core.compare_plan_files(old_dir, new_dir, resume_epoch=5, out_dir=fn_out, plot=bool(plot)) == summary
+    assert compare_plan_files(old_dir, new_dir, resume_epoch=5, out_dir=fn_out, plot=bool(plot)) == summary
     assert all((fn_out / n).read_bytes() == (out / n).read_bytes() for n in os.listdir(out))
-    assert core.compare_plan_files(os.path.join(old_dir, "plan.npz"), new_dir, resume_epoch=5) == summary
+    assert compare_plan_files(os.path.join(old_dir, "plan.npz"), new_dir, resume_epoch=5) == summary
 
     # Without -o it prints the same report and writes nothing; at a boundary nothing is read twice or never.
     assert main(["compare-plans", old_dir, new_dir, "--resume-epoch", "7"]) == 0
@@ -198,7 +200,7 @@ def test_compare_plans_errors(tmp_path, sizes_file, capsys):
 def test_compare_plans_counts_in_the_plans_unit(tmp_path, capsys):
     """Plans balanced by frames report what is read twice or never in frames, not as bytes."""
     keys = [f"/c/part-{i:02d}.hdf" for i in range(40)]
-    frames = core.io.lognormal_sizes(40, seed=2, median_bytes=5000)
+    frames = lognormal_sizes(40, seed=2, median_bytes=5000)
     dirs = []
     for num_shards in (4, 3):
         plan = core.ShardPlan(
@@ -246,7 +248,7 @@ def test_compare_plans_reads_the_stored_bins_not_a_recomputation(tmp_path, sizes
     after = {k for e in (5, 6) for r in range(6) for k in new.files_for(epoch=e, shard_index=r)}
     recomputed = {k for r in range(8) for k in stored.plan.files_for(epoch=4, shard_index=r)}
     assert before != recomputed  # the rewrite changed what the old training read
-    summary = core.compare_plan_files(old_dir, new_dir, resume_epoch=5)
+    summary = compare_plan_files(old_dir, new_dir, resume_epoch=5)
     (full,) = summary["full_epochs"]
     assert full["read_twice"] == len(before & after)
     assert full["never_read"] == len(set(keys) - before - after)

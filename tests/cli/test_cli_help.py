@@ -10,6 +10,7 @@ import pytest
 from i6_shard import core
 from i6_shard.cli import EXAMPLES, build_parser, main
 from i6_shard.core.pure import PLAN_OPTION_DEFAULTS, PLAN_OPTIONS
+from i6_shard.core.pure.settings import DISTRIBUTIONS
 
 
 def _commands():
@@ -42,7 +43,7 @@ def test_the_help_offers_three_distributions_and_the_others_are_still_accepted()
     text = " ".join(_commands()["plan"].format_help().split())
     assert "--distribution {returnn,balanced,equal_steps}" in text
     assert "flexible" not in text and "flexible" not in " ".join(_commands()["demo"].format_help().split())
-    for name in core.DISTRIBUTIONS:  # a plan file's or an earlier recipe's distribution still parses
+    for name in DISTRIBUTIONS:  # a plan file's or an earlier recipe's distribution still parses
         argv = ["plan", "--sizes", "s.npz", "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "2"]
         assert build_parser().parse_args(argv + ["--distribution", name, "-o", "p"]).distribution == name
     with pytest.raises(SystemExit):

@@ -8,6 +8,7 @@ import pytest
 from tests.deps import needs_matplotlib
 
 from i6_shard import core
+from i6_shard.core.io.demo import lognormal_sizes
 from i6_shard.cli import main
 
 
@@ -268,7 +269,7 @@ def test_plan_takes_the_flexible_bound(tmp_path, capsys):
     """--max-sub-epoch-deviation reaches the flexible cut: the stored plan has that bound and its bins,
     which differ from those of the default bound on files beyond a rank's share."""
     keys = [f"/corpus/part-{i:03d}.hdf" for i in range(24)]
-    sizes = core.io.lognormal_sizes(24, seed=5, sigma=1.0)
+    sizes = lognormal_sizes(24, seed=5, sigma=1.0)
     sizes[7] = int(sizes.sum()) // 4  # twice a rank's share of a sub-epoch (2 ranks, 2 sub-epochs)
     path = str(tmp_path / "file_sizes.npz")
     core.save_file_sizes(core.FileSizes(keys=keys, sizes=sizes), path)

@@ -108,8 +108,8 @@ def test_lengths_without_batching_limits_are_refused_by_name(tmp_path, capsys):
     request = core.PlanRequest.from_options(
         num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS, lengths=costs_path
     )
-    with pytest.raises(ValueError, match="which plan_sizes does not read"):  # never ignored silently
-        core.plan_sizes(core.load_file_sizes(sizes_path), request)
+    with pytest.raises(ValueError, match="which make_plan_outputs does not read"):  # never ignored silently
+        core.make_plan_outputs(core.load_file_sizes(sizes_path), request)
 
 
 def test_lengths_of_other_files_given_to_a_made_plan_name_the_first_differing_key(tmp_path):
@@ -121,7 +121,7 @@ def test_lengths_of_other_files_given_to_a_made_plan_name_the_first_differing_ke
     request = core.PlanRequest.from_options(
         num_shards=NUM_SHARDS, partition_epoch=PARTITION_EPOCH, num_epochs=NUM_EPOCHS
     )
-    plan = planning.plan_of_sizes(core.load_file_sizes(sizes_path), request)
+    plan = planning.make_plan(core.load_file_sizes(sizes_path), request)
     with pytest.raises(ValueError, match=r"entry 7 is '/corpus/other.hdf', not the plan's '/corpus/part-007.hdf'"):
         planning.plan_outputs(
             plan, batching=Batching(batch_size=BATCH_SIZE, max_seqs=None), lengths=core.io.load_file_costs(costs_path)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from i6_shard import core
+from i6_shard.core.io.plan_file import read_plan_head
 from i6_shard.cli import main
 from i6_shard.core.io import progress as progress_module
 from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs
@@ -144,7 +145,7 @@ def test_the_plan_file_records_the_engine_settings_it_was_simulated_with(costs_p
         == 0
     )
     assert "sync levels [{'group': 1" in (out / "report.txt").read_text()  # not the statistical model's "grad sync"
-    head = core.read_plan_head(str(out / "plan.npz"))
+    head = read_plan_head(str(out / "plan.npz"))
     assert head.engine_settings == {
         "batch_size": 120,
         "max_seqs": None,
@@ -155,7 +156,7 @@ def test_the_plan_file_records_the_engine_settings_it_was_simulated_with(costs_p
     unbatched = tmp_path / "plain"
     assert main(["plan", "--sizes", costs_path, "--num-shards", "3", "--partition-epoch", "2", "--num-epochs", "4",
                  "--no-plot", "-o", str(unbatched)]) == 0  # fmt: skip
-    assert core.read_plan_head(str(unbatched / "plan.npz")).engine_settings is None
+    assert read_plan_head(str(unbatched / "plan.npz")).engine_settings is None
     with np.load(unbatched / "plan.npz") as arrays:
         assert "engine_settings" not in arrays.files
 
@@ -171,7 +172,7 @@ def test_equal_steps_on_the_command_line_prints_progress_and_stores_its_bins(cos
     request = core.PlanRequest.from_options(
         num_shards=3, partition_epoch=2, num_epochs=4, batch_size=120, distribution="equal_steps"
     )
-    plan = core.plan_of_sizes(
+    plan = core.make_plan(
         core.load_file_sizes(costs_path), request, lengths=core.io.file_costs.load_file_costs(costs_path)
     )
     for k in range(stored.orders.shape[0]):

@@ -30,7 +30,8 @@ def _dfd(**extra):
 def test_num_epochs_is_the_trainings_for_every_entry_point():
     """The command line, ShardPlanJob, the config reader and plan_for_returnn_config all take the training's
     num_epochs and plan the sub-epochs the dataset preloads after them (RETURNN's default 1, or the dataset's)."""
-    from i6_shard.returnn_config import find_distribute_files_datasets, plan_for_returnn_config
+    from i6_shard.returnn_config import plan_for_returnn_config
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
 
     request = PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4)
     assert (request.settings.num_epochs, request.settings.training_num_epochs) == (5, 4)

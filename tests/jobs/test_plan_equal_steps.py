@@ -16,6 +16,7 @@ pytest.importorskip("h5py", reason=H5PY_REASON)
 from sisyphus import tk  # noqa: E402
 
 from i6_shard import cli, core  # noqa: E402
+from i6_shard.core.io.plan_file import read_plan_head  # noqa: E402
 from i6_shard.core.io.file_costs import collect_file_costs, save_file_costs  # noqa: E402
 from i6_shard.jobs import ShardPlanJob  # noqa: E402
 
@@ -47,7 +48,7 @@ def test_the_job_plans_equal_steps_as_the_command_line_does(work_dir):
     assert cli.main(args + ["--torch-distributed", repr(LEVELS), "--no-plot", "-o", out]) == 0
     with open(job.out_plan.get_path(), "rb") as a, open(os.path.join(out, core.PLAN_FILE), "rb") as b:
         assert a.read() == b.read()
-    head = core.read_plan_head(job.out_plan.get_path())
+    head = read_plan_head(job.out_plan.get_path())
     assert head.settings.distribution == "equal_steps" and head.engine_settings["torch_distributed"] == LEVELS
     assert np.load(job.out_plan.get_path())["engine_settings"].shape == ()
 

@@ -379,3 +379,47 @@ def test_constant_files_the_cache_footprint_does_not_count_are_named(work_dir, p
     assert len(messages) == (1 if warned else 0), messages
     if warned:
         assert "/data/alignment.hdf" in messages[0] and "sub_epoch_constant_bytes" in messages[0]
+
+
+def test_the_training_takes_its_ranks_and_epochs_from_the_plan_job(work_dir):
+    """Stated once: training_job without num_gpus and num_epochs takes the ranks and the training's sub-epochs of
+    the ShardPlanJob its dataset reads from, and is the job given them explicitly (the same id); a value given that
+    does not fit the plan job is refused as before; without a plan job they are needed."""
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4)
+    hdf = {"class": "HDFDataset", "seq_ordering": "random"}
+    rc = sharded_returnn_config(CONFIG, sharded_files_dataset(tk.Path(list_path), plan=plan_job, sub_epoch_dataset=hdf))
+    exe = dict(
+        returnn_version="1.20261022.211313",
+        returnn_python_exe=tk.Path(sys.executable),
+        returnn_root=tk.Path(str(work_dir)),
+    )
+    from i6_shard.returnn_config import training_job_kwargs
+
+    taken = training_job_kwargs(rc, **exe)
+    assert (taken["horovod_num_processes"], taken["num_epochs"]) == (2, 4)
+    assert training_job_kwargs(rc, num_gpus=2, **exe)["num_epochs"] == 4
+    assert training_job_kwargs(rc, num_epochs=3, **exe)["horovod_num_processes"] == 2
+    assert training_job_kwargs(rc, passes=1, **exe)["num_epochs"] == 2  # passes: given, taken
+    job = training_job(rc, **exe)
+    assert job._sis_id() == training_job(rc, num_gpus=2, num_epochs=4, **exe)._sis_id()
+    assert job.returnn_config.post_config["num_epochs"] == 4
+    with pytest.raises(ValueError, match="4 ranks train, but the plan job has num_shards=2"):
+        training_job(rc, num_gpus=4, **exe)
+    with pytest.raises(ValueError, match="the plan job has num_epochs=4 and 1 preloaded, the training num_epochs=6"):
+        training_job(rc, num_epochs=6, **exe)
+    unplanned = sharded_returnn_config(
+        CONFIG, sharded_files_dataset(tk.Path(list_path), partition_epoch=2, sub_epoch_dataset=hdf)
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"give num_gpus \(training processes, one per GPU\) and exactly one of num_epochs .* and passes: "
+        r"the 'train' dataset reads its bins from no ShardPlanJob",
+    ):
+        training_job(unplanned, **exe)
+    with pytest.raises(ValueError, match="give exactly one of num_epochs .RETURNN sub-epochs. and passes: "):
+        training_job(unplanned, num_gpus=2, **exe)
+    assert training_job(unplanned, num_gpus=2, num_epochs=4, **exe).horovod_num_processes == 2

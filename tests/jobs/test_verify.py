@@ -472,6 +472,38 @@ def test_a_plan_job_simulated_under_batching_needs_the_trainings_config_opts(wor
     VerifyShardingJob(dataset, num_shards=2, epochs=4, config_opts=config)
 
 
+def test_ranks_and_epochs_come_from_the_plan_job_the_dataset_names(work_dir):
+    """Stated once: a dataset built from a ShardPlanJob (plan=job) gives the verify job its ranks and the training's
+    sub-epochs, and the job is the one given them explicitly (the same id); a value given must agree, and without a
+    plan job both are needed."""
+    from i6_shard.jobs import ShardPlanJob
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    keys = [f"/data/f{i}.hdf" for i in range(12)]
+    sizes_path = str(work_dir / "sizes.npz")
+    core.save_file_sizes(core.FileSizes(keys, list(range(1, 13))), sizes_path)
+    plan = ShardPlanJob(tk.Path(sizes_path), num_shards=3, partition_epoch=2, num_epochs=4)
+    hdf = {"class": "HDFDataset", "seq_ordering": "random"}
+    dataset = sharded_files_dataset(keys, plan=plan, sub_epoch_dataset=hdf)
+    job = VerifyShardingJob(dataset)
+    assert (job.num_shards, job.epochs) == (3, [1, 2, 3, 4])
+    assert job is VerifyShardingJob(dataset, num_shards=3, epochs=4)
+    assert VerifyShardingJob(dataset, epochs=2).epochs == [1, 2]  # fewer sub-epochs: given, taken
+    with pytest.raises(
+        ValueError, match=r"num_shards=2, but the dataset reads its bins from .*ShardPlanJob.*num_shards=3"
+    ):
+        VerifyShardingJob(dataset, num_shards=2, epochs=4)
+    unplanned = sharded_files_dataset(keys, partition_epoch=2, sub_epoch_dataset=hdf)
+    with pytest.raises(
+        ValueError, match="give num_shards and epochs: train_dataset reads its bins from no ShardPlanJob"
+    ):
+        VerifyShardingJob(unplanned)
+    with pytest.raises(ValueError, match="give epochs: "):
+        VerifyShardingJob(unplanned, num_shards=2)
+    with pytest.raises(ValueError, match="give num_shards: "):
+        VerifyShardingJob(tk.Path("/data/returnn.config"), epochs=4)
+
+
 @pytest.mark.slow  # a RETURNN subprocess through torch's DataLoader: several seconds
 def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     """The real RETURNN per rank: torch's dataset_distribution="shard" splits the files of a DFD with

@@ -8,6 +8,7 @@ from typing import List
 import pytest
 
 from i6_shard import core
+from i6_shard.core.reporting.outputs import plan_summary
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
 pytest.importorskip("h5py", reason="the HDF sub-datasets need h5py (test extra)")
@@ -141,7 +142,7 @@ def test_unsharded_with_a_dataset_random_seed_offset_every_rank_reads_the_same(h
         ),
     )
     assert per_rank[1] != [default_plan.files_for(epoch=e, shard_index=1) for e in range(1, NUM_EPOCHS + 1)]
-    summary, stats = core.plan_summary(plan, num_epochs=NUM_EPOCHS, compare=False)
+    summary, stats = plan_summary(plan, num_epochs=NUM_EPOCHS, compare=False)
     bin_sizes = [len(files) for files in per_rank[0]]
     assert stats.overlap.tolist() == bin_sizes  # every file of a sub-epoch is read by all ranks
     assert any("same files in the same order" in w for w in summary["warnings"])

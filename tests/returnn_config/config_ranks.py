@@ -7,7 +7,7 @@ import functools
 import os
 from typing import Any, Dict, List, Sequence
 
-from i6_shard.returnn_config import bind_sub_epoch_dataset
+from i6_shard.returnn_config.sub_epoch import bind_sub_epoch_dataset
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 

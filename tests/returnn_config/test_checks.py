@@ -7,16 +7,12 @@ import subprocess
 
 import pytest
 
-from i6_shard.returnn_config import (
-    SHARDING_FIX_RETURNN_VERSION,
-    ConfigCheckError,
-    check_dataset_dict,
-    check_returnn_config,
-    check_returnn_version,
-    parse_returnn_version,
-    sharded_files_dataset,
-)
-from i6_shard.returnn_config import ConfigCheckWarning, returnn_version_info
+from i6_shard.returnn_config import ConfigCheckError, check_dataset_dict, check_returnn_config, sharded_files_dataset
+from i6_shard.returnn_config.checks import SHARDING_FIX_RETURNN_VERSION
+from i6_shard.returnn_config.checks import check_returnn_version
+from i6_shard.returnn_config.checks import parse_returnn_version
+from i6_shard.returnn_config import ConfigCheckWarning
+from i6_shard.returnn_config.checks import returnn_version_info
 from i6_shard.returnn_config.checks import MIN_RETURNN_VERSION, SHARDING_FIX_RETURNN_COMMIT
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}

@@ -13,7 +13,8 @@ from tests.blocking import run_to_end
 
 from tests.deps import needs_torch
 
-from i6_shard.returnn_config import ConfigCheckError, check_dataset_dict, check_returnn_config, config_code
+from i6_shard.returnn_config import ConfigCheckError, check_dataset_dict, check_returnn_config
+from i6_shard.returnn_config.pycode import config_code
 
 #: RETURNN building the train dataset as rank 0 of 2 (the verifier's own start: its load_data, RETURNN's rank).
 START_UP = """import sys

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-from i6_shard.returnn_config import config_code, sharded_files_dataset, write_returnn_config
+from i6_shard.returnn_config import sharded_files_dataset
+from i6_shard.returnn_config.pycode import config_code
+from i6_shard.returnn_config.pycode import write_returnn_config
 from i6_shard.returnn_config.sub_epoch import GET_SUB_EPOCH_DATASET
 
 from ..strategies import file_names, file_trees

@@ -21,10 +21,10 @@ from i6_shard import core  # noqa: E402
 from i6_shard.returnn_config import (  # noqa: E402
     ConfigCheckError,
     check_returnn_config,
-    find_distribute_files_datasets,
     plan_for_returnn_config,
     sharded_files_dataset,
 )
+from i6_shard.returnn_config.reader import find_distribute_files_datasets  # noqa: E402
 
 from .config_ranks import (  # noqa: E402
     HDF,

@@ -282,7 +282,7 @@ def _pairs_callable(directory):
 
 
 def test_callable_files_are_kept_not_called(tmp_path):
-    from i6_shard.returnn_config import config_code
+    from i6_shard.returnn_config.pycode import config_code
 
     from .config_ranks import META_FILES_KEY, meta_template
 

@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from i6_shard.core import PlanSettings, ShardPlan, collect_file_sizes, save_file_sizes
-from i6_shard.returnn_config import sharded_files_dataset, write_returnn_config
+from i6_shard.returnn_config import sharded_files_dataset
+from i6_shard.returnn_config.pycode import write_returnn_config
 
 from .fresh_python import load_config_code, run_without_i6_shard
 from ..hdf_data import file_index, iterate_tags, write_tiny_hdf_files

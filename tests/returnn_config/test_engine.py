@@ -9,12 +9,8 @@ from tests.deps import needs_torch
 pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
 needs_torch("RETURNN's torch DistributedContext gives each rank its seed")
 
-from i6_shard.returnn_config import (  # noqa: E402
-    ConfigCheckError,
-    check_returnn_config,
-    find_distribute_files_datasets,
-    sharded_files_dataset,
-)
+from i6_shard.returnn_config import ConfigCheckError, check_returnn_config, sharded_files_dataset  # noqa: E402
+from i6_shard.returnn_config.reader import find_distribute_files_datasets  # noqa: E402
 
 from .config_ranks import HDF, build_train, read_tags, returnn_process, write_corpus  # noqa: E402
 
@@ -140,7 +136,7 @@ def test_the_batching_the_reader_records_is_what_the_torch_engine_reads():
     from returnn.config import Config
     from returnn.torch.data.pipeline import get_batching_iterable_dataset_from_config
 
-    from i6_shard.returnn_config.reader import EngineBatching
+    from i6_shard.returnn_config.reader.engine import EngineBatching
 
     rng = random.Random(0)
     for _ in range(200):

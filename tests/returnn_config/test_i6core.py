@@ -385,7 +385,7 @@ def test_readme_recipe_snippet_builds_the_jobs(tmp_path, local, monkeypatch):
     train = job.returnn_config.config["train"]
     plan_jobs = [p.creator for p in job._sis_inputs if type(p.creator).__name__ == "ShardPlanJob"]
     assert len(plan_jobs) == 1 and train["plan"] == plan_jobs[0].out_plan and "file_sizes" not in train
-    assert train["distribution"] == "balanced"
+    assert train["distribution"] == "equal_steps"
     assert job.returnn_config.config["torch_distributed"] == ({"backend": "gloo"} if local else {})
     if local:
         assert (job.rqmt["cpu"], job.rqmt["mem"], job.rqmt["gpu"]) == (2, 4, 0)

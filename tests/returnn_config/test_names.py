@@ -10,7 +10,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from i6_shard.returnn_config import config_code, sharded_files_dataset, write_returnn_config
+from i6_shard.returnn_config import sharded_files_dataset
+from i6_shard.returnn_config.pycode import config_code
+from i6_shard.returnn_config.pycode import write_returnn_config
 from i6_shard.returnn_config.pycode import plain_str, plain_value
 
 pytest.importorskip("returnn.config", reason="needs RETURNN: pip install returnn")

@@ -11,12 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from i6_shard.returnn_config import plan_for_returnn_config  # noqa: F401 (the face the request goes through)
-from i6_shard.returnn_config.reader import (
-    EngineBatching,
-    InexactPlanWarning,
-    engine_plan_options,
-    find_distribute_files_datasets,
-)
+from i6_shard.returnn_config.reader import InexactPlanWarning, engine_plan_options, find_distribute_files_datasets
+from i6_shard.returnn_config.reader.engine import EngineBatching
 from tests.strategies import examples
 
 limits = st.integers(1, 10**6)

@@ -7,7 +7,8 @@ import sys
 def test_builders_import_no_framework():
     code = (
         "import sys\n"
-        "from i6_shard.returnn_config import sharded_files_dataset, config_code\n"
+        "from i6_shard.returnn_config import sharded_files_dataset\n"
+        "from i6_shard.returnn_config.pycode import config_code\n"
         "d = sharded_files_dataset(['a.hdf', 'b.hdf'], sub_epoch_dataset={'class': 'HDFDataset', "
         "'seq_ordering': 'random'}, partition_epoch=2, num_shards=1)\n"
         "config_code({'train': d})\n"
@@ -30,7 +31,7 @@ sys.meta_path.insert(0, _NoReturnn())
 
 
 def test_the_readme_recipe_graph_builds_without_returnn(tmp_path):
-    """The README recipe's graph (balanced, with plan=) is built in a Python where ``import returnn`` fails,
+    """The README recipe's graph (equal_steps, with plan=) is built in a Python where ``import returnn`` fails,
     with the real Sisyphus and i6_core; RETURNN is never imported."""
     import os
     import pytest

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 
 
 from i6_shard.core import write_file_list
-from i6_shard.returnn_config import find_distribute_files_datasets, read_files, sharded_files_dataset
+from i6_shard.returnn_config import sharded_files_dataset
+from i6_shard.returnn_config.reader import find_distribute_files_datasets
+from i6_shard.core.io.dataset_files import read_files
 from i6_shard.returnn_config.reader import files_kind, is_distribute_files_dataset
 
 from .. import strategies

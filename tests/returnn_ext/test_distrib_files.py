@@ -16,7 +16,8 @@ from returnn.datasets.basic import init_dataset  # noqa: E402
 from returnn.datasets.distrib_files import DistributeFilesDataset  # noqa: E402
 
 from i6_shard import core  # noqa: E402
-from i6_shard.returnn_ext import ShardedDistributeFilesDataset, check_returnn_hooks  # noqa: E402
+from i6_shard.returnn_ext import ShardedDistributeFilesDataset  # noqa: E402
+from i6_shard.returnn_ext.distrib_files import check_returnn_hooks  # noqa: E402
 
 from ..hdf_data import seq_tag, write_tiny_hdf_files  # noqa: E402
 

@@ -14,7 +14,7 @@ from returnn.config import Config, global_config_ctx  # noqa: E402
 from returnn.datasets.basic import init_dataset  # noqa: E402
 
 from i6_shard import core  # noqa: E402
-from i6_shard.core.io import StaleFileSizesError  # noqa: E402
+from i6_shard.core.io.stale_sizes import StaleFileSizesError  # noqa: E402
 from i6_shard.returnn_ext import ShardedDistributeFilesDataset  # noqa: E402
 
 from ..hdf_data import hdf_sub_epoch_dataset, write_tiny_hdf_files  # noqa: E402

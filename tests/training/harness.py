@@ -168,7 +168,7 @@ def training_config(
 
 def write_training_config(path: str, config: Mapping[str, Any]) -> None:
     """Write ``config`` as RETURNN config code (i6_shard's safe literals) plus the model code."""
-    from i6_shard.returnn_config import config_code
+    from i6_shard.returnn_config.pycode import config_code
 
     text = config_code(config) + f"\nFEATURE_DIM = {FEATURE_DIM}\n" + MODEL_CODE
     tmp = path + ".tmp"

@@ -110,7 +110,7 @@ def test_the_tutorial_sets_up_trains_and_reports(tmp_path):
 
 
 def _assert_the_readme_recipes_outputs(setup):
-    """What the README says its recipe leaves: the plan of 2 ranks, 2 sub-epochs, balanced by frames, for 2 passes
+    """What the README says its recipe leaves: the plan of 2 ranks, 2 sub-epochs, equal_steps on frames, for 2 passes
     (4 sub-epochs) and the one RETURNN preloads; every rank read exactly its planned files in every sub-epoch; the
     training report finds them as planned and raises no alarm; the learning rates and both plots are outputs."""
     from i6_shard import core
@@ -122,7 +122,7 @@ def _assert_the_readme_recipes_outputs(setup):
     out = setup / "output"
     plan = core.load_plan(str(out / "sharding" / "plan.npz"))
     s = plan.settings
-    assert (s.num_shards, s.partition_epoch, s.distribution, s.unit) == (2, 2, "balanced", "frames")
+    assert (s.num_shards, s.partition_epoch, s.distribution, s.unit) == (2, 2, "equal_steps", "frames")
     assert (s.training_num_epochs, s.preloaded_sub_epochs) == (4, 1)  # 2 passes, and the preloaded sub-epoch
     assert (
         "4 sub-epochs = 2 full epochs; the plan also holds the 1 after them that RETURNN preloads"
@@ -144,7 +144,7 @@ def _assert_the_plan_has_the_trainings_steps(setup):
     """The plan took the training's batching and sync from its config (ShardPlanJob.for_training): the steps it
     says each rank takes in each sub-epoch (summary.json's steps_taken, simulated exactly) are the steps each rank's
     RETURNN log says it trained, and so the predicted drop is the measured one (within 1e-5: both are rounded to six
-    digits)."""
+    digits); under equal_steps both are zero."""
     from i6_shard.core.io.returnn_log import read_training_logs
     from i6_shard.core.reporting import TRAIN_SUMMARY_FILE
 
@@ -164,3 +164,28 @@ def _assert_the_plan_has_the_trainings_steps(setup):
         summary["dropped_fraction_predicted"],
         measured,
     )
+    # The README's figures are this run's: the steps per sub-epoch and the drop, planned and measured.
+    _assert_the_readme_says(
+        steps=[steps[0] for steps in logged], planned=summary["dropped_fraction_predicted"], measured=measured
+    )
+    # equal_steps: every rank makes the same steps in every sub-epoch, so nothing is dropped, planned and measured.
+    assert all(len(set(steps)) == 1 for steps in logged), logged
+    assert summary["dropped_fraction_predicted"] == 0 and measured == 0, (
+        summary["dropped_fraction_predicted"],
+        measured,
+    )
+
+
+def _assert_the_readme_says(*, steps, planned, measured):
+    """The README's sentence on its recipe's training names these steps per sub-epoch and these drops."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    said = re.search(
+        r"each rank's log shows exactly the plan's steps \(([\d, ]+) per sub-epoch, on both ranks\) and nothing is "
+        r"dropped, ([\d.]+)% planned and ([\d.]+)% measured",
+        readme,
+    )
+    assert said, "the README no longer names its recipe's steps and drop"
+    run = (steps, round(100 * planned, 2), round(100 * measured, 2))
+    readme_says = ([int(n) for n in said.group(1).split(",")], float(said.group(2)), float(said.group(3)))
+    assert readme_says == run, f"the README says {readme_says}, the run shows {run}"

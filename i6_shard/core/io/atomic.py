@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from typing import IO, Collection, Iterator, List, Optional
 
-__all__ = ["atomic_write", "atomic_path", "atomic_dir", "check_output_path", "check_output_dir"]
+__all__ = ["atomic_write", "atomic_dir", "check_output_path", "check_output_dir"]
 
 #: Longest part of the target's name put into the temporary name (names are limited to 255 bytes).
 _MAX_PREFIX_CHARS = 100

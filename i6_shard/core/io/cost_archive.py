@@ -24,7 +24,7 @@ from .file_sizes import (
 from ..pure.costs_checks import check_costs_consistency
 from .npz import encode_keys, open_npz, save_npz
 
-__all__ = ["save_file_costs", "load_file_costs", "load_file_sizes"]
+__all__ = ["load_file_sizes"]
 
 
 def save_file_costs(costs: FileCosts, path: str | os.PathLike) -> None:

@@ -22,8 +22,6 @@ from .cost_formats import DEFAULT_FRAME_RATE, _read_one, cost_leaf
 from .progress import Progress
 from .stat_engine import _leaves_and_keys, collect_file_sizes, default_num_procs
 
-__all__ = ["collect_file_costs"]
-
 #: Files up to which the costs are read in this process: a read takes ~0.5 ms (warm), a helper process
 #: ~1 s to start and import h5py, so below this helpers cost more than they save.
 _SERIAL_MAX_FILES = 4000

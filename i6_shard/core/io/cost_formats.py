@@ -15,21 +15,6 @@ from ..pure.file_tree import FileTree, flatten
 from ..pure.text import short_repr
 from .npz import inflation_problem
 
-__all__ = [
-    "cost_leaf",
-    "hdf_stream_names",
-    "read_hdf_seq_lengths",
-    "read_hdf_lengths",
-    "read_oggzip_seq_lengths",
-    "read_oggzip_lengths",
-    "read_arrow_seq_lengths",
-    "MISSING_H5PY",
-    "MISSING_PYARROW",
-    "DEFAULT_FRAME_RATE",
-    "MAX_SEQ_LENGTH",
-    "MAX_SEQS_PER_FILE",
-]
-
 MISSING_H5PY = (
     "h5py is not installed, so RETURNN HDF files cannot be read for their sequence lengths: "
     "pip install h5py into the Python that runs this, or balance by bytes (`sizes`)"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["lognormal_sizes"]
-
 
 def lognormal_sizes(num_files: int, *, seed: int = 0, median_bytes: int = 1_000_000, sigma: float = 1.0) -> np.ndarray:
     """int64 file sizes, lognormal around ``median_bytes``, each at least 1 byte.

@@ -18,10 +18,8 @@ from .hdf_corpus import SEQ_FRAMES, hdf_corpus_seq_counts
 from .plan_file import plan_arrays_nbytes
 
 __all__ = [
-    "full_device_errno",
     "reporting_full_device",
     "archive_bytes_bound",
-    "hdf_corpus_bytes_bound",
     "corpus_bytes_bound",
     "costs_bytes_bound",
     "plan_dir_bytes_bound",

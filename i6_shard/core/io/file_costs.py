@@ -5,24 +5,15 @@ ShardPlanJob, the builder and the RETURNN-side dataset accept in place of a size
 format readers (``cost_formats.py``), the costs pass (``cost_collector.py``) and the archive (``cost_archive.py``).
 """
 
-from ..pure.costs import COST_UNITS, FileCosts, prediction_batching
+from ..pure.costs import FileCosts, prediction_batching
 from .cost_archive import load_file_costs, save_file_costs
 from .cost_collector import collect_file_costs
-from .cost_formats import MISSING_H5PY, cost_leaf
+from .cost_formats import cost_leaf
 
 # Importable from here, as before:
-from ..pure.costs import NUM_LENGTH_QUANTILES, length_quantiles, sorted_length_quantiles  # noqa: F401
-from .cost_formats import DEFAULT_FRAME_RATE, MAX_SEQ_LENGTH, MAX_SEQS_PER_FILE, MISSING_PYARROW  # noqa: F401
+from ..pure.costs import COST_UNITS, NUM_LENGTH_QUANTILES, length_quantiles, sorted_length_quantiles  # noqa: F401
+from .cost_formats import DEFAULT_FRAME_RATE, MAX_SEQ_LENGTH, MAX_SEQS_PER_FILE, MISSING_H5PY, MISSING_PYARROW  # noqa: F401
 from .cost_formats import hdf_stream_names, read_arrow_seq_lengths, read_hdf_seq_lengths  # noqa: F401
 from .cost_formats import read_oggzip_seq_lengths  # noqa: F401
 
-__all__ = [
-    "FileCosts",
-    "COST_UNITS",
-    "cost_leaf",
-    "collect_file_costs",
-    "save_file_costs",
-    "load_file_costs",
-    "prediction_batching",
-    "MISSING_H5PY",
-]
+__all__ = ["cost_leaf", "collect_file_costs", "save_file_costs", "load_file_costs", "FileCosts", "prediction_batching"]

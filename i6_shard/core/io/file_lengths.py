@@ -12,15 +12,6 @@ import numpy as np
 from .atomic import atomic_write
 from .progress import Progress
 
-__all__ = [
-    "FileLengths",
-    "hdf_file_lengths",
-    "read_hdf_lengths",
-    "load_file_lengths",
-    "save_file_lengths",
-    "MISSING_H5PY",
-]
-
 #: tree key -> (number of sequences, number of frames of the data stream)
 FileLengths = Dict[str, Tuple[int, int]]
 MISSING_H5PY = (

@@ -14,14 +14,7 @@ from .returnn_py import RETURNN_OUT_SLACK, parse_returnn_py_literal, parse_with_
 from ..pure.file_tree import MAX_TREE_DEPTH, FileTree, check_file_trees, tree_depth
 from ..pure.text import short_repr
 
-__all__ = [
-    "FILE_LIST_EXTENSIONS",
-    "read_file_list",
-    "write_file_list",
-    "normalize_file_tree",
-    "txt_entry_problem",
-    "read_training_file_list",
-]
+__all__ = ["FILE_LIST_EXTENSIONS", "read_file_list", "write_file_list", "read_training_file_list"]
 
 FILE_LIST_EXTENSIONS = (".txt", ".json", ".py")
 

@@ -15,7 +15,7 @@ from ..pure.settings import UNITS
 from .npz import decode_keys, encode_keys, open_npz, save_npz
 from ..pure.text import short_repr
 
-__all__ = ["FileSizes", "save_file_sizes", "read_sizes_archive", "check_archive_path"]
+__all__ = ["FileSizes", "save_file_sizes", "check_archive_path"]
 
 #: Written when the modification times are known (format 2 adds ``mtimes_ns``); format 1 is still read.
 FILE_SIZES_FORMAT_VERSION = 2

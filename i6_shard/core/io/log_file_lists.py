@@ -9,8 +9,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["Chunked", "FileLines", "DatasetLines", "resolve_lines", "row_files"]
-
 #: Values a rank holds of a chunked column before they go to the scratch file (a torchrun stdout of thousands of ranks
 #: holds this few per rank while it is read).
 _CHUNK = 64

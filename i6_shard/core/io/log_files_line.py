@@ -9,8 +9,6 @@ from typing import Any, Dict, List, Optional
 
 from ..pure.text import short_repr
 
-__all__ = ["MAX_FILES_LINE_CHARS", "parse_files_literal", "read_files_of_line", "FilesLiteralError"]
-
 #: Characters of the files of one "using files" line that are read; the files of a longer line are not read (the
 #: report says so), so a crafted line costs no memory beyond it. RETURNN's lines stay far below: 4 Mi characters
 #: are about 40,000 file names of 100 characters for one rank and sub-epoch.

@@ -17,7 +17,7 @@ import numpy as np
 from ..pure.text import short_repr
 from .atomic import atomic_path, check_suffix
 
-__all__ = ["save_npz", "open_npz", "encode_keys", "decode_keys", "inflation_problem"]
+__all__ = ["encode_keys", "decode_keys"]
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _WRITE_CHUNK_BYTES = 16 << 20

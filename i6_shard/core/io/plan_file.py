@@ -20,18 +20,7 @@ from ..pure.settings import PlanSettings
 from ..pure.stats import num_full_epochs_for
 from ..pure.text import short_repr
 
-__all__ = [
-    "PLAN_FORMAT_VERSION",
-    "PlanFile",
-    "PlanHead",
-    "plan_file_arrays",
-    "check_plan_fits_memory",
-    "save_plan_arrays",
-    "load_plan",
-    "read_plan_file",
-    "read_plan_head",
-    "read_plan_layout",
-]
+__all__ = ["PlanHead", "read_plan_head", "read_plan_layout"]
 
 #: 2: adds ``algorithm_version`` (the ``version`` of the distribution's ``CutSpec`` that cut the bins) and stores
 #: ``orders`` and ``bounds`` uncompressed, so that one full epoch is read without the others.

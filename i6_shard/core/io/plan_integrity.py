@@ -8,8 +8,6 @@ import numpy as np
 from ..pure.stats import check_layout
 from ..pure.text import short_repr
 
-__all__ = ["check_stored_layout"]
-
 
 def check_stored_layout(
     order: np.ndarray, bounds: np.ndarray, *, path: str, full_epoch_0idx: int, layout_idx: int, num_files: int

@@ -10,8 +10,6 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-__all__ = ["PLAN_SUMMARY_FILE", "MAX_PLAN_SUMMARY_BYTES", "plan_file_of", "read_planned_steps"]
-
 PLAN_SUMMARY_FILE = "summary.json"
 #: Bytes of a plan's summary.json read at most (a plan of 2**20 (sub-epoch, rank) writes some 60 MB); a larger file
 #: is not a plan's summary and is refused before it is read.

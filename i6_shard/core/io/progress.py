@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Callable, Optional, TextIO
 
-__all__ = ["Progress", "DEFAULT_INTERVAL"]
+__all__ = ["DEFAULT_INTERVAL"]
 
 #: Seconds before the first line and between lines: work done sooner prints nothing.
 DEFAULT_INTERVAL = 2.0

@@ -23,8 +23,6 @@ from .log_files_line import read_files_of_line
 from .log_file_lists import DatasetLines, FileLines, row_files
 from .spill import Spill
 
-__all__ = ["SubEpochLog", "RankLog", "TrainingLog", "read_training_logs", "MAX_LINE_CHARS"]
-
 #: Characters of a line read at most; the rest of a longer line is skipped (a 1 GiB line without a newline is
 #: never held whole). RETURNN's longest lines, the files of a sub-epoch, stay far below.
 MAX_LINE_CHARS = 1 << 24

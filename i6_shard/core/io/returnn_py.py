@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from typing import Any, List, Tuple
 
-__all__ = ["RETURNN_OUT_SLACK", "parse_returnn_py_literal", "parse_with_output_size"]
-
 # RETURNN's py_to_pickle allocates len(input) + 1000 bytes for the pickle it writes.
 RETURNN_OUT_SLACK = 1000
 # isspace() in the C locale; RETURNN's parser skips these between items.

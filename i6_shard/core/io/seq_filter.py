@@ -12,7 +12,7 @@ import numpy as np
 from ..pure.text import short_repr
 from .file_lengths import MISSING_H5PY
 
-__all__ = ["data_key_limit", "filtered_hdf_lengths", "filtered_counts"]
+__all__ = ["data_key_limit"]
 
 SeqLimit = Union[int, float, Mapping[str, Any], None]
 

@@ -9,8 +9,6 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Spill"]
-
 
 class Spill:
     """Arrays appended to an unnamed temporary file (``tempfile.TemporaryFile`` in ``dir`` or ``TMPDIR``: unlinked

@@ -15,7 +15,7 @@ from .file_sizes import FileSizes
 from .stat_engine import collect_file_sizes  # noqa: F401 (collect_file_sizes: its doctest)
 from ..pure.text import short_repr
 
-__all__ = ["StaleFileSizesError", "check_sample_unchanged", "check_num_samples", "DEFAULT_CHECK_SAMPLES"]
+__all__ = ["check_sample_unchanged", "check_num_samples", "DEFAULT_CHECK_SAMPLES"]
 
 #: Entries :func:`check_sample_unchanged` stats again by default (per rank, at a training's start-up).
 DEFAULT_CHECK_SAMPLES = 16

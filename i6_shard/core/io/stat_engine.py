@@ -24,12 +24,7 @@ from ..pure.text import short_repr
 from .progress import Progress
 from .stat_child import FAILED_RECORD, RECORD_INTS, stat_records
 
-__all__ = [
-    "collect_file_sizes",
-    "MissingFilesError",
-    "DEFAULT_NUM_THREADS",
-    "default_num_procs",
-]
+__all__ = ["collect_file_sizes", "MissingFilesError", "DEFAULT_NUM_THREADS"]
 
 DEFAULT_NUM_THREADS = 32
 _MAX_LISTED_MISSING = 20

@@ -10,15 +10,7 @@ import numpy as np
 
 from .text import short_repr
 
-__all__ = [
-    "first_negative",
-    "check_int",
-    "check_optional_int",
-    "check_bool",
-    "check_optional_bool",
-    "check_optional_mapping",
-    "check_choice",
-]
+__all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping"]
 
 
 def check_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> int:

@@ -12,8 +12,6 @@ import numpy as np
 from .args import check_int
 from .distribute import check_costs, check_enough_files, distribute_evenly_by_size
 
-__all__ = ["distribute_balanced", "group_bounds"]
-
 
 def distribute_balanced(sizes: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for the files in the given (shuffled) order, balanced per sub-epoch.

@@ -13,22 +13,7 @@ from .args import check_choice, check_int, check_optional_int
 from .plan import ShardPlan
 from .stats import compute_plan_stats
 
-__all__ = [
-    "Batching",
-    "DEFAULT_REDUCE_TYPE",
-    "simulate_num_batches",
-    "seqs_per_batch_moments",
-    "rank_steps",
-    "order_variance",
-    "predict_dropped",
-    "sync_stop",
-    "SyncMode",
-    "REDUCE_TYPES",
-    "predict_plan_drop",
-    "file_millisteps",
-    "batch_lengths_of",
-    "MILLISTEPS_PER_STEP",
-]
+__all__ = ["Batching", "DEFAULT_REDUCE_TYPE", "SyncMode", "REDUCE_TYPES", "batching_of", "check_batching_for_unit"]
 
 #: Draws of the step counts per sub-epoch in :func:`predict_dropped` (seeded: the result is fixed).
 DEFAULT_NUM_DRAWS = 512

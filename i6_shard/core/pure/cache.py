@@ -15,16 +15,7 @@ from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 from .stats import num_full_epochs_for
 
-__all__ = [
-    "DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS",
-    "check_preload_next_n_sub_epochs",
-    "NodeCache",
-    "CacheFootprint",
-    "compute_cache_footprint",
-    "partition_epochs_fitting",
-    "partition_epoch_fits",
-    "parse_bytes",
-]
+__all__ = ["DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS", "check_preload_next_n_sub_epochs", "parse_bytes"]
 
 #: DistributeFilesDataset's ``preload_next_n_sub_epochs`` when not set: 1 with ``use_worker_proc=True`` (its
 #: default), 0 without (``returnn/datasets/distrib_files.py``, ``DistributeFilesDataset.__init__``).

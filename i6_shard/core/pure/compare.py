@@ -14,8 +14,6 @@ from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 from .text import first_difference
 
-__all__ = ["ResumeFullEpoch", "PlanChange", "compare_plans"]
-
 
 @dataclass(frozen=True)
 class ResumeFullEpoch:

@@ -12,8 +12,6 @@ import numpy as np
 
 from .batching import sync_stop
 
-__all__ = ["dropped_share", "expected_steps", "read_counts", "infer_partition_epoch"]
-
 
 def dropped_share(consumed: np.ndarray, available: np.ndarray) -> np.ndarray:
     """Per sub-epoch, the share of the available data the ranks did not consume:

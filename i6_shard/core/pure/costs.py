@@ -14,16 +14,7 @@ from .costs_checks import check_useful_batching, check_useful_batching_of
 from .settings import UNITS
 from .text import short_repr
 
-__all__ = [
-    "FileCosts",
-    "COST_UNITS",
-    "NUM_LENGTH_QUANTILES",
-    "prediction_batching",
-    "length_quantiles",
-    "sorted_length_quantiles",
-    "cost_arrays",
-    "BATCH_LENGTHS",
-]
+__all__ = ["COST_UNITS"]
 
 #: The units read from the files (bytes come from the stat engine, file_sizes.py).
 COST_UNITS = tuple(u for u in UNITS if u != "bytes")

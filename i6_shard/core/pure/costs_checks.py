@@ -11,8 +11,6 @@ from .batching import Batching, batch_lengths_of
 from .costs_consistency import costs_consistency_problem, useful_batching_problem
 from .text import short_repr
 
-__all__ = ["check_costs_consistency", "check_useful_batching", "check_useful_batching_of"]
-
 
 def check_costs_consistency(costs, *, path: str) -> None:
     """Refuse a loaded costs archive (a ``FileCosts``) whose arrays contradict each other, naming ``path``.

@@ -9,13 +9,7 @@ import numpy as np
 
 from .batching import Batching, file_millisteps
 
-__all__ = [
-    "costs_consistency_problem",
-    "useful_batching_problem",
-    "check_frame_rate",
-    "MAX_SEQS_PER_BATCH_MODELLED",
-    "MAX_FRAME_RATE",
-]
+__all__ = ["check_frame_rate"]
 
 #: Sequences a batch may hold in the steps model (``seqs_per_batch_moments`` sums at most this many terms): a limit
 #: letting more of the shortest sequences into one batch is beyond what the model counts.

@@ -14,15 +14,7 @@ from .distribute import distribute_evenly_by_size
 from .flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
 from .text import short_repr
 
-__all__ = [
-    "check_bound_is_used",
-    "CutSpec",
-    "CUTS",
-    "cut_spec",
-    "offered_distributions",
-    "cut_full_epoch",
-    "cut_options",
-]
+__all__ = ["CUTS", "cut_spec", "check_bound_is_used", "cut_full_epoch", "cut_options"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -10,15 +10,7 @@ import numpy as np
 
 from .args import check_int
 
-__all__ = [
-    "UNSHARDED_RANK_SEED_STRIDE",
-    "check_costs",
-    "check_enough_files",
-    "dfd_num_shards",
-    "distribute_evenly_by_size",
-    "full_epoch_seed",
-    "shuffle_order",
-]
+__all__ = ["UNSHARDED_RANK_SEED_STRIDE", "check_enough_files", "dfd_num_shards"]
 
 #: RETURNN's per-rank ``random_seed_offset`` stride without file sharding: under ``torch_distributed``
 #: (dataset_distribution "random_seed_offset", the default), ``Dataset._get_default_random_seed_offset``

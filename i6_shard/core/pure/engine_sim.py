@@ -12,23 +12,6 @@ import numpy as np
 from .distribute import UNSHARDED_RANK_SEED_STRIDE
 from .settings import DEFAULT_SEQ_ORDERING
 
-__all__ = [
-    "EngineSettings",
-    "SyncLevel",
-    "SubEpochSim",
-    "random_seed_for_epoch",
-    "seq_order_for_epoch",
-    "sub_epoch_seq_order",
-    "length_filter",
-    "batch_bounds",
-    "sync_levels_of",
-    "steps_taken",
-    "rank_batches",
-    "simulate_sub_epoch",
-    "inexact_reason",
-    "sub_epoch_random_seed_offset",
-]
-
 #: RETURNN's ``sys.maxsize`` stand-in for "no limit".
 _NO_LIMIT = 2**62
 

@@ -7,13 +7,7 @@ from fractions import Fraction
 from numbers import Rational
 from typing import Optional, Union
 
-__all__ = [
-    "passes_per_full_epoch",
-    "num_epochs_for_passes",
-    "passes_for_num_epochs",
-    "plan_covers",
-    "plan_coverage_problem",
-]
+__all__ = ["num_epochs_for_passes", "passes_for_num_epochs", "plan_covers", "plan_coverage_problem"]
 
 Number = Union[int, float, Fraction]
 

@@ -12,8 +12,6 @@ import numpy as np
 
 from .engine_sim import EngineSettings, batch_bounds, length_filter, steps_taken, sub_epoch_seq_order, sync_levels_of
 
-__all__ = ["equalize_steps", "equalize_plan_layouts", "DEFAULT_MAX_ROUNDS"]
-
 #: Rounds per sub-epoch at most: each round reorders the files of every rank off the target, then moves or swaps
 #: files between ranks for those still off.
 DEFAULT_MAX_ROUNDS = 64

@@ -11,8 +11,6 @@ import numpy as np
 
 from .equal_steps import equalize_steps
 
-__all__ = ["EqualStepsInputs", "equal_steps_options"]
-
 
 @dataclass(frozen=True)
 class EqualStepsInputs:

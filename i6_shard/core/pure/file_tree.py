@@ -14,16 +14,7 @@ MAX_TREE_DEPTH = 100
 
 FileTree = Union[str, Tuple["FileTree", ...], List["FileTree"], Dict[Any, "FileTree"]]
 
-__all__ = [
-    "FileTree",
-    "flatten",
-    "tree_key",
-    "check_file_trees",
-    "leaves_and_keys",
-    "MAX_TREE_DEPTH",
-    "tree_depth",
-    "FileCatalog",
-]
+__all__ = ["flatten", "tree_key", "check_file_trees", "leaves_and_keys"]
 
 
 def flatten(tree: FileTree) -> List[str]:

@@ -12,13 +12,7 @@ import numpy as np
 from .balanced import _assign_group, _balanced_split, _bins_from_groups, _dropped, group_bounds
 from .distribute import check_costs, check_enough_files
 
-__all__ = [
-    "distribute_flexible",
-    "distribute_flexible_auto",
-    "check_max_sub_epoch_deviation",
-    "sub_epoch_size_range",
-    "DEFAULT_MAX_SUB_EPOCH_DEVIATION",
-]
+__all__ = ["check_max_sub_epoch_deviation", "DEFAULT_MAX_SUB_EPOCH_DEVIATION"]
 
 #: By default a sub-epoch may be up to 25% larger or smaller than the mean sub-epoch.
 DEFAULT_MAX_SUB_EPOCH_DEVIATION = 0.25

@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-__all__ = ["json_float", "pct", "num"]
-
 #: Digits of every float in a summary.
 JSON_DIGITS = 6
 

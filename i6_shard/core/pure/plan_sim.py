@@ -19,18 +19,7 @@ from .engine_sim import (
 from .plan import ShardPlan
 from .settings import DEFAULT_SEQ_ORDERING
 
-__all__ = [
-    "simulate_plan",
-    "plan_simulation",
-    "plan_engine",
-    "engine_record",
-    "engine_settings_record",
-    "engine_of_record",
-    "has_node_level",
-    "ENGINE_RECORD_OPTIONS",
-    "rank_files",
-    "simulation_assumes",
-]
+__all__ = ["has_node_level", "engine_differences"]
 
 #: What a plan's simulation takes as given beyond its engine settings (said in the summary).
 SIMULATION_ASSUMES = (

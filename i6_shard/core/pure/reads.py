@@ -11,8 +11,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 
-__all__ = ["SubEpochRead", "Violation", "check_rank_settings", "check_reads", "summarize_reads"]
-
 #: Violation kinds, in the order they are listed within one place.
 VIOLATION_KINDS = ("settings", "files", "seqs", "duplicate", "missing", "unknown")
 #: Dataset settings that every rank must share (RETURNN shuffles with them on each rank).

@@ -8,8 +8,6 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["TrainRecords", "RecordBlock", "RankColumns", "HeldStore", "BLOCK_RECORDS"]
-
 #: Records per block of rows read back at once (a block's arrays stay this small, however many records there are).
 BLOCK_RECORDS = 1 << 14
 

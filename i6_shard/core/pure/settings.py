@@ -16,16 +16,10 @@ __all__ = [
     "PlanSettings",
     "SEQ_ORDERINGS",
     "DISTRIBUTIONS",
-    "OFFERED_DISTRIBUTIONS",
-    "COST_DISTRIBUTIONS",
-    "SHARDING_MODES",
-    "DEFAULT_SEQ_ORDERING",
     "DEFAULT_DISTRIBUTION",
     "SEED_LIMIT",
-    "UNITS",
     "check_seq_ordering",
     "check_distribution",
-    "check_unit",
     "sharding_mode",
 ]
 

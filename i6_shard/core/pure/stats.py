@@ -12,15 +12,6 @@ from .args import check_int
 from .plan import ShardPlan
 from .settings import PlanSettings  # noqa: F401 (doctests)
 
-__all__ = [
-    "PlanStats",
-    "compute_plan_stats",
-    "check_layout",
-    "num_full_epochs_for",
-    "max_over_mean",
-    "dropped_fraction",
-]
-
 
 def num_full_epochs_for(num_epochs: int, *, partition_epoch: int) -> int:
     """Full epochs touched by sub-epochs ``1..num_epochs`` (the last one may be partial).

@@ -11,8 +11,6 @@ import numpy as np
 
 from .fmt import json_float
 
-__all__ = ["compare_planned_steps", "DROP_TOLERANCE", "MAX_DIFFERENCE_ALARMS"]
-
 #: A planned and a measured drop differ when they are further apart than this: both are summary floats (rounded to
 #: 6 digits), so this is two rounding steps, far below one sequence of any real sub-epoch.
 DROP_TOLERANCE = 2e-6

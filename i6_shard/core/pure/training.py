@@ -19,16 +19,6 @@ from .plan import ShardPlan
 from .reads import SubEpochRead, check_reads
 from .record_blocks import RankColumns, RecordBlock, TrainRecords
 
-__all__ = [
-    "analyze_training",
-    "analyze_training_records",
-    "TrainRecords",
-    "check_report_size",
-    "TRAIN_SUMMARY_FORMAT_VERSION",
-    "DEFAULT_MAX_DROPPED",
-    "DEFAULT_MIN_STEPS_RATIO",
-]
-
 #: The training's logs (:class:`i6_shard.core.io.returnn_log.TrainingLog`), read here by attribute only.
 TrainingLog = Any
 SubEpochLog = Any

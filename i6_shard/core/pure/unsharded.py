@@ -15,8 +15,6 @@ from .distribute import shuffle_order
 from .settings import PlanSettings
 from .stats import num_full_epochs_for
 
-__all__ = ["UNSHARDED_EXACT_MAX_ENTRIES", "UnshardedStats", "compute_unsharded_stats", "sampled_ranks"]
-
 #: Entries shuffled (distinct layouts x full epochs x files) up to which every rank and sub-epoch is planned.
 #: Above it the first full epoch is planned, on all ranks if that fits, else on evenly spaced ranks that fit
 #: (at least 2). At 1M files this plans 33 ranks, about 1 s; every rank at 256 ranks would shuffle 768M entries.

@@ -18,7 +18,7 @@ from .outputs import PLAN_FILE
 from .plot import plot_plan_change, require_matplotlib
 from .report import format_cost, summary_json
 
-__all__ = ["CHANGE_OUTPUTS", "change_summary", "render_change_report", "write_change_dir", "compare_plan_files"]
+__all__ = ["CHANGE_OUTPUTS", "render_change_report", "compare_plan_files", "CHANGE_PLOT_FILE"]
 
 CHANGE_FORMAT_VERSION = 1
 #: What a compare-plans directory holds: the summary, the text report, every file read twice or never.

@@ -12,14 +12,7 @@ from ..io.atomic import atomic_path
 from ..pure.cache import CacheFootprint
 from ..pure.stats import PlanStats
 
-__all__ = [
-    "matplotlib_available",
-    "require_matplotlib",
-    "plot_plan",
-    "plot_cost_distribution",
-    "plot_plan_change",
-    "MISSING_MATPLOTLIB",
-]
+__all__ = ["matplotlib_available", "require_matplotlib", "plot_plan", "plot_cost_distribution", "MISSING_MATPLOTLIB"]
 
 MISSING_MATPLOTLIB = (
     "matplotlib is not installed, so no plot can be drawn: pip install 'i6_shard[plot]' "

@@ -9,8 +9,6 @@ from ..planning import RankOutputs
 from ..pure.batching import SyncMode
 from ..pure.fmt import json_float
 
-__all__ = ["prediction_summary", "render_prediction"]
-
 
 def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
     """Summary entries (JSON types) of the predicted loss the planning floor computed (:class:`RankOutputs` with

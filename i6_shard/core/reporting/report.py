@@ -22,7 +22,7 @@ from ..pure.fmt import json_float, pct
 from ..pure.settings import DEFAULT_DISTRIBUTION
 from ..pure.training import DEFAULT_MAX_DROPPED
 
-__all__ = ["summarize", "cache_summary", "summary_json", "render_report", "plan_warnings", "format_cost"]
+__all__ = ["render_report", "format_cost"]
 
 SUMMARY_FORMAT_VERSION = 1
 #: Warn when some (shard, sub-epoch) bin holds fewer files than this.

@@ -10,7 +10,7 @@ from typing import IO, Any, Dict, Iterable, Mapping, Optional
 from ..io.atomic import atomic_write
 from ..pure.training import TrainRecords
 
-__all__ = ["MAX_LISTED_RECORDS", "TRAIN_RECORDS_FILE", "RECORD_COLUMNS", "summarize_records", "dump_summary"]
+__all__ = ["TRAIN_RECORDS_FILE"]
 
 #: (sub-epoch, rank) records that ``summary.json`` and ``report.txt`` list one by one (about 5 MB of JSON); above it
 #: they hold the per-sub-epoch figures, and the records go to :data:`TRAIN_RECORDS_FILE`.

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..io.atomic import atomic_path, atomic_write, check_output_path
-from .train_records import TRAIN_RECORDS_FILE, dump_summary, summarize_records
+from .train_records import dump_summary, summarize_records
 from ..io.file_lengths import load_file_lengths, read_hdf_lengths
 from ..io.plan_file import load_plan
 from ..io.plan_steps import plan_file_of, read_planned_steps
@@ -23,23 +23,17 @@ from ..pure.train_planned import compare_planned_steps
 from ..pure.training import (
     DEFAULT_MAX_DROPPED,
     DEFAULT_MIN_STEPS_RATIO,
-    TRAIN_SUMMARY_FORMAT_VERSION,
-    analyze_training,
     analyze_training_records,
 )
 from .plot import require_matplotlib
 
 __all__ = [
-    "TRAIN_RECORDS_FILE",
-    "TRAIN_SUMMARY_FORMAT_VERSION",
     "DEFAULT_MAX_DROPPED",
     "DEFAULT_MIN_STEPS_RATIO",
     "TRAIN_REPORT_FILE",
     "TRAIN_SUMMARY_FILE",
     "TRAIN_PLOT_FILE",
-    "analyze_training",
     "render_train_report",
-    "plot_training",
     "write_train_report",
 ]
 

@@ -8,13 +8,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..io.cost_archive import load_file_sizes
 from ..io.stat_engine import collect_file_sizes
 from ..io.plan_file import load_plan
-from ..planning import plan_of_sizes
+from ..planning import make_plan
 from ..pure.file_tree import tree_key
 from ..pure.plan import ShardPlan
 from ..pure.request import PlanRequest
 from ..pure.reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 
-__all__ = ["render_verify_report", "verify_records"]
+__all__ = ["verify_records"]
 
 
 def render_verify_report(
@@ -74,7 +74,7 @@ def _reference_plan(
         distribution=first.get("distribution"),
         max_sub_epoch_deviation=first.get("max_sub_epoch_deviation"),
     )
-    return plan_of_sizes(sizes, request)
+    return make_plan(sizes, request)
 
 
 def _per_rank(summary: Dict[str, Any], *, num_ranks: int) -> Dict[str, Any]:

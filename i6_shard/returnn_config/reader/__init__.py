@@ -26,16 +26,13 @@ from .engine import EngineBatching  # noqa: F401 -- importable from the reader, 
 from .info import DistributeFilesDatasetInfo
 from .plan_options import InexactPlanWarning, engine_plan_options, warn_inexact
 from .rules import SeedRule, ShardRule  # noqa: F401
-from .sub_dataset import sub_epoch_partial
-from .sync import SyncRule, read_sync_mode
+from .sync import read_sync_mode
 from .tree import _flatten_with_path  # noqa: F401
 from .walk import find_distribute_files_datasets
 from .wrappers import WRAPPER_CHILDREN, unknown_wrappers  # noqa: F401
 
 __all__ = [
     "DistributeFilesDatasetInfo",
-    "ShardRule",
-    "SyncRule",
     "read_sync_mode",
     "engine_plan_options",
     "InexactPlanWarning",
@@ -45,7 +42,6 @@ __all__ = [
     "dataset_class_name",
     "files_kind",
     "read_files",
-    "sub_epoch_partial",
     "DATASET_DICT_CONTEXT",
     "unknown_wrappers",
 ]

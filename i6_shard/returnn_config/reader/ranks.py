@@ -22,7 +22,7 @@ class _PerRank:
 
     @property
     def sharding_mode(self) -> Optional[str]:
-        """The key of ``core.SHARDING_MODES`` that the plan of this dataset follows, or None if
+        """The key of ``core.pure.settings.SHARDING_MODES`` that the plan of this dataset follows, or None if
         no ShardPlan describes it (see :meth:`plan_problem`)."""
         return None if self.plan_problem() else self._mode()
 

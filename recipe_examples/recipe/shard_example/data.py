@@ -6,8 +6,6 @@ import os
 import numpy as np
 from sisyphus import Job, Task
 
-from i6_shard import core
-
 
 class TinyHdfDataJob(Job):
     """``num_files`` HDF files with 1..``max_seqs`` sequences of random length each (tags
@@ -36,13 +34,20 @@ class TinyHdfDataJob(Job):
             path = os.path.join(self.out_dir.get_path(), f"part-{i:03d}.hdf")
             # Written under a temporary name next to `path`, renamed to `path` once complete: a killed
             # run leaves no part file that could pass for a finished one, whatever the writer does.
-            with core.io.atomic_path(path) as tmp:
-                os.unlink(tmp)  # SimpleHDFWriter creates the file itself and refuses to overwrite one
+            tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.incomplete")
+            try:
+                if os.path.exists(tmp):  # SimpleHDFWriter creates the file itself and refuses to overwrite one
+                    os.unlink(tmp)
                 writer = SimpleHDFWriter(tmp, dim=self.feature_dim, ndim=2)
                 for j in range(int(rng.randint(1, self.max_seqs + 1))):
                     n = int(rng.randint(5, 200))
                     feats = rng.rand(1, n, self.feature_dim).astype("float32")
                     writer.insert_batch(feats, seq_len=[n], seq_tag=[f"corpus/file{i}/seq{j}"])
                 writer.close()
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
             paths.append(path)
-        core.write_file_list(paths, self.out_file_list.get_path())
+        with open(self.out_file_list.get_path(), "w", encoding="utf-8") as f:
+            f.write("".join(p + "\n" for p in paths))

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from i6_shard.core.io import atomic_path, atomic_write
+from i6_shard.core.io import atomic_write
+from i6_shard.core.io.atomic import atomic_path
 from i6_shard.core import check_output_path
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tests.strategies import examples
 
 from i6_shard import core
+from i6_shard.core.pure.file_tree import tree_key
 from i6_shard.core.io.preflight import (
     archive_entry_count,
     check_key_collisions,
@@ -128,7 +129,7 @@ def _brute_force_collisions(trees):
 def test_key_collisions_equal_returnns_keys(trees, spliced):
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
     # Entries whose one name is another entry's key: collisions whenever that entry has several files.
-    trees = trees + [core.pure.tree_key(trees[i % len(trees)]) for i in spliced]
+    trees = trees + [tree_key(trees[i % len(trees)]) for i in spliced]
     assert key_collisions(*core.pure.leaves_and_keys(trees)) == _brute_force_collisions(trees)
 
 

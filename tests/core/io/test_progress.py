@@ -6,7 +6,7 @@ import re
 import threading
 import time
 
-from i6_shard.core.io import Progress
+from i6_shard.core.io.progress import Progress
 
 LINE = re.compile(r"^stat: (\d+)/(\d+) files \((\d+\.\d)%\), ([\d,.e+-]+) files/s, elapsed \d+s, ETA (\d+|inf)s$")
 

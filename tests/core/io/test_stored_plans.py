@@ -11,7 +11,9 @@ import re
 import numpy as np
 import pytest
 
-from i6_shard.core import PlanSettings, read_plan_file, read_plan_head, read_plan_layout
+from i6_shard.core import PlanSettings, read_plan_file
+from i6_shard.core.io.plan_file import read_plan_head
+from i6_shard.core.io.plan_file import read_plan_layout
 from i6_shard.core.pure.cut import CUTS
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-from i6_shard.core import PlanSettings, ShardPlan, distribute_evenly_by_size
-from i6_shard.core.io import lognormal_sizes
-from i6_shard.core.pure import shuffle_order
+from i6_shard.core import PlanSettings, ShardPlan
+from i6_shard.core.pure.distribute import distribute_evenly_by_size
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.pure.distribute import shuffle_order
 from i6_shard.core.pure.balanced import _lpt_heap, _lpt_runs, assign_largest_first, distribute_balanced, group_bounds
 from tests.deps import RETURNN_REASON
 

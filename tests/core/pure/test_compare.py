@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-from i6_shard.core.pure import PlanSettings, ShardPlan
+from i6_shard.core.pure import PlanSettings
+from i6_shard.core.pure.plan import ShardPlan
 from i6_shard.core.pure.compare import compare_plans
 
 

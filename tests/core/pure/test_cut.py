@@ -12,7 +12,10 @@ import pytest
 from i6_shard import core
 from i6_shard.core.pure import cut as cut_module
 from i6_shard.core.pure.cut import CUTS, CutSpec, cut_spec, offered_distributions
+from i6_shard.core.io.plan_file import read_plan_head
 from i6_shard.core.pure.distribute import distribute_evenly_by_size, shuffle_order
+from i6_shard.core.pure.stats import compute_plan_stats
+from i6_shard.core.reporting.outputs import plan_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -67,20 +70,20 @@ def test_a_row_added_to_a_copy_of_the_table_is_planned_stored_and_reported(monke
         assert "  reversed             * " in f.read()
     stored = core.load_plan(paths["plan_path"], verify=True)  # the file records the row's version, and loads
     assert stored.files_for(epoch=5, shard_index=1) == plan.files_for(epoch=5, shard_index=1)
-    assert core.read_plan_head(paths["plan_path"]).algorithm_version == 1
+    assert read_plan_head(paths["plan_path"]).algorithm_version == 1
 
 
 def test_the_comparison_of_another_plan_shows_the_new_row_as_it_says(monkeypatch, tmp_path):
     _with_row(monkeypatch)
     own = _plan("returnn")
-    summary, _ = core.plan_summary(own, num_epochs=6)
-    drop = core.compute_plan_stats(own.with_settings(distribution="reversed"), num_epochs=6).dropped_fraction
+    summary, _ = plan_summary(own, num_epochs=6)
+    drop = compute_plan_stats(own.with_settings(distribution="reversed"), num_epochs=6).dropped_fraction
     assert summary["distributions"]["reversed"]["dropped_fraction"] == pytest.approx(drop.mean(), abs=1e-6)
     _with_row(monkeypatch, not_compared="it takes a week")  # its row says why it is not computed
-    summary, _ = core.plan_summary(own, num_epochs=6)
+    summary, _ = plan_summary(own, num_epochs=6)
     assert summary["distributions"]["reversed"] == "not computed: it takes a week"
     _with_row(monkeypatch, offered=False)  # a row not offered is not compared, but still planned
-    summary, _ = core.plan_summary(own, num_epochs=6)
+    summary, _ = plan_summary(own, num_epochs=6)
     assert "reversed" not in summary["distributions"] and "reversed" not in offered_distributions()
     assert _plan().files_for(epoch=1, shard_index=0)
 
@@ -115,7 +118,7 @@ def test_a_row_whose_cut_fails_is_a_row_of_the_comparison_not_an_error(monkeypat
 
     spec = CutSpec("fails", fails, version=1, offered=True)
     monkeypatch.setattr(cut_module, "CUTS", {**CUTS, spec.name: spec})
-    summary, _ = core.plan_summary(_plan("returnn"), num_epochs=6)
+    summary, _ = plan_summary(_plan("returnn"), num_epochs=6)
     assert summary["distributions"]["fails"] == "this cut needs more files"
 
 

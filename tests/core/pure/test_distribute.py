@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-from i6_shard.core.pure import check_enough_files, full_epoch_seed, shuffle_order
-from i6_shard.core import distribute_evenly_by_size
+from i6_shard.core.pure import check_enough_files
+from i6_shard.core.pure.distribute import full_epoch_seed
+from i6_shard.core.pure.distribute import shuffle_order
+from i6_shard.core.pure.distribute import distribute_evenly_by_size
 from tests.strategies import file_sizes
 
 

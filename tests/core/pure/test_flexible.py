@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 from tests.strategies import examples
 
 from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, save_plan
-from i6_shard.core.io import lognormal_sizes
-from i6_shard.core.pure import DISTRIBUTIONS, cut_full_epoch, distribute_evenly_by_size, shuffle_order
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.pure import cut_full_epoch
+from i6_shard.core.pure.settings import DISTRIBUTIONS
+from i6_shard.core.pure.distribute import distribute_evenly_by_size
+from i6_shard.core.pure.distribute import shuffle_order
 from i6_shard.core.pure.balanced import distribute_balanced, group_bounds
 from i6_shard.core.pure.flexible import (
     _kept_bound,
@@ -566,7 +569,8 @@ def test_returnn_dataset_takes_the_bound_and_keeps_it_when_pickled():
 
 def test_builder_writes_the_bound_only_when_not_the_default_and_the_reader_reads_it():
     pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
-    from i6_shard.returnn_config import find_distribute_files_datasets, sharded_files_dataset
+    from i6_shard.returnn_config import sharded_files_dataset
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
 
     hdf = {"class": "HDFDataset", "seq_ordering": "default"}
     files = [f"/data/part-{i}.hdf" for i in range(8)]
@@ -631,7 +635,8 @@ def test_report_of_another_plan_does_not_compare_the_stages_of_equal_steps(tmp_p
 
 @pytest.mark.parametrize("deviation", [0.25, 0.1])
 def test_report_of_a_flexible_plan_shows_its_sub_epoch_sizes(tmp_path, deviation):
-    from i6_shard.core import compute_plan_stats, write_plan_outputs
+    from i6_shard.core import write_plan_outputs
+    from i6_shard.core.pure.stats import compute_plan_stats
 
     keys, sizes = _skewed()
     plan = ShardPlan(

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from tests.strategies import examples
 
 from i6_shard.core import PlanSettings, ShardPlan
-from i6_shard.core.io import lognormal_sizes
+from i6_shard.core.io.demo import lognormal_sizes
 from i6_shard.core.pure.balanced import distribute_balanced, group_bounds
 from i6_shard.core.pure.cut import check_bound_is_used
 from i6_shard.core.pure.flexible import (
@@ -167,8 +167,8 @@ def test_every_entry_point_takes_it_and_refuses_a_bound_with_it(tmp_path):
 def test_the_report_counts_the_sub_epochs_files_were_moved_into():
     """summary.json and the report say how many sub-epochs are not a contiguous part of the shuffled order,
     counted here from the layout and the shuffle; plans of other distributions have no such key."""
-    from i6_shard import core
-    from i6_shard.core.pure import shuffle_order
+    from i6_shard.core.reporting.outputs import plan_summary
+    from i6_shard.core.pure.distribute import shuffle_order
     from i6_shard.core.reporting.report import render_report
 
     sizes = [4, 4, 2, 15, 2, 4, 3, 15, 5, 4, 2, 3, 4]
@@ -183,10 +183,10 @@ def test_the_report_counts_the_sub_epochs_files_were_moved_into():
             pos = sorted(int(position[i]) for r in range(3) for i in order[bounds[r * 3 + s] : bounds[r * 3 + s + 1]])
             expected += pos != list(range(pos[0], pos[0] + len(pos)))
     assert expected > 0
-    summary = core.plan_summary(plan, num_epochs=12, compare=False)[0]
+    summary = plan_summary(plan, num_epochs=12, compare=False)[0]
     assert (summary["non_contiguous_sub_epochs"], summary["non_contiguous_of"]) == (expected, 12)
     assert f"from other sub-epochs (so not a contiguous part of the shuffled order): {expected} of 12" in render_report(
         summary
     )
-    other = core.plan_summary(plan.with_settings(distribution="flexible"), num_epochs=12, compare=False)[0]
+    other = plan_summary(plan.with_settings(distribution="flexible"), num_epochs=12, compare=False)[0]
     assert "non_contiguous_sub_epochs" not in other

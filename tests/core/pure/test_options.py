@@ -4,7 +4,8 @@ choices and checks are consistent."""
 
 import pytest
 
-from i6_shard.core import DISTRIBUTIONS, PLAN_OPTION_DEFAULTS, PLAN_OPTIONS, PlanRequest
+from i6_shard.core import PLAN_OPTION_DEFAULTS, PLAN_OPTIONS, PlanRequest
+from i6_shard.core.pure.settings import DISTRIBUTIONS
 
 COUNTS = {"num_shards": 4, "partition_epoch": 2, "num_epochs": 6}
 #: Requests that give every optional option a value besides its default (two, since some exclude others).

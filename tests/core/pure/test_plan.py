@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.strategies import examples
 
 from i6_shard.core import PlanSettings, ShardPlan
-from i6_shard.core.pure import check_layout
+from i6_shard.core.pure.stats import check_layout
 
 pytest.importorskip("returnn.datasets.distrib_files", reason="parity tests need returnn (test extra)")
 
@@ -112,7 +112,7 @@ GOOD = dict(num_shards=2, partition_epoch=2)
 def test_non_integer_sizes_are_rejected_like_distribute_evenly_by_size(sizes):
     with pytest.raises(TypeError, match=r"costs must be integers \(bytes\), got dtype .* \(entry \d"):
         ShardPlan(list("abcd"), sizes, PlanSettings(**GOOD))
-    from i6_shard.core import distribute_evenly_by_size
+    from i6_shard.core.pure.distribute import distribute_evenly_by_size
 
     if np.asarray(sizes).dtype.kind == "f":  # the same kind of error from the bin cut itself
         with pytest.raises(TypeError, match="sizes must be integers"):

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from tests.strategies import examples
 
 from i6_shard.core import PlanSettings, ShardPlan, read_plan_file, save_plan
-from i6_shard.core.pure import DISTRIBUTIONS, SEED_LIMIT, SEQ_ORDERINGS, SHARDING_MODES
+from i6_shard.core.pure import SEED_LIMIT, SEQ_ORDERINGS
+from i6_shard.core.pure.settings import DISTRIBUTIONS
+from i6_shard.core.pure.settings import SHARDING_MODES
 
 from ...strategies import plan_settings_kwargs
 

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from tests.strategies import examples
 
-from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
-from i6_shard.core.pure import check_layout
+from i6_shard.core import PlanSettings, ShardPlan
+from i6_shard.core.pure.stats import compute_plan_stats
+from i6_shard.core.pure.stats import check_layout
 
 
 @st.composite

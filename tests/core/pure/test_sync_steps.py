@@ -4,7 +4,8 @@ step-by-step run of RETURNN's control sync, and the sync mode as the plan reques
 import numpy as np
 import pytest
 
-from i6_shard.core.pure import PlanRequest, SyncMode, expected_steps
+from i6_shard.core.pure import PlanRequest, SyncMode
+from i6_shard.core.pure.consumption import expected_steps
 
 
 def _engine(batch_frames, sync_every):

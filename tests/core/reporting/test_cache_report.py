@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from i6_shard import core
+from i6_shard.core.pure.stats import compute_plan_stats
 from i6_shard.core.pure.cache import NodeCache, compute_cache_footprint
 from i6_shard.core.pure.compare import compare_plans
 from i6_shard.core.pure import cut as cut_module
@@ -104,7 +105,7 @@ def test_cache_size_needs_the_ranks_per_node(tmp_path):
 @pytest.mark.skipif(not matplotlib_available(), reason="the plot needs matplotlib: pip install matplotlib")
 def test_plot_has_a_cache_panel_only_when_asked(tmp_path):
     plan = golden_plan()
-    stats = core.compute_plan_stats(plan, num_epochs=10)
+    stats = compute_plan_stats(plan, num_epochs=10)
     fp = compute_cache_footprint(plan, node_cache=NodeCache(ranks_per_node=2), num_epochs=10)
     with_cache = {"cache": fp, "cache_size": 10**6}
     for name, kwargs in (("a", {}), ("b", with_cache), ("c", with_cache)):

@@ -7,6 +7,7 @@ import pytest
 from tests.deps import needs_matplotlib
 
 from i6_shard import core
+from i6_shard.core.pure.stats import compute_plan_stats
 from i6_shard.core.pure.compare import compare_plans
 from i6_shard.core.reporting import plot as plot_module
 from i6_shard.core.reporting.plan_change import change_summary
@@ -22,7 +23,7 @@ def _rising_stats(num_epochs: int):
         sizes,
         core.PlanSettings(num_shards=4, partition_epoch=2, num_epochs=num_epochs, seq_ordering="default"),
     )
-    stats = core.compute_plan_stats(plan, num_epochs=num_epochs)
+    stats = compute_plan_stats(plan, num_epochs=num_epochs)
     stats.bytes[-1] = [1, 1, 1, 1000]  # the tallest bar is the last one
     assert stats.dropped_fraction.argmax() == num_epochs - 1
     return stats

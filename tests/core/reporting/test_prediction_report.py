@@ -62,12 +62,14 @@ def test_the_plot_of_a_plan_with_a_prediction_has_a_steps_panel(tmp_path):
     """With a prediction the plot gains a panel of every rank's expected steps (a taller picture); a
     prediction over other sub-epochs than the stats is refused, naming both shapes."""
     from i6_shard import core
+    from i6_shard.core.io.demo import lognormal_sizes
+    from i6_shard.core.reporting.outputs import plan_summary
     from i6_shard.core.reporting.plot import plot_plan
 
     keys = [f"/c/{i}.hdf" for i in range(24)]
-    frames = core.io.lognormal_sizes(24, seed=3, median_bytes=2000)
+    frames = lognormal_sizes(24, seed=3, median_bytes=2000)
     plan = core.ShardPlan(keys, frames, core.PlanSettings(num_shards=4, partition_epoch=3, num_epochs=6, unit="frames"))
-    summary, stats = core.plan_summary(plan, num_epochs=6)
+    summary, stats = plan_summary(plan, num_epochs=6)
     steps = [[1.0 + e + r for r in range(4)] for e in range(6)]
     prediction = {"per_sub_epoch": {"steps": steps, "dropped_fraction": [0.1] * 6, "floor": [0.0] * 6}}
     plot_plan(stats, tmp_path / "without.png")

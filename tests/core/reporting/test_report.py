@@ -11,7 +11,10 @@ import pytest
 from tests.deps import MATPLOTLIB_REASON, needs_matplotlib
 
 from i6_shard import core
-from i6_shard.core import PlanSettings, ShardPlan, compute_plan_stats
+from i6_shard.core.pure.stats import compute_plan_stats
+from i6_shard.core.reporting.outputs import plan_summary
+from i6_shard.core.reporting.report import summarize
+from i6_shard.core import PlanSettings, ShardPlan
 from i6_shard.core import planning
 from i6_shard.core.pure import cut as cut_module
 from i6_shard.core.reporting import plot_plan
@@ -105,7 +108,7 @@ def test_every_other_offered_distribution_is_compared(tmp_path, distribution):
         other = core.ShardPlan(
             plan.keys, plan.costs, core.PlanSettings(num_shards=3, partition_epoch=4, distribution=name)
         )
-        drop = core.compute_plan_stats(other, num_epochs=10).dropped_fraction
+        drop = compute_plan_stats(other, num_epochs=10).dropped_fraction
         assert summary["distributions"][name]["dropped_fraction"] == pytest.approx(drop.mean(), abs=1e-6)
         assert f"  {name:<20}   {100 * drop.mean():>11.2f}%" in report
 
@@ -137,7 +140,7 @@ def test_a_requested_plot_without_matplotlib_fails_before_any_output(tmp_path, m
 
 def test_report_warns_about_few_files_partial_epochs_and_overlap():
     plan = golden_plan(distrib_shard_files=False)
-    summary, _ = core.plan_summary(plan, num_epochs=10, compare=False)
+    summary, _ = plan_summary(plan, num_epochs=10, compare=False)
     text = " ".join(summary["warnings"])
     assert "few files per bin" in text  # 40 files in 3*4 bins
     assert "num_epochs=10 is not a multiple of partition_epoch=4" in text
@@ -145,13 +148,13 @@ def test_report_warns_about_few_files_partial_epochs_and_overlap():
     quiet = core.ShardPlan(
         [f"f{i}" for i in range(400)], [1000] * 400, core.PlanSettings(num_shards=2, partition_epoch=2)
     )
-    assert core.plan_summary(quiet, num_epochs=4, compare=False)[0]["warnings"] == []
+    assert plan_summary(quiet, num_epochs=4, compare=False)[0]["warnings"] == []
 
 
 def test_distributions_are_compared_over_the_first_full_epochs_only():
     plan = golden_plan()  # partition_epoch 4: the window is the first COMPARE_FULL_EPOCHS * 4 sub-epochs
     window = planning.COMPARE_FULL_EPOCHS * 4
-    summary, stats = core.plan_summary(plan, num_epochs=window + 6)
+    summary, stats = plan_summary(plan, num_epochs=window + 6)
     assert summary["distributions_num_epochs"] == window
     table = np.array(summary["per_sub_epoch"]["bytes"][:window], dtype=float)
     mine = summary["distributions"]["returnn"]
@@ -172,7 +175,7 @@ def test_the_worst_sub_epochs_are_those_of_the_headline():
     """One "worst" in the report: the table lists the sub-epochs with the largest dropped share, so its first row
     is the headline's worst, also where another sub-epoch has the larger max/mean."""
     plan = golden_plan(distrib_shard_files=False)
-    summary, _ = core.plan_summary(plan, num_epochs=10, compare=False)
+    summary, _ = plan_summary(plan, num_epochs=10, compare=False)
     drops = summary["per_sub_epoch"]["dropped_fraction"]
     rows = summary["worst_sub_epochs"]
     assert [r["dropped_fraction"] for r in rows] == sorted(drops, reverse=True)[: len(rows)]
@@ -202,7 +205,7 @@ def test_columns_with_units_stay_under_their_headers():
         [9_905_123, 9_985_456] * 8,
         core.PlanSettings(num_shards=2, partition_epoch=2, num_epochs=2, unit="frames"),
     )
-    text = core.render_report(core.plan_summary(plan, num_epochs=2, compare=False)[0])
+    text = core.render_report(plan_summary(plan, num_epochs=2, compare=False)[0])
     for title, labels in (
         ("Worst sub-epochs", ["epoch", "full epoch", "min frames", "max frames", "max/mean", "dropped"]),
         ("Balance per shard", ["shard", "files", "frames", "vs mean", "min/sub-epoch", "max/sub-epoch"]),
@@ -221,7 +224,7 @@ def test_a_skipped_row_names_itself():
         [1000] * 400,
         core.PlanSettings(num_shards=2, partition_epoch=2, distribution="balanced", num_epochs=4),
     )
-    summary, _ = core.plan_summary(plan, num_epochs=4)
+    summary, _ = plan_summary(plan, num_epochs=4)
     text = core.render_report(summary)
     (row,) = [line for line in text.splitlines() if line.startswith("  equal_steps ")]
     assert "not computed: it simulates the training for every move it tries" in row, row
@@ -232,7 +235,7 @@ def test_a_skipped_row_names_itself():
 @pytest.mark.parametrize("sharded", [True, False])
 def test_the_other_sharding_mode_is_compared(sharded):
     plan = golden_plan(distrib_shard_files=sharded)
-    summary, _ = core.plan_summary(plan, num_epochs=8)
+    summary, _ = plan_summary(plan, num_epochs=8)
     row = summary["other_mode"]
     assert row["distrib_shard_files"] is (not sharded)
     flipped = golden_plan(distrib_shard_files=not sharded)
@@ -252,7 +255,7 @@ def test_other_mode_that_cannot_plan_is_reported_not_fatal():
     plan = core.ShardPlan(
         list("abcde"), [1, 2, 3, 4, 5], core.PlanSettings(num_shards=3, partition_epoch=2, distrib_shard_files=False)
     )
-    summary, _ = core.plan_summary(plan, num_epochs=2)
+    summary, _ = plan_summary(plan, num_epochs=2)
     assert "5 files cannot fill" in summary["other_mode"]["not_applicable"]
     report = core.render_report(summary)
     assert "  returnn, sharded       not applicable: 5 files cannot fill" in report
@@ -261,7 +264,7 @@ def test_other_mode_that_cannot_plan_is_reported_not_fatal():
 
 def test_same_seed_on_all_ranks_shows_the_overlap_and_warns():
     plan = golden_plan(distrib_shard_files=False, same_seed_on_all_ranks=True, random_seed_offset=7)
-    summary, stats = core.plan_summary(plan, num_epochs=8)
+    summary, stats = plan_summary(plan, num_epochs=8)
     # Every rank reads the same bin: each of its entries is read by more than one rank.
     assert stats.overlap.tolist() == stats.files[:, 0].tolist()
     assert (stats.files == stats.files[:, :1]).all() and (stats.bytes == stats.bytes[:, :1]).all()
@@ -273,7 +276,7 @@ def test_same_seed_on_all_ranks_shows_the_overlap_and_warns():
     report = core.render_report(summary)
     assert "unsharded (distrib_shard_files=False, the same random_seed_offset on every rank)" in report
     # RETURNN's default unsharded mode (per-rank offsets): no such warning, no such setting.
-    default = core.plan_summary(golden_plan(distrib_shard_files=False, random_seed_offset=7), num_epochs=8)[0]
+    default = plan_summary(golden_plan(distrib_shard_files=False, random_seed_offset=7), num_epochs=8)[0]
     assert "same_seed_on_all_ranks" not in default["settings"]
     assert not any("same files in the same order" in w for w in default["warnings"])
     assert any("read by more than one rank" in w for w in default["warnings"])
@@ -281,23 +284,20 @@ def test_same_seed_on_all_ranks_shows_the_overlap_and_warns():
 
 def test_summarize_rejects_stats_over_other_sub_epochs_with_a_value_error():
     plan = golden_plan()
-    stats = core.compute_plan_stats(plan, num_epochs=8)
-    short = core.compute_plan_stats(plan, num_epochs=4)
+    stats = compute_plan_stats(plan, num_epochs=8)
+    short = compute_plan_stats(plan, num_epochs=4)
     with pytest.raises(
         ValueError,
         match=r"other_distributions\['balanced'\] holds stats over 4 sub-epochs.*"
         r"compare_num_epochs=8",
     ):
-        core.reporting.summarize(plan, stats, other_distributions={"balanced": short})
+        summarize(plan, stats, other_distributions={"balanced": short})
     with pytest.raises(ValueError, match=r"other_mode holds stats over 8 sub-epochs.*compare_num_epochs=4"):
-        core.reporting.summarize(plan, stats, other_mode=stats, compare_num_epochs=4)
+        summarize(plan, stats, other_mode=stats, compare_num_epochs=4)
     for bad in (0, 9, 2.5, True):
         with pytest.raises(ValueError, match=rf"compare_num_epochs={bad!r} must be an int in 1..8"):
-            core.reporting.summarize(plan, stats, compare_num_epochs=bad)
-    assert (
-        core.reporting.summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"]
-        >= 0
-    )
+            summarize(plan, stats, compare_num_epochs=bad)
+    assert summarize(plan, stats, other_mode=short, compare_num_epochs=4)["other_mode"]["dropped_fraction"] >= 0
 
 
 def test_plot_path_must_name_a_png(tmp_path):
@@ -336,9 +336,7 @@ def _large_file_warnings(sizes, **settings):
         core.PlanSettings(**{"num_shards": 2, "partition_epoch": 2, **settings}),
     )
     return [
-        w
-        for w in core.plan_summary(plan, num_epochs=4, compare=False)[0]["warnings"]
-        if "more than a rank's share" in w
+        w for w in plan_summary(plan, num_epochs=4, compare=False)[0]["warnings"] if "more than a rank's share" in w
     ]
 
 

@@ -16,7 +16,8 @@ from tests.deps import needs_matplotlib
 from i6_shard import core
 from i6_shard.core.io.file_lengths import load_file_lengths
 from i6_shard.core.io.returnn_log import read_training_logs
-from i6_shard.core.reporting.train_report import analyze_training, render_train_report, write_train_report
+from i6_shard.core.pure.training import analyze_training
+from i6_shard.core.reporting.train_report import render_train_report, write_train_report
 
 from ...golden import check_golden
 

@@ -12,7 +12,8 @@ from i6_shard.core.io import returnn_log
 from i6_shard.core.io.returnn_log import read_training_logs
 from i6_shard.core.pure import record_blocks
 from i6_shard.core.reporting import train_records
-from i6_shard.core.reporting.train_report import analyze_training, write_train_report
+from i6_shard.core.pure.training import analyze_training
+from i6_shard.core.reporting.train_report import write_train_report
 
 from .test_train_report import LOGS, lengths_of, logs_of, plan_of
 

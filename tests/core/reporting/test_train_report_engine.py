@@ -12,7 +12,8 @@ import pytest
 
 from i6_shard.core.io.file_lengths import load_file_lengths
 from i6_shard.core.io.returnn_log import read_training_logs
-from i6_shard.core.reporting.train_report import analyze_training, render_train_report
+from i6_shard.core.pure.training import analyze_training
+from i6_shard.core.reporting.train_report import render_train_report
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "engine_logs")
 SHARDING_ALARMS = ("#1738", "read twice", "never read", "given to no rank", "than planned", "offered fewer")

@@ -6,16 +6,18 @@ import json
 import numpy as np
 
 from i6_shard import core
+from i6_shard.core.io.demo import lognormal_sizes
+from i6_shard.core.reporting.outputs import plan_summary
 from i6_shard.core.pure import unsharded
 
 
 def test_a_sampled_unsharded_row_names_its_sample_and_its_figures_are_the_samples(monkeypatch):
     num_files, num_shards, part = 300, 16, 3
-    sizes = core.io.lognormal_sizes(num_files, seed=1)
+    sizes = lognormal_sizes(num_files, seed=1)
     settings = core.PlanSettings(num_shards=num_shards, partition_epoch=part, num_epochs=4 * part)
     plan = core.ShardPlan([f"f{i}" for i in range(num_files)], sizes, settings)
     monkeypatch.setattr(unsharded, "UNSHARDED_EXACT_MAX_ENTRIES", 4 * num_files)  # 4 of the 16 ranks fit
-    summary, _ = core.plan_summary(plan, num_epochs=12)
+    summary, _ = plan_summary(plan, num_epochs=12)
     row = json.loads(json.dumps(summary))["other_mode"]  # JSON types only
     assert row["sample"] == {"num_ranks": 4, "of_num_ranks": 16, "ranks": [0, 4, 8, 12], "num_epochs": 3,
                              "of_num_epochs": 9}  # fmt: skip
@@ -36,7 +38,7 @@ def test_a_sampled_unsharded_row_names_its_sample_and_its_figures_are_the_sample
 
 def test_an_exact_unsharded_row_names_no_sample():
     settings = core.PlanSettings(num_shards=16, partition_epoch=3, num_epochs=12)
-    plan = core.ShardPlan([f"f{i}" for i in range(300)], core.io.lognormal_sizes(300, seed=1), settings)
-    summary, _ = core.plan_summary(plan, num_epochs=12)
+    plan = core.ShardPlan([f"f{i}" for i in range(300)], lognormal_sizes(300, seed=1), settings)
+    summary, _ = plan_summary(plan, num_epochs=12)
     assert "sample" not in summary["other_mode"]
     assert "sampled" not in core.render_report(summary)

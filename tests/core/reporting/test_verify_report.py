@@ -2,7 +2,7 @@
 report of a double-sharded training."""
 
 from i6_shard.core.pure.reads import check_reads, summarize_reads
-from i6_shard.core.reporting import render_verify_report
+from i6_shard.core.reporting.verify import render_verify_report
 
 from ...golden import check_golden
 from ..pure.test_reads import _reads, _setup
