@@ -523,6 +523,7 @@ class SubEpochSim:
     :ivar frames_consumed: frames of the sequences in its steps taken
     :ivar seqs_total: the rank's sequences
     :ivar seqs_consumed: sequences in its steps taken
+    :ivar frames_kept: frames of the sequences the length filter keeps (``frames_total`` without a filter)
     """
 
     steps_exact: List[int]
@@ -531,12 +532,33 @@ class SubEpochSim:
     frames_consumed: List[int]
     seqs_total: List[int]
     seqs_consumed: List[int]
+    frames_kept: Optional[List[int]] = None
+
+    @property
+    def _kept(self) -> List[int]:
+        return self.frames_total if self.frames_kept is None else self.frames_kept
 
     @property
     def dropped_fraction(self) -> float:
-        """Share of the sub-epoch's frames not consumed (filtered or left when the rank stopped)."""
+        """Share of the frames the length filter keeps that are not consumed (left when the rank stopped): what the
+        sync drops, as the training report measures it (``1 - sum consumed / sum kept``); the filter's removal is
+        :attr:`filtered_fraction`, apart.
+
+        >>> SubEpochSim([1], [1], [10], [3], [2], [1], frames_kept=[4]).dropped_fraction
+        0.25
+        """
+        kept = sum(self._kept)
+        return 0.0 if kept == 0 else 1.0 - sum(self.frames_consumed) / kept
+
+    @property
+    def filtered_fraction(self) -> float:
+        """Share of the sub-epoch's frames the length filter (``max_seq_length``/``min_seq_length``) removes.
+
+        >>> SubEpochSim([1], [1], [10], [3], [2], [1], frames_kept=[4]).filtered_fraction
+        0.6
+        """
         total = sum(self.frames_total)
-        return 0.0 if total == 0 else 1.0 - sum(self.frames_consumed) / total
+        return 0.0 if total == 0 else 1.0 - sum(self._kept) / total
 
 
 def rank_batches(
@@ -590,7 +612,7 @@ def simulate_sub_epoch(
     >>> sim.steps_exact, sim.steps_taken, sim.frames_consumed
     ([4, 2], [2, 2], [8, 8])
     """
-    exact, frames_per_batch, seqs_per_batch, frames_total, seqs_total = [], [], [], [], []
+    exact, frames_per_batch, seqs_per_batch, frames_total, seqs_total, kept = [], [], [], [], [], []
     offsets = (
         [int(random_seed_offset)] * len(rank_lengths)
         if isinstance(random_seed_offset, (int, np.integer))
@@ -602,11 +624,13 @@ def simulate_sub_epoch(
         seqs_total.append(int(x.shape[0]))
         if x.shape[0] == 0:
             exact.append(0)
+            kept.append(0)
             frames_per_batch.append(np.zeros(0, dtype=np.int64))
             seqs_per_batch.append(np.zeros(0, dtype=np.int64))
             continue
         x, bounds = rank_batches(x, engine=engine, full_epoch_0idx=full_epoch_0idx, random_seed_offset=offset)
         cum = np.concatenate([[0], np.cumsum(x[:, 0])])
+        kept.append(int(cum[-1]))
         exact.append(len(bounds) - 1)
         frames_per_batch.append(np.diff(cum[bounds]))
         seqs_per_batch.append(np.diff(bounds))
@@ -623,6 +647,7 @@ def simulate_sub_epoch(
         frames_consumed=[int(f[:t].sum()) for f, t in zip(frames_per_batch, taken)],
         seqs_total=seqs_total,
         seqs_consumed=[int(s[:t].sum()) for s, t in zip(seqs_per_batch, taken)],
+        frames_kept=kept,
     )
 
 

@@ -261,7 +261,9 @@ def plan_simulation(
     batching_assumes: Optional[str] = None,
 ) -> Dict[str, Any]:
     """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
-    list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, or None where not exact),
+    list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, the share of the frames the
+    length filter keeps that the ranks leave unread; None where not exact), ``filtered`` (float64 per sub-epoch, the
+    share of the frames the length filter removes, apart from ``dropped``; None where not exact),
     ``exact``, ``reason`` (why not), ``engine`` (what was simulated), ``assumes`` (what was taken as given) and
     ``lengths_assume`` (``batching_assumes``: what the costs archive's lengths do not know, ``FileCosts.batching_assumes``;
     None where they know the batching length)."""
@@ -274,12 +276,14 @@ def plan_simulation(
     out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine}
     out["assumes"], out["lengths_assume"] = simulation_assumes(batching_assumes), batching_assumes
     if sims is None:
-        return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
+        none = [None] * num_epochs
+        return {**out, "steps_exact": none, "steps_taken": none, "dropped": None, "filtered": None}
     return {
         **out,
         "steps_exact": [list(x.steps_exact) for x in sims],
         "steps_taken": [list(x.steps_taken) for x in sims],
         "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
+        "filtered": np.array([x.filtered_fraction for x in sims], dtype=np.float64),
     }
 
 
