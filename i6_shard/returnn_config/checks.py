@@ -396,6 +396,9 @@ def plan_prediction_gaps(
     training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
     accum = engine.accum_grad_multiple_step
     int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
+    if training_sync.reduce_type == "grad" and (info.sync is None or info.sync.ranks_stop_together):
+        # every rank syncs "has data" in every step: the accumulation changes no rank's steps or stop
+        int_accum, accum = True, sync.accum_grad_multiple_step
     if int_accum:
         training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)
     if torch_distributed is not None:  # the plan simulates the dict itself: compare it, and the accumulation

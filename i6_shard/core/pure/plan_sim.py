@@ -289,8 +289,9 @@ def plan_simulation(
 
 def _normalized(name: str, value: Any) -> Any:
     """A recorded or configured engine value in the form that decides what the engine does: ``max_seqs`` -1 is no
-    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync (``sync_levels_of``, with
-    ``sync_complete_frac``) -- its backend or dataset_distribution do not change the steps."""
+    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync levels (``sync_levels_of``) --
+    its ``backend``, ``dataset_distribution``, ``sync_complete_frac`` (a SUM instead of a MIN of the same "has data")
+    and ``sync_at_epoch_end`` (after the loop) do not change any rank's steps."""
     if name == "max_seqs" and value in (-1, None):
         return None
     if name == "accum_grad_multiple_step" and value is None:
@@ -298,28 +299,65 @@ def _normalized(name: str, value: Any) -> Any:
     if name == "torch_distributed":
         opts = dict(value or {})
         try:
-            return sync_levels_of(opts), opts.get("sync_complete_frac")
+            return sync_levels_of(opts)
         except (ValueError, KeyError, TypeError):
             return opts
     return value
 
 
+#: The ``torch_distributed`` keys that say how the ranks sync (the advice to set a plan's sync keeps the others).
+_SYNC_KEYS = ("reduce_type", "param_sync_step", "sync")
+
+
+def _stops_together(torch_distributed: Any) -> bool:
+    """Whether every rank syncs "has data" in every step (DistributedDataParallel, or grad levels only): then no rank's
+    stop depends on ``accum_grad_multiple_step``, which only counts the steps between param syncs.
+
+    >>> _stops_together({}), _stops_together({"reduce_type": "param", "param_sync_step": 4})
+    (True, False)
+    """
+    levels = _normalized("torch_distributed", torch_distributed)
+    return isinstance(levels, tuple) and all(lv.sync_type == "grad" for lv in levels[1])
+
+
+def _setting_text(name: str, want: Any, have: Any) -> str:
+    """``name=value`` of the plan's setting as the config should state it: a ``torch_distributed`` keeps the config's
+    other keys (``backend``, ``dataset_distribution``, ...) and takes the plan's sync.
+
+    >>> _setting_text("torch_distributed", {"reduce_type": "param", "param_sync_step": 4}, {"backend": "gloo"})
+    "torch_distributed={'backend': 'gloo', 'reduce_type': 'param', 'param_sync_step': 4}"
+    """
+    if name == "torch_distributed" and isinstance(have, dict):
+        want = {**{k: v for k, v in have.items() if k not in _SYNC_KEYS}, **dict(want or {})}
+    return f"{name}={want!r}"
+
+
 def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
     """The engine settings (:data:`ENGINE_RECORD_OPTIONS`) in which a training's config differs from what a plan was
-    simulated with, each named with both values and the fix, for the RETURNN-side dataset to refuse.
+    simulated with, where the difference changes some rank's batches or stop (so the plan's steps are not the
+    training's), each named with both values and the fix, for the RETURNN-side dataset and the graph checks to
+    refuse. ``accum_grad_multiple_step`` changes no rank's stop where the ranks sync "has data" in every step (grad
+    sync), and ``sync_complete_frac``, the backend or the dataset distribution change none anywhere: not refused.
 
     >>> engine_differences({"batch_size": 2000, "max_seqs": None}, {"batch_size": 3000, "max_seqs": -1})
     ["the plan was simulated with batch_size=2000, the config has batch_size=3000: re-plan with the config's batch_size (the plan's bins and steps assume it), or set batch_size=2000 in the config"]
+    >>> engine_differences({"accum_grad_multiple_step": 1, "torch_distributed": {}},
+    ...                    {"accum_grad_multiple_step": 2, "torch_distributed": {"backend": "gloo"}})
+    []
     """
     out = []
+    together = _stops_together(planned.get("torch_distributed")) and _stops_together(
+        configured.get("torch_distributed")
+    )
     for name in ENGINE_RECORD_OPTIONS:
-        if name not in planned:
+        if name not in planned or (name == "accum_grad_multiple_step" and together):
             continue
         want, have = planned[name], configured.get(name)
         if _normalized(name, want) != _normalized(name, have):
             out.append(
                 f"the plan was simulated with {name}={want!r}, the config has {name}={have!r}: re-plan with the "
-                f"config's {name} (the plan's bins and steps assume it), or set {name}={want!r} in the config"
+                f"config's {name} (the plan's bins and steps assume it), or set {_setting_text(name, want, have)} in "
+                "the config"
             )
     if "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
         want, have = planned["ranks_per_node"], configured.get("ranks_per_node")
