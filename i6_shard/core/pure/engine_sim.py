@@ -312,7 +312,10 @@ def _group_ranks(group: GroupSpec, *, num_ranks: int, ranks_per_node: Optional[i
         return [list(range(num_ranks))]
     if group == "node":
         if ranks_per_node is None:
-            raise ValueError("a 'node' sync level needs ranks_per_node (torchrun's --nproc-per-node)")
+            raise ValueError(
+                "a 'node' sync level's groups are the ranks of one host: give ranks_per_node= (torchrun's "
+                "--nproc-per-node, the ranks per host)"
+            )
         group = ranks_per_node
     if isinstance(group, int):
         if group <= 0 or num_ranks % group:

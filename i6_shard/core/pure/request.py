@@ -11,7 +11,7 @@ from .args import check_bool, check_int, check_optional_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_next_n_sub_epochs
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
-from .engine_sim import EngineSettings
+from .engine_sim import EngineSettings, inexact_reason
 from .plan_sim import engine_record, plan_engine
 from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, PlanSettings
 from .text import short_repr
@@ -162,6 +162,26 @@ class PlanRequest:
         _check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
         if self.batch_size_by_key is not None:
             _check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
+        reason = self.inexact_reason()
+        if reason is not None and self.settings.distribution == "equal_steps":  # said here, not when the job runs
+            raise ValueError(
+                "distribution='equal_steps' equalizes the simulated steps, but this training is not simulated "
+                f"exactly: {reason}; choose another distribution (e.g. flexible_auto)"
+            )
+
+    def inexact_reason(self) -> Optional[str]:
+        """Why the plan's simulation of the training under the request's batching will not be exact (the one verdict,
+        :func:`~.engine_sim.inexact_reason` of :meth:`engine`), or None: exact, or no batching given here (costs in
+        steps bring their own limits, known where the plan is made).
+
+        >>> levels = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
+        >>> PlanRequest.from_options(num_shards=4, partition_epoch=1, num_epochs=1, max_seqs=8,
+        ...                          torch_distributed=levels).inexact_reason().split(": ")[-1]
+        "give ranks_per_node= (torchrun's --nproc-per-node, the ranks per host)"
+        """
+        if self.batching is None:
+            return None
+        return inexact_reason(self.engine(), num_ranks=self.settings.num_shards)
 
     def engine(self, batching: Optional[Batching] = None) -> EngineSettings:
         """The torch engine the plan's simulation takes (:func:`~.plan_sim.plan_engine`) under ``batching`` (None: the
