@@ -157,6 +157,7 @@ def _request(args: argparse.Namespace) -> core.PlanRequest:
         lengths=getattr(args, "lengths", None),
         torch_distributed=getattr(args, "torch_distributed", None),
         max_seq_length=getattr(args, "max_seq_length", None),
+        sub_epoch_seq_ordering=getattr(args, "sub_epoch_seq_ordering", None),
     )
 
 
@@ -690,6 +691,7 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
         metavar="INT_OR_DICT",
         extra_help=" (e.g. 2000 or \"{'data': 2000}\")",
     )
+    _plan_option(p, "sub_epoch_seq_ordering", metavar="ORDER")
 
 
 def _literal_arg(flag: str):

@@ -176,6 +176,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 "lengths",
                 "torch_distributed",
                 "max_seq_length",
+                "sub_epoch_seq_ordering",
             )
         },
     }
@@ -207,6 +208,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         lengths: Optional[Union[tk.Path, str]] = _D["lengths"],
         torch_distributed: Optional[Dict[str, Any]] = _D["torch_distributed"],
         max_seq_length: Optional[Union[int, Dict[str, int]]] = _D["max_seq_length"],
+        sub_epoch_seq_ordering: str = _D["sub_epoch_seq_ordering"],
         time_rqmt: Optional[float] = None,
         mem_rqmt: Optional[float] = None,
         cpu_rqmt: Optional[int] = None,
@@ -249,6 +251,8 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param torch_distributed: the config's ``torch_distributed`` (a dict, sync levels included): the simulated
             steps assume its sync (``core.PLAN_OPTION_HELP``); None: the sync of reduce_type / param_sync_step
         :param max_seq_length: the config's ``max_seq_length`` (an int, or a dict by data key), for the simulation
+        :param sub_epoch_seq_ordering: the sub-epoch dataset's ``seq_ordering`` (an HDFDataset's, e.g. ``"laplace:.100"``),
+            which the simulation mirrors (``core.PLAN_OPTION_HELP``; for_training reads it from the config)
         :param lengths: a costs archive of the same files in the same order (ComputeFileCostsJob.out_file_costs):
             the prediction takes its sequence lengths while the bins stay cut by ``file_sizes`` (e.g. sizes in
             bytes, RETURNN's cut of a plain DistributeFilesDataset); None: ``file_sizes``' own
@@ -283,6 +287,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                 lengths=lengths,
                 torch_distributed=torch_distributed,
                 max_seq_length=max_seq_length,
+                sub_epoch_seq_ordering=sub_epoch_seq_ordering,
                 time_rqmt=time_rqmt,
                 mem_rqmt=mem_rqmt,
                 cpu_rqmt=cpu_rqmt,
@@ -309,6 +314,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         self.sub_epoch_constant_bytes = plain["sub_epoch_constant_bytes"]
         self.lengths = lengths  # an input of the job (a tk.Path), read when it runs
         self.torch_distributed, self.max_seq_length = request.torch_distributed, request.max_seq_length
+        self.sub_epoch_seq_ordering = request.sub_epoch_seq_ordering
 
         self.out_plan = self.output_path(core.PLAN_FILE)
         self.out_summary = self.output_path(core.SUMMARY_FILE)

@@ -133,6 +133,7 @@ ENGINE_PLAN_OPTIONS = (
     "reduce_type",
     "param_sync_step",
     "torch_distributed",
+    "sub_epoch_seq_ordering",
 )
 #: What an unset option means where it has a value besides None.
 _UNSET_MEANS = {**core.PLAN_OPTION_DEFAULTS, "random_seed_offset": 0, "accum_grad_multiple_step": 1}

@@ -32,6 +32,7 @@ from .file_tree import FileTree, check_file_trees, flatten, leaves_and_keys, tre
 from .plan import ShardPlan
 from .request import PLAN_OPTION_DEFAULTS, PLAN_OPTION_HELP, PlanRequest
 from .plan_sim import engine_differences, has_node_level
+from .engine_sim import UNKNOWN_SEQ_ORDERING, check_sub_epoch_seq_ordering
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 from .reads import SubEpochRead, Violation, check_rank_settings, check_reads, summarize_reads
 from .settings import (
@@ -63,6 +64,8 @@ from .training import MAX_REPORT_RECORDS
 
 __all__ = [
     "engine_differences",
+    "UNKNOWN_SEQ_ORDERING",
+    "check_sub_epoch_seq_ordering",
     "has_node_level",
     "DATASET_DISTRIBUTIONS",
     "check_torch_distributed",

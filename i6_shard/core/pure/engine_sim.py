@@ -27,6 +27,8 @@ __all__ = [
     "simulate_sub_epoch",
     "inexact_reason",
     "sub_epoch_random_seed_offset",
+    "check_sub_epoch_seq_ordering",
+    "UNKNOWN_SEQ_ORDERING",
 ]
 
 #: RETURNN's ``sys.maxsize`` stand-in for "no limit".
@@ -34,6 +36,79 @@ _NO_LIMIT = 2**62
 
 #: ``seq_ordering`` values :func:`seq_order_for_epoch` mirrors (with their ``:`` options).
 SEQ_ORDERING_PREFIXES = ("default", "reverse", "sorted", "sorted_reverse", "random", "laplace", "sort_bin_shuffle")
+#: A sub-epoch dataset's ``seq_ordering`` where it cannot be told (a callable, a sub-epoch dataset the reader cannot
+#: see, or an order mirrored for an HDFDataset only): a plan simulated with it says it is not exact.
+UNKNOWN_SEQ_ORDERING = "unknown"
+#: Each ``seq_ordering`` name ``Dataset.get_seq_order_for_epoch`` knows, and the ``:`` options it parses: how many, and
+#: whether the first may be ``.chunk`` (``laplace``/``sort_bin_shuffle``: bins, or sequences per bin; it ignores any
+#: options after the two it reads).
+_SEQ_ORDERING_OPTIONS = {
+    "default": (0, False),
+    "default_every_n": (1, False),
+    "reverse": (0, False),
+    "sorted": (0, False),
+    "sorted_reverse": (0, False),
+    "random": (1, False),
+    "random_sample": (1, False),
+    "sort_bin_shuffle": (2, True),
+    "sort_bin_shuffle_x2": (2, True),
+    "laplace": (2, True),
+}
+
+
+def check_sub_epoch_seq_ordering(value: Any) -> str:
+    """``value`` if ``Dataset.get_seq_order_for_epoch`` takes it as a ``seq_ordering`` (its name and its ``:`` options
+    parsed as RETURNN parses them), or :data:`UNKNOWN_SEQ_ORDERING`; else a ``TypeError``/``ValueError`` naming the
+    value and the fix (RETURNN would fail on it when the sub-epoch starts, with ``invalid literal for int()`` or
+    ``invalid seq_ordering``).
+
+    >>> check_sub_epoch_seq_ordering("laplace:.20")
+    'laplace:.20'
+    >>> check_sub_epoch_seq_ordering("laplace:x")
+    Traceback (most recent call last):
+    ...
+    ValueError: seq_ordering='laplace:x': RETURNN reads 'x' as an int (bins) or '.N' (sequences per bin) and fails on it; give e.g. 'laplace:.100' (bins of about 100 sequences) or 'laplace:8'
+    """
+    if not isinstance(value, str):
+        raise TypeError(
+            f"seq_ordering={value!r} has type {type(value).__name__}; give the sub-epoch dataset's seq_ordering as a "
+            f"str, e.g. 'random' or 'laplace:.100' ({UNKNOWN_SEQ_ORDERING!r}: not known, the plan says inexact)"
+        )
+    if value == UNKNOWN_SEQ_ORDERING:
+        return value
+    name, *options = value.split(":")
+    if name not in _SEQ_ORDERING_OPTIONS:
+        raise ValueError(
+            f"seq_ordering={value!r} is not one RETURNN's get_seq_order_for_epoch knows (it fails with 'invalid "
+            f"seq_ordering'); use one of {sorted(_SEQ_ORDERING_OPTIONS)}, e.g. 'random' or 'laplace:.100'"
+        )
+    most, chunk = _SEQ_ORDERING_OPTIONS[name]
+    if chunk:  # laplace, sort_bin_shuffle: RETURNN reads the first two and ignores any further
+        options = options[:most]
+    if len(options) > most or (name == "default_every_n" and not options):
+        raise ValueError(
+            f"seq_ordering={value!r}: {name!r} takes {most} ':' option(s) at most"
+            + (" (and needs one)" if name == "default_every_n" else "")
+            + f"; give e.g. {name + (':4' if most else '')!r}"
+        )
+    for i, option in enumerate(options):
+        per_bin = chunk and i == 0 and option.startswith(".")
+        try:
+            number = int(option[1:] if per_bin else option)
+        except ValueError:
+            number = None
+        # bins (and default_every_n's n) below 1, or 0 sequences per bin, leave RETURNN no order
+        counts = (chunk and i == 0) or name == "default_every_n"
+        if number is None or (counts and (number == 0 if per_bin else number < 1)):
+            what = "an int (bins) or '.N' (sequences per bin)" if chunk and i == 0 else "an int"
+            example = f"'{name}:.100' (bins of about 100 sequences) or '{name}:8'" if chunk else f"'{name}:2'"
+            raise ValueError(
+                f"seq_ordering={value!r}: RETURNN reads {option!r} as {what}"
+                + (" of at least 1" if counts else "")
+                + f" and fails on it; give e.g. {example}"
+            )
+    return value
+
 
 GroupSpec = Union[str, int, Tuple[Tuple[int, ...], ...]]
 
@@ -503,6 +578,12 @@ def inexact_reason(engine: EngineSettings, *, num_ranks: int) -> Optional[str]:
         return "; ".join(engine.inexact)
     if engine.batch_size is None and engine.max_seqs is None:
         return "no batch_size or max_seqs given: the batches are not known"
+    if engine.seq_ordering == UNKNOWN_SEQ_ORDERING:
+        return (
+            "the sub-epoch dataset's seq_ordering is not known to the plan (a callable, a sub-epoch dataset that "
+            "cannot be seen, or a sorted/laplace order of a dataset other than HDFDataset): its order is not "
+            "simulated; give the plan sub_epoch_seq_ordering= the order where it is an HDFDataset's"
+        )
     name = engine.seq_ordering.split(":")[0]
     if name not in SEQ_ORDERING_PREFIXES and name != "sort_bin_shuffle_x2":
         what = " (it draws with replacement)" if name == "random_sample" else ""

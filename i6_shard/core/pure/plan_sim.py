@@ -9,6 +9,7 @@ import numpy as np
 
 from .batching import Batching, SyncMode
 from .engine_sim import (
+    UNKNOWN_SEQ_ORDERING,
     EngineSettings,
     SubEpochSim,
     inexact_reason,
@@ -116,10 +117,11 @@ def plan_engine(
     max_seq_length: Union[None, int, Dict[str, int]] = None,
     batch_size_by_key: Optional[Dict[str, int]] = None,
     ranks_per_node: Optional[int] = None,
+    seq_ordering: str = DEFAULT_SEQ_ORDERING,
 ) -> EngineSettings:
     """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode`` (or the config's
-    ``torch_distributed`` where given, sync levels included); the sub-epoch dataset's ``seq_ordering="random"`` (the
-    builders' default); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation.
+    ``torch_distributed`` where given, sync levels included); the sub-epoch dataset's ``seq_ordering`` (the
+    builders' default ``"random"``); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation.
     The costs archive holds the lengths of one data key: a ``batch_size`` or ``max_seq_length`` dict naming several
     keys makes the engine inexact (``EngineSettings.inexact``), never simulated as if it had one.
 
@@ -148,7 +150,7 @@ def plan_engine(
     if isinstance(max_seq_length, dict):
         max_seq_length = next(iter(max_seq_length.values())) if len(max_seq_length) == 1 else None
     return EngineSettings(
-        seq_ordering=DEFAULT_SEQ_ORDERING,
+        seq_ordering=seq_ordering,
         batch_size=batching.batch_size,
         max_seqs=batching.max_seqs,
         max_seq_length=max_seq_length,
@@ -171,6 +173,7 @@ def engine_record(
     max_seq_length: Union[None, int, Dict[str, int]] = None,
     batch_size_by_key: Optional[Dict[str, int]] = None,
     ranks_per_node: Optional[int] = None,
+    seq_ordering: str = DEFAULT_SEQ_ORDERING,
 ) -> Dict[str, Any]:
     """The engine settings a plan was simulated with, as the training's config states them (the values
     :data:`ENGINE_RECORD_OPTIONS` name; None where not set): what the plan file records, and what the
@@ -181,7 +184,13 @@ def engine_record(
     {'batch_size': 2000, 'max_seqs': None, 'max_seq_length': None, 'accum_grad_multiple_step': 1, 'torch_distributed': {'reduce_type': 'param', 'param_sync_step': 50}}
     """
     record = engine_settings_record(
-        plan_engine(batching, sync, torch_distributed=torch_distributed, ranks_per_node=ranks_per_node)
+        plan_engine(
+            batching,
+            sync,
+            torch_distributed=torch_distributed,
+            ranks_per_node=ranks_per_node,
+            seq_ordering=seq_ordering,
+        )
     )
     if batch_size_by_key is not None:
         record["batch_size"] = dict(batch_size_by_key)
@@ -210,6 +219,7 @@ def engine_of_record(record: Dict[str, Any]) -> EngineSettings:
         max_seq_length=record.get("max_seq_length"),
         batch_size_by_key=by_key,
         ranks_per_node=record.get("ranks_per_node"),
+        seq_ordering=record.get("sub_epoch_seq_ordering", DEFAULT_SEQ_ORDERING),
     )
 
 
@@ -237,6 +247,8 @@ def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
     }
     if has_node_level(engine.torch_distributed) and engine.ranks_per_node is not None:
         record["ranks_per_node"] = engine.ranks_per_node
+    if engine.seq_ordering != DEFAULT_SEQ_ORDERING:  # (plans of the builders' random order keep their bytes)
+        record["sub_epoch_seq_ordering"] = engine.seq_ordering
     return record
 
 
@@ -332,6 +344,24 @@ def _setting_text(name: str, want: Any, have: Any) -> str:
     return f"{name}={want!r}"
 
 
+def _order_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
+    """The sub-epoch dataset's ``seq_ordering`` where the training's is known (``configured`` has it, not
+    ``"unknown"``) and is not the one the plan was simulated with (recorded where not ``"random"``).
+
+    >>> _order_differences({}, {"sub_epoch_seq_ordering": "laplace:.20"})[0][:72]
+    "the plan was simulated with the sub-epoch dataset's seq_ordering='random'"
+    """
+    have = configured.get("sub_epoch_seq_ordering")
+    want = planned.get("sub_epoch_seq_ordering", DEFAULT_SEQ_ORDERING)
+    if have is None or have == UNKNOWN_SEQ_ORDERING or have == want:
+        return []
+    return [
+        f"the plan was simulated with the sub-epoch dataset's seq_ordering={want!r}, the training's orders "
+        f"{have!r}: re-plan with sub_epoch_seq_ordering={have!r} (ShardPlanJob.for_training reads it from the "
+        "config), or order the sub-epoch dataset as the plan does"
+    ]
+
+
 def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
     """The engine settings (:data:`ENGINE_RECORD_OPTIONS`) in which a training's config differs from what a plan was
     simulated with, where the difference changes some rank's batches or stop (so the plan's steps are not the
@@ -359,6 +389,7 @@ def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> L
                 f"config's {name} (the plan's bins and steps assume it), or set {_setting_text(name, want, have)} in "
                 "the config"
             )
+    out += _order_differences(planned, configured)
     if "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
         want, have = planned["ranks_per_node"], configured.get("ranks_per_node")
         out.append(

@@ -11,7 +11,7 @@ from .args import check_bool, check_int, check_optional_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache, check_preload_next_n_sub_epochs
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used
-from .engine_sim import EngineSettings, inexact_reason
+from .engine_sim import UNKNOWN_SEQ_ORDERING, EngineSettings, check_sub_epoch_seq_ordering, inexact_reason
 from .plan_sim import engine_record, plan_engine
 from .settings import DEFAULT_DISTRIBUTION, DEFAULT_SEQ_ORDERING, PlanSettings
 from .text import short_repr
@@ -41,6 +41,7 @@ PLAN_OPTION_DEFAULTS: Dict[str, Any] = {
     "lengths": None,  # the sequence lengths come from the archive the plan is cut by
     "torch_distributed": None,  # the sync of reduce_type / param_sync_step
     "max_seq_length": None,  # no length filter
+    "sub_epoch_seq_ordering": DEFAULT_SEQ_ORDERING,  # the builders' sub-epoch template orders at random
 }
 
 #: What each option of :data:`PLAN_OPTION_DEFAULTS` means, in one line: the command line's help and the docs
@@ -90,6 +91,9 @@ PLAN_OPTION_HELP: Dict[str, str] = {
     "max_seq_length": "the config's max_seq_length (an int, or a dict by data key): the simulation drops the "
     "sequences RETURNN's length filter drops (a dict naming several data keys: not simulated exactly, the costs "
     "archive holds one key's lengths)",
+    "sub_epoch_seq_ordering": "the seq_ordering of the sub-epoch dataset (an HDFDataset's; RETURNN's "
+    "get_seq_order_for_epoch, e.g. random, default, sorted_reverse, laplace:.100), in which each rank's sequences "
+    f"batch: the simulation mirrors it ({UNKNOWN_SEQ_ORDERING!r}: not known, so the plan says it is not exact)",
 }
 
 
@@ -112,6 +116,8 @@ class PlanRequest:
     :ivar max_seq_length: the config's ``max_seq_length`` (an int, or a dict by data key): the simulation's filter
     :ivar batch_size_by_key: the config's ``batch_size`` where it is a dict by data key (``batching`` then holds the
         smallest of its limits, for the statistical model; the simulation says it is not exact for several keys)
+    :ivar sub_epoch_seq_ordering: the sub-epoch dataset's ``seq_ordering``, which the simulation mirrors
+        (``"unknown"``: not known, the simulation says it is not exact)
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -128,6 +134,7 @@ class PlanRequest:
     torch_distributed: Optional[Dict[str, Any]] = field(default=None, hash=False)
     max_seq_length: Union[None, int, Dict[str, int]] = field(default=None, hash=False)
     batch_size_by_key: Optional[Dict[str, int]] = field(default=None, hash=False)
+    sub_epoch_seq_ordering: str = DEFAULT_SEQ_ORDERING
 
     def __post_init__(self):
         self.validate()
@@ -162,6 +169,7 @@ class PlanRequest:
         _check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
         if self.batch_size_by_key is not None:
             _check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
+        check_sub_epoch_seq_ordering(self.sub_epoch_seq_ordering)
         reason = self.inexact_reason()
         if reason is not None and self.settings.distribution == "equal_steps":  # said here, not when the job runs
             raise ValueError(
@@ -198,6 +206,7 @@ class PlanRequest:
             "max_seq_length": self.max_seq_length,
             "batch_size_by_key": self.batch_size_by_key,
             "ranks_per_node": None if self.node_cache is None else self.node_cache.ranks_per_node,
+            "seq_ordering": self.sub_epoch_seq_ordering,
         }
 
     @classmethod
@@ -267,6 +276,7 @@ class PlanRequest:
                 o["max_seq_length"], name="max_seq_length", hint="the longest sequence kept, in frames"
             ),
             batch_size_by_key=by_key,
+            sub_epoch_seq_ordering=o["sub_epoch_seq_ordering"],
         )
 
 

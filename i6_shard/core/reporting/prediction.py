@@ -106,10 +106,11 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
     levels = ((b.get("simulation") or {}).get("engine") or {}).get("torch_distributed") or {}
     if levels.get("sync") is not None:  # the config's sync levels: what the exact simulation takes
         sync_text, when = f"sync levels {levels['sync']}", "under the sync levels"
+    order = ((b.get("simulation") or {}).get("engine") or {}).get("seq_ordering") or "random"
+    order_text = "sequences in random order" if order == "random" else f"sequences in seq_ordering {order!r}"
     return [
         "",
-        f"Predicted loss under RETURNN's batching ({limits}; {sync_text}; sequences in random order; "
-        f"{source}, see docs/units.md)",
+        f"Predicted loss under RETURNN's batching ({limits}; {sync_text}; {order_text}; {source}, see docs/units.md)",
         f"  steps per rank and sub-epoch   min {st['min']:.1f}, mean {st['mean']:.1f}, max {st['max']:.1f}",
         *_simulation_lines(summary),
         *_filtered_lines(summary),

@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
-from ...core.pure import DEFAULT_DISTRIBUTION, DEFAULT_MAX_SUB_EPOCH_DEVIATION
+from ...core.pure import (
+    DEFAULT_DISTRIBUTION,
+    DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    PLAN_OPTION_DEFAULTS,
+    UNKNOWN_SEQ_ORDERING,
+)
 from .engine import EngineBatching
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule
@@ -134,14 +139,34 @@ class DistributeFilesDatasetInfo(_PerRank):
         """Whether every rank shuffles the files with the same seed."""
         return self.fixed_random_seed is not None or self.seed.rank_stride == 0 or not self.shuffles
 
+    @property
+    def sub_epoch_seq_ordering(self) -> Any:
+        """The ``seq_ordering`` in which the sub-epoch dataset yields each rank's sequences, as the plan's simulation
+        takes it (``PlanRequest.sub_epoch_seq_ordering``): an HDFDataset's own (RETURNN's default ``"default"``), the
+        first ``random`` order found in any other dataset, else ``"unknown"`` (a callable, a sub-epoch dataset that cannot be seen,
+        or a length-dependent order of a dataset the simulation does not mirror it for: then it says inexact). A
+        value RETURNN would fail on is returned as it is, for the plan request to refuse, naming it."""
+        sub = self.sub_epoch_dataset
+        if not isinstance(sub, Mapping):
+            return UNKNOWN_SEQ_ORDERING
+        if sub.get("class") == "HDFDataset":
+            order = sub.get("seq_ordering", "default")
+            return order if isinstance(order, str) else UNKNOWN_SEQ_ORDERING
+        orders = [v for path, v in _flatten_with_path(sub) if path[-1] == "seq_ordering"]
+        order = orders[0] if orders else None
+        random = isinstance(order, str) and order.split(":")[0] == PLAN_OPTION_DEFAULTS["sub_epoch_seq_ordering"]
+        return order if random else UNKNOWN_SEQ_ORDERING
+
     def prediction_gaps(self) -> List[str]:
         """What the step and drop prediction does not model for this dataset: the engine's batching
-        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose
-        ``seq_ordering`` is not random (laplace or sorted orders batch differently)."""
+        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose order
+        is not known (:attr:`sub_epoch_seq_ordering` ``"unknown"``); a known order is the plan's to state, and is
+        compared with it (``engine_differences``)."""
         out = self.engine_batching.unmodelled() if self.role == "train" else []
-        orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
-        if orders and not str(orders[0]).startswith("random"):
-            out.append(f"the sub-epoch dataset's seq_ordering={orders[0]!r} (not random)")
+        if self.sub_epoch_seq_ordering == UNKNOWN_SEQ_ORDERING:
+            orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
+            seen = f"={orders[0]!r}" if orders else ""
+            out.append(f"the sub-epoch dataset's seq_ordering{seen} (its order is not known to the simulation)")
         return out
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ...core.pure import PlanRequest, PlanSettings, check_optional_int
+from ...core.pure import PlanRequest, PlanSettings, check_optional_int, check_sub_epoch_seq_ordering
 from .engine import EngineBatching
 from .plan_options import engine_plan_options, warn_inexact
 
@@ -145,4 +145,15 @@ class _PerRank:
             info.engine_batching if info.role == "train" else EngineBatching(), self.sync
         )
         options.update(engine)
+        if info.role == "train":  # the order the sub-epoch dataset yields the sequences in, which they batch in
+            order = info._checked_sub_epoch_seq_ordering()
+            if "batch_size" in engine or "max_seqs" in engine:  # (simulated only under batching)
+                options["sub_epoch_seq_ordering"] = order
         return options, notes
+
+    def _checked_sub_epoch_seq_ordering(self) -> str:
+        """:attr:`sub_epoch_seq_ordering`, or a ValueError naming the dataset, the value RETURNN fails on and the fix."""
+        try:
+            return check_sub_epoch_seq_ordering(self.sub_epoch_seq_ordering)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.name}: the sub-epoch dataset's {exc}") from None
