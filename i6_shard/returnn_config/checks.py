@@ -334,8 +334,9 @@ def plan_engine_problems(
     if ranks_per_node is None:
         planned.pop("ranks_per_node", None)
     torch_distributed = info.sync.torch_distributed if info.sync is not None else None
-    configured = {**info.engine_batching.engine_values(torch_distributed), "ranks_per_node": ranks_per_node}
-    configured["sub_epoch_seq_ordering"] = info.sub_epoch_seq_ordering
+    configured = info.engine_batching.engine_values(
+        torch_distributed, sub_epoch_seq_ordering=info.sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
+    )
     return engine_differences(planned, configured)
 
 

@@ -3,6 +3,8 @@ before ``batch_size`` (``get_batching_iterable_dataset_from_config``), and a ``"
 torchrun's ranks per host (``LOCAL_WORLD_SIZE``), with a plan file (``plan=``, checked against the plan's recorded
 settings) and without one (distribution "equal_steps" cutting from a costs archive)."""
 
+import re
+
 import pytest
 
 from tests.deps import H5PY_REASON
@@ -73,3 +75,27 @@ def test_a_plan_that_does_not_simulate_its_node_level_runs_with_any_ranks_per_no
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     with as_rank(1, 4, extra_config=engine):
         assert dfd_files_per_epoch(_dataset(files, partition_epoch=2, plan=plan_path), num_epochs=2) == planned[1]
+
+
+def _hdf_sub_epoch(files, *, seq_ordering):
+    return {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
+
+
+@pytest.mark.parametrize("order, refused", [("laplace:.20", False), ("random", True), ("sorted_reverse", True)])
+def test_a_plan_simulated_with_another_sub_epoch_order_is_refused(tmp_path, order, refused):
+    """The plan records the sub-epoch order it was simulated with (laplace here); the dataset reads its own from
+    get_sub_epoch_dataset and refuses a plan of another, as the graph checks do, with the same words."""
+    import functools
+
+    engine = {"batch_size": 100, "max_seqs": 3}
+    files, plan_path, _ = _plan(tmp_path, sub_epoch_seq_ordering="laplace:.20", **engine)
+    assert core.io.read_plan_head(plan_path).engine_settings["sub_epoch_seq_ordering"] == "laplace:.20"
+    with as_rank(0, 4, extra_config=engine):
+        sub = functools.partial(_hdf_sub_epoch, seq_ordering=order)
+        dataset = _dataset(files, partition_epoch=2, plan=plan_path, get_sub_epoch_dataset=sub)
+        if refused:
+            words = f"the sub-epoch dataset's seq_ordering='laplace:.20', the training's orders {order!r}"
+            with pytest.raises(ValueError, match=re.escape(words)):
+                dataset._check_plan()
+        else:
+            dataset._check_plan()

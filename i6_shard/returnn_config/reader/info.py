@@ -10,10 +10,9 @@ from typing import Any, List, Mapping, Optional, Tuple
 from ...core.pure import (
     DEFAULT_DISTRIBUTION,
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
-    PLAN_OPTION_DEFAULTS,
     UNKNOWN_SEQ_ORDERING,
 )
-from .engine import EngineBatching
+from .engine import EngineBatching, sub_epoch_seq_ordering_of
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule
 from .sync import SyncRule
@@ -142,20 +141,8 @@ class DistributeFilesDatasetInfo(_PerRank):
     @property
     def sub_epoch_seq_ordering(self) -> Any:
         """The ``seq_ordering`` in which the sub-epoch dataset yields each rank's sequences, as the plan's simulation
-        takes it (``PlanRequest.sub_epoch_seq_ordering``): an HDFDataset's own (RETURNN's default ``"default"``), the
-        first ``random`` order found in any other dataset, else ``"unknown"`` (a callable, a sub-epoch dataset that cannot be seen,
-        or a length-dependent order of a dataset the simulation does not mirror it for: then it says inexact). A
-        value RETURNN would fail on is returned as it is, for the plan request to refuse, naming it."""
-        sub = self.sub_epoch_dataset
-        if not isinstance(sub, Mapping):
-            return UNKNOWN_SEQ_ORDERING
-        if sub.get("class") == "HDFDataset":
-            order = sub.get("seq_ordering", "default")
-            return order if isinstance(order, str) else UNKNOWN_SEQ_ORDERING
-        orders = [v for path, v in _flatten_with_path(sub) if path[-1] == "seq_ordering"]
-        order = orders[0] if orders else None
-        random = isinstance(order, str) and order.split(":")[0] == PLAN_OPTION_DEFAULTS["sub_epoch_seq_ordering"]
-        return order if random else UNKNOWN_SEQ_ORDERING
+        takes it (``PlanRequest.sub_epoch_seq_ordering``, :func:`~.engine.sub_epoch_seq_ordering_of`)."""
+        return sub_epoch_seq_ordering_of(self.sub_epoch_dataset)
 
     def prediction_gaps(self) -> List[str]:
         """What the step and drop prediction does not model for this dataset: the engine's batching
