@@ -67,7 +67,7 @@ def test_the_builders_random_order_keeps_the_job_id(work_dir):
 @pytest.mark.parametrize(
     "order, words",
     [
-        ("laplace:x", "seq_ordering='laplace:x': RETURNN reads 'x' as an int (bins) or '.N'"),
+        ("laplace:x", "seq_ordering='laplace:x': RETURNN reads 'x' as an int of at least 1 (bins) or '.N'"),
         ("shuffle", "seq_ordering='shuffle' is not one RETURNN's get_seq_order_for_epoch knows"),
         ("random:a", "seq_ordering='random:a': RETURNN reads 'a' as an int"),
         ("sorted:3", "seq_ordering='sorted:3': 'sorted' takes 0 ':' option(s) at most"),

@@ -67,7 +67,7 @@ def check_sub_epoch_seq_ordering(value: Any) -> str:
     >>> check_sub_epoch_seq_ordering("laplace:x")
     Traceback (most recent call last):
     ...
-    ValueError: seq_ordering='laplace:x': RETURNN reads 'x' as an int (bins) or '.N' (sequences per bin) and fails on it; give e.g. 'laplace:.100' (bins of about 100 sequences) or 'laplace:8'
+    ValueError: seq_ordering='laplace:x': RETURNN reads 'x' as an int of at least 1 (bins) or '.N' (about N sequences per bin, N not 0) and fails on it; give e.g. 'laplace:.100' (bins of about 100 sequences) or 'laplace:8'
     """
     if not isinstance(value, str):
         raise TypeError(
@@ -100,12 +100,13 @@ def check_sub_epoch_seq_ordering(value: Any) -> str:
         # bins (and default_every_n's n) below 1, or 0 sequences per bin, leave RETURNN no order
         counts = (chunk and i == 0) or name == "default_every_n"
         if number is None or (counts and (number == 0 if per_bin else number < 1)):
-            what = "an int (bins) or '.N' (sequences per bin)" if chunk and i == 0 else "an int"
+            if chunk and i == 0:
+                what = "an int of at least 1 (bins) or '.N' (about N sequences per bin, N not 0)"
+            else:
+                what = "an int of at least 1" if counts else "an int"
             example = f"'{name}:.100' (bins of about 100 sequences) or '{name}:8'" if chunk else f"'{name}:2'"
             raise ValueError(
-                f"seq_ordering={value!r}: RETURNN reads {option!r} as {what}"
-                + (" of at least 1" if counts else "")
-                + f" and fails on it; give e.g. {example}"
+                f"seq_ordering={value!r}: RETURNN reads {option!r} as {what} and fails on it; give e.g. {example}"
             )
     return value
 

@@ -348,7 +348,7 @@ def _order_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> L
     """The sub-epoch dataset's ``seq_ordering`` where the training's is known (``configured`` has it, not
     ``"unknown"``) and is not the one the plan was simulated with (recorded where not ``"random"``).
 
-    >>> _order_differences({}, {"sub_epoch_seq_ordering": "laplace:.20"})[0][:72]
+    >>> _order_differences({}, {"sub_epoch_seq_ordering": "laplace:.20"})[0][:73]
     "the plan was simulated with the sub-epoch dataset's seq_ordering='random'"
     """
     have = configured.get("sub_epoch_seq_ordering")
