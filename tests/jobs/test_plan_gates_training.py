@@ -394,6 +394,11 @@ def test_constant_files_the_cache_footprint_does_not_count_are_named(work_dir, p
             {"max_seqs": 20, "accum_grad_multiple_step": 2},
             {"backend": "gloo"},
         ),
+        (  # an explicit world grad sync stops every rank with the first, as DistributedDataParallel does
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20},
+            {"sync": [{"group": "world", "type": "grad"}]},
+        ),
     ],
 )
 def test_a_plan_whose_steps_are_the_trainings_is_accepted_without_a_word(

@@ -11,6 +11,7 @@ from .batching import Batching, SyncMode
 from .engine_sim import (
     UNKNOWN_SEQ_ORDERING,
     EngineSettings,
+    SyncLevel,
     SubEpochSim,
     inexact_reason,
     simulate_sub_epoch,
@@ -311,10 +312,16 @@ def _normalized(name: str, value: Any) -> Any:
     if name == "torch_distributed":
         opts = dict(value or {})
         try:
-            return sync_levels_of(opts)
+            levels = sync_levels_of(opts)
         except (ValueError, KeyError, TypeError):
             return opts
+        # every rank syncs "has data" with the world in every step: each stops with the first, whatever the levels
+        return _EVERY_STEP if not levels[1] or levels[1][-1] == SyncLevel("world", "grad") else levels
     return value
+
+
+#: How :func:`_normalized` names a sync that stops every rank in the step the first runs out.
+_EVERY_STEP = "the world syncs in every step"
 
 
 #: The ``torch_distributed`` keys that say how the ranks sync (the advice to set a plan's sync keeps the others).
@@ -322,14 +329,16 @@ _SYNC_KEYS = ("reduce_type", "param_sync_step", "sync")
 
 
 def _stops_together(torch_distributed: Any) -> bool:
-    """Whether every rank syncs "has data" in every step (DistributedDataParallel, or grad levels only): then no rank's
-    stop depends on ``accum_grad_multiple_step``, which only counts the steps between param syncs.
+    """Whether every rank syncs "has data" with the world in every step (DistributedDataParallel, or an outermost world
+    grad level): then every rank stops in the step the first runs out, and no rank's stop depends on
+    ``accum_grad_multiple_step`` or on the levels below (which only count the steps between param syncs).
 
     >>> _stops_together({}), _stops_together({"reduce_type": "param", "param_sync_step": 4})
     (True, False)
+    >>> _stops_together({"sync": [{"group": "node", "type": "grad"}]})  # each node stops on its own
+    False
     """
-    levels = _normalized("torch_distributed", torch_distributed)
-    return isinstance(levels, tuple) and all(lv.sync_type == "grad" for lv in levels[1])
+    return _normalized("torch_distributed", torch_distributed) == _EVERY_STEP
 
 
 def _setting_text(name: str, want: Any, have: Any) -> str:
@@ -372,7 +381,7 @@ def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> L
     >>> engine_differences({"batch_size": 2000, "max_seqs": None}, {"batch_size": 3000, "max_seqs": -1})
     ["the plan was simulated with batch_size=2000, the config has batch_size=3000: re-plan with the config's batch_size (the plan's bins and steps assume it), or set batch_size=2000 in the config"]
     >>> engine_differences({"accum_grad_multiple_step": 1, "torch_distributed": {}},
-    ...                    {"accum_grad_multiple_step": 2, "torch_distributed": {"backend": "gloo"}})
+    ...                    {"accum_grad_multiple_step": 2, "torch_distributed": {"reduce_type": "grad_explicit"}})
     []
     """
     out = []
@@ -390,7 +399,7 @@ def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> L
                 "the config"
             )
     out += _order_differences(planned, configured)
-    if "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
+    if not together and "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
         want, have = planned["ranks_per_node"], configured.get("ranks_per_node")
         out.append(
             f"the plan was simulated with ranks_per_node={want!r} (the groups of its 'node' sync level), the training "
