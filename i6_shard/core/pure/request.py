@@ -169,7 +169,10 @@ class PlanRequest:
         _check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
         if self.batch_size_by_key is not None:
             _check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
-        check_sub_epoch_seq_ordering(self.sub_epoch_seq_ordering)
+        try:
+            check_sub_epoch_seq_ordering(self.sub_epoch_seq_ordering)
+        except (TypeError, ValueError) as exc:  # (named as the option it came from)
+            raise type(exc)(f"sub_epoch_seq_ordering: the sub-epoch dataset's {exc}") from None
         reason = self.inexact_reason()
         if reason is not None and self.settings.distribution == "equal_steps":  # said here, not when the job runs
             raise ValueError(
