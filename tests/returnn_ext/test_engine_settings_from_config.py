@@ -99,3 +99,26 @@ def test_a_plan_simulated_with_another_sub_epoch_order_is_refused(tmp_path, orde
                 dataset._check_plan()
         else:
             dataset._check_plan()
+
+
+def test_equal_steps_without_a_plan_file_cuts_with_the_sub_epoch_order(tmp_path):
+    """Distribution "equal_steps" cut by the dataset itself takes its sub-epoch dataset's order (laplace here), as
+    the plan made with that order does; the plan of the random order cuts other bins here, so the order is used."""
+    import functools
+
+    engine = {"batch_size": 100, "max_seqs": 3}
+    files, plan_path, costs_path = _plan(tmp_path, sub_epoch_seq_ordering="laplace:.3", **engine)
+    planned = _plan_bins(plan_path, num_epochs=2)
+    request = core.PlanRequest.from_options(
+        num_shards=4, partition_epoch=2, num_epochs=2, distribution="equal_steps", **engine
+    )
+    random_path = str(tmp_path / "random.npz")
+    save_plan_arrays(core.plan_archive(costs_path, request, compare=False).arrays, random_path)
+    assert _plan_bins(random_path, num_epochs=2) != planned
+    sub = functools.partial(_hdf_sub_epoch, seq_ordering="laplace:.3")
+    for rank in range(4):
+        with as_rank(rank, 4, extra_config=engine):
+            itself = _dataset(
+                files, partition_epoch=2, distribution="equal_steps", file_sizes=costs_path, get_sub_epoch_dataset=sub
+            )
+            assert dfd_files_per_epoch(itself, num_epochs=2) == planned[rank], rank
