@@ -101,3 +101,20 @@ def test_training_job_warns_of_a_plan_job_that_cannot_simulate_the_training(work
             returnn_root=tk.Path(str(work_dir)),
         )
     assert [m for m in inexact_messages(caught) if FIX in m and "is not exact for this training" in m]
+
+
+def test_the_builders_plan_of_a_config_warns_of_its_verdict(work_dir):
+    """plan_for_returnn_config, the builders' plan of a config, says the same verdict when it plans."""
+    from i6_shard.returnn_config import plan_for_returnn_config
+
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path = str(work_dir / "sizes.npz")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    dataset = sharded_files_dataset(
+        keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}, partition_epoch=2, num_shards=4
+    )
+    config = {**CONFIG, "train": dataset}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan_for_returnn_config(config, file_sizes=sizes_path, num_ranks=4, num_epochs=4)
+    assert [m for m in inexact_messages(caught) if FIX in m]

@@ -103,8 +103,13 @@ class _PerRank:
         :raises ValueError: if no ShardPlan describes it, saying why
         """
         options, notes = self.plan_options(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks)
-        warn_inexact(notes, where=self.name)
-        return PlanRequest.from_options(**options)
+        request = PlanRequest.from_options(**options)
+        reason = request.inexact_reason()  # the plan's one verdict, said where the plan is asked for
+        warn_inexact(
+            notes + ([] if reason is None else [f"its simulation of the engine is not exact ({reason})"]),
+            where=self.name,
+        )
+        return request
 
     def plan_options(
         self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
