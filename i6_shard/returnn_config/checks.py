@@ -270,39 +270,11 @@ def _eval_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     )
 
 
-def _returnn_failure(info: DistributeFilesDatasetInfo) -> str:
-    """Why RETURNN fails on this setup, as it fails first. A MultiProcDataset ``"dedicated"`` with several workers
-    around a DistributeFilesDataset with ``distrib_shard_files`` fails at start-up, before any sequence: each
-    worker's copy gets ``_num_shards`` = the MultiProcDataset's own times ``num_workers`` (``_get_worker_sharding``),
-    and ``DistributeFilesDataset.__init__`` refuses a ``(_num_shards, _shard_index)`` other than ``(1, 0)`` or the
-    distributed ``(size, rank)``."""
-    dedicated = re.search(r"sharding_method 'dedicated' with num_workers=(\d+) ", info.returnn_fails)
-    if (
-        dedicated
-        and info.distrib_shard_files
-        and info.distributed
-        and info.wrappers
-        and info.wrappers[-1] == "MultiProcDataset"
-    ):
-        n = int(dedicated[1])
-        own = "num_ranks" if info.dataset_distribution == "shard" else "1"
-        return (
-            f"at start-up: MultiProcDataset's sharding_method 'dedicated' gives the DistributeFilesDataset in each "
-            f"of its {n} workers _num_shards = {own} * {n} (the MultiProcDataset's own _num_shards times its workers) "
-            f"and _shard_index = its own * {n} + worker, which clashes with distrib_shard_files, which shards by the "
-            "distributed rank and size: DistributeFilesDataset.__init__ raises ValueError ('distrib_shard_files "
-            f"shards the files by the distributed rank r / size W, which clashes with _num_shards ...') in a "
-            "worker; put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or load "
-            "in parallel with torch_dataloader_opts num_workers"
-        )
-    return info.returnn_fails
-
-
 def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     """Every problem of one DistributeFilesDataset as the reader found it, each naming the fix."""
     name = info.name
     if info.returnn_fails:
-        return [f"{name}: RETURNN would fail: {_returnn_failure(info)}"]
+        return [f"{name}: RETURNN would fail: {info.returnn_fails}"]
     problems = [
         p
         for p in (
@@ -352,7 +324,9 @@ def plan_engine_problems(
     if ranks_per_node is None:
         planned.pop("ranks_per_node", None)
     torch_distributed = info.sync.torch_distributed if info.sync is not None else None
-    configured = {**info.engine_batching.engine_values(torch_distributed), "ranks_per_node": ranks_per_node}
+    configured = info.engine_batching.engine_values(
+        torch_distributed, sub_epoch_seq_ordering=info.sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
+    )
     return engine_differences(planned, configured)
 
 
@@ -386,6 +360,9 @@ def plan_prediction_gaps(
     training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
     accum = engine.accum_grad_multiple_step
     int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
+    if training_sync.reduce_type == "grad" and (info.sync is None or info.sync.ranks_stop_together):
+        # every rank syncs "has data" in every step: the accumulation changes no rank's steps or stop
+        int_accum, accum = True, sync.accum_grad_multiple_step
     if int_accum:
         training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)
     if torch_distributed is not None:  # the plan simulates the dict itself: compare it, and the accumulation

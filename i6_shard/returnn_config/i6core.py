@@ -29,7 +29,7 @@ from ..core.pure import (
 from .checks import ConfigCheckWarning, check_returnn_config, plan_engine_problems, plan_prediction_gaps
 from .plan import find_dataset, named_plan_job
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
-from .reader import DistributeFilesDatasetInfo, files_kind, find_distribute_files_datasets
+from .reader import DistributeFilesDatasetInfo, InexactPlanWarning, files_kind, find_distribute_files_datasets
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = ["sharded_returnn_config", "training_job_kwargs", "training_job"]
@@ -322,6 +322,14 @@ def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any, request: 
         torch_distributed=request.torch_distributed,
         max_seq_length=request.max_seq_length,
     )
+    reason = request.inexact_reason()
+    if reason is not None:
+        warnings.warn(
+            f"{info.name}: the plan of {job} is not exact for this training: its simulation of the engine is not exact "
+            f"({reason})",
+            InexactPlanWarning,
+            stacklevel=4,
+        )
     constant = info.sub_epoch_constant_files
     if constant and request.node_cache is not None and not request.node_cache.constant_bytes:
         warnings.warn(

@@ -5,7 +5,7 @@ batching and sync); ``training_plan_options``: the options of a training's plan 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import core
 from ..core import make_plan
@@ -237,10 +237,21 @@ def training_plan_options(
             **engine,
         }
         where = "the training's config"
-    warn_inexact(notes, where=where)
     if "torch_distributed" in stated:  # the request takes the whole dict: a given sync must agree with what it says
         mode = read_sync_mode(merged)
         implied = {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
         _agree(implied, {k: v for k, v in given.items() if k in implied}, where=where)
         given = {k: v for k, v in given.items() if k not in implied}
-    return _agree(stated, given, where=where)
+    options = _agree(stated, given, where=where)
+    warn_inexact(notes + _verdict_notes(options), where=where)
+    return options
+
+
+def _verdict_notes(options: Mapping[str, Any]) -> List[str]:
+    """The plan's verdict of exactness said when the graph is built: why its simulation of the training will not be
+    exact (:meth:`~i6_shard.core.pure.request.PlanRequest.inexact_reason`, e.g. a ``"node"`` sync level without
+    ``ranks_per_node``), as one note; a plan its task would refuse (``equal_steps`` on an inexact engine) raises
+    here, naming the fix."""
+    names = set(core.PLAN_OPTION_DEFAULTS) | {"num_shards", "partition_epoch", "num_epochs"}
+    reason = core.PlanRequest.from_options(**{k: v for k, v in options.items() if k in names}).inexact_reason()
+    return [] if reason is None else [f"its simulation of the engine is not exact ({reason})"]

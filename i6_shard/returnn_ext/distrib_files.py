@@ -22,7 +22,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from returnn.log import log
 
 from i6_shard import core
-from i6_shard.returnn_config.reader.engine import EngineBatching
+from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of
 from i6_shard.core.io import (
     DEFAULT_CHECK_SAMPLES,
     check_num_samples,
@@ -44,6 +44,7 @@ from i6_shard.core.pure import (
     check_max_sub_epoch_deviation,
     cut_full_epoch,
     cut_spec,
+    UNKNOWN_SEQ_ORDERING,
     engine_differences,
     has_node_level,
     plan_coverage_problem,
@@ -322,7 +323,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         self._lazy_init_file_sizes()  # checks the archive's keys against the files
         costs = load_file_costs(self.file_sizes_path)
-        config = _config_engine_values()
+        config = _config_engine_values(self._sub_epoch_seq_ordering())
         accum = config["accum_grad_multiple_step"]
         if accum is not None and not isinstance(accum, int):
             raise ValueError(
@@ -345,6 +346,10 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 torch_distributed=config["torch_distributed"],
                 # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)
                 ranks_per_node=config["ranks_per_node"] if has_node_level(config["torch_distributed"]) else None,
+                # the order the sub-epoch dataset batches in, where it can be told (else the builders' random)
+                sub_epoch_seq_ordering=None
+                if config["sub_epoch_seq_ordering"] == UNKNOWN_SEQ_ORDERING
+                else config["sub_epoch_seq_ordering"],
             )
             return core.make_plan(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
         except (ValueError, TypeError) as exc:
@@ -421,7 +426,17 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 file=log.v3,
             )
             return []
-        return engine_differences(head.engine_settings, _config_engine_values())
+        return engine_differences(head.engine_settings, _config_engine_values(self._sub_epoch_seq_ordering()))
+
+    def _sub_epoch_seq_ordering(self) -> str:
+        """The order of the sub-epoch dataset ``get_sub_epoch_dataset`` makes (of the first file), as the plan's
+        simulation takes it (``sub_epoch_seq_ordering_of``: ``"unknown"`` where it cannot be told)."""
+        try:
+            files = self._files if self._files is not None else []
+            sub = self.get_sub_epoch_dataset(list(files[:1])) if files else None
+            return sub_epoch_seq_ordering_of(sub)
+        except Exception:  # noqa: BLE001 (a user function on one file: whatever it raises, the order is not known)
+            return UNKNOWN_SEQ_ORDERING
 
     def _files_match_plan_keys(self, head: core.io.PlanHead) -> bool:
         """Whether this dataset's files have exactly the plan's keys, in the plan's order."""
@@ -506,10 +521,10 @@ class _ConfigView:
         return self._config.typed_value(key, default) if self._config.has(key) else default
 
 
-def _config_engine_values() -> Dict[str, Any]:
-    """The training's engine settings as RETURNN's global config states them (``ENGINE_RECORD_OPTIONS``; None where
-    not set), read by the one reader of a config's batching (``EngineBatching.of``: the torch engine's
-    ``batch_size_train`` before ``batch_size``), and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None
+def _config_engine_values(sub_epoch_seq_ordering: Optional[str] = None) -> Dict[str, Any]:
+    """The training's engine as RETURNN's global config states it, in the one description the graph checks compare a
+    plan with (``EngineBatching.engine_values``: the torch engine's ``batch_size_train`` before ``batch_size``, None
+    where not set), with the sub-epoch dataset's order and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None
     outside torchrun), which a ``"node"`` sync level's groups are."""
     from returnn.config import get_global_config
 
@@ -518,7 +533,9 @@ def _config_engine_values() -> Dict[str, Any]:
     config = get_global_config(raise_exception=False)
     batching = EngineBatching() if config is None else EngineBatching.of(_ConfigView(config))
     torch_distributed = None if config is None else config.typed_value("torch_distributed", None)
-    return {**batching.engine_values(torch_distributed), "ranks_per_node": ranks_per_node}
+    return batching.engine_values(
+        torch_distributed, sub_epoch_seq_ordering=sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
+    )
 
 
 def _config_num_epochs() -> int:

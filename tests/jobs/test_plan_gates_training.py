@@ -423,3 +423,44 @@ def test_the_training_takes_its_ranks_and_epochs_from_the_plan_job(work_dir):
     with pytest.raises(ValueError, match="give exactly one of num_epochs .RETURNN sub-epochs. and passes: "):
         training_job(unplanned, num_gpus=2, **exe)
     assert training_job(unplanned, num_gpus=2, num_epochs=4, **exe).horovod_num_processes == 2
+
+
+@pytest.mark.parametrize(
+    "plan_opts, config, torch_distributed",
+    [
+        (  # sync_complete_frac sums the same "has data" the MIN takes: no rank's steps change
+            {"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 25},
+            {"max_seqs": 20},
+            {"backend": "gloo", "reduce_type": "param", "param_sync_step": 25, "sync_complete_frac": True},
+        ),
+        (  # under grad sync every rank stops with the first, whatever the accumulation
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20, "accum_grad_multiple_step": 2},
+            {"backend": "gloo"},
+        ),
+        (  # an explicit world grad sync stops every rank with the first, as DistributedDataParallel does
+            {"batch_size": 1000, "max_seqs": 20},
+            {"max_seqs": 20},
+            {"sync": [{"group": "world", "type": "grad"}]},
+        ),
+    ],
+)
+def test_a_plan_whose_steps_are_the_trainings_is_accepted_without_a_word(
+    work_dir, plan_opts, config, torch_distributed
+):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _plan_and_train(work_dir, plan_opts=plan_opts, config={**CONFIG, **config}, torch_distributed=torch_distributed)
+    assert [str(w.message) for w in caught if "predicted loss" in str(w.message)] == []
+
+
+def test_the_advice_to_state_the_plans_sync_keeps_the_configs_other_keys(work_dir):
+    with pytest.raises(ValueError, match=re.escape("set torch_distributed={'backend': 'gloo', 'reduce_type': 'param'")):
+        _plan_and_train(
+            work_dir,
+            plan_opts={"batch_size": 1000, "max_seqs": 20, "reduce_type": "param", "param_sync_step": 25},
+            config={**CONFIG, "max_seqs": 20},
+            torch_distributed={"backend": "gloo", "reduce_type": "param", "param_sync_step": 50},
+        )

@@ -301,3 +301,36 @@ def test_control_sync_levels_equal_returnn(setup, eupd, update_step, world, no_d
     all_levels = [ctx._world_level] + list(ctx._sync_levels)
     assert [all_levels.index(lv) for lv in want] == [0 if i is None else i + 1 for i in got]
     assert all(isinstance(lv, SyncLevel) for lv in levels)
+
+
+_order_names = st.sampled_from(
+    ["default", "reverse", "sorted", "sorted_reverse", "random", "random_sample", "laplace", "sort_bin_shuffle"]
+    + ["sort_bin_shuffle_x2", "default_every_n", "shuffle", "Random", "laplace_x"]
+)
+_order_options = st.lists(
+    st.sampled_from(["2", ".3", "x", ".x", "", "1", "-1", "0x1", " 4"]) | st.integers(1, 5).map(str), max_size=3
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(name=_order_names, options=_order_options)
+def test_the_orders_refused_are_those_returnn_fails_on(name, options):
+    """``check_sub_epoch_seq_ordering`` accepts exactly the ``seq_ordering`` strings on which RETURNN's
+    ``get_seq_order_for_epoch`` does not raise (on sequences of several lengths, so every bin has some)."""
+    from returnn.datasets.basic import Dataset
+
+    from i6_shard.core.pure.engine_sim import check_sub_epoch_seq_ordering
+
+    order = ":".join([name, *options])
+    lens = np.arange(1, 41) % 7 + 1
+    try:
+        got = Dataset(seq_ordering=order).get_seq_order_for_epoch(1, len(lens), get_seq_len=lambda i: int(lens[i]))
+        returnn_ok = len(got) > 0  # (default_every_n:-1 gives an empty order: no epoch to train either)
+    except Exception:  # noqa: BLE001 (what RETURNN raises varies: ValueError, ZeroDivisionError, ...)
+        returnn_ok = False
+    try:
+        check_sub_epoch_seq_ordering(order)
+        ours = True
+    except ValueError:
+        ours = False
+    assert ours == returnn_ok, order

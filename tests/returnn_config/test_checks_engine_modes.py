@@ -82,6 +82,19 @@ def test_dedicated_multi_proc_around_distrib_shard_files_names_the_start_up_clas
     assert "round-robin" not in text
 
 
+def test_the_plan_of_it_is_refused_for_the_same_one_reason():
+    """ShardPlanJob.for_training (and the builders' plan) refuse it with the reason the checks give."""
+    from i6_shard.returnn_config.plan import training_plan_options
+
+    config = _dedicated_config([f"f{i}.hdf" for i in range(8)])
+    with pytest.raises(ConfigCheckError) as err:
+        check_returnn_config(config, num_ranks=2)
+    with pytest.raises(ValueError) as plan_err:
+        training_plan_options({**config, "batch_size": 100}, num_ranks=2, num_epochs=4, key=("train", "dataset"))
+    reason = str(err.value).split("RETURNN would fail: ")[1].strip()
+    assert reason in str(plan_err.value) and "clashes with distrib_shard_files" in reason
+
+
 @pytest.mark.slow  # a RETURNN subprocess that starts the MultiProcDataset's 2 worker processes: several seconds
 def test_returnn_fails_at_start_up_for_the_stated_reason(tmp_path):
     """RETURNN, run as rank 0 of 2 (the verifier's runner), fails building the train dataset with the clash."""

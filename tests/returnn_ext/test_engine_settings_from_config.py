@@ -3,6 +3,8 @@ before ``batch_size`` (``get_batching_iterable_dataset_from_config``), and a ``"
 torchrun's ranks per host (``LOCAL_WORLD_SIZE``), with a plan file (``plan=``, checked against the plan's recorded
 settings) and without one (distribution "equal_steps" cutting from a costs archive)."""
 
+import re
+
 import pytest
 
 from tests.deps import H5PY_REASON
@@ -73,3 +75,50 @@ def test_a_plan_that_does_not_simulate_its_node_level_runs_with_any_ranks_per_no
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     with as_rank(1, 4, extra_config=engine):
         assert dfd_files_per_epoch(_dataset(files, partition_epoch=2, plan=plan_path), num_epochs=2) == planned[1]
+
+
+def _hdf_sub_epoch(files, *, seq_ordering):
+    return {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
+
+
+@pytest.mark.parametrize("order, refused", [("laplace:.20", False), ("random", True), ("sorted_reverse", True)])
+def test_a_plan_simulated_with_another_sub_epoch_order_is_refused(tmp_path, order, refused):
+    """The plan records the sub-epoch order it was simulated with (laplace here); the dataset reads its own from
+    get_sub_epoch_dataset and refuses a plan of another, as the graph checks do, with the same words."""
+    import functools
+
+    engine = {"batch_size": 100, "max_seqs": 3}
+    files, plan_path, _ = _plan(tmp_path, sub_epoch_seq_ordering="laplace:.20", **engine)
+    assert core.io.read_plan_head(plan_path).engine_settings["sub_epoch_seq_ordering"] == "laplace:.20"
+    with as_rank(0, 4, extra_config=engine):
+        sub = functools.partial(_hdf_sub_epoch, seq_ordering=order)
+        dataset = _dataset(files, partition_epoch=2, plan=plan_path, get_sub_epoch_dataset=sub)
+        if refused:
+            words = f"the sub-epoch dataset's seq_ordering='laplace:.20', the training's orders {order!r}"
+            with pytest.raises(ValueError, match=re.escape(words)):
+                dataset._check_plan()
+        else:
+            dataset._check_plan()
+
+
+def test_equal_steps_without_a_plan_file_cuts_with_the_sub_epoch_order(tmp_path):
+    """Distribution "equal_steps" cut by the dataset itself takes its sub-epoch dataset's order (laplace here), as
+    the plan made with that order does; the plan of the random order cuts other bins here, so the order is used."""
+    import functools
+
+    engine = {"batch_size": 100, "max_seqs": 3}
+    files, plan_path, costs_path = _plan(tmp_path, sub_epoch_seq_ordering="laplace:.3", **engine)
+    planned = _plan_bins(plan_path, num_epochs=2)
+    request = core.PlanRequest.from_options(
+        num_shards=4, partition_epoch=2, num_epochs=2, distribution="equal_steps", **engine
+    )
+    random_path = str(tmp_path / "random.npz")
+    save_plan_arrays(core.plan_archive(costs_path, request, compare=False).arrays, random_path)
+    assert _plan_bins(random_path, num_epochs=2) != planned
+    sub = functools.partial(_hdf_sub_epoch, seq_ordering="laplace:.3")
+    for rank in range(4):
+        with as_rank(rank, 4, extra_config=engine):
+            itself = _dataset(
+                files, partition_epoch=2, distribution="equal_steps", file_sizes=costs_path, get_sub_epoch_dataset=sub
+            )
+            assert dfd_files_per_epoch(itself, num_epochs=2) == planned[rank], rank

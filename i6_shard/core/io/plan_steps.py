@@ -33,7 +33,8 @@ def read_planned_steps(plan_path: str, *, num_shards: int, max_epoch: Optional[i
         ``found`` False (and nothing else known) without a summary.json beside the plan; ``simulated`` False for a
         plan made without batching (its summary has no ``steps_taken``); ``steps_taken``/``steps_exact`` int64
         [num_epochs, num_shards], -1 where the simulation is not exact; ``dropped`` float64 [num_epochs] (nan where
-        not exact); ``exact`` per sub-epoch (bool list); ``reason``: why the simulation is not exact, or None
+        not exact; of the frames the length filter keeps); ``filtered`` float64 [num_epochs], the share the plan's
+        length filter removes (None: the plan simulated no filter); ``exact`` per sub-epoch (bool list); ``reason``: why the simulation is not exact, or None
     :raises ValueError: naming the file if it is larger than :data:`MAX_PLAN_SUMMARY_BYTES`, not JSON, or its
         steps are not per sub-epoch a list of ``num_shards`` counts (or null)
     """
@@ -62,13 +63,11 @@ def read_planned_steps(plan_path: str, *, num_shards: int, max_epoch: Optional[i
     if exact.shape != taken.shape or ((exact < 0) != (taken < 0)).any():
         raise ValueError(f"{path!r}: steps_exact and steps_taken do not cover the same sub-epochs; {fix}")
     sim = (summary.get("batching") or {}).get("simulation") or {}
-    drops = ((summary.get("batching") or {}).get("per_sub_epoch") or {}).get("dropped_fraction") or []
-    dropped = np.full(taken.shape[0], np.nan)
+    per_sub_epoch = (summary.get("batching") or {}).get("per_sub_epoch") or {}
     known = (taken >= 0).all(axis=1)
-    for i, x in enumerate(drops[: taken.shape[0]]):
-        if known[i] and isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x <= 1.0:
-            dropped[i] = float(x)
+    dropped, filtered = (_shares(per_sub_epoch.get(name), known) for name in ("dropped_fraction", "filtered_fraction"))
     out.update(
+        filtered=filtered if "filtered_fraction" in per_sub_epoch else None,
         simulated=True,
         exact=known.tolist(),
         reason=None if sim.get("exact", bool(known.all())) else str(sim.get("reason"))[:500],
@@ -76,6 +75,15 @@ def read_planned_steps(plan_path: str, *, num_shards: int, max_epoch: Optional[i
         steps_exact=exact,
         dropped=dropped,
     )
+    return out
+
+
+def _shares(values: Any, known: np.ndarray) -> np.ndarray:
+    """A summary's per-sub-epoch shares as float64 [num_epochs], nan where unknown, not a share or not exact."""
+    out = np.full(known.shape[0], np.nan)
+    for i, x in enumerate((values if isinstance(values, list) else [])[: known.shape[0]]):
+        if known[i] and isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x <= 1.0:
+            out[i] = float(x)
     return out
 
 

@@ -27,6 +27,7 @@ from .plan_sim import engine_differences, has_node_level
 from .options import PLAN_OPTIONS, PlanOption
 from .request import PLAN_OPTION_DEFAULTS, PlanRequest, report_engine_options
 from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
+from .engine_sim import UNKNOWN_SEQ_ORDERING, check_sub_epoch_seq_ordering
 from .settings import (
     DEFAULT_DISTRIBUTION,
     PlanSettings,
@@ -41,6 +42,8 @@ from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 # What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "engine_differences",
+    "UNKNOWN_SEQ_ORDERING",
+    "check_sub_epoch_seq_ordering",
     "has_node_level",
     "DATASET_DISTRIBUTIONS",
     "check_torch_distributed",

@@ -17,6 +17,80 @@ _NO_LIMIT = 2**62
 
 #: ``seq_ordering`` values :func:`seq_order_for_epoch` mirrors (with their ``:`` options).
 SEQ_ORDERING_PREFIXES = ("default", "reverse", "sorted", "sorted_reverse", "random", "laplace", "sort_bin_shuffle")
+#: A sub-epoch dataset's ``seq_ordering`` where it cannot be told (a callable, a sub-epoch dataset the reader cannot
+#: see, or an order mirrored for an HDFDataset only): a plan simulated with it says it is not exact.
+UNKNOWN_SEQ_ORDERING = "unknown"
+#: Each ``seq_ordering`` name ``Dataset.get_seq_order_for_epoch`` knows, and the ``:`` options it parses: how many, and
+#: whether the first may be ``.chunk`` (``laplace``/``sort_bin_shuffle``: bins, or sequences per bin; it ignores any
+#: options after the two it reads).
+_SEQ_ORDERING_OPTIONS = {
+    "default": (0, False),
+    "default_every_n": (1, False),
+    "reverse": (0, False),
+    "sorted": (0, False),
+    "sorted_reverse": (0, False),
+    "random": (1, False),
+    "random_sample": (1, False),
+    "sort_bin_shuffle": (2, True),
+    "sort_bin_shuffle_x2": (2, True),
+    "laplace": (2, True),
+}
+
+
+def check_sub_epoch_seq_ordering(value: Any) -> str:
+    """``value`` if ``Dataset.get_seq_order_for_epoch`` takes it as a ``seq_ordering`` (its name and its ``:`` options
+    parsed as RETURNN parses them), or :data:`UNKNOWN_SEQ_ORDERING`; else a ``TypeError``/``ValueError`` naming the
+    value and the fix (RETURNN would fail on it when the sub-epoch starts, with ``invalid literal for int()`` or
+    ``invalid seq_ordering``).
+
+    >>> check_sub_epoch_seq_ordering("laplace:.20")
+    'laplace:.20'
+    >>> check_sub_epoch_seq_ordering("laplace:x")
+    Traceback (most recent call last):
+    ...
+    ValueError: seq_ordering='laplace:x': RETURNN reads 'x' as an int of at least 1 (bins) or '.N' (about N sequences per bin, N not 0) and fails on it; give e.g. 'laplace:.100' (bins of about 100 sequences) or 'laplace:8'
+    """
+    if not isinstance(value, str):
+        raise TypeError(
+            f"seq_ordering={value!r} has type {type(value).__name__}; give the sub-epoch dataset's seq_ordering as a "
+            f"str, e.g. 'random' or 'laplace:.100' ({UNKNOWN_SEQ_ORDERING!r}: not known, the plan says inexact)"
+        )
+    if value == UNKNOWN_SEQ_ORDERING:
+        return value
+    name, *options = value.split(":")
+    if name not in _SEQ_ORDERING_OPTIONS:
+        raise ValueError(
+            f"seq_ordering={value!r} is not one RETURNN's get_seq_order_for_epoch knows (it fails with 'invalid "
+            f"seq_ordering'); use one of {sorted(_SEQ_ORDERING_OPTIONS)}, e.g. 'random' or 'laplace:.100'"
+        )
+    most, chunk = _SEQ_ORDERING_OPTIONS[name]
+    if chunk:  # laplace, sort_bin_shuffle: RETURNN reads the first two and ignores any further
+        options = options[:most]
+    if len(options) > most or (name == "default_every_n" and not options):
+        raise ValueError(
+            f"seq_ordering={value!r}: {name!r} takes {most} ':' option(s) at most"
+            + (" (and needs one)" if name == "default_every_n" else "")
+            + f"; give e.g. {name + (':4' if most else '')!r}"
+        )
+    for i, option in enumerate(options):
+        per_bin = chunk and i == 0 and option.startswith(".")
+        try:
+            number = int(option[1:] if per_bin else option)
+        except ValueError:
+            number = None
+        # bins (and default_every_n's n) below 1, or 0 sequences per bin, leave RETURNN no order
+        counts = (chunk and i == 0) or name == "default_every_n"
+        if number is None or (counts and (number == 0 if per_bin else number < 1)):
+            if chunk and i == 0:
+                what = "an int of at least 1 (bins) or '.N' (about N sequences per bin, N not 0)"
+            else:
+                what = "an int of at least 1" if counts else "an int"
+            example = f"'{name}:.100' (bins of about 100 sequences) or '{name}:8'" if chunk else f"'{name}:2'"
+            raise ValueError(
+                f"seq_ordering={value!r}: RETURNN reads {option!r} as {what} and fails on it; give e.g. {example}"
+            )
+    return value
+
 
 GroupSpec = Union[str, int, Tuple[Tuple[int, ...], ...]]
 
@@ -295,7 +369,10 @@ def _group_ranks(group: GroupSpec, *, num_ranks: int, ranks_per_node: Optional[i
         return [list(range(num_ranks))]
     if group == "node":
         if ranks_per_node is None:
-            raise ValueError("a 'node' sync level needs ranks_per_node (torchrun's --nproc-per-node)")
+            raise ValueError(
+                "a 'node' sync level's groups are the ranks of one host: give ranks_per_node= (torchrun's "
+                "--nproc-per-node, the ranks per host)"
+            )
         group = ranks_per_node
     if isinstance(group, int):
         if group <= 0 or num_ranks % group:
@@ -483,6 +560,12 @@ def inexact_reason(engine: EngineSettings, *, num_ranks: int) -> Optional[str]:
         return "; ".join(engine.inexact)
     if engine.batch_size is None and engine.max_seqs is None:
         return "no batch_size or max_seqs given: the batches are not known"
+    if engine.seq_ordering == UNKNOWN_SEQ_ORDERING:
+        return (
+            "the sub-epoch dataset's seq_ordering is not known to the plan (a callable, a sub-epoch dataset that "
+            "cannot be seen, or a sorted/laplace order of a dataset other than HDFDataset): its order is not "
+            "simulated; give the plan sub_epoch_seq_ordering= the order where it is an HDFDataset's"
+        )
     name = engine.seq_ordering.split(":")[0]
     if name not in SEQ_ORDERING_PREFIXES and name != "sort_bin_shuffle_x2":
         what = " (it draws with replacement)" if name == "random_sample" else ""
@@ -506,6 +589,7 @@ class SubEpochSim:
     :ivar frames_consumed: frames of the sequences in its steps taken
     :ivar seqs_total: the rank's sequences
     :ivar seqs_consumed: sequences in its steps taken
+    :ivar frames_kept: frames of the sequences the length filter keeps (``frames_total`` without a filter)
     """
 
     steps_exact: List[int]
@@ -514,12 +598,33 @@ class SubEpochSim:
     frames_consumed: List[int]
     seqs_total: List[int]
     seqs_consumed: List[int]
+    frames_kept: Optional[List[int]] = None
+
+    @property
+    def _kept(self) -> List[int]:
+        return self.frames_total if self.frames_kept is None else self.frames_kept
 
     @property
     def dropped_fraction(self) -> float:
-        """Share of the sub-epoch's frames not consumed (filtered or left when the rank stopped)."""
+        """Share of the frames the length filter keeps that are not consumed (left when the rank stopped): what the
+        sync drops, as the training report measures it (``1 - sum consumed / sum kept``); the filter's removal is
+        :attr:`filtered_fraction`, apart.
+
+        >>> SubEpochSim([1], [1], [10], [3], [2], [1], frames_kept=[4]).dropped_fraction
+        0.25
+        """
+        kept = sum(self._kept)
+        return 0.0 if kept == 0 else 1.0 - sum(self.frames_consumed) / kept
+
+    @property
+    def filtered_fraction(self) -> float:
+        """Share of the sub-epoch's frames the length filter (``max_seq_length``/``min_seq_length``) removes.
+
+        >>> SubEpochSim([1], [1], [10], [3], [2], [1], frames_kept=[4]).filtered_fraction
+        0.6
+        """
         total = sum(self.frames_total)
-        return 0.0 if total == 0 else 1.0 - sum(self.frames_consumed) / total
+        return 0.0 if total == 0 else 1.0 - sum(self._kept) / total
 
 
 def rank_batches(
@@ -573,7 +678,7 @@ def simulate_sub_epoch(
     >>> sim.steps_exact, sim.steps_taken, sim.frames_consumed
     ([4, 2], [2, 2], [8, 8])
     """
-    exact, frames_per_batch, seqs_per_batch, frames_total, seqs_total = [], [], [], [], []
+    exact, frames_per_batch, seqs_per_batch, frames_total, seqs_total, kept = [], [], [], [], [], []
     offsets = (
         [int(random_seed_offset)] * len(rank_lengths)
         if isinstance(random_seed_offset, (int, np.integer))
@@ -585,11 +690,13 @@ def simulate_sub_epoch(
         seqs_total.append(int(x.shape[0]))
         if x.shape[0] == 0:
             exact.append(0)
+            kept.append(0)
             frames_per_batch.append(np.zeros(0, dtype=np.int64))
             seqs_per_batch.append(np.zeros(0, dtype=np.int64))
             continue
         x, bounds = rank_batches(x, engine=engine, full_epoch_0idx=full_epoch_0idx, random_seed_offset=offset)
         cum = np.concatenate([[0], np.cumsum(x[:, 0])])
+        kept.append(int(cum[-1]))
         exact.append(len(bounds) - 1)
         frames_per_batch.append(np.diff(cum[bounds]))
         seqs_per_batch.append(np.diff(bounds))
@@ -606,6 +713,7 @@ def simulate_sub_epoch(
         frames_consumed=[int(f[:t].sum()) for f, t in zip(frames_per_batch, taken)],
         seqs_total=seqs_total,
         seqs_consumed=[int(s[:t].sum()) for s, t in zip(seqs_per_batch, taken)],
+        frames_kept=kept,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from .args import check_bool, check_int, check_optional_int
 from .batching import DEFAULT_REDUCE_TYPE, REDUCE_TYPES
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_epochs, parse_bytes
+from .engine_sim import UNKNOWN_SEQ_ORDERING
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from .settings import (
     DEFAULT_DISTRIBUTION,
@@ -458,6 +459,21 @@ _ROWS = (
             "train-report": "the training's max_seq_length (an int, or a dict by data key such as '{\"data\": "
             "400}'): its removals are shown apart from the dropped share",
         },
+    ),
+    PlanOption(
+        "sub_epoch_seq_ordering",
+        "str",
+        "the seq_ordering of the sub-epoch dataset (an HDFDataset's; RETURNN's get_seq_order_for_epoch, e.g. "
+        "random, default, sorted_reverse, laplace:.100), in which each rank's sequences batch: the simulation "
+        f"mirrors it ({UNKNOWN_SEQ_ORDERING!r}: not known, so the plan says it is not exact)",
+        default=DEFAULT_SEQ_ORDERING,
+        read=lambda request: request.sub_epoch_seq_ordering,
+        engine=True,
+        metavar="ORDER",
+        doc="the sub-epoch dataset's `seq_ordering` (an HDFDataset's: `random`, the default, `default`, "
+        "`sorted_reverse`, `laplace:.100`, ...): the exact simulation orders each rank's sequences as RETURNN's "
+        "`get_seq_order_for_epoch` does before they batch; `unknown` says the order is not known, and the plan then "
+        "says it is not exact; a value RETURNN fails on is refused, naming it",
     ),
     PlanOption(
         "ranks_per_node",

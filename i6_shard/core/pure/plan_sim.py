@@ -9,7 +9,9 @@ import numpy as np
 
 from .batching import Batching, SyncMode
 from .engine_sim import (
+    UNKNOWN_SEQ_ORDERING,
     EngineSettings,
+    SyncLevel,
     SubEpochSim,
     inexact_reason,
     simulate_sub_epoch,
@@ -105,10 +107,11 @@ def plan_engine(
     max_seq_length: Union[None, int, Dict[str, int]] = None,
     batch_size_by_key: Optional[Dict[str, int]] = None,
     ranks_per_node: Optional[int] = None,
+    seq_ordering: str = DEFAULT_SEQ_ORDERING,
 ) -> EngineSettings:
     """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode`` (or the config's
-    ``torch_distributed`` where given, sync levels included); the sub-epoch dataset's ``seq_ordering="random"`` (the
-    builders' default); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation.
+    ``torch_distributed`` where given, sync levels included); the sub-epoch dataset's ``seq_ordering`` (the
+    builders' default ``"random"``); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation.
     The costs archive holds the lengths of one data key: a ``batch_size`` or ``max_seq_length`` dict naming several
     keys makes the engine inexact (``EngineSettings.inexact``), never simulated as if it had one.
 
@@ -137,7 +140,7 @@ def plan_engine(
     if isinstance(max_seq_length, dict):
         max_seq_length = next(iter(max_seq_length.values())) if len(max_seq_length) == 1 else None
     return EngineSettings(
-        seq_ordering=DEFAULT_SEQ_ORDERING,
+        seq_ordering=seq_ordering,
         batch_size=batching.batch_size,
         max_seqs=batching.max_seqs,
         max_seq_length=max_seq_length,
@@ -160,6 +163,7 @@ def engine_record(
     max_seq_length: Union[None, int, Dict[str, int]] = None,
     batch_size_by_key: Optional[Dict[str, int]] = None,
     ranks_per_node: Optional[int] = None,
+    seq_ordering: str = DEFAULT_SEQ_ORDERING,
 ) -> Dict[str, Any]:
     """The engine settings a plan was simulated with, as the training's config states them (the values
     :data:`ENGINE_RECORD_OPTIONS` name; None where not set): what the plan file records, and what the
@@ -170,7 +174,13 @@ def engine_record(
     {'batch_size': 2000, 'max_seqs': None, 'max_seq_length': None, 'accum_grad_multiple_step': 1, 'torch_distributed': {'reduce_type': 'param', 'param_sync_step': 50}}
     """
     record = engine_settings_record(
-        plan_engine(batching, sync, torch_distributed=torch_distributed, ranks_per_node=ranks_per_node)
+        plan_engine(
+            batching,
+            sync,
+            torch_distributed=torch_distributed,
+            ranks_per_node=ranks_per_node,
+            seq_ordering=seq_ordering,
+        )
     )
     if batch_size_by_key is not None:
         record["batch_size"] = dict(batch_size_by_key)
@@ -199,6 +209,7 @@ def engine_of_record(record: Dict[str, Any]) -> EngineSettings:
         max_seq_length=record.get("max_seq_length"),
         batch_size_by_key=by_key,
         ranks_per_node=record.get("ranks_per_node"),
+        seq_ordering=record.get("sub_epoch_seq_ordering", DEFAULT_SEQ_ORDERING),
     )
 
 
@@ -226,6 +237,8 @@ def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
     }
     if has_node_level(engine.torch_distributed) and engine.ranks_per_node is not None:
         record["ranks_per_node"] = engine.ranks_per_node
+    if engine.seq_ordering != DEFAULT_SEQ_ORDERING:  # (plans of the builders' random order keep their bytes)
+        record["sub_epoch_seq_ordering"] = engine.seq_ordering
     return record
 
 
@@ -250,7 +263,9 @@ def plan_simulation(
     batching_assumes: Optional[str] = None,
 ) -> Dict[str, Any]:
     """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
-    list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, or None where not exact),
+    list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, the share of the frames the
+    length filter keeps that the ranks leave unread; None where not exact), ``filtered`` (float64 per sub-epoch, the
+    share of the frames the length filter removes, apart from ``dropped``; None where not exact),
     ``exact``, ``reason`` (why not), ``engine`` (what was simulated), ``assumes`` (what was taken as given) and
     ``lengths_assume`` (``batching_assumes``: what the costs archive's lengths do not know, ``FileCosts.batching_assumes``;
     None where they know the batching length)."""
@@ -263,19 +278,22 @@ def plan_simulation(
     out: Dict[str, Any] = {"exact": sims is not None, "reason": reason, "engine": engine}
     out["assumes"], out["lengths_assume"] = simulation_assumes(batching_assumes), batching_assumes
     if sims is None:
-        return {**out, "steps_exact": [None] * num_epochs, "steps_taken": [None] * num_epochs, "dropped": None}
+        none = [None] * num_epochs
+        return {**out, "steps_exact": none, "steps_taken": none, "dropped": None, "filtered": None}
     return {
         **out,
         "steps_exact": [list(x.steps_exact) for x in sims],
         "steps_taken": [list(x.steps_taken) for x in sims],
         "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
+        "filtered": np.array([x.filtered_fraction for x in sims], dtype=np.float64),
     }
 
 
 def _normalized(name: str, value: Any) -> Any:
     """A recorded or configured engine value in the form that decides what the engine does: ``max_seqs`` -1 is no
-    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync (``sync_levels_of``, with
-    ``sync_complete_frac``) -- its backend or dataset_distribution do not change the steps."""
+    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync levels (``sync_levels_of``) --
+    its ``backend``, ``dataset_distribution``, ``sync_complete_frac`` (a SUM instead of a MIN of the same "has data")
+    and ``sync_at_epoch_end`` (after the loop) do not change any rank's steps."""
     if name == "max_seqs" and value in (-1, None):
         return None
     if name == "accum_grad_multiple_step" and value is None:
@@ -283,30 +301,94 @@ def _normalized(name: str, value: Any) -> Any:
     if name == "torch_distributed":
         opts = dict(value or {})
         try:
-            return sync_levels_of(opts), opts.get("sync_complete_frac")
+            levels = sync_levels_of(opts)
         except (ValueError, KeyError, TypeError):
             return opts
+        # every rank syncs "has data" with the world in every step: each stops with the first, whatever the levels
+        return _EVERY_STEP if not levels[1] or levels[1][-1] == SyncLevel("world", "grad") else levels
     return value
+
+
+#: How :func:`_normalized` names a sync that stops every rank in the step the first runs out.
+_EVERY_STEP = "the world syncs in every step"
+
+
+#: The ``torch_distributed`` keys that say how the ranks sync (the advice to set a plan's sync keeps the others).
+_SYNC_KEYS = ("reduce_type", "param_sync_step", "sync")
+
+
+def _stops_together(torch_distributed: Any) -> bool:
+    """Whether every rank syncs "has data" with the world in every step (DistributedDataParallel, or an outermost world
+    grad level): then every rank stops in the step the first runs out, and no rank's stop depends on
+    ``accum_grad_multiple_step`` or on the levels below (which only count the steps between param syncs).
+
+    >>> _stops_together({}), _stops_together({"reduce_type": "param", "param_sync_step": 4})
+    (True, False)
+    >>> _stops_together({"sync": [{"group": "node", "type": "grad"}]})  # each node stops on its own
+    False
+    """
+    return _normalized("torch_distributed", torch_distributed) == _EVERY_STEP
+
+
+def _setting_text(name: str, want: Any, have: Any) -> str:
+    """``name=value`` of the plan's setting as the config should state it: a ``torch_distributed`` keeps the config's
+    other keys (``backend``, ``dataset_distribution``, ...) and takes the plan's sync.
+
+    >>> _setting_text("torch_distributed", {"reduce_type": "param", "param_sync_step": 4}, {"backend": "gloo"})
+    "torch_distributed={'backend': 'gloo', 'reduce_type': 'param', 'param_sync_step': 4}"
+    """
+    if name == "torch_distributed" and isinstance(have, dict):
+        want = {**{k: v for k, v in have.items() if k not in _SYNC_KEYS}, **dict(want or {})}
+    return f"{name}={want!r}"
+
+
+def _order_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
+    """The sub-epoch dataset's ``seq_ordering`` where the training's is known (``configured`` has it, not
+    ``"unknown"``) and is not the one the plan was simulated with (recorded where not ``"random"``).
+
+    >>> _order_differences({}, {"sub_epoch_seq_ordering": "laplace:.20"})[0][:73]
+    "the plan was simulated with the sub-epoch dataset's seq_ordering='random'"
+    """
+    have = configured.get("sub_epoch_seq_ordering")
+    want = planned.get("sub_epoch_seq_ordering", DEFAULT_SEQ_ORDERING)
+    if have is None or have == UNKNOWN_SEQ_ORDERING or have == want:
+        return []
+    return [
+        f"the plan was simulated with the sub-epoch dataset's seq_ordering={want!r}, the training's orders "
+        f"{have!r}: re-plan with sub_epoch_seq_ordering={have!r} (ShardPlanJob.for_training reads it from the "
+        "config), or order the sub-epoch dataset as the plan does"
+    ]
 
 
 def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
     """The engine settings (:data:`ENGINE_RECORD_OPTIONS`) in which a training's config differs from what a plan was
-    simulated with, each named with both values and the fix, for the RETURNN-side dataset to refuse.
+    simulated with, where the difference changes some rank's batches or stop (so the plan's steps are not the
+    training's), each named with both values and the fix, for the RETURNN-side dataset and the graph checks to
+    refuse. ``accum_grad_multiple_step`` changes no rank's stop where the ranks sync "has data" in every step (grad
+    sync), and ``sync_complete_frac``, the backend or the dataset distribution change none anywhere: not refused.
 
     >>> engine_differences({"batch_size": 2000, "max_seqs": None}, {"batch_size": 3000, "max_seqs": -1})
     ["the plan was simulated with batch_size=2000, the config has batch_size=3000: re-plan with the config's batch_size (the plan's bins and steps assume it), or set batch_size=2000 in the config"]
+    >>> engine_differences({"accum_grad_multiple_step": 1, "torch_distributed": {}},
+    ...                    {"accum_grad_multiple_step": 2, "torch_distributed": {"reduce_type": "grad_explicit"}})
+    []
     """
     out = []
+    together = _stops_together(planned.get("torch_distributed")) and _stops_together(
+        configured.get("torch_distributed")
+    )
     for name in ENGINE_RECORD_OPTIONS:
-        if name not in planned:
+        if name not in planned or (name == "accum_grad_multiple_step" and together):
             continue
         want, have = planned[name], configured.get(name)
         if _normalized(name, want) != _normalized(name, have):
             out.append(
                 f"the plan was simulated with {name}={want!r}, the config has {name}={have!r}: re-plan with the "
-                f"config's {name} (the plan's bins and steps assume it), or set {name}={want!r} in the config"
+                f"config's {name} (the plan's bins and steps assume it), or set {_setting_text(name, want, have)} in "
+                "the config"
             )
-    if "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
+    out += _order_differences(planned, configured)
+    if not together and "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
         want, have = planned["ranks_per_node"], configured.get("ranks_per_node")
         out.append(
             f"the plan was simulated with ranks_per_node={want!r} (the groups of its 'node' sync level), the training "

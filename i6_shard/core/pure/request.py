@@ -10,11 +10,11 @@ from typing import Any, Dict, Mapping, Optional, Union
 from .args import check_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
-from .cut import check_bound_is_used
-from .engine_sim import EngineSettings
+from .cut import check_bound_is_used, cut_spec
+from .engine_sim import EngineSettings, check_sub_epoch_seq_ordering, inexact_reason
 from .options import PLAN_OPTIONS, check_by_key, option_defaults
 from .plan_sim import engine_record, plan_engine
-from .settings import PlanSettings
+from .settings import DEFAULT_SEQ_ORDERING, PlanSettings
 from .text import short_repr
 from .torch_distributed import check_torch_distributed
 
@@ -44,6 +44,8 @@ class PlanRequest:
     :ivar max_seq_length: the config's ``max_seq_length`` (an int, or a dict by data key): the simulation's filter
     :ivar batch_size_by_key: the config's ``batch_size`` where it is a dict by data key (``batching`` then holds the
         smallest of its limits, for the statistical model; the simulation says it is not exact for several keys)
+    :ivar sub_epoch_seq_ordering: the sub-epoch dataset's ``seq_ordering``, which the simulation mirrors
+        (``"unknown"``: not known, the simulation says it is not exact)
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -60,6 +62,7 @@ class PlanRequest:
     torch_distributed: Optional[Dict[str, Any]] = field(default=None, hash=False)
     max_seq_length: Union[None, int, Dict[str, int]] = field(default=None, hash=False)
     batch_size_by_key: Optional[Dict[str, int]] = field(default=None, hash=False)
+    sub_epoch_seq_ordering: str = DEFAULT_SEQ_ORDERING
 
     def __post_init__(self):
         self.validate()
@@ -94,6 +97,30 @@ class PlanRequest:
         check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
         if self.batch_size_by_key is not None:
             check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
+        try:
+            check_sub_epoch_seq_ordering(self.sub_epoch_seq_ordering)
+        except (TypeError, ValueError) as exc:  # (named as the option it came from)
+            raise type(exc)(f"sub_epoch_seq_ordering: the sub-epoch dataset's {exc}") from None
+        reason = self.inexact_reason()
+        if reason is not None and cut_spec(self.settings.distribution).needs_engine:  # said here, not in the job
+            raise ValueError(
+                f"distribution={self.settings.distribution!r} equalizes the simulated steps, but this training is not "
+                f"simulated exactly: {reason}; choose another distribution (e.g. balanced)"
+            )
+
+    def inexact_reason(self) -> Optional[str]:
+        """Why the plan's simulation of the training under the request's batching will not be exact (the one verdict,
+        :func:`~.engine_sim.inexact_reason` of :meth:`engine`), or None: exact, or no batching given here (costs in
+        steps bring their own limits, known where the plan is made).
+
+        >>> levels = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
+        >>> PlanRequest.from_options(num_shards=4, partition_epoch=1, num_epochs=1, max_seqs=8,
+        ...                          torch_distributed=levels).inexact_reason().split(": ")[-1]
+        "give ranks_per_node= (torchrun's --nproc-per-node, the ranks per host)"
+        """
+        if self.batching is None:
+            return None
+        return inexact_reason(self.engine(), num_ranks=self.settings.num_shards)
 
     def engine(self, batching: Optional[Batching] = None) -> EngineSettings:
         """The torch engine the plan's simulation takes (:func:`~.plan_sim.plan_engine`) under ``batching`` (None: the
@@ -110,6 +137,7 @@ class PlanRequest:
             "max_seq_length": self.max_seq_length,
             "batch_size_by_key": self.batch_size_by_key,
             "ranks_per_node": None if self.node_cache is None else self.node_cache.ranks_per_node,
+            "seq_ordering": self.sub_epoch_seq_ordering,
         }
 
     @classmethod
@@ -171,6 +199,7 @@ class PlanRequest:
             torch_distributed=None if torch_distributed is None else dict(torch_distributed),
             max_seq_length=o["max_seq_length"],
             batch_size_by_key=by_key,
+            sub_epoch_seq_ordering=o["sub_epoch_seq_ordering"],
         )
 
 

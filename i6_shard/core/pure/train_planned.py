@@ -66,13 +66,53 @@ def compare_planned_steps(summary: Dict[str, Any], records: Any, planned: Mappin
     records.add("planned_batches", planned_batches)
     exact = [bool(x) for x in planned["exact"]]
     info["exact"] = all(exact[k] for k in rows if k < len(exact)) if inside else None
+    filtered = planned.get("filtered")
     for i in inside:
         se = sub_epochs[i]
         se["planned_exact"] = exact[rows[i]]
-        se["dropped_fraction_planned"] = json_float(dropped[rows[i]]) if exact[rows[i]] else None
+        se["dropped_fraction_planned"] = (
+            json_float(_like_measured(dropped[rows[i]], filtered, rows[i], se)) if exact[rows[i]] else None
+        )
+    if filtered is not None and any(se.get("filtered_fraction") is None for se in sub_epochs):
+        summary["notes"].append(
+            "the plan simulated a length filter, which this report was not given (--max-seq-length/--min-seq-length): "
+            "its planned drop is compared with the filter's removal added, as the frames measured here include it"
+        )
     summary["alarms"].extend(_difference_alarms(sub_epochs, records, info, planned_steps, planned_batches))
+    _as_planned(summary, info)
     summary["notes"].extend(_not_compared_notes(sub_epochs, info, num_planned=taken.shape[0]))
     return summary
+
+
+#: How the alarms begin that the report's own estimate raises (steps against those the files should give, the mean
+#: drop above ``max_dropped``): where every finished step and drop is the plan's exact simulation, the training did
+#: what was planned, and these become notes (the plan's report said the loss before the training ran).
+_ESTIMATE_ALARMS = ("steps far below what the", "high data loss:")
+
+
+def _as_planned(summary: Dict[str, Any], info: Mapping[str, Any]) -> None:
+    """Where the plan's exact steps and drops were all compared and equal, the estimate's alarms become notes."""
+    if not info["exact"] or not info["compared_records"] or info["differences"] or info["drop_differences"]:
+        return
+    moved = [a for a in summary["alarms"] if a.startswith(_ESTIMATE_ALARMS)]
+    summary["alarms"] = [a for a in summary["alarms"] if not a.startswith(_ESTIMATE_ALARMS)]
+    summary["notes"].extend(
+        f"as the plan simulated it exactly (every finished step and drop equals the plan's), not an alarm: {a}"
+        for a in moved
+    )
+
+
+def _like_measured(dropped: float, filtered: Any, row: int, se: Mapping[str, Any]) -> float:
+    """The plan's drop of a sub-epoch counted as the report measures it: of the frames the length filter keeps
+    where the report knows the filter (``filtered_fraction``) or the plan had none, else of all its frames
+    (``1 - (1 - dropped) * (1 - filtered)``).
+
+    >>> round(_like_measured(0.5, np.array([0.2]), 0, {"filtered_fraction": None}), 6)
+    0.6
+    """
+    if filtered is None or se.get("filtered_fraction") is not None or np.isnan(filtered[row]):
+        return float(dropped)
+    return 1.0 - (1.0 - float(dropped)) * (1.0 - float(filtered[row]))
 
 
 def _difference_alarms(

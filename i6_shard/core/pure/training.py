@@ -227,6 +227,8 @@ def analyze_training_records(
         "partition_epoch": partition_epoch,
         "partition_epoch_inferred": inferred,
         "sharded": sharded,
+        # a wrapper's dataset without its partition_epoch or a plan: whether the ranks split the files is not told
+        **({"sharded_known": False} if files_found == "wrapped" and partition_epoch is None and plan is None else {}),
         "plan": None
         if plan is None
         else {

@@ -22,9 +22,11 @@ def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
     steps = p["steps_mean"]
     sim = ranks.simulation
     dropped = p["dropped"] if sim is None or sim["dropped"] is None else sim["dropped"]
+    filtered = _filtered_entries(sim)
     return {
         "dropped_fraction_predicted": json_float(dropped.mean()),
         "dropped_fraction_predicted_max": json_float(dropped.max()),
+        **{k: v for k, v in filtered.items() if k != "per_sub_epoch"},
         **_simulation_entries(sim, num_epochs=len(steps)),
         "sync": sync.as_dict(),
         "batching": {
@@ -42,8 +44,26 @@ def prediction_summary(ranks: RankOutputs) -> Dict[str, Any]:
                 "steps": [[json_float(x) for x in row] for row in steps.tolist()],
                 "dropped_fraction": [json_float(x) for x in dropped.tolist()],
                 "floor": [json_float(x) for x in p["floor"].tolist()],
+                **({} if not filtered else {"filtered_fraction": filtered["per_sub_epoch"]}),
             },
         },
+    }
+
+
+def _filtered_entries(sim: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Where the exact simulation has a length filter (``max_seq_length``/``min_seq_length``): the share of the frames
+    it removes, apart from the dropped share (``filtered_fraction_predicted``, its ``_max``, and ``per_sub_epoch``),
+    as the training report counts them; nothing without a filter."""
+    if sim is None or sim.get("filtered") is None:
+        return {}
+    engine = sim["engine"]
+    if engine.max_seq_length is None and engine.min_seq_length is None:
+        return {}
+    filtered = sim["filtered"]
+    return {
+        "filtered_fraction_predicted": json_float(filtered.mean()),
+        "filtered_fraction_predicted_max": json_float(filtered.max()),
+        "per_sub_epoch": [json_float(x) for x in filtered.tolist()],
     }
 
 
@@ -84,18 +104,33 @@ def render_prediction(summary: Mapping[str, Any]) -> List[str]:
     levels = ((b.get("simulation") or {}).get("engine") or {}).get("torch_distributed") or {}
     if levels.get("sync") is not None:  # the config's sync levels: what the exact simulation takes
         sync_text, when = f"sync levels {levels['sync']}", "under the sync levels"
+    order = ((b.get("simulation") or {}).get("engine") or {}).get("seq_ordering") or "random"
+    order_text = "sequences in random order" if order == "random" else f"sequences in seq_ordering {order!r}"
     return [
         "",
-        f"Predicted loss under RETURNN's batching ({limits}; {sync_text}; sequences in random order; "
-        f"{source}, see docs/units.md)",
+        f"Predicted loss under RETURNN's batching ({limits}; {sync_text}; {order_text}; {source}, see docs/units.md)",
         f"  steps per rank and sub-epoch   min {st['min']:.1f}, mean {st['mean']:.1f}, max {st['max']:.1f}",
         *_simulation_lines(summary),
+        *_filtered_lines(summary),
         f"  dropped {when}: mean {100 * summary['dropped_fraction_predicted']:.2f}%, worst "
         f"{100 * summary['dropped_fraction_predicted_max']:.2f}% (the {summary.get('unit', 'bytes')} formula above: "
         f"{100 * summary['dropped_fraction']:.2f}%)",
         f"  step floor (an even split loses this from whole steps and the spread of batching): "
         f"{100 * b['floor_mean']:.2f}%",
     ] + _worst_steps_lines(b["per_sub_epoch"], summary.get("steps_exact"))
+
+
+def _filtered_lines(summary: Mapping[str, Any]) -> List[str]:
+    """What the length filter removes, apart from the drop (none without a simulated filter)."""
+    if summary.get("filtered_fraction_predicted") is None:
+        return []
+    engine = summary["batching"]["simulation"]["engine"]
+    limits = ", ".join(f"{k}={engine[k]}" for k in ("min_seq_length", "max_seq_length") if engine.get(k) is not None)
+    return [
+        f"  removed by the length filter ({limits}), not counted as dropped: mean "
+        f"{100 * summary['filtered_fraction_predicted']:.2f}%, worst {100 * summary['filtered_fraction_predicted_max']:.2f}% "
+        "of the frames; the drop below is of the frames it keeps"
+    ]
 
 
 def _simulation_lines(summary: Mapping[str, Any]) -> List[str]:

@@ -91,12 +91,7 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
             if pe is None
             else f"{pe}" + (" (inferred from the files)" if s["partition_epoch_inferred"] else ""),
         ),
-        (
-            "mode",
-            "sharded (each file on one rank per full epoch)"
-            if s["sharded"]
-            else "unsharded (each rank reads every file per full epoch)",
-        ),
+        ("mode", _mode_text(s)),
         (
             "plan",
             "none"
@@ -111,6 +106,19 @@ def _train_settings_section(s: Mapping[str, Any]) -> List[str]:
     if s.get("planned_steps") is not None:  # (with a plan file: write_train_report compares its steps)
         rows.insert(4, ("planned steps", _planned_steps_row(s["planned_steps"])))
     return [f"  {k:<18} {v}" for k, v in rows]
+
+
+def _mode_text(s: Mapping[str, Any]) -> str:
+    """The sharding mode the report takes, or that the logs do not tell it (a wrapper's dataset, e.g. in a
+    MultiEpochDataset, without its partition_epoch or a plan)."""
+    if s.get("sharded_known") is False:
+        return (
+            "not told by these logs (the DistributeFilesDataset is inside a wrapper, e.g. a MultiEpochDataset, and "
+            "its partition_epoch is not shown: give --partition-epoch or --plan)"
+        )
+    if s["sharded"]:
+        return "sharded (each file on one rank per full epoch)"
+    return "unsharded (each rank reads every file per full epoch)"
 
 
 def _planned_steps_row(p: Mapping[str, Any]) -> str:

@@ -27,9 +27,15 @@ def render_verify_report(
     """The text report: verdict, settings, full-epoch coverage, sequences per rank and
     sub-epoch, and the violations (the first ``max_listed``)."""
     lines = [f"i6_shard sharding verification: {'OK' if not violations else 'FAILED'}", ""]
+    k = summary.get("shards_per_rank", 1)
     lines.append(
         f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
         f"files={summary['num_files']}"
+        + (
+            ""
+            if k == 1
+            else f"  (each rank's {k} DataLoader workers read a shard each: {k * summary['num_shards']} shards)"
+        )
     )
     for name, value in sorted((settings or {}).items()):
         lines.append(f"  {name}: {value!r}")
@@ -84,6 +90,8 @@ def _per_rank(summary: Dict[str, Any], *, num_ranks: int) -> Dict[str, Any]:
     k = summary["num_shards"] // num_ranks
     if k <= 1 or summary["num_shards"] != k * num_ranks:
         return summary
+    # the job's ranks, each of whose k workers reads one of the plan's k * num_ranks shards
+    summary.update(num_shards=num_ranks, shards_per_rank=k)
     for se in summary["sub_epochs"]:
         nums = se["num_seqs"]
         ranks = [

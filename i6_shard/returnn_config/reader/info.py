@@ -7,8 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
-from ...core.pure import DEFAULT_DISTRIBUTION, DEFAULT_MAX_SUB_EPOCH_DEVIATION
-from .engine import EngineBatching
+from ...core.pure import (
+    DEFAULT_DISTRIBUTION,
+    DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+    UNKNOWN_SEQ_ORDERING,
+)
+from .engine import EngineBatching, sub_epoch_seq_ordering_of
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule
 from .sync import SyncRule
@@ -134,14 +138,22 @@ class DistributeFilesDatasetInfo(_PerRank):
         """Whether every rank shuffles the files with the same seed."""
         return self.fixed_random_seed is not None or self.seed.rank_stride == 0 or not self.shuffles
 
+    @property
+    def sub_epoch_seq_ordering(self) -> Any:
+        """The ``seq_ordering`` in which the sub-epoch dataset yields each rank's sequences, as the plan's simulation
+        takes it (``PlanRequest.sub_epoch_seq_ordering``, :func:`~.engine.sub_epoch_seq_ordering_of`)."""
+        return sub_epoch_seq_ordering_of(self.sub_epoch_dataset)
+
     def prediction_gaps(self) -> List[str]:
         """What the step and drop prediction does not model for this dataset: the engine's batching
-        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose
-        ``seq_ordering`` is not random (laplace or sorted orders batch differently)."""
+        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose order
+        is not known (:attr:`sub_epoch_seq_ordering` ``"unknown"``); a known order is the plan's to state, and is
+        compared with it (``engine_differences``)."""
         out = self.engine_batching.unmodelled() if self.role == "train" else []
-        orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
-        if orders and not str(orders[0]).startswith("random"):
-            out.append(f"the sub-epoch dataset's seq_ordering={orders[0]!r} (not random)")
+        if self.sub_epoch_seq_ordering == UNKNOWN_SEQ_ORDERING:
+            orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
+            seen = f"={orders[0]!r}" if orders else ""
+            out.append(f"the sub-epoch dataset's seq_ordering{seen} (its order is not known to the simulation)")
         return out
 
     @property

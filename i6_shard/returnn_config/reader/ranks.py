@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ...core.pure import PlanRequest, PlanSettings, check_optional_int, cut_spec
+from ...core.pure import PlanRequest, PlanSettings, check_optional_int, check_sub_epoch_seq_ordering, cut_spec
 from .engine import EngineBatching
 from .plan_options import engine_plan_options, warn_inexact
 
@@ -103,8 +103,13 @@ class _PerRank:
         :raises ValueError: if no ShardPlan describes it, saying why
         """
         options, notes = self.plan_options(num_epochs=num_epochs, distribution=distribution, num_ranks=num_ranks)
-        warn_inexact(notes, where=self.name)
-        return PlanRequest.from_options(**options)
+        request = PlanRequest.from_options(**options)
+        reason = request.inexact_reason()  # the plan's one verdict, said where the plan is asked for
+        warn_inexact(
+            notes + ([] if reason is None else [f"its simulation of the engine is not exact ({reason})"]),
+            where=self.name,
+        )
+        return request
 
     def plan_options(
         self, *, num_epochs: Optional[int] = None, distribution: Optional[str] = None, num_ranks: Optional[int] = None
@@ -146,4 +151,15 @@ class _PerRank:
             info.engine_batching if info.role == "train" else EngineBatching(), self.sync
         )
         options.update(engine)
+        if info.role == "train":  # the order the sub-epoch dataset yields the sequences in, which they batch in
+            order = info._checked_sub_epoch_seq_ordering()
+            if "batch_size" in engine or "max_seqs" in engine:  # (simulated only under batching)
+                options["sub_epoch_seq_ordering"] = order
         return options, notes
+
+    def _checked_sub_epoch_seq_ordering(self) -> str:
+        """:attr:`sub_epoch_seq_ordering`, or a ValueError naming the dataset, the value RETURNN fails on and the fix."""
+        try:
+            return check_sub_epoch_seq_ordering(self.sub_epoch_seq_ordering)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.name}: the sub-epoch dataset's {exc}") from None

@@ -58,7 +58,9 @@ def test_filter_and_consumption():
         [8, 6],
         [2, 2],
     )
-    assert round(sim.dropped_fraction, 6) == round(1 - 14 / 68, 6)
+    # the filter's 50 frames are removed, not dropped: the drop is of the 18 frames it keeps
+    assert round(sim.dropped_fraction, 6) == round(1 - 14 / 18, 6)
+    assert round(sim.filtered_fraction, 6) == round(50 / 68, 6)
 
 
 def test_inexact_reasons():

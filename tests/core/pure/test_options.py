@@ -23,6 +23,7 @@ GIVEN = (
         "param_sync_step": 3,
         "accum_grad_multiple_step": 2,
         "max_seq_length": {"data": 300},
+        "sub_epoch_seq_ordering": "laplace:.20",
         "ranks_per_node": 2,
         "preload_next_n_sub_epochs": 2,
         "cached_file": False,

@@ -190,3 +190,15 @@ def test_a_plan_of_the_wrapped_dataset_gives_the_full_epochs_and_every_file():
         read = {k for (e, _), (_, _, ks) in counts.items() if e == fe["full_epoch_0idx"] + 1 for k in ks}
         assert fe["files_never_read"] == len(set(keys) - read)  # also the file no line names
     assert any("the plan's sub-epochs are the DistributeFilesDataset's" in n for n in summary["notes"])
+
+
+def test_the_header_does_not_misstate_the_mode_of_a_wrapped_dataset():
+    """A MultiEpochDataset renames its DistributeFilesDataset and hides its partition_epoch: the header says the
+    logs do not tell the mode (not "unsharded"); with --partition-epoch it is told (sharded here)."""
+    name = "multi_epoch"
+    log_paths = logs_of(name)
+    bare = render_train_report(analyze_training(read_training_logs(log_paths), file_lengths=lengths_of(name)))
+    mode = next(line for line in bare.splitlines() if line.strip().startswith("mode"))
+    assert "not told by these logs" in mode and "--partition-epoch" in mode and "unsharded" not in mode
+    told = analyze_training(read_training_logs(log_paths), file_lengths=lengths_of(name), partition_epoch=1)
+    assert told["sharded"] is True and "sharded_known" not in told

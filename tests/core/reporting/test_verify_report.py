@@ -94,6 +94,8 @@ def test_dataloader_workers_are_checked_as_shards_of_their_cut_and_reported_per_
     for se in ranks[0]["sub_epochs"]:
         per_rank = [sum(len(i["seq_tags"]) for i in r["sub_epochs"][se["epoch"] - 1]["instances"]) for r in ranks]
         assert f"  sub-epoch {se['epoch']}: {per_rank[0]} {per_rank[1]}  dropped" in report
+    # the header gives the job's ranks, and how many shards their workers read
+    assert "num_shards=2 " in report and "(each rank's 2 DataLoader workers read a shard each: 4 shards)" in report
 
 
 def test_dataloader_workers_that_read_one_shard_twice_are_a_violation(tmp_path):

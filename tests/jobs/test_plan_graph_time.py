@@ -1,0 +1,120 @@
+"""What a plan task would fail on, or become inexact by, is said when the graph is built: a ``"node"`` sync level
+without ``ranks_per_node`` is refused for ``equal_steps`` (by hand and by ``for_training``) and warned of otherwise,
+naming ``ranks_per_node=``; ``training_job`` warns of a plan job that cannot simulate the training exactly."""
+
+import re
+import sys
+import warnings
+
+import pytest
+
+from tests.jobs.conftest import SISYPHUS_REASON
+
+pytest.importorskip("sisyphus.job", reason=SISYPHUS_REASON)
+
+from sisyphus import tk  # noqa: E402
+
+from i6_shard.core import FileSizes, save_file_sizes, write_file_list  # noqa: E402
+from i6_shard.jobs import ShardPlanJob  # noqa: E402
+from i6_shard.returnn_config import sharded_files_dataset, sharded_returnn_config, training_job  # noqa: E402
+from i6_shard.returnn_config.reader import InexactPlanWarning  # noqa: E402
+
+LEVELS = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
+CONFIG = {"backend": "torch", "batch_size": 1000, "max_seqs": 20, "torch_distributed": LEVELS}
+FIX = "give ranks_per_node="
+
+
+def inexact_messages(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, InexactPlanWarning)]
+
+
+def test_equal_steps_on_a_node_level_without_ranks_per_node_is_refused_when_the_job_is_made(work_dir):
+    with pytest.raises(ValueError, match=re.escape(FIX)):
+        ShardPlanJob(
+            tk.Path("/data/costs.npz"),
+            num_shards=4,
+            partition_epoch=2,
+            num_epochs=4,
+            distribution="equal_steps",
+            max_seqs=20,
+            torch_distributed=LEVELS,
+        )
+    with pytest.raises(ValueError, match=re.escape(FIX)):
+        ShardPlanJob.for_training(
+            CONFIG,
+            file_sizes=tk.Path("/data/costs.npz"),
+            num_ranks=4,
+            num_epochs=4,
+            partition_epoch=2,
+            distribution="equal_steps",
+        )
+    # with the ranks per host it is made
+    ShardPlanJob.for_training(
+        CONFIG,
+        file_sizes=tk.Path("/data/costs.npz"),
+        num_ranks=4,
+        num_epochs=4,
+        partition_epoch=2,
+        distribution="equal_steps",
+        ranks_per_node=2,
+    )
+
+
+@pytest.mark.parametrize("ranks_per_node, warned", [(None, True), (2, False)])
+def test_for_training_warns_of_a_node_level_without_ranks_per_node(work_dir, ranks_per_node, warned):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ShardPlanJob.for_training(
+            CONFIG,
+            file_sizes=tk.Path("/data/costs.npz"),
+            num_ranks=4,
+            num_epochs=4,
+            partition_epoch=2,
+            distribution="flexible_auto",
+            ranks_per_node=ranks_per_node,
+        )
+    messages = [m for m in inexact_messages(caught) if FIX in m]
+    assert len(messages) == (1 if warned else 0), inexact_messages(caught)
+
+
+def test_training_job_warns_of_a_plan_job_that_cannot_simulate_the_training(work_dir):
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(
+        tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, max_seqs=20, torch_distributed=LEVELS
+    )
+    dataset = sharded_files_dataset(
+        tk.Path(list_path), plan=plan_job, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
+    )
+    config = {"backend": "torch", "behavior_version": 24, "max_seqs": 20}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        training_job(
+            sharded_returnn_config(config, dataset),
+            num_gpus=2,
+            num_epochs=4,
+            torch_distributed=LEVELS,
+            returnn_version="1.20261022.211313",
+            returnn_python_exe=tk.Path(sys.executable),
+            returnn_root=tk.Path(str(work_dir)),
+        )
+    assert [m for m in inexact_messages(caught) if FIX in m and "is not exact for this training" in m]
+
+
+def test_the_builders_plan_of_a_config_warns_of_its_verdict(work_dir):
+    """plan_for_returnn_config, the builders' plan of a config, says the same verdict when it plans."""
+    from i6_shard.returnn_config import plan_for_returnn_config
+
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path = str(work_dir / "sizes.npz")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    dataset = sharded_files_dataset(
+        keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}, partition_epoch=2, num_shards=4
+    )
+    config = {**CONFIG, "train": dataset}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan_for_returnn_config(config, file_sizes=sizes_path, num_ranks=4, num_epochs=4)
+    assert [m for m in inexact_messages(caught) if FIX in m]

@@ -1,0 +1,115 @@
+"""The judges of a training's engine agree on fuzzed configs: the plan that ``ShardPlanJob.for_training`` makes
+(``training_plan_options``), the graph checks (``check_returnn_config``, ``plan_engine_problems``), the RETURNN-side
+dataset (its configured engine, compared by ``engine_differences``) and the plan file's record (what the dataset,
+the verify and train-report read back) give the same verdict of exactness and accept the same plans: the plan made
+for a config is one the checks and the dataset accept; a config RETURNN fails on is refused by both the checks and
+the plan; what the plan's verdict says at graph time is what its record says."""
+
+import functools
+import warnings
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from i6_shard import core
+from i6_shard.core.pure.engine_sim import inexact_reason
+from i6_shard.core.pure.plan_sim import engine_differences, engine_of_record
+from i6_shard.returnn_config import ConfigCheckError, check_returnn_config, sharded_files_dataset
+from i6_shard.returnn_config.checks import plan_engine_problems
+from i6_shard.returnn_config.plan import find_dataset, training_plan_options
+from i6_shard.returnn_config.reader import InexactPlanWarning
+from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of
+from tests.strategies import examples
+
+NODE = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
+SYNCS = [
+    {},
+    {"backend": "gloo"},
+    {"reduce_type": "grad_explicit"},
+    {"reduce_type": "param", "param_sync_step": 4},
+    {"backend": "gloo", "reduce_type": "param", "param_sync_step": 4, "sync_complete_frac": True},
+    {"sync": [{"group": "world", "type": "grad"}]},
+    NODE,
+]
+ORDERS = ["random", "default", "laplace:.20", "sorted_reverse", "sort_bin_shuffle:3", "random_sample", "laplace:x", "?"]
+
+
+def sub_epoch(files, *, seq_ordering, wrapped):
+    """A config's own get_sub_epoch_dataset (the reader calls it for the first file): an HDFDataset, or one inside a
+    MetaDataset (whose order the simulation does not mirror unless random)."""
+    hdf = {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
+    if not wrapped:
+        return hdf
+    return {"class": "MetaDataset", "datasets": {"a": hdf}, "data_map": {}, "seq_order_control_dataset": "a"}
+
+
+@st.composite
+def trainings(draw):
+    files = [f"/data/f{i}.hdf" for i in range(8)]
+    template = {"class": "HDFDataset", "seq_ordering": "random"}
+    dataset = sharded_files_dataset(files, sub_epoch_dataset=template, partition_epoch=2, num_shards=2)
+    order, wrapped = draw(st.sampled_from(ORDERS)), draw(st.booleans())
+    if order != "random" or wrapped:
+        dataset["get_sub_epoch_dataset"] = functools.partial(sub_epoch, seq_ordering=order, wrapped=wrapped)
+    config = {"backend": "torch", "behavior_version": 24, "train": dataset}
+    config["torch_distributed"] = draw(st.sampled_from(SYNCS))
+    for key, values in (
+        ("batch_size", [None, 1000]),
+        ("max_seqs", [-1, 8] if config.get("batch_size") is None else [None, -1, 8]),
+        ("max_seq_length", [None, 500, {"data": 400}]),
+        ("accum_grad_multiple_step", [None, 1, 2]),
+    ):
+        value = draw(st.sampled_from(values))
+        if value is not None:
+            config[key] = value
+    if config.get("batch_size") is None and config.get("max_seqs", -1) == -1:
+        config["max_seqs"] = 8
+    return config, draw(st.sampled_from([None, 2]))
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(training=trainings())
+def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
+    config, ranks_per_node = training
+    given_options = {} if ranks_per_node is None else {"ranks_per_node": ranks_per_node}
+    try:
+        check_returnn_config(config, num_ranks=2, returnn_version="1.20261022.211313")
+        checks_refuse = None
+    except ConfigCheckError as exc:
+        checks_refuse = str(exc)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            options = training_plan_options(config, num_ranks=2, num_epochs=4, distribution="balanced", **given_options)
+        except ValueError as exc:
+            options, plan_refuses = None, str(exc)
+    # a config RETURNN fails on is refused by the checks and by the plan, for one reason
+    assert (checks_refuse is None) == (options is not None), (checks_refuse, options)
+    if options is None:
+        reason = plan_refuses.split("RETURNN would fail: ")[1].split("; fix the config before planning")[0]
+        assert reason in checks_refuse
+        return
+    names = set(core.PLAN_OPTION_DEFAULTS) | {"num_shards", "partition_epoch", "num_epochs"}
+    request = core.PlanRequest.from_options(**{k: v for k, v in options.items() if k in names})
+    verdict = request.inexact_reason()
+    # the verdict the graph warns of is the plan's
+    said = [str(w.message) for w in caught if issubclass(w.category, InexactPlanWarning)]
+    assert (verdict is None) == (not any("simulation of the engine is not exact" in m for m in said)), said
+    # the plan file's record gives the same verdict where it is read back (dataset, verify, train-report)
+    record = request.engine_record()
+    assert inexact_reason(engine_of_record(record), num_ranks=2) == verdict
+    # the graph checks and the RETURNN-side dataset accept the plan made for this training
+    info = find_dataset(config, num_ranks=2)
+    assert plan_engine_problems(info, request, ranks_per_node=ranks_per_node) == []
+    sub = info.sub_epoch_dataset
+    configured = EngineBatching.of(config).engine_values(
+        config["torch_distributed"],
+        sub_epoch_seq_ordering=sub_epoch_seq_ordering_of(sub),
+        ranks_per_node=ranks_per_node,
+    )
+    assert engine_differences(record, configured) == []
+    # what is simulated is the training's order, or said to be unknown
+    order = sub_epoch_seq_ordering_of(sub)
+    assert request.engine().seq_ordering == order
+    if order == core.pure.UNKNOWN_SEQ_ORDERING:
+        assert verdict is not None and "seq_ordering is not known" in verdict
