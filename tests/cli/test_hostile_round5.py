@@ -1,0 +1,54 @@
+"""The command line under hostile input, round 5: costs archives with empty files under ``equal_steps``, engine
+settings RETURNN reads in its own way, deeply nested settings, stale lengths, full scratch directories and
+file-size limits. Each is the right result, or one clear error line (exit status 2) that names what to fix."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from tests.costs_data import frames_costs
+from i6_shard import core
+
+#: A command that would run away must not hang the suite.
+TIMEOUT_S = 120
+
+
+def run_cli(*args, cwd=None, env=None, timeout=TIMEOUT_S):
+    argv = [sys.executable, "-W", "error::RuntimeWarning", "-m", "i6_shard", *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+def one_error_line(res):
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, (
+        res.stderr[-2000:]
+    )
+    return res.stderr
+
+
+def costs_with_empty_files(path, *, num_files=60, seed=1):
+    """A frames costs archive of ``num_files`` files, about 40% of them of no sequences: its path and lengths."""
+    rng = np.random.RandomState(seed)
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(num_files)]
+    num_seqs = rng.randint(1, 9, size=num_files)
+    num_seqs[rng.rand(num_files) < 0.4] = 0
+    lengths = [rng.randint(20, 400, size=n).astype(np.int32) for n in num_seqs]
+    core.io.save_file_costs(frames_costs(keys, lengths), str(path))
+    return str(path), lengths
+
+
+def test_equal_steps_plans_a_costs_archive_with_files_of_no_sequences(tmp_path):
+    costs, lengths = costs_with_empty_files(tmp_path / "costs.npz")
+    for distribution in ("returnn", "flexible_auto", "equal_steps"):
+        out = tmp_path / distribution
+        argv = ["plan", "--sizes", costs, "--num-shards", 3, "--partition-epoch", 2, "--num-epochs", 4]
+        res = run_cli(*argv, "--distribution", distribution, "--batch-size", 700, "--no-plot", "-o", out)
+        assert res.returncode == 0, (distribution, res.stderr[-2000:])
+        with np.load(out / "plan.npz") as npz:
+            orders = npz["orders"]
+        for full_epoch in orders:  # every file once in each full epoch, the empty ones too
+            assert sorted(np.concatenate(list(full_epoch)).tolist()) == list(range(len(lengths)))
+    summary = json.load(open(tmp_path / "equal_steps" / "summary.json"))
+    assert summary["dropped_fraction_predicted"] == 0.0
