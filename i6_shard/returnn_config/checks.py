@@ -394,7 +394,7 @@ def plan_prediction_gaps(
             f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}"
         )
     training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
-    accum = engine.accum_grad_multiple_step
+    accum = SyncMode.steps_per_update(engine.accum_grad_multiple_step)  # 0 updates every step, as 1
     int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
     if int_accum:
         training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)

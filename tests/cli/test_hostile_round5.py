@@ -52,3 +52,22 @@ def test_equal_steps_plans_a_costs_archive_with_files_of_no_sequences(tmp_path):
             assert sorted(np.concatenate(list(full_epoch)).tolist()) == list(range(len(lengths)))
     summary = json.load(open(tmp_path / "equal_steps" / "summary.json"))
     assert summary["dropped_fraction_predicted"] == 0.0
+
+
+def test_accum_grad_multiple_step_0_means_an_update_every_step_as_in_returnn(tmp_path):
+    """RETURNN's ``Engine.train_epoch`` counts the step before it compares with ``accum_grad_multiple_step``: 0
+    updates every step, as 1. A plan made for such a config records 1, and neither the dataset class
+    (``engine_differences``) nor ``training_job`` refuses the training for it (no re-plan loop)."""
+    import warnings
+
+    from i6_shard.core.pure.plan_sim import engine_differences
+    from tests.jobs.test_plan_gates_training import CONFIG, _plan_and_train
+
+    assert engine_differences({"accum_grad_multiple_step": 1}, {"accum_grad_multiple_step": 0}) == []
+    assert engine_differences({"accum_grad_multiple_step": 1}, {"accum_grad_multiple_step": 2}) != []
+    config = {**CONFIG, "max_seqs": 20, "accum_grad_multiple_step": 0}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for opts in ({}, {"accum_grad_multiple_step": 0}):
+            _plan_and_train(tmp_path, plan_opts={"batch_size": 1000, "max_seqs": 20, **opts}, config=config)
+    assert [str(w.message) for w in caught if "accum_grad" in str(w.message)] == []

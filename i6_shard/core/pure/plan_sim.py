@@ -285,12 +285,12 @@ def plan_simulation(
 
 def _normalized(name: str, value: Any) -> Any:
     """A recorded or configured engine value in the form that decides what the engine does: ``max_seqs`` -1 is no
-    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync (``sync_levels_of``, with
+    limit, ``accum_grad_multiple_step`` None and 0 are 1, ``torch_distributed`` by its sync (``sync_levels_of``, with
     ``sync_complete_frac``) -- its backend or dataset_distribution do not change the steps."""
     if name == "max_seqs" and value in (-1, None):
         return None
-    if name == "accum_grad_multiple_step" and value is None:
-        return 1
+    if name == "accum_grad_multiple_step":  # unset and 0 update every step, as 1
+        return SyncMode.steps_per_update(value)
     if name == "torch_distributed":
         opts = dict(value or {})
         try:
