@@ -71,3 +71,19 @@ def test_accum_grad_multiple_step_0_means_an_update_every_step_as_in_returnn(tmp
         for opts in ({}, {"accum_grad_multiple_step": 0}):
             _plan_and_train(tmp_path, plan_opts={"batch_size": 1000, "max_seqs": 20, **opts}, config=config)
     assert [str(w.message) for w in caught if "accum_grad" in str(w.message)] == []
+
+
+def test_a_huge_param_sync_step_costs_what_a_small_one_does(tmp_path):
+    """The simulated control syncs find the next update a sync level fires after in closed form: 10**12 steps
+    between param syncs plan in seconds (it counted one update at a time), with the steps of 10**4 (both beyond
+    every rank's batches)."""
+    costs, _ = costs_with_empty_files(tmp_path / "costs.npz", seed=2)
+    summaries = []
+    for step in (10**4, 10**12):
+        argv = ["plan", "--sizes", costs, "--num-shards", 3, "--partition-epoch", 2, "--num-epochs", 2]
+        argv += ["--batch-size", 700, "--reduce-type", "param", "--param-sync-step", step, "--no-plot"]
+        res = run_cli(*argv, "-o", tmp_path / str(step), timeout=30)
+        assert res.returncode == 0, res.stderr[-2000:]
+        summaries.append(json.load(open(tmp_path / str(step) / "summary.json")))
+    assert summaries[0]["steps_taken"] == summaries[1]["steps_taken"]
+    assert summaries[0]["steps_exact"] == summaries[1]["steps_exact"]
