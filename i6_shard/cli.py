@@ -335,7 +335,7 @@ def _seq_length_arg(text: str):
     """--max-seq-length: an int, or a JSON dict {data key: int}."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to be a length limit
         value = None
     if isinstance(value, bool) or not isinstance(value, (int, dict)):
         raise argparse.ArgumentTypeError(f"{text!r} is not an int or a JSON dict such as '{{\"data\": 400}}'")
@@ -702,6 +702,11 @@ def _literal_arg(flag: str):
             pass
         try:
             return json.loads(text)
+        except RecursionError:
+            raise argparse.ArgumentTypeError(
+                f"{flag} nests dicts and lists too deep to read ({len(text)} characters): write it as in the config, "
+                "e.g. \"{'reduce_type': 'param', 'param_sync_step': 100}\""
+            ) from None
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{flag} {text!r} is neither a Python literal nor JSON: write it as in the config, e.g. "

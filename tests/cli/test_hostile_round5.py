@@ -87,3 +87,76 @@ def test_a_huge_param_sync_step_costs_what_a_small_one_does(tmp_path):
         summaries.append(json.load(open(tmp_path / str(step) / "summary.json")))
     assert summaries[0]["steps_taken"] == summaries[1]["steps_taken"]
     assert summaries[0]["steps_exact"] == summaries[1]["steps_exact"]
+
+
+def _deep(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def test_deeply_nested_torch_distributed_is_refused_by_name_in_plan(tmp_path):
+    costs, _ = costs_with_empty_files(tmp_path / "costs.npz", seed=3)
+    argv = ["plan", "--sizes", costs, "--num-shards", 3, "--partition-epoch", 2, "--num-epochs", 2, "--no-plot"]
+    for depth in (30, 500, 5000):
+        text = '{"reduce_type": "grad", "options": ' + _deep(depth) + "}"
+        res = run_cli(*argv, "--torch-distributed", text, "-o", tmp_path / f"out{depth}")
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+        last = res.stderr.strip().splitlines()[-1]
+        assert "torch-distributed" in last or "torch_distributed" in last, last
+        assert "nests dicts and lists" in last and len(last) < 400, last
+        assert not (tmp_path / f"out{depth}" / "plan.npz").exists()
+
+
+def _plan_with_deep_engine_settings(tmp_path, depth):
+    """A plan of 12 placeholder files (tests/returnn_ranks.py) whose stored engine settings nest ``depth`` deep."""
+    from i6_shard.core import PlanSettings, ShardPlan, save_plan
+    from tests.plan_edits import edit_npz
+    from tests.returnn_ranks import _sized_files
+
+    sizes = list(range(1, 13))
+    files = _sized_files(sizes)
+    settings = PlanSettings.from_mode(sharding="sharded", num_shards=2, partition_epoch=2, num_epochs=4)
+    save_plan(ShardPlan(files, sizes, settings), str(tmp_path / "plain.npz"))
+    text = '{"batch_size": 700, "torch_distributed": {"reduce_type": "grad", "options": ' + _deep(depth) + "}}"
+    path = edit_npz(
+        tmp_path / "plain.npz", tmp_path / f"deep{depth}.npz", lambda d: {**d, "engine_settings": np.array(text)}
+    )
+    return path, files, settings
+
+
+def test_deeply_nested_engine_settings_in_a_plan_file_are_one_error_line_in_files_report_and_the_dataset(tmp_path):
+    import pytest
+
+    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+    from tests.returnn_ext.test_plan_dataset import _dataset
+    from tests.returnn_ranks import as_rank, dfd_files_per_epoch
+
+    for depth in (30, 5000):
+        path, files, settings = _plan_with_deep_engine_settings(tmp_path, depth)
+        for argv in (["files", "--rank", 0, "--epoch", 1, path], ["report", path]):
+            err = one_error_line(run_cli(*argv))
+            assert f"{path!r} is corrupt: engine_settings nests dicts and lists more than 16 levels deep" in err, err
+        with as_rank(0, 2, dataset_random_seed_offset=0):
+            with pytest.raises(ValueError, match="engine_settings nests dicts and lists more than 16 levels deep"):
+                dfd_files_per_epoch(_dataset(files, path, settings), num_epochs=1)
+
+
+def test_deeply_nested_torch_distributed_is_refused_by_name_in_the_plan_job():
+    import pytest
+
+    pytest.importorskip("sisyphus")
+    from sisyphus import tk
+
+    from i6_shard.jobs import ShardPlanJob
+
+    for depth in (30, 5000):
+        deep = 1
+        for _ in range(depth):
+            deep = {"a": deep}
+        with pytest.raises(ValueError, match="torch_distributed nests dicts and lists more than 1[06]0? levels deep"):
+            ShardPlanJob(
+                tk.Path("/data/sizes.npz"),
+                num_shards=2,
+                partition_epoch=2,
+                num_epochs=4,
+                torch_distributed={"reduce_type": "grad", "options": deep},
+            )

@@ -12,7 +12,7 @@
 - training: what a training consumed, analysed from its logs (the training report renders it).
 """
 
-from .args import check_bool, check_int, check_optional_int
+from .args import check_bool, check_int, check_optional_int, nesting_depth
 from .balanced import distribute_balanced
 from .batching import SyncMode
 from .cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
@@ -113,6 +113,7 @@ __all__ = [
     "check_int",
     "check_optional_int",
     "check_bool",
+    "nesting_depth",
     "dropped_share",
     "expected_steps",
     "read_counts",
