@@ -18,6 +18,7 @@ place of the prediction (``RankOutputs.prediction``), which every output then sh
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -41,7 +42,7 @@ from .pure.request import PlanRequest
 from .pure.settings import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
 from .pure.unsharded import UnshardedStats, compute_unsharded_stats
-from .pure.text import first_difference
+from .pure.text import first_difference, short_repr
 
 __all__ = [
     "PlanOutputs",
@@ -263,6 +264,7 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
     check_regular_file(lengths_path, what="lengths archive")
     lengths = load_file_costs(lengths_path)  # the one checked loader (refuses a sizes archive in bytes)
     _check_same_files(sizes.keys, lengths.keys, cut_path=archive_path, lengths_path=lengths_path)
+    _check_same_versions(sizes.mtimes, lengths.mtimes, sizes.keys, cut_path=archive_path, lengths_path=lengths_path)
     if request.batching is None and lengths.batching is None:
         raise ValueError(
             f"lengths={lengths_path!r} gives the predicted loss its sequence lengths, but no batching limits were "
@@ -291,6 +293,51 @@ def _check_same_files(keys: List[str], lengths_keys: List[str], *, cut_path: str
         f"differ at entry {idx} ({here} in {cut_path!r}, {there} in {lengths_path!r}); compute both archives for "
         "the same file list"
     )
+
+
+def _check_same_versions(
+    mtimes: Optional[np.ndarray],
+    lengths_mtimes: Optional[np.ndarray],
+    keys: List[str],
+    *,
+    cut_path: str,
+    lengths_path: str,
+) -> None:
+    """ValueError where both archives know an entry's modification time and it differs: one of them was computed
+    before that file was rewritten, so its lengths (or sizes) are not the file's. Names the first such entry, how
+    many there are, and which archive to compute again (the older one).
+
+    >>> _check_same_versions(np.array([5, 9]), np.array([5, 7]), ["a", "b"], cut_path="s.npz", lengths_path="c.npz")
+    Traceback (most recent call last):
+    ...
+    ValueError: the lengths archive 'c.npz' and 's.npz' were computed over other versions of 1 of their 2 files (first at entry 1, 'b': modified at 7 ns in 'c.npz', at 9 ns in 's.npz'): 'c.npz' is older; compute it again over the same file list (`python -m i6_shard costs`, ComputeFileCostsJob)
+    """
+    if mtimes is None or lengths_mtimes is None:
+        return
+    a, b = np.asarray(mtimes, dtype=np.int64), np.asarray(lengths_mtimes, dtype=np.int64)
+    differ = np.flatnonzero((a != 0) & (b != 0) & (a != b))  # 0: not known (an archive without mtimes)
+    if differ.size == 0:
+        return
+    i = int(differ[0])
+    stale = lengths_path if b[i] < a[i] else cut_path
+    how = "`python -m i6_shard costs`, ComputeFileCostsJob" if stale == lengths_path else "`python -m i6_shard sizes`"
+    raise ValueError(
+        f"the lengths archive {lengths_path!r} and {cut_path!r} were computed over other versions of {differ.size} "
+        f"of their {len(a)} files (first at entry {i}, {short_repr(keys[i], limit=120)}: modified at "
+        f"{_ns_text(int(b[i]))} in {lengths_path!r}, at {_ns_text(int(a[i]))} in {cut_path!r}): {stale!r} is older; "
+        f"compute it again over the same file list ({how})"
+    )
+
+
+def _ns_text(ns: int) -> str:
+    """A modification time in ns as a UTC date, or as ns where it is too small to be one (a test's).
+
+    >>> _ns_text(7), _ns_text(1_700_000_000_123_456_789)
+    ('7 ns', '2023-11-14 22:13:20.123457 UTC')
+    """
+    if ns < 10**15:
+        return f"{ns} ns"
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
 def plan_sizes(

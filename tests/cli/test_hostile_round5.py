@@ -160,3 +160,33 @@ def test_deeply_nested_torch_distributed_is_refused_by_name_in_the_plan_job():
                 num_epochs=4,
                 torch_distributed={"reduce_type": "grad", "options": deep},
             )
+
+
+def test_plan_lengths_refuses_a_costs_archive_of_an_older_version_of_a_file(tmp_path):
+    """A file rewritten after its costs were computed: the sizes archive, computed after, has another modification
+    time for it. ``plan --lengths`` names the file and the archive to compute again, instead of predicting with
+    lengths of a file that is no longer there."""
+    import os
+
+    import pytest
+
+    pytest.importorskip("h5py")
+    assert run_cli("make-data", "-o", tmp_path / "corpus", "--num-files", 8).returncode == 0
+    files = tmp_path / "corpus" / "files.txt"
+    assert run_cli("costs", files, "-o", tmp_path / "costs.npz").returncode == 0
+    rewritten = core.read_file_list(str(files))[3]
+    with open(rewritten, "r+b") as f:  # rewritten in place: same bytes, a new modification time
+        data = f.read()
+        f.seek(0)
+        f.write(data)
+    os.utime(rewritten, ns=(os.stat(rewritten).st_atime_ns, os.stat(rewritten).st_mtime_ns + 10**9))
+    assert run_cli("sizes", files, "-o", tmp_path / "sizes.npz").returncode == 0
+    argv = ["plan", "--sizes", tmp_path / "sizes.npz", "--lengths", tmp_path / "costs.npz", "--batch-size", 2000]
+    argv += ["--num-shards", 2, "--partition-epoch", 2, "--num-epochs", 2, "--no-plot", "-o", tmp_path / "out"]
+    err = one_error_line(run_cli(*argv))
+    assert f"were computed over other versions of 1 of their 8 files (first at entry 3, {rewritten!r}" in err, err
+    assert f"{str(tmp_path / 'costs.npz')!r} is older; compute it again" in err and "i6_shard costs" in err, err
+    assert not (tmp_path / "out" / "plan.npz").exists()
+    # computed again, the costs fit
+    assert run_cli("costs", files, "-o", tmp_path / "costs.npz").returncode == 0
+    assert run_cli(*argv).returncode == 0
