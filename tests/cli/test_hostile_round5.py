@@ -190,3 +190,27 @@ def test_plan_lengths_refuses_a_costs_archive_of_an_older_version_of_a_file(tmp_
     # computed again, the costs fit
     assert run_cli("costs", files, "-o", tmp_path / "costs.npz").returncode == 0
     assert run_cli(*argv).returncode == 0
+
+
+def test_batching_lengths_stored_equal_to_the_lengths_give_equal_steps_the_same_bins(tmp_path):
+    """The bins depend on the lengths, not on how an archive stores them: batching lengths kept though they equal
+    the sequence lengths plan as the archive without them."""
+    import dataclasses
+
+    rng = np.random.RandomState(5)
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(40)]
+    lengths = [rng.randint(20, 400, size=n).astype(np.int32) for n in rng.randint(1, 12, size=40)]
+    plain = frames_costs(keys, lengths)
+    explicit = dataclasses.replace(plain, seq_batch_lengths=plain.seq_lengths.copy())
+    argv = ["--num-shards", 3, "--partition-epoch", 2, "--num-epochs", 4, "--distribution", "equal_steps"]
+    argv += ["--batch-size", 700, "--no-plot"]
+    for name, costs in (("plain", plain), ("explicit", explicit)):
+        core.io.save_file_costs(costs, str(tmp_path / f"{name}.npz"))
+        res = run_cli("plan", "--sizes", tmp_path / f"{name}.npz", *argv, "-o", tmp_path / name)
+        assert res.returncode == 0, res.stderr[-2000:]
+    with np.load(tmp_path / "explicit.npz") as npz:
+        assert "seq_batch_lengths" in npz.files  # the case checks something
+    with np.load(tmp_path / "plain" / "plan.npz") as a, np.load(tmp_path / "explicit" / "plan.npz") as b:
+        assert np.array_equal(a["orders"], b["orders"]) and np.array_equal(a["bounds"], b["bounds"])
+    summaries = [json.load(open(tmp_path / name / "summary.json")) for name in ("plain", "explicit")]
+    assert summaries[0]["steps_exact"] == summaries[1]["steps_exact"]
