@@ -214,3 +214,29 @@ def test_batching_lengths_stored_equal_to_the_lengths_give_equal_steps_the_same_
         assert np.array_equal(a["orders"], b["orders"]) and np.array_equal(a["bounds"], b["bounds"])
     summaries = [json.load(open(tmp_path / name / "summary.json")) for name in ("plain", "explicit")]
     assert summaries[0]["steps_exact"] == summaries[1]["steps_exact"]
+
+
+def test_plan_under_a_file_size_limit_names_the_file_and_the_limit(tmp_path):
+    """``ulimit -f`` (RLIMIT_FSIZE; Python ignores SIGXFSZ, so the write fails with EFBIG) is this process's limit,
+    not the file system's: the error names the file it could not write, the limit and its fix, and what the whole
+    set needs (the bytes it renders, not a blanket 4 MiB)."""
+    import resource
+
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(8)]
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=np.arange(1, 9) * 1000), str(tmp_path / "sizes.npz"))
+    limit = 20 << 10
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    argv = [sys.executable, "-m", "i6_shard", "plan", "--sizes", str(tmp_path / "sizes.npz"), "--num-shards", "2"]
+    argv += ["--partition-epoch", "2", "--num-epochs", "4", "-o", str(tmp_path / "out")]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=limited)
+    err = res.stderr.splitlines()[-1] + "\n"
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    plot = str(tmp_path / "out" / "plot.png")  # the one file above 20 KiB
+    assert err.startswith(f"error: cannot write {plot!r}: larger than this process's file size limit (ulimit -f, "), err
+    assert f"{limit:,} bytes); it needs about " in err and "raise the limit (ulimit -f unlimited)" in err, err
+    need = err.split("it needs about ")[1].split(":")[0]
+    assert need.endswith("KiB") and float(need.split()[0]) < 300, err  # a set of 8 files: some KiB
+    assert not (tmp_path / "out").exists()

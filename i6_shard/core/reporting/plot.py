@@ -3,6 +3,7 @@ dropped fraction per sub-epoch. Needs matplotlib (the ``plot`` extra), imported 
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any, Mapping, Optional, Tuple
 
@@ -16,6 +17,8 @@ __all__ = [
     "matplotlib_available",
     "require_matplotlib",
     "plot_plan",
+    "plan_png",
+    "png_bytes",
     "plot_cost_distribution",
     "plot_plan_change",
     "MISSING_MATPLOTLIB",
@@ -66,14 +69,36 @@ def plot_plan(
     _save(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction), path)
 
 
+def plan_png(
+    stats: PlanStats,
+    *,
+    title: Optional[str] = None,
+    cache: Optional[CacheFootprint] = None,
+    cache_size: Optional[int] = None,
+    prediction: Optional[Mapping[str, Any]] = None,
+) -> bytes:
+    """The PNG bytes :func:`plot_plan` writes, rendered in memory (so their size is known before they are
+    written)."""
+    return png_bytes(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction))
+
+
+def png_bytes(fig) -> bytes:
+    """``fig`` as PNG bytes (no Software tag: the same figure and matplotlib give the same bytes)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
 def _check_png(path: str | os.PathLike) -> None:
     if not os.fspath(path).lower().endswith(".png"):
         raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
 
 
 def _save(fig, path: str | os.PathLike) -> None:
+    data = png_bytes(fig)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
+        with open(tmp, "wb") as f:
+            f.write(data)
 
 
 def _legend_beside(ax, **kwargs) -> None:
