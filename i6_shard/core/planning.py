@@ -31,7 +31,7 @@ from .io.file_sizes import FileSizes
 from .io import plan_file as _plan_file
 from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, save_plan_arrays
 from .io.preflight import check_regular_file
-from .io.progress import Progress
+from .io.progress import Progress, heartbeat
 from .pure.batching import Batching, SyncMode, predict_plan_drop
 from .pure.equal_steps_cut import EqualStepsInputs
 from .pure.engine_sim import EngineSettings, inexact_reason
@@ -220,7 +220,8 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
             "before they were kept, or arrow shards without a length column): compute the costs again "
             "(`python -m i6_shard costs`, ComputeFileCostsJob), or choose another distribution"
         )
-    batching = prediction_batching(lengths, request.batching)
+    with heartbeat(f"plan: batching limits checked against {len(lengths):,} files' lengths"):
+        batching = prediction_batching(lengths, request.batching)
     if batching is None:
         raise ValueError(
             "distribution='equal_steps' equalizes the steps of the training's batches, but no batching was given "
@@ -352,7 +353,10 @@ def plan_sizes(
             "plan_archive(...), or pass its load_file_costs(...) as lengths="
         )
     plan = plan_of_sizes(sizes, request, lengths=lengths)
-    batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
+    batching = request.batching
+    if lengths is not None:
+        with heartbeat(f"plan: batching limits checked against {len(lengths):,} files' lengths"):
+            batching = prediction_batching(lengths, request.batching)
     return _outputs(
         plan,
         node_cache=request.node_cache,
@@ -490,7 +494,34 @@ def rank_outputs(
     if batching is None:
         return RankOutputs(stats, sync=sync)
     file_lengths = lengths.engine_lengths()
-    prediction = predict_plan_drop(
+    with heartbeat(f"plan: predicted loss of {num_epochs} sub-epochs (model)"):
+        prediction = _predicted(plan, num_epochs, lengths, file_lengths, batching=batching, layout=layout, sync=sync)
+    with heartbeat(f"plan: steps of {num_epochs} sub-epochs (simulated)"):
+        simulation = plan_simulation(
+            plan,
+            num_epochs=num_epochs,
+            file_lengths=file_lengths,
+            engine=plan_engine(batching, sync) if engine is None else engine,
+            layout=layout,
+            batching_assumes=lengths.batching_assumes,
+        )
+    return RankOutputs(
+        stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
+    )
+
+
+def _predicted(
+    plan: ShardPlan,
+    num_epochs: int,
+    lengths: FileCosts,
+    file_lengths: Optional[List[np.ndarray]],
+    *,
+    batching: Batching,
+    layout: Optional[Layout],
+    sync: SyncMode,
+) -> Dict[str, np.ndarray]:
+    """:func:`predict_plan_drop` of :func:`rank_outputs`."""
+    return predict_plan_drop(
         plan,
         num_epochs=num_epochs,
         num_seqs=lengths.num_seqs,
@@ -500,17 +531,6 @@ def rank_outputs(
         layout=layout,
         sync_every=sync.sync_every,
         file_lengths=file_lengths,
-    )
-    simulation = plan_simulation(
-        plan,
-        num_epochs=num_epochs,
-        file_lengths=file_lengths,
-        engine=plan_engine(batching, sync) if engine is None else engine,
-        layout=layout,
-        batching_assumes=lengths.batching_assumes,
-    )
-    return RankOutputs(
-        stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
     )
 
 

@@ -240,3 +240,26 @@ def test_plan_under_a_file_size_limit_names_the_file_and_the_limit(tmp_path):
     need = err.split("it needs about ")[1].split(":")[0]
     assert need.endswith("KiB") and float(need.split()[0]) < 300, err  # a set of 8 files: some KiB
     assert not (tmp_path / "out").exists()
+
+
+def test_plan_shows_it_is_alive_in_every_long_stage_after_the_cut(tmp_path, capsys, monkeypatch):
+    """After the cut, checking the batching limits, the predicted loss, the simulated steps and rendering the plot
+    took 40 s at 200k files with no line: each now prints one every few seconds (here every millisecond)."""
+    import pytest
+
+    from i6_shard.cli import main
+    from i6_shard.core.io import progress
+
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(progress, "DEFAULT_INTERVAL", 0.001)
+    costs, _ = costs_with_empty_files(tmp_path / "costs.npz", num_files=400, seed=4)
+    argv = ["plan", "--sizes", costs, "--num-shards", "4", "--partition-epoch", "4", "--num-epochs", "40"]
+    assert main([*argv, "--batch-size", "700", "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    for stage in (
+        "plan: batching limits checked against 400 files' lengths: running, elapsed ",
+        "plan: predicted loss of 40 sub-epochs (model): running, elapsed ",
+        "plan: steps of 40 sub-epochs (simulated): running, elapsed ",
+        "plan outputs: the plot: running, elapsed ",
+    ):
+        assert stage in err, (stage, err[-3000:])

@@ -12,7 +12,7 @@ from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_suffix
 from ..io.file_costs import FileCosts
 from ..io.enospc import needing
 from ..io.npz import npz_bytes_bound, save_npz
-from ..io.progress import Progress
+from ..io.progress import heartbeat
 from ..planning import PlanOutputs, plan_outputs, plan_stats_outputs
 from ..pure.batching import Batching, SyncMode
 from ..pure.cache import NodeCache
@@ -141,25 +141,23 @@ def write_outputs(
 
 def _rendered(outputs: PlanOutputs, *, plot: bool) -> Tuple[dict, Dict[str, bytes], int]:
     """The summary, the bytes of the summary, report and (with ``plot``) plot, and at most the bytes of the whole
-    set (these and the plan file's arrays); progress lines on stderr for a long rendering."""
+    set (these and the plan file's arrays); a line on stderr every few seconds of a long rendering."""
     if outputs.arrays is None:
         raise ValueError("these plan outputs hold no plan file arrays; make them with core.planning.plan_outputs")
-    progress = Progress("plan outputs (summary, report, plot)", total=3 if plot else 2, unit="parts")
-    summary = summary_of(outputs)
-    texts = {SUMMARY_FILE: summary_json(summary).encode("ascii")}
-    progress.add(1)
-    texts[REPORT_FILE] = render_report(summary).encode("utf-8")
-    progress.add(1)
+    with heartbeat("plan outputs: the summary"):
+        summary = summary_of(outputs)
+        texts = {SUMMARY_FILE: summary_json(summary).encode("ascii")}
+    with heartbeat("plan outputs: the report"):
+        texts[REPORT_FILE] = render_report(summary).encode("utf-8")
     if plot:
-        texts[PLOT_FILE] = plan_png(
-            outputs.stats,
-            title=plot_title(outputs.plan, num_epochs=outputs.num_epochs),
-            cache=outputs.footprint,
-            cache_size=outputs.cache_size,
-            prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
-        )
-        progress.add(1)
-    progress.close()
+        with heartbeat("plan outputs: the plot"):
+            texts[PLOT_FILE] = plan_png(
+                outputs.stats,
+                title=plot_title(outputs.plan, num_epochs=outputs.num_epochs),
+                cache=outputs.footprint,
+                cache_size=outputs.cache_size,
+                prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
+            )
     return summary, texts, npz_bytes_bound(outputs.arrays) + sum(len(b) for b in texts.values())
 
 
