@@ -263,3 +263,34 @@ def test_plan_shows_it_is_alive_in_every_long_stage_after_the_cut(tmp_path, caps
         "plan outputs: the plot: running, elapsed ",
     ):
         assert stage in err, (stage, err[-3000:])
+
+
+def test_train_report_on_a_full_tmpdir_names_the_scratch_file_and_tmpdir(tmp_path, capsys, monkeypatch):
+    """The records wait in an unnamed scratch file in TMPDIR: a full TMPDIR names it (and TMPDIR, and the fix), not
+    the output directory, which has room."""
+    import errno
+    import os
+    import tempfile
+
+    from i6_shard.cli import main
+    from i6_shard.core.io import spill
+
+    case = os.path.join(os.path.dirname(__file__), "..", "data", "returnn_logs", "w4_bv24")
+    logs = [os.path.join(case, f"returnn.torch-distrib-{r}-4.log") for r in range(4)]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spill.os, "pwrite", full)
+    out = tmp_path / "report"
+    capsys.readouterr()
+    assert main(["train-report", *logs, "--no-plot", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write the scratch file 'i6_shard.*' in {str(scratch)!r} (TMPDIR)"), err
+    assert "no space left on device" in err and "set TMPDIR to a directory with more room" in err, err
+    assert err.count("\n") == 1 and str(out) not in err, err
+    assert not out.exists()

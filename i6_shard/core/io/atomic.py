@@ -23,6 +23,8 @@ _FULL = {
     errno.EDQUOT: "disk quota exceeded",
     errno.EFBIG: "file too large for this file system",
 }
+#: The errnos that say a device (a quota, a file size limit) is full.
+FULL_DEVICE_ERRNOS = frozenset(_FULL)
 #: The attribute a reworded full-device error carries: the file it could not write (its final name).
 WRITTEN_PATH_ATTR = "i6_shard_written_path"
 
@@ -426,6 +428,8 @@ def _renamed(exc: OSError, *, tmp: str, path: str) -> OSError:
     """``exc`` with the set's temporary directory called by its final name ``path``, and a full device
     reworded as :func:`atomic_path` does, naming the file under ``path``."""
     text = str(exc)
+    if tmp not in text and getattr(exc, WRITTEN_PATH_ATTR, None) is not None:
+        return exc  # names the file it could not write already (one outside the set: a scratch file)
     if tmp in text:
         new = type(exc)(text.replace(tmp, path))
         new.errno = exc.errno
