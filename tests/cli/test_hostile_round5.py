@@ -294,3 +294,36 @@ def test_train_report_on_a_full_tmpdir_names_the_scratch_file_and_tmpdir(tmp_pat
     assert "no space left on device" in err and "set TMPDIR to a directory with more room" in err, err
     assert err.count("\n") == 1 and str(out) not in err, err
     assert not out.exists()
+
+
+def _distinct_names_log(path, *, num_lines, names_per_line, ranks=2):
+    """A torchrun stdout whose "using files" lines name distinct files only (none twice)."""
+    i = 0
+    with open(path, "w") as f:
+        for r in range(ranks):
+            f.write(f"[default{r}]:RETURNN starting up, version 1, date/time x, pid 1, cwd /tmp, Python /usr/bin/py\n")
+        for e in range(1, num_lines + 1):
+            for r in range(ranks):
+                names = [f"/corpus/part-{i + j:09d}.hdf" for j in range(names_per_line)]
+                i += names_per_line
+                f.write(
+                    f"[default{r}]:<DistributeFilesDataset 'train' epoch={e}>: using files for epoch {e}: {names!r}\n"
+                )
+            f.write("".join(f"[default{r}]:start epoch {e} global train step 0\n" for r in range(ranks)))
+
+
+def test_train_report_holds_a_bounded_number_of_distinct_file_names(tmp_path, capsys, monkeypatch):
+    """Each distinct file name of the logs is held once (some 500 bytes): past MAX_CATALOG_FILES, lines that name
+    further ones are not read and the report says so, so its memory stays in what TrainReportJob asks for (1 GB and
+    2 bytes per log byte) whatever the logs; measured on logs of distinct names 44 bytes each: 48 MB, 555 MiB peak
+    before and 563 after; 120 MB, 563 MiB after (the cap reached), where it grew 11 bytes per log byte before."""
+    from i6_shard.cli import main
+    from i6_shard.core.io import returnn_log
+
+    monkeypatch.setattr(returnn_log, "MAX_CATALOG_FILES", 1000)
+    _distinct_names_log(tmp_path / "train.log", num_lines=20, names_per_line=100)  # 4,000 distinct names
+    capsys.readouterr()
+    assert main(["train-report", str(tmp_path / "train.log"), "--no-plot", "-o", str(tmp_path / "out")]) == 0
+    report = (tmp_path / "out" / "report.txt").read_text()
+    assert 'the files of 15 "using files" lines were not read: the logs name more than 1,000 distinct files' in report
+    assert "train.log [rank 0]:" in report.split("the logs name more than 1,000")[1]
