@@ -327,3 +327,89 @@ def test_train_report_holds_a_bounded_number_of_distinct_file_names(tmp_path, ca
     report = (tmp_path / "out" / "report.txt").read_text()
     assert 'the files of 15 "using files" lines were not read: the logs name more than 1,000 distinct files' in report
     assert "train.log [rank 0]:" in report.split("the logs name more than 1,000")[1]
+
+
+def _setup_tutorial(monkeypatch, tmp_path, *, download_fails=False):
+    """scripts/setup_tutorial.py's module with pip, the torch check and make-data stubbed (no network), and an i6_core
+    package in tmp_path; a RETURNN root is unpacked already unless ``download_fails``."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "setup_tutorial.py")
+    spec = importlib.util.spec_from_file_location("setup_tutorial_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def run(cmd, **kwargs):
+        if download_fails and "download" in cmd:
+            raise subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(module, "_run", run)
+    monkeypatch.setattr(module, "check_torch", lambda *a: module.TORCH_VERSION)
+    i6_core = tmp_path / "i6_core"
+    i6_core.mkdir(exist_ok=True)
+    (i6_core / "__init__.py").write_text("")
+    return module, str(i6_core)
+
+
+def _with_root(setup):
+    (setup / "returnn-1.0").mkdir(parents=True, exist_ok=True)
+    (setup / "returnn-1.0" / "rnn.py").write_text("")
+
+
+def test_setup_tutorial_run_again_in_a_half_made_setup_is_one_line_or_completes(tmp_path, capsys, monkeypatch):
+    import os
+
+    module, i6_core = _setup_tutorial(monkeypatch, tmp_path)
+    setup = tmp_path / "setup"
+
+    def fails(*, naming):
+        capsys.readouterr()
+        assert module.main([str(setup), "--i6-core", i6_core]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+        assert naming in err and "then run this again" in err, err
+        return err
+
+    _with_root(setup)
+    (setup / "recipe").write_text("not a directory")  # FileExistsError before
+    fails(naming=f"{str(setup / 'recipe')!r}")
+    os.remove(setup / "recipe")
+    (setup / "recipe").mkdir()
+    (setup / "settings.py").mkdir()  # IsADirectoryError before
+    err = fails(naming=f"{str(setup / 'settings.py')!r}")
+    assert "move it away" in err
+    os.rmdir(setup / "settings.py")
+    os.remove(setup / "recipe" / "i6_core")  # (made by the run before)
+    os.symlink(tmp_path / "gone", setup / "recipe" / "i6_core")  # a link that leads nowhere: kept, rc 0 before
+    assert module.main([str(setup), "--i6-core", i6_core]) == 0
+    assert os.path.realpath(setup / "recipe" / "i6_core") == os.path.realpath(i6_core)
+    assert module.main([str(setup), "--i6-core", i6_core]) == 0  # and again: nothing to redo
+    os.remove(setup / "recipe" / "i6_core")
+    (setup / "recipe" / "i6_core").mkdir()  # the user's own directory there: refused by name
+    fails(naming=f"{str(setup / 'recipe' / 'i6_core')!r} is a directory, not the link to --i6-core")
+    (tmp_path / "file").write_text("")
+    capsys.readouterr()
+    assert module.main([str(tmp_path / "file"), "--i6-core", i6_core]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def test_setup_tutorial_with_a_failed_download_is_one_line(tmp_path, capsys, monkeypatch):
+    """A failed pip (no network) was a CalledProcessError traceback: one line naming the command (pip's own output
+    above it)."""
+    module, i6_core = _setup_tutorial(monkeypatch, tmp_path, download_fails=True)
+    assert module.main([str(tmp_path / "setup"), "--i6-core", i6_core]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: `") and "pip download" in err and "failed with exit status 1" in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_setup_tutorial_names_a_permission_error_with_its_path_and_fix(tmp_path, monkeypatch):
+    """(As root no permission is refused, so the error is made by hand.)"""
+    import errno
+
+    module, _ = _setup_tutorial(monkeypatch, tmp_path)
+    line = module._os_error_line(PermissionError(errno.EACCES, "Permission denied", "/s/settings.py"))
+    assert (
+        line == "'/s/settings.py': permission denied: make it writable (or run this as its owner), then run this again"
+    )
