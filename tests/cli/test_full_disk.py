@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from tests.deps import mount_unavailable
+
 from tests.blocking import run_to_end
 
 from i6_shard.cli import main
@@ -63,7 +65,7 @@ def test_on_a_full_tmpfs_each_command_is_one_line_naming_output_and_space(tmp_pa
         [unshare, "-rm", "sh", "-c", *script, sys.executable, "-c", textwrap.dedent(_RUN), str(mnt), str(inputs)],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    if res.returncode != 0 and ("mount" in res.stderr or "unshare" in res.stderr):
+    if res.returncode != 0 and mount_unavailable(res.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()[-200:]}")
     assert res.returncode == 0, res.stderr[-3000:]
     seen = json.loads(res.stdout)

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from tests.costs_data import frames_costs
+from tests.deps import H5PY_REASON, MATPLOTLIB_REASON, RETURNN_REASON, SISYPHUS_REASON
 from i6_shard import core
 
 #: A command that would run away must not hang the suite.
@@ -126,7 +127,7 @@ def _plan_with_deep_engine_settings(tmp_path, depth):
 def test_deeply_nested_engine_settings_in_a_plan_file_are_one_error_line_in_files_report_and_the_dataset(tmp_path):
     import pytest
 
-    pytest.importorskip("returnn.datasets.distrib_files", reason="needs RETURNN: pip install returnn")
+    pytest.importorskip("returnn.datasets.distrib_files", reason=RETURNN_REASON)
     from tests.returnn_ext.test_plan_dataset import _dataset
     from tests.returnn_ranks import as_rank, dfd_files_per_epoch
 
@@ -143,7 +144,7 @@ def test_deeply_nested_engine_settings_in_a_plan_file_are_one_error_line_in_file
 def test_deeply_nested_torch_distributed_is_refused_by_name_in_the_plan_job():
     import pytest
 
-    pytest.importorskip("sisyphus")
+    pytest.importorskip("sisyphus", reason=SISYPHUS_REASON)
     from sisyphus import tk
 
     from i6_shard.jobs import ShardPlanJob
@@ -170,7 +171,7 @@ def test_plan_lengths_refuses_a_costs_archive_of_an_older_version_of_a_file(tmp_
 
     import pytest
 
-    pytest.importorskip("h5py")
+    pytest.importorskip("h5py", reason=H5PY_REASON)
     assert run_cli("make-data", "-o", tmp_path / "corpus", "--num-files", 8).returncode == 0
     files = tmp_path / "corpus" / "files.txt"
     assert run_cli("costs", files, "-o", tmp_path / "costs.npz").returncode == 0
@@ -250,7 +251,7 @@ def test_plan_shows_it_is_alive_in_every_long_stage_after_the_cut(tmp_path, caps
     from i6_shard.cli import main
     from i6_shard.core.io import progress
 
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB_REASON)
     monkeypatch.setattr(progress, "DEFAULT_INTERVAL", 0.001)
     costs, _ = costs_with_empty_files(tmp_path / "costs.npz", num_files=400, seed=4)
     argv = ["plan", "--sizes", costs, "--num-shards", "4", "--partition-epoch", "4", "--num-epochs", "40"]
