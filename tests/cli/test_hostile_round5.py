@@ -414,3 +414,18 @@ def test_setup_tutorial_names_a_permission_error_with_its_path_and_fix(tmp_path,
     assert (
         line == "'/s/settings.py': permission denied: make it writable (or run this as its owner), then run this again"
     )
+
+
+def test_an_archive_where_the_file_list_belongs_is_named_as_what_it_is(tmp_path):
+    """`costs costs.npz` advised renaming the archive or converting it with write_file_list: it is a costs archive,
+    and the command wants the list of files it was made from."""
+    costs, _ = costs_with_empty_files(tmp_path / "costs.npz", num_files=8)
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(8)]
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=np.arange(1, 9)), str(tmp_path / "sizes.npz"))
+    for command in ("costs", "sizes"):
+        for archive, kind in ((costs, "a costs archive"), (str(tmp_path / "sizes.npz"), "a sizes archive")):
+            err = one_error_line(run_cli(command, archive, "-o", tmp_path / "out.npz"))
+            assert (
+                f"file list {archive!r} is {kind} (.npz), not a file list: give the list of files it was made " in err
+            )
+            assert "write_file_list" not in err and "rename" not in err, err
