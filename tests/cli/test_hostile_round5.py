@@ -429,3 +429,61 @@ def test_an_archive_where_the_file_list_belongs_is_named_as_what_it_is(tmp_path)
                 f"file list {archive!r} is {kind} (.npz), not a file list: give the list of files it was made " in err
             )
             assert "write_file_list" not in err and "rename" not in err, err
+
+
+def _drawn_figures(monkeypatch):
+    """The figures saved while the test runs (Figure.savefig recorded, then done)."""
+    import pytest
+
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB_REASON)
+    from matplotlib.figure import Figure
+
+    figures, save = [], Figure.savefig
+
+    def recording(self, *args, **kwargs):
+        figures.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    return figures
+
+
+def _line_above_bars(fig, label_start):
+    """The line of ``fig`` whose label starts with ``label_start``, checked to be drawn above the bars and the axes'
+    spines of its panel and not clipped at the x axis (a 0 there stays visible)."""
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if str(line.get_label()).startswith(label_start):
+                bars = [p.get_zorder() for p in ax.patches]
+                spines = [s.get_zorder() for s in ax.spines.values()]
+                assert line.get_zorder() > max(bars + spines) and not line.get_clip_on(), label_start
+                return line
+    raise AssertionError(f"no line {label_start!r} in the figure")
+
+
+def test_the_plan_plot_shows_a_predicted_drop_of_zero_above_the_bars(tmp_path, monkeypatch):
+    """An equal_steps plan predicts 0 everywhere: that line lay on the x axis, under the bars' feet and the spine."""
+    from i6_shard.cli import main
+
+    figures = _drawn_figures(monkeypatch)
+    costs, _ = costs_with_empty_files(tmp_path / "costs.npz", seed=6)
+    argv = ["plan", "--sizes", costs, "--num-shards", "3", "--partition-epoch", "2", "--num-epochs", "8"]
+    assert main([*argv, "--batch-size", "700", "--distribution", "equal_steps", "-o", str(tmp_path / "out")]) == 0
+    (fig,) = figures
+    line = _line_above_bars(fig, "predicted under the batching")
+    assert list(line.get_ydata()) == [0.0] * 8
+
+
+def test_the_training_plot_shows_the_planned_drop_beside_the_measured_one(tmp_path, monkeypatch):
+    import os
+
+    from i6_shard.core.reporting.train_report import write_train_report
+    from tests.core.reporting.test_train_report_planned import LOGS, logs, plan_dir, trained_steps
+
+    figures = _drawn_figures(monkeypatch)
+    plan = plan_dir(tmp_path, steps_taken=trained_steps(), dropped=[0.0, 0.05, 0.0, 0.02])
+    lengths = os.path.join(LOGS, "file_lengths.json")
+    write_train_report(logs(), str(tmp_path / "out"), plan_path=str(plan), file_lengths_path=lengths, read_hdf=False)
+    (fig,) = figures
+    line = _line_above_bars(fig, "planned (mean 1.75%)")
+    assert list(line.get_ydata()) == [0.0, 5.0, 0.0, 2.0]

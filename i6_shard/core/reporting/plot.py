@@ -223,8 +223,10 @@ def _draw_prediction(
         predicted,
         color="tab:red",
         marker="o",
-        markersize=3,
-        linewidth=1,
+        markersize=4,
+        linewidth=1.2,
+        zorder=3,  # above the bars and the axis: a predicted 0 lies on the x axis and stays visible
+        clip_on=False,
         label=f"predicted under the batching (mean {predicted.mean():.2f}%)",
     )
     for r in range(steps.shape[1]):
