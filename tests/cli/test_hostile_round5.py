@@ -487,3 +487,23 @@ def test_the_training_plot_shows_the_planned_drop_beside_the_measured_one(tmp_pa
     (fig,) = figures
     line = _line_above_bars(fig, "planned (mean 1.75%)")
     assert list(line.get_ydata()) == [0.0, 5.0, 0.0, 2.0]
+
+
+def test_accum_grad_multiple_step_0_is_1_in_the_sync_mode_and_the_plan_job():
+    import pytest
+
+    from i6_shard.core import SyncMode
+
+    assert SyncMode("param", 4, 0) == SyncMode("param", 4, 1)
+    with pytest.raises(ValueError, match="accum_grad_multiple_step=-2 must be a positive int .*0 is 1"):
+        SyncMode("param", 4, -2)
+    pytest.importorskip("sisyphus", reason=SISYPHUS_REASON)
+    from sisyphus import tk
+
+    from i6_shard.jobs import ShardPlanJob
+
+    jobs = [
+        ShardPlanJob(tk.Path("/data/a.npz"), num_shards=2, partition_epoch=2, num_epochs=4, batch_size=900, **extra)
+        for extra in ({}, {"accum_grad_multiple_step": 0}, {"accum_grad_multiple_step": 1})
+    ]
+    assert jobs[0] is jobs[1] is jobs[2]  # one job: the same plan

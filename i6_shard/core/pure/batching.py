@@ -308,10 +308,10 @@ class SyncMode:
             self,
             "accum_grad_multiple_step",
             check_int(
-                self.accum_grad_multiple_step,
+                self.steps_per_update(self.accum_grad_multiple_step),  # 0 updates every step, as 1 (RETURNN's meaning)
                 name="accum_grad_multiple_step",
                 minimum=1,
-                hint="the config's accum_grad_multiple_step, steps per optimizer update",
+                hint="the config's accum_grad_multiple_step, steps per optimizer update; 0 is 1, as in RETURNN",
             ),
         )
 
