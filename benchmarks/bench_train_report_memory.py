@@ -85,6 +85,7 @@ CASES = {
     "files line 16 MiB": lambda p: write_files_line_log(p, line_bytes=16 << 20),
     "files line 2 MiB, short names": lambda p: write_files_line_log(p, line_bytes=2 << 20, entry="'f', "),
     "files line 4 MiB, distinct names": lambda p: write_files_line_log(p, line_bytes=4 << 20, entry=None),
+    "files line 16 MiB, distinct names": lambda p: write_files_line_log(p, line_bytes=16 << 20, entry=None),
     "65,536 records": lambda p: write_many_records_log(p, num_ranks=1024, num_epochs=64),
     "1,047,552 records": lambda p: write_many_records_log(p, num_ranks=1024, num_epochs=1023),
     "65,536 records with files": lambda p: write_many_files_records_log(p, num_ranks=1024, num_epochs=64),

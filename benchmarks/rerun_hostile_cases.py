@@ -1,5 +1,6 @@
 """Reruns the hostile cases of costs archives, batching limits, damaged and huge logs, edited plans, full disks and
-``torch_distributed`` junk, each through the command line (or the call a Sisyphus graph makes), and prints per case
+``torch_distributed`` junk, and round 5's (empty files under equal_steps, a huge param_sync_step, deeply nested
+settings, an archive where a file list belongs, stale lengths), each through the command line (or the call a Sisyphus graph makes), and prints per case
 whether it held: the expected exit status and a one-line error naming what it should, or the expected refusal; for a
 huge line that is to be reported, a report with its note, in a peak RSS below a bound.
 
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from typing import Optional
 
 import numpy as np
 
@@ -28,15 +30,19 @@ from tests.plan_edits import edit_npz, empty_bin, long_distribution, repeat_file
 LOG = os.path.join(ROOT, "tests", "data", "returnn_logs", "w4_bv24", "returnn.torch-distrib-{}-4.log")
 
 
-def cli(root: str, *argv: str, cwd: str):
+def cli(root: str, *argv: str, cwd: str, timeout: Optional[float] = None):
     t0 = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, "-m", "i6_shard", *argv],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": root},
-    )
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "i6_shard", *argv],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": root},
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return -9, f"(killed after {timeout} s)", time.perf_counter() - t0
     return p.returncode, p.stderr, time.perf_counter() - t0
 
 
@@ -117,6 +123,7 @@ def main() -> None:
         results += huge_logs(root, d)
         results.append(full_disk(root, d))
         results += torch_distributed_junk(root)
+        results += round5(root, d, lst)
     print(f"{sum(results)} of {len(results)} held")
 
 
@@ -203,6 +210,69 @@ def reported(root: str, d: str, name: str, path: str, *, note) -> bool:
     shown = f"peak RSS {rss[0]:.0f} MiB" if rss else "no RSS: " + (p.stderr.strip().splitlines() or ["?"])[-1][:200]
     print(f"{'HELD    ' if ok else 'NOT HELD'} {name}: rc {p.returncode}, {time.perf_counter() - t0:.1f} s: {shown}")
     return bool(ok)
+
+
+def ran(name: str, rc: int, err: str, *, seconds: float, limit_s: float = 60.0) -> bool:
+    """Held: the command succeeded (exit status 0, no traceback) within ``limit_s``."""
+    ok = rc == 0 and "Traceback" not in err and seconds < limit_s
+    print(f"{'HELD    ' if ok else 'NOT HELD'} {name}: rc {rc}, {seconds:.1f} s{'' if ok else ': ' + err[-260:]}")
+    return ok
+
+
+def round5(root: str, d: str, lst: str) -> list:
+    """Round 5: costs archives with empty files under equal_steps, a huge param_sync_step, deeply nested settings,
+    an archive where a file list belongs, a costs archive of an older version of a file."""
+    from i6_shard import core
+    from tests.costs_data import frames_costs
+
+    run = lambda *argv: cli(root, *argv, cwd=d)  # noqa: E731
+    rng = np.random.RandomState(1)
+    num_seqs = rng.randint(1, 9, size=60) * (rng.rand(60) >= 0.4)
+    lengths = [rng.randint(20, 400, size=n).astype(np.int32) for n in num_seqs]
+    costs = f"{d}/empty_files_costs.npz"
+    core.io.save_file_costs(frames_costs([f"/c/{i}.hdf" for i in range(60)], lengths), costs)
+    args = ["--sizes", costs, "--num-shards", "3", "--partition-epoch", "2", "--num-epochs", "4", "--batch-size", "700"]
+    out = []
+    rc, err, s = run("plan", *args, "--distribution", "equal_steps", "--no-plot", "-o", f"{d}/r5_es")
+    out.append(ran("equal_steps on a costs archive with files of no sequences", rc, err, seconds=s))
+    sync = ["--reduce-type", "param", "--param-sync-step", str(10**12)]
+    rc, err, s = cli(root, "plan", *args, *sync, "--no-plot", "-o", f"{d}/r5_sync", cwd=d, timeout=60)
+    out.append(ran("--param-sync-step 10**12", rc, err, seconds=s, limit_s=30))
+    deep = '{"reduce_type": "grad", "options": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}"
+    rc, err, s = run("plan", *args, "--torch-distributed", deep, "--no-plot", "-o", f"{d}/r5_deep")
+    out.append(held("--torch-distributed nested 500 deep", rc, err, want="nests dicts and lists", seconds=s))
+
+    def deep_engine(data):
+        return {**data, "engine_settings": np.array('{"torch_distributed": ' + '{"a": ' * 5000 + "1" + "}" * 5001)}
+
+    rc, err, _ = run("plan", *args, "--reduce-type", "param", "--param-sync-step", "4", "--no-plot", "-o", f"{d}/r5_p")
+    assert rc == 0, err
+    path = edit_npz(f"{d}/r5_p/plan.npz", f"{d}/r5_deep_engine.npz", deep_engine)
+    for command in (["files", "--rank", "0", "--epoch", "1", path], ["report", path]):
+        rc, err, s = run(*command)
+        want = "engine_settings nests dicts and lists"
+        out.append(held(f"{command[0]} of a plan whose engine settings nest 5000 deep", rc, err, want=want, seconds=s))
+    rc, err, s = run("costs", costs, "-o", f"{d}/r5_c.npz")
+    out.append(held("costs costs.npz", rc, err, want="is a costs archive (.npz), not a file list", seconds=s))
+    return out + stale_lengths(root, d, lst)
+
+
+def stale_lengths(root: str, d: str, lst: str) -> list:
+    """``plan --lengths`` with a costs archive computed before a file was rewritten."""
+    from i6_shard import core
+
+    run = lambda *argv: cli(root, *argv, cwd=d)  # noqa: E731
+    rc, err, _ = run("costs", lst, "-o", f"{d}/r5_costs.npz")
+    assert rc == 0, err
+    first = core.read_file_list(lst)[0]
+    st = os.stat(first)
+    os.utime(first, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    rc, err, _ = run("sizes", lst, "-o", f"{d}/r5_sizes.npz")
+    assert rc == 0, err
+    plan = ["--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4", "--batch-size", "2000", "--no-plot"]
+    rc, err, s = run("plan", "--sizes", f"{d}/r5_sizes.npz", "--lengths", f"{d}/r5_costs.npz", *plan, "-o", f"{d}/r5")
+    os.utime(first, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return [held("plan --lengths of an older version of a file", rc, err, want="is older", seconds=s)]
 
 
 def full_disk(root: str, d: str) -> bool:

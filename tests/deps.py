@@ -40,3 +40,9 @@ TORCH_INSTALL = (
 def needs_torch(why: str):
     """``import torch``, or skip the test with ``why`` and how to install it."""
     return pytest.importorskip("torch", reason=f"{why}: {TORCH_INSTALL}")
+
+
+def mount_unavailable(stderr: str) -> bool:
+    """Whether ``unshare -rm sh -c 'mount -t tmpfs ...'`` failed in ``unshare`` or ``mount`` themselves (no user
+    namespaces or no tmpfs here): the one failure of such a run that skips a test rather than failing it."""
+    return any(line.startswith(("unshare: ", "mount: ", "sh: 1: mount: ")) for line in (stderr or "").splitlines())

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from tests.deps import SISYPHUS_REASON
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -27,7 +29,7 @@ def test_the_api_is_about_fifteen_names():
 @pytest.mark.parametrize("name, module", _table())
 def test_each_name_is_importable_from_where_the_doc_says(name, module):
     if module.startswith("i6_shard.jobs"):
-        pytest.importorskip("sisyphus", reason="the jobs need Sisyphus: pip install sisyphus (github.com/rwth-i6)")
+        pytest.importorskip("sisyphus", reason=SISYPHUS_REASON)
     if module.startswith("i6_shard.returnn_ext"):
         pytest.importorskip("returnn", reason="the RETURNN-side class needs RETURNN: pip install returnn dm-tree")
     if name in ("sharded_returnn_config", "training_job", "training_job_kwargs"):

@@ -22,6 +22,7 @@ place of the prediction (``RankOutputs.prediction``), which every output then sh
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -34,7 +35,7 @@ from .io.file_sizes import FileSizes
 from .io import plan_file as _plan_file
 from .io.plan_file import PlanFile, check_plan_fits_memory, plan_file_arrays, save_plan_arrays
 from .io.preflight import check_regular_file
-from .io.progress import Progress
+from .io.progress import Progress, heartbeat
 from .pure.batching import Batching, SyncMode, predict_plan_drop
 from .pure.equal_steps_cut import EqualStepsInputs
 from .pure.engine_sim import EngineSettings, inexact_reason
@@ -46,7 +47,7 @@ from .pure.cut import cut_spec, offered_distributions
 from .pure.settings import DEFAULT_DISTRIBUTION, PlanSettings  # noqa: F401 (the doctests use PlanSettings)
 from .pure.stats import PlanStats, compute_plan_stats, num_full_epochs_for
 from .pure.unsharded import UnshardedStats, compute_unsharded_stats
-from .pure.text import first_difference
+from .pure.text import first_difference, short_repr
 
 __all__ = [
     "make_plan",
@@ -206,7 +207,8 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
             "before they were kept, or arrow shards without a length column): compute the costs again "
             "(`python -m i6_shard costs`, ComputeFileCostsJob), or choose another distribution"
         )
-    batching = prediction_batching(lengths, request.batching)
+    with heartbeat(f"plan: batching limits checked against {len(lengths):,} files' lengths"):
+        batching = prediction_batching(lengths, request.batching)
     if batching is None:
         raise ValueError(
             "distribution='equal_steps' equalizes the steps of the training's batches, but no batching was given "
@@ -249,6 +251,7 @@ def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *,
     check_regular_file(lengths_path, what="lengths archive")
     lengths = load_file_costs(lengths_path)  # the one checked loader (refuses a sizes archive in bytes)
     _check_same_files(sizes.keys, lengths.keys, cut_path=archive_path, lengths_path=lengths_path)
+    _check_same_versions(sizes.mtimes, lengths.mtimes, sizes.keys, cut_path=archive_path, lengths_path=lengths_path)
     if request.batching is None and lengths.batching is None:
         raise ValueError(
             f"lengths={lengths_path!r} gives the predicted loss its sequence lengths, but no batching limits were "
@@ -279,6 +282,51 @@ def _check_same_files(keys: List[str], lengths_keys: List[str], *, cut_path: str
     )
 
 
+def _check_same_versions(
+    mtimes: Optional[np.ndarray],
+    lengths_mtimes: Optional[np.ndarray],
+    keys: List[str],
+    *,
+    cut_path: str,
+    lengths_path: str,
+) -> None:
+    """ValueError where both archives know an entry's modification time and it differs: one of them was computed
+    before that file was rewritten, so its lengths (or sizes) are not the file's. Names the first such entry, how
+    many there are, and which archive to compute again (the older one).
+
+    >>> _check_same_versions(np.array([5, 9]), np.array([5, 7]), ["a", "b"], cut_path="s.npz", lengths_path="c.npz")
+    Traceback (most recent call last):
+    ...
+    ValueError: the lengths archive 'c.npz' and 's.npz' were computed over other versions of 1 of their 2 files (first at entry 1, 'b': modified at 7 ns in 'c.npz', at 9 ns in 's.npz'): 'c.npz' is older; compute it again over the same file list (`python -m i6_shard costs`, ComputeFileCostsJob)
+    """
+    if mtimes is None or lengths_mtimes is None:
+        return
+    a, b = np.asarray(mtimes, dtype=np.int64), np.asarray(lengths_mtimes, dtype=np.int64)
+    differ = np.flatnonzero((a != 0) & (b != 0) & (a != b))  # 0: not known (an archive without mtimes)
+    if differ.size == 0:
+        return
+    i = int(differ[0])
+    stale = lengths_path if b[i] < a[i] else cut_path
+    how = "`python -m i6_shard costs`, ComputeFileCostsJob" if stale == lengths_path else "`python -m i6_shard sizes`"
+    raise ValueError(
+        f"the lengths archive {lengths_path!r} and {cut_path!r} were computed over other versions of {differ.size} "
+        f"of their {len(a)} files (first at entry {i}, {short_repr(keys[i], limit=120)}: modified at "
+        f"{_ns_text(int(b[i]))} in {lengths_path!r}, at {_ns_text(int(a[i]))} in {cut_path!r}): {stale!r} is older; "
+        f"compute it again over the same file list ({how})"
+    )
+
+
+def _ns_text(ns: int) -> str:
+    """A modification time in ns as a UTC date, or as ns where it is too small to be one (a test's).
+
+    >>> _ns_text(7), _ns_text(1_700_000_000_123_456_789)
+    ('7 ns', '2023-11-14 22:13:20.123457 UTC')
+    """
+    if ns < 10**15:
+        return f"{ns} ns"
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
 def make_plan_outputs(
     sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None, compare: bool = True
 ) -> PlanOutputs:
@@ -291,7 +339,10 @@ def make_plan_outputs(
             "plan with plan_archive(...), or pass its load_file_costs(...) as lengths="
         )
     plan = make_plan(sizes, request, lengths=lengths)
-    batching = request.batching if lengths is None else prediction_batching(lengths, request.batching)
+    batching = request.batching
+    if lengths is not None:
+        with heartbeat(f"plan: batching limits checked against {len(lengths):,} files' lengths"):
+            batching = prediction_batching(lengths, request.batching)
     return _outputs(
         plan,
         node_cache=request.node_cache,
@@ -429,7 +480,34 @@ def rank_outputs(
     if batching is None:
         return RankOutputs(stats, sync=sync)
     file_lengths = lengths.engine_lengths()
-    prediction = predict_plan_drop(
+    with heartbeat(f"plan: predicted loss of {num_epochs} sub-epochs (model)"):
+        prediction = _predicted(plan, num_epochs, lengths, file_lengths, batching=batching, layout=layout, sync=sync)
+    with heartbeat(f"plan: steps of {num_epochs} sub-epochs (simulated)"):
+        simulation = plan_simulation(
+            plan,
+            num_epochs=num_epochs,
+            file_lengths=file_lengths,
+            engine=plan_engine(batching, sync) if engine is None else engine,
+            layout=layout,
+            batching_assumes=lengths.batching_assumes,
+        )
+    return RankOutputs(
+        stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
+    )
+
+
+def _predicted(
+    plan: ShardPlan,
+    num_epochs: int,
+    lengths: FileCosts,
+    file_lengths: Optional[List[np.ndarray]],
+    *,
+    batching: Batching,
+    layout: Optional[Layout],
+    sync: SyncMode,
+) -> Dict[str, np.ndarray]:
+    """:func:`predict_plan_drop` of :func:`rank_outputs`."""
+    return predict_plan_drop(
         plan,
         num_epochs=num_epochs,
         num_seqs=lengths.num_seqs,
@@ -439,17 +517,6 @@ def rank_outputs(
         layout=layout,
         sync_every=sync.sync_every,
         file_lengths=file_lengths,
-    )
-    simulation = plan_simulation(
-        plan,
-        num_epochs=num_epochs,
-        file_lengths=file_lengths,
-        engine=plan_engine(batching, sync) if engine is None else engine,
-        layout=layout,
-        batching_assumes=lengths.batching_assumes,
-    )
-    return RankOutputs(
-        stats, prediction, batching, sync, per_file_lengths=file_lengths is not None, simulation=simulation
     )
 
 

@@ -66,20 +66,20 @@ def training_log_files(training: Any) -> List[tk.Path]:
     return [tk.Path(os.path.join("..", "work", n), creator=training) for n in names]
 
 
-#: Memory per byte of the logs, beside the 1 GB: the catalog of distinct file names (about 450 bytes a name, one copy
-#: however often the logs list it; a 4 MiB "using files" line of 190,000 distinct names peaked at 132 MiB). The records,
-#: their file lists (as int32 ids) and the step lines wait in a scratch file, not in memory (1,047,552 records with a
-#: files line each, a 183 MiB log: 62.5 MiB, as 65,536), so the 1 GB holds about two million distinct names, and a
-#: name listed once per full epoch in a few full epochs takes more than 225 log bytes.
+#: Memory per byte of the logs, beside the 1 GB: the catalog of distinct file names holds at most 2**20 of them
+#: (``MAX_CATALOG_FILES``, about 500 bytes each, beside a name's own characters: lines naming further ones are noted,
+#: not read), so it stays in the 1 GB whatever the logs (logs of distinct names: 554.6 MiB at 48 MB before the bound,
+#: 563 MiB at 120 MB with it). The records, their file lists (as int32 ids) and the step lines wait in a scratch file,
+#: not in memory (1,047,552 records with a files line each, a 183 MiB log: 62.5 MiB, as 65,536).
 _BYTES_PER_LOG_BYTE = 2
 
 
 def train_report_rqmt(*, log_bytes: Optional[int]) -> Tuple[Dict[str, Union[int, float]], bool]:
     """The report task's request sized from the bytes of the logs, and whether they are few enough for a
     mini task; unknown ``log_bytes`` (a log that cannot be stat-ed): a mini task, whose run then says what
-    is wrong. The rule (docs/reliability.md): 1 GB, plus two bytes per log byte (the distinct file names, about 450
-    bytes each; the records, at most 2**20, their file lists and the step lines wait in a scratch file in ``TMPDIR``,
-    about 150 bytes a record and 24 a step line; measured: 1,047,552 records from a 183 MiB torchrun log with a "using
+    is wrong. The rule (docs/reliability.md): 1 GB, plus two bytes per log byte (the distinct file names, at most
+    2**20 held, about 500 bytes each; the records, at most 2**20, their file lists and the step lines wait in a scratch
+    file in ``TMPDIR``, about 150 bytes a record and 24 a step line; measured: 1,047,552 records from a 183 MiB torchrun log with a "using
     files" line each peaked at 62.5 MiB, as 65,536 did; ``benchmarks/bench_train_report_memory.py``); and about 10
     times the time of 4 MB/s.
 

@@ -91,6 +91,11 @@ def plain_numbers(obj: Any) -> Any:
     return obj
 
 
+#: The deepest nesting of dicts and lists a job argument may have: Sisyphus' hash and :func:`plain_numbers` walk
+#: arguments recursively (a RecursionError deeper).
+MAX_ARGUMENT_DEPTH = 100
+
+
 class PlainNumbersJobType(type(Job)):
     """The metaclass of i6_shard's jobs: Sisyphus' own (one job object per id), after turning numpy
     integers and bools in the arguments into Python ones (:func:`plain_numbers`). Sisyphus walks the
@@ -99,6 +104,13 @@ class PlainNumbersJobType(type(Job)):
     np.int64(4))`` is thus the job of ``num_shards=4``. Arguments without numpy scalars pass unchanged."""
 
     def __call__(cls, *args, **kwargs):
+        for name, value in [*enumerate(args), *kwargs.items()]:
+            if core.pure.nesting_depth(value, limit=MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
+                what = f"argument {name + 1}" if isinstance(name, int) else name
+                raise ValueError(
+                    f"{cls.__name__}: {what} nests dicts and lists more than {MAX_ARGUMENT_DEPTH} levels deep, more "
+                    "than Sisyphus can hash (it walks arguments recursively): give it as the config has it"
+                )
         return super().__call__(*plain_numbers(args), **plain_numbers(kwargs))
 
 

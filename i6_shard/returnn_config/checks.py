@@ -358,7 +358,7 @@ def plan_prediction_gaps(
             f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}"
         )
     training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
-    accum = engine.accum_grad_multiple_step
+    accum = SyncMode.steps_per_update(engine.accum_grad_multiple_step)  # 0 updates every step, as 1
     int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
     if training_sync.reduce_type == "grad" and (info.sync is None or info.sync.ranks_stop_together):
         # every rank syncs "has data" in every step: the accumulation changes no rank's steps or stop

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from tests.deps import mount_unavailable
+
 from tests.blocking import run_to_end
 
 from i6_shard.cli import main
@@ -63,20 +65,32 @@ def test_on_a_full_tmpfs_each_command_is_one_line_naming_output_and_space(tmp_pa
         [unshare, "-rm", "sh", "-c", *script, sys.executable, "-c", textwrap.dedent(_RUN), str(mnt), str(inputs)],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    if res.returncode != 0 and ("mount" in res.stderr or "unshare" in res.stderr):
+    if res.returncode != 0 and mount_unavailable(res.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()[-200:]}")
     assert res.returncode == 0, res.stderr[-3000:]
     seen = json.loads(res.stdout)
     assert seen["earlier_plan"]["rc"] == 0, seen["earlier_plan"]
-    outputs = {"make-data": "data", "sizes": "sizes.npz", "costs": "costs.npz", "plan": "plan"}
+    # plan names the file it could not write (its first, plan.npz), not the directory
+    outputs = {
+        "make-data": "data",
+        "sizes": "sizes.npz",
+        "costs": "costs.npz",
+        "plan": os.path.join("plan", "plan.npz"),
+    }
     for command, name in outputs.items():
         r = seen[command]
         err = r["err"]
         assert r["rc"] == 2, (command, err[-2000:])
+        if command == "make-data":  # the file it could not write, in the data directory
+            shown = err.split("'")[1]
+            assert shown.startswith(os.path.join(str(mnt), "data", "")) and shown.endswith((".hdf", ".txt")), err
+            name = os.path.relpath(shown, str(mnt))
         assert err.startswith(
             f"error: cannot write {os.path.join(str(mnt), name)!r}: no space left on device; it needs about "
         ), (command, err)
         assert err.count("\n") == 1 and "Traceback" not in err and "free there" in err, (command, err)
+        if command == "plan":  # what its 8 files' set needs (its rendered bytes), not a blanket 4 MiB
+            assert "it needs about " in err and " KiB, " in err.split("it needs about ")[1][:20], err
         assert r["beside"] == ["filler", "plan"], (command, r["beside"])  # nothing partial, the earlier plan kept
     assert seen["plan_kept"]
 
@@ -102,6 +116,10 @@ def test_a_quota_exceeded_write_is_one_line_naming_output_and_space(tmp_path, in
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot write {out!r}: disk quota exceeded; it needs about "), err
+    # plan and make-data: the file they could not write
+    shown = {"plan": os.path.join(out, "plan.npz"), "make-data": os.path.join(out, "data", "part-0.hdf")}.get(
+        command, out
+    )
+    assert err.startswith(f"error: cannot write {shown!r}: disk quota exceeded; it needs about "), err
     assert err.count("\n") == 1 and "free there" in err, err
     assert os.listdir(tmp_path) == []

@@ -23,6 +23,38 @@ _FULL = {
     errno.EDQUOT: "disk quota exceeded",
     errno.EFBIG: "file too large for this file system",
 }
+#: The errnos that say a device (a quota, a file size limit) is full.
+FULL_DEVICE_ERRNOS = frozenset(_FULL)
+#: The attribute a reworded full-device error carries: the file it could not write (its final name).
+WRITTEN_PATH_ATTR = "i6_shard_written_path"
+
+
+def full_device_reason(code: int) -> str:
+    """What a full-device errno means here: EFBIG under a finite ``ulimit -f`` (RLIMIT_FSIZE; Python ignores
+    SIGXFSZ, so the write fails with EFBIG) is this process's file size limit, not the file system's.
+
+    >>> full_device_reason(errno.ENOSPC)
+    'no space left on device'
+    """
+    if code == errno.EFBIG:
+        try:
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        except (ImportError, OSError, ValueError):
+            limit = -1
+        if limit not in (-1, getattr(resource, "RLIM_INFINITY", -1)):
+            return f"larger than this process's file size limit (ulimit -f, {limit:,} bytes)"
+    return _FULL[code]
+
+
+def full_device_fix(code: int, reason: str) -> str:
+    """The fix of a full-device error of ``reason`` (:func:`full_device_reason`)."""
+    if code == errno.EFBIG and "ulimit -f" in reason:
+        return "raise the limit (ulimit -f unlimited) or choose a smaller output"
+    return "free some space or choose another path"
+
+
 #: Entries of an output directory listed in an error before the rest is only counted.
 _MAX_LISTED_ENTRIES = 5
 #: The file :func:`atomic_dir` writes into every set it swaps in, naming what the set is: only a directory that
@@ -182,10 +214,12 @@ def _full_device_error(exc: BaseException, *, path: str) -> Optional[OSError]:
     """
     if not isinstance(exc, OSError) or exc.errno not in _FULL:
         return None
+    reason = full_device_reason(exc.errno)
     new = type(exc)(
-        f"cannot write {path!r}: {_FULL[exc.errno]}; free some space or choose another path (nothing was written there)"
+        f"cannot write {path!r}: {reason}; {full_device_fix(exc.errno, reason)} (nothing was written there)"
     )
     new.errno = exc.errno
+    setattr(new, WRITTEN_PATH_ATTR, path)
     return new
 
 
@@ -394,9 +428,15 @@ def _renamed(exc: OSError, *, tmp: str, path: str) -> OSError:
     """``exc`` with the set's temporary directory called by its final name ``path``, and a full device
     reworded as :func:`atomic_path` does, naming the file under ``path``."""
     text = str(exc)
+    if tmp not in text and getattr(exc, WRITTEN_PATH_ATTR, None) is not None:
+        return exc  # names the file it could not write already (one outside the set: a scratch file)
     if tmp in text:
         new = type(exc)(text.replace(tmp, path))
         new.errno = exc.errno
+        new.__dict__.update(exc.__dict__)  # what the error carries (the file, the bytes needed)
+        written = getattr(exc, WRITTEN_PATH_ATTR, None)
+        if written is not None:
+            setattr(new, WRITTEN_PATH_ATTR, written.replace(tmp, path))
         return new
     name = exc.filename if isinstance(exc.filename, str) else ""
     inside = os.path.abspath(name).startswith(tmp + os.sep) if name else False

@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Optional, Sequence
 import numpy as np
 
 from ..pure.text import short_repr
+from .atomic import WRITTEN_PATH_ATTR, full_device_fix, full_device_reason
 from .cost_archive import load_file_sizes
 from .hdf_corpus import SEQ_FRAMES, hdf_corpus_seq_counts
 from .plan_file import plan_arrays_nbytes
@@ -23,13 +24,13 @@ __all__ = [
     "corpus_bytes_bound",
     "costs_bytes_bound",
     "plan_dir_bytes_bound",
+    "needing",
 ]
 
-_FULL = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EFBIG: "file too large for this file system",
-}
+#: The attribute :func:`needing` puts on a full-device error: the bytes the whole output set needs.
+NEEDED_BYTES_ATTR = "i6_shard_needed_bytes"
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 #: How HDF5 (h5py) words a failed write: "... errno = 28, error message = 'No space left on device' ...".
 _HDF5_ERRNO = re.compile(r"errno = (\d+)")
 
@@ -97,18 +98,36 @@ def reporting_full_device(output: str, *, needed: Callable[[], int]) -> Iterator
         code = full_device_errno(exc)
         if code is None:
             raise
+        output = getattr(exc, WRITTEN_PATH_ATTR, None) or output  # the file it could not write, where known
         free = _free_bytes(os.path.dirname(os.path.abspath(output)) or ".")
         try:
-            need = f"about {_fmt(needed())}"
+            known = getattr(exc, NEEDED_BYTES_ATTR, None)
+            need = f"about {_fmt(needed() if known is None else known)}"
         except (OSError, ValueError, TypeError, MemoryError):  # the estimate is a courtesy: never hide the real error
             need = "an unknown amount"
-        new = OSError(
-            f"cannot write {short_repr(output)}: {_FULL[code]}; it needs {need}, "
-            f"{'an unknown amount' if free is None else _fmt(free)} free there: free some space or choose another "
-            "output (nothing was written)",
-        )
+        reason = full_device_reason(code)
+        if "ulimit -f" in reason:
+            where = f"it needs {need}: {full_device_fix(code, reason)}"
+        else:
+            where = (
+                f"it needs {need}, {'an unknown amount' if free is None else _fmt(free)} free there: free some space "
+                "or choose another output"
+            )
+        new = OSError(f"cannot write {short_repr(output)}: {reason}; {where} (nothing was written)")
         new.errno = code  # set after: str(new) is the message alone, one line without "[Errno 28]"
         raise new from None
+
+
+@contextlib.contextmanager
+def needing(num_bytes: int) -> Iterator[None]:
+    """Mark a full-device error met inside the block with ``num_bytes``, what the whole output set needs (known
+    before its first byte is written), for :func:`reporting_full_device` to name instead of its estimate."""
+    try:
+        yield
+    except BaseException as exc:
+        if full_device_errno(exc) is not None and getattr(exc, NEEDED_BYTES_ATTR, None) is None:
+            setattr(exc, NEEDED_BYTES_ATTR, int(num_bytes))
+        raise
 
 
 def archive_bytes_bound(keys: Sequence[str], *, int64_per_entry: int, extra_bytes: int = 0) -> int:

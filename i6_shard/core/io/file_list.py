@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import Any, List, Sequence
+import zipfile
+from typing import Any, List, Optional, Sequence
 
 from .atomic import atomic_write
 from .preflight import check_key_collisions, check_regular_file
@@ -37,6 +38,29 @@ def normalize_file_tree(tree: FileTree) -> FileTree:
     return tree
 
 
+def _archive_kind(path: str) -> Optional[str]:
+    """What an ``.npz`` archive of i6_shard at ``path`` is (a costs or sizes archive, a plan file), by its members;
+    None for any other file (or none).
+
+    >>> _archive_kind("/nonexistent.npz") is None
+    True
+    """
+    try:
+        if not (os.path.isfile(path) and zipfile.is_zipfile(path)):
+            return None
+        with zipfile.ZipFile(path) as zf:
+            members = set(zf.namelist()[:1000])
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
+    if "orders.npy" in members:
+        return "a plan file (.npz)"
+    if "unit_utf8.npy" in members:
+        return "a costs archive (.npz)"
+    if "sizes.npy" in members:
+        return "a sizes archive (.npz)"
+    return "an .npz archive" if path.endswith(".npz") else None
+
+
 def read_file_list(path: str | os.PathLike) -> List[FileTree]:
     """Read a file list as RETURNN's ``DistributeFilesDataset._lazy_init_file_list`` does.
 
@@ -62,6 +86,12 @@ def read_file_list(path: str | os.PathLike) -> List[FileTree]:
     """
     path = os.fspath(path)
     ext = os.path.splitext(path)[1]
+    kind = _archive_kind(path) if ext not in FILE_LIST_EXTENSIONS else None
+    if kind is not None:
+        raise ValueError(
+            f"file list {short_repr(path)} is {kind}, not a file list: give the list of files it was made from "
+            f"(a {', '.join(FILE_LIST_EXTENSIONS)} file; `python -m i6_shard make-data` writes one as files.txt)"
+        )
     if ext not in FILE_LIST_EXTENSIONS:
         raise ValueError(
             f"file list {short_repr(path)} has extension {ext[:20]!r}; RETURNN reads only "

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
+from ..pure.args import MAX_SETTING_DEPTH, nesting_depth
 from ..pure.cut import cut_spec
 from ..pure.plan import ShardPlan
 from .plan_integrity import check_stored_layout
@@ -345,15 +346,25 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
 
 
 def _engine_settings(value: Optional[np.ndarray], path: str) -> Optional[Dict[str, Any]]:
-    """The stored engine settings (a JSON object text), or None where the plan stores none."""
+    """The stored engine settings (a JSON object text), or None where the plan stores none; settings that nest
+    deeper than :data:`MAX_SETTING_DEPTH` are refused before anything walks them recursively."""
     if value is None:
         return None
+    deep = f"nests dicts and lists more than {MAX_SETTING_DEPTH} levels deep (a plan stores at most 6)"
     try:
         engine = json.loads(str(value)) if value.dtype.kind == "U" else None
     except ValueError:
         engine = None
-    if not isinstance(engine, dict):
-        raise ValueError(f"{path!r} is corrupt: {ENGINE_SETTINGS_ARRAY} is {short_repr(value)}, expected a JSON object")
+    except RecursionError:
+        engine = deep
+    if isinstance(engine, dict) and nesting_depth(engine) > MAX_SETTING_DEPTH:
+        engine = deep
+    if engine is deep or not isinstance(engine, dict):
+        shown = short_repr(str(value) if value.dtype.kind == "U" else value)
+        what = engine if engine is deep else f"is {' '.join(shown.split())}, expected a JSON object"
+        raise ValueError(
+            f"{path!r} is corrupt: {ENGINE_SETTINGS_ARRAY} {what}; make the plan anew with `plan` or ShardPlanJob"
+        )
     return engine
 
 

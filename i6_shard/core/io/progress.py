@@ -3,10 +3,11 @@ nothing at all for work that finishes quickly."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
-from typing import Callable, Optional, TextIO
+from typing import Callable, Iterator, Optional, TextIO
 
 __all__ = ["DEFAULT_INTERVAL"]
 
@@ -78,3 +79,33 @@ class Progress:
             flush=True,
         )
         self._printed_done = self.done
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, *, interval: Optional[float] = None, stream: Optional[TextIO] = None) -> Iterator[None]:
+    """Lines ``label: running, elapsed Ns`` on stderr every ``interval`` seconds (default
+    :data:`DEFAULT_INTERVAL`) while the block runs, from a thread: a long stage that counts nothing still shows it
+    is alive; a block done sooner prints nothing.
+
+    >>> with heartbeat("report", interval=3600):
+    ...     pass
+    """
+    every = DEFAULT_INTERVAL if interval is None else interval
+    done = threading.Event()
+    start = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            print(
+                f"{label}: running, elapsed {time.monotonic() - start:.0f}s",
+                file=stream if stream is not None else sys.stderr,
+                flush=True,
+            )
+
+    thread = threading.Thread(target=beat, name=f"heartbeat {label}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

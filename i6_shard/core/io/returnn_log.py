@@ -320,6 +320,11 @@ class TrainingLog:
             yield from (keys[k] for k in key_of[r.file_ids()].tolist())
 
 
+#: Distinct files the logs' "using files" lines may name (held once each, some 500 bytes with its ids: at most about
+#: 0.5 GB); the files of a line that names further ones are not read, and the report says so (TrainReportJob's
+#: memory request holds then, whatever the logs).
+MAX_CATALOG_FILES = 1 << 20
+
 #: Closed rows and steps a rank holds while its log is read before they go to the scratch file (:class:`Spill`): with
 #: thousands of ranks in one torchrun stdout, these few per rank are what memory holds of the records.
 _SPILL_ROWS = 64
@@ -454,6 +459,7 @@ class _RankParser:
         self.records = [0] if records is None else records  # (sub-epoch, rank) records of all logs read so far
         self.catalog = FileCatalog() if catalog is None else catalog  # one copy of each file of the logs
         self.files_not_read: List[str] = []  # where the files of a line were too long to read
+        self.files_beyond_catalog: List[str] = []  # where they named files beyond MAX_CATALOG_FILES
         #: the "using files" lines of every dataset, their files as ids, waiting in the spill (nothing per line held)
         self.file_lines = FileLines(spill)
         self.file_store = HeldStore() if spill is None else spill
@@ -563,13 +569,23 @@ class _RankParser:
         distinct lists of the dataset's instances, the last run's) is decided when the log is read
         (:func:`~i6_shard.core.io.log_file_lists.resolve_lines`)."""
         epoch = self._epoch(m["epoch"], where)
+        full = len(self.catalog) >= MAX_CATALOG_FILES  # new names would go past the memory bound: parsed aside
         files = read_files_of_line(
-            m["files"], where=where, epoch=epoch, line=line, cut=len(line) >= MAX_LINE_CHARS, names=self.catalog.names
+            m["files"],
+            where=where,
+            epoch=epoch,
+            line=line,
+            cut=len(line) >= MAX_LINE_CHARS,
+            names={} if full else self.catalog.names,
         )
         window = self.cur_epoch if self.cur_epoch is not None else self.last_trained + 1
         add = self.file_lines.add
         if files is None:  # longer than MAX_FILES_LINE_CHARS: not read, and said so
             self.files_not_read.append(f"{where} (sub-epoch {epoch}, {len(m['files']):,} characters)")
+            add(m["name"], epoch=epoch, run=self.num_starts, window=window, ids=None)
+            return
+        if full and isinstance(files, list) and not self.catalog.knows_all(files):
+            self.files_beyond_catalog.append(f"{where} (sub-epoch {epoch})")
             add(m["name"], epoch=epoch, run=self.num_starts, window=window, ids=None)
             return
         if not isinstance(files, list):
@@ -644,7 +660,7 @@ class _RankParser:
             frames_dim=self.frames_dim,
             cwd=self.cwd,
             num_starts=self.num_starts,
-            notes=_files_not_read_notes(self.files_not_read),
+            notes=_files_not_read_notes(self.files_not_read) + _beyond_catalog_notes(self.files_beyond_catalog),
             catalog=self.catalog,
             file_store=self.file_store,
             file_lines=file_lines,
@@ -670,6 +686,22 @@ def _files_not_read_notes(where: List[str]) -> List[str]:
         f'the files of {len(where):,} "using files" lines are longer than {log_files_line.MAX_FILES_LINE_CHARS:,} '
         "characters and "
         f"were not read, so they are not compared: {shown}"
+    ]
+
+
+def _beyond_catalog_notes(where: List[str]) -> List[str]:
+    """One note for the "using files" lines of a log not read because the logs name too many distinct files.
+
+    >>> _beyond_catalog_notes(["x.log:3 (sub-epoch 9)"])[0][:92]
+    'the files of 1 "using files" lines were not read: the logs name more than 1,048,576 distinct'
+    """
+    if not where:
+        return []
+    shown = "; ".join(where[:3]) + (f"; and {len(where) - 3:,} more" if len(where) > 3 else "")
+    return [
+        f'the files of {len(where):,} "using files" lines were not read: the logs name more than '
+        f"{MAX_CATALOG_FILES:,} distinct files (the report holds each, some 500 bytes, and no more, to stay in its "
+        f"memory), and these lines name further ones, so they are not compared: {shown}"
     ]
 
 

@@ -9,6 +9,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .atomic import FULL_DEVICE_ERRNOS, WRITTEN_PATH_ATTR, full_device_fix, full_device_reason
+
 
 class Spill:
     """Arrays appended to an unnamed temporary file (``tempfile.TemporaryFile`` in ``dir`` or ``TMPDIR``: unlinked
@@ -22,20 +24,46 @@ class Spill:
     """
 
     def __init__(self, dir: Optional[str] = None):
+        self.dir = dir if dir is not None else tempfile.gettempdir()
         self._file = tempfile.TemporaryFile(prefix="i6_shard.", dir=dir)
         self._fd = self._file.fileno()
         self.size = 0
 
     def append(self, arrays: Sequence[np.ndarray]) -> int:
-        """Write ``arrays`` back to back; return where they begin."""
+        """Write ``arrays`` back to back; return where they begin.
+
+        :raises OSError: on a full device (or a file size limit), naming the scratch file, its directory (TMPDIR)
+            and the fix, not an output the caller is writing
+        """
         at = self.size
         for a in arrays:
             data = memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B")
             done = 0
             while done < len(data):
-                done += os.pwrite(self._fd, data[done:], self.size + done)
+                try:
+                    done += os.pwrite(self._fd, data[done:], self.size + done)
+                except OSError as exc:
+                    if exc.errno not in FULL_DEVICE_ERRNOS:
+                        raise
+                    raise self._full(exc) from None
             self.size += len(data)
         return at
+
+    def _full(self, exc: OSError) -> OSError:
+        reason = full_device_reason(exc.errno)
+        where = f"{self.dir!r} (TMPDIR)" if os.environ.get("TMPDIR") else f"{self.dir!r} (the temporary directory)"
+        fix = (
+            full_device_fix(exc.errno, reason)
+            if "ulimit -f" in reason
+            else "free space there, or set TMPDIR to a directory with more room"
+        )
+        new = OSError(
+            f"cannot write the scratch file 'i6_shard.*' in {where}, where the records wait until they are written: "
+            f"{reason} after {self.size:,} bytes; {fix}"
+        )
+        new.errno = exc.errno
+        setattr(new, WRITTEN_PATH_ATTR, os.path.join(self.dir, "i6_shard.*"))
+        return new
 
     def read(self, at: int, layout: Sequence[Tuple[type, int]]) -> List[np.ndarray]:
         """The arrays written at ``at``, given their dtypes and lengths (new writable arrays)."""

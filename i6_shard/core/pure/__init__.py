@@ -13,7 +13,7 @@
 - training: what a training consumed, analysed from its logs (the training report renders it).
 """
 
-from .args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping
+from .args import check_bool, check_int, check_optional_bool, check_optional_int, check_optional_mapping, nesting_depth
 from .batching import Batching, DEFAULT_REDUCE_TYPE, SyncMode, batching_of, check_batching_for_unit
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_epochs
 from .costs import COST_UNITS
@@ -75,6 +75,7 @@ __all__ = [
     "check_int",
     "check_optional_int",
     "check_bool",
+    "nesting_depth",
     "SyncMode",
     "short_repr",
     "check_optional_bool",

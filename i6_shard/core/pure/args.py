@@ -12,6 +12,10 @@ from .text import short_repr
 
 __all__ = ["check_int", "check_optional_int", "check_bool", "check_optional_bool", "check_optional_mapping"]
 
+#: The deepest nesting of dicts and lists a setting may have (``torch_distributed`` with sync levels of rank lists
+#: needs 5): deeper ones are refused by name before anything walks them recursively (RecursionError).
+MAX_SETTING_DEPTH = 16
+
 
 def check_int(value: Any, *, name: str, minimum: Optional[int] = None, hint: str = "") -> int:
     """``value`` as a Python int if it is an integer (not a bool) of at least ``minimum`` (if given).
@@ -96,3 +100,26 @@ def first_negative(values: Any) -> Optional[int]:
     if not arr.size or arr.dtype.kind == "u" or int(arr.min()) >= 0:
         return None
     return int(np.argmax(arr < 0))
+
+
+def nesting_depth(value: Any, *, limit: int = MAX_SETTING_DEPTH) -> int:
+    """Levels of dicts, lists and tuples in ``value`` (a scalar is 0), counted without recursion and up to
+    ``limit + 1`` at most (whatever the depth, only the top ``limit + 1`` levels are walked).
+
+    >>> nesting_depth({"sync": [{"group": [[0, 1], [2, 3]]}]}), nesting_depth(5)
+    (5, 0)
+    >>> nesting_depth([[[[1]]]], limit=2)
+    3
+    """
+    depth, level = 0, [value]
+    while depth <= limit:
+        below = []
+        for item in level:
+            if isinstance(item, Mapping):
+                below.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                below.extend(item)
+        if not any(isinstance(x, (Mapping, list, tuple)) for x in level):
+            return depth
+        depth, level = depth + 1, below
+    return depth

@@ -5,7 +5,7 @@ model of docs/units.md, with a brute-force port of the batching to check it agai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -293,12 +293,26 @@ class SyncMode:
             self,
             "accum_grad_multiple_step",
             check_int(
-                self.accum_grad_multiple_step,
+                self.steps_per_update(self.accum_grad_multiple_step),  # 0 updates every step, as 1 (RETURNN's meaning)
                 name="accum_grad_multiple_step",
                 minimum=1,
-                hint="the config's accum_grad_multiple_step, steps per optimizer update",
+                hint="the config's accum_grad_multiple_step, steps per optimizer update; 0 is 1, as in RETURNN",
             ),
         )
+
+    @staticmethod
+    def steps_per_update(accum_grad_multiple_step: Any) -> Any:
+        """A config's ``accum_grad_multiple_step`` as ``Engine.train_epoch`` acts on it: unset (``config.int``'s
+        default 1) and 0 update every step, as 1 does (``cur_count_grad_accum += 1`` comes before the test
+        ``cur_count_grad_accum >= accum_grad_multiple_step``); any other value is returned as it is.
+
+        >>> [SyncMode.steps_per_update(v) for v in (None, 0, 1, 4)]
+        [1, 1, 1, 4]
+        """
+        value = accum_grad_multiple_step
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == 0):
+            return 1
+        return value
 
     @property
     def sync_every(self) -> int:

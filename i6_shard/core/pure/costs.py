@@ -113,9 +113,9 @@ class FileCosts:
     def engine_lengths(self) -> Optional[List[np.ndarray]]:
         """Each entry's sequence lengths as the torch engine sees them, or None where they are not kept: the one
         accessor of the lengths that batch. Int64 shape [num_seqs] (the cost stream's) where the batching lengths
-        equal them, else [num_seqs, 2]: column 0 the cost stream's (frames counted, dropped, sorted by), column 1
-        the batching length (``seq_batch_lengths``); ``BatchingIterDataPipe`` and ``LenFilterDataPipe`` over
-        these two keys do what they do over every data key, as the longest decides both.
+        equal them (not kept, or kept and equal), else [num_seqs, 2]: column 0 the cost stream's (frames counted,
+        dropped, sorted by), column 1 the batching length (``seq_batch_lengths``); ``BatchingIterDataPipe`` and
+        ``LenFilterDataPipe`` over these two keys do what they do over every data key, as the longest decides both.
 
         >>> c = FileCosts(keys=["a", "b"], costs=np.array([5, 2]), unit="frames", num_seqs=np.array([2, 1]),
         ...               num_frames=np.array([5, 2]), seq_length_quantiles=np.full(257, 2),
@@ -126,7 +126,8 @@ class FileCosts:
         if self.seq_lengths is None:
             return None
         x = np.asarray(self.seq_lengths, dtype=np.int64)
-        if self.seq_batch_lengths is not None:
+        # batching lengths stored though they equal the lengths batch as these: the same shape, so the same plan
+        if self.seq_batch_lengths is not None and not np.array_equal(self.seq_batch_lengths, self.seq_lengths):
             x = np.stack([x, np.asarray(self.seq_batch_lengths, dtype=np.int64)], axis=1)
         return np.split(x, np.cumsum(np.asarray(self.num_seqs, dtype=np.int64))[:-1])
 

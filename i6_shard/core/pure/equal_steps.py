@@ -360,8 +360,8 @@ class _SubEpoch:
             if m <= 16 and self.rng.rand() < 0.5:
                 i, j = sorted(self.rng.choice(m, size=2, replace=False).tolist())
             else:
-                pair = sizes[:-1] + sizes[1:]
-                weights = 1.0 / pair
+                pair = sizes[:-1] + sizes[1:]  # 0 for two files of no sequences: their swap changes nothing
+                weights = np.divide(1.0, pair, out=np.zeros_like(pair), where=pair > 0)
                 i = int(self.rng.choice(m - 1, p=weights / weights.sum()))
                 j = i + 1
             changes = rank._swap_changes(i, j)

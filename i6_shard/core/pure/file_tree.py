@@ -235,6 +235,14 @@ class FileCatalog:
             out[j] = i
         return out
 
+    def knows_all(self, files: Sequence[FileTree]) -> bool:
+        """Whether every tree of ``files`` has an id already (:meth:`ids_of` would add none)."""
+        ids = self._ids
+        return all(_frozen(tree) in ids for tree in files)
+
+    def __len__(self) -> int:
+        return len(self.trees)
+
     def trees_of(self, ids: np.ndarray) -> List[FileTree]:
         trees = self.trees
         return [trees[i] for i in ids.tolist()]

@@ -119,10 +119,15 @@ def _literal(text: str) -> Any:
     """A config value written as a Python literal or JSON."""
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):  # (JSON below names what is wrong)
         pass
     try:
         return json.loads(text)
+    except RecursionError:  # nested too deep to be a config value
+        raise ValueError(
+            f"nests dicts and lists too deep to read ({len(text)} characters): write it as in the config, e.g. "
+            "\"{'reduce_type': 'param', 'param_sync_step': 100}\""
+        ) from None
     except ValueError:
         raise ValueError(
             f"{text!r} is neither a Python literal nor JSON: write it as in the config, e.g. "

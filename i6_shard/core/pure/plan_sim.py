@@ -291,13 +291,13 @@ def plan_simulation(
 
 def _normalized(name: str, value: Any) -> Any:
     """A recorded or configured engine value in the form that decides what the engine does: ``max_seqs`` -1 is no
-    limit, ``accum_grad_multiple_step`` None is 1, ``torch_distributed`` by its sync levels (``sync_levels_of``) --
+    limit, ``accum_grad_multiple_step`` None and 0 are 1, ``torch_distributed`` by its sync levels (``sync_levels_of``) --
     its ``backend``, ``dataset_distribution``, ``sync_complete_frac`` (a SUM instead of a MIN of the same "has data")
     and ``sync_at_epoch_end`` (after the loop) do not change any rank's steps."""
     if name == "max_seqs" and value in (-1, None):
         return None
-    if name == "accum_grad_multiple_step" and value is None:
-        return 1
+    if name == "accum_grad_multiple_step":  # unset and 0 update every step, as 1
+        return SyncMode.steps_per_update(value)
     if name == "torch_distributed":
         opts = dict(value or {})
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
+from .args import MAX_SETTING_DEPTH, nesting_depth
 from .text import short_repr
 
 __all__ = ["check_torch_distributed", "DATASET_DISTRIBUTIONS"]
@@ -59,6 +60,12 @@ def check_torch_distributed(
     """
     if opts is None:
         return
+    depth = nesting_depth(opts)
+    if depth > MAX_SETTING_DEPTH:
+        raise ValueError(
+            f"torch_distributed nests dicts and lists more than {MAX_SETTING_DEPTH} levels deep (sync levels of rank "
+            "lists need 5): give it as the config has it, e.g. {'reduce_type': 'param', 'param_sync_step': 100}"
+        )
     if not isinstance(opts, dict):  # get_ctx: assert isinstance(opts, dict)
         raise TypeError(
             f"torch_distributed={short_repr(opts, limit=80)} ({type(opts).__name__}): RETURNN needs a dict (or None "

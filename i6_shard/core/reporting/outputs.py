@@ -10,13 +10,15 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_suffix
 from ..io.file_costs import FileCosts
-from ..io.npz import save_npz
+from ..io.enospc import needing
+from ..io.npz import npz_bytes_bound, save_npz
+from ..io.progress import heartbeat
 from ..planning import PlanOutputs, plan_outputs, plan_stats_outputs
 from ..pure.batching import Batching, SyncMode
 from ..pure.cache import NodeCache
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats
-from .plot import plot_plan, require_matplotlib
+from .plot import plan_png, require_matplotlib
 from .prediction import prediction_summary
 from .report import cache_summary, render_report, summarize, summary_json
 
@@ -118,7 +120,8 @@ def write_outputs(
     the text report and, if ``plot_path`` is given, the PNG plot of what the planning floor computed. Every file
     is written atomically and its bytes depend only on the plan. The files are four: a reader may find some of
     them from this call and some from an earlier one while it runs (a Sisyphus job's outputs count only once the
-    job has finished); :func:`write_outputs_dir` writes them as one directory instead.
+    job has finished); :func:`write_outputs_dir` writes them as one directory instead. Everything is rendered
+    before the first byte is written, so a full device names what the whole set needs (:func:`needing`).
 
     :return: the summary (JSON types); ``max_imbalance`` and ``dropped_fraction`` are its headline floats
     :raises ValueError: before anything is written, if a path has another extension than its format (``.npz``,
@@ -126,24 +129,50 @@ def write_outputs(
     :raises ImportError: before anything is written, if a plot is asked for and matplotlib is missing
     """
     _check_output_paths(plan_path=plan_path, summary_path=summary_path, report_path=report_path, plot_path=plot_path)
-    if outputs.arrays is None:
-        raise ValueError("these plan outputs hold no plan file arrays; make them with core.planning.plan_outputs")
-    summary = summary_of(outputs)
-    save_npz(plan_path, outputs.arrays, kind="plan file")
-    with atomic_write(summary_path, "wt", encoding="ascii", newline="\n") as f:
-        f.write(summary_json(summary))
-    with atomic_write(report_path, "wt", encoding="utf-8", newline="\n") as f:
-        f.write(render_report(summary))
-    if plot_path is not None:
-        plot_plan(
-            outputs.stats,
-            plot_path,
-            title=plot_title(outputs.plan, num_epochs=outputs.num_epochs),
-            cache=outputs.footprint,
-            cache_size=outputs.cache_size,
-            prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
+    summary, texts, need = _rendered(outputs, plot=plot_path is not None)
+    with needing(need):
+        _write_rendered(
+            outputs, texts, plan_path=plan_path, summary_path=summary_path, report_path=report_path, plot_path=plot_path
         )
     return summary
+
+
+def _rendered(outputs: PlanOutputs, *, plot: bool) -> Tuple[dict, Dict[str, bytes], int]:
+    """The summary, the bytes of the summary, report and (with ``plot``) plot, and at most the bytes of the whole
+    set (these and the plan file's arrays); a line on stderr every few seconds of a long rendering."""
+    if outputs.arrays is None:
+        raise ValueError("these plan outputs hold no plan file arrays; make them with core.planning.plan_outputs")
+    with heartbeat("plan outputs: the summary"):
+        summary = summary_of(outputs)
+        texts = {SUMMARY_FILE: summary_json(summary).encode("ascii")}
+    with heartbeat("plan outputs: the report"):
+        texts[REPORT_FILE] = render_report(summary).encode("utf-8")
+    if plot:
+        with heartbeat("plan outputs: the plot"):
+            texts[PLOT_FILE] = plan_png(
+                outputs.stats,
+                title=plot_title(outputs.plan, num_epochs=outputs.num_epochs),
+                cache=outputs.footprint,
+                cache_size=outputs.cache_size,
+                prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
+            )
+    return summary, texts, npz_bytes_bound(outputs.arrays) + sum(len(b) for b in texts.values())
+
+
+def _write_rendered(
+    outputs: PlanOutputs,
+    texts: Dict[str, bytes],
+    *,
+    plan_path: str,
+    summary_path: str,
+    report_path: str,
+    plot_path: Optional[str],
+) -> None:
+    save_npz(plan_path, outputs.arrays, kind="plan file")
+    for name, path in ((SUMMARY_FILE, summary_path), (REPORT_FILE, report_path), (PLOT_FILE, plot_path)):
+        if path is not None:
+            with atomic_write(path, "wb") as f:
+                f.write(texts[name])
 
 
 def check_plan_dir(out_dir: str | os.PathLike) -> None:

@@ -3,6 +3,7 @@ dropped fraction per sub-epoch. Needs matplotlib (the ``plot`` extra), imported 
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any, Mapping, Optional, Tuple
 
@@ -59,14 +60,36 @@ def plot_plan(
     _save(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction), path)
 
 
+def plan_png(
+    stats: PlanStats,
+    *,
+    title: Optional[str] = None,
+    cache: Optional[CacheFootprint] = None,
+    cache_size: Optional[int] = None,
+    prediction: Optional[Mapping[str, Any]] = None,
+) -> bytes:
+    """The PNG bytes :func:`plot_plan` writes, rendered in memory (so their size is known before they are
+    written)."""
+    return png_bytes(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction))
+
+
+def png_bytes(fig) -> bytes:
+    """``fig`` as PNG bytes (no Software tag: the same figure and matplotlib give the same bytes)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
 def _check_png(path: str | os.PathLike) -> None:
     if not os.fspath(path).lower().endswith(".png"):
         raise ValueError(f"plot path {os.fspath(path)!r} must end in .png: the plot is written as PNG")
 
 
 def _save(fig, path: str | os.PathLike) -> None:
+    data = png_bytes(fig)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
+        with open(tmp, "wb") as f:
+            f.write(data)
 
 
 def _legend_beside(ax, **kwargs) -> None:
@@ -191,8 +214,10 @@ def _draw_prediction(
         predicted,
         color="tab:red",
         marker="o",
-        markersize=3,
-        linewidth=1,
+        markersize=4,
+        linewidth=1.2,
+        zorder=3,  # above the bars and the axis: a predicted 0 lies on the x axis and stays visible
+        clip_on=False,
         label=f"predicted under the batching (mean {predicted.mean():.2f}%)",
     )
     for r in range(steps.shape[1]):

@@ -275,9 +275,11 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
             linewidth=1,
             label=f"mean {100 * summary['dropped_fraction']:.2f}%",
         )
+    planned = _draw_planned_drop(ax_drop, subs, epochs)
     ax_drop.set_ylabel("dropped %")
+    top = np.fmax(drop, planned)  # the planned drop is beside the measured one: both fit
     ax_drop.set_ylim(
-        0, max(float(np.nanmax(drop)) * 1.15 if np.isfinite(drop).any() else 0.0, 100 * (thr or 0) * 1.3, 0.1)
+        0, max(float(np.nanmax(top)) * 1.15 if np.isfinite(top).any() else 0.0, 100 * (thr or 0) * 1.3, 0.1)
     )
     ax_drop.legend(loc="upper right", fontsize=8, framealpha=0.9)
     ax_drop.set_title(
@@ -313,6 +315,28 @@ def plot_training(summary: Mapping[str, Any], path: str) -> None:
     )
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def _draw_planned_drop(ax, subs: Sequence[Mapping[str, Any]], epochs: np.ndarray) -> np.ndarray:
+    """The plan's simulated drop per sub-epoch (``dropped_fraction_planned``, in %; NaN where not planned exactly)
+    as a line with dots over the measured bars, drawn above them and the axis (a planned 0 stays visible); the
+    values, for the y limit."""
+    planned = np.array(
+        [np.nan if se.get("dropped_fraction_planned") is None else 100 * se["dropped_fraction_planned"] for se in subs]
+    )
+    if np.isfinite(planned).any():
+        ax.plot(
+            epochs,
+            planned,
+            color="tab:red",
+            marker="o",
+            markersize=4,
+            linewidth=1.2,
+            zorder=3,
+            clip_on=False,
+            label=f"planned (mean {np.nanmean(planned):.2f}%)",
+        )
+    return planned
 
 
 def _plan_sub_epochs_are_training_ones(log: Any) -> bool:

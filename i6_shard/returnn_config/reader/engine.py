@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ...core import SyncMode
 from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING
 from ..torch_distributed import DATASET_DISTRIBUTIONS
 from .tree import _flatten_with_path
@@ -92,7 +93,7 @@ class EngineBatching:
             if getattr(self, key) is not None:
                 out.append(f"{key}={getattr(self, key)!r} ({what})")
         accum = self.accum_grad_multiple_step
-        if accum not in (None, 1):
+        if SyncMode.steps_per_update(accum) != 1:  # unset and 0 update every step, as 1
             out.append(
                 f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
                 if isinstance(accum, int)

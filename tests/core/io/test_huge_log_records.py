@@ -17,6 +17,7 @@ from i6_shard.core.io.log_files_line import FilesLiteralError, parse_files_liter
 from i6_shard.core.io.returnn_log import parse_rank_log
 from i6_shard.core.reporting import train_records
 from i6_shard.core.reporting.train_report import train_summary_json
+from tests.deps import SISYPHUS_REASON
 from tests.strategies import examples, file_trees
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "returnn_logs")
@@ -115,7 +116,7 @@ def test_the_report_job_asks_for_two_bytes_per_log_byte():
     """The documented rule (docs/reliability.md): 1 GB and two bytes per log byte, for the file lists of the "using
     files" lines (measured: 159 bytes per record of 183 log bytes, benchmarks/bench_train_report_memory.py); the records
     wait in a scratch file."""
-    jobs = pytest.importorskip("i6_shard.jobs.train_report", reason="needs Sisyphus: pip install sisyphus")
+    jobs = pytest.importorskip("i6_shard.jobs.train_report", reason=SISYPHUS_REASON)
     for log_bytes in (10**6, 40 * 10**6, 10**9):
         mem_gb = jobs.train_report_rqmt(log_bytes=log_bytes)[0]["mem"]
         assert mem_gb * 1e9 >= 1e9 + 2 * log_bytes

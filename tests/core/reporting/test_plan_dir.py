@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.deps import needs_matplotlib
+from tests.deps import needs_matplotlib, mount_unavailable
 
 from i6_shard import core
 from i6_shard.core.io import atomic
@@ -319,7 +319,7 @@ def test_a_full_device_names_the_file_and_leaves_the_earlier_set(tmp_path):
         text=True,
         timeout=120,
     )
-    if res.returncode != 0 and ("mount" in res.stderr or "unshare" in res.stderr):
+    if res.returncode != 0 and mount_unavailable(res.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()[-200:]}")
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads(res.stdout)
