@@ -69,3 +69,57 @@ def test_every_rank_reads_the_plans_files_repeats_included(tmp_path, distributio
     assert {read_per_file[i] for i in range(14, 22)} <= {7, 8}
     for i, counts in tags_of.items():
         assert set(counts.values()) == {read_per_file[i]}, i
+
+
+def test_the_builders_dict_of_several_file_lists_reads_the_plan(tmp_path):
+    from i6_shard.core import write_file_list
+    from i6_shard.returnn_config import sharded_files_dataset
+    from i6_shard.returnn_config.pycode import resolve_refs
+
+    files = write_tiny_hdf_files(str(tmp_path / "data"), num_files=16, seed=6, max_seqs=3)
+    lists = [str(tmp_path / "A.txt"), files[10:]]  # a list file and an inline list
+    write_file_list(files[:10], lists[0])
+    settings = PlanSettings(num_shards=2, partition_epoch=3, num_epochs=6, distribution="balanced")
+    plan = ShardPlan(files, np.full(16, 100), settings, corpora=Corpora.of(names="AB", sizes=[10, 6], weights=[1, 2]))
+    save_plan(plan, str(tmp_path / "plan.npz"))
+    d = sharded_files_dataset(
+        lists,
+        weights=[1, 2],
+        plan=str(tmp_path / "plan.npz"),
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        partition_epoch=3,
+        use_worker_proc=False,
+    )
+    assert isinstance(d["files"], functools.partial) and d["files"]() == files  # the corpora one after the other
+    for rank in range(2):
+        with as_rank(rank, 2):
+            dataset = init_dataset(resolve_refs(d))  # as the written config imports the class
+            for epoch in range(1, 7):
+                tags = iterate_tags(dataset, epoch)
+                assert sorted({file_index(t) for t in tags}) == sorted(
+                    plan.file_indices_for(epoch=epoch, shard_index=rank)
+                )
+            dataset.finish_epoch(free_resources=True)
+    inline = sharded_files_dataset(
+        [files[:10], files[10:]],
+        weights=[1, 2],
+        plan=str(tmp_path / "plan.npz"),
+        partition_epoch=3,
+        sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+    )
+    assert inline["files"] == files
+    with pytest.raises(ValueError, match="weights mix corpora by a plan, which the dataset reads: give plan="):
+        sharded_files_dataset(
+            lists,
+            weights=[1, 2],
+            partition_epoch=3,
+            sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        )
+    with pytest.raises(ValueError, match=r"so files must be a list of 2 file lists"):
+        sharded_files_dataset(
+            files,
+            weights=[1, 2],
+            plan=str(tmp_path / "plan.npz"),
+            partition_epoch=3,
+            sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+        )
