@@ -2,6 +2,7 @@
 file is read equally often over the full epochs (±1 at any point), no file twice in a sub-epoch on any rank, the same
 seed the same plan; and what cannot work refused with the fix."""
 
+import dataclasses
 import math
 from collections import Counter
 from fractions import Fraction
@@ -183,3 +184,26 @@ def test_separating_keeps_every_read_and_the_bin_sizes():
     assert sorted(perm.tolist()) == list(range(len(order)))
     check_no_repeat_in_sub_epochs(order[perm], bounds, partition_epoch=3)
     assert Counter(order[perm].tolist()) == Counter(order.tolist())
+
+
+def test_reads_of_a_weighted_plan_are_checked_against_its_reads_per_full_epoch():
+    from i6_shard.core.pure.reads import SubEpochRead, check_reads, summarize_reads
+
+    corpora = Corpora.of(names=["A", "B"], sizes=[4, 2], weights=[1, 2])
+    keys = ["a0", "a1", "a2", "a3", "b0", "b1"]
+    plan = ShardPlan(keys, [5, 5, 5, 5, 5, 5], PlanSettings(num_shards=2, partition_epoch=3), corpora=corpora)
+    tags = {k: [f"{k}/s{j}" for j in range(2)] for k in keys}
+    reads = [
+        SubEpochRead(e, r, tuple(f), tuple(t for k in f for t in tags[k]))
+        for e in (1, 2, 3)
+        for r in (0, 1)
+        for f in [plan.files_for(epoch=e, shard_index=r)]
+    ]
+    assert check_reads(reads, plan=plan, file_tags=tags) == []  # each B file's sequences twice: as planned
+    (full,) = summarize_reads(reads, plan=plan, file_tags=tags)["full_epochs"]
+    assert full["num_seqs_expected"] == full["num_seqs_read"] == 2 * 4 + 2 * 2 * 2
+    assert full["corpora_seqs_read"] == {"A": 8, "B": 8}
+    first = reads[0]
+    short = [dataclasses.replace(first, seq_tags=first.seq_tags[1:])] + reads[1:]  # one sequence not read
+    kinds = {v.kind for v in check_reads(short, plan=plan, file_tags=tags)}
+    assert kinds == {"seqs", "missing"}
