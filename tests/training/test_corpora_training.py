@@ -29,7 +29,7 @@ def test_two_corpora_by_weight_train_as_planned(tmp_path):
     from .harness import hdf_files_dataset, run_training, write_skewed_hdf_files
 
     work = str(tmp_path)
-    paths = write_skewed_hdf_files(os.path.join(work, "run", "data"), num_files=NUM_A + NUM_B, seed=5)
+    paths = write_skewed_hdf_files(os.path.join(work, "run", "data"), num_files=NUM_A + NUM_B, seed=7)
     keys = [f"data/part{i:03d}.hdf" for i in range(NUM_A + NUM_B)]
     archives = [os.path.join(work, "A.npz"), os.path.join(work, "B.npz")]
     for archive, part in zip(archives, (slice(0, NUM_A), slice(NUM_A, None))):

@@ -22,11 +22,6 @@ def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tup
     return np.arange(len(costs), dtype=np.int64), bounds
 
 
-#: Rounds of "equal_steps" on corpora by weight that put the repeats apart and equalize again with files moved between
-#: sub-epochs, before the last, which moves them only between a sub-epoch's ranks (and so keeps them apart).
-_SEPARATE_ROUNDS = 6
-
-
 def _equal_steps(
     costs: np.ndarray,
     *,
@@ -39,13 +34,13 @@ def _equal_steps(
     progress: Optional[Callable[[str], None]] = None,
     equalize: Optional[Callable[..., Any]] = None,
     separate: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
+    keep_apart: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
     simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
     table does not import the simulation, which imports the settings made from it). With ``separate`` (corpora by
-    weight) the repeats of a file then go to different sub-epochs and the steps are equalized again, up to
-    ``_SEPARATE_ROUNDS`` times while equalizing moves repeats together, the last time moving files only between the
-    ranks of a sub-epoch, which keeps them apart."""
+    weight) the repeats of a file go to different sub-epochs first, and equalizing keeps them apart (``keep_apart``:
+    the file of each position, which no move between sub-epochs puts twice into one)."""
     if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
         raise ValueError(
             "distribution='equal_steps' cuts with every file's sequence lengths and the training's engine settings "
@@ -62,15 +57,11 @@ def _equal_steps(
         random_seed_offset=random_seed_offset,
         progress=progress,
     )
-    positions, bounds, _ = equalize(positions, bounds, **kwargs)
     if separate is None:
+        positions, bounds, _ = equalize(positions, bounds, **kwargs)
         return positions, bounds
-    for _ in range(_SEPARATE_ROUNDS):  # repeats apart, then equal again, while that moves no repeat together
-        apart = separate(positions, bounds)
-        if np.array_equal(apart, positions):
-            return positions, bounds
-        positions, bounds, _ = equalize(apart, bounds, **kwargs)
-    positions, bounds, _ = equalize(separate(positions, bounds), bounds, between_sub_epochs=0, **kwargs)
+    positions = separate(positions, bounds)  # a file's repeats apart, and kept apart while the steps are equalized
+    positions, bounds, _ = equalize(positions, bounds, keep_apart=keep_apart, **kwargs)
     return positions, bounds
 
 

@@ -189,6 +189,8 @@ class ShardPlan:
             options = equal_steps_options(
                 self.equal_steps, order=order, full_epoch_0idx=full_epoch_0idx, random_seed_offset=s.random_seed_offset
             )
+            if self.corpora is not None:  # the file of each read, whose repeats the steps' search keeps apart
+                options["keep_apart"] = order
         costs = self.costs[order]
         separate = None
         if self.corpora is not None:
