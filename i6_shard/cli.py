@@ -158,8 +158,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     request = _request(args)
     plot = _plot_wanted(not args.no_plot)
     core.check_plan_dir(args.output)  # before the archive is read
-    with reporting_full_device(args.output, needed=lambda: plan_dir_bytes_bound(args.sizes, request.settings)):
-        summary = core.write_outputs_dir(core.plan_archive(args.sizes, request), args.output, plot=plot)
+    sizes = args.sizes[0] if len(args.sizes) == 1 else args.sizes  # several: one corpus each
+    with reporting_full_device(
+        args.output, needed=lambda: sum(plan_dir_bytes_bound(path, request.settings) for path in args.sizes)
+    ):
+        summary = core.write_outputs_dir(core.plan_archive(sizes, request), args.output, plot=plot)
     _print_plan_outputs(summary, out=args.output, plot=plot)
     return 0
 
@@ -481,7 +484,11 @@ def _costs_unit(text: str) -> str:
 
 def _check_sizes_archive(args: argparse.Namespace) -> None:
     """``plan --sizes``: an existing file that is no zip archive is most likely a file list given too early."""
-    text = args.sizes
+    for text in args.sizes:
+        _check_sizes_archive_path(text)
+
+
+def _check_sizes_archive_path(text: str) -> None:
     if not os.path.isfile(text):
         return  # the plan command names the problem
     try:
@@ -602,8 +609,10 @@ def _add_plan(sub) -> None:
     p.add_argument(
         "--sizes",
         required=True,
+        action="append",
         help="file sizes .npz (from `sizes` or ComputeFileSizesJob) or file costs .npz (from `costs` or "
-        "ComputeFileCostsJob: the bins are balanced by its unit)",
+        "ComputeFileCostsJob: the bins are balanced by its unit); given once per corpus to mix several corpora "
+        "(their files one after the other, read by --weights)",
     )
     _add_table_options(p, "plan")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")

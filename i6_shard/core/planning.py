@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from .pure.equal_steps_cut import EqualStepsInputs
 from .pure.engine_sim import EngineSettings, inexact_reason
 from .pure.plan_sim import engine_of_record, engine_settings_record, plan_engine, plan_simulation
 from .pure.cache import CacheFootprint, NodeCache, compute_cache_footprint, partition_epoch_fits
+from .pure.corpora import Corpora
 from .pure.plan import ShardPlan
 from .pure.request import PlanRequest
 from .pure.cut import cut_spec, offered_distributions
@@ -167,20 +168,91 @@ def _check_memory(settings: PlanSettings, *, num_files: int) -> None:
         check_plan_fits_memory(settings, num_files=num_files)
 
 
-def make_plan(sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None) -> ShardPlan:
+def make_plan(
+    sizes: FileSizes,
+    request: PlanRequest,
+    *,
+    lengths: Optional[FileCosts] = None,
+    corpus_sizes: Optional[Sequence[int]] = None,
+    corpus_names: Optional[Sequence[str]] = None,
+) -> ShardPlan:
     """The plan of ``request`` over loaded sizes or costs, balanced by their unit, checked at the entry: the
     settings against the files (by ``ShardPlan``, which says too few files for the bins first), then the
     memory of the plan's arrays. Distribution ``"equal_steps"`` cuts with the sequence lengths of ``lengths`` (a
-    costs archive of the same files) under the request's engine (:func:`equal_steps_inputs`)."""
+    costs archive of the same files) under the request's engine (:func:`equal_steps_inputs`).
+
+    Corpora mixed by weight (:class:`~i6_shard.core.pure.corpora.Corpora`): ``sizes`` holds them one after the other,
+    ``corpus_sizes`` their numbers of files and ``corpus_names`` their names where the request names none; the
+    request's ``weights`` (default: 1 each) say how often each is read."""
     if not isinstance(request, PlanRequest):
         raise TypeError(f"request has type {type(request).__name__}; build it with PlanRequest.from_options(...)")
     settings = request.settings
     if settings.unit != sizes.unit:
         settings = settings.replace(unit=sizes.unit)
     inputs = equal_steps_inputs(request, lengths=lengths) if cut_spec(settings.distribution).cuts_with_inputs else None
-    plan = ShardPlan(sizes.keys, sizes.sizes, settings, equal_steps=inputs)  # validates the settings
+    corpora = _corpora(request, num_files=len(sizes.keys), corpus_sizes=corpus_sizes, corpus_names=corpus_names)
+    plan = ShardPlan(sizes.keys, sizes.sizes, settings, equal_steps=inputs, corpora=corpora)  # validates the settings
     _check_memory(settings, num_files=plan.num_files)
     return plan
+
+
+def _corpora(
+    request: PlanRequest,
+    *,
+    num_files: int,
+    corpus_sizes: Optional[Sequence[int]],
+    corpus_names: Optional[Sequence[str]],
+) -> Optional[Corpora]:
+    """The corpora of a plan (None: one corpus, each file read once, as RETURNN reads a list)."""
+    if corpus_sizes is None and request.weights is None and request.corpus_names is None:
+        return None
+    sizes = [num_files] if corpus_sizes is None else list(corpus_sizes)
+    names = request.corpus_names or corpus_names or [f"corpus{i}" for i in range(len(sizes))]
+    return Corpora.of(names=names, sizes=sizes, weights=request.weights or ["1"] * len(sizes))
+
+
+def _corpus_names(paths: Sequence[str]) -> List[str]:
+    """The archives' stems (``A`` of ``data/A.npz``), or ``corpus0``, ... where they repeat.
+
+    >>> _corpus_names(["x/A.npz", "B.npz"]), _corpus_names(["j1/out.npz", "j2/out.npz"])
+    (['A', 'B'], ['corpus0', 'corpus1'])
+    """
+    stems = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    return stems if len(set(stems)) == len(stems) else [f"corpus{i}" for i in range(len(paths))]
+
+
+def _plan_archives(paths: Sequence[str], request: PlanRequest, *, compare: bool) -> PlanOutputs:
+    """The plan of several sizes or costs archives, one corpus each, read by the request's weights: their files
+    one after the other (the dataset's ``files`` = the corpora's lists in this order), balanced by their unit."""
+    if request.lengths is not None:
+        raise ValueError(
+            f"lengths={request.lengths!r} gives one archive's sequence lengths, but {len(paths)} corpora are planned: "
+            "give each corpus's costs archive as its sizes instead (--sizes costs_A.npz --sizes costs_B.npz)"
+        )
+    for path in paths:
+        check_regular_file(path, what="file sizes archive")
+    parts = [load_file_sizes(path) for path in paths]
+    units = {p.unit for p in parts}
+    if len(units) > 1:
+        raise ValueError(
+            f"the archives count {', '.join(f'{p!r}: {u}' for p, u in zip(paths, (q.unit for q in parts)))}: plan "
+            "corpora counted alike (all sizes, or all costs archives of one unit)"
+        )
+    sizes = replace(FileSizes.concatenate(parts), unit=parts[0].unit)
+    needs_lengths = (
+        request.batching is not None or sizes.unit == "steps" or cut_spec(request.settings.distribution).needs_lengths
+    )
+    if needs_lengths and sizes.unit == "bytes":
+        equal_steps_inputs(request, lengths=None)  # refuses, saying what to give
+    lengths = FileCosts.concatenate([load_file_costs(p) for p in paths], names=paths) if needs_lengths else None
+    return make_plan_outputs(
+        sizes,
+        request,
+        lengths=lengths,
+        compare=compare,
+        corpus_sizes=[len(p) for p in parts],
+        corpus_names=_corpus_names(paths),
+    )
 
 
 def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) -> EqualStepsInputs:
@@ -225,17 +297,32 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
     return EqualStepsInputs(file_lengths=file_lengths, engine=engine)
 
 
-def plan_archive(archive_path: Union[str, os.PathLike], request: PlanRequest, *, compare: bool = True) -> PlanOutputs:
+def plan_archive(
+    archive_path: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
+    request: PlanRequest,
+    *,
+    compare: bool = True,
+) -> PlanOutputs:
     """The plan of a sizes or costs archive under ``request`` (balanced by the archive's unit) and its outputs
     (:func:`make_plan_outputs`); the files' sequence lengths are read where the loss is predicted: under the request's
     batching, and always for a plan by steps (under the limits its costs count). They come from the archive
     itself, or from the costs archive ``request.lengths`` of the same files (so that a plan cut by bytes, as a
     plain DistributeFilesDataset cuts, is predicted too; the outputs name it as ``lengths_from``).
 
+    ``archive_path`` may be a list of archives, one corpus each, which the request's ``weights`` mix
+    (:func:`make_plan`); one archive with no weights is a plan of one list, as RETURNN reads it.
+
     :raises ValueError: if the lengths archive lists other files or another order than ``archive_path``,
         naming both and the first differing key
     """
+    if not isinstance(archive_path, (str, os.PathLike)):
+        paths = [os.fspath(p) for p in archive_path]
+        if len(paths) != 1 or request.weights is not None or request.corpus_names is not None:
+            return _plan_archives(paths, request, compare=compare)
+        archive_path = paths[0]
     archive_path = os.fspath(archive_path)
+    if request.weights is not None or request.corpus_names is not None:
+        return _plan_archives([archive_path], request, compare=compare)
     check_regular_file(archive_path, what="file sizes archive")  # a FIFO would block the load
     sizes = load_file_sizes(archive_path)
     lengths_path = request.lengths
@@ -328,7 +415,13 @@ def _ns_text(ns: int) -> str:
 
 
 def make_plan_outputs(
-    sizes: FileSizes, request: PlanRequest, *, lengths: Optional[FileCosts] = None, compare: bool = True
+    sizes: FileSizes,
+    request: PlanRequest,
+    *,
+    lengths: Optional[FileCosts] = None,
+    compare: bool = True,
+    corpus_sizes: Optional[Sequence[int]] = None,
+    corpus_names: Optional[Sequence[str]] = None,
 ) -> PlanOutputs:
     """The plan of ``request`` over loaded sizes or costs (:func:`make_plan`) and its outputs: the per-node
     cache of the request, and with ``lengths`` (a costs archive of the same files) the predicted loss under the
@@ -338,7 +431,7 @@ def make_plan_outputs(
             f"the request names a lengths archive ({request.lengths!r}), which make_plan_outputs does not read: "
             "plan with plan_archive(...), or pass its load_file_costs(...) as lengths="
         )
-    plan = make_plan(sizes, request, lengths=lengths)
+    plan = make_plan(sizes, request, lengths=lengths, corpus_sizes=corpus_sizes, corpus_names=corpus_names)
     batching = request.batching
     if lengths is not None:
         with heartbeat(f"plan: batching limits checked against {len(lengths):,} files' lengths"):
@@ -411,7 +504,8 @@ def _outputs(
     sharded = plan.settings.distrib_shard_files
 
     def layout(k: int, r: int) -> Tuple[np.ndarray, np.ndarray]:
-        return orders[k, 0 if sharded else r], bounds[k, 0 if sharded else r]
+        b = bounds[k, 0 if sharded else r]
+        return orders[k, 0 if sharded else r, : int(b[-1])], b
 
     footprint = (
         None
@@ -614,12 +708,15 @@ def plan_bins(plan: ShardPlan) -> Tuple[np.ndarray, np.ndarray]:
     num_full = num_full_epochs_for(settings.num_epochs, partition_epoch=settings.partition_epoch)
     num_layouts = settings.num_layouts
     dtype = np.uint32 if plan.num_files < 2**32 else np.int64
-    orders = np.empty((num_full, num_layouts, plan.num_files), dtype=dtype)
+    width = plan.num_files
+    if plan.corpora is not None:  # one entry per read; a full epoch of fewer reads is padded with zeros
+        width = max(int(plan.reads(full_epoch_0idx=k).sum()) for k in range(num_full))
+    orders = np.zeros((num_full, num_layouts, width), dtype=dtype)
     bounds = np.empty((num_full, num_layouts, settings.num_bins + 1), dtype=np.int64)
     if plan.equal_steps is not None:  # minutes per full epoch: count its sub-epochs
         progress = Progress("plan (equal steps)", total=num_full * settings.partition_epoch, unit="sub-epochs")
         inputs = replace(plan.equal_steps, progress=lambda line: progress.add(1))
-        cutting, step = ShardPlan(plan.keys, plan.costs, settings, equal_steps=inputs), 0
+        cutting, step = ShardPlan(plan.keys, plan.costs, settings, equal_steps=inputs, corpora=plan.corpora), 0
     else:
         progress = Progress(
             "plan", total=num_full * num_layouts, unit="full epochs" if num_layouts == 1 else "full epochs x ranks"
@@ -627,7 +724,8 @@ def plan_bins(plan: ShardPlan) -> Tuple[np.ndarray, np.ndarray]:
         cutting, step = plan, 1
     for k in range(num_full):
         for r in range(num_layouts):
-            orders[k, r], bounds[k, r] = cutting.layout(full_epoch_0idx=k, shard_index=r)
+            order, bounds[k, r] = cutting.layout(full_epoch_0idx=k, shard_index=r)
+            orders[k, r, : len(order)] = order
             progress.add(step)
     progress.close()
     return orders, bounds
@@ -689,9 +787,8 @@ def read_plan_file(
         for k in range(num_full):
             for r in range(num_layouts):
                 order, bounds = plan.layout(full_epoch_0idx=k, shard_index=r)
-                if not (
-                    np.array_equal(order, plan_file.orders[k, r]) and np.array_equal(bounds, plan_file.bounds[k, r])
-                ):
+                stored_order, stored_bounds = plan_file.layout(k, r)
+                if not (np.array_equal(order, stored_order) and np.array_equal(bounds, stored_bounds)):
                     raise ValueError(
                         f"{path!r}: full epoch {k} (layout {r}) differs from what this i6_shard "
                         "computes for the stored settings; re-plan with this version"
@@ -727,7 +824,7 @@ def _equal_steps_plan_of_file(plan_file: PlanFile, *, path: str, lengths: Union[
             "the costs archive it was planned from"
         )
     inputs = EqualStepsInputs(file_lengths=file_lengths, engine=engine_of_record(plan_file.engine_settings))
-    return ShardPlan(plan.keys, plan.costs, plan.settings, equal_steps=inputs)
+    return ShardPlan(plan.keys, plan.costs, plan.settings, equal_steps=inputs, corpora=plan.corpora)
 
 
 def load_plan(

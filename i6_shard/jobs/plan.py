@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import math
 import warnings
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from sisyphus import Job, tk
 
@@ -53,7 +53,10 @@ _JOB_ARGS = (
     ("mem_rqmt", None, "Optional[float]", "GB (default: sized as time_rqmt); not hashed"),
     ("cpu_rqmt", None, "Optional[int]", "CPUs (default 1); not hashed"),
 )
-_FILE_SIZES_DOC = "ComputeFileSizesJob.out_file_sizes (or ``python -m i6_shard sizes`` output), or a costs archive"
+_FILE_SIZES_DOC = (
+    "ComputeFileSizesJob.out_file_sizes (or ``python -m i6_shard sizes`` output), or a costs archive; a list of "
+    "them: one corpus each, mixed by ``weights`` (the dataset's files are their lists in this order)"
+)
 
 
 def job_signature(options: Mapping[str, core.pure.PlanOption]) -> inspect.Signature:
@@ -62,7 +65,11 @@ def job_signature(options: Mapping[str, core.pure.PlanOption]) -> inspect.Signat
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
         inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        inspect.Parameter("file_sizes", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Union[tk.Path, str]"),
+        inspect.Parameter(
+            "file_sizes",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation="Union[tk.Path, str, Sequence[Union[tk.Path, str]]]",
+        ),
     ]
     for name, o in options.items():
         annotation = "Optional[Union[tk.Path, str]]" if o.path else o.annotation
@@ -159,12 +166,23 @@ def plan_rqmt(*, num_files: Optional[int], settings: core.PlanSettings) -> Tuple
 
 
 def _check_file_sizes(file_sizes: Any) -> None:
-    """A sizes or costs archive input: a tk.Path or absolute str of an .npz."""
-    _check_archive_input(
-        file_sizes,
-        name="file_sizes",
-        made_by="ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`",
-    )
+    """A sizes or costs archive input: a tk.Path or absolute str of an .npz, or a non-empty list of them (one
+    corpus each)."""
+    made_by = "ComputeFileSizesJob(...).out_file_sizes or the .npz of `python -m i6_shard sizes`"
+    if isinstance(file_sizes, (list, tuple)):
+        if not file_sizes:
+            raise ValueError(f"file_sizes=[] names no archive: give one, or one per corpus ({made_by})")
+        for idx, path in enumerate(file_sizes):
+            _check_archive_input(path, name=f"file_sizes[{idx}]", made_by=made_by)
+        return
+    _check_archive_input(file_sizes, name="file_sizes", made_by=made_by)
+
+
+def _archive_paths(file_sizes: Any) -> Union[str, List[str]]:
+    """The archive's path, or the list of them (one corpus each)."""
+    if isinstance(file_sizes, (list, tuple)):
+        return [path_str(p) for p in file_sizes]
+    return path_str(file_sizes)
 
 
 def _check_archive_input(value: Any, *, name: str, made_by: str) -> None:
@@ -201,7 +219,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
 
     __sis_hash_exclude__ = hash_exclude(core.PLAN_OPTIONS)
 
-    def __init__(self, file_sizes: Union[tk.Path, str], **options: Any):
+    def __init__(self, file_sizes: Union[tk.Path, str, Sequence[Union[tk.Path, str]]], **options: Any):
         # The signature (job_signature) and this docstring (job_docstring) are built from core.PLAN_OPTIONS.
         derived = derive(_arguments(file_sizes, options))
         self.plan_request = derived.request  # the one request of this job, which tasks() and run() take
@@ -230,7 +248,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         cls,
         training_config: Any,
         *,
-        file_sizes: Union[tk.Path, str],
+        file_sizes: Union[tk.Path, str, Sequence[Union[tk.Path, str]]],
         num_ranks: int,
         key: Union[str, Tuple[Any, ...]] = "train",
         **options: Any,
@@ -284,9 +302,10 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
 
     def tasks(self):
         # Only the header of the sizes archive is read (the manager calls this): its number of files.
-        sized, mini = plan_rqmt(
-            num_files=archive_entry_count(path_str(self.file_sizes)), settings=self.plan_request.settings
-        )
+        paths = _archive_paths(self.file_sizes)
+        counts = [archive_entry_count(p) for p in ([paths] if isinstance(paths, str) else paths)]
+        num_files = None if None in counts else sum(counts)  # a header not read: the run says what is wrong
+        sized, mini = plan_rqmt(num_files=num_files, settings=self.plan_request.settings)
         yield sized_task("run", given=self.given_rqmt, sized=sized, mini=mini)
 
     def run(self):
@@ -300,7 +319,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         # pickled before the option existed has none.
         paths = {name: getattr(self, name, None) for name, o in core.PLAN_OPTIONS.items() if o.path}
         request = dataclasses.replace(request, **{k: path_str(v) for k, v in paths.items() if v is not None})
-        outputs = core.plan_archive(path_str(self.file_sizes), request)  # the planning floor
+        outputs = core.plan_archive(_archive_paths(self.file_sizes), request)  # the planning floor
         summary = core.write_outputs(
             outputs,
             plan_path=self.out_plan.get_path(),

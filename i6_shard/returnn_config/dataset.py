@@ -3,14 +3,16 @@ every setting RETURNN needs for it and the checks that would otherwise fail at t
 
 from __future__ import annotations
 
+import functools
 import os
 from types import SimpleNamespace
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..core import FILE_LIST_EXTENSIONS
-from ..core.io import check_archive_path
+from ..core.io import check_archive_path, read_files
 from ..core.pure import (
     PLAN_OPTION_DEFAULTS,
+    PlanRequest,
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     check_bool,
     check_bound_is_used,
@@ -350,6 +352,7 @@ def sharded_files_dataset(
     num_files: Optional[int] = None,
     extra_opts: Optional[Mapping[str, Any]] = None,
     max_inline_files: int = DEFAULT_MAX_INLINE_FILES,
+    weights: Optional[Sequence[Any]] = None,
 ) -> Dict[str, Any]:
     """The dataset dict of RETURNN's ``DistributeFilesDataset`` for file-sharded training.
 
@@ -403,10 +406,16 @@ def sharded_files_dataset(
     :param num_files: number of entries in a file list given by path, if known (for the same check)
     :param extra_opts: further DFD/Dataset options, put into the dict as given
     :param max_inline_files: longest inline list accepted; write longer ones to a file list
+    :param weights: corpora mixed by weight (docs/corpora.md): ``files`` is then one file list per weight (each
+        inline or a list file's path), the dataset's ``files`` those lists one after the other (read where RETURNN
+        runs, :func:`corpora_files`, where one is a path); the weights are the plan's, which the dataset reads, so
+        ``plan`` is required (a ``ShardPlanJob`` over one archive per corpus with the same ``weights``)
     :raises ValueError, TypeError: naming the problem and its fix
     """
     # Every parameter, by name (the first statement, so locals() holds exactly them); all checks come first.
-    a = _checked_arguments(**locals())
+    given = dict(locals())
+    given["files"] = _corpora_files_value(given.pop("weights"), files=files, plan=plan)
+    a = _checked_arguments(**given)
     use_ext = not cut_spec(a.distribution).returnns_own or a.file_sizes is not None or a.plan is not None
     dataset: Dict[str, Any] = {
         "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
@@ -435,6 +444,50 @@ def sharded_files_dataset(
         dataset[key] = value
     _check_built(dataset, num_files=a.num_files, num_shards=a.num_shards)
     return dataset
+
+
+def corpora_files(lists: Sequence[Any]) -> List[Any]:
+    """The files of several corpora one after the other, as the dataset of a plan of corpora by weight lists them:
+    each an inline list or the path of a file list (read as RETURNN reads one). Called where RETURNN runs (bound with
+    ``functools.partial`` by :func:`sharded_files_dataset`).
+
+    >>> corpora_files([["a", "b"], ["c"]])
+    ['a', 'b', 'c']
+    """
+    return [tree for files in lists for tree in read_files(files)]
+
+
+def _corpora_files_value(weights: Optional[Sequence[Any]], *, files: Any, plan: Any) -> Any:
+    """``files`` as the builder takes it: as given without weights; with them, the corpora's lists one after the
+    other (inline where all are, else :func:`corpora_files` bound to them), checked against the weights and plan."""
+    if weights is None:
+        return files
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence) or not weights:
+        raise TypeError(f"weights={weights!r}: give one weight per corpus, e.g. [1, 2.5]")
+    if not isinstance(files, (list, tuple)) or len(files) != len(weights):
+        raise ValueError(
+            f"weights={list(weights)!r} weights {len(weights)} corpora, so files must be a list of {len(weights)} file "
+            f"lists (each inline or a list file's path), one per corpus in the same order; got {type(files).__name__}"
+        )
+    if plan is None:
+        raise ValueError(
+            "weights mix corpora by a plan, which the dataset reads: give plan=ShardPlanJob([sizes_A, sizes_B, ...], "
+            "weights=..., ...) (or its plan file), made from the same corpora in the same order"
+        )
+    if _is_plan_job(plan) and getattr(plan, "weights", None) != _plan_weights(weights):
+        raise ValueError(
+            f"weights={list(weights)!r}, but the plan job has weights={getattr(plan, 'weights', None)!r}: give the "
+            "dataset the plan's weights (the dataset reads that plan)"
+        )
+    lists = [plain_value(f) for f in files]
+    if all(isinstance(f, (list, tuple)) for f in lists):
+        return [tree for f in lists for tree in f]
+    return functools.partial(corpora_files, [list(f) if isinstance(f, tuple) else f for f in lists])
+
+
+def _plan_weights(weights: Sequence[Any]) -> Any:
+    """The weights as a plan job holds them (the plan option's check, through a request)."""
+    return PlanRequest.from_options(num_shards=1, partition_epoch=1, num_epochs=1, weights=list(weights)).weights
 
 
 #: The arguments of :func:`sharded_files_dataset` that go into the dict as values (made plain first).

@@ -161,7 +161,7 @@ def test_bad_options_fail_at_graph_construction(work_dir):
 
 
 def test_file_sizes_must_be_an_absolute_npz_path(work_dir):
-    for bad in (123, None, ["/data/s.npz"]):
+    for bad in (123, None, {"A": "/data/s.npz"}):  # (a list: one archive per corpus)
         with pytest.raises(TypeError, match=re.escape(f"file_sizes={bad!r} must be a tk.Path or str: pass Compute")):
             ShardPlanJob(bad, num_shards=2, partition_epoch=2, num_epochs=2)
     # out_file_list passed by mistake
@@ -542,3 +542,30 @@ def test_the_job_derives_its_request_in_one_pure_function(work_dir, monkeypatch)
     assert not mutable, mutable  # no module-level memo between hash and __init__
     ShardPlanJob(sizes, num_shards=2, partition_epoch=2, num_epochs=5, plot=False)
     assert len(calls) == 4 and calls[2]["num_epochs"] == 5  # other options: another request
+
+
+def test_several_archives_and_weights_plan_as_the_command_line_does(work_dir):
+    paths = []
+    for name, n, seed in (("A", 30, 1), ("B", 12, 2)):
+        keys = [f"/data/{name}/part-{i:03d}.hdf" for i in range(n)]
+        paths.append(str(work_dir / f"{name}.npz"))
+        core.save_file_sizes(core.FileSizes(keys=keys, sizes=lognormal_sizes(n, seed=seed)), paths[-1])
+    options = dict(num_shards=2, partition_epoch=3, num_epochs=6, distribution="balanced", plot=False)
+    job = ShardPlanJob([tk.Path(p) for p in paths], weights=[1, 2.5], corpus_names=["A", "B"], **options)
+    assert job.weights == ("1", "2.5") and job.corpus_names == ("A", "B")
+    run_job(job)
+    out = str(work_dir / "cli")
+    args = ["plan", "--sizes", paths[0], "--sizes", paths[1], "--weights", "1,2.5", "--num-shards", "2"]
+    assert (
+        cli.main(
+            args
+            + ["--partition-epoch", "3", "--num-epochs", "6", "--distribution", "balanced", "--no-plot"]
+            + ["-o", out]
+        )
+        == 0
+    )  # the corpus names are the archives' stems
+    for name, path in ((core.PLAN_FILE, job.out_plan), (core.SUMMARY_FILE, job.out_summary)):
+        assert _read(path.get_path()) == _read(os.path.join(out, name)), name
+    single = ShardPlanJob(tk.Path(paths[0]), **options)
+    assert single._sis_id() == ShardPlanJob(tk.Path(paths[0]), weights=None, corpus_names=None, **options)._sis_id()
+    assert job._sis_id() != ShardPlanJob([tk.Path(p) for p in paths], weights=[1, 2], **options)._sis_id()

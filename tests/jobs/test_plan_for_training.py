@@ -202,3 +202,14 @@ def test_a_dataset_seed_other_than_the_plans_is_refused_when_the_graph_is_built(
     job = ShardPlanJob.for_training(CONFIG, file_sizes=tk.Path(SIZES), num_ranks=4, num_epochs=8, partition_epoch=2)
     with pytest.raises(ValueError, match=r"the dataset has random_seed_offset=5, but the plan job has random_seed_off"):
         _training(work_dir, job, extra_opts={"random_seed_offset": 5})
+
+
+def test_several_archives_and_weights_for_a_training(work_dir):
+    archives = [tk.Path("/data/costs_A.npz"), tk.Path("/data/costs_B.npz")]
+    job = ShardPlanJob.for_training(
+        CONFIG, file_sizes=archives, num_ranks=4, num_epochs=8, partition_epoch=4, weights=[1, 2.5]
+    )
+    assert job.file_sizes == archives and job.weights == ("1", "2.5")
+    assert job.plan_request.weights == ("1", "2.5") and job.plan_request.batching.batch_size == 20_000
+    plain = ShardPlanJob.for_training(CONFIG, file_sizes=archives, num_ranks=4, num_epochs=8, partition_epoch=4)
+    assert plain is not job  # the weights are hashed where given

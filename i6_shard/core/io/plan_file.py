@@ -14,6 +14,7 @@ import numpy as np
 
 from .npz import _nbytes, decode_keys, encode_keys, open_npz, save_npz
 from ..pure.args import MAX_SETTING_DEPTH, nesting_depth
+from ..pure.corpora import Corpora
 from ..pure.cut import cut_spec
 from ..pure.plan import ShardPlan
 from .plan_integrity import check_stored_layout
@@ -55,6 +56,10 @@ _OPTIONAL_INTS = ("preloaded_sub_epochs",)
 #: The engine settings a plan was simulated with (``core.pure.plan_sim.engine_record``), as one JSON text; stored only
 #: for a plan made under batching, so that plans without them keep their bytes and older files load unchanged.
 ENGINE_SETTINGS_ARRAY = "engine_settings"
+#: The corpora of a plan mixed by weight (``Corpora.record()``), as one JSON text; stored only for such a plan, whose
+#: ``orders`` then hold one entry per read (each full epoch's first ``bounds[..., -1]``, the rest padding), so that
+#: single-corpus plans keep their bytes and older files load unchanged.
+CORPORA_ARRAY = "corpora"
 
 
 def engine_settings_text(engine: Mapping[str, Any]) -> str:
@@ -170,6 +175,8 @@ def plan_file_arrays(
     """
     settings = plan.settings
     extra = {} if engine is None else {ENGINE_SETTINGS_ARRAY: np.array(engine_settings_text(engine))}
+    if plan.corpora is not None:
+        extra[CORPORA_ARRAY] = np.array(engine_settings_text(plan.corpora.record()))
     return {
         **extra,
         **_settings_arrays(settings),
@@ -210,6 +217,7 @@ class PlanHead:
     num_full_epochs: int
     keys: Optional[List[str]] = None
     engine_settings: Optional[Dict[str, Any]] = None
+    corpora: Optional[Corpora] = None
 
     @property
     def num_files(self) -> int:
@@ -220,7 +228,13 @@ class PlanHead:
         """The :class:`ShardPlan` (needs the keys decoded)."""
         if self.keys is None:
             raise ValueError("the plan head was read with decode_keys=False; read it with decode_keys=True")
-        return ShardPlan(self.keys, self.costs, self.settings)
+        return ShardPlan(self.keys, self.costs, self.settings, corpora=self.corpora)
+
+    def reads(self, full_epoch_0idx: int) -> Optional[np.ndarray]:
+        """How often each file is read in a full epoch of a plan of corpora by weight, else None (once)."""
+        if self.corpora is None:
+            return None
+        return self.corpora.planned_reads(self.settings, full_epoch_0idx=full_epoch_0idx)
 
 
 @dataclass(frozen=True)
@@ -249,9 +263,11 @@ class PlanFile:
         return self.plan.serving_stored(self.layout, self.orders.shape[0])
 
     def layout(self, full_epoch_0idx: int, shard_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
-        """Stored ``(order, bounds)`` of a full epoch, like :meth:`ShardPlan.layout`."""
+        """Stored ``(order, bounds)`` of a full epoch, like :meth:`ShardPlan.layout` (without the padding of a
+        plan of corpora by weight)."""
         r = 0 if self.plan.settings.distrib_shard_files else shard_index
-        return self.orders[full_epoch_0idx, r], self.bounds[full_epoch_0idx, r]
+        bounds = self.bounds[full_epoch_0idx, r]
+        return self.orders[full_epoch_0idx, r, : int(bounds[-1])], bounds
 
 
 def load_plan(path: str | os.PathLike) -> ShardPlan:
@@ -290,7 +306,7 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
     headers = npz.headers
     version = _read_format_version(npz, path)
     required = _ARRAYS | _FORMAT_ARRAYS[version]
-    optional = {*_OPTIONAL_FLOATS, *_OPTIONAL_TEXTS, *_OPTIONAL_INTS, ENGINE_SETTINGS_ARRAY}
+    optional = {*_OPTIONAL_FLOATS, *_OPTIONAL_TEXTS, *_OPTIONAL_INTS, ENGINE_SETTINGS_ARRAY, CORPORA_ARRAY}
     flags = set(headers) - required - optional
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file of format {version} (arrays {sorted(headers)[:20]})")
@@ -299,6 +315,7 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
             raise ValueError(f"{path!r} is corrupt: {name} has shape {header.shape}, expected a scalar")
     data = {name: npz.read(name) for name in headers if name not in _BIG}
     engine = _engine_settings(data.pop(ENGINE_SETTINGS_ARRAY, None), path)
+    corpora = _corpora(data.pop(CORPORA_ARRAY, None), path)
     for name in flags:
         if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
             raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
@@ -319,7 +336,8 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
     )
     orders_h, bounds_h = headers["orders"], headers["bounds"]
     if (
-        orders_h.shape != expected + (num_files,)
+        (orders_h.shape != expected + (num_files,) and corpora is None)
+        or orders_h.shape[:2] != expected
         or bounds_h.shape != expected + (settings.num_bins + 1,)
         or orders_h.dtype.kind not in "iu"
         or bounds_h.dtype.kind not in "iu"
@@ -342,7 +360,18 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         num_full_epochs=expected[0],
         keys=keys,
         engine_settings=engine,
+        corpora=corpora,
     )
+
+
+def _corpora(value: Optional[np.ndarray], path: str) -> Optional[Corpora]:
+    """The stored corpora by weight (a JSON object text), or None for a single-corpus plan."""
+    if value is None:
+        return None
+    try:
+        return Corpora.from_record(json.loads(str(value)) if value.dtype.kind == "U" else None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path!r} is corrupt: {CORPORA_ARRAY} is {short_repr(value)} ({exc})") from None
 
 
 def _engine_settings(value: Optional[np.ndarray], path: str) -> Optional[Dict[str, Any]]:
@@ -402,8 +431,10 @@ def read_plan_layout(
         ):
             raise ValueError(f"{path!r} is not a plan file: no orders/bounds of matching shape")
         num_full, num_layouts, width = orders_h.shape
-        if num_files is not None and width != num_files:
-            raise ValueError(f"{path!r} plans {width} files, not {num_files}")
+        head = _read_head(npz, path, decode=False) if CORPORA_ARRAY in npz.headers else None
+        planned = width if head is None else head.num_files
+        if num_files is not None and planned != num_files:
+            raise ValueError(f"{path!r} plans {planned} files, not {num_files}")
         if not 0 <= full_epoch_0idx < num_full or not 0 <= layout_idx < num_layouts:
             raise ValueError(
                 f"{path!r} holds full epochs 0..{num_full - 1} of {num_layouts} layouts, not full "
@@ -411,8 +442,18 @@ def read_plan_layout(
             )
         row = full_epoch_0idx * num_layouts + layout_idx
         order, bounds = npz.read_row("orders", row), npz.read_row("bounds", row)
+    reads = None if head is None else head.reads(full_epoch_0idx)
+    if reads is not None:
+        order = order[: max(0, min(int(bounds[-1]), len(order)))]
     check_stored_layout(
-        order, bounds, path=path, full_epoch_0idx=full_epoch_0idx, layout_idx=layout_idx, num_files=width
+        order,
+        bounds,
+        path=path,
+        full_epoch_0idx=full_epoch_0idx,
+        layout_idx=layout_idx,
+        num_files=planned,
+        reads=reads,
+        partition_epoch=None if head is None else head.settings.partition_epoch,
     )
     return order.astype(np.int64, copy=False), bounds.astype(np.int64, copy=False)
 
@@ -425,8 +466,16 @@ def read_plan_file(path: str | os.PathLike) -> PlanFile:
         head = _read_head(npz, path)
         orders, bounds = npz.read("orders"), npz.read("bounds")
     for k, r in np.ndindex(*orders.shape[:2]):  # the stored bins, checked as every reader checks them
+        reads = head.reads(k)
         check_stored_layout(
-            orders[k, r], bounds[k, r], path=path, full_epoch_0idx=k, layout_idx=r, num_files=head.num_files
+            orders[k, r] if reads is None else orders[k, r, : max(0, min(int(bounds[k, r, -1]), orders.shape[2]))],
+            bounds[k, r],
+            path=path,
+            full_epoch_0idx=k,
+            layout_idx=r,
+            num_files=head.num_files,
+            reads=reads,
+            partition_epoch=head.settings.partition_epoch,
         )
     plan = head.plan
     return PlanFile(

@@ -434,10 +434,16 @@ def predict_plan_drop(
             return plan.layout(full_epoch_0idx=k, shard_index=r)
 
     seqs = compute_plan_stats(
-        ShardPlan(plan.keys, num_seqs, plan.settings), num_epochs=num_epochs, layout=layout, check=False
+        ShardPlan(plan.keys, num_seqs, plan.settings, corpora=plan.corpora),
+        num_epochs=num_epochs,
+        layout=layout,
+        check=False,
     ).bytes
     frames = compute_plan_stats(
-        ShardPlan(plan.keys, num_frames, plan.settings), num_epochs=num_epochs, layout=layout, check=False
+        ShardPlan(plan.keys, num_frames, plan.settings, corpora=plan.corpora),
+        num_epochs=num_epochs,
+        layout=layout,
+        check=False,
     ).bytes
     mean = np.zeros(seqs.shape)
     var = np.zeros(seqs.shape)

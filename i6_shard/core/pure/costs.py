@@ -131,6 +131,42 @@ class FileCosts:
             x = np.stack([x, np.asarray(self.seq_batch_lengths, dtype=np.int64)], axis=1)
         return np.split(x, np.cumsum(np.asarray(self.num_seqs, dtype=np.int64))[:-1])
 
+    @classmethod
+    def concatenate(cls, parts: Sequence["FileCosts"], *, names: Sequence[str]) -> "FileCosts":
+        """The costs of several archives (``names``, for the error) one after the other, as one list: the same unit,
+        batching and batching lengths, each sequence's lengths where every part keeps them (the pooled quantiles then
+        from them, else the parts' quantiles pooled as samples)."""
+        first = parts[0]
+        for part, name in zip(parts[1:], names[1:]):
+            if (part.unit, part.batching, part.batch_lengths) != (first.unit, first.batching, first.batch_lengths):
+                raise ValueError(
+                    f"the costs archive {short_repr(name)} counts {part.unit!r} (batching {part.batching}, lengths "
+                    f"{part.batch_lengths!r}), {short_repr(names[0])} {first.unit!r} ({first.batching}, "
+                    f"{first.batch_lengths!r}): compute the corpora's costs alike"
+                )
+        known = all(p.seq_lengths is not None for p in parts)
+        seq_lengths = np.concatenate([p.seq_lengths for p in parts]) if known else None
+        batch = None
+        if known and any(p.seq_batch_lengths is not None for p in parts):
+            batch = np.concatenate(
+                [p.seq_lengths if p.seq_batch_lengths is None else p.seq_batch_lengths for p in parts]
+            )
+        pooled = seq_lengths if known else np.concatenate([p.seq_length_quantiles for p in parts])
+        mtimes = [p.mtimes for p in parts]
+        return cls(
+            keys=[k for p in parts for k in p.keys],
+            costs=np.concatenate([p.costs for p in parts]),
+            unit=first.unit,
+            num_seqs=np.concatenate([p.num_seqs for p in parts]),
+            num_frames=np.concatenate([p.num_frames for p in parts]),
+            seq_length_quantiles=sorted_length_quantiles(pooled),
+            mtimes=None if any(m is None for m in mtimes) else np.concatenate(mtimes),
+            batching=first.batching,
+            seq_lengths=seq_lengths,
+            seq_batch_lengths=batch,
+            batch_lengths=first.batch_lengths,
+        )
+
     @property
     def batching_assumes(self) -> Optional[str]:
         """What a simulation from these lengths must assume of the data keys the archive does not know, or None."""

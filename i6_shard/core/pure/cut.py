@@ -33,10 +33,14 @@ def _equal_steps(
     random_seed_offset: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
     equalize: Optional[Callable[..., Any]] = None,
+    separate: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
+    keep_apart: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
     simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
-    table does not import the simulation, which imports the settings made from it)."""
+    table does not import the simulation, which imports the settings made from it). With ``separate`` (corpora by
+    weight) the repeats of a file go to different sub-epochs first, and equalizing keeps them apart (``keep_apart``:
+    the file of each position, which no move between sub-epochs puts twice into one)."""
     if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
         raise ValueError(
             "distribution='equal_steps' cuts with every file's sequence lengths and the training's engine settings "
@@ -44,9 +48,7 @@ def _equal_steps(
             "batching, or choose another distribution"
         )
     positions, bounds = distribute_flexible_auto(costs, num_shards=num_shards, partition_epoch=partition_epoch)
-    positions, bounds, _ = equalize(
-        positions,
-        bounds,
+    kwargs = dict(
         file_lengths=file_lengths,
         num_shards=num_shards,
         partition_epoch=partition_epoch,
@@ -55,6 +57,11 @@ def _equal_steps(
         random_seed_offset=random_seed_offset,
         progress=progress,
     )
+    if separate is None:
+        positions, bounds, _ = equalize(positions, bounds, **kwargs)
+        return positions, bounds
+    positions = separate(positions, bounds)  # a file's repeats apart, and kept apart while the steps are equalized
+    positions, bounds, _ = equalize(positions, bounds, keep_apart=keep_apart, **kwargs)
     return positions, bounds
 
 
@@ -87,6 +94,9 @@ class CutSpec:
         (a cut of every full epoch again where the plan's bins are not at hand)
     :ivar not_compared: why the plan's comparison does not compute its row (it would cost too much), or None: the
         comparison shows its stats on the same files and settings
+    :ivar separates_repeats: its cut takes ``separate`` (corpora by weight: the repeats of a file put into different
+        sub-epochs) as an option and applies it before its last stage, which keeps each sub-epoch's files; False:
+        :func:`cut_full_epoch` applies it to the finished cut
     """
 
     name: str
@@ -101,6 +111,7 @@ class CutSpec:
     sub_epoch_bound: Optional[str] = None
     counts_moved_files: bool = False
     not_compared: Optional[str] = None
+    separates_repeats: bool = False
 
     def __post_init__(self):
         if self.sub_epoch_bound not in _SUB_EPOCH_BOUNDS or not isinstance(self.version, int) or self.version < 1:
@@ -145,6 +156,7 @@ CUTS: Dict[str, CutSpec] = {
             needs_engine=True,
             sharded_only=True,
             sub_epoch_bound="chosen",
+            separates_repeats=True,
             not_compared="it simulates the training for every move it tries; plan with distribution='equal_steps' "
             "(a costs archive with per-sequence lengths, and the batching) to see it",
         ),
@@ -196,6 +208,7 @@ def cut_full_epoch(
     partition_epoch: int,
     distribution: str,
     options: Optional[Mapping[str, Any]] = None,
+    separate: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for files whose costs are given in the shuffled order.
 
@@ -204,6 +217,9 @@ def cut_full_epoch(
     :param distribution: a key of :data:`CUTS`
     :param options: keyword options of that distribution (:func:`cut_options`, e.g.
         ``max_sub_epoch_deviation`` of "flexible"); None: its defaults
+    :param separate: ``(positions, bounds) -> positions``, the cut's positions rearranged so that no sub-epoch reads
+        a file twice (the reads of corpora by weight); applied where the distribution's row says
+        (:attr:`CutSpec.separates_repeats`)
     :return: ``(positions, bounds)``: int64 positions into ``costs``, shape [num_files], grouped bin by
         bin, and int64 boundaries, shape [num_shards * partition_epoch + 1]; bin ``r*P + s`` is what
         rank r reads in sub-epoch s
@@ -213,9 +229,14 @@ def cut_full_epoch(
     >>> positions.tolist(), bounds.tolist()
     ([0, 1, 2, 3], [0, 1, 2, 3, 4])
     """
-    return cut_spec(distribution).cut(
-        np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **(options or {})
-    )
+    spec = cut_spec(distribution)
+    options = dict(options or {})
+    if separate is not None and spec.separates_repeats:
+        options["separate"] = separate
+    positions, bounds = spec.cut(np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **options)
+    if separate is not None and not spec.separates_repeats:
+        positions = separate(positions, bounds)
+    return positions, bounds
 
 
 def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -108,6 +109,22 @@ class _Context:
         self.seqs_limit = _NO_LIMIT if engine.max_seqs in (None, -1) else int(engine.max_seqs)
         self.long_above = _long_above(frames_limit=self.frames_limit, seqs_limit=self.seqs_limit)
         self._orders: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+        #: the file of each position where repeats of a file must stay in different sub-epochs (corpora by weight)
+        self.apart: Optional[np.ndarray] = None
+
+    def apart_after(self, sub_bins: Sequence[List[int]], old: List[int], new: List[int], other: Sequence[int]) -> bool:
+        """Whether, after bin ``old`` of another sub-epoch becomes ``new`` (the rest of that sub-epoch: ``other``)
+        and the sub-epoch of ``sub_bins`` trades the difference, both still read no file twice (always without
+        :attr:`apart`)."""
+        if self.apart is None:
+            return True
+        came, left = Counter(old) - Counter(new), Counter(new) - Counter(old)
+        here = Counter(i for b in sub_bins for i in b) - left + came
+        there = list(other) + list(new)
+        return all(
+            len(ids) == len(set(ids))
+            for ids in ([self.apart[i] for i in here.elements()], [self.apart[i] for i in there])
+        )
 
     def order(self, lengths: np.ndarray) -> np.ndarray:
         return sub_epoch_seq_order(
@@ -531,7 +548,9 @@ def _forward(
     for i, s in enumerate(order):
         sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=wide)
         if sub.dropped()[0] > 0:
-            free = [bins[r * p + t] for t in order[i + 1 : i + 1 + between_sub_epochs] for r in range(num_shards)]
+            later = order[i + 1 : i + 1 + between_sub_epochs]
+            free = [bins[r * p + t] for t in later for r in range(num_shards)]
+            sub.guard = _apart_guard(sub, free, num_shards=num_shards)
             rounds[s] = sub.search(free=free, **search)
         dropped[s] = sub.dropped()[0]
         for r in range(num_shards):
@@ -539,6 +558,22 @@ def _forward(
         if report is not None:
             report(s, rounds[s], dropped[s])
     return bins, rounds, dropped
+
+
+def _apart_guard(sub: "_SubEpoch", free: Sequence[List[int]], *, num_shards: int, then=None):
+    """The guard of ``sub``'s moves with the ``free`` bins (``num_shards`` per later sub-epoch) that keeps a file's
+    repeats in different sub-epochs (:attr:`_Context.apart`), and then asks ``then``; None where nothing is guarded."""
+    if sub.ctx.apart is None:
+        return then
+
+    def guard(k: int, files: List[int]) -> bool:
+        first = k - k % num_shards
+        other = [i for j in range(first, first + num_shards) if j != k for i in free[j]]
+        if not sub.ctx.apart_after([r.files for r in sub.ranks], free[k], files, other):
+            return False
+        return then is None or then(k, files)
+
+    return guard
 
 
 def _gather_big(ctx: _Context, bins: List[List[int]], *, num_shards: int, partition_epoch: int):
@@ -553,7 +588,7 @@ def _gather_big(ctx: _Context, bins: List[List[int]], *, num_shards: int, partit
         {k for k, b in enumerate(bins) for f in b if frames[f] > share},
         key=lambda k: (-max(frames[f] for f in bins[k]), k),
     )
-    if len({k % p for k in big_bins}) <= 1:
+    if len({k % p for k in big_bins}) <= 1 or ctx.apart is not None:  # (whole bins would move repeats together)
         return None
     t, out, holds = big_bins[0] % p, [list(b) for b in bins], set(big_bins)
     for k in big_bins[1:]:
@@ -620,8 +655,8 @@ def _repair(ctx: _Context, got, s: int, *, num_shards: int, partition_epoch: int
         return True
 
     sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=True)
-    sub.guard = guard
     free = [bins[r * p + t] for t in others for r in range(num_shards)]
+    sub.guard = _apart_guard(sub, free, num_shards=num_shards, then=guard)
     rounds[s] = sub.search(free=free, **search)
     for r in range(num_shards):
         bins[r * p + s] = sub.ranks[r].files
@@ -645,6 +680,7 @@ def equalize_steps(
     reorder_trials: int = DEFAULT_REORDER_TRIALS,
     move_trials: int = DEFAULT_MOVE_TRIALS,
     between_sub_epochs: int = DEFAULT_BETWEEN_SUB_EPOCHS,
+    keep_apart: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, Dict[str, List[int]]]:
     """Bins of one sharded full epoch whose ranks make equal exact steps: starting from ``(positions, bounds)`` (e.g.
     ``flexible_auto``'s), the files of each sub-epoch (bins ``r*P + s``) are reordered within a rank's bin (the rank's
@@ -669,6 +705,8 @@ def equalize_steps(
     :param between_sub_epochs: files may also move between a sub-epoch and the bins of this many sub-epochs
         searched after it, as ``flexible_auto`` moves them; 0: every file stays in its sub-epoch (and no sub-epoch
         drops more than as cut)
+    :param keep_apart: the file of each position of the order, where positions of one file (its repeats, corpora by
+        weight) are in different sub-epochs and must stay so: no move between sub-epochs puts two together
     :return: ``(positions, bounds, info)`` with ``info["rounds"]`` and ``info["dropped_frames"]`` per sub-epoch
 
     >>> lengths = [np.array([10] * 4), np.array([10] * 2), np.array([10] * 2)]
@@ -680,6 +718,7 @@ def equalize_steps(
     p = partition_epoch
     original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
     ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
+    ctx.apart = None if keep_apart is None else np.asarray(keep_apart, dtype=np.int64)
     kwargs = dict(num_shards=num_shards, partition_epoch=p, max_rounds=max_rounds)
     kwargs.update(reorder_trials=reorder_trials, move_trials=move_trials, between_sub_epochs=between_sub_epochs)
     line = "full epoch {} sub-epoch {}/{}: {} rounds, {} frames dropped".format

@@ -22,6 +22,7 @@ from .settings import (
     SEQ_ORDERINGS,
     sharding_mode,
 )
+from .corpora import exact_weight, weight_text
 from .text import short_repr
 
 __all__ = ["PLAN_OPTIONS", "PlanOption"]
@@ -182,6 +183,38 @@ def check_by_key(value: Any, *, name: str, hint: str) -> Any:
             raise TypeError(f"{name}={short_repr(value, limit=120)}: the key {key!r} is not a data key (str)")
         out[key] = check_int(limit, name=f"{name}[{key!r}]", minimum=1, hint=hint)
     return out
+
+
+def _text_list(text: str) -> Tuple[str, ...]:
+    """A comma-separated list as written on the command line (``1,2.5``)."""
+    return tuple(part.strip() for part in str(text).split(","))
+
+
+def _listed(value: Any, *, name: str) -> Tuple[Any, ...]:
+    """A list option: a list or tuple as given, or a comma-separated str; refused if empty."""
+    items = _text_list(value) if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise TypeError(f"{name}={short_repr(value)}: give one value per corpus, as a list or as 'a,b'")
+    return tuple(items)
+
+
+def _check_weights(value: Any) -> Tuple[str, ...]:
+    """The weights, one per corpus, as exact texts (``2.5``, ``1/3``): each a number >= 0.
+
+    >>> _check_weights([1, 2.5]), _check_weights("1, 0.5")
+    (('1', '2.5'), ('1', '0.5'))
+    """
+    items = _listed(value, name="weights")
+    return tuple(weight_text(exact_weight(w, name=f"weights[{i}]")) for i, w in enumerate(items))
+
+
+def _check_corpus_names(value: Any) -> Tuple[str, ...]:
+    """The corpus names, one per corpus: non-empty strs."""
+    items = _listed(value, name="corpus_names")
+    bad = next((n for n in items if not isinstance(n, str) or not n.strip()), None)
+    if bad is not None:
+        raise ValueError(f"corpus_names={short_repr(value)}: the name {short_repr(bad)} is not a non-empty str")
+    return tuple(n.strip() for n in items)
 
 
 def _settings(name: str) -> Callable[[Any], Any]:
@@ -346,6 +379,34 @@ _ROWS = (
         commands=_PLAN_DEMO,
         doc="read where a plan or recipe of an earlier version gives it (with its distribution); not shown in "
         "`--help`, and not used by the three distributions above",
+    ),
+    PlanOption(
+        "weights",
+        "Optional[Sequence[Union[int, float, str]]]",
+        "one weight per corpus (per --sizes archive, in their order), e.g. 1,2.5: a full epoch reads a corpus "
+        "weight x its files times, every file the integer part, the fraction rotating through the files over the "
+        "full epochs, never a file twice in one sub-epoch (sharded only); default: each file once",
+        check=_check_weights,
+        read=lambda request: request.weights,
+        metavar="W,W,...",
+        parse=_text_list,
+        doc="one weight per corpus, in the order of the `--sizes` archives (`1,2.5`; decimals and `p/q` are exact): "
+        "a full epoch reads a corpus weight x its files times: each of its files the weight's integer part, and "
+        "the fraction rotating through its files, so that over the full epochs every file is read equally often "
+        "(±1); no sub-epoch reads a file twice ([corpora.md](corpora.md)); refused: a weight < 0, a file in two "
+        "corpora, a weight that leaves a corpus no file in some full epoch, a weight above `--partition-epoch`",
+    ),
+    PlanOption(
+        "corpus_names",
+        "Optional[Sequence[str]]",
+        "one name per corpus (per --sizes archive), e.g. A,B; default: the archives' stems",
+        check=_check_corpus_names,
+        read=lambda request: request.corpus_names,
+        metavar="NAME,NAME,...",
+        parse=_text_list,
+        doc="one name per corpus, in the order of the `--sizes` archives (default: the archives' file names "
+        "without `.npz`, or `corpus0`, `corpus1`, ... where those repeat); `summary.json`'s `corpora` and the "
+        "report name them",
     ),
     PlanOption(
         "batch_size",

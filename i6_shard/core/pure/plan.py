@@ -9,6 +9,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .args import check_int, first_negative
+from .corpora import Corpora, read_order, separate_repeats
 from .cut import cut_full_epoch, cut_spec
 from .equal_steps_cut import EqualStepsInputs, equal_steps_options
 from .distribute import shuffle_order
@@ -42,6 +43,9 @@ class ShardPlan:
     :param equal_steps: distribution ``"equal_steps"`` only: each file's sequence lengths and the engine whose steps
         it equalizes (:class:`~.cut.EqualStepsInputs`); without them such a plan cannot cut a full epoch (its
         stored bins are read, e.g. from its plan file)
+    :param corpora: several corpora one after the other in ``keys``, each read by its weight
+        (:class:`~.corpora.Corpora`): a full epoch then reads each file :meth:`reads` times, never twice in one
+        sub-epoch; None: every file once per full epoch, as RETURNN reads them
     :raises TypeError, ValueError: for keys and costs that cannot be planned, or too few files
 
     >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
@@ -61,6 +65,7 @@ class ShardPlan:
         settings: PlanSettings,
         *,
         equal_steps: Optional[EqualStepsInputs] = None,
+        corpora: Optional[Corpora] = None,
     ):
         if not isinstance(settings, PlanSettings):
             raise TypeError(
@@ -80,6 +85,16 @@ class ShardPlan:
                     f"{len(self.keys)}: give each file's lengths in the plan's key order"
                 )
         self.equal_steps = equal_steps
+        if corpora is not None:
+            if not isinstance(corpora, Corpora):
+                raise TypeError(f"corpora has type {type(corpora).__name__}; give a Corpora")
+            corpora.check(
+                keys=self.keys,
+                num_bins=settings.num_bins,
+                partition_epoch=settings.partition_epoch,
+                distrib_shard_files=settings.distrib_shard_files,
+            )
+        self.corpora = corpora
         # Unsharded, every rank has its own layout: keep one per rank, so that going over the ranks
         # sub-epoch by sub-epoch computes each (full epoch, rank) once.
         self._cache_size = max(_CACHE_SIZE, settings.num_layouts)
@@ -93,13 +108,15 @@ class ShardPlan:
         """This plan, whose first ``num_full_epochs`` full epochs are the stored bins ``layout(full_epoch_0idx,
         shard_index)`` gives (a plan file's: what a training given that file reads, whatever cut made them, e.g.
         ``"equal_steps"``, which needs the sequence lengths to cut again); later full epochs are cut as usual."""
-        served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps)
+        served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps, corpora=self.corpora)
         served._stored = (layout, int(num_full_epochs))
         return served
 
     def with_settings(self, **changes) -> "ShardPlan":
         """The same files and costs under other settings (``PlanSettings.replace``), e.g. to compare."""
-        return ShardPlan(self.keys, self.costs, self.settings.replace(**changes), equal_steps=self.equal_steps)
+        return ShardPlan(
+            self.keys, self.costs, self.settings.replace(**changes), equal_steps=self.equal_steps, corpora=self.corpora
+        )
 
     # --- shape of the plan ---------------------------------------------------------------
 
@@ -115,10 +132,18 @@ class ShardPlan:
     def partition_epoch(self) -> int:
         return self.settings.partition_epoch
 
+    def reads(self, *, full_epoch_0idx: int) -> np.ndarray:
+        """int64 [num_files]: how often each file is read in a full epoch (all ones without corpora; with them
+        :meth:`~.corpora.Corpora.planned_reads`)."""
+        if self.corpora is None:
+            return np.ones(self.num_files, dtype=np.int64)
+        return self.corpora.planned_reads(self.settings, full_epoch_0idx=full_epoch_0idx)
+
     def layout(self, *, full_epoch_0idx: int, shard_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
         """The bins of one full epoch as seen by ``shard_index``.
 
-        :return: ``(order, bounds)``: int64 file indices, shape [num_files], and int64
+        :return: ``(order, bounds)``: int64 file indices, shape [num_files] (with corpora: one per read, the
+            full epoch's ``reads().sum()``), and int64
             boundaries, shape [num_bins + 1]; bin b is ``order[bounds[b]:bounds[b+1]]``.
             Sharded, the layout is the same on every rank and bin ``r*P + s`` is rank r's
             sub-epoch s; unsharded, each rank has its own layout of P bins.
@@ -133,7 +158,10 @@ class ShardPlan:
         if hit is not None:
             self._cache.move_to_end(cache_key)
             return hit
-        if s.seq_ordering == "random":
+        if self.corpora is not None:
+            seed = s.seed_for(full_epoch_0idx=full_epoch_0idx) if s.seq_ordering == "random" else None
+            order = read_order(self.reads(full_epoch_0idx=full_epoch_0idx), seed=seed)
+        elif s.seq_ordering == "random":
             order = shuffle_order(
                 self.num_files, seed=s.seed_for(full_epoch_0idx=full_epoch_0idx, shard_index=shard_index)
             )
@@ -161,12 +189,29 @@ class ShardPlan:
             options = equal_steps_options(
                 self.equal_steps, order=order, full_epoch_0idx=full_epoch_0idx, random_seed_offset=s.random_seed_offset
             )
+            if self.corpora is not None:  # the file of each read, whose repeats the steps' search keeps apart
+                options["keep_apart"] = order
+        costs = self.costs[order]
+        separate = None
+        if self.corpora is not None:
+
+            def separate(positions: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+                perm = separate_repeats(
+                    order[positions],
+                    costs[positions],
+                    bounds,
+                    num_shards=s.num_bins // s.partition_epoch,
+                    partition_epoch=s.partition_epoch,
+                )
+                return positions[perm]
+
         positions, bounds = cut_full_epoch(
-            self.costs[order],
+            costs,
             num_shards=s.num_bins // s.partition_epoch,
             partition_epoch=s.partition_epoch,
             distribution=s.distribution,
             options=options,
+            separate=separate,
         )
         return order[positions], bounds
 
@@ -213,7 +258,7 @@ class ShardPlan:
         []
         """
         s = self.settings
-        if not s.distrib_shard_files or s.seq_ordering != "random":
+        if not s.distrib_shard_files or s.seq_ordering != "random" or self.corpora is not None:
             return []
         shuffled = shuffle_order(self.num_files, seed=s.seed_for(full_epoch_0idx=full_epoch_0idx, shard_index=0))
         position = np.empty(self.num_files, dtype=np.int64)

@@ -162,17 +162,36 @@ def check_reads(
     out: List[Violation] = []
     for read in reads:
         out.extend(_check_read(read, plan=plan, file_tags=file_tags))
-    universe = None
-    if file_tags is not None:
-        universe = Counter()
-        for key in plan.keys:
-            universe.update(file_tags[key])
     by_full: Dict[int, List[SubEpochRead]] = defaultdict(list)
     for read in reads:
         by_full[(read.epoch - 1) // plan.partition_epoch].append(read)
+    universe = None if file_tags is None or plan.corpora is not None else _universe(plan, file_tags, full_epoch_0idx=0)
     for k, group in sorted(by_full.items()):
+        if plan.corpora is not None:
+            if file_tags is None:
+                continue  # corpora by weight read files several times: which read a tag came from needs file_tags
+            universe = _universe(plan, file_tags, full_epoch_0idx=k)
         out.extend(_check_full_epoch(k, group, plan=plan, universe=universe))
     return sorted(out, key=Violation.sort_key)
+
+
+def _universe(plan: ShardPlan, file_tags: Mapping[str, Sequence[str]], *, full_epoch_0idx: int) -> Counter:
+    """How often a full epoch of the plan reads each sequence tag: its file's reads (once, without corpora by
+    weight), for every file of the plan."""
+    universe: Counter = Counter()
+    reads = plan.reads(full_epoch_0idx=full_epoch_0idx).tolist()
+    for key, n in zip(plan.keys, reads):
+        for _ in range(n):
+            universe.update(file_tags[key])
+    return universe
+
+
+def _corpus_seqs_read(plan: ShardPlan, group: Sequence[SubEpochRead], file_tags: Mapping[str, Sequence[str]]):
+    """Per corpus of a plan mixed by weight, the sequences a full epoch's reads read (a file's once per read)."""
+    corpus_of_key = dict(zip(plan.keys, plan.corpora.corpus_of().tolist()))
+    corpus_of_tag = {t: corpus_of_key[k] for k in plan.keys for t in file_tags.get(k, ())}
+    counts = Counter(corpus_of_tag.get(t) for r in group for t in r.seq_tags)
+    return {name: int(counts.get(c, 0)) for c, name in enumerate(plan.corpora.names)}
 
 
 def _check_read(
@@ -294,9 +313,6 @@ def summarize_reads(
     >>> s["sub_epochs"][0]["num_seqs"], s["sub_epochs"][0]["dropped_fraction"], s["full_epochs"][0]["complete"]
     ([2, 1], 0.333333, True)
     """
-    universe_size = None
-    if file_tags is not None:
-        universe_size = sum(len(file_tags[k]) for k in plan.keys)
     epochs = sorted({r.epoch for r in reads})
     by_place = {(r.epoch, r.shard_index): r for r in reads}
     sub_epochs = []
@@ -314,15 +330,18 @@ def summarize_reads(
         ep_range = range(k * plan.partition_epoch + 1, (k + 1) * plan.partition_epoch + 1)
         complete = all((e, s) in by_place for e in ep_range for s in range(plan.num_shards))
         tags = Counter(t for r in group for t in r.seq_tags)
-        full_epochs.append(
-            {
-                "full_epoch_0idx": k,
-                "complete": complete,
-                "num_seqs_expected": universe_size,
-                "num_seqs_read": sum(tags.values()),
-                "num_distinct_read": len(tags),
-            }
-        )
+        entry = {
+            "full_epoch_0idx": k,
+            "complete": complete,
+            "num_seqs_expected": None
+            if file_tags is None
+            else sum(len(file_tags[key]) * n for key, n in zip(plan.keys, plan.reads(full_epoch_0idx=k).tolist())),
+            "num_seqs_read": sum(tags.values()),
+            "num_distinct_read": len(tags),
+        }
+        if plan.corpora is not None and file_tags is not None:  # corpora by weight: what each gave
+            entry["corpora_seqs_read"] = _corpus_seqs_read(plan, group, file_tags)
+        full_epochs.append(entry)
     return {
         "num_shards": plan.num_shards,
         "partition_epoch": plan.partition_epoch,

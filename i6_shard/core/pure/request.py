@@ -5,7 +5,7 @@ the options of the one table of them (:data:`~.options.PLAN_OPTIONS`) by the com
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .args import check_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
@@ -46,6 +46,9 @@ class PlanRequest:
         smallest of its limits, for the statistical model; the simulation says it is not exact for several keys)
     :ivar sub_epoch_seq_ordering: the sub-epoch dataset's ``seq_ordering``, which the simulation mirrors
         (``"unknown"``: not known, the simulation says it is not exact)
+    :ivar weights: one weight per corpus (the archives planned, in their order), as exact texts: a full epoch reads a
+        corpus weight x its files times (:class:`~.corpora.Corpora`); None: each file once
+    :ivar corpus_names: one name per corpus; None: the archives' stems
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -63,6 +66,8 @@ class PlanRequest:
     max_seq_length: Union[None, int, Dict[str, int]] = field(default=None, hash=False)
     batch_size_by_key: Optional[Dict[str, int]] = field(default=None, hash=False)
     sub_epoch_seq_ordering: str = DEFAULT_SEQ_ORDERING
+    weights: Optional[Tuple[str, ...]] = None
+    corpus_names: Optional[Tuple[str, ...]] = None
 
     def __post_init__(self):
         self.validate()
@@ -198,6 +203,8 @@ class PlanRequest:
             lengths=None if o["lengths"] is None else _path_text(o["lengths"]),
             torch_distributed=None if torch_distributed is None else dict(torch_distributed),
             max_seq_length=o["max_seq_length"],
+            weights=o["weights"],
+            corpus_names=o["corpus_names"],
             batch_size_by_key=by_key,
             sub_epoch_seq_ordering=o["sub_epoch_seq_ordering"],
         )

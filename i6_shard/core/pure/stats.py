@@ -23,9 +23,12 @@ def num_full_epochs_for(num_epochs: int, *, partition_epoch: int) -> int:
     return -(-num_epochs // check_int(partition_epoch, name="partition_epoch", minimum=1))
 
 
-def check_layout(order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_bins: int) -> None:
+def check_layout(
+    order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_bins: int, reads: Optional[np.ndarray] = None
+) -> None:
     """Raise ``AssertionError`` unless the bins of one full epoch cover every file entry
     exactly once and no bin is empty (what RETURNN asserts with ``assert all(files_per_bin)``).
+    ``reads``: int64 [num_files], how often each entry is read instead (corpora by weight).
 
     >>> check_layout(np.array([1, 0, 2]), np.array([0, 1, 1, 3]), num_files=3, num_bins=3)
     Traceback (most recent call last):
@@ -34,22 +37,48 @@ def check_layout(order: np.ndarray, bounds: np.ndarray, *, num_files: int, num_b
     """
     order = np.asarray(order)
     bounds = np.asarray(bounds)
-    if order.shape != (num_files,):
-        raise AssertionError(f"order has shape {order.shape}, expected ({num_files},)")
-    if bounds.shape != (num_bins + 1,) or bounds[0] != 0 or bounds[-1] != num_files:
+    num_reads = num_files if reads is None else int(np.sum(reads))
+    if order.shape != (num_reads,):
+        raise AssertionError(f"order has shape {order.shape}, expected ({num_reads},)")
+    if bounds.shape != (num_bins + 1,) or bounds[0] != 0 or bounds[-1] != num_reads:
         raise AssertionError(
-            f"bounds {bounds[:3].tolist()}... (shape {bounds.shape}) do not span 0..{num_files} in {num_bins} bins"
+            f"bounds {bounds[:3].tolist()}... (shape {bounds.shape}) do not span 0..{num_reads} in {num_bins} bins"
         )
     widths = np.diff(bounds)
     if widths.size and int(widths.min()) < 1:
         empty = int(np.flatnonzero(widths < 1)[0])
         raise AssertionError(f"bin {empty} of {num_bins} is empty")
     counts = np.bincount(order, minlength=num_files) if num_files else np.zeros(0, dtype=np.int64)
+    if reads is not None:
+        if counts.shape != (num_files,) or not np.array_equal(counts, reads):
+            raise AssertionError(
+                f"the bins do not read each file as often as its corpus's weight asks "
+                f"({int(np.sum(counts < reads))} read less, {int(np.sum(counts > reads))} more)"
+            )
+        return
     if counts.shape != (num_files,) or (num_files and (counts.min() != 1 or counts.max() != 1)):
         raise AssertionError(
             f"the bins do not cover every file entry exactly once "
             f"({int(np.sum(counts == 0))} missing, {int(np.sum(counts > 1))} repeated)"
         )
+
+
+def check_no_repeat_in_sub_epochs(order: np.ndarray, bounds: np.ndarray, *, partition_epoch: int) -> None:
+    """Raise ``AssertionError`` if some sub-epoch of a sharded full epoch (bins ``r*P + s`` over the ranks r) reads
+    a file twice.
+
+    >>> check_no_repeat_in_sub_epochs(np.array([0, 1, 0, 1]), np.array([0, 1, 2, 3, 4]), partition_epoch=2)
+    Traceback (most recent call last):
+    ...
+    AssertionError: sub-epoch 0 reads 1 file(s) twice or more
+    """
+    order, bounds = np.asarray(order, dtype=np.int64), np.asarray(bounds, dtype=np.int64)
+    sub = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds)) % partition_epoch
+    for s in range(partition_epoch):
+        files = order[sub == s]
+        repeated = len(files) - len(np.unique(files))
+        if repeated:
+            raise AssertionError(f"sub-epoch {s} reads {repeated} file(s) twice or more")
 
 
 def max_over_mean(bytes_per_shard: np.ndarray) -> np.ndarray:
@@ -171,7 +200,7 @@ def compute_plan_stats(
         rows = slice(k * part, k * part + part)
         if plan.settings.distrib_shard_files:
             out_bytes[rows], out_files[rows], reads = _sharded_full_epoch(
-                plan, *layout(k, 0), num_sub=num_sub, check=check
+                plan, *layout(k, 0), num_sub=num_sub, check=check, full_epoch_0idx=k
             )
             coverage[rows] = out_files[rows].sum(axis=1) / max(n, 1)
             passes += reads
@@ -204,15 +233,16 @@ def compute_plan_stats(
 
 
 def _sharded_full_epoch(
-    plan: ShardPlan, order: np.ndarray, bounds: np.ndarray, *, num_sub: int, check: bool
+    plan: ShardPlan, order: np.ndarray, bounds: np.ndarray, *, num_sub: int, check: bool, full_epoch_0idx: int
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cost and files ``[sub-epoch, shard]`` of one sharded full epoch's layout, and the reads of each entry."""
     num_shards, part, n = plan.num_shards, plan.partition_epoch, plan.num_files
+    planned = None if plan.corpora is None else plan.reads(full_epoch_0idx=full_epoch_0idx)
     if check:
-        check_layout(order, bounds, num_files=n, num_bins=plan.settings.num_bins)
+        check_layout(order, bounds, num_files=n, num_bins=plan.settings.num_bins, reads=planned)
     bin_bytes, bin_files = _bin_totals(plan.costs, order, bounds)
-    if num_sub == part:
-        reads = np.ones(n, dtype=np.int64)  # check_layout: each entry exactly once per full epoch
+    if num_sub == part:  # check_layout: each entry as often as planned per full epoch
+        reads = np.ones(n, dtype=np.int64) if planned is None else planned
     else:
         used = np.zeros(plan.settings.num_bins, dtype=bool)
         used.reshape(num_shards, part)[:, :num_sub] = True

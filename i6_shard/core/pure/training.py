@@ -16,6 +16,7 @@ from .batching import SyncMode
 from .consumption import dropped_share, expected_steps, infer_partition_epoch
 from .fmt import json_float
 from .plan import ShardPlan
+from .training_corpora import corpora_contributions, expected_reads_by_key
 from .reads import SubEpochRead, check_reads
 from .record_blocks import RankColumns, RecordBlock, TrainRecords
 
@@ -207,7 +208,9 @@ def analyze_training_records(
     full_epochs = (
         []
         if partition_epoch is None
-        else _full_epochs(a, m, partition_epoch=partition_epoch, universe=universe, expected_reads=expected_reads)
+        else _full_epochs(
+            a, m, partition_epoch=partition_epoch, universe=universe, expected_reads=expected_reads, plan=usable_plan
+        )
     )
     made = None
     done = np.asarray(a.finished, dtype=bool)
@@ -252,6 +255,8 @@ def analyze_training_records(
         "alarms": a.alarms,
         "notes": a.notes,
     }
+    if not plan_reads_once(usable_plan):  # corpora mixed by weight: what each contributed
+        summary.update(_corpora_entries(a, usable_plan))
     return summary, a.rec
 
 
@@ -877,10 +882,49 @@ def _high_loss_alarm(sub_epochs: List[Dict[str, Any]], *, mean_drop: float, max_
     return text
 
 
+def plan_reads_once(plan: Optional[ShardPlan]) -> bool:
+    """Whether a full epoch of ``plan`` reads each file once (no plan: as RETURNN reads a list)."""
+    return plan is None or plan.corpora is None
+
+
+def _expected_reads(a: _Analysis, plan: Optional[ShardPlan], *, full_epoch_0idx: int, default: int) -> np.ndarray:
+    """int64 [key ids]: how often each logged key should be read in the full epoch."""
+    expected = np.full(len(a.keys), default, dtype=np.int64)
+    if not plan_reads_once(plan):
+        for key, n in expected_reads_by_key(plan, full_epoch_0idx=full_epoch_0idx).items():
+            j = a.log.catalog.key_id(key)
+            if 0 <= j < len(expected):
+                expected[j] = n
+    return expected
+
+
+def _corpora_entries(a: _Analysis, plan: ShardPlan) -> Dict[str, Any]:
+    """The summary's ``corpora`` (:func:`~.training_corpora.corpora_contributions`) from the records' files."""
+    read_keys: List[List[Optional[List[str]]]] = []
+    consumed: List[List[Optional[int]]] = []
+    for b in a.rec.blocks(files=True):
+        for i in range(b.num_rows):
+            ids = [b.file_ids(i, r) for r in range(len(b.rank_ids))]
+            read_keys.append([None if x is None else [a.keys[j] for j in x.tolist()] for x in ids])
+            consumed.append([row.get("consumed_frames") for row in b.rows(i)])
+    entries, alarms = corpora_contributions(
+        plan, epochs=a.epochs, read_keys=read_keys, consumed_frames=consumed, lengths=a.lengths
+    )
+    a.alarms.extend(alarms)
+    return {"corpora": entries}
+
+
 def _full_epochs(
-    a: _Analysis, m: Dict[str, Any], *, partition_epoch: int, universe: List[str], expected_reads: int
+    a: _Analysis,
+    m: Dict[str, Any],
+    *,
+    partition_epoch: int,
+    universe: List[str],
+    expected_reads: int,
+    plan: Optional[ShardPlan] = None,
 ) -> List[Dict[str, Any]]:
-    """Per full epoch: what was consumed, the passes made, and the files read twice or never (alarms)."""
+    """Per full epoch: what was consumed, the passes made, and the files read more often than planned or never
+    (alarms); a plan of corpora by weight reads a file as often as its weight says."""
     universe_seqs, universe_frames = _lengths_of(universe, a.lengths)
     universe_ids = np.array([a.log.catalog.key_id(key) for key in universe], dtype=np.int64)
     full_epochs = []
@@ -888,7 +932,8 @@ def _full_epochs(
         complete = len(idx) == partition_epoch and all(a.finished[i] for i in idx)
         counts = np.bincount(key, minlength=len(a.keys))  # (read_counts, of key ids)
         files_known = not a.files_unseen[idx].any()
-        twice = sorted(a.keys[j] for j in np.flatnonzero(counts > expected_reads).tolist())
+        expected = _expected_reads(a, plan, full_epoch_0idx=k, default=expected_reads)
+        twice = sorted(a.keys[j] for j in np.flatnonzero(counts > expected).tolist())
         never = []
         if complete and files_known:
             count = np.where(universe_ids >= 0, counts[np.maximum(universe_ids, 0)], 0) if len(universe) else counts[:0]
@@ -905,7 +950,7 @@ def _full_epochs(
             "seqs_never_read": None,
             "passes": json_float(frames / universe_frames) if frames is not None and universe_frames else None,
         }
-        if complete and seqs is not None and universe_seqs is not None and not twice:
+        if complete and seqs is not None and universe_seqs is not None and not twice and plan_reads_once(plan):
             entry["seqs_never_read"] = max(expected_reads * universe_seqs - seqs, 0)
         full_epochs.append(entry)
         if twice:

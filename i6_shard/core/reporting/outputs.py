@@ -18,6 +18,7 @@ from ..pure.batching import Batching, SyncMode
 from ..pure.cache import NodeCache
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats
+from .corpora import corpora_summary
 from .plot import plan_png, require_matplotlib
 from .prediction import prediction_summary
 from .report import cache_summary, render_report, summarize, summary_json
@@ -83,6 +84,11 @@ def summary_of(outputs: PlanOutputs) -> Dict[str, Any]:
         summary.update(prediction_summary(outputs.ranks))
     if outputs.lengths_from is not None:  # the lengths came from another archive than the one cut
         summary["lengths_from"] = outputs.lengths_from
+    if plan.corpora is not None:  # corpora mixed by weight (a plan of one list has no entry: its bytes stay)
+        predicted = summary.get("batching", {}).get("per_sub_epoch", {}).get("dropped_fraction")
+        summary["corpora"] = corpora_summary(
+            plan, num_epochs=outputs.num_epochs, layout=outputs.layout, predicted=predicted
+        )
     return summary
 
 
@@ -155,6 +161,7 @@ def _rendered(outputs: PlanOutputs, *, plot: bool) -> Tuple[dict, Dict[str, byte
                 cache=outputs.footprint,
                 cache_size=outputs.cache_size,
                 prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
+                corpora=summary.get("corpora"),
             )
     return summary, texts, npz_bytes_bound(outputs.arrays) + sum(len(b) for b in texts.values())
 

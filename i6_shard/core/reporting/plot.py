@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -45,19 +45,22 @@ def plot_plan(
     cache: Optional[CacheFootprint] = None,
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
+    corpora: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> None:
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
     With ``cache`` (over the same sub-epochs), a panel shows the bytes each node holds in its file
     cache per sub-epoch, and ``cache_size`` as a line. With ``prediction`` (the summary's ``batching``
     entry, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`), a panel shows every rank's
-    expected steps per sub-epoch, and the drop panel the predicted drop beside the cost formula's. Without
-    either, the picture is the two panels alone.
+    expected steps per sub-epoch, and the drop panel the predicted drop beside the cost formula's. With ``corpora``
+    (the summary's entry of a plan of corpora by weight), a panel shows each corpus's share of every sub-epoch.
+    Without any, the picture is the two panels alone.
 
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
     _check_png(path)
-    _save(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction), path)
+    fig = plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora)
+    _save(fig, path)
 
 
 def plan_png(
@@ -67,10 +70,12 @@ def plan_png(
     cache: Optional[CacheFootprint] = None,
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
+    corpora: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> bytes:
     """The PNG bytes :func:`plot_plan` writes, rendered in memory (so their size is known before they are
     written)."""
-    return png_bytes(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction))
+    figure = plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora)
+    return png_bytes(figure)
 
 
 def png_bytes(fig) -> bytes:
@@ -115,6 +120,7 @@ def plan_figure(
     cache: Optional[CacheFootprint] = None,
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
+    corpora: Optional[Sequence[Mapping[str, Any]]] = None,
 ):
     """The matplotlib ``Figure`` that :func:`plot_plan` saves."""
     num_epochs, num_shards = stats.bytes.shape
@@ -136,11 +142,12 @@ def plan_figure(
     height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
     steps = _prediction_steps(prediction, shape=(num_epochs, num_shards))
     ratios = [height_map, 2.2] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
+    ratios += [2.2] if corpora else []
     fig = Figure(figsize=(width, height_map + 0.4 + sum(ratios[1:])), dpi=100, layout="constrained")
     panels = tuple(fig.subplots(len(ratios), 1, sharex=True, height_ratios=ratios))
     ax_map, ax_drop = panels[:2]
     ax_steps = panels[2] if steps is not None else None
-    ax_cache = panels[-1] if cache is not None else None
+    ax_cache = panels[len(ratios) - 1 - bool(corpora)] if cache is not None else None
 
     _draw_balance(fig, ax_map, rel, unit=getattr(stats, "unit", "bytes"))
     bar_label = "expected dropped" if steps is None else f"by the {getattr(stats, 'unit', 'bytes')} formula"
@@ -165,10 +172,36 @@ def plan_figure(
         ax_drop.set_xticks(epochs)
     if cache is not None:
         _draw_cache(ax_cache, cache, cache_size=cache_size, epochs=epochs)
+    if corpora:
+        _draw_corpora(panels[-1], corpora, epochs=epochs)
     _mark_full_epochs(panels, ax_map, partition_epoch=part, num_epochs=num_epochs)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _draw_corpora(ax, corpora: Sequence[Mapping[str, Any]], *, epochs: np.ndarray) -> None:
+    """Each corpus's share of every sub-epoch's cost, stacked, and its share over all sub-epochs (dashed)."""
+    bottom = np.zeros(len(epochs))
+    planned = np.array([sum(c["cost_per_sub_epoch"]) for c in corpora], dtype=np.float64)
+    planned = planned / max(planned.sum(), 1e-12)
+    for idx, entry in enumerate(corpora):
+        share = 100.0 * np.asarray(entry["share_per_sub_epoch"], dtype=np.float64)
+        color = f"C{idx % 10}"
+        ax.bar(
+            epochs, share, bottom=bottom, width=0.8, color=color, label=f"{entry['name']} (weight {entry['weight']})"
+        )
+        bottom += share
+        if idx < len(corpora) - 1:
+            ax.axhline(100.0 * planned[: idx + 1].sum(), color="black", linestyle="--", linewidth=0.8)
+    ax.set_ylim(0, 100 * LEGEND_HEADROOM)
+    ax.set_ylabel("share %")
+    _legend_row(ax)
+    ax.set_title(
+        "Each corpus's share of the sub-epoch's cost (dashed: its share over all sub-epochs)",
+        fontsize=10,
+        loc="left",
+    )
 
 
 def _mark_full_epochs(panels, ax_map, *, partition_epoch: int, num_epochs: int) -> None:

@@ -17,6 +17,7 @@ from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from ..pure.unsharded import UnshardedStats
+from .corpora import render_corpora
 from .prediction import render_prediction
 from ..pure.fmt import json_float, pct
 from ..pure.settings import DEFAULT_DISTRIBUTION
@@ -495,6 +496,7 @@ def render_report(summary: Mapping[str, Any]) -> str:
     ):
         lines += section(summary, unit)
     lines += render_prediction(summary)
+    lines += render_corpora(summary)
     if "cache" in summary:
         lines += [""] + _render_cache(summary["cache"], partition_epoch=s["partition_epoch"])
     lines += ["", "Warnings"] + ([f"  - {w}" for w in summary["warnings"]] or ["  none"])

@@ -71,6 +71,7 @@ def render_train_report(summary: Mapping[str, Any]) -> str:
             f"  removed by the length filter (max_seq_length), not counted as dropped: mean "
             f"{_pct1(s['filtered_fraction'])} of the frames per sub-epoch"
         )
+    lines += _corpora_section(s)
     lines += [
         "",
         "Alarms",
@@ -79,6 +80,27 @@ def render_train_report(summary: Mapping[str, Any]) -> str:
     if s["notes"]:
         lines += ["", "Notes"] + [f"  - {n}" for n in s["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _corpora_section(s: Mapping[str, Any]) -> List[str]:
+    """Per corpus of a plan mixed by weight: its frames read and consumed, its share of the sub-epochs' frames
+    beside the plan's (none for a plan of one list)."""
+    corpora = s.get("corpora")
+    if not corpora:
+        return []
+    lines = ["", "Corpora (frames of the files given, once per read; consumed: each rank's split by share)"]
+    lines.append("  corpus      weight   file reads  frames read  consumed  share mean  planned mean  max off")
+    for c in corpora:
+        pairs = [(x, y) for x, y in zip(c["share"], c["planned_share"]) if x is not None]
+        total = [sum(v for v in c[key] if v is not None) for key in ("reads", "frames_read", "consumed_frames")]
+        mean = float(np.mean([x for x, _ in pairs])) if pairs else None
+        planned = float(np.mean([y for _, y in pairs])) if pairs else None
+        off = max((abs(x - y) for x, y in pairs), default=None)
+        lines.append(
+            f"  {c['name']:<10} {c['weight']:>7} {total[0]:>12,} {total[1]:>12,} {total[2]:>9,} "
+            f"{_pct1(mean):>11} {_pct1(planned):>13} {_pct1(off):>8}"
+        )
+    return lines
 
 
 def _train_settings_section(s: Mapping[str, Any]) -> List[str]:

@@ -46,6 +46,8 @@ def render_verify_report(
         lines.append(
             f"  full epoch {fe['full_epoch_0idx']}: {exp} / {fe['num_seqs_read']} / {fe['num_distinct_read']}{note}"
         )
+        if "corpora_seqs_read" in fe:  # corpora by weight: a file's sequences count once per read
+            lines.append("    per corpus: " + ", ".join(f"{n} {c}" for n, c in fe["corpora_seqs_read"].items()))
     lines += ["", "Sequences per rank and sub-epoch (dropped = lost when all ranks stop at the shortest):"]
     for se in summary["sub_epochs"]:
         nums = " ".join("-" if n is None else str(n) for n in se["num_seqs"])

@@ -34,6 +34,8 @@ GIVEN = (
         "distribution": "flexible",
         "max_sub_epoch_deviation": 0.1,
         "torch_distributed": {"reduce_type": "param", "param_sync_step": 3},
+        "weights": ("1", "2.5"),
+        "corpus_names": ("A", "B"),
     },
 )
 
