@@ -16,6 +16,7 @@ from i6_shard.core.io import archive_entry_count, check_archive_path
 from i6_shard.returnn_config.plan import training_plan_options
 from i6_shard.returnn_config.reader import InexactPlanWarning
 
+from .costs import ComputeFileCostsJob
 from .sizes import ComputeFileSizesJob
 
 from .util import (
@@ -193,6 +194,44 @@ def _check_archive_input(value: Any, *, name: str, made_by: str) -> None:
     check_archive_path(path_str(value), name=name)
 
 
+def _default_distribution(options: Dict[str, Any], *, file_sizes: Any) -> Dict[str, str]:
+    """The distribution of a training's plan where neither the recipe nor the training's config names one (``options``:
+    :func:`training_plan_options`' plan options) and the training's batching is known: ``core.pure.
+    training_distribution`` of what the plan has (each file's sequence lengths: ``file_sizes`` made by a
+    ``ComputeFileCostsJob``, or a ``path`` option given; an engine it simulates exactly; sharded ranks), with a
+    warning naming what is missing where that is not the one which needs all of them; empty: nothing to choose."""
+    cut = next(name for name, o in core.PLAN_OPTIONS.items() if o.cut)
+    if cut in options or not any(o.batching and name in options for name, o in core.PLAN_OPTIONS.items()):
+        return {}
+    paths = {name: o.path for name, o in core.PLAN_OPTIONS.items() if o.path}
+    request = _request(options, core.PLAN_OPTIONS)
+    has_lengths = isinstance(getattr(file_sizes, "creator", None), ComputeFileCostsJob) or any(
+        n in options for n in paths
+    )
+    reason, sharded = request.inexact_reason(), request.settings.distrib_shard_files
+    chosen = core.pure.training_distribution(seq_lengths=has_lengths, exact_engine=reason is None, sharded=sharded)
+    best = core.pure.training_distribution(seq_lengths=True, exact_engine=True, sharded=True)
+    if chosen != best:
+        has_not = [
+            (
+                has_lengths,
+                f"every file's sequence lengths (file_sizes={file_sizes} is no ComputeFileCostsJob's out_file_costs): "
+                "give file_sizes=ComputeFileCostsJob(...).out_file_costs, or "
+                + " or ".join(f"{name}={made_by}" for name, made_by in paths.items()),
+            ),
+            (reason is None, f"an engine the plan simulates exactly ({reason})"),
+            (sharded, "sharded ranks (it cuts sharded files only)"),
+        ]
+        missing = [text for has, text in has_not if not has]
+        warnings.warn(
+            f"no {cut} given: the plan of the training's batching cuts with {cut}={chosen!r}, as {cut}={best!r} "
+            f"needs " + "; and ".join(missing) + f"; or give {cut}= to choose",
+            UserWarning,
+            stacklevel=3,
+        )
+    return {cut: chosen}
+
+
 class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
     """Plans which files each rank reads in each sub-epoch, exactly as RETURNN's
     DistributeFilesDataset will, before any training runs.
@@ -273,6 +312,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :raises ValueError: where an option contradicts the config
         """
         kwargs = training_plan_options(training_config, num_ranks=num_ranks, key=key, **options)
+        kwargs.update(_default_distribution(kwargs, file_sizes=file_sizes))  # where the batching is known
         paths = [name for name, o in core.PLAN_OPTIONS.items() if o.path and kwargs.get(name) is not None]
         if not paths and isinstance(getattr(file_sizes, "creator", None), ComputeFileSizesJob):
             engine = [name for name, o in core.PLAN_OPTIONS.items() if o.engine and name in kwargs]

@@ -14,7 +14,7 @@ from .distribute import distribute_evenly_by_size
 from .flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
 from .text import short_repr
 
-__all__ = ["CUTS", "cut_spec", "check_bound_is_used", "cut_full_epoch", "cut_options"]
+__all__ = ["CUTS", "cut_spec", "check_bound_is_used", "cut_full_epoch", "cut_options", "training_distribution"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -187,6 +187,30 @@ def offered_distributions() -> Tuple[str, ...]:
     ('returnn', 'balanced', 'equal_steps')
     """
     return tuple(name for name, spec in CUTS.items() if spec.offered)
+
+
+def training_distribution(*, seq_lengths: bool, exact_engine: bool, sharded: bool) -> str:
+    """The distribution a training's plan cuts with where none is given and the training's batching is known
+    (``ShardPlanJob.for_training``): of the offered cuts other than RETURNN's own, the one that needs the most of
+    what the plan has (every file's sequence lengths, an engine it simulates exactly, sharded ranks), the table's first
+    among equals.
+
+    >>> training_distribution(seq_lengths=True, exact_engine=True, sharded=True)
+    'equal_steps'
+    >>> training_distribution(seq_lengths=False, exact_engine=True, sharded=True)
+    'balanced'
+    """
+    has = (seq_lengths, exact_engine, sharded)
+
+    def needs(spec: CutSpec) -> Tuple[bool, bool, bool]:
+        return spec.needs_lengths, spec.needs_engine, spec.sharded_only
+
+    fitting = [
+        spec
+        for spec in CUTS.values()
+        if spec.offered and not spec.returnns_own and all(h or not n for n, h in zip(needs(spec), has))
+    ]
+    return max(fitting, key=lambda spec: sum(needs(spec))).name
 
 
 def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:

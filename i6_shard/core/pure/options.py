@@ -68,6 +68,8 @@ class PlanOption:
     :ivar path: an input file the job reads where it runs (kept and hashed as given): what makes it, for errors
     :ivar engine: the training's config decides it through RETURNN's engine (set or not)
     :ivar batching: it sets the batching the prediction simulates, which needs per-sequence lengths
+    :ivar cut: it names the distribution the bins are cut with (a row of ``CUTS``), which a training's plan chooses
+        where none is given (``ShardPlanJob.for_training``, :func:`~.cut.training_distribution`)
     :ivar flags: its command-line flags (empty: one, ``--name-with-dashes``)
     :ivar choices: the values the command line accepts; ``offered``: those its help shows (None: all)
     :ivar hidden: the command line accepts it but its help does not show it (read where an earlier version's plan
@@ -94,6 +96,7 @@ class PlanOption:
     path: Optional[str] = None
     engine: bool = False
     batching: bool = False
+    cut: bool = False
     flags: Tuple[CliFlag, ...] = ()
     choices: Optional[Tuple[Any, ...]] = None
     offered: Optional[Tuple[Any, ...]] = None
@@ -356,6 +359,7 @@ _ROWS = (
         "lengths and the batching)",
         default=DEFAULT_DISTRIBUTION,
         read=_settings("distribution"),
+        cut=True,
         choices=DISTRIBUTIONS,
         offered=OFFERED_DISTRIBUTIONS,
         commands=_PLAN_DEMO,

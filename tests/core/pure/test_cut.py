@@ -165,3 +165,16 @@ def test_a_spec_is_frozen_and_checked():
         CUTS["returnn"].offered = False
     with pytest.raises(ValueError, match=r"CutSpec 'x': sub_epoch_bound='auto' must be one of \(None, 'given', 'ch"):
         CutSpec("x", _reversed_returnn, version=1, offered=True, sub_epoch_bound="auto")
+
+
+def test_a_trainings_plan_takes_the_offered_cut_that_needs_the_most_it_has(monkeypatch):
+    """training_distribution reads the rows' needs: a row added that needs the lengths only is what a plan with the
+    lengths but an engine it cannot simulate exactly cuts with; one not offered is never chosen."""
+    choose = cut_module.training_distribution
+    assert choose(seq_lengths=True, exact_engine=False, sharded=True) == "balanced"
+    _with_row(monkeypatch, needs_lengths=True)
+    assert choose(seq_lengths=True, exact_engine=False, sharded=True) == "reversed"
+    assert choose(seq_lengths=False, exact_engine=True, sharded=True) == "balanced"
+    assert choose(seq_lengths=True, exact_engine=True, sharded=True) == "equal_steps"
+    _with_row(monkeypatch, needs_lengths=True, offered=False)
+    assert choose(seq_lengths=True, exact_engine=False, sharded=True) == "balanced"
