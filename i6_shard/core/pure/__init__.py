@@ -53,7 +53,14 @@ from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_e
 from .costs import COST_UNITS
 from .epochs import plan_coverage_problem
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_bound_is_used, check_max_sub_epoch_deviation
-from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
+from .returnn_features import (
+    MIN_RETURNN_VERSION,
+    RETURNN_FEATURES,
+    features_missing_before,
+    release_has,
+    returnn_feature,
+    returnn_version_key,
+)
 from .settings import DEFAULT_DISTRIBUTION, sharding_mode
 from .cut import cut_options
 from .epochs import plan_covers
@@ -144,5 +151,8 @@ __all__ = [
     "MIN_RETURNN_VERSION",
     "RETURNN_FEATURES",
     "features_missing_before",
+    "release_has",
+    "returnn_feature",
+    "returnn_version_key",
     "sharding_mode",
 ]

@@ -11,14 +11,21 @@ import numpy as np
 
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
+from .distribute_fixed_mean import distribute_evenly_by_size_fixed_mean
 from .flexible import distribute_flexible, distribute_flexible_auto
+from .returnn_features import release_has
 from .text import short_repr
 
-__all__ = ["CutSpec", "CUTS", "cut_spec", "offered_distributions", "cut_full_epoch", "cut_options"]
+__all__ = ["CutSpec", "CUTS", "cut_for_release", "cut_spec", "offered_distributions", "cut_full_epoch", "cut_options"]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
     bounds = distribute_evenly_by_size(costs, num_bins=num_shards * partition_epoch)
+    return np.arange(len(costs), dtype=np.int64), bounds
+
+
+def _returnn_fixed_mean(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
+    bounds = distribute_evenly_by_size_fixed_mean(costs, num_bins=num_shards * partition_epoch)
     return np.arange(len(costs), dtype=np.int64), bounds
 
 
@@ -87,6 +94,8 @@ class CutSpec:
         (a cut of every full epoch again where the plan's bins are not at hand)
     :ivar not_compared: why the plan's comparison does not compute its row (it would cost too much), or None: the
         comparison shows its stats on the same files and settings
+    :ivar release_cuts: ``(feature key of core.pure.RETURNN_FEATURES, cut)``: the cut of a RETURNN release that lacks
+        that feature, newest change first (:func:`cut_for_release`); RETURNN's own cut changed with releases
     """
 
     name: str
@@ -101,6 +110,7 @@ class CutSpec:
     sub_epoch_bound: Optional[str] = None
     counts_moved_files: bool = False
     not_compared: Optional[str] = None
+    release_cuts: Tuple[Tuple[str, Callable[..., Tuple[np.ndarray, np.ndarray]]], ...] = ()
 
     def __post_init__(self):
         if self.sub_epoch_bound not in _SUB_EPOCH_BOUNDS or not isinstance(self.version, int) or self.version < 1:
@@ -121,7 +131,14 @@ class CutSpec:
 CUTS: Dict[str, CutSpec] = {
     spec.name: spec
     for spec in (
-        CutSpec("returnn", _returnn, version=1, offered=True, returnns_own=True),
+        CutSpec(
+            "returnn",
+            _returnn,
+            version=1,
+            offered=True,
+            returnns_own=True,
+            release_cuts=(("reaveraged_cut", _returnn_fixed_mean),),
+        ),
         CutSpec("balanced", distribute_balanced, version=1, offered=True),
         CutSpec(
             "flexible", distribute_flexible, version=1, offered=False, built_from="balanced", sub_epoch_bound="given"
@@ -189,6 +206,20 @@ def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[st
     return {}
 
 
+def cut_for_release(distribution: str, returnn_version: Optional[str]) -> Callable[..., Tuple[np.ndarray, np.ndarray]]:
+    """The cut of ``distribution`` as RETURNN ``returnn_version`` makes it (None: the newest's): the first of its
+    :attr:`CutSpec.release_cuts` whose feature that release lacks, else its ``cut``.
+
+    >>> cut_for_release("returnn", "1.20240620.64807").__name__, cut_for_release("returnn", None).__name__
+    ('_returnn_fixed_mean', '_returnn')
+    """
+    spec = cut_spec(distribution)
+    for feature, cut in spec.release_cuts:
+        if release_has(returnn_version, feature) is False:
+            return cut
+    return spec.cut
+
+
 def cut_full_epoch(
     costs: np.ndarray,
     *,
@@ -196,6 +227,7 @@ def cut_full_epoch(
     partition_epoch: int,
     distribution: str,
     options: Optional[Mapping[str, Any]] = None,
+    returnn_version: Optional[str] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for files whose costs are given in the shuffled order.
 
@@ -204,6 +236,7 @@ def cut_full_epoch(
     :param distribution: a key of :data:`CUTS`
     :param options: keyword options of that distribution (:func:`cut_options`, e.g.
         ``max_sub_epoch_deviation`` of "flexible"); None: its defaults
+    :param returnn_version: the RETURNN release whose cut to make (:func:`cut_for_release`); None: the newest's
     :return: ``(positions, bounds)``: int64 positions into ``costs``, shape [num_files], grouped bin by
         bin, and int64 boundaries, shape [num_shards * partition_epoch + 1]; bin ``r*P + s`` is what
         rank r reads in sub-epoch s
@@ -213,6 +246,6 @@ def cut_full_epoch(
     >>> positions.tolist(), bounds.tolist()
     ([0, 1, 2, 3], [0, 1, 2, 3, 4])
     """
-    return cut_spec(distribution).cut(
+    return cut_for_release(distribution, returnn_version)(
         np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **(options or {})
     )
