@@ -39,6 +39,12 @@ def _seed_offset_reads_config() -> bool:
     return code is not None and "dataset_random_seed_offset" in code.co_consts
 
 
+def _pipe_params() -> Tuple[str, ...]:
+    from returnn.torch.data.returnn_dataset_wrapper import ReturnnDatasetIterDataPipe  # imports torch
+
+    return tuple(inspect.signature(ReturnnDatasetIterDataPipe.__init__).parameters)
+
+
 #: feature key -> how to see it in the importable RETURNN (keys of ``core.pure.RETURNN_FEATURES``)
 _LOOKUPS: Dict[str, Callable[[], bool]] = {
     "distrib_shard_files": lambda: "distrib_shard_files" in _dfd_params(),
@@ -52,6 +58,7 @@ _LOOKUPS: Dict[str, Callable[[], bool]] = {
     "get_default_kwargs_train": lambda: callable(getattr(_basic().Dataset, "get_default_kwargs_train", None)),
     "get_distributed_rank_and_size": lambda: callable(getattr(_basic(), "_get_distributed_rank_and_size", None)),
     "dataset_random_seed_offset": _seed_offset_reads_config,
+    "dataloader_shard_workers": lambda: "shard_workers" in _pipe_params(),
 }
 
 

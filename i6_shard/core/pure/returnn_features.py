@@ -50,7 +50,7 @@ class ReturnnFeature:
 #: The features, oldest first. Versions of RETURNN's commits that brought them: distrib_shard_files (#1538),
 #: distrib_info (#1557, 2024-06-28), reaveraged_cut (#1572, 2024-07-05), dataset_shards (#1630, 2024-10-15),
 #: files_list_file (#1717, 2025-04-23), files_callable (2025-10-07), sharding_fix (7803cb188, 2026-06-11); the last
-#: four are not in RETURNN's git master of 2026-08-22 but are in 1.20261022.211313.
+#: five are not in RETURNN's git master of 2026-08-22 but are in 1.20261022.211313.
 RETURNN_FEATURES: Tuple[ReturnnFeature, ...] = (
     ReturnnFeature(
         "distrib_shard_files", "DistributeFilesDataset's distrib_shard_files option", MIN_RETURNN_VERSION, required=True
@@ -77,6 +77,12 @@ RETURNN_FEATURES: Tuple[ReturnnFeature, ...] = (
     ReturnnFeature(
         "get_distributed_rank_and_size",
         "returnn.datasets.basic._get_distributed_rank_and_size",
+        "1.20261022.211313",
+        False,
+    ),
+    ReturnnFeature(
+        "dataloader_shard_workers",
+        "the torch engine's torch_dataloader_shard_workers (ReturnnDatasetIterDataPipe's shard_workers)",
         "1.20261022.211313",
         False,
     ),
