@@ -512,6 +512,15 @@ def _kwargs_for_this_returnn(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     without the option always does) dropped there; what it cannot do refused by one error naming the release, the
     feature and the first release with it."""
     kwargs = dict(kwargs)
+    if (
+        kwargs.get("_distrib_info")
+        and kwargs.get("distrib_shard_files")
+        and not has_feature("distrib_info_with_shards")
+    ):
+        # RETURNN 1.20241015 .. 1.20250717 (fix 6850cd0e3): unpickled (e.g. in a DataLoader worker), the dataset gets
+        # its _num_shards/_shard_index from Dataset.__reduce__ too and asserts them to be 1/0; _distrib_info sets them
+        kwargs.pop("_num_shards", None)
+        kwargs.pop("_shard_index", None)
     files = kwargs.get("files")
     if callable(files):
         refuse_missing("files_callable", why=f"files={short_repr(files)} needs (a callable); give the list of files")

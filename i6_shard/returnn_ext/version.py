@@ -45,12 +45,25 @@ def _pipe_params() -> Tuple[str, ...]:
     return tuple(inspect.signature(ReturnnDatasetIterDataPipe.__init__).parameters)
 
 
+def _unpickles_with_shards() -> bool:
+    """Whether DistributeFilesDataset.__init__ takes ``_distrib_info`` before it asserts ``_num_shards == 1`` (the
+    other order fails when a DataLoader worker unpickles it: ``Dataset.__reduce__`` passes ``_num_shards``)."""
+    try:
+        source = inspect.getsource(_returnns_dfd().__init__)
+    except (OSError, TypeError):
+        return True  # no source: assume the fixed behaviour, RETURNN's own assertion names a problem
+    guard, info = source.find("Cannot use both dataset-sharding"), source.find("if _distrib_info")
+    # before 1.20241015 Dataset takes no _num_shards (nothing to clash with, nothing to check against _distrib_info)
+    return _LOOKUPS["dataset_shards"]() and info >= 0 and not 0 <= guard < info
+
+
 #: feature key -> how to see it in the importable RETURNN (keys of ``core.pure.RETURNN_FEATURES``)
 _LOOKUPS: Dict[str, Callable[[], bool]] = {
     "distrib_shard_files": lambda: "distrib_shard_files" in _dfd_params(),
     "distrib_info": lambda: "_distrib_info" in _dfd_params(),
     "reaveraged_cut": lambda: "total_size_taken" in getattr(_dfd_code("_distribute_evenly_by_size"), "co_varnames", ()),
     "dataset_shards": lambda: "_num_shards" in inspect.signature(_basic().Dataset.__init__).parameters,
+    "distrib_info_with_shards": _unpickles_with_shards,
     "files_list_file": lambda: _dfd_code("_lazy_init_file_list") is not None,
     "files_callable": lambda: "callable" in getattr(_dfd_code("_lazy_init_file_list"), "co_names", ()),
     "sharding_fix": lambda: "sharding_fix" in _dfd_params(),

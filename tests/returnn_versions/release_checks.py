@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import sys
 from typing import Any, Dict, List
 
@@ -96,10 +97,12 @@ def _ranks_read(version: str, files: List[str], plan_dir: str) -> Dict[str, Any]
         plan=os.path.join(plan_dir, "plan.npz"),
         returnn_version=version,
     )
-    reads = []
+    reads, unpickled = [], []
     for rank in range(NUM_RANKS):
         with as_rank(rank, NUM_RANKS):
             dataset = init_dataset(resolve_refs(d))
+            copy = pickle.loads(pickle.dumps(dataset))  # as a DataLoader worker gets it
+            unpickled.append([copy._shard_index, copy._num_shards])
             for epoch in range(1, PARTITION_EPOCH + 1):
                 tags = iterate_tags(dataset, epoch)
                 got = dataset._files_order_cache[0][epoch - 1]
@@ -117,7 +120,7 @@ def _ranks_read(version: str, files: List[str], plan_dir: str) -> Dict[str, Any]
                     }
                 )
             dataset.finish_epoch(free_resources=True)
-    return {"dict": sorted(k for k in d if k != "files"), "reads": reads}
+    return {"dict": sorted(k for k in d if k != "files"), "reads": reads, "unpickled": unpickled}
 
 
 def _cut_parity(version: str, *, num_cases: int = 300) -> Dict[str, Any]:

@@ -28,6 +28,7 @@ def _check_reads(result, version: str) -> None:
         assert read["sub_epoch_shards"] in (None, 1), f"{where}: the sub-epoch dataset shards again"
         names = {os.path.basename(f) for f in read["files"]}
         assert {f"file{file_index(t):03d}.hdf" for t in read["tags"]} <= names, f"{where}: a tag of another file"
+    assert result["ranks"]["unpickled"] == [[r, 3] for r in range(3)], "a pickled copy (DataLoader worker) differs"
     assert {(r["rank"], r["epoch"]) for r in reads} == {(r, e) for r in range(3) for e in (1, 2)}
     tags = [t for read in reads for t in read["tags"]]
     assert sorted(tags) == sorted(result["all_tags"]), (

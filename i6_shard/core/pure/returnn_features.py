@@ -49,7 +49,7 @@ class ReturnnFeature:
 
 #: The features, oldest first. Versions of RETURNN's commits that brought them: distrib_shard_files (#1538),
 #: distrib_info (#1557, 2024-06-28), reaveraged_cut (#1572, 2024-07-05), dataset_shards (#1630, 2024-10-15),
-#: files_list_file (#1717, 2025-04-23), files_callable (2025-10-07), sharding_fix (7803cb188, 2026-06-11); the last
+#: distrib_info_with_shards (6850cd0e3, 2025-07-17), files_list_file (#1717, 2025-04-23), files_callable (2025-10-07), sharding_fix (7803cb188, 2026-06-11); the last
 #: five are not in RETURNN's git master of 2026-08-22 but are in 1.20261022.211313.
 RETURNN_FEATURES: Tuple[ReturnnFeature, ...] = (
     ReturnnFeature(
@@ -64,6 +64,11 @@ RETURNN_FEATURES: Tuple[ReturnnFeature, ...] = (
         "1.20240705.144031",
     ),
     ReturnnFeature("dataset_shards", "Dataset's _num_shards/_shard_index options", "1.20241015.225231"),
+    ReturnnFeature(
+        "distrib_info_with_shards",
+        "DistributeFilesDataset(distrib_shard_files=True) unpickled with its _num_shards (a DataLoader worker)",
+        "1.20250717.120243",
+    ),
     ReturnnFeature("files_list_file", "DistributeFilesDataset's files given as a list file path", "1.20250423.155627"),
     ReturnnFeature("files_callable", "DistributeFilesDataset's files given as a callable", "1.20251007.115327"),
     ReturnnFeature("sharding_fix", "DistributeFilesDataset's sharding_fix option", "1.20260611.014531"),
