@@ -514,6 +514,7 @@ def _problems_on_release(info: DistributeFilesDatasetInfo, version: Optional[str
         sub_epoch_dataset=info.sub_epoch_dataset,
         sharded=info.sharded,
         name=info.name,
+        reading_process=info.reading_process,
     )
 
 

@@ -30,7 +30,7 @@ from ..core.pure import (
 from .checks import check_dataset_dict, check_sub_epoch_dataset, parse_returnn_version, returnn_version_info
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
 from .reader import files_kind
-from .release import sub_epoch_fix
+from .release import sub_epoch_fix, unpickling_fails
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
 __all__ = ["sharded_files_dataset", "DEFAULT_MAX_INLINE_FILES"]
@@ -417,7 +417,8 @@ def sharded_files_dataset(
         (from 1.20260611.014531), else ``"_num_shards": 1, "_shard_index": 0`` in the sub-epoch dict where its
         ``Dataset`` has them (from 1.20241015.225231), else neither (older releases never shard it again); an
         option it lacks (``use_worker_proc=False``, files as a list file or a callable) is refused naming the
-        first release with it. Unknown: ``sharding_fix=True``, which i6_shard's class takes on every release,
+        first release with it; 1.20241015.225231 .. 1.20250717.120243 get i6_shard's class, as RETURNN's own fails
+        in a DataLoader worker there. Unknown: ``sharding_fix=True``, which i6_shard's class takes on every release,
         and RETURNN's own class only from 1.20260611.014531 (older ones reject it loudly; no dict of RETURNN's
         class works on all: the sub-epoch ``_num_shards`` is rejected before 1.20241015.225231 and needed after)
     :param returnn_root: where that RETURNN is, to read its version when ``returnn_version`` is None
@@ -425,8 +426,9 @@ def sharded_files_dataset(
     """
     # Every parameter, by name (the first statement, so locals() holds exactly them); all checks come first.
     a = _checked_arguments(**locals())
-    use_ext = not cut_spec(a.distribution).returnns_own or a.file_sizes is not None or a.plan is not None
     a.version = _target_returnn_version(a.returnn_version, a.returnn_root)
+    use_ext = not cut_spec(a.distribution).returnns_own or a.file_sizes is not None or a.plan is not None
+    use_ext = use_ext or (a.distrib_shard_files and unpickling_fails(a.version))  # RETURNN's own class would fail
     a.fix = sub_epoch_fix(a.version)
     template = a.sub_epoch_dataset
     explicit = "_num_shards" in template or "_shard_index" in template

@@ -8,7 +8,7 @@ from typing import Any, List, Mapping, Optional
 
 from ..core.pure import release_has, returnn_feature
 
-__all__ = ["release_problems", "sub_epoch_fix"]
+__all__ = ["release_problems", "sub_epoch_fix", "unpickling_fails"]
 
 
 def _lacks(version: Optional[str], key: str) -> bool:
@@ -28,6 +28,17 @@ def sub_epoch_fix(version: Optional[str]) -> Optional[str]:
     return None if _lacks(version, "dataset_shards") else "sub_epoch_shards"
 
 
+def unpickling_fails(version: Optional[str]) -> bool:
+    """Whether RETURNN ``version``'s own DistributeFilesDataset with ``distrib_shard_files=True`` fails when a torch
+    DataLoader worker unpickles it (1.20241015.225231 .. 1.20250717.120243: it asserts the ``_num_shards`` that
+    ``Dataset.__reduce__`` passes to be 1); i6_shard's class does not.
+
+    >>> [unpickling_fails(v) for v in ("1.20240620.64807", "1.20250115.110555", "1.20250717.120243", None)]
+    [False, True, False, False]
+    """
+    return _lacks(version, "distrib_info_with_shards") and not _lacks(version, "dataset_shards")
+
+
 def _refused(version: str, key: str, what: str) -> str:
     feature = returnn_feature(key)
     return (
@@ -45,6 +56,7 @@ def release_problems(
     sub_epoch_dataset: Optional[Mapping[str, Any]],
     sharded: bool,
     name: str = "dataset",
+    reading_process: str = "main process",
 ) -> List[str]:
     """What RETURNN ``version`` rejects of a DistributeFilesDataset dict, or would read wrongly (the sub-epoch
     dataset sharding again), each naming the release, the feature and the first release with it; empty for an
@@ -70,6 +82,14 @@ def release_problems(
     )
     if explicit and _lacks(version, "dataset_shards"):
         out.append(_refused(version, "dataset_shards", f"{name}: the sub-epoch dataset sets _num_shards/_shard_index"))
+    if sharded and not is_i6_shard and "DataLoader worker" in reading_process and unpickling_fails(version):
+        feature = returnn_feature("distrib_info_with_shards")
+        out.append(
+            f"{name}: RETURNN {version}'s DistributeFilesDataset(distrib_shard_files=True) fails in the "
+            f"{reading_process} that unpickles it (AssertionError 'Cannot use both dataset-sharding'; fixed in RETURNN "
+            f"{feature.first}): use i6_shard's class (sharded_files_dataset(..., returnn_version=...) does), or "
+            "torch_dataloader_opts={'num_workers': 0}"
+        )
     taken_by_class = is_i6_shard and dataset.get("sharding_fix") is True
     unfixed = sub_epoch_dataset is not None and not explicit and not taken_by_class
     if sharded and sub_epoch_fix(version) == "sub_epoch_shards" and unfixed:

@@ -114,3 +114,21 @@ def test_sharded_returnn_config_checks_the_dataset_by_the_release():
         sharded_returnn_config(config, newest_dict, returnn_version=OLDEST)
     oldest_dict = sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=OLDEST)
     assert sharded_returnn_config(config, oldest_dict, returnn_version=OLDEST).config["train"] is not None
+
+
+def test_where_returnns_own_class_fails_in_a_dataloader_worker_the_builder_takes_i6_shards():
+    """1.20241015.225231 .. 1.20250717.120243: RETURNN's DistributeFilesDataset(distrib_shard_files=True) asserts,
+    when a DataLoader worker unpickles it, that the _num_shards Dataset.__reduce__ passes is 1."""
+    assert (
+        sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=Y2025)["class"]
+        != "DistributeFilesDataset"
+    )
+    for version in (OLDEST, "1.20250717.120243"):
+        d = sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=version)
+        assert d["class"] == "DistributeFilesDataset"
+    plain = {**sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=Y2025)}
+    plain["class"] = "DistributeFilesDataset"
+    config = {"backend": "torch", "torch_distributed": {}, "train": plain}
+    with pytest.raises(ConfigCheckError, match="fails in the torch DataLoader worker"):
+        check_returnn_config(config, num_ranks=2, returnn_version=Y2025)
+    check_returnn_config({**config, "torch_dataloader_opts": {"num_workers": 0}}, num_ranks=2, returnn_version=Y2025)
