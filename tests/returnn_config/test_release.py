@@ -132,3 +132,19 @@ def test_where_returnns_own_class_fails_in_a_dataloader_worker_the_builder_takes
     with pytest.raises(ConfigCheckError, match="fails in the torch DataLoader worker"):
         check_returnn_config(config, num_ranks=2, returnn_version=Y2025)
     check_returnn_config({**config, "torch_dataloader_opts": {"num_workers": 0}}, num_ranks=2, returnn_version=Y2025)
+
+
+def test_a_returnn_plan_of_a_config_cuts_as_the_release():
+    """What a plain DistributeFilesDataset reads on 1.20240620.64807 differs from the newest's cut."""
+    from i6_shard.core import FileSizes
+    from i6_shard.returnn_config.plan import plan_for_returnn_config
+
+    sizes = np.array([5, 5] + [10] * 7)
+    keys = [f"f{i}.hdf" for i in range(len(sizes))]
+    d = sharded_files_dataset(keys, sub_epoch_dataset=HDF, partition_epoch=5, seq_ordering="default")
+    config = {"backend": "torch", "torch_distributed": {}, "behavior_version": 31, "train": d}
+    file_sizes = FileSizes(keys=keys, sizes=sizes)
+    old = plan_for_returnn_config(config, file_sizes=file_sizes, num_ranks=1, num_epochs=5, returnn_version=OLDEST)
+    new = plan_for_returnn_config(config, file_sizes=file_sizes, num_ranks=1, num_epochs=5)
+    assert old.layout(full_epoch_0idx=0)[1].tolist() == distribute_evenly_by_size_fixed_mean(sizes, num_bins=5).tolist()
+    assert old.layout(full_epoch_0idx=0)[1].tolist() != new.layout(full_epoch_0idx=0)[1].tolist()
