@@ -7,6 +7,7 @@ Prints one JSON object; ``test_releases.py`` judges it.
 """
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -40,13 +41,15 @@ def _features(version: str) -> Dict[str, Any]:
     return {"detected": detected, "table_disagrees": wrong}
 
 
-def _builder_dicts(version: str, files: List[str], plan: str) -> Dict[str, str]:
+def _builder_dicts(version: str, files: List[str], plan: str, sizes: str) -> Dict[str, str]:
     """Every builder variant, constructed by this release (init_dataset, no epoch read): variant -> "ok", the
-    builder's refusal ("refused: ...") or the release's error ("FAILED: ...")."""
+    builder's refusal ("refused: ...") or the release's error ("FAILED: ..."). The ``*_version_unknown`` variants are
+    built without the version; for i6_shard's class, the ``_num_shards`` its sub-epoch dict gets is appended."""
     from returnn.datasets.basic import init_dataset
 
     from i6_shard.returnn_config import sharded_files_dataset
     from i6_shard.returnn_config.pycode import resolve_refs
+    from i6_shard.returnn_ext.version import has_feature
 
     from ..returnn_ranks import as_rank
 
@@ -58,6 +61,11 @@ def _builder_dicts(version: str, files: List[str], plan: str) -> Dict[str, str]:
         "balanced": {"distribution": "balanced"},
         "plan": {"plan": plan},
         "list_file": {"files": files[0] + ".list.txt"},
+        "callable": {"files": functools.partial(json.loads, json.dumps(files))},
+        "file_sizes": {"file_sizes": sizes},
+        "cached_file": {"cached_file": True},
+        "plan_version_unknown": {"plan": plan, "returnn_version": None},
+        "plain_version_unknown": {"returnn_version": None},
     }
     with open(files[0] + ".list.txt", "w") as f:
         f.write("\n".join(files) + "\n")
@@ -65,14 +73,16 @@ def _builder_dicts(version: str, files: List[str], plan: str) -> Dict[str, str]:
     for name, opts in variants.items():
         opts = {"files": files, "partition_epoch": PARTITION_EPOCH, "num_shards": NUM_RANKS, **opts}
         try:
-            d = sharded_files_dataset(sub_epoch_dataset=SUB_EPOCH, returnn_version=version, **opts)
+            d = sharded_files_dataset(sub_epoch_dataset=SUB_EPOCH, **{"returnn_version": version, **opts})
         except ValueError as exc:
             out[name] = f"refused: {exc}"
             continue
         try:
             with as_rank(1, NUM_RANKS):
-                init_dataset(resolve_refs(d))
-            out[name] = "ok"
+                dataset = init_dataset(resolve_refs(d))
+                out[name] = "ok"
+                if name == "plan_version_unknown" and has_feature("dataset_shards"):  # the class's sharding_fix
+                    out[name] += f" {dataset._get_sub_dataset_dict([files[0]]).get('_num_shards')}"
         except Exception as exc:  # noqa: BLE001 (the release's own error, reported)
             out[name] = f"FAILED: {type(exc).__name__}: {exc}"
     return out
@@ -219,7 +229,7 @@ def main(version: str, workdir: str) -> Dict[str, Any]:
         "returnn_version": returnn.__version__,
         "returnn_file": returnn.__file__,
         "features": _features(version),
-        "builder": _builder_dicts(version, files, os.path.join(plan_dir, "plan.npz")),
+        "builder": _builder_dicts(version, files, os.path.join(plan_dir, "plan.npz"), sizes),
         "ranks": _ranks_read(version, files, plan_dir),
         "cut": _cut_parity(version),
         "all_tags": _all_tags(files),

@@ -58,7 +58,7 @@ def run_release_checks(version: str, workdir: str) -> Dict[str, Any]:
     """``release_checks`` in a subprocess whose first path entry is the installed release; its result."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([install(version), _REPO])}
     cmd = [sys.executable, "-m", "tests.returnn_versions.release_checks", version, workdir]
-    proc = subprocess.run(cmd, cwd=_REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)  # its dumps there
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"release checks on RETURNN {version} failed:\n{proc.stderr[-5000:]}"
     return json.loads(lines[-1][len("RESULT ") :])
