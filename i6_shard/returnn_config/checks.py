@@ -22,7 +22,7 @@ from ..core.pure import (
     check_optional_int,
     features_missing_before,
 )
-from .release import release_problems, sub_epoch_fix
+from .release import config_release_problems, release_problems, sub_epoch_fix
 from .reader import (
     DistributeFilesDatasetInfo,
     _flatten_with_path,
@@ -697,8 +697,10 @@ def check_returnn_config(
     reason = None
     if returnn_version is None and returnn_root is not None:
         returnn_version, reason = returnn_version_info(returnn_root)
+    known = returnn_version if isinstance(returnn_version, str) else None
     for record in records:
-        problems += _problems_on_release(record, returnn_version if isinstance(returnn_version, str) else None)
+        problems += _problems_on_release(record, known)
+    problems += config_release_problems(config, version=known)
     version_problems, version_warnings = _version_check(returnn_version, reason=reason)
     _raise_if(problems + version_problems, where="the RETURNN config")
     dfd_warnings = [w for r in records for w in dataset_warnings(r)]

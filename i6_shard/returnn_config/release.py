@@ -8,7 +8,7 @@ from typing import Any, List, Mapping, Optional
 
 from ..core.pure import release_has, returnn_feature
 
-__all__ = ["release_problems", "sub_epoch_fix", "unpickling_fails"]
+__all__ = ["config_release_problems", "release_problems", "sub_epoch_fix", "unpickling_fails"]
 
 
 def _lacks(version: Optional[str], key: str) -> bool:
@@ -99,5 +99,37 @@ def release_problems(
             f"{returnn_feature('sharding_fix').first}), so every rank reads 1/num_shards of its own files: put "
             "'_num_shards': 1, '_shard_index': 0 into the sub-epoch dataset dict (sharded_files_dataset(..., "
             "returnn_version=...) does)"
+        )
+    return out
+
+
+def config_release_problems(config: Mapping[str, Any], *, version: Optional[str]) -> List[str]:
+    """What RETURNN ``version`` rejects or ignores of a whole config's distributed settings: torch's
+    ``dataset_distribution`` (its DistributedContext asserts that it read every option) and the config's
+    ``dataset_random_seed_offset`` (not read: the seeds would not be the ones planned and checked).
+
+    >>> config_release_problems({"dataset_random_seed_offset": 3}, version="1.20250115.110555")[0][:62]
+    "the config's dataset_random_seed_offset=3 is ignored by RETURN"
+    """
+    if version is None:
+        return []
+    out = []
+    opts = config.get("torch_distributed")
+    if isinstance(opts, Mapping) and "dataset_distribution" in opts and _lacks(version, "get_default_kwargs_train"):
+        out.append(
+            _refused(
+                version,
+                "get_default_kwargs_train",
+                f"torch_distributed sets dataset_distribution={opts['dataset_distribution']!r}",
+            )
+            + " (its DistributedContext fails on an option it does not read; shard with distrib_shard_files=True)"
+        )
+    offset = config.get("dataset_random_seed_offset")
+    if offset not in (None, 0) and _lacks(version, "dataset_random_seed_offset"):
+        feature = returnn_feature("dataset_random_seed_offset")
+        out.append(
+            f"the config's dataset_random_seed_offset={offset!r} is ignored by RETURNN {version} ({feature.what} came "
+            f"with {feature.first}): every plan and check here would assume seeds the training does not use; set "
+            "random_seed_offset in the dataset dict instead"
         )
     return out

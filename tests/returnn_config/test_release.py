@@ -148,3 +148,14 @@ def test_a_returnn_plan_of_a_config_cuts_as_the_release():
     new = plan_for_returnn_config(config, file_sizes=file_sizes, num_ranks=1, num_epochs=5)
     assert old.layout(full_epoch_0idx=0)[1].tolist() == distribute_evenly_by_size_fixed_mean(sizes, num_bins=5).tolist()
     assert old.layout(full_epoch_0idx=0)[1].tolist() != new.layout(full_epoch_0idx=0)[1].tolist()
+
+
+def test_distributed_settings_a_release_rejects_or_ignores():
+    train = sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=OLDEST)
+    shard = {"backend": "torch", "torch_distributed": {"dataset_distribution": "shard"}, "train": train}
+    with pytest.raises(ConfigCheckError, match=f"sets dataset_distribution='shard', but RETURNN {OLDEST} lacks"):
+        check_returnn_config(shard, num_ranks=2, returnn_version=OLDEST)
+    offset = {"backend": "torch", "torch_distributed": {}, "dataset_random_seed_offset": 5, "train": train}
+    with pytest.raises(ConfigCheckError, match=f"dataset_random_seed_offset=5 is ignored by RETURNN {OLDEST}"):
+        check_returnn_config(offset, num_ranks=2, returnn_version=OLDEST)
+    check_returnn_config({**offset, "dataset_random_seed_offset": 0}, num_ranks=2, returnn_version=OLDEST)
