@@ -392,8 +392,9 @@ def training_job_kwargs(
     :param passes: passes over the data; converted with :func:`i6_shard.core.num_epochs_for_passes`
         using the ``train_key`` dataset's ``partition_epoch`` and sharding mode
     :param torch_distributed: options for ``torch_distributed`` if the config has none (default ``{}``)
-    :param returnn_version: RETURNN version, for the ``sharding_fix`` check; found from
-        ``returnn_root`` when that is given and readable
+    :param returnn_version: the RETURNN release the training runs: the config is checked by its rules (what it
+        rejects or reads wrongly, docs/returnn_versions.md); found from ``returnn_root`` when that is given and
+        readable
     :param job_kwargs: further ``ReturnnTrainingJob`` arguments (``returnn_root``, ``time_rqmt``, ...)
     :raises TypeError, ValueError: for a wrong argument (e.g. ``num_epochs=2.5``), naming it and the fix
     :raises ConfigCheckError: for problems in the config, all at once
