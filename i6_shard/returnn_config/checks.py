@@ -22,6 +22,7 @@ from ..core.pure import (
     check_optional_int,
     features_missing_before,
 )
+from .release import config_release_problems, release_problems, sub_epoch_fix
 from .reader import (
     DistributeFilesDatasetInfo,
     _flatten_with_path,
@@ -411,9 +412,11 @@ def check_dataset_dict(
     behavior_version: Optional[int] = None,
     name: str = "dataset",
     config: Optional[Mapping[str, Any]] = None,
+    returnn_version: Optional[str] = None,
 ) -> CheckResult:
     """Check a dataset dict: every DistributeFilesDataset in it (also inside wrapper datasets such as
-    CombinedDataset or MultiProcDataset), read as the train dataset of ``config``.
+    CombinedDataset or MultiProcDataset), read as the train dataset of ``config``, by the rules of RETURNN
+    ``returnn_version`` (:func:`~.release.release_problems`; None: the newest's).
 
     :param num_ranks: number of training processes, if known (enables the rank-dependent checks)
     :param behavior_version: the config's ``behavior_version``, if known
@@ -455,10 +458,31 @@ def check_dataset_dict(
             ],
             where=name,
         )
-    problems = [p for r in records for p in dataset_problems(r)]
+    problems = [p for r in records for p in _problems_on_release(r, returnn_version)]
     _raise_if(problems, where=name)
     messages = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=messages))
+
+
+def _problems_on_release(info: DistributeFilesDatasetInfo, version: Optional[str]) -> List[str]:
+    """:func:`dataset_problems`, with the sub-epoch double sharding judged by release ``version``'s rules where it
+    predates ``sharding_fix`` (and what it rejects added)."""
+    problems = dataset_problems(info)
+    if version is None:
+        return problems
+    double = _double_sharding_problem(info)
+    if double is not None and sub_epoch_fix(version) != "sharding_fix":
+        problems = [p for p in problems if p != double]
+    return problems + release_problems(
+        info.dataset,
+        version=version,
+        is_i6_shard=info.is_i6_shard,
+        files_kind=info.files_kind,
+        sub_epoch_dataset=info.sub_epoch_dataset,
+        sharded=info.sharded,
+        name=info.name,
+        reading_process=info.reading_process,
+    )
 
 
 def _renamed(info: DistributeFilesDatasetInfo, name: str) -> DistributeFilesDatasetInfo:
@@ -521,11 +545,11 @@ def check_returnn_version(returnn_version: Optional[str], *, reason: Optional[st
 
     >>> check_returnn_version("1.0.0").warnings[0][:60]
     'RETURNN reports version 1.0.0, its fallback when it cannot t'
-    >>> check_returnn_version("1.20260822.041010")
+    >>> check_returnn_version("1.20240619.0")
     Traceback (most recent call last):
     ...
     i6_shard.returnn_config.checks.ConfigCheckError: 1 problem(s) in the RETURNN version:
-      - RETURNN 1.20260822.041010 predates what i6_shard needs: DistributeFilesDataset's use_worker_proc option; Dataset.get_default_kwargs_train (the train dataset's _num_shards/_shard_index); returnn.datasets.basic._get_distributed_rank_and_size; the config's dataset_random_seed_offset (Dataset._get_default_random_seed_offset); install RETURNN >= 1.20261022.211313 (pip install -U 'returnn>=1.20261022.211313', or a checkout of that date or later)
+      - RETURNN 1.20240619.0 predates what i6_shard needs: DistributeFilesDataset's distrib_shard_files option; install RETURNN >= 1.20240620.64807 (pip install -U 'returnn>=1.20240620.64807', or a checkout of that date or later)
     """
     problems, messages = _version_check(returnn_version, reason=reason)
     _raise_if(problems, where="the RETURNN version")
@@ -637,11 +661,13 @@ def check_returnn_config(
     except (TypeError, ValueError) as exc:
         _raise_if(problems + [str(exc)], where="the RETURNN config")
         raise
-    for record in records:
-        problems += dataset_problems(record)
     reason = None
     if returnn_version is None and returnn_root is not None:
         returnn_version, reason = returnn_version_info(returnn_root)
+    known = returnn_version if isinstance(returnn_version, str) else None
+    for record in records:
+        problems += _problems_on_release(record, known)
+    problems += config_release_problems(config, version=known)
     version_problems, version_warnings = _version_check(returnn_version, reason=reason)
     _raise_if(problems + version_problems, where="the RETURNN config")
     dfd_warnings = [w for r in records for w in dataset_warnings(r)]

@@ -29,9 +29,10 @@ from ..core.pure import (
     check_seq_ordering,
     dfd_num_shards,
 )
-from .checks import check_dataset_dict, check_sub_epoch_dataset
+from .checks import check_dataset_dict, check_sub_epoch_dataset, parse_returnn_version, returnn_version_info
 from .pycode import ImportRef, PyCode, is_sisyphus_path, plain_value, resolve_paths
 from .reader import files_kind
+from .release import sub_epoch_fix, unpickling_fails
 from .sub_epoch import FilesKey, bind_sub_epoch_dataset, normalize_cached_file, normalize_files_key
 
 __all__ = ["sharded_files_dataset"]
@@ -245,15 +246,18 @@ def _options_not_at_returnns_defaults(
     buffer_size: Optional[int],
     preload_next_n_sub_epochs: Optional[int],
     use_worker_proc: Optional[bool],
+    fix: Optional[str],
 ) -> Dict[str, Any]:
     """The DFD options that differ from RETURNN's defaults (so that new options move no hash), with
-    ``sharding_fix=True`` always."""
+    ``sharding_fix=True`` where the target RETURNN keeps the sub-epoch dataset from sharding again by it (``fix``,
+    :func:`~.release.sub_epoch_fix`: always for an unknown one)."""
     dataset: Dict[str, Any] = {}
     if seq_ordering != "default":
         dataset["seq_ordering"] = seq_ordering
     if distrib_shard_files:
         dataset["distrib_shard_files"] = True
-    dataset["sharding_fix"] = True
+    if fix == "sharding_fix":
+        dataset["sharding_fix"] = True
     if not cut_spec(distribution).returnns_own:  # the default of i6_shard's class, as of RETURNN's
         dataset["distribution"] = distribution
     if max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:
@@ -319,7 +323,9 @@ def _checked_distribution(distribution: Any, max_sub_epoch_deviation: Any, seq_o
     return max_sub_epoch_deviation
 
 
-def _check_built(dataset: Dict[str, Any], *, num_files: Optional[int], num_shards: Optional[int]) -> None:
+def _check_built(
+    dataset: Dict[str, Any], *, num_files: Optional[int], num_shards: Optional[int], returnn_version: Optional[str]
+) -> None:
     """The built dict, as RETURNN would read it: enough files for the bins (a list given by path and
     ``num_files``; inline lists are counted by the checks), and every check of :func:`check_dataset_dict`."""
     if num_files is not None and not isinstance(dataset["files"], list):
@@ -329,7 +335,7 @@ def _check_built(dataset: Dict[str, Any], *, num_files: Optional[int], num_shard
             explicit_num_shards=dataset.get("_num_shards"),
         )
         check_enough_files(num_files, num_shards=cut_for, partition_epoch=dataset["partition_epoch"])
-    check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset")
+    check_dataset_dict(dataset, num_ranks=num_shards, name="sharded_files_dataset", returnn_version=returnn_version)
 
 
 def sharded_files_dataset(
@@ -353,6 +359,8 @@ def sharded_files_dataset(
     extra_opts: Optional[Mapping[str, Any]] = None,
     max_inline_files: int = DEFAULT_MAX_INLINE_FILES,
     weights: Optional[Sequence[Any]] = None,
+    returnn_version: Optional[str] = None,
+    returnn_root: Any = None,
 ) -> Dict[str, Any]:
     """The dataset dict of RETURNN's ``DistributeFilesDataset`` for file-sharded training.
 
@@ -410,19 +418,32 @@ def sharded_files_dataset(
         inline or a list file's path), the dataset's ``files`` those lists one after the other (read where RETURNN
         runs, :func:`corpora_files`, where one is a path); the weights are the plan's, which the dataset reads, so
         ``plan`` is required (a ``ShardPlanJob`` over one archive per corpus with the same ``weights``)
+    :param returnn_version: the RETURNN the training runs (``returnn.__version__``), or None: read from
+        ``returnn_root`` where it can be (a checkout or sdist, or a ``CloneGitRepositoryJob``'s output once it
+        exists). The dict then holds only what that release takes: ``sharding_fix=True`` where it has the option
+        (from 1.20260611.014531), else ``"_num_shards": 1, "_shard_index": 0`` in the sub-epoch dict where its
+        ``Dataset`` has them (from 1.20241015.225231), else neither (older releases never shard it again); an
+        option it lacks (``use_worker_proc=False``, files as a list file or a callable) is refused naming the
+        first release with it; 1.20241015.225231 .. 1.20250717.120243 get i6_shard's class, as RETURNN's own fails
+        in a DataLoader worker there. Unknown: ``sharding_fix=True``, which i6_shard's class takes on every release,
+        and RETURNN's own class only from 1.20260611.014531 (older ones reject it loudly; no dict of RETURNN's
+        class works on all: the sub-epoch ``_num_shards`` is rejected before 1.20241015.225231 and needed after)
+    :param returnn_root: where that RETURNN is, to read its version when ``returnn_version`` is None
     :raises ValueError, TypeError: naming the problem and its fix
     """
     # Every parameter, by name (the first statement, so locals() holds exactly them); all checks come first.
     given = dict(locals())
     given["files"] = _corpora_files_value(given.pop("weights"), files=files, plan=plan)
     a = _checked_arguments(**given)
+    a.version = _target_returnn_version(a.returnn_version, a.returnn_root)
     use_ext = not cut_spec(a.distribution).returnns_own or a.file_sizes is not None or a.plan is not None
+    use_ext = use_ext or (a.distrib_shard_files and unpickling_fails(a.version))  # RETURNN's own class would fail
+    a.fix = sub_epoch_fix(a.version)
+    template = _sub_epoch_template(a.sub_epoch_dataset, fix=a.fix, distrib_shard_files=a.distrib_shard_files)
     dataset: Dict[str, Any] = {
         "class": SHARDED_DFD_CLASS if use_ext else "DistributeFilesDataset",
         "files": a.files_value,
-        "get_sub_epoch_dataset": bind_sub_epoch_dataset(
-            a.sub_epoch_dataset, files_key=a.norm_key, cached_file=a.cached_file
-        ),
+        "get_sub_epoch_dataset": bind_sub_epoch_dataset(template, files_key=a.norm_key, cached_file=a.cached_file),
         "partition_epoch": a.partition_epoch,
     }
     dataset.update(
@@ -436,13 +457,14 @@ def sharded_files_dataset(
             buffer_size=a.buffer_size,
             preload_next_n_sub_epochs=a.preload_next_n_sub_epochs,
             use_worker_proc=a.use_worker_proc,
+            fix=a.fix,
         )
     )
     for key, value in (a.extra_opts or {}).items():
         if key in _RESERVED:
             raise ValueError(f"extra_opts[{key!r}] is set by sharded_files_dataset; use its {key} argument instead")
         dataset[key] = value
-    _check_built(dataset, num_files=a.num_files, num_shards=a.num_shards)
+    _check_built(dataset, num_files=a.num_files, num_shards=a.num_shards, returnn_version=a.version)
     return dataset
 
 
@@ -488,6 +510,29 @@ def _corpora_files_value(weights: Optional[Sequence[Any]], *, files: Any, plan: 
 def _plan_weights(weights: Sequence[Any]) -> Any:
     """The weights as a plan job holds them (the plan option's check, through a request)."""
     return PlanRequest.from_options(num_shards=1, partition_epoch=1, num_epochs=1, weights=list(weights)).weights
+
+
+def _sub_epoch_template(template: Dict[str, Any], *, fix: Optional[str], distrib_shard_files: bool) -> Dict[str, Any]:
+    """The sub-epoch dataset's dict, kept from sharding again by the release's means where it needs the dict's own
+    ``"_num_shards": 1, "_shard_index": 0`` (``fix == "sub_epoch_shards"``) and does not state them itself."""
+    explicit = "_num_shards" in template or "_shard_index" in template
+    if fix == "sub_epoch_shards" and distrib_shard_files and not explicit:
+        return {**template, "_num_shards": 1, "_shard_index": 0}
+    return template
+
+
+def _target_returnn_version(returnn_version: Any, returnn_root: Any) -> Optional[str]:
+    """The version of the RETURNN the training runs: ``returnn_version`` as given (checked), else read from
+    ``returnn_root`` where it can be (:func:`~.checks.returnn_version_info`), else None."""
+    if returnn_version is None:
+        return returnn_version_info(returnn_root)[0]
+    if not isinstance(returnn_version, str):
+        raise TypeError(
+            f"returnn_version={returnn_version!r} has type {type(returnn_version).__name__}; give RETURNN's "
+            "version string, e.g. '1.20250115.110555' (returnn.__version__), or None"
+        )
+    parse_returnn_version(returnn_version)
+    return returnn_version
 
 
 #: The arguments of :func:`sharded_files_dataset` that go into the dict as values (made plain first).

@@ -26,7 +26,14 @@ from ..core.pure import (
     plan_coverage_problem,
     short_repr,
 )
-from .checks import ConfigCheckWarning, check_returnn_config, plan_engine_problems, plan_prediction_gaps
+from .checks import (
+    ConfigCheckWarning,
+    check_dataset_dict,
+    check_returnn_config,
+    plan_engine_problems,
+    plan_prediction_gaps,
+    returnn_version_info,
+)
 from .plan import find_dataset, named_plan_job
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
 from .reader import DistributeFilesDatasetInfo, InexactPlanWarning, files_kind, find_distribute_files_datasets
@@ -235,13 +242,21 @@ def sharded_returnn_config(
     key: str = "train",
     post_config: Optional[Mapping[str, Any]] = None,
     v2: bool = True,
+    returnn_version: Optional[str] = None,
+    returnn_root: Any = None,
     **returnn_config_kwargs,
 ) -> ReturnnConfig:
     """A new ``ReturnnConfigV2`` (or classic ``ReturnnConfig`` with ``v2=False``) from ``config``
-    with ``dataset`` at ``key``; further keyword arguments go to the config class."""
+    with ``dataset`` at ``key``; further keyword arguments go to the config class. Given the RETURNN the training
+    runs (``returnn_version``, or read from ``returnn_root``), the dataset is checked by that release's rules
+    (``check_dataset_dict(..., returnn_version=...)``: what it rejects, and how it shards the sub-epoch dataset)."""
     if not isinstance(config, Mapping):
         raise TypeError(f"config has type {type(config).__name__}; give a dict of RETURNN config keys and values")
     check_optional_mapping(post_config, name="post_config", example="{'log_verbosity': 5}")
+    if returnn_version is None and returnn_root is not None:
+        returnn_version = returnn_version_info(returnn_root)[0]
+    if returnn_version is not None:
+        check_dataset_dict(dataset, name=key, config=config, returnn_version=returnn_version)
     cls = ReturnnConfigV2 if check_bool(v2, name="v2") else ReturnnConfig
     returnn_config = cls(dict(config), post_config=dict(post_config or {}), **returnn_config_kwargs)
     add_sharded_dataset(returnn_config, dataset, key=key)
@@ -379,8 +394,9 @@ def training_job_kwargs(
     :param passes: passes over the data; converted with :func:`i6_shard.core.num_epochs_for_passes`
         using the ``train_key`` dataset's ``partition_epoch`` and sharding mode
     :param torch_distributed: options for ``torch_distributed`` if the config has none (default ``{}``)
-    :param returnn_version: RETURNN version, for the ``sharding_fix`` check; found from
-        ``returnn_root`` when that is given and readable
+    :param returnn_version: the RETURNN release the training runs: the config is checked by its rules (what it
+        rejects or reads wrongly, docs/returnn_versions.md); found from ``returnn_root`` when that is given and
+        readable
     :param job_kwargs: further ``ReturnnTrainingJob`` arguments (``returnn_root``, ``time_rqmt``, ...)
     :raises TypeError, ValueError: for a wrong argument (e.g. ``num_epochs=2.5``), naming it and the fix
     :raises ConfigCheckError: for problems in the config, all at once

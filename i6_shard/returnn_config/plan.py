@@ -103,6 +103,7 @@ def plan_for_returnn_config(
     num_epochs: int,
     key: Union[str, Tuple[Any, ...]] = "train",
     distribution: Optional[str] = None,
+    returnn_version: Optional[str] = None,
 ) -> core.ShardPlan:
     """The :class:`~i6_shard.core.ShardPlan` that the DistributeFilesDataset at ``key`` of a RETURNN
     config follows on ``num_ranks`` ranks: files sharded or not (``distrib_shard_files``, or torch's
@@ -116,6 +117,8 @@ def plan_for_returnn_config(
         preloads after them (``preload_next_n_sub_epochs``, RETURNN's default 1), as ``ShardPlanJob`` plans them
     :param key: config key (or key path) of the dataset
     :param distribution: plan with this distribution instead of the dataset's own
+    :param returnn_version: the RETURNN release the training runs: its own cut where it differs (``"returnn"``
+        before 1.20240705.144031, :func:`~i6_shard.core.pure.cut.cut_for_release`); None: the newest's
     :raises ValueError: if the config has no plannable DistributeFilesDataset there, saying why
     """
     if isinstance(file_sizes, (str, os.PathLike)):
@@ -130,7 +133,7 @@ def plan_for_returnn_config(
     info = find_dataset(config, num_ranks=num_ranks, key=key)
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
-    return make_plan(sizes, request)  # the planning floor
+    return make_plan(sizes, request).for_returnn(returnn_version)  # the planning floor, cut as the release
 
 
 def merged_config(config: Any) -> Dict[str, Any]:

@@ -11,13 +11,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from i6_shard.returnn_ext.version import require_returnn_features
+from i6_shard.returnn_ext.version import (
+    distributed_rank_and_size,
+    has_feature,
+    refuse_missing,
+    require_returnn_features,
+)
 
 require_returnn_features()  # one clear error for an older RETURNN, before the imports below fail bare
 
 import returnn  # noqa: E402
 from returnn.datasets import distrib_files as _returnn_distrib_files
-from returnn.datasets.basic import Dataset, _get_distributed_rank_and_size
+from returnn.datasets.basic import Dataset
 from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from returnn.log import log
 
@@ -100,11 +105,13 @@ def check_returnn_hooks() -> None:
         problems.append("DistributeFilesDataset.__init__ does not restore _file_sizes from _meta_info_cache")
     if not isinstance(getattr(Dataset, "_getnewargs_remap", None), dict) or "__reduce__" not in Dataset.__dict__:
         problems.append("Dataset.__reduce__ / Dataset._getnewargs_remap (used for pickling) are missing")
-    if not callable(_get_distributed_rank_and_size) or not callable(
-        getattr(Dataset, "_get_random_seed_for_epoch", None)
+    if not callable(getattr(Dataset, "_get_random_seed_for_epoch", None)):
+        problems.append("Dataset._get_random_seed_for_epoch is missing")
+    if not has_feature("get_distributed_rank_and_size") and not callable(
+        getattr(_returnn_distrib_files, "_get_rank_and_size", None)
     ):
         problems.append(
-            "returnn.datasets.basic._get_distributed_rank_and_size or Dataset._get_random_seed_for_epoch is missing"
+            "neither returnn.datasets.basic._get_distributed_rank_and_size nor distrib_files._get_rank_and_size"
         )
     if not callable(getattr(_returnn_distrib_files, "_get_key_for_file_tree", None)):
         problems.append("returnn.datasets.distrib_files._get_key_for_file_tree is missing")
@@ -193,6 +200,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         file_sizes_check_samples: int = DEFAULT_CHECK_SAMPLES,
         plan: Optional[str | os.PathLike] = None,
         max_sub_epoch_deviation: float = DEFAULT_MAX_SUB_EPOCH_DEVIATION,
+        sharding_fix: Optional[bool] = None,
         **kwargs,
     ):
         """
@@ -206,7 +214,11 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         :param plan: path of a plan file; None: compute the bins as the other options say
         :param max_sub_epoch_deviation: ``"flexible"`` only: how far a sub-epoch's size may be from the
             mean sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``)
-        :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged
+        :param sharding_fix: RETURNN's option where it has it (from 1.20260611.014531); before that, True keeps the
+            sub-epoch dataset from sharding again by ``"_num_shards": 1, "_shard_index": 0`` in its dict (where
+            ``Dataset`` has them, from 1.20241015.225231; older releases never shard it again)
+        :param kwargs: everything else goes to :class:`DistributeFilesDataset` unchanged, as far as this RETURNN
+            takes it (:func:`_kwargs_for_this_returnn`)
         """
         if distribution is not None:
             check_distribution(distribution)
@@ -217,7 +229,14 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                     f"{name}={value!r} must be the path (str) of {what} or None; convert a tk.Path with .get_path()"
                 )
         check_num_samples(file_sizes_check_samples, name="file_sizes_check_samples")
-        super().__init__(**kwargs)
+        if has_feature("sharding_fix"):
+            kwargs["sharding_fix"] = sharding_fix
+        super().__init__(**_kwargs_for_this_returnn(kwargs))
+        self.sharding_fix = sharding_fix
+        if not hasattr(self, "distrib_shard_files"):  # RETURNN before 1.20240628 keeps only _num_shards
+            self.distrib_shard_files = bool(kwargs.get("distrib_shard_files", False))
+        if not has_feature("files_list_file"):  # RETURNN before 1.20250423 reads self.files (a list) itself
+            self._files = self.files
         self.file_sizes_check_samples = int(file_sizes_check_samples)
         self.distribution = distribution if distribution is not None or plan is not None else DEFAULT_DISTRIBUTION
         self.max_sub_epoch_deviation = max_sub_epoch_deviation
@@ -227,6 +246,26 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         self._plan_num_full_epochs = 0
         self._plan_layout_and_rank: Tuple[int, int] = (0, 0)
         self._equal_steps_plan: Optional[core.ShardPlan] = None  # "equal_steps" without a plan: built once
+
+    def _lazy_init_file_list(self):
+        """RETURNN's, where it has it (from 1.20250423.155627); before, ``files`` is the list (checked in
+        ``__init__``)."""
+        if has_feature("files_list_file"):
+            super()._lazy_init_file_list()
+
+    def _get_sub_dataset_dict(self, files: List[FileTree]):
+        """RETURNN's, and where this RETURNN has no ``sharding_fix`` but shards the sub-epoch dataset again (its
+        dict inherits ``_num_shards``/``_shard_index``), ``sharding_fix=True`` done by ``"_num_shards": 1,
+        "_shard_index": 0`` in the dict (a dict that set the parent's values itself gets them too)."""
+        out = super()._get_sub_dataset_dict(files)  # before 1.20240628: (dict, exit hook of the file cache)
+        dataset_dict = out[0] if isinstance(out, tuple) else out
+        inherited = (dataset_dict.get("_num_shards"), dataset_dict.get("_shard_index")) == (
+            self._num_shards,
+            self._shard_index,
+        )
+        if self.sharding_fix and not has_feature("sharding_fix") and self._num_shards > 1 and inherited:
+            dataset_dict["_num_shards"], dataset_dict["_shard_index"] = 1, 0
+        return out
 
     def _lazy_init_file_sizes(self):
         """Sizes from ``plan`` or ``file_sizes`` if given (no stat call at all), else RETURNN's own."""
@@ -376,7 +415,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"the plan is {settings.sharding!r}, the dataset {'sharded' if sharded else 'unsharded'} "
                 f"(distrib_shard_files={self.distrib_shard_files}, num_shards={self._num_shards})"
             )
-        rank, world = (self._shard_index, self._num_shards) if sharded else _get_distributed_rank_and_size()
+        rank, world = (self._shard_index, self._num_shards) if sharded else distributed_rank_and_size()
         if settings.num_shards != world:
             problems.append(
                 f"the plan is for {settings.num_shards} ranks, the training has {world} (distributed world size)"
@@ -481,6 +520,38 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         return [[files_order[i] for i in order_list[bounds_list[b] : bounds_list[b + 1]]] for b in range(num_bins)]
 
     _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
+
+
+def _kwargs_for_this_returnn(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The DistributeFilesDataset options as this RETURNN takes them: ``use_worker_proc=True`` (what a release
+    without the option always does) dropped there; what it cannot do refused by one error naming the release, the
+    feature and the first release with it."""
+    kwargs = dict(kwargs)
+    if (
+        kwargs.get("_distrib_info")
+        and kwargs.get("distrib_shard_files")
+        and not has_feature("distrib_info_with_shards")
+    ):
+        # RETURNN 1.20241015 .. 1.20250717 (fix 6850cd0e3): unpickled (e.g. in a DataLoader worker), the dataset gets
+        # its _num_shards/_shard_index from Dataset.__reduce__ too and asserts them to be 1/0; _distrib_info sets them
+        kwargs.pop("_num_shards", None)
+        kwargs.pop("_shard_index", None)
+    files = kwargs.get("files")
+    if callable(files):
+        refuse_missing("files_callable", why=f"files={short_repr(files)} needs (a callable); give the list of files")
+    elif isinstance(files, (str, os.PathLike)):
+        refuse_missing(
+            "files_list_file", why=f"files={short_repr(files)} needs (a file list's path); give the list of files"
+        )
+    if "use_worker_proc" in kwargs and not has_feature("use_worker_proc"):
+        if kwargs["use_worker_proc"] is False:
+            refuse_missing(
+                "use_worker_proc",
+                why="use_worker_proc=False needs (the sub-epoch dataset in the training's process); drop it: "
+                "this release runs every sub-epoch dataset in a worker process",
+            )
+        del kwargs["use_worker_proc"]
+    return kwargs
 
 
 class _PlanBins(SequenceABC):

@@ -17,6 +17,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from i6_shard.returnn_ext.locate import locate_dataset
+from i6_shard.returnn_ext.version import has_feature
 from i6_shard.core.io import atomic_write
 from i6_shard.core.pure import DEFAULT_DISTRIBUTION, DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_enough_files
 from i6_shard.returnn_config.reader import DistributeFilesDatasetInfo, find_distribute_files_datasets, read_files
@@ -153,15 +154,38 @@ def simulate_rank(config, *, rank: int, num_shards: int) -> None:
     import returnn.torch.distributed as distributed
 
     source = inspect.getsource(distributed.DistributedContext.__init__)
-    if _TORCH_INIT_INFO_ENV not in source:
-        raise RuntimeError(
-            f"this RETURNN's torch DistributedContext does not take rank and size from "
-            f"{_TORCH_INIT_INFO_ENV}, so the verifier cannot run rank {rank} of {num_shards} under "
-            "torch_distributed without a process group; use a newer RETURNN"
-        )
+    if _TORCH_INIT_INFO_ENV not in source:  # RETURNN before 1.20250717: the global context, set up as this rank
+        distributed._is_set_up, distributed._ctx = True, _RankContext(rank, num_shards)
+        return
     os.environ[_TORCH_INIT_INFO_ENV] = repr({"rank": rank, "size": num_shards, "hostnames": None})
     os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"] = str(rank), str(num_shards)
     distributed._is_set_up, distributed._ctx = False, None  # a context of another rank must not be reused
+
+
+def _returnn_version() -> str:
+    import returnn
+
+    return str(returnn.__version__)
+
+
+class _RankContext:
+    """RETURNN's torch ``DistributedContext`` as datasets ask it (rank and size), for a RETURNN whose context cannot
+    take them from the environment: its ``get_ctx`` returns this one, set up already."""
+
+    def __init__(self, rank: int, size: int):
+        self._rank, self._size = rank, size
+
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def local_rank(self) -> int:
+        return self._rank
+
+    def local_size(self) -> int:
+        return self._size
 
 
 def _load_dataset(dataset_dict: Dict[str, Any], config, *, config_key: str):
@@ -170,11 +194,12 @@ def _load_dataset(dataset_dict: Dict[str, Any], config, *, config_key: str):
     from returnn.datasets.basic import Dataset
 
     config.typed_dict[config_key] = dataset_dict
-    defaults = (
-        Dataset.get_default_kwargs_train(config=config)
-        if config_key == "train"
-        else Dataset.get_default_kwargs_eval(config=config)
-    )
+    if not has_feature("get_default_kwargs_train"):  # RETURNN before 1.20261022: load_data(config, 0, key) only
+        defaults = {}
+    elif config_key == "train":
+        defaults = Dataset.get_default_kwargs_train(config=config)
+    else:
+        defaults = Dataset.get_default_kwargs_eval(config=config)
     dataset, _ = load_data(config, 0, config_key, **defaults)
     return dataset
 
@@ -189,13 +214,20 @@ def _init_dfd(dataset_dict: Dict[str, Any]):
             f"{dataset} is a {type(dataset).__name__}, not a DistributeFilesDataset; "
             "VerifyShardingJob checks the file sharding of DistributeFilesDataset"
         )
-    for attr in ("_lazy_init_file_list", "_files_order_cache"):
-        if not hasattr(dataset, attr):
-            raise RuntimeError(
-                f"this RETURNN's DistributeFilesDataset has no {attr}; "
-                "i6_shard's verifier needs a RETURNN with distrib_shard_files (2024 or newer)"
-            )
+    if not hasattr(dataset, "_files_order_cache"):
+        raise RuntimeError(
+            "this RETURNN's DistributeFilesDataset has no _files_order_cache; i6_shard's verifier needs a RETURNN with "
+            "distrib_shard_files (1.20240620.64807 or newer)"
+        )
     return dataset
+
+
+def _dfd_files(dataset) -> List[Any]:
+    """The file list as the DistributeFilesDataset loaded it (before 1.20250423: its ``files``, a list)."""
+    if has_feature("files_list_file"):
+        dataset._lazy_init_file_list()
+        return list(dataset._files)
+    return list(dataset.files)
 
 
 def _read_tags(dataset) -> List[str]:
@@ -238,11 +270,10 @@ class _EngineReader:
             dataset=dataset, epoch_mp_shared=self._epoch
         )
         recording = RecordingReset(reset, dataset, key_path=key_path)
-        wrapped = returnn_dataset_wrapper.ReturnnDatasetIterDataPipe(
-            dataset,
-            reset_callback=recording,
-            shard_workers=config.typed_value("torch_dataloader_shard_workers", None),
-        )
+        shard = {}  # the DataLoader workers shard again only where RETURNN has the option
+        if has_feature("dataloader_shard_workers"):
+            shard["shard_workers"] = config.typed_value("torch_dataloader_shard_workers", None)
+        wrapped = returnn_dataset_wrapper.ReturnnDatasetIterDataPipe(dataset, reset_callback=recording, **shard)
         wrapped = RecordingTail(wrapped, recording=recording, top=dataset, out=self._records)
         batches = pipeline.BatchingIterDataPipe(wrapped, batch_size=_sys.maxsize, max_seqs=1)
         self.loader = pipeline.create_data_loader_from_batches(
@@ -261,9 +292,14 @@ class _EngineReader:
         return {"seq_tags": tags, "instances": records}
 
     def close(self) -> None:
-        from returnn.torch.data.pipeline import shutdown_data_loader
-
-        shutdown_data_loader(self.loader)
+        try:
+            from returnn.torch.data.pipeline import shutdown_data_loader
+        except ImportError:  # RETURNN before it had one: end the persistent workers as torch does
+            iterator = getattr(self.loader, "_iterator", None)
+            if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+                iterator._shutdown_workers()
+        else:
+            shutdown_data_loader(self.loader)
         self._manager.shutdown()
 
 
@@ -302,7 +338,9 @@ def record_rank(
             "seq_ordering": dataset.seq_ordering,
             "random_seed_offset": int(dataset.random_seed_offset),
             "fixed_random_seed": dataset.fixed_random_seed,
-            "distrib_shard_files": bool(getattr(dataset, "distrib_shard_files", False)),
+            # (RETURNN before 1.20240628 keeps only _num_shards)
+            "distrib_shard_files": bool(getattr(dataset, "distrib_shard_files", dataset._num_shards > 1)),
+            "returnn_version": _returnn_version(),
             "sharding_fix": getattr(dataset, "sharding_fix", None),
             "distribution": getattr(dataset, "distribution", DEFAULT_DISTRIBUTION),
         }
@@ -387,13 +425,13 @@ def record_reference(
     plain.set("__debug_dummy_distributed_rank_and_size", (0, 1))
     with global_config_ctx(plain):
         dataset = _init_dfd(info.dataset)
-        dataset._lazy_init_file_list()
-        files = list(dataset._files)
+        files = _dfd_files(dataset)
         file_tags = []
         for tree in files:
             sub = _in_process(dict(dataset.get_sub_epoch_dataset([tree])))
-            sub.setdefault("_num_shards", 1)
-            sub.setdefault("_shard_index", 0)
+            if has_feature("dataset_shards"):  # else no Dataset shards again
+                sub.setdefault("_num_shards", 1)
+                sub.setdefault("_shard_index", 0)
             sub_dataset = init_dataset(sub)
             sub_dataset.init_seq_order(epoch=1)
             file_tags.append(_read_tags(sub_dataset))

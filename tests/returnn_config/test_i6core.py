@@ -258,6 +258,8 @@ def test_training_job_kwargs():
     with pytest.raises(ConfigCheckError, match="8 files cannot fill num_shards\\*partition_epoch=8\\*2=16 bins"):
         training_job_kwargs(rc, num_gpus=8, num_epochs=2)
     with pytest.raises(ConfigCheckError, match="predates"):
+        training_job_kwargs(rc, num_gpus=2, num_epochs=2, returnn_version="1.20240101.000000")
+    with pytest.raises(ConfigCheckError, match="sharding_fix=True is set, but RETURNN 1.20250101.000000 lacks"):
         training_job_kwargs(rc, num_gpus=2, num_epochs=2, returnn_version="1.20250101.000000")
     with pytest.raises(ValueError, match="set backend='torch'"):
         training_job_kwargs(sharded_returnn_config({"backend": "tensorflow"}, train), num_gpus=2, num_epochs=2)

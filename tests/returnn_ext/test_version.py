@@ -1,6 +1,8 @@
-"""The RETURNN version is checked by feature where RETURNN runs: the real RETURNN passes, and a RETURNN
-without one of the features (simulated by removing it in a fresh Python) gets one error naming it and the
-version to install, also when the dataset class is imported."""
+"""The RETURNN version is checked by feature where RETURNN runs: the real RETURNN has every feature; a RETURNN
+without distrib_shard_files (simulated by removing it in a fresh Python) gets one error naming it and the version to
+install when the dataset class is imported; without any other feature the class still imports (its fallback), and
+a dataset that asks for one gets one error naming the release, the feature and the first release with it. The real
+older releases: tests/returnn_versions."""
 
 import os
 import subprocess
@@ -18,6 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: feature key -> code that removes it from the imported RETURNN (as an older RETURNN lacks it)
 REMOVE = {
+    "distrib_shard_files": "import inspect\nfrom returnn.datasets.distrib_files import DistributeFilesDataset as D\n"
+    "sig = inspect.signature(D.__init__)\n"
+    "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
+    "if n != 'distrib_shard_files'])\n",
     "sharding_fix": "import inspect\nfrom returnn.datasets.distrib_files import DistributeFilesDataset as D\n"
     "sig = inspect.signature(D.__init__)\n"
     "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
@@ -27,9 +33,10 @@ REMOVE = {
     "D.__init__.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() "
     "if n != 'use_worker_proc'])\n",
     "get_default_kwargs_train": "from returnn.datasets import basic\ndel basic.Dataset.get_default_kwargs_train\n",
-    # (after RETURNN's own distrib_files, which imports it in this RETURNN, has been imported)
-    "get_distributed_rank_and_size": "import returnn.datasets.distrib_files\nfrom returnn.datasets import basic\n"
-    "del basic._get_distributed_rank_and_size\n",
+    # (after RETURNN's own distrib_files, which imports it in this RETURNN, has been imported; as in a release
+    # before it, DistributeFilesDataset's own _get_rank_and_size is there instead)
+    "get_distributed_rank_and_size": "import returnn.datasets.distrib_files as df\nfrom returnn.datasets import basic\n"
+    "df._get_rank_and_size = basic._get_distributed_rank_and_size\ndel basic._get_distributed_rank_and_size\n",
     "dataset_random_seed_offset": "from returnn.datasets import basic\n"
     "basic.Dataset._get_default_random_seed_offset = lambda self: 0\n",
 }
@@ -40,27 +47,46 @@ def _run(code: str) -> subprocess.CompletedProcess:
     return run_to_end([sys.executable, "-c", code], env=env, cwd=ROOT)
 
 
-def test_every_feature_has_a_simulation():
-    assert set(REMOVE) == {key for key, _, _ in RETURNN_FEATURES}
-
-
 def test_the_installed_returnn_has_every_feature():
-    from i6_shard.returnn_ext.version import missing_returnn_features, require_returnn_features
+    from i6_shard.returnn_ext.version import has_feature, missing_returnn_features, require_returnn_features
 
     assert missing_returnn_features() == []
     require_returnn_features()
+    assert [f.key for f in RETURNN_FEATURES if not has_feature(f.key)] == []
 
 
-@pytest.mark.parametrize("key", sorted(REMOVE))
-def test_an_older_returnn_gets_one_clear_error_at_import(key):
-    what = {k: w for k, w, _ in RETURNN_FEATURES}[key]
-    proc = _run(REMOVE[key] + "from i6_shard.returnn_ext import ShardedDistributeFilesDataset\n")
+def test_without_distrib_shard_files_one_clear_error_at_import():
+    proc = _run(REMOVE["distrib_shard_files"] + "from i6_shard.returnn_ext import ShardedDistributeFilesDataset\n")
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: RETURNN "), proc.stderr[-2000:]
-    assert what in last and f"Install RETURNN >= {MIN_RETURNN_VERSION}" in last
-    others = [w for k, w, _ in RETURNN_FEATURES if k != key]
-    assert not any(w in last for w in others), last  # names what is missing, nothing else
+    assert "distrib_shard_files option" in last and f"Install RETURNN >= {MIN_RETURNN_VERSION}" in last
+
+
+@pytest.mark.parametrize("key", sorted(set(REMOVE) - {"distrib_shard_files"}))
+def test_without_another_feature_the_class_imports_and_sees_it_missing(key):
+    code = (
+        REMOVE[key] + "from i6_shard.returnn_ext import ShardedDistributeFilesDataset\n"
+        "from i6_shard.returnn_ext.version import has_feature\n"
+        f"print('has', has_feature({key!r}))\n"
+    )
+    proc = _run(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "has False"
+
+
+def test_a_missing_feature_a_dataset_asks_for_is_refused_naming_release_feature_and_first_release(monkeypatch):
+    import returnn
+
+    from i6_shard.returnn_ext import version
+
+    monkeypatch.setattr(version, "has_feature", lambda key: key != "use_worker_proc")
+    with pytest.raises(ValueError) as info:
+        version.refuse_missing("use_worker_proc", why="use_worker_proc=False needs")
+    message = str(info.value)
+    assert f"RETURNN {returnn.__version__}" in message or returnn.__version__ in message
+    assert "DistributeFilesDataset's use_worker_proc option" in message and "1.20261022.211313" in message
+    version.refuse_missing("sharding_fix", why="never raised")  # present: nothing
 
 
 def test_the_real_returnn_imports_the_dataset():

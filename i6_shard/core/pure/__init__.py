@@ -36,6 +36,7 @@ from .settings import (
     check_distribution,
     check_seq_ordering,
 )
+from .returnn_features import release_has, returnn_feature
 from .text import first_difference, short_repr
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 
@@ -94,4 +95,6 @@ __all__ = [
     "MIN_RETURNN_VERSION",
     "RETURNN_FEATURES",
     "features_missing_before",
+    "release_has",
+    "returnn_feature",
 ]

@@ -11,14 +11,29 @@ import numpy as np
 
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
+from .distribute_fixed_mean import distribute_evenly_by_size_fixed_mean
 from .flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
+from .returnn_features import release_has
 from .text import short_repr
 
-__all__ = ["CUTS", "cut_spec", "check_bound_is_used", "cut_full_epoch", "cut_options", "training_distribution"]
+__all__ = [
+    "CUTS",
+    "cut_for_release",
+    "cut_spec",
+    "check_bound_is_used",
+    "cut_full_epoch",
+    "cut_options",
+    "training_distribution",
+]
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
     bounds = distribute_evenly_by_size(costs, num_bins=num_shards * partition_epoch)
+    return np.arange(len(costs), dtype=np.int64), bounds
+
+
+def _returnn_fixed_mean(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
+    bounds = distribute_evenly_by_size_fixed_mean(costs, num_bins=num_shards * partition_epoch)
     return np.arange(len(costs), dtype=np.int64), bounds
 
 
@@ -97,6 +112,8 @@ class CutSpec:
     :ivar separates_repeats: its cut takes ``separate`` (corpora by weight: the repeats of a file put into different
         sub-epochs) as an option and applies it before its last stage, which keeps each sub-epoch's files; False:
         :func:`cut_full_epoch` applies it to the finished cut
+    :ivar release_cuts: ``(feature key of core.pure.RETURNN_FEATURES, cut)``: the cut of a RETURNN release that lacks
+        that feature, newest change first (:func:`cut_for_release`); RETURNN's own cut changed with releases
     """
 
     name: str
@@ -112,6 +129,7 @@ class CutSpec:
     counts_moved_files: bool = False
     not_compared: Optional[str] = None
     separates_repeats: bool = False
+    release_cuts: Tuple[Tuple[str, Callable[..., Tuple[np.ndarray, np.ndarray]]], ...] = ()
 
     def __post_init__(self):
         if self.sub_epoch_bound not in _SUB_EPOCH_BOUNDS or not isinstance(self.version, int) or self.version < 1:
@@ -132,7 +150,14 @@ class CutSpec:
 CUTS: Dict[str, CutSpec] = {
     spec.name: spec
     for spec in (
-        CutSpec("returnn", _returnn, version=1, offered=True, returnns_own=True),
+        CutSpec(
+            "returnn",
+            _returnn,
+            version=1,
+            offered=True,
+            returnns_own=True,
+            release_cuts=(("reaveraged_cut", _returnn_fixed_mean),),
+        ),
         CutSpec("balanced", distribute_balanced, version=1, offered=True),
         CutSpec(
             "flexible", distribute_flexible, version=1, offered=False, built_from="balanced", sub_epoch_bound="given"
@@ -225,6 +250,20 @@ def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[st
     return {}
 
 
+def cut_for_release(distribution: str, returnn_version: Optional[str]) -> Callable[..., Tuple[np.ndarray, np.ndarray]]:
+    """The cut of ``distribution`` as RETURNN ``returnn_version`` makes it (None: the newest's): the first of its
+    :attr:`CutSpec.release_cuts` whose feature that release lacks, else its ``cut``.
+
+    >>> cut_for_release("returnn", "1.20240620.64807").__name__, cut_for_release("returnn", None).__name__
+    ('_returnn_fixed_mean', '_returnn')
+    """
+    spec = cut_spec(distribution)
+    for feature, cut in spec.release_cuts:
+        if release_has(returnn_version, feature) is False:
+            return cut
+    return spec.cut
+
+
 def cut_full_epoch(
     costs: np.ndarray,
     *,
@@ -233,6 +272,7 @@ def cut_full_epoch(
     distribution: str,
     options: Optional[Mapping[str, Any]] = None,
     separate: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
+    returnn_version: Optional[str] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for files whose costs are given in the shuffled order.
 
@@ -244,6 +284,7 @@ def cut_full_epoch(
     :param separate: ``(positions, bounds) -> positions``, the cut's positions rearranged so that no sub-epoch reads
         a file twice (the reads of corpora by weight); applied where the distribution's row says
         (:attr:`CutSpec.separates_repeats`)
+    :param returnn_version: the RETURNN release whose cut to make (:func:`cut_for_release`); None: the newest's
     :return: ``(positions, bounds)``: int64 positions into ``costs``, shape [num_files], grouped bin by
         bin, and int64 boundaries, shape [num_shards * partition_epoch + 1]; bin ``r*P + s`` is what
         rank r reads in sub-epoch s
@@ -257,7 +298,9 @@ def cut_full_epoch(
     options = dict(options or {})
     if separate is not None and spec.separates_repeats:
         options["separate"] = separate
-    positions, bounds = spec.cut(np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **options)
+    positions, bounds = cut_for_release(distribution, returnn_version)(
+        np.asarray(costs), num_shards=num_shards, partition_epoch=partition_epoch, **options
+    )
     if separate is not None and not spec.separates_repeats:
         positions = separate(positions, bounds)
     return positions, bounds

@@ -101,6 +101,7 @@ class ShardPlan:
         self._cache: "OrderedDict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
         self._key_array: Optional[np.ndarray] = None  # keys as an object array, built on first files_for
         self._stored: Optional[Tuple[Callable[[int, int], Tuple[np.ndarray, np.ndarray]], int]] = None
+        self.returnn_version: Optional[str] = None  # whose cut (cut.cut_for_release); None: the newest's
 
     def serving_stored(
         self, layout: Callable[[int, int], Tuple[np.ndarray, np.ndarray]], num_full_epochs: int
@@ -110,6 +111,13 @@ class ShardPlan:
         ``"equal_steps"``, which needs the sequence lengths to cut again); later full epochs are cut as usual."""
         served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps, corpora=self.corpora)
         served._stored = (layout, int(num_full_epochs))
+        return served
+
+    def for_returnn(self, returnn_version: Optional[str]) -> "ShardPlan":
+        """This plan cut as RETURNN ``returnn_version`` cuts (:func:`~.cut.cut_for_release`: RETURNN's own cut
+        changed in 1.20240705.144031); None: as the newest. Stored bins stay what they are."""
+        served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps)
+        served._stored, served.returnn_version = self._stored, returnn_version
         return served
 
     def with_settings(self, **changes) -> "ShardPlan":
@@ -212,6 +220,7 @@ class ShardPlan:
             distribution=s.distribution,
             options=options,
             separate=separate,
+            returnn_version=self.returnn_version,
         )
         return order[positions], bounds
 

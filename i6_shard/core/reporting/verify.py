@@ -65,7 +65,8 @@ def _reference_plan(
     first: Mapping[str, Any], files: Sequence[Any], *, num_shards: int, num_threads: Optional[int]
 ) -> ShardPlan:
     """The plan the ranks must follow: the dataset's own plan file if it reads one; else the plan of its
-    settings over its sizes archive (in the archive's unit) if it has one, or over the sizes on disk."""
+    settings over its sizes archive (in the archive's unit) if it has one, or over the sizes on disk, cut as the
+    RETURNN release the ranks ran cuts (``returnn_version`` of the record; older records: the newest's)."""
     if first.get("plan"):
         return load_plan(first["plan"])
     if first.get("file_sizes"):
@@ -82,7 +83,7 @@ def _reference_plan(
         distribution=first.get("distribution"),
         max_sub_epoch_deviation=first.get("max_sub_epoch_deviation"),
     )
-    return make_plan(sizes, request)
+    return make_plan(sizes, request).for_returnn(first.get("returnn_version"))  # its release's cut
 
 
 def _per_rank(summary: Dict[str, Any], *, num_ranks: int) -> Dict[str, Any]:

@@ -1,0 +1,243 @@
+"""Runs inside one RETURNN release (its directory first on sys.path), all checks in one process: the release's
+features against the table, the builder's dicts constructed by the release's own DistributeFilesDataset, three
+ranks reading a plan through i6_shard's class, and parity of the cut and the sequence order on fuzzed inputs.
+Prints one JSON object; ``test_releases.py`` judges it.
+
+    python -m tests.returnn_versions.release_checks VERSION WORKDIR
+"""
+
+import contextlib
+import functools
+import io
+import json
+import os
+import pickle
+import sys
+from typing import Any, Dict, List
+
+import numpy as np
+
+NUM_RANKS, PARTITION_EPOCH = 3, 2
+SUB_EPOCH = {"class": "HDFDataset", "seq_ordering": "default"}
+
+
+def _cli(*argv: str) -> str:
+    from i6_shard.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    assert code in (0, None), (argv, code, out.getvalue())
+    return out.getvalue()
+
+
+def _features(version: str) -> Dict[str, Any]:
+    """Each feature as detected in this release, and where the table disagrees."""
+    from i6_shard.core.pure import RETURNN_FEATURES, release_has
+    from i6_shard.returnn_ext.version import has_feature
+
+    detected = {f.key: has_feature(f.key) for f in RETURNN_FEATURES}
+    wrong = {k: v for k, v in detected.items() if release_has(version, k) not in (None, v)}
+    return {"detected": detected, "table_disagrees": wrong}
+
+
+def _builder_dicts(version: str, files: List[str], plan: str, sizes: str) -> Dict[str, str]:
+    """Every builder variant, constructed by this release (init_dataset, no epoch read): variant -> "ok", the
+    builder's refusal ("refused: ...") or the release's error ("FAILED: ..."). The ``*_version_unknown`` variants are
+    built without the version; for i6_shard's class, the ``_num_shards`` its sub-epoch dict gets is appended."""
+    from returnn.datasets.basic import init_dataset
+
+    from i6_shard.returnn_config import sharded_files_dataset
+    from i6_shard.returnn_config.pycode import resolve_refs
+    from i6_shard.returnn_ext.version import has_feature
+
+    from ..returnn_ranks import as_rank
+
+    variants = {
+        "plain": {},
+        "plain_unsharded": {"distrib_shard_files": False},
+        "plain_no_worker_proc": {"use_worker_proc": False},
+        "plain_preload_2": {"preload_next_n_sub_epochs": 2, "buffer_size": 2},
+        "balanced": {"distribution": "balanced"},
+        "plan": {"plan": plan},
+        "list_file": {"files": files[0] + ".list.txt"},
+        "callable": {"files": functools.partial(json.loads, json.dumps(files))},
+        "file_sizes": {"file_sizes": sizes},
+        "cached_file": {"cached_file": True},
+        "plan_version_unknown": {"plan": plan, "returnn_version": None},
+        "plain_version_unknown": {"returnn_version": None},
+    }
+    with open(files[0] + ".list.txt", "w") as f:
+        f.write("\n".join(files) + "\n")
+    out = {}
+    for name, opts in variants.items():
+        opts = {"files": files, "partition_epoch": PARTITION_EPOCH, "num_shards": NUM_RANKS, **opts}
+        try:
+            d = sharded_files_dataset(sub_epoch_dataset=SUB_EPOCH, **{"returnn_version": version, **opts})
+        except ValueError as exc:
+            out[name] = f"refused: {exc}"
+            continue
+        try:
+            with as_rank(1, NUM_RANKS):
+                dataset = init_dataset(resolve_refs(d))
+                out[name] = "ok"
+                if name == "plan_version_unknown" and has_feature("dataset_shards"):  # the class's sharding_fix
+                    out[name] += f" {dataset._get_sub_dataset_dict([files[0]]).get('_num_shards')}"
+        except Exception as exc:  # noqa: BLE001 (the release's own error, reported)
+            out[name] = f"FAILED: {type(exc).__name__}: {exc}"
+    return out
+
+
+def _ranks_read(version: str, files: List[str], plan_dir: str) -> Dict[str, Any]:
+    """Three ranks read one full epoch through i6_shard's class with plan=, the dict from the builder told the
+    release; per rank and sub-epoch: the files the sub-epoch dataset got, the tags it read, the CLI's files."""
+    from returnn.datasets.basic import init_dataset
+
+    from i6_shard.returnn_config import sharded_files_dataset
+    from i6_shard.returnn_config.pycode import resolve_refs
+
+    from ..hdf_data import iterate_tags
+    from ..returnn_ranks import as_rank
+
+    d = sharded_files_dataset(
+        files,
+        sub_epoch_dataset=SUB_EPOCH,
+        partition_epoch=PARTITION_EPOCH,
+        num_shards=NUM_RANKS,
+        plan=os.path.join(plan_dir, "plan.npz"),
+        returnn_version=version,
+    )
+    reads, unpickled = [], []
+    for rank in range(NUM_RANKS):
+        with as_rank(rank, NUM_RANKS):
+            dataset = init_dataset(resolve_refs(d))
+            copy = pickle.loads(pickle.dumps(dataset))  # as a DataLoader worker gets it
+            unpickled.append([copy._shard_index, copy._num_shards])
+            for epoch in range(1, PARTITION_EPOCH + 1):
+                tags = iterate_tags(dataset, epoch)
+                got = dataset._files_order_cache[0][epoch - 1]
+                given = dataset._workers[epoch].dataset_dict["files"]
+                planned = json.loads(_cli("files", plan_dir, "--rank", str(rank), "--epoch", str(epoch), "--json"))
+                reads.append(
+                    {
+                        "rank": rank,
+                        "epoch": epoch,
+                        "files": list(got),
+                        "given": [os.fspath(getattr(f, "filename", f)) for f in given],
+                        "planned": planned["keys"],
+                        "tags": tags,
+                        "sub_epoch_shards": dataset._workers[epoch].dataset_dict.get("_num_shards"),
+                    }
+                )
+            dataset.finish_epoch(free_resources=True)
+    return {"dict": sorted(k for k in d if k != "files"), "reads": reads, "unpickled": unpickled}
+
+
+def _cut_parity(version: str, *, num_cases: int = 300) -> Dict[str, Any]:
+    """This release's _distribute_evenly_by_size against i6_shard's cut for the release: the mismatches."""
+    from returnn.datasets.distrib_files import DistributeFilesDataset
+
+    from i6_shard.core.pure import cut_full_epoch
+
+    rng = np.random.RandomState(43)
+    mismatches: List[Any] = []
+    newest_differs = 0  # cases where this release cuts otherwise than the newest: the variant is tested
+    for case in range(num_cases):
+        n = int(rng.randint(1, 25))
+        num_bins = int(rng.randint(1, n + 1))
+        kind = case % 3
+        if kind == 0:
+            sizes = rng.randint(1, 100, size=n)
+        elif kind == 1:
+            sizes = rng.randint(0, 4, size=n) * rng.randint(1, 1000, size=n)
+        else:
+            sizes = (rng.pareto(1.2, size=n) * 50).astype(np.int64) + 1
+        keys = [f"f{i}" for i in range(n)]
+        try:
+            bins = DistributeFilesDataset._distribute_evenly_by_size(
+                num_bins=num_bins, file_sizes=dict(zip(keys, sizes.tolist())), files_order=keys
+            )
+            theirs: Any = np.cumsum([0] + [len(b) for b in bins]).tolist()
+        except AssertionError:
+            theirs = "AssertionError"
+        try:
+            _, bounds = cut_full_epoch(
+                sizes, num_shards=1, partition_epoch=num_bins, distribution="returnn", returnn_version=version
+            )
+            mine: Any = bounds.tolist()
+        except ValueError:
+            mine = "AssertionError"
+        if theirs != mine:
+            mismatches.append({"sizes": sizes.tolist(), "num_bins": num_bins, "returnn": theirs, "i6_shard": mine})
+        newest = cut_full_epoch(sizes, num_shards=1, partition_epoch=num_bins, distribution="returnn")[1].tolist()
+        newest_differs += theirs != newest
+    return {"mismatches": mismatches, "newest_differs": newest_differs}
+
+
+def _seq_order_parity(*, num_cases: int = 200) -> List[Any]:
+    """This release's Dataset.get_seq_order_for_epoch against i6_shard's mirror: the mismatches."""
+    from returnn.datasets.basic import Dataset
+
+    from i6_shard.core.pure.engine_sim import seq_order_for_epoch
+
+    orderings = ["default", "reverse", "sorted", "sorted_reverse", "random", "random:2", "laplace:3", "laplace:.4"]
+    orderings += ["sort_bin_shuffle:3", "sort_bin_shuffle:.4:2", "sort_bin_shuffle_x2:2"]
+    rng = np.random.RandomState(7)
+    mismatches = []
+    for case in range(num_cases):
+        lens = rng.randint(1, 40, size=int(rng.randint(1, 50)))
+        ordering = orderings[case % len(orderings)]
+        epoch, offset = int(rng.randint(1, 12)), int(rng.choice([0, 5, 16127]))
+        fixed = None if case % 4 else int(rng.randint(0, 99))
+        dataset = Dataset(seq_ordering=ordering, random_seed_offset=offset, fixed_random_seed=fixed)
+        theirs = [int(i) for i in dataset.get_seq_order_for_epoch(epoch, len(lens), get_seq_len=lambda i: int(lens[i]))]
+        mine = seq_order_for_epoch(
+            lens, seq_ordering=ordering, epoch=epoch, random_seed_offset=offset, fixed_random_seed=fixed
+        ).tolist()
+        if theirs != mine:
+            mismatches.append({"lens": lens.tolist(), "ordering": ordering, "epoch": epoch, "returnn": theirs})
+    return mismatches
+
+
+def _all_tags(files: List[str]) -> List[str]:
+    """Every sequence tag the files hold (read with h5py, not through RETURNN)."""
+    import h5py
+
+    tags = []
+    for path in files:
+        with h5py.File(path, "r") as f:
+            tags += [t.decode("utf8") if isinstance(t, bytes) else str(t) for t in f["seqTags"][...]]
+    return tags
+
+
+def main(version: str, workdir: str) -> Dict[str, Any]:
+    import returnn
+
+    from ..hdf_data import write_tiny_hdf_files
+
+    files = write_tiny_hdf_files(os.path.join(workdir, "data"), num_files=14, seed=43, max_seqs=4)
+    file_list = os.path.join(workdir, "files.txt")
+    with open(file_list, "w") as f:
+        f.write("\n".join(files) + "\n")
+    sizes, plan_dir = os.path.join(workdir, "sizes.npz"), os.path.join(workdir, "plan")
+    _cli("sizes", file_list, "-o", sizes)
+    _cli(
+        "plan", "--sizes", sizes, "--num-shards", str(NUM_RANKS), "--partition-epoch", str(PARTITION_EPOCH),
+        "--num-epochs", str(2 * PARTITION_EPOCH), "--no-plot", "-o", plan_dir,
+    )  # fmt: skip
+    return {
+        "returnn_version": returnn.__version__,
+        "returnn_file": returnn.__file__,
+        "features": _features(version),
+        "builder": _builder_dicts(version, files, os.path.join(plan_dir, "plan.npz"), sizes),
+        "ranks": _ranks_read(version, files, plan_dir),
+        "cut": _cut_parity(version),
+        "all_tags": _all_tags(files),
+        "seq_order_mismatches": _seq_order_parity(),
+    }
+
+
+if __name__ == "__main__":
+    result = main(*sys.argv[1:3])
+    sys.stdout.flush()
+    print("RESULT " + json.dumps(result))
