@@ -5,6 +5,7 @@
 - file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
 - plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
 - progress: progress lines on stderr; demo: generated sparse files; hdf_corpus: a small real HDF corpus;
+  rechunk_hdf: an HDF corpus rewritten into files of even size;
 - returnn_log: RETURNN's training logs per rank; file_lengths: sequences and frames per file;
 - file_costs: costs per file in frames or sequences and the costs archive.
 """
@@ -12,6 +13,7 @@
 from .atomic import atomic_path, atomic_write, check_output_path
 from .demo import lognormal_sizes
 from .hdf_corpus import write_hdf_corpus
+from .rechunk_hdf import RECHUNK_OUTPUTS, rechunk_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import FileSizes, save_file_sizes
 from .cost_archive import load_file_sizes
@@ -86,6 +88,8 @@ __all__ = [
     "PROGRESS_INTERVAL",
     "lognormal_sizes",
     "write_hdf_corpus",
+    "rechunk_hdf_corpus",
+    "RECHUNK_OUTPUTS",
     "read_training_logs",
     "TrainingLog",
     "RankLog",

@@ -58,6 +58,7 @@ from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_devia
 from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
 from .settings import DEFAULT_DISTRIBUTION, sharding_mode
 from .cut import check_bound_is_used, cut_options
+from .rechunk import RECHUNK_UNITS, check_rechunk_args, rechunk_num_files
 from .epochs import plan_covers
 from .text import first_difference
 from .costs_consistency import check_frame_rate
@@ -145,6 +146,9 @@ __all__ = [
     "DEFAULT_MAX_SUB_EPOCH_DEVIATION",
     "check_bound_is_used",
     "check_max_sub_epoch_deviation",
+    "RECHUNK_UNITS",
+    "check_rechunk_args",
+    "rechunk_num_files",
     "MIN_RETURNN_VERSION",
     "RETURNN_FEATURES",
     "features_missing_before",
