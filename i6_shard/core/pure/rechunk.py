@@ -57,10 +57,12 @@ def max_file_share(bound: float = RECHUNK_BOUND) -> float:
     return bound / 2
 
 
-def rechunk_num_files(*, num_shards: int, partition_epoch: int, num_seqs: int, bound: float = RECHUNK_BOUND) -> int:
+def rechunk_num_files(
+    *, num_shards: int, partition_epoch: int, num_seqs: Optional[int] = None, bound: float = RECHUNK_BOUND
+) -> int:
     """The number of files of even size a re-chunk writes: ``ceil(num_shards * partition_epoch /
     max_file_share(bound))`` (``20 * W * P`` at 10%), so that a file is at most :func:`max_file_share` of a rank's
-    share; at most ``num_seqs`` (a file holds at least one whole sequence).
+    share; at most ``num_seqs`` (a file holds at least one whole sequence) where it is known.
 
     >>> rechunk_num_files(num_shards=4, partition_epoch=10, num_seqs=10**6)
     800
@@ -68,9 +70,9 @@ def rechunk_num_files(*, num_shards: int, partition_epoch: int, num_seqs: int, b
     500
     """
     for name, value in (("num_shards", num_shards), ("partition_epoch", partition_epoch), ("num_seqs", num_seqs)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}={value!r}: give an int >= 1")
-    return min(num_seqs, math.ceil(round(num_shards * partition_epoch / max_file_share(bound), 9)))
+        check_optional_int(value, name=name, minimum=1)
+    needed = math.ceil(round(num_shards * partition_epoch / max_file_share(bound), 9))
+    return needed if num_seqs is None else min(num_seqs, needed)
 
 
 def cut_even(costs: np.ndarray, *, num_files: int) -> np.ndarray:

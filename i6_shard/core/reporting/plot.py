@@ -10,7 +10,9 @@ import numpy as np
 
 from ..io.atomic import atomic_path
 from ..pure.cache import CacheFootprint
+from ..pure.rechunk import RECHUNK_BOUND
 from ..pure.stats import PlanStats
+from .sub_epoch_sizes import sub_epoch_size_ratios
 
 __all__ = [
     "matplotlib_available",
@@ -119,11 +121,11 @@ def plan_figure(
     width = float(np.clip(6 + num_epochs * 0.12, 8, 16))
     height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
     steps = _prediction_steps(prediction, shape=(num_epochs, num_shards))
-    ratios = [height_map, 2.2] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
+    ratios = [height_map, 2.2, 2.0] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
     fig = Figure(figsize=(width, height_map + 0.4 + sum(ratios[1:])), dpi=100, layout="constrained")
     panels = tuple(fig.subplots(len(ratios), 1, sharex=True, height_ratios=ratios))
-    ax_map, ax_drop = panels[:2]
-    ax_steps = panels[2] if steps is not None else None
+    ax_map, ax_drop, ax_sizes = panels[:3]
+    ax_steps = panels[3] if steps is not None else None
     ax_cache = panels[-1] if cache is not None else None
 
     _draw_balance(fig, ax_map, rel, unit=getattr(stats, "unit", "bytes"))
@@ -147,12 +149,41 @@ def plan_figure(
     )
     if num_epochs <= 40:
         ax_drop.set_xticks(epochs)
+    _draw_sub_epoch_sizes(ax_sizes, stats, epochs=epochs)
     if cache is not None:
         _draw_cache(ax_cache, cache, cache_size=cache_size, epochs=epochs)
     _mark_full_epochs(panels, ax_map, partition_epoch=part, num_epochs=num_epochs)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _draw_sub_epoch_sizes(ax, stats: PlanStats, *, epochs: np.ndarray) -> None:
+    """Each sub-epoch's size (its ranks' sum) over the mean sub-epoch of its full epoch, and the band of
+    ``RECHUNK_BOUND`` around 1 that a re-chunked corpus keeps them in; sub-epochs outside it in red."""
+    unit = getattr(stats, "unit", "bytes")
+    ratios = sub_epoch_size_ratios(stats.bytes, partition_epoch=stats.partition_epoch)
+    if ratios is None:
+        ax.set_title(f"Sub-epoch size: no complete full epoch ({unit})", fontsize=10, loc="left")
+        return
+    shown = epochs[: len(ratios)]
+    outside = np.abs(ratios - 1) > RECHUNK_BOUND + 1e-9
+    colors = np.where(outside, "tab:red", "tab:green")
+    if len(shown) <= 240:
+        ax.bar(shown, ratios, width=0.8, color=colors)
+    else:
+        ax.fill_between(shown, ratios, step="mid", color="tab:blue")
+    ax.axhspan(1 - RECHUNK_BOUND, 1 + RECHUNK_BOUND, color="0.85", zorder=0, label=f"±{100 * RECHUNK_BOUND:g}%")
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="mean")
+    ax.set_ylim(0, max(float(ratios.max()), 1 + RECHUNK_BOUND) * LEGEND_HEADROOM)
+    ax.set_ylabel("x mean")
+    _legend_row(ax)
+    ax.set_title(
+        f"Sub-epoch size over the mean sub-epoch of its full epoch ({unit}): {int(outside.sum())} of {len(ratios)} "
+        f"more than {100 * RECHUNK_BOUND:g}% off, {ratios.min():.2f}x to {ratios.max():.2f}x",
+        fontsize=10,
+        loc="left",
+    )
 
 
 def _mark_full_epochs(panels, ax_map, *, partition_epoch: int, num_epochs: int) -> None:

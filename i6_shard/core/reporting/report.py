@@ -18,6 +18,8 @@ from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from ..pure.unsharded import UnshardedStats
 from .prediction import render_prediction
+from .sub_epoch_sizes import render_sub_epoch_sizes, sub_epoch_size_ratios, sub_epoch_sizes_summary
+from .sub_epoch_sizes import sub_epoch_sizes_warning
 from ..pure.fmt import json_float, pct
 from ..pure.settings import DEFAULT_DISTRIBUTION
 from ..pure.training import DEFAULT_MAX_DROPPED
@@ -236,6 +238,9 @@ def summarize(
             )
         summary["cache"] = dict(cache)
         summary["cache_peak_bytes_per_node"] = int(cache["peak_bytes"])
+    sizes = sub_epoch_sizes_summary(plan, summary)
+    if sizes is not None:
+        summary["sub_epoch_sizes"] = sizes
     summary["warnings"] = plan_warnings(plan, stats, summary)
     return summary
 
@@ -387,6 +392,9 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     large = _large_file_warning(plan, unit=unit)
     if large:
         out.append(large)
+    uneven = sub_epoch_sizes_warning(summary.get("sub_epoch_sizes"))
+    if uneven:
+        out.append(uneven)
     if stats.num_epochs % plan.partition_epoch:
         out.append(
             f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
@@ -460,14 +468,10 @@ def _cache_warning(plan: ShardPlan, summary: Mapping[str, Any]) -> Optional[str]
 
 
 def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
-    """Bytes of every sub-epoch of the complete full epochs over the mean sub-epoch of its full epoch,
-    shape [num_full_epochs * P]; None without a complete full epoch or bytes."""
-    part = summary["settings"]["partition_epoch"]
-    table = np.asarray(summary["per_sub_epoch"]["bytes"], dtype=np.float64).sum(axis=1)
-    table = table[: len(table) // part * part].reshape(-1, part)
-    if table.size == 0 or not (table.sum(axis=1) > 0).all():
-        return None
-    return (table / table.mean(axis=1, keepdims=True)).ravel()
+    """Every sub-epoch's size over the mean sub-epoch of its full epoch (:func:`sub_epoch_size_ratios`)."""
+    return sub_epoch_size_ratios(
+        summary["per_sub_epoch"]["bytes"], partition_epoch=summary["settings"]["partition_epoch"]
+    )
 
 
 def _num_epochs_row(s: Dict[str, Any]) -> str:
@@ -494,6 +498,7 @@ def render_report(summary: Mapping[str, Any]) -> str:
         _distributions_section,
     ):
         lines += section(summary, unit)
+    lines += render_sub_epoch_sizes(summary)
     lines += render_prediction(summary)
     if "cache" in summary:
         lines += [""] + _render_cache(summary["cache"], partition_epoch=s["partition_epoch"])
