@@ -11,7 +11,7 @@ import numpy as np
 
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
-from .flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
 from .text import short_repr
 
 __all__ = [
@@ -41,6 +41,7 @@ def _equal_steps(
     random_seed_offset: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
     equalize: Optional[Callable[..., Any]] = None,
+    max_sub_epoch_deviation: Optional[float] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
     simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
@@ -51,7 +52,9 @@ def _equal_steps(
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
-    positions, bounds = distribute_flexible_auto(costs, num_shards=num_shards, partition_epoch=partition_epoch)
+    positions, bounds = distribute_flexible_auto(
+        costs, num_shards=num_shards, partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
+    )
     positions, bounds, _ = equalize(
         positions,
         bounds,
@@ -62,6 +65,7 @@ def _equal_steps(
         full_epoch_0idx=full_epoch_0idx,
         random_seed_offset=random_seed_offset,
         progress=progress,
+        max_sub_epoch_deviation=max_sub_epoch_deviation,
     )
     return positions, bounds
 
@@ -90,7 +94,8 @@ class CutSpec:
     :ivar sharded_only: only sharded plans can use it (ranks that read their own files)
     :ivar sub_epoch_bound: how far its sub-epochs may differ in size from the mean sub-epoch: None (about the mean,
         as RETURNN's cut), "given" (by ``max_sub_epoch_deviation``, the one option it takes) or "chosen" (per full
-        epoch, up to ``AUTO_DEVIATIONS[-1]``)
+        epoch, up to ``AUTO_DEVIATIONS[-1]``, or up to ``max_sub_epoch_deviation`` where one other than the default is
+        given: :func:`cut_options`)
     :ivar counts_moved_files: the plan's outputs count its sub-epochs that took files moved from other sub-epochs
         (a cut of every full epoch again where the plan's bins are not at hand)
     :ivar not_compared: why the plan's comparison does not compute its row (it would cost too much), or None: the
@@ -187,12 +192,17 @@ def offered_distributions() -> Tuple[str, ...]:
 
 def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:
     """Keyword options of the distribution's cut (see :data:`CUTS`), empty if it has none: the one rule that
-    ``PlanSettings`` and the RETURNN-side dataset both take them from.
+    ``PlanSettings`` and the RETURNN-side dataset both take them from. A row whose bound is "given" takes
+    ``max_sub_epoch_deviation``; a row that chooses its bound takes it only where it is not the default, as the most it
+    may choose (its bins at the default stay what they were).
 
     >>> cut_options("flexible", max_sub_epoch_deviation=0.25), cut_options("returnn", max_sub_epoch_deviation=0.25)
     ({'max_sub_epoch_deviation': 0.25}, {})
+    >>> cut_options("equal_steps", max_sub_epoch_deviation=0.25), cut_options("equal_steps", max_sub_epoch_deviation=0.1)
+    ({}, {'max_sub_epoch_deviation': 0.1})
     """
-    if cut_spec(distribution).sub_epoch_bound == "given":
+    bound = cut_spec(distribution).sub_epoch_bound
+    if bound == "given" or (bound == "chosen" and max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION):
         return {"max_sub_epoch_deviation": max_sub_epoch_deviation}
     return {}
 
@@ -228,7 +238,7 @@ def cut_full_epoch(
 
 def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) -> None:
     """A bound other than the default is given only with a distribution that takes it (its row's
-    ``sub_epoch_bound`` is "given"), where a user sets it: in the builder, the job and the CLI (a plan's comparison
+    ``sub_epoch_bound`` is "given", or "chosen": then the most it may choose), where a user sets it: in the builder, the job and the CLI (a plan's comparison
     rows keep the bound while they switch the distribution, so :class:`PlanSettings` itself does not refuse it).
 
     >>> check_bound_is_used(0.1, distribution="balanced")
@@ -237,15 +247,9 @@ def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) ->
     ValueError: max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of distribution='flexible' only, but distribution='balanced': use distribution='flexible', or drop max_sub_epoch_deviation
     """
     spec = cut_spec(distribution)
-    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or spec.sub_epoch_bound == "given":
+    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or spec.sub_epoch_bound is not None:
         return
     takers = [s.name for s in CUTS.values() if s.sub_epoch_bound == "given"]
-    if spec.sub_epoch_bound == "chosen":
-        raise ValueError(
-            f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
-            f"distribution={distribution!r}, which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
-            f"use distribution={takers[0]!r} to fix the bound, or drop max_sub_epoch_deviation"
-        )
     raise ValueError(
         f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
         f"distribution={' or '.join(map(repr, takers))} only, but distribution={distribution!r}: use "

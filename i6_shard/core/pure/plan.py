@@ -158,9 +158,15 @@ class ShardPlan:
                     f"full epoch {full_epoch_0idx} with: read its bins from its plan file, or plan it from a costs "
                     "archive with per-sequence lengths and batching (plan_archive / `python -m i6_shard plan`)"
                 )
-            options = equal_steps_options(
-                self.equal_steps, order=order, full_epoch_0idx=full_epoch_0idx, random_seed_offset=s.random_seed_offset
-            )
+            options = {
+                **options,
+                **equal_steps_options(
+                    self.equal_steps,
+                    order=order,
+                    full_epoch_0idx=full_epoch_0idx,
+                    random_seed_offset=s.random_seed_offset,
+                ),
+            }
         positions, bounds = cut_full_epoch(
             self.costs[order],
             num_shards=s.num_bins // s.partition_epoch,

@@ -18,6 +18,7 @@ from ..pure.plan import ShardPlan
 from ..pure.stats import PlanStats
 from .plot import plot_plan, require_matplotlib
 from .prediction import prediction_summary
+from .sub_epoch_sizes import update_trade_off
 from .report import cache_summary, render_report, summarize, summary_json
 
 __all__ = [
@@ -81,6 +82,7 @@ def summary_of(outputs: PlanOutputs) -> Dict[str, Any]:
     summary = summarize(plan, outputs.stats, cache=cache, non_contiguous=outputs.non_contiguous(), **compared)
     if outputs.ranks.prediction is not None:
         summary.update(prediction_summary(outputs.ranks))
+        update_trade_off(plan, summary)
     if outputs.lengths_from is not None:  # the lengths came from another archive than the one cut
         summary["lengths_from"] = outputs.lengths_from
     return summary

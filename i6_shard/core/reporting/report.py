@@ -658,10 +658,11 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     bound = cut_spec(s["distribution"]).sub_epoch_bound
     sizes = _sub_epoch_sizes(summary) if bound is not None else None
     if sizes is not None:
+        given = s.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
         bound = (
-            f"max_sub_epoch_deviation={s.get('max_sub_epoch_deviation', DEFAULT_MAX_SUB_EPOCH_DEVIATION):g}"
+            f"max_sub_epoch_deviation={given:g}"
             if bound == "given"
-            else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}"
+            else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1] if given == DEFAULT_MAX_SUB_EPOCH_DEVIATION else given:g}"
         )
         lines.append(
             f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "

@@ -7,11 +7,19 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from ..pure.cut import cut_spec
+from ..pure.flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION
 from ..pure.fmt import json_float
 from ..pure.plan import ShardPlan
 from ..pure.rechunk import RECHUNK_BOUND, max_file_share, rechunk_num_files
 
-__all__ = ["sub_epoch_size_ratios", "sub_epoch_sizes_summary", "render_sub_epoch_sizes", "sub_epoch_sizes_warning"]
+__all__ = [
+    "sub_epoch_size_ratios",
+    "sub_epoch_sizes_summary",
+    "render_sub_epoch_sizes",
+    "sub_epoch_sizes_warning",
+    "update_trade_off",
+]
 
 #: Files named in the summary and the report as the cause, the largest first.
 _NAMED_FILES = 5
@@ -65,10 +73,11 @@ def sub_epoch_sizes_summary(plan: ShardPlan, summary: Mapping[str, Any]) -> Opti
             "shares": [json_float(shares[i]) for i in above[:_NAMED_FILES].tolist()],
         },
         "rechunk": None,
+        "trade_off": _trade_off(plan, summary, ratios),
     }
     strays = outside > 0 or summary["dropped_fraction_max"] > 0
-    if strays and plan.settings.distrib_shard_files and shares.max() > max_file_share():
-        num_files = rechunk_num_files(num_shards=plan.num_shards, partition_epoch=p)
+    num_files = rechunk_num_files(num_shards=plan.num_shards, partition_epoch=p)
+    if strays and plan.settings.distrib_shard_files and shares.max() > max_file_share() and plan.num_files < num_files:
         out["rechunk"] = {
             "num_files": num_files,
             "max_file_share": max_file_share(),
@@ -76,6 +85,36 @@ def sub_epoch_sizes_summary(plan: ShardPlan, summary: Mapping[str, Any]) -> Opti
             "-o rechunked",
         }
     return out
+
+
+def _trade_off(plan: ShardPlan, summary: Mapping[str, Any], ratios: np.ndarray) -> Optional[Dict[str, Any]]:
+    """What a distribution that moves data between sub-epochs gave up where zero drop and even sub-epochs did not
+    both hold: ``kept`` "the bound" (a bound given: ``dropped_max``, the worst sub-epoch's drop, exact where the
+    batching was simulated) or "zero drop" (none given: ``off_max``, how far the farthest sub-epoch is off the mean);
+    None where both hold or the distribution keeps sub-epochs about the mean."""
+    settings = plan.settings
+    kind = cut_spec(settings.distribution).sub_epoch_bound
+    if kind is None:
+        return None
+    given = settings.max_sub_epoch_deviation
+    bounded = kind == "given" or given != DEFAULT_MAX_SUB_EPOCH_DEVIATION
+    bound = given if bounded else AUTO_DEVIATIONS[-1]
+    dropped = summary.get("dropped_fraction_predicted_max", summary["dropped_fraction_max"])
+    off = float(np.abs(ratios - 1).max())
+    if dropped > 0 and bounded:
+        return {"kept": "the bound", "bound": bound, "dropped_max": json_float(dropped), "off_max": json_float(off)}
+    if off > RECHUNK_BOUND + 1e-9 and not bounded:
+        return {"kept": "zero drop" if dropped == 0 else "neither", "bound": bound, "dropped_max": json_float(dropped),
+                "off_max": json_float(off)}  # fmt: skip
+    return None
+
+
+def update_trade_off(plan: ShardPlan, summary: Dict[str, Any]) -> None:
+    """``summary["sub_epoch_sizes"]["trade_off"]`` anew, once the summary holds the drop predicted under the batching
+    (the exact simulation's where it ran), which :func:`_trade_off` then takes instead of the cost formula's."""
+    sizes = summary.get("sub_epoch_sizes")
+    if sizes:
+        sizes["trade_off"] = _trade_off(plan, summary, np.asarray(sizes["per_sub_epoch"], dtype=np.float64))
 
 
 def render_sub_epoch_sizes(summary: Mapping[str, Any]) -> List[str]:
@@ -107,6 +146,18 @@ def _cause_and_fix(sizes: Mapping[str, Any]) -> List[str]:
         named = ", ".join(f"{k} ({s:.2f}x)" for k, s in zip(above["keys"], above["shares"]))
         more = f" and {above['count'] - len(above['keys'])} more" if above["count"] > len(above["keys"]) else ""
         lines.append(f"  cause: {above['count']} files above a rank's share of a sub-epoch: {named}{more}")
+    trade = sizes.get("trade_off")
+    if trade and trade["kept"] == "the bound":
+        lines.append(
+            f"  kept the bound (max_sub_epoch_deviation={trade['bound']:g}) and gave up zero drop: the worst "
+            f"sub-epoch drops {100 * trade['dropped_max']:.2f}%"
+        )
+    elif trade:
+        lines.append(
+            f"  gave up even sub-epochs{' for zero drop' if trade['kept'] == 'zero drop' else ''}: the farthest is "
+            f"{100 * trade['off_max']:.1f}% off the mean; max_sub_epoch_deviation={RECHUNK_BOUND:g} keeps them "
+            "within it (then it drops where it must)"
+        )
     fix = sizes.get("rechunk")
     if fix:
         lines.append(
