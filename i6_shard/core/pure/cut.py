@@ -4,6 +4,7 @@ RETURNN-side dataset both cut here."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -23,6 +24,42 @@ __all__ = [
     "cut_full_epoch",
     "cut_options",
 ]
+
+
+def _ranks_drawn(cut: Callable[..., Tuple[np.ndarray, np.ndarray]]) -> Callable[..., Tuple[np.ndarray, np.ndarray]]:
+    """``cut`` with the ranks of each sub-epoch in a drawn order (:func:`_draw_ranks`)."""
+
+    def drawn(costs: np.ndarray, *, num_shards: int, partition_epoch: int, **options):
+        positions, bounds = cut(costs, num_shards=num_shards, partition_epoch=partition_epoch, **options)
+        return _draw_ranks(costs, positions, bounds, num_shards=num_shards, partition_epoch=partition_epoch)
+
+    drawn.__doc__ = f"{cut.__name__}, the ranks of each sub-epoch then in a drawn order (:func:`_draw_ranks`)."
+    return drawn
+
+
+def _draw_ranks(
+    costs: np.ndarray, positions: np.ndarray, bounds: np.ndarray, *, num_shards: int, partition_epoch: int
+) -> Tuple[np.ndarray, np.ndarray]:
+    """The bins with the ranks of each sub-epoch permuted by ``RandomState`` seeded with the CRC-32 of the costs in
+    their (shuffled) order: a cut that gives the largest file of a sub-epoch to its first rank would otherwise put
+    a corpus's largest files on rank 0 in every full epoch, where RETURNN's contiguous cut places each file on a
+    rank as randomly as in a sub-epoch. Every rank computes the same permutation (the costs and their shuffled order
+    are the same on all); the sub-epochs' sizes and what they drop do not change.
+
+    >>> positions, bounds = np.arange(4), np.array([0, 1, 2, 3, 4])  # bin r*P + s: rank r, sub-epoch s
+    >>> _draw_ranks(np.array([7, 1, 1, 1]), positions, bounds, num_shards=2, partition_epoch=2)[0].tolist()
+    [0, 3, 2, 1]
+    """
+    p = partition_epoch
+    rng = np.random.RandomState(zlib.crc32(np.ascontiguousarray(costs, dtype="<i8").tobytes()))
+    bins = [positions[bounds[b] : bounds[b + 1]] for b in range(num_shards * p)]
+    out = list(bins)
+    for s in range(p):
+        perm = rng.permutation(num_shards)
+        for r in range(num_shards):
+            out[r * p + s] = bins[int(perm[r]) * p + s]
+    new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in out])]).astype(np.int64)
+    return np.concatenate(out).astype(np.int64), new_bounds
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -52,7 +89,7 @@ def _equal_steps(
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
-    positions, bounds = distribute_flexible_auto(
+    positions, bounds = _flexible_auto(
         costs, num_shards=num_shards, partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
     )
     positions, bounds, _ = equalize(
@@ -69,6 +106,10 @@ def _equal_steps(
     )
     return positions, bounds
 
+
+_balanced = _ranks_drawn(distribute_balanced)
+_flexible = _ranks_drawn(distribute_flexible)
+_flexible_auto = _ranks_drawn(distribute_flexible_auto)
 
 #: How a distribution's sub-epoch sizes may differ from the mean (:attr:`CutSpec.sub_epoch_bound`).
 _SUB_EPOCH_BOUNDS = (None, "given", "chosen")
@@ -135,14 +176,12 @@ CUTS: Dict[str, CutSpec] = {
     spec.name: spec
     for spec in (
         CutSpec("returnn", _returnn, version=1, offered=True, returnns_own=True),
-        CutSpec("balanced", distribute_balanced, version=1, offered=True),
-        CutSpec(
-            "flexible", distribute_flexible, version=1, offered=False, built_from="balanced", sub_epoch_bound="given"
-        ),
+        CutSpec("balanced", _balanced, version=2, offered=True),
+        CutSpec("flexible", _flexible, version=2, offered=False, built_from="balanced", sub_epoch_bound="given"),
         CutSpec(
             "flexible_auto",
-            distribute_flexible_auto,
-            version=1,
+            _flexible_auto,
+            version=2,
             offered=False,
             built_from="flexible",
             sub_epoch_bound="chosen",
@@ -151,7 +190,7 @@ CUTS: Dict[str, CutSpec] = {
         CutSpec(
             "equal_steps",
             _equal_steps,
-            version=2,
+            version=3,
             offered=True,
             built_from="flexible_auto",
             needs_lengths=True,
