@@ -80,7 +80,8 @@ def _equal_steps(
     equalize: Optional[Callable[..., Any]] = None,
     max_sub_epoch_deviation: Optional[float] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
+    """flexible_auto's cut (by each file's frames where ``max_sub_epoch_deviation`` bounds the sub-epochs' frames),
+    then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
     simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
     table does not import the simulation, which imports the settings made from it)."""
     if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
@@ -89,6 +90,8 @@ def _equal_steps(
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
+    if max_sub_epoch_deviation is not None:  # the bound holds the sub-epochs' frames: start from a cut by frames
+        costs = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in map(np.asarray, file_lengths)])
     positions, bounds = _flexible_auto(
         costs, num_shards=num_shards, partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
     )
