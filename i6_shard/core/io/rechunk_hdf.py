@@ -231,6 +231,29 @@ def _part_names(num_files: int, num_leaves: int) -> List[List[str]]:
     return [[f"part-{k:0{width}d}.leaf{j}.hdf" for j in range(num_leaves)] for k in range(num_files)]
 
 
+def _list_name(trees: Sequence[Any], *, num_leaves: int, list_ext: Optional[str]) -> str:
+    """``files.txt`` or ``files.json``: as ``list_ext`` asks, else ``.txt`` for a list of plain paths."""
+    plain = num_leaves == 1 and all(isinstance(t, str) for t in trees)
+    if list_ext not in (None, ".txt", ".json") or (list_ext == ".txt" and not plain):
+        raise ValueError(f"list_ext={list_ext!r}: give '.json', '.txt' (a list of plain paths only) or None")
+    return "files" + (list_ext or (".txt" if plain else ".json"))
+
+
+def _write_parts(h5py: Any, tmp: str, columns: List[List[_Leaf]], *, bounds, file_starts, names, progress) -> None:
+    """Every output file into ``tmp/data``: file k of leaf j holds global sequences ``bounds[k]:bounds[k+1]``."""
+    os.mkdir(os.path.join(tmp, "data"))
+    tags_dtypes = [_tags_dtype(h5py, leaves) for leaves in columns]
+    files = _OpenFiles(h5py, keep=4 * len(columns))
+    try:
+        for k, row in enumerate(names):
+            segments = _segments(columns[0], int(bounds[k]), int(bounds[k + 1]), file_starts)
+            for j, name in enumerate(row):
+                _write_part(h5py, os.path.join(tmp, "data", name), columns[j], segments, tags_dtypes[j], files)
+            progress.add(int(bounds[k + 1] - bounds[k]))
+    finally:
+        files.close()
+
+
 def _rebuild(tree: Any, leaves: List[str]) -> Any:
     """``tree`` with its leaves (in :func:`flatten` order, sorted dict keys) replaced by ``leaves``."""
     it = iter(leaves)
@@ -287,6 +310,7 @@ def rechunk_hdf_corpus(
     num_leaves = len(flat[0])
     if any(len(leaves) != num_leaves for leaves in flat):
         raise ValueError("the file trees have different numbers of files; re-chunk needs trees of one shape")
+    list_name = _list_name(trees, num_leaves=num_leaves, list_ext=list_ext)
     reading = Progress("rechunk: read headers", total=len(trees), interval=progress_interval)
     columns = _read_leaves(h5py, [[leaves[j] for leaves in flat] for j in range(num_leaves)], reading)
     reading.close()
@@ -298,26 +322,12 @@ def rechunk_hdf_corpus(
         num_files = rechunk_num_files(num_shards=num_shards, partition_epoch=partition_epoch, num_seqs=num_seqs)
     bounds = cut_even(costs, num_files=num_files)
     names = _part_names(num_files, num_leaves)
-    plain = num_leaves == 1 and all(isinstance(t, str) for t in trees)
-    if list_ext not in (None, ".txt", ".json") or (list_ext == ".txt" and not plain):
-        raise ValueError(f"list_ext={list_ext!r}: give '.json', '.txt' (a list of plain paths only) or None")
-    list_name = "files" + (list_ext or (".txt" if plain else ".json"))
     final = os.path.realpath(out_dir)
     out_trees = [_rebuild(trees[0], [os.path.join(final, "data", n) for n in row]) for row in names]
     writing = Progress("rechunk: write", total=num_seqs, unit="seqs", interval=progress_interval)
-    tags_dtypes = [_tags_dtype(h5py, leaves) for leaves in columns]
-    files = _OpenFiles(h5py, keep=4 * num_leaves)
-    try:
-        with atomic_dir(out_dir, names=RECHUNK_OUTPUTS, what="re-chunked corpus") as tmp:
-            os.mkdir(os.path.join(tmp, "data"))
-            for k, row in enumerate(names):
-                segments = _segments(first, int(bounds[k]), int(bounds[k + 1]), file_starts)
-                for j, name in enumerate(row):
-                    _write_part(h5py, os.path.join(tmp, "data", name), columns[j], segments, tags_dtypes[j], files)
-                writing.add(int(bounds[k + 1] - bounds[k]))
-            write_file_list(out_trees, os.path.join(tmp, list_name))
-    finally:
-        files.close()
+    with atomic_dir(out_dir, names=RECHUNK_OUTPUTS, what="re-chunked corpus") as tmp:
+        _write_parts(h5py, tmp, columns, bounds=bounds, file_starts=file_starts, names=names, progress=writing)
+        write_file_list(out_trees, os.path.join(tmp, list_name))
     writing.close()
     file_costs = np.add.reduceat(costs, bounds[:-1]) if num_seqs else np.zeros(0, np.int64)
     share = max(1, int(costs.sum())) / (num_shards * partition_epoch)
