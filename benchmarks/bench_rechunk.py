@@ -2,8 +2,9 @@
 numbers of sequences of 20..220 frames, mean 120), for W=8, P=20 (3200 output files by the rule): wall time and the
 peak memory of the rechunk process, against the largest output file and the interpreter's own footprint.
 
-Run from the repository root: ``python benchmarks/bench_rechunk.py [--seqs 100000] [--feature-dim 4] [--keep DIR]``
-(needs h5py; writes the input corpus first, which is not timed).
+Run from the repository root: ``python benchmarks/bench_rechunk.py [--seqs 100000] [--feature-dim 4] [--num-files N]
+[--keep DIR]`` (needs h5py; writes the input corpus first, which is not timed; ``--num-files 10`` shows the memory
+following the size of one output file).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def main() -> int:
     parser.add_argument("--seqs", type=int, default=100_000)
     parser.add_argument("--feature-dim", type=int, default=4)
     parser.add_argument("--keep", default=None)
+    parser.add_argument("--num-files", type=int, default=None, help="output files (default: the rule's, 3200)")
     args = parser.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="i6_shard_bench_rechunk_")
     list_path = os.path.join(work, "in", "files.txt")
@@ -71,6 +73,9 @@ def main() -> int:
     _, base = peak_rss_mb([sys.executable, "-c", "import h5py, numpy, i6_shard.cli"])
     out = os.path.join(work, "out")
     argv = [sys.executable, "-m", "i6_shard", "rechunk", list_path, "--num-shards", str(W), "--partition-epoch", str(P)]
+    argv += [] if args.num_files is None else ["--num-files", str(args.num_files)]
+    if os.path.exists(out):
+        shutil.rmtree(out)
     seconds, peak = peak_rss_mb(argv + ["-o", out])
     outputs = core.read_file_list(os.path.join(out, "files.txt"))
     largest = max(os.path.getsize(p) for p in outputs) / 2**20
