@@ -87,3 +87,17 @@ def test_request_is_sized_from_the_input(work_dir):
     (task,) = missing.tasks()
     assert task._rqmt == {"cpu": 1, "mem": 4, "time": 2}  # the list is not there yet: run() says why
     assert rechunk_rqmt(total_bytes=10**12, largest_bytes=10**9, num_files=100)["mem"] == 34
+
+
+def test_the_costs_job_takes_its_list(work_dir):
+    """A recipe puts the re-chunk's list where the corpus's list went: the costs of the new files are even."""
+    from i6_shard.jobs import ComputeFileCostsJob
+
+    _corpus(work_dir)
+    job = RechunkHdfJob(tk.Path(str(work_dir / "files.txt")), num_shards=2, partition_epoch=2, num_files=8)
+    run_job(job)
+    costs_job = ComputeFileCostsJob(job.out_file_list, unit="frames")
+    run_job(costs_job)
+    costs = core.load_file_sizes(costs_job.out_file_costs.get_path())
+    assert costs.keys == core.read_file_list(job.out_file_list.get_path())
+    assert costs.sizes.max() - costs.sizes.min() <= 2 * 120  # even, up to a sequence (20..120 frames) at each end
