@@ -13,7 +13,7 @@
 from .atomic import atomic_path, atomic_write, check_output_path
 from .demo import lognormal_sizes
 from .hdf_corpus import write_hdf_corpus
-from .rechunk_hdf import RECHUNK_OUTPUTS, rechunk_hdf_corpus
+from .rechunk_hdf import rechunk_hdf_corpus
 from .file_list import FILE_LIST_EXTENSIONS, read_file_list, write_file_list
 from .file_sizes import FileSizes, save_file_sizes
 from .cost_archive import load_file_sizes
@@ -89,7 +89,6 @@ __all__ = [
     "lognormal_sizes",
     "write_hdf_corpus",
     "rechunk_hdf_corpus",
-    "RECHUNK_OUTPUTS",
     "read_training_logs",
     "TrainingLog",
     "RankLog",

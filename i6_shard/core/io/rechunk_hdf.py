@@ -15,7 +15,7 @@ from .atomic import atomic_dir, check_output_dir
 from .file_list import write_file_list
 from .progress import Progress
 
-__all__ = ["rechunk_hdf_corpus", "RechunkResult", "RECHUNK_OUTPUTS"]
+__all__ = ["rechunk_hdf_corpus"]
 
 MISSING_H5PY_FOR_RECHUNK = (
     "h5py is not installed, so no HDF files can be re-chunked: pip install h5py (or pip install 'i6_shard[demo]')"

@@ -10,7 +10,7 @@ import numpy as np
 
 from .args import check_int, check_optional_int
 
-__all__ = ["rechunk_num_files", "cut_even", "check_rechunk_args", "RECHUNK_BOUND", "RECHUNK_UNITS"]
+__all__ = ["rechunk_num_files", "check_rechunk_args", "RECHUNK_UNITS"]
 
 #: The bound on the sub-epoch sizes a re-chunked corpus is made for: every sub-epoch within 10% of the mean.
 RECHUNK_BOUND = 0.1

@@ -13,13 +13,7 @@ from ..pure.fmt import json_float
 from ..pure.plan import ShardPlan
 from ..pure.rechunk import RECHUNK_BOUND, max_file_share, rechunk_num_files
 
-__all__ = [
-    "sub_epoch_size_ratios",
-    "sub_epoch_sizes_summary",
-    "render_sub_epoch_sizes",
-    "sub_epoch_sizes_warning",
-    "update_trade_off",
-]
+__all__ = ["sub_epoch_sizes_summary", "render_sub_epoch_sizes"]
 
 #: Files named in the summary and the report as the cause, the largest first.
 _NAMED_FILES = 5
