@@ -189,11 +189,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
     plan_file = core.read_plan_file(path, verify=args.verify, **_table_options(args))  # the costs it was cut by
     outputs = stored_plan_outputs(plan_file)  # the planning floor, from the stored bins
-    print(core.render_report(summary_of(outputs)), end="")
+    summary = summary_of(outputs)
+    print(core.render_report(summary), end="")
     if args.verify:
         print(f"\nverified: every stored full epoch equals what this i6_shard computes ({path})")
     if args.plot:
-        plot_plan(outputs.stats, args.plot, title=plot_title(plan_file.plan, num_epochs=plan_file.num_epochs))
+        title = plot_title(plan_file.plan, num_epochs=plan_file.num_epochs)
+        plot_plan(outputs.stats, args.plot, title=title, sizes=summary.get("sub_epoch_sizes"))
         print(f"plot -> {args.plot}")
     return 0
 

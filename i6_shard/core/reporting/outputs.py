@@ -146,6 +146,7 @@ def write_outputs(
             cache=outputs.footprint,
             cache_size=outputs.cache_size,
             prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
+            sizes=summary.get("sub_epoch_sizes"),
         )
     return summary
 

@@ -53,19 +53,22 @@ def plot_plan(
     cache: Optional[CacheFootprint] = None,
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
+    sizes: Optional[Mapping[str, Any]] = None,
 ) -> None:
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
     With ``cache`` (over the same sub-epochs), a panel shows the bytes each node holds in its file
     cache per sub-epoch, and ``cache_size`` as a line. With ``prediction`` (the summary's ``batching``
     entry, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`), a panel shows every rank's
     expected steps per sub-epoch, and the drop panel the predicted drop beside the cost formula's. Without
-    either, the picture is the two panels alone.
+    either, the picture is the two panels alone. A panel shows each sub-epoch's size over the mean; with ``sizes``
+    (the summary's ``sub_epoch_sizes``) it also names the cause of a spread and the re-chunk that fixes it.
 
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
     _check_png(path)
-    _save(plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction), path)
+    figure = plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, sizes=sizes)
+    _save(figure, path)
 
 
 def _check_png(path: str | os.PathLike) -> None:
@@ -101,6 +104,7 @@ def plan_figure(
     cache: Optional[CacheFootprint] = None,
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
+    sizes: Optional[Mapping[str, Any]] = None,
 ):
     """The matplotlib ``Figure`` that :func:`plot_plan` saves."""
     num_epochs, num_shards = stats.bytes.shape
@@ -149,7 +153,7 @@ def plan_figure(
     )
     if num_epochs <= 40:
         ax_drop.set_xticks(epochs)
-    _draw_sub_epoch_sizes(ax_sizes, stats, epochs=epochs)
+    _draw_sub_epoch_sizes(ax_sizes, stats, epochs=epochs, sizes=sizes)
     if cache is not None:
         _draw_cache(ax_cache, cache, cache_size=cache_size, epochs=epochs)
     _mark_full_epochs(panels, ax_map, partition_epoch=part, num_epochs=num_epochs)
@@ -158,7 +162,7 @@ def plan_figure(
     return fig
 
 
-def _draw_sub_epoch_sizes(ax, stats: PlanStats, *, epochs: np.ndarray) -> None:
+def _draw_sub_epoch_sizes(ax, stats: PlanStats, *, epochs: np.ndarray, sizes: Optional[Mapping[str, Any]]) -> None:
     """Each sub-epoch's size (its ranks' sum) over the mean sub-epoch of its full epoch, and the band of
     ``RECHUNK_BOUND`` around 1 that a re-chunked corpus keeps them in; sub-epochs outside it in red."""
     unit = getattr(stats, "unit", "bytes")
@@ -178,12 +182,35 @@ def _draw_sub_epoch_sizes(ax, stats: PlanStats, *, epochs: np.ndarray) -> None:
     ax.set_ylim(0, max(float(ratios.max()), 1 + RECHUNK_BOUND) * LEGEND_HEADROOM)
     ax.set_ylabel("x mean")
     _legend_row(ax)
+    note = _cause_and_fix_note(sizes)
+    if note:
+        ax.text(0.005, 0.97, note, transform=ax.transAxes, fontsize=8, va="top", ha="left")
     ax.set_title(
         f"Sub-epoch size over the mean sub-epoch of its full epoch ({unit}): {int(outside.sum())} of {len(ratios)} "
         f"more than {100 * RECHUNK_BOUND:g}% off, {ratios.min():.2f}x to {ratios.max():.2f}x",
         fontsize=10,
         loc="left",
     )
+
+
+def _cause_and_fix_note(sizes: Optional[Mapping[str, Any]]) -> str:
+    """The cause of a spread of sub-epoch sizes (the files above a rank's share) and its fix, for the sizes panel.
+
+    >>> print(_cause_and_fix_note({"files_above_share": {"count": 2, "keys": ["/d/a.hdf"], "shares": [6.5]},
+    ...     "rechunk": {"num_files": 800, "command": "python -m i6_shard rechunk ..."}}))
+    cause: 2 files above a rank's share (largest 6.50x: a.hdf)
+    fix: re-chunk into 800 files: python -m i6_shard rechunk ...
+    """
+    if not sizes:
+        return ""
+    lines = []
+    above = sizes["files_above_share"]
+    if above["count"]:
+        name = os.path.basename(above["keys"][0])
+        lines.append(f"cause: {above['count']} files above a rank's share (largest {above['shares'][0]:.2f}x: {name})")
+    if sizes.get("rechunk"):
+        lines.append(f"fix: re-chunk into {sizes['rechunk']['num_files']} files: {sizes['rechunk']['command']}")
+    return "\n".join(lines)
 
 
 def _mark_full_epochs(panels, ax_map, *, partition_epoch: int, num_epochs: int) -> None:
