@@ -572,8 +572,8 @@ def _add_rechunk(sub) -> None:
         "--num-files",
         type=int,
         default=None,
-        help="files to write (default: 20 * num_shards * partition_epoch, so that no file is above 5%% of a "
-        "rank's share of a sub-epoch; at most one per sequence)",
+        help="files to write (default: enough that no file is above 5%% of a rank's share of a sub-epoch, at "
+        "least 20 * num_shards * partition_epoch; at most one per sequence)",
     )
     p.add_argument(
         "--unit", choices=RECHUNK_UNITS, default="frames", help="what the files hold evenly (default: frames)"

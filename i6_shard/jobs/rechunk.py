@@ -69,7 +69,7 @@ class RechunkHdfJob(Job, metaclass=PlainNumbersJobType):
     """A RETURNN HDF corpus rewritten into files of even size (frames by default), every sequence whole and once,
     in the list's order, with its tag and every stream ``HDFDataset`` reads (see
     ``i6_shard.core.io.rechunk_hdf_corpus``). By default no file is above 5% of a rank's share of a sub-epoch
-    (``20 * num_shards * partition_epoch`` files), so that ``equal_steps`` drops nothing and keeps every sub-epoch
+    (at least ``20 * num_shards * partition_epoch`` files, more where sequences are long against it), so that ``equal_steps`` drops nothing and keeps every sub-epoch
     within 10% of the mean; ``num_files`` overrides it.
 
     Outputs:
@@ -95,8 +95,8 @@ class RechunkHdfJob(Job, metaclass=PlainNumbersJobType):
             hold the same tags in the same order), or a list of them (leaves: tk.Path or absolute str)
         :param num_shards: the training's ranks
         :param partition_epoch: sub-epochs per full epoch
-        :param num_files: the number of files (default: ``20 * num_shards * partition_epoch``, at most one per
-            sequence)
+        :param num_files: the number of files (default: enough that none is above 5% of a rank's share, at least
+            ``20 * num_shards * partition_epoch``, at most one per sequence)
         :param unit: "frames" (the data stream's, as the plan's costs by frames) or "seqs"
         :param time_rqmt: hours (default: sized from the input's bytes, see :func:`rechunk_rqmt`); not hashed
         :param mem_rqmt: GB (default: sized from the input's bytes); not hashed

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..pure.file_tree import flatten
-from ..pure.rechunk import check_rechunk_args, cut_even, rechunk_num_files
+from ..pure.rechunk import check_rechunk_args, cut_even, num_files_for
 from .atomic import atomic_dir, check_output_dir
 from .file_list import write_file_list
 from .progress import Progress
@@ -291,8 +291,9 @@ def rechunk_hdf_corpus(
 
     :param num_shards: the training's ranks and ``partition_epoch`` its sub-epochs per full epoch: a rank's share of a
         sub-epoch is ``total / (num_shards * partition_epoch)``
-    :param num_files: the number of files; None: :func:`~i6_shard.core.pure.rechunk.rechunk_num_files` (no file
-        above 5% of a rank's share, where the corpus has the sequences for it)
+    :param num_files: the number of files; None: :func:`~i6_shard.core.pure.rechunk.num_files_for` (at least
+        ``20 * num_shards * partition_epoch``, and enough that no file is above 5% of a rank's share, where the corpus
+        has the sequences for it)
     :param list_ext: ".txt" or ".json", the list's format; None: ``files.txt`` for a list of paths, else ``.json``
     :param progress_interval: seconds between progress lines on stderr (None: the default interval)
     :raises ImportError: without h5py, with the install command
@@ -319,7 +320,7 @@ def rechunk_hdf_corpus(
     num_seqs = int(file_starts[-1])
     costs = np.concatenate([leaf.lengths[:, 0] for leaf in first]) if unit == "frames" else np.ones(num_seqs, np.int64)
     if num_files is None:
-        num_files = rechunk_num_files(num_shards=num_shards, partition_epoch=partition_epoch, num_seqs=num_seqs)
+        num_files = num_files_for(costs, num_shards=num_shards, partition_epoch=partition_epoch)
     bounds = cut_even(costs, num_files=num_files)
     names = _part_names(num_files, num_leaves)
     final = os.path.realpath(out_dir)

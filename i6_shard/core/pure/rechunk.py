@@ -12,6 +12,9 @@ from .args import check_int, check_optional_int
 
 __all__ = ["rechunk_num_files", "check_rechunk_args", "RECHUNK_UNITS"]
 
+#: How much more files each step of :func:`num_files_for` tries, while a file is still too big.
+_GROWTH = 1.1
+
 #: The bound on the sub-epoch sizes a re-chunked corpus is made for: every sub-epoch within 10% of the mean.
 RECHUNK_BOUND = 0.1
 #: What a re-chunk makes even: the frames of the data stream (``seqLengths[:, 0]``) or the number of sequences.
@@ -104,3 +107,30 @@ def cut_even(costs: np.ndarray, *, num_files: int) -> np.ndarray:
     # at least one sequence per file: bounds strictly increasing, i.e. ``bound - k`` non-decreasing in [0, n - N]
     inner = np.clip(np.maximum.accumulate(inner - idx), 0, num_seqs - num_files) + idx if num_files > 1 else inner
     return np.concatenate([[0], inner, [num_seqs]]).astype(np.int64)
+
+
+def num_files_for(costs: np.ndarray, *, num_shards: int, partition_epoch: int, bound: float = RECHUNK_BOUND) -> int:
+    """The number of files :func:`cut_even` needs so that no file of ``costs`` (each sequence's, in order) is above
+    :func:`max_file_share` of a rank's share: from :func:`rechunk_num_files`, 10% more at a time while the largest
+    file is above it (a file of even cost overshoots its target by up to a sequence at each end, so long sequences
+    against a rank's share need more files); at most one file per sequence (then a sequence above it stays above).
+
+    >>> num_files_for(np.full(800, 100), num_shards=2, partition_epoch=2)  # 10 sequences each: 5% exactly
+    80
+    >>> num_files_for(np.full(1000, 100), num_shards=2, partition_epoch=2)  # 12.5 each would overshoot: 88 files
+    88
+    >>> num_files_for(np.array([90, 10] * 60), num_shards=2, partition_epoch=2)  # a 90 is above 5%: one per file
+    120
+    """
+    costs = np.asarray(costs, dtype=np.int64)
+    num_seqs = int(costs.shape[0])
+    limit = max_file_share(bound) * float(costs.sum()) / (num_shards * partition_epoch)
+    num_files = rechunk_num_files(
+        num_shards=num_shards, partition_epoch=partition_epoch, num_seqs=num_seqs, bound=bound
+    )
+    while num_files < num_seqs:
+        bounds = cut_even(costs, num_files=num_files)
+        if np.add.reduceat(costs, bounds[:-1]).max() <= limit:
+            break
+        num_files = min(num_seqs, math.ceil(num_files * _GROWTH))
+    return num_files

@@ -181,3 +181,13 @@ def test_errors_name_the_value_and_the_fix(tmp_path):
     with pytest.raises(OSError):
         rechunk_hdf_corpus([str(tmp_path / "not.hdf")], str(tmp_path / "o"), num_shards=1, partition_epoch=1)
     assert "pip install" in MISSING_H5PY_FOR_RECHUNK and "h5py" in MISSING_H5PY_FOR_RECHUNK
+
+
+def test_by_default_no_file_is_above_5_percent_of_a_rank_share(tmp_path):
+    rng = np.random.RandomState(3)
+    frames = [rng.randint(5, 16, size=n).tolist() for n in (150, 30, 220)]  # 400 sequences, skewed files
+    paths = _corpus(str(tmp_path), frames, extras=False)
+    made = rechunk_hdf_corpus(paths, str(tmp_path / "out"), num_shards=2, partition_epoch=2)
+    assert made.max_share <= 0.05 and len(made.trees) >= rechunk_num_files(num_shards=2, partition_epoch=2)
+    share = sum(map(sum, frames)) / 4
+    assert made.costs.max() <= 0.05 * share
