@@ -80,34 +80,67 @@ def _equal_steps(
     equalize: Optional[Callable[..., Any]] = None,
     max_sub_epoch_deviation: Optional[float] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """flexible_auto's cut (by each file's frames where ``max_sub_epoch_deviation`` bounds the sub-epochs' frames),
-    then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
+    """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
     simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
-    table does not import the simulation, which imports the settings made from it)."""
+    table does not import the simulation, which imports the settings made from it). Where ``max_sub_epoch_deviation``
+    bounds the sub-epochs' frames and the cut by the costs leaves one outside it, the same from a cut by each file's
+    frames too, and the better of the two: the sub-epochs farther inside the bound, then fewer frames dropped."""
     if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
         raise ValueError(
             "distribution='equal_steps' cuts with every file's sequence lengths and the training's engine settings "
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
-    if max_sub_epoch_deviation is not None:  # the bound holds the sub-epochs' frames: start from a cut by frames
-        costs = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in map(np.asarray, file_lengths)])
-    positions, bounds = _flexible_auto(
-        costs, num_shards=num_shards, partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
-    )
-    positions, bounds, _ = equalize(
-        positions,
-        bounds,
-        file_lengths=file_lengths,
-        num_shards=num_shards,
-        partition_epoch=partition_epoch,
-        engine=engine,
-        full_epoch_0idx=full_epoch_0idx,
-        random_seed_offset=random_seed_offset,
-        progress=progress,
-        max_sub_epoch_deviation=max_sub_epoch_deviation,
-    )
-    return positions, bounds
+    frames = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in map(np.asarray, file_lengths)])
+
+    def from_cut(start_costs: np.ndarray):
+        positions, bounds = _flexible_auto(
+            start_costs,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            max_sub_epoch_deviation=max_sub_epoch_deviation,
+        )
+        positions, bounds, info = equalize(
+            positions,
+            bounds,
+            file_lengths=file_lengths,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            engine=engine,
+            full_epoch_0idx=full_epoch_0idx,
+            random_seed_offset=random_seed_offset,
+            progress=progress,
+            max_sub_epoch_deviation=max_sub_epoch_deviation,
+        )
+        excess = _excess(
+            frames,
+            positions,
+            bounds,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            bound=max_sub_epoch_deviation,
+        )
+        return (excess, sum(info["dropped_frames"])), positions, bounds
+
+    got = from_cut(costs)
+    if max_sub_epoch_deviation is not None and got[0][0] > 0:
+        other = from_cut(frames)
+        got = other if other[0] < got[0] else got
+    return got[1], got[2]
+
+
+def _excess(frames, positions, bounds, *, num_shards: int, partition_epoch: int, bound: Optional[float]) -> float:
+    """How far the farthest sub-epoch's frames lie outside ``bound`` of the mean sub-epoch (0: all within; None: 0).
+
+    >>> _excess(np.array([3, 1]), np.arange(2), np.array([0, 1, 2]), num_shards=1, partition_epoch=2, bound=0.25)
+    0.25
+    """
+    if bound is None:
+        return 0.0
+    per_bin = np.add.reduceat(frames[positions], bounds[:-1]) if len(positions) else np.zeros(len(bounds) - 1)
+    per_bin = np.where(np.diff(bounds) > 0, per_bin, 0)  # reduceat repeats a value at an empty bin
+    sub = per_bin.reshape(num_shards, partition_epoch).sum(axis=0).astype(np.float64)
+    return float(max(0.0, (np.abs(sub / sub.mean() - 1) - bound).max())) if sub.sum() > 0 else 0.0
 
 
 _balanced = _ranks_drawn(distribute_balanced)
