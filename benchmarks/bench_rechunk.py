@@ -1,5 +1,5 @@
 """Benchmark: ``python -m i6_shard rechunk`` on a corpus of 100k sequences (1000 RETURNN HDF files with lognormal
-numbers of sequences of 20..220 frames, mean 120), for W=8, P=20 (3200 output files by the rule): wall time and the
+numbers of sequences of 20..220 frames, mean 120), for W=8, P=20 (3,521 output files by the rule): wall time and the
 peak memory of the rechunk process, against the largest output file and the interpreter's own footprint.
 
 Run from the repository root: ``python benchmarks/bench_rechunk.py [--seqs 100000] [--feature-dim 4] [--num-files N]
@@ -62,7 +62,7 @@ def main() -> int:
     parser.add_argument("--seqs", type=int, default=100_000)
     parser.add_argument("--feature-dim", type=int, default=4)
     parser.add_argument("--keep", default=None)
-    parser.add_argument("--num-files", type=int, default=None, help="output files (default: the rule's, 3200)")
+    parser.add_argument("--num-files", type=int, default=None, help="output files (default: the rule's)")
     args = parser.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="i6_shard_bench_rechunk_")
     list_path = os.path.join(work, "in", "files.txt")

@@ -1,5 +1,5 @@
 """A real multi-rank RETURNN training on a re-chunked corpus: make-data's 120-file corpus whose largest file holds
-6.9 rank shares of a sub-epoch (W=4, P=10), re-chunked by ``python -m i6_shard rechunk``, planned by steps with
+6.8 rank shares of a sub-epoch (W=4, P=10), re-chunked by ``python -m i6_shard rechunk``, planned by steps with
 ``equal_steps`` and ``max_sub_epoch_deviation=0.1``, trained one full epoch (torchrun, gloo, CPU, the harness's
 one-layer model) from the plan file, and measured with the training report: the dropped share per sub-epoch, each
 sub-epoch's frames over the mean, and whether every rank's steps equal the plan's.
