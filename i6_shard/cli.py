@@ -1,4 +1,4 @@
-"""Command line: ``python -m i6_shard {make-data,sizes,costs,plan,files,compare-plans,report,demo,train-report} ...``.
+"""Command line: ``python -m i6_shard {make-data,rechunk,sizes,costs,plan,files,compare-plans,report,demo,train-report} ...``.
 Parses arguments, calls the core, prints; no logic of its own."""
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from .core.io import (
     atomic_dir,
     check_output_dir,
     read_training_file_list,
+    rechunk_hdf_corpus,
     write_hdf_corpus,
 )
 from .core.pure import (
     PLAN_OPTIONS,
+    RECHUNK_UNITS,
     SEED_LIMIT,
     batching_of,
     check_batching_for_unit,
@@ -190,11 +192,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     path = os.path.join(args.dir, core.PLAN_FILE) if os.path.isdir(args.dir) else args.dir
     plan_file = core.read_plan_file(path, verify=args.verify, **_table_options(args))  # the costs it was cut by
     outputs = stored_plan_outputs(plan_file)  # the planning floor, from the stored bins
-    print(core.render_report(summary_of(outputs)), end="")
+    summary = summary_of(outputs)
+    print(core.render_report(summary), end="")
     if args.verify:
         print(f"\nverified: every stored full epoch equals what this i6_shard computes ({path})")
     if args.plot:
-        plot_plan(outputs.stats, args.plot, title=plot_title(plan_file.plan, num_epochs=plan_file.num_epochs))
+        title = plot_title(plan_file.plan, num_epochs=plan_file.num_epochs)
+        plot_plan(outputs.stats, args.plot, title=title, sizes=summary.get("sub_epoch_sizes"))
         print(f"plot -> {args.plot}")
     return 0
 
@@ -307,6 +311,30 @@ def _cmd_make_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rechunk(args: argparse.Namespace) -> int:
+    out = os.path.abspath(args.output)
+    made = rechunk_hdf_corpus(
+        core.read_file_list(args.file_list),
+        out,
+        num_shards=args.num_shards,
+        partition_epoch=args.partition_epoch,
+        num_files=args.num_files,
+        unit=args.unit,
+        progress_interval=PROGRESS_INTERVAL,
+    )
+    costs = made.costs
+    print(
+        f"{made.num_seqs:,} sequences in {len(costs)} RETURNN HDF files of even {args.unit} "
+        f"({int(costs.min()):,} to {int(costs.max()):,} each) in {os.path.join(out, 'data')}"
+    )
+    print(
+        f"largest file: {made.max_share:.3f} of a rank's share of a sub-epoch "
+        f"(num_shards={args.num_shards}, partition_epoch={args.partition_epoch})"
+    )
+    print(f"file list -> {made.list_path}")
+    return 0
+
+
 def _cmd_train_report(args: argparse.Namespace) -> int:
     from .core import reporting
 
@@ -347,6 +375,12 @@ def _cmd_train_report(args: argparse.Namespace) -> int:
 #: The one example of each command that ``COMMAND --help`` ends with (a test parses each of them).
 EXAMPLES = {
     "make-data": [("write 32 skewed HDF files into data/data/ and their list data/files.txt", "make-data -o data")],
+    "rechunk": [
+        (
+            "rewrite a corpus into files of even frames, none above 5% of a rank's share (4 GPUs, 10 sub-epochs)",
+            "rechunk data/files.txt --num-shards 4 --partition-epoch 10 -o rechunked",
+        )
+    ],
     "sizes": [("the file sizes of a list, as RETURNN computes them", "sizes data/files.txt -o sizes.npz")],
     "costs": [
         ("frames per file, read from the HDF files' seqLengths", "costs data/files.txt --unit frames -o costs.npz"),
@@ -526,6 +560,32 @@ def _add_make_data(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
     p.add_argument("--feature-dim", type=int, default=8, help="features per frame (default 8)")
     p.set_defaults(func=_cmd_make_data)
+
+
+def _add_rechunk(sub) -> None:
+    p = _parser(
+        sub,
+        "rechunk",
+        help="rewrite a RETURNN HDF corpus into files of even size (every sequence whole, once, in order), small "
+        "enough for the plan to keep every sub-epoch within 10%% of the mean without dropping data",
+    )
+    p.add_argument("file_list", help="a .txt/.json/.py list of RETURNN HDF files (or file trees of them)")
+    p.add_argument("--num-shards", type=int, required=True, help="the training's ranks")
+    p.add_argument("--partition-epoch", type=int, required=True, help="sub-epochs per full epoch")
+    p.add_argument(
+        "-o", "--output", required=True, help="output directory: data/part-*.hdf and files.txt (files.json for trees)"
+    )
+    p.add_argument(
+        "--num-files",
+        type=int,
+        default=None,
+        help="files to write (default: enough that no file is above 5%% of a rank's share of a sub-epoch, at "
+        "least 20 * num_shards * partition_epoch; at most one per sequence)",
+    )
+    p.add_argument(
+        "--unit", choices=RECHUNK_UNITS, default="frames", help="what the files hold evenly (default: frames)"
+    )
+    p.set_defaults(func=_cmd_rechunk)
 
 
 def _add_sizes(sub) -> None:
@@ -766,6 +826,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"i6_shard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_make_data(sub)
+    _add_rechunk(sub)
     _add_sizes(sub)
     _add_costs(sub)
     _add_plan(sub)

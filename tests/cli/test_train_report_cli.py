@@ -7,12 +7,20 @@ import os
 
 import pytest
 
+from tests.recorded_cuts import use_recorded_cuts
+
 from tests.deps import needs_matplotlib
 
 from i6_shard.cli import main
 from i6_shard.core.reporting.train_report import write_train_report
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "data", "returnn_logs")
+
+
+@pytest.fixture(autouse=True)
+def _recorded_cuts(monkeypatch):
+    """The recorded trainings ran "balanced" of version 1 (tests/recorded_cuts.py)."""
+    use_recorded_cuts(monkeypatch)
 
 
 def _logs(name):

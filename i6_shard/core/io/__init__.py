@@ -5,11 +5,13 @@
 - file_list: file lists read and written as RETURNN reads them (returnn_py: its ``.py`` parser);
 - plan_file: the plan archive; npz: deterministic ``.npz``; atomic: atomic writes;
 - progress: progress lines on stderr; demo: generated sparse files; hdf_corpus: a small real HDF corpus;
+  rechunk_hdf: an HDF corpus rewritten into files of even size;
 - returnn_log: RETURNN's training logs per rank; file_lengths: sequences and frames per file;
 - file_costs: costs per file in frames or sequences and the costs archive.
 """
 
 from .atomic import atomic_dir, atomic_write, check_output_dir
+from .rechunk_hdf import rechunk_hdf_corpus
 from .dataset_files import files_kind, read_files
 from .enospc import (
     archive_bytes_bound,
@@ -48,6 +50,7 @@ __all__ = [
     "atomic_write",
     "PROGRESS_INTERVAL",
     "write_hdf_corpus",
+    "rechunk_hdf_corpus",
     "collect_file_costs",
     "load_file_costs",
     "save_file_costs",

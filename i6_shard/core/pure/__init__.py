@@ -39,6 +39,7 @@ from .settings import (
 from .returnn_features import release_has, returnn_feature
 from .text import first_difference, short_repr
 from .torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
+from .rechunk import RECHUNK_UNITS, check_rechunk_args
 
 # What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
@@ -92,6 +93,8 @@ __all__ = [
     "DEFAULT_MAX_SUB_EPOCH_DEVIATION",
     "check_bound_is_used",
     "check_max_sub_epoch_deviation",
+    "RECHUNK_UNITS",
+    "check_rechunk_args",
     "MIN_RETURNN_VERSION",
     "RETURNN_FEATURES",
     "features_missing_before",

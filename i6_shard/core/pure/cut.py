@@ -4,6 +4,7 @@ RETURNN-side dataset both cut here."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -12,7 +13,7 @@ import numpy as np
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .distribute_fixed_mean import distribute_evenly_by_size_fixed_mean
-from .flexible import AUTO_DEVIATIONS, DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
 from .returnn_features import release_has
 from .text import short_repr
 
@@ -25,6 +26,42 @@ __all__ = [
     "cut_options",
     "training_distribution",
 ]
+
+
+def _ranks_drawn(cut: Callable[..., Tuple[np.ndarray, np.ndarray]]) -> Callable[..., Tuple[np.ndarray, np.ndarray]]:
+    """``cut`` with the ranks of each sub-epoch in a drawn order (:func:`_draw_ranks`)."""
+
+    def drawn(costs: np.ndarray, *, num_shards: int, partition_epoch: int, **options):
+        positions, bounds = cut(costs, num_shards=num_shards, partition_epoch=partition_epoch, **options)
+        return _draw_ranks(costs, positions, bounds, num_shards=num_shards, partition_epoch=partition_epoch)
+
+    drawn.__doc__ = f"{cut.__name__}, the ranks of each sub-epoch then in a drawn order (:func:`_draw_ranks`)."
+    return drawn
+
+
+def _draw_ranks(
+    costs: np.ndarray, positions: np.ndarray, bounds: np.ndarray, *, num_shards: int, partition_epoch: int
+) -> Tuple[np.ndarray, np.ndarray]:
+    """The bins with the ranks of each sub-epoch permuted by ``RandomState`` seeded with the CRC-32 of the costs in
+    their (shuffled) order: a cut that gives the largest file of a sub-epoch to its first rank would otherwise put
+    a corpus's largest files on rank 0 in every full epoch, where RETURNN's contiguous cut places each file on a
+    rank as randomly as in a sub-epoch. Every rank computes the same permutation (the costs and their shuffled order
+    are the same on all); the sub-epochs' sizes and what they drop do not change.
+
+    >>> positions, bounds = np.arange(4), np.array([0, 1, 2, 3, 4])  # bin r*P + s: rank r, sub-epoch s
+    >>> _draw_ranks(np.array([7, 1, 1, 1]), positions, bounds, num_shards=2, partition_epoch=2)[0].tolist()
+    [0, 3, 2, 1]
+    """
+    p = partition_epoch
+    rng = np.random.RandomState(zlib.crc32(np.ascontiguousarray(costs, dtype="<i8").tobytes()))
+    bins = [positions[bounds[b] : bounds[b + 1]] for b in range(num_shards * p)]
+    out = list(bins)
+    for s in range(p):
+        perm = rng.permutation(num_shards)
+        for r in range(num_shards):
+            out[r * p + s] = bins[int(perm[r]) * p + s]
+    new_bounds = np.concatenate([[0], np.cumsum([len(b) for b in out])]).astype(np.int64)
+    return np.concatenate(out).astype(np.int64), new_bounds
 
 
 def _returnn(costs: np.ndarray, *, num_shards: int, partition_epoch: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -50,35 +87,81 @@ def _equal_steps(
     equalize: Optional[Callable[..., Any]] = None,
     separate: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
     keep_apart: Optional[np.ndarray] = None,
+    max_sub_epoch_deviation: Optional[float] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """flexible_auto's cut, then ``equalize`` (:func:`~.equal_steps.equalize_steps`) on the full epoch with the
     simulated engine (options: :func:`~.equal_steps_cut.equal_steps_options`, which also gives ``equalize``: the
     table does not import the simulation, which imports the settings made from it). With ``separate`` (corpora by
     weight) the repeats of a file go to different sub-epochs first, and equalizing keeps them apart (``keep_apart``:
-    the file of each position, which no move between sub-epochs puts twice into one)."""
+    the file of each position, which no move between sub-epochs puts twice into one). Where
+    ``max_sub_epoch_deviation`` bounds the sub-epochs' frames and the cut by the costs leaves one outside it, the same
+    from a cut by each file's frames too, and the better of the two: the sub-epochs farther inside the bound, then
+    fewer frames dropped."""
     if file_lengths is None or engine is None or full_epoch_0idx is None or random_seed_offset is None:
         raise ValueError(
             "distribution='equal_steps' cuts with every file's sequence lengths and the training's engine settings "
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
-    positions, bounds = distribute_flexible_auto(costs, num_shards=num_shards, partition_epoch=partition_epoch)
-    kwargs = dict(
-        file_lengths=file_lengths,
-        num_shards=num_shards,
-        partition_epoch=partition_epoch,
-        engine=engine,
-        full_epoch_0idx=full_epoch_0idx,
-        random_seed_offset=random_seed_offset,
-        progress=progress,
-    )
-    if separate is None:
-        positions, bounds, _ = equalize(positions, bounds, **kwargs)
-        return positions, bounds
-    positions = separate(positions, bounds)  # a file's repeats apart, and kept apart while the steps are equalized
-    positions, bounds, _ = equalize(positions, bounds, keep_apart=keep_apart, **kwargs)
-    return positions, bounds
+    frames = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in map(np.asarray, file_lengths)])
 
+    def from_cut(start_costs: np.ndarray):
+        positions, bounds = _flexible_auto(
+            start_costs,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            max_sub_epoch_deviation=max_sub_epoch_deviation,
+        )
+        apart = {}
+        if separate is not None:  # a file's repeats apart, and kept apart while the steps are equalized
+            positions, apart = separate(positions, bounds), {"keep_apart": keep_apart}
+        positions, bounds, info = equalize(
+            positions,
+            bounds,
+            **apart,
+            file_lengths=file_lengths,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            engine=engine,
+            full_epoch_0idx=full_epoch_0idx,
+            random_seed_offset=random_seed_offset,
+            progress=progress,
+            max_sub_epoch_deviation=max_sub_epoch_deviation,
+        )
+        excess = _excess(
+            frames,
+            positions,
+            bounds,
+            num_shards=num_shards,
+            partition_epoch=partition_epoch,
+            bound=max_sub_epoch_deviation,
+        )
+        return (excess, sum(info["dropped_frames"])), positions, bounds
+
+    got = from_cut(costs)
+    if max_sub_epoch_deviation is not None and got[0][0] > 0:
+        other = from_cut(frames)
+        got = other if other[0] < got[0] else got
+    return got[1], got[2]
+
+
+def _excess(frames, positions, bounds, *, num_shards: int, partition_epoch: int, bound: Optional[float]) -> float:
+    """How far the farthest sub-epoch's frames lie outside ``bound`` of the mean sub-epoch (0: all within; None: 0).
+
+    >>> _excess(np.array([3, 1]), np.arange(2), np.array([0, 1, 2]), num_shards=1, partition_epoch=2, bound=0.25)
+    0.25
+    """
+    if bound is None:
+        return 0.0
+    per_bin = np.add.reduceat(frames[positions], bounds[:-1]) if len(positions) else np.zeros(len(bounds) - 1)
+    per_bin = np.where(np.diff(bounds) > 0, per_bin, 0)  # reduceat repeats a value at an empty bin
+    sub = per_bin.reshape(num_shards, partition_epoch).sum(axis=0).astype(np.float64)
+    return float(max(0.0, (np.abs(sub / sub.mean() - 1) - bound).max())) if sub.sum() > 0 else 0.0
+
+
+_balanced = _ranks_drawn(distribute_balanced)
+_flexible = _ranks_drawn(distribute_flexible)
+_flexible_auto = _ranks_drawn(distribute_flexible_auto)
 
 #: How a distribution's sub-epoch sizes may differ from the mean (:attr:`CutSpec.sub_epoch_bound`).
 _SUB_EPOCH_BOUNDS = (None, "given", "chosen")
@@ -104,7 +187,8 @@ class CutSpec:
     :ivar sharded_only: only sharded plans can use it (ranks that read their own files)
     :ivar sub_epoch_bound: how far its sub-epochs may differ in size from the mean sub-epoch: None (about the mean,
         as RETURNN's cut), "given" (by ``max_sub_epoch_deviation``, the one option it takes) or "chosen" (per full
-        epoch, up to ``AUTO_DEVIATIONS[-1]``)
+        epoch, up to ``AUTO_DEVIATIONS[-1]``, or up to ``max_sub_epoch_deviation`` where one other than the default is
+        given: :func:`cut_options`)
     :ivar counts_moved_files: the plan's outputs count its sub-epochs that took files moved from other sub-epochs
         (a cut of every full epoch again where the plan's bins are not at hand)
     :ivar not_compared: why the plan's comparison does not compute its row (it would cost too much), or None: the
@@ -158,14 +242,12 @@ CUTS: Dict[str, CutSpec] = {
             returnns_own=True,
             release_cuts=(("reaveraged_cut", _returnn_fixed_mean),),
         ),
-        CutSpec("balanced", distribute_balanced, version=1, offered=True),
-        CutSpec(
-            "flexible", distribute_flexible, version=1, offered=False, built_from="balanced", sub_epoch_bound="given"
-        ),
+        CutSpec("balanced", _balanced, version=2, offered=True),
+        CutSpec("flexible", _flexible, version=2, offered=False, built_from="balanced", sub_epoch_bound="given"),
         CutSpec(
             "flexible_auto",
-            distribute_flexible_auto,
-            version=1,
+            _flexible_auto,
+            version=2,
             offered=False,
             built_from="flexible",
             sub_epoch_bound="chosen",
@@ -174,7 +256,7 @@ CUTS: Dict[str, CutSpec] = {
         CutSpec(
             "equal_steps",
             _equal_steps,
-            version=2,
+            version=3,
             offered=True,
             built_from="flexible_auto",
             needs_lengths=True,
@@ -240,12 +322,17 @@ def training_distribution(*, seq_lengths: bool, exact_engine: bool, sharded: boo
 
 def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[str, Any]:
     """Keyword options of the distribution's cut (see :data:`CUTS`), empty if it has none: the one rule that
-    ``PlanSettings`` and the RETURNN-side dataset both take them from.
+    ``PlanSettings`` and the RETURNN-side dataset both take them from. A row whose bound is "given" takes
+    ``max_sub_epoch_deviation``; a row that chooses its bound takes it only where it is not the default, as the most it
+    may choose (its bins at the default stay what they were).
 
     >>> cut_options("flexible", max_sub_epoch_deviation=0.25), cut_options("returnn", max_sub_epoch_deviation=0.25)
     ({'max_sub_epoch_deviation': 0.25}, {})
+    >>> cut_options("equal_steps", max_sub_epoch_deviation=0.25), cut_options("equal_steps", max_sub_epoch_deviation=0.1)
+    ({}, {'max_sub_epoch_deviation': 0.1})
     """
-    if cut_spec(distribution).sub_epoch_bound == "given":
+    bound = cut_spec(distribution).sub_epoch_bound
+    if bound == "given" or (bound == "chosen" and max_sub_epoch_deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION):
         return {"max_sub_epoch_deviation": max_sub_epoch_deviation}
     return {}
 
@@ -308,7 +395,7 @@ def cut_full_epoch(
 
 def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) -> None:
     """A bound other than the default is given only with a distribution that takes it (its row's
-    ``sub_epoch_bound`` is "given"), where a user sets it: in the builder, the job and the CLI (a plan's comparison
+    ``sub_epoch_bound`` is "given", or "chosen": then the most it may choose), where a user sets it: in the builder, the job and the CLI (a plan's comparison
     rows keep the bound while they switch the distribution, so :class:`PlanSettings` itself does not refuse it).
 
     >>> check_bound_is_used(0.1, distribution="balanced")
@@ -317,15 +404,9 @@ def check_bound_is_used(max_sub_epoch_deviation: float, *, distribution: str) ->
     ValueError: max_sub_epoch_deviation=0.1 bounds the sub-epoch sizes of distribution='flexible' only, but distribution='balanced': use distribution='flexible', or drop max_sub_epoch_deviation
     """
     spec = cut_spec(distribution)
-    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or spec.sub_epoch_bound == "given":
+    if max_sub_epoch_deviation == DEFAULT_MAX_SUB_EPOCH_DEVIATION or spec.sub_epoch_bound is not None:
         return
     takers = [s.name for s in CUTS.values() if s.sub_epoch_bound == "given"]
-    if spec.sub_epoch_bound == "chosen":
-        raise ValueError(
-            f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} is not used by "
-            f"distribution={distribution!r}, which chooses the bound itself, up to {AUTO_DEVIATIONS[-1]}: "
-            f"use distribution={takers[0]!r} to fix the bound, or drop max_sub_epoch_deviation"
-        )
     raise ValueError(
         f"max_sub_epoch_deviation={max_sub_epoch_deviation!r} bounds the sub-epoch sizes of "
         f"distribution={' or '.join(map(repr, takers))} only, but distribution={distribution!r}: use "

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .engine_sim import EngineSettings, batch_bounds, length_filter, steps_taken, sub_epoch_seq_order, sync_levels_of
+from .flexible import sub_epoch_size_range
 
 #: Rounds per sub-epoch at most: each round reorders the files of every rank off the target, then moves or swaps
 #: files between ranks for those still off.
@@ -111,6 +112,9 @@ class _Context:
         self._orders: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         #: the file of each position where repeats of a file must stay in different sub-epochs (corpora by weight)
         self.apart: Optional[np.ndarray] = None
+        #: [low, high] frames of a sub-epoch where ``max_sub_epoch_deviation`` bounds them (:meth:`bound`), else None
+        self.size_range: Optional[Tuple[int, int]] = None
+        self.frames = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in self.file_lengths])
 
     def apart_after(self, sub_bins: Sequence[List[int]], old: List[int], new: List[int], other: Sequence[int]) -> bool:
         """Whether, after bin ``old`` of another sub-epoch becomes ``new`` (the rest of that sub-epoch: ``other``)
@@ -125,6 +129,20 @@ class _Context:
             len(ids) == len(set(ids))
             for ids in ([self.apart[i] for i in here.elements()], [self.apart[i] for i in there])
         )
+
+    def bound(self, max_sub_epoch_deviation: Optional[float], *, partition_epoch: int) -> None:
+        """Keep every sub-epoch's frames within ``max_sub_epoch_deviation`` of the mean (or no farther outside)."""
+        if max_sub_epoch_deviation is not None:
+            self.size_range = sub_epoch_size_range(
+                int(self.frames.sum()), partition_epoch=partition_epoch, max_sub_epoch_deviation=max_sub_epoch_deviation
+            )
+
+    def size_ok(self, new: int, old: int) -> bool:
+        """Whether a sub-epoch of ``old`` frames may become ``new``: within the range, or no farther outside."""
+        if self.size_range is None:
+            return True
+        low, high = self.size_range
+        return max(low - new, new - high, 0) <= max(low - old, old - high, 0)
 
     def order(self, lengths: np.ndarray) -> np.ndarray:
         return sub_epoch_seq_order(
@@ -527,6 +545,29 @@ class _SubEpoch:
         return rounds
 
 
+def _size_guard(ctx: _Context, bins, s: int, subs: Sequence[int], *, num_shards: int, partition_epoch: int, inner=None):
+    """The guard of sub-epoch s trading with the bins of sub-epochs ``subs`` (free bin k: rank ``k % W`` of
+    ``subs[k // W]``): a change passes where both sub-epochs' frames stay in the bound (:meth:`_Context.size_ok`) and
+    ``inner`` (if given) passes it; None where nothing bounds the sizes and there is no ``inner``."""
+    if ctx.size_range is None:
+        return inner
+    p = partition_epoch
+    size = {t: int(sum(ctx.frames[f] for r in range(num_shards) for f in bins[r * p + t])) for t in [s, *subs]}
+    free = [bins[r * p + t] for t in subs for r in range(num_shards)]
+
+    def guard(k: int, files: List[int]) -> bool:
+        t = subs[k // num_shards]
+        delta = int(ctx.frames[files].sum() if files else 0) - int(ctx.frames[free[k]].sum() if free[k] else 0)
+        if not (ctx.size_ok(size[t] + delta, size[t]) and ctx.size_ok(size[s] - delta, size[s])):
+            return False
+        if inner is not None and not inner(k, files):
+            return False
+        size[t], size[s] = size[t] + delta, size[s] - delta
+        return True
+
+    return guard
+
+
 def _forward(
     ctx: _Context,
     start: List[List[int]],
@@ -548,9 +589,10 @@ def _forward(
     for i, s in enumerate(order):
         sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=wide)
         if sub.dropped()[0] > 0:
-            later = order[i + 1 : i + 1 + between_sub_epochs]
-            free = [bins[r * p + t] for t in later for r in range(num_shards)]
-            sub.guard = _apart_guard(sub, free, num_shards=num_shards)
+            subs = list(order[i + 1 : i + 1 + between_sub_epochs])
+            free = [bins[r * p + t] for t in subs for r in range(num_shards)]
+            apart = _apart_guard(sub, free, num_shards=num_shards)
+            sub.guard = _size_guard(ctx, bins, s, subs, num_shards=num_shards, partition_epoch=p, inner=apart)
             rounds[s] = sub.search(free=free, **search)
         dropped[s] = sub.dropped()[0]
         for r in range(num_shards):
@@ -620,6 +662,8 @@ def _retry(ctx: _Context, original: List[List[int]], first, **kwargs):
 
     tries = [(original, first_of(worst(first)))] if worst(first) > 0 else []
     gathered = _gather_big(ctx, original, num_shards=kwargs["num_shards"], partition_epoch=p)
+    if gathered is not None and ctx.size_range is not None:  # whole bins trade places: keep the bound
+        gathered = gathered if _sizes_ok(ctx, original, gathered[0], num_shards=kwargs["num_shards"], p=p) else None
     if gathered is not None:
         tries.append((gathered[0], first_of(gathered[1])))
     best = first
@@ -635,6 +679,15 @@ def _retry(ctx: _Context, original: List[List[int]], first, **kwargs):
         got = _repair(ctx, best, s, **kwargs) if best[2][s] > 0 else best
         best = got if key(got) < key(best) else best
     return best
+
+
+def _sizes_ok(ctx: _Context, before: List[List[int]], after: List[List[int]], *, num_shards: int, p: int) -> bool:
+    """Whether every sub-epoch's frames in ``after`` pass :meth:`_Context.size_ok` against ``before``."""
+
+    def size(bins, t: int) -> int:
+        return int(sum(ctx.frames[f] for r in range(num_shards) for f in bins[r * p + t]))
+
+    return all(ctx.size_ok(size(after, t), size(before, t)) for t in range(p))
 
 
 def _repair(ctx: _Context, got, s: int, *, num_shards: int, partition_epoch: int, between_sub_epochs: int, **search):
@@ -656,7 +709,8 @@ def _repair(ctx: _Context, got, s: int, *, num_shards: int, partition_epoch: int
 
     sub = _SubEpoch(ctx, [bins[r * p + s] for r in range(num_shards)], ctx.full_epoch_0idx * 7919 + s, wide=True)
     free = [bins[r * p + t] for t in others for r in range(num_shards)]
-    sub.guard = _apart_guard(sub, free, num_shards=num_shards, then=guard)
+    apart = _apart_guard(sub, free, num_shards=num_shards, then=guard)
+    sub.guard = _size_guard(ctx, bins, s, others, num_shards=num_shards, partition_epoch=p, inner=apart)
     rounds[s] = sub.search(free=free, **search)
     for r in range(num_shards):
         bins[r * p + s] = sub.ranks[r].files
@@ -681,6 +735,7 @@ def equalize_steps(
     move_trials: int = DEFAULT_MOVE_TRIALS,
     between_sub_epochs: int = DEFAULT_BETWEEN_SUB_EPOCHS,
     keep_apart: Optional[np.ndarray] = None,
+    max_sub_epoch_deviation: Optional[float] = None,
 ) -> Tuple[np.ndarray, np.ndarray, Dict[str, List[int]]]:
     """Bins of one sharded full epoch whose ranks make equal exact steps: starting from ``(positions, bounds)`` (e.g.
     ``flexible_auto``'s), the files of each sub-epoch (bins ``r*P + s``) are reordered within a rank's bin (the rank's
@@ -707,6 +762,9 @@ def equalize_steps(
         drops more than as cut)
     :param keep_apart: the file of each position of the order, where positions of one file (its repeats, corpora by
         weight) are in different sub-epochs and must stay so: no move between sub-epochs puts two together
+    :param max_sub_epoch_deviation: None: files move between sub-epochs whatever their sizes become; else a move
+        keeps both sub-epochs' frames within this share of the mean sub-epoch (or no farther outside than they
+        were): the bound is kept, and a sub-epoch that cannot drop nothing within it drops
     :return: ``(positions, bounds, info)`` with ``info["rounds"]`` and ``info["dropped_frames"]`` per sub-epoch
 
     >>> lengths = [np.array([10] * 4), np.array([10] * 2), np.array([10] * 2)]
@@ -719,6 +777,7 @@ def equalize_steps(
     original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
     ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
     ctx.apart = None if keep_apart is None else np.asarray(keep_apart, dtype=np.int64)
+    ctx.bound(max_sub_epoch_deviation, partition_epoch=p)
     kwargs = dict(num_shards=num_shards, partition_epoch=p, max_rounds=max_rounds)
     kwargs.update(reorder_trials=reorder_trials, move_trials=move_trials, between_sub_epochs=between_sub_epochs)
     line = "full epoch {} sub-epoch {}/{}: {} rounds, {} frames dropped".format

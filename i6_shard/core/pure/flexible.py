@@ -195,7 +195,7 @@ def _raise_rounds(num_shards: int, partition_epoch: int) -> int:
 
 
 def distribute_flexible_auto(
-    sizes: np.ndarray, *, num_shards: int, partition_epoch: int
+    sizes: np.ndarray, *, num_shards: int, partition_epoch: int, max_sub_epoch_deviation: Optional[float] = None
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch like :func:`distribute_flexible`, with the bound on the sub-epoch sizes chosen
     for the full epoch: the balanced split and the flexible split at each bound of :data:`AUTO_DEVIATIONS`
@@ -215,6 +215,8 @@ def distribute_flexible_auto(
     or no farther outside than in the balanced split.
 
     :param sizes: int64 costs in the (shuffled) order, shape [num_files]
+    :param max_sub_epoch_deviation: None: choose among all of :data:`AUTO_DEVIATIONS`; else only among those up to
+        it (or it alone, below the first), and files move between sub-epochs within it
     :return: ``(order, bounds)`` as :func:`distribute_flexible` returns them
 
     >>> sizes = np.array([1, 1, 14] + [1] * 24)  # 40; the 14 needs a sub-epoch of 28, 1.4 times the mean
@@ -233,8 +235,9 @@ def distribute_flexible_auto(
     )
     if today_loss == 0:
         return today_order, today_bounds
-    candidates = [(today_loss, None, AUTO_DEVIATIONS[0])]
-    for deviation in AUTO_DEVIATIONS:
+    deviations = _auto_deviations(max_sub_epoch_deviation)
+    candidates = [(today_loss, None, deviations[0])]
+    for deviation in deviations:
         cut, groups, loss = _flexible_groups(
             sizes,
             num_shards=num_shards,
@@ -276,6 +279,19 @@ def distribute_flexible_auto(
                 None, groups, num_shards=num_shards, partition_epoch=partition_epoch, members=members
             )
     return bins or _bins_from_groups(chosen[0], chosen[1], num_shards=num_shards, partition_epoch=partition_epoch)
+
+
+def _auto_deviations(bound: Optional[float]) -> Tuple[float, ...]:
+    """The bounds ``distribute_flexible_auto`` chooses among: :data:`AUTO_DEVIATIONS` up to ``bound`` (None: all), or
+    ``bound`` alone where it is below them all.
+
+    >>> _auto_deviations(0.3), _auto_deviations(0.05)
+    ((0.1, 0.25), (0.05,))
+    """
+    if bound is None:
+        return AUTO_DEVIATIONS
+    bound = check_max_sub_epoch_deviation(bound)
+    return tuple(d for d in AUTO_DEVIATIONS if d <= bound) or (bound,)
 
 
 def _move_files(

@@ -373,16 +373,18 @@ _ROWS = (
     PlanOption(
         "max_sub_epoch_deviation",
         "float",
-        "how far a sub-epoch's size may be from the mean sub-epoch's, as a share of it, in [0, 1), for the "
-        "distributions of earlier versions that take such a bound",
+        "how far a sub-epoch's size may be from the mean sub-epoch's, as a share of it, in [0, 1): equal_steps moves "
+        "files between sub-epochs only within it (the default 0.25 leaves it free to choose, up to 0.9); 0.1 keeps "
+        "sub-epochs within 10% and drops where it must",
         default=DEFAULT_MAX_SUB_EPOCH_DEVIATION,
         read=_settings("max_sub_epoch_deviation"),
-        hidden=True,
         metavar="D",
         parse=float,
         commands=_PLAN_DEMO,
-        doc="read where a plan or recipe of an earlier version gives it (with its distribution); not shown in "
-        "`--help`, and not used by the three distributions above",
+        doc="the most a sub-epoch's size may be off the mean sub-epoch's: `equal_steps` moves files between "
+        "sub-epochs only within it, and the report says what it gave up where zero drop and the bound cannot both "
+        "hold ([rechunk.md](rechunk.md)); the default (0.25) leaves it free to choose, up to 0.9; also the bound "
+        "of the distributions of earlier versions that take one",
     ),
     PlanOption(
         "weights",

@@ -194,9 +194,15 @@ class ShardPlan:
                     f"full epoch {full_epoch_0idx} with: read its bins from its plan file, or plan it from a costs "
                     "archive with per-sequence lengths and batching (plan_archive / `python -m i6_shard plan`)"
                 )
-            options = equal_steps_options(
-                self.equal_steps, order=order, full_epoch_0idx=full_epoch_0idx, random_seed_offset=s.random_seed_offset
-            )
+            options = {
+                **options,
+                **equal_steps_options(
+                    self.equal_steps,
+                    order=order,
+                    full_epoch_0idx=full_epoch_0idx,
+                    random_seed_offset=s.random_seed_offset,
+                ),
+            }
             if self.corpora is not None:  # the file of each read, whose repeats the steps' search keeps apart
                 options["keep_apart"] = order
         costs = self.costs[order]

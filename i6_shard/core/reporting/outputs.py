@@ -21,6 +21,7 @@ from ..pure.stats import PlanStats
 from .corpora import corpora_summary
 from .plot import plan_png, require_matplotlib
 from .prediction import prediction_summary
+from .sub_epoch_sizes import update_trade_off
 from .report import cache_summary, render_report, summarize, summary_json
 
 __all__ = [
@@ -82,6 +83,7 @@ def summary_of(outputs: PlanOutputs) -> Dict[str, Any]:
     summary = summarize(plan, outputs.stats, cache=cache, non_contiguous=outputs.non_contiguous(), **compared)
     if outputs.ranks.prediction is not None:
         summary.update(prediction_summary(outputs.ranks))
+        update_trade_off(plan, summary)
     if outputs.lengths_from is not None:  # the lengths came from another archive than the one cut
         summary["lengths_from"] = outputs.lengths_from
     if plan.corpora is not None:  # corpora mixed by weight (a plan of one list has no entry: its bytes stay)
@@ -162,6 +164,7 @@ def _rendered(outputs: PlanOutputs, *, plot: bool) -> Tuple[dict, Dict[str, byte
                 cache_size=outputs.cache_size,
                 prediction=summary.get("batching") if outputs.ranks.prediction is not None else None,
                 corpora=summary.get("corpora"),
+                sizes=summary.get("sub_epoch_sizes"),
             )
     return summary, texts, npz_bytes_bound(outputs.arrays) + sum(len(b) for b in texts.values())
 

@@ -11,7 +11,9 @@ import numpy as np
 
 from ..io.atomic import atomic_path
 from ..pure.cache import CacheFootprint
+from ..pure.rechunk import RECHUNK_BOUND
 from ..pure.stats import PlanStats
+from .sub_epoch_sizes import sub_epoch_size_ratios
 
 __all__ = ["matplotlib_available", "require_matplotlib", "plot_plan", "plot_cost_distribution", "MISSING_MATPLOTLIB"]
 
@@ -46,6 +48,7 @@ def plot_plan(
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
     corpora: Optional[Sequence[Mapping[str, Any]]] = None,
+    sizes: Optional[Mapping[str, Any]] = None,
 ) -> None:
     """Draw ``stats`` into a PNG at ``path`` (atomically; same stats and matplotlib give the same bytes).
     With ``cache`` (over the same sub-epochs), a panel shows the bytes each node holds in its file
@@ -53,13 +56,16 @@ def plot_plan(
     entry, see :func:`~i6_shard.core.reporting.prediction.prediction_summary`), a panel shows every rank's
     expected steps per sub-epoch, and the drop panel the predicted drop beside the cost formula's. With ``corpora``
     (the summary's entry of a plan of corpora by weight), a panel shows each corpus's share of every sub-epoch.
-    Without any, the picture is the two panels alone.
+    A panel shows each sub-epoch's size over the mean; with ``sizes`` (the summary's ``sub_epoch_sizes``) it also
+    names the cause of a spread and the re-chunk that fixes it. Without any, the picture is those three panels.
 
     :raises ValueError: if ``path`` does not end in ``.png`` (the bytes are always PNG)
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
     _check_png(path)
-    fig = plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora)
+    fig = plan_figure(
+        stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora, sizes=sizes
+    )
     _save(fig, path)
 
 
@@ -71,10 +77,13 @@ def plan_png(
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
     corpora: Optional[Sequence[Mapping[str, Any]]] = None,
+    sizes: Optional[Mapping[str, Any]] = None,
 ) -> bytes:
     """The PNG bytes :func:`plot_plan` writes, rendered in memory (so their size is known before they are
     written)."""
-    figure = plan_figure(stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora)
+    figure = plan_figure(
+        stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora, sizes=sizes
+    )
     return png_bytes(figure)
 
 
@@ -121,6 +130,7 @@ def plan_figure(
     cache_size: Optional[int] = None,
     prediction: Optional[Mapping[str, Any]] = None,
     corpora: Optional[Sequence[Mapping[str, Any]]] = None,
+    sizes: Optional[Mapping[str, Any]] = None,
 ):
     """The matplotlib ``Figure`` that :func:`plot_plan` saves."""
     num_epochs, num_shards = stats.bytes.shape
@@ -141,12 +151,12 @@ def plan_figure(
     width = float(np.clip(6 + num_epochs * 0.12, 8, 16))
     height_map = float(np.clip(1.2 + 0.28 * num_shards, 2.2, 6))
     steps = _prediction_steps(prediction, shape=(num_epochs, num_shards))
-    ratios = [height_map, 2.2] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
+    ratios = [height_map, 2.2, 2.0] + ([2.2] if steps is not None else []) + ([2.4] if cache is not None else [])
     ratios += [2.2] if corpora else []
     fig = Figure(figsize=(width, height_map + 0.4 + sum(ratios[1:])), dpi=100, layout="constrained")
     panels = tuple(fig.subplots(len(ratios), 1, sharex=True, height_ratios=ratios))
-    ax_map, ax_drop = panels[:2]
-    ax_steps = panels[2] if steps is not None else None
+    ax_map, ax_drop, ax_sizes = panels[:3]
+    ax_steps = panels[3] if steps is not None else None
     ax_cache = panels[len(ratios) - 1 - bool(corpora)] if cache is not None else None
 
     _draw_balance(fig, ax_map, rel, unit=getattr(stats, "unit", "bytes"))
@@ -170,6 +180,7 @@ def plan_figure(
     )
     if num_epochs <= 40:
         ax_drop.set_xticks(epochs)
+    _draw_sub_epoch_sizes(ax_sizes, stats, epochs=epochs, sizes=sizes)
     if cache is not None:
         _draw_cache(ax_cache, cache, cache_size=cache_size, epochs=epochs)
     if corpora:
@@ -202,6 +213,57 @@ def _draw_corpora(ax, corpora: Sequence[Mapping[str, Any]], *, epochs: np.ndarra
         fontsize=10,
         loc="left",
     )
+
+
+def _draw_sub_epoch_sizes(ax, stats: PlanStats, *, epochs: np.ndarray, sizes: Optional[Mapping[str, Any]]) -> None:
+    """Each sub-epoch's size (its ranks' sum) over the mean sub-epoch of its full epoch, and the band of
+    ``RECHUNK_BOUND`` around 1 that a re-chunked corpus keeps them in; sub-epochs outside it in red."""
+    unit = getattr(stats, "unit", "bytes")
+    ratios = sub_epoch_size_ratios(stats.bytes, partition_epoch=stats.partition_epoch)
+    if ratios is None:
+        ax.set_title(f"Sub-epoch size: no complete full epoch ({unit})", fontsize=10, loc="left")
+        return
+    shown = epochs[: len(ratios)]
+    outside = np.abs(ratios - 1) > RECHUNK_BOUND + 1e-9
+    colors = np.where(outside, "tab:red", "tab:green")
+    if len(shown) <= 240:
+        ax.bar(shown, ratios, width=0.8, color=colors)
+    else:
+        ax.fill_between(shown, ratios, step="mid", color="tab:blue")
+    ax.axhspan(1 - RECHUNK_BOUND, 1 + RECHUNK_BOUND, color="0.85", zorder=0, label=f"±{100 * RECHUNK_BOUND:g}%")
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="mean")
+    ax.set_ylim(0, max(float(ratios.max()), 1 + RECHUNK_BOUND) * LEGEND_HEADROOM)
+    ax.set_ylabel("x mean")
+    _legend_row(ax)
+    note = _cause_and_fix_note(sizes)
+    if note:
+        ax.text(0.005, 0.97, note, transform=ax.transAxes, fontsize=8, va="top", ha="left")
+    ax.set_title(
+        f"Sub-epoch size over the mean sub-epoch of its full epoch ({unit}): {int(outside.sum())} of {len(ratios)} "
+        f"more than {100 * RECHUNK_BOUND:g}% off, {ratios.min():.2f}x to {ratios.max():.2f}x",
+        fontsize=10,
+        loc="left",
+    )
+
+
+def _cause_and_fix_note(sizes: Optional[Mapping[str, Any]]) -> str:
+    """The cause of a spread of sub-epoch sizes (the files above a rank's share) and its fix, for the sizes panel.
+
+    >>> print(_cause_and_fix_note({"files_above_share": {"count": 2, "keys": ["/d/a.hdf"], "shares": [6.5]},
+    ...     "rechunk": {"num_files": 800, "command": "python -m i6_shard rechunk ..."}}))
+    cause: 2 files above a rank's share (largest 6.50x: a.hdf)
+    fix: re-chunk into 800 files: python -m i6_shard rechunk ...
+    """
+    if not sizes:
+        return ""
+    lines = []
+    above = sizes["files_above_share"]
+    if above["count"]:
+        name = os.path.basename(above["keys"][0])
+        lines.append(f"cause: {above['count']} files above a rank's share (largest {above['shares'][0]:.2f}x: {name})")
+    if sizes.get("rechunk"):
+        lines.append(f"fix: re-chunk into {sizes['rechunk']['num_files']} files: {sizes['rechunk']['command']}")
+    return "\n".join(lines)
 
 
 def _mark_full_epochs(panels, ax_map, *, partition_epoch: int, num_epochs: int) -> None:

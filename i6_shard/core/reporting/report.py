@@ -19,6 +19,8 @@ from ..pure.stats import PlanStats, dropped_fraction, max_over_mean
 from ..pure.unsharded import UnshardedStats
 from .corpora import render_corpora
 from .prediction import render_prediction
+from .sub_epoch_sizes import render_sub_epoch_sizes, sub_epoch_size_ratios, sub_epoch_sizes_summary
+from .sub_epoch_sizes import sub_epoch_sizes_warning
 from ..pure.fmt import json_float, pct
 from ..pure.settings import DEFAULT_DISTRIBUTION
 from ..pure.training import DEFAULT_MAX_DROPPED
@@ -237,6 +239,9 @@ def summarize(
             )
         summary["cache"] = dict(cache)
         summary["cache_peak_bytes_per_node"] = int(cache["peak_bytes"])
+    sizes = sub_epoch_sizes_summary(plan, summary)
+    if sizes is not None:
+        summary["sub_epoch_sizes"] = sizes
     summary["warnings"] = plan_warnings(plan, stats, summary)
     return summary
 
@@ -388,6 +393,9 @@ def plan_warnings(plan: ShardPlan, stats: PlanStats, summary: Mapping[str, Any])
     large = _large_file_warning(plan, unit=unit)
     if large:
         out.append(large)
+    uneven = sub_epoch_sizes_warning(summary.get("sub_epoch_sizes"))
+    if uneven:
+        out.append(uneven)
     if stats.num_epochs % plan.partition_epoch:
         out.append(
             f"num_epochs={stats.num_epochs} is not a multiple of partition_epoch={plan.partition_epoch}: "
@@ -461,14 +469,10 @@ def _cache_warning(plan: ShardPlan, summary: Mapping[str, Any]) -> Optional[str]
 
 
 def _sub_epoch_sizes(summary: Mapping[str, Any]) -> Optional[np.ndarray]:
-    """Bytes of every sub-epoch of the complete full epochs over the mean sub-epoch of its full epoch,
-    shape [num_full_epochs * P]; None without a complete full epoch or bytes."""
-    part = summary["settings"]["partition_epoch"]
-    table = np.asarray(summary["per_sub_epoch"]["bytes"], dtype=np.float64).sum(axis=1)
-    table = table[: len(table) // part * part].reshape(-1, part)
-    if table.size == 0 or not (table.sum(axis=1) > 0).all():
-        return None
-    return (table / table.mean(axis=1, keepdims=True)).ravel()
+    """Every sub-epoch's size over the mean sub-epoch of its full epoch (:func:`sub_epoch_size_ratios`)."""
+    return sub_epoch_size_ratios(
+        summary["per_sub_epoch"]["bytes"], partition_epoch=summary["settings"]["partition_epoch"]
+    )
 
 
 def _num_epochs_row(s: Dict[str, Any]) -> str:
@@ -495,6 +499,7 @@ def render_report(summary: Mapping[str, Any]) -> str:
         _distributions_section,
     ):
         lines += section(summary, unit)
+    lines += render_sub_epoch_sizes(summary)
     lines += render_prediction(summary)
     lines += render_corpora(summary)
     if "cache" in summary:
@@ -655,10 +660,11 @@ def _dropped_section(summary: Mapping[str, Any], unit: str) -> List[str]:
     bound = cut_spec(s["distribution"]).sub_epoch_bound
     sizes = _sub_epoch_sizes(summary) if bound is not None else None
     if sizes is not None:
+        given = s.get("max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
         bound = (
-            f"max_sub_epoch_deviation={s.get('max_sub_epoch_deviation', DEFAULT_MAX_SUB_EPOCH_DEVIATION):g}"
+            f"max_sub_epoch_deviation={given:g}"
             if bound == "given"
-            else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1]:g}"
+            else f"chosen per full epoch, up to {AUTO_DEVIATIONS[-1] if given == DEFAULT_MAX_SUB_EPOCH_DEVIATION else given:g}"
         )
         lines.append(
             f"  sub-epoch sizes over the mean sub-epoch of their full epoch: {sizes.min():.3f} to "

@@ -132,7 +132,7 @@ class _PerRank:
         if problem:
             raise ValueError(f"{self.name}: {problem}; fix the config before planning")
         distribution = distribution or info.distribution
-        takes_bound = cut_spec(distribution).sub_epoch_bound == "given"
+        takes_bound = cut_spec(distribution).sub_epoch_bound is not None
         preload = info.dataset.get("preload_next_n_sub_epochs")
         options: Dict[str, Any] = dict(
             sharding=info._mode(),

@@ -5,6 +5,8 @@ import heapq
 from fractions import Fraction
 
 import numpy as np
+
+from i6_shard.core.pure.cut import _draw_ranks
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -294,7 +296,12 @@ def test_shard_plan_balanced_layout_is_distribute_balanced_of_the_shuffle():
         PlanSettings(num_shards=4, partition_epoch=3, distribution="balanced", random_seed_offset=11),
     )
     shuffled = shuffle_order(300, seed=1 + 1 + 11)  # full epoch 1
-    positions, bounds = distribute_balanced(sizes[shuffled], num_shards=4, partition_epoch=3)
+    positions, bounds = _draw_ranks(  # the ranks of each sub-epoch in a drawn order
+        sizes[shuffled],
+        *distribute_balanced(sizes[shuffled], num_shards=4, partition_epoch=3),
+        num_shards=4,
+        partition_epoch=3,
+    )
     order, plan_bounds = plan.layout(full_epoch_0idx=1)
     assert order.tolist() == shuffled[positions].tolist() and plan_bounds.tolist() == bounds.tolist()
     # rank 2 reads bin 2*3 + 1 in sub-epoch 5 (the second of full epoch 1)

@@ -7,6 +7,8 @@ import json
 from fractions import Fraction
 
 import numpy as np
+
+from i6_shard.core.pure.cut import _draw_ranks
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -398,8 +400,11 @@ def test_shard_plan_layout_is_the_flexible_cut_of_the_shuffle_with_the_configure
             ),
         )
         shuffled = shuffle_order(200, seed=1 + 1 + 3)  # full epoch 1
-        positions, bounds = distribute_flexible(
-            sizes[shuffled], num_shards=4, partition_epoch=5, max_sub_epoch_deviation=deviation
+        positions, bounds = _draw_ranks(  # the ranks of each sub-epoch in a drawn order
+            sizes[shuffled],
+            *distribute_flexible(sizes[shuffled], num_shards=4, partition_epoch=5, max_sub_epoch_deviation=deviation),
+            num_shards=4,
+            partition_epoch=5,
         )
         order, plan_bounds = plan.layout(full_epoch_0idx=1)
         assert order.tolist() == shuffled[positions].tolist() and plan_bounds.tolist() == bounds.tolist()

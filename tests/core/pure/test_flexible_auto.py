@@ -99,7 +99,7 @@ def test_a_file_that_needs_room_gets_it_and_regular_corpora_keep_regular_sub_epo
     assert np.all(np.abs(sizes_over_mean - 1) <= AUTO_DEVIATIONS[0] + 1e-9), sizes_over_mean
 
 
-def test_plans_take_it_and_its_bound_is_refused():
+def test_plans_take_it_and_a_bound_caps_its_choice():
     keys = [f"/data/part-{i:02d}.hdf" for i in range(40)]
     sizes = lognormal_sizes(40, seed=9, sigma=2.0)
     plan = ShardPlan(keys, sizes, PlanSettings(num_shards=3, partition_epoch=2, distribution="flexible_auto"))
@@ -107,16 +107,27 @@ def test_plans_take_it_and_its_bound_is_refused():
         keys
     )
     check_bound_is_used(0.25, distribution="flexible_auto")  # the default: not given
-    with pytest.raises(
-        ValueError,
-        match=r"max_sub_epoch_deviation=0.5 is not used by distribution='flexible_auto', "
-        r"which chooses the bound itself, up to 0.9: use distribution='flexible'",
-    ):
-        check_bound_is_used(0.5, distribution="flexible_auto")
+    check_bound_is_used(0.5, distribution="flexible_auto")  # the most it may choose
+    with pytest.raises(ValueError, match=r"max_sub_epoch_deviation=0.5 bounds the sub-epoch sizes of"):
+        check_bound_is_used(0.5, distribution="balanced")
+    cost = dict(zip(keys, np.asarray(sizes).tolist()))
+
+    def off(distribution, **bound):
+        settings = PlanSettings(num_shards=3, partition_epoch=2, distribution=distribution, **bound)
+        made = ShardPlan(keys, sizes, settings)
+        sub = np.array([sum(cost[k] for r in range(3) for k in made.files_for(epoch=e, shard_index=r)) for e in (1, 2)])
+        return float(np.abs(sub / sub.mean() - 1).max())
+
+    assert off("flexible_auto") > 0.25  # it chooses a bound that far on these files
+    for bound in (
+        0.1,
+        0.3,
+    ):  # within the bound (0.25, the default, is no bound), or no farther outside than the balanced split
+        assert off("flexible_auto", max_sub_epoch_deviation=bound) <= max(bound, off("balanced")) + 1e-9
 
 
-def test_every_entry_point_takes_it_and_refuses_a_bound_with_it(tmp_path):
-    """The CLI and the builder take "flexible_auto"; each refuses a bound with it (ShardPlanJob:
+def test_every_entry_point_takes_it_and_a_bound_with_it(tmp_path):
+    """The CLI and the builder take "flexible_auto", and a bound as the most it may choose (ShardPlanJob:
     tests/jobs/test_plan.py)."""
     import subprocess
     import sys
@@ -147,21 +158,21 @@ def test_every_entry_point_takes_it_and_refuses_a_bound_with_it(tmp_path):
     ok = subprocess.run(base + ["-o", str(tmp_path / "ok")], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "distribution         flexible_auto" in (tmp_path / "ok" / "report.txt").read_text()
-    bad = subprocess.run(
-        base + ["--max-sub-epoch-deviation", "0.5", "-o", str(tmp_path / "bad")],
+    capped = subprocess.run(
+        base + ["--max-sub-epoch-deviation", "0.5", "-o", str(tmp_path / "capped")],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert bad.returncode == 2 and "is not used by distribution='flexible_auto'" in bad.stderr, bad.stderr
-    assert not (tmp_path / "bad").exists()
+    assert capped.returncode == 0, capped.stderr
+    assert "up to 0.5" in (tmp_path / "capped" / "report.txt").read_text()
     sub = {"class": "HDFDataset", "seq_ordering": "random"}
     built = sharded_files_dataset(keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto")
     assert built["distribution"] == "flexible_auto" and "max_sub_epoch_deviation" not in built
-    with pytest.raises(ValueError, match="is not used by distribution='flexible_auto'"):
-        sharded_files_dataset(
-            keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto", max_sub_epoch_deviation=0.5
-        )
+    capped = sharded_files_dataset(
+        keys, sub_epoch_dataset=sub, partition_epoch=3, distribution="flexible_auto", max_sub_epoch_deviation=0.5
+    )
+    assert capped["max_sub_epoch_deviation"] == 0.5
 
 
 def test_the_report_counts_the_sub_epochs_files_were_moved_into():

@@ -11,6 +11,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.recorded_cuts import use_recorded_cuts
+
 from tests.deps import needs_matplotlib
 
 from i6_shard import core
@@ -24,6 +26,12 @@ from ...golden import check_golden
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "returnn_logs")
 WITH_BATCH_SIZES = ["w2_bv24", "w2_bv38_worker", "w4_bv24", "w4_bv33_worker", "w2_nofix", "w4_nofix", "w2_balanced"]
 DOUBLE_SHARDING = ["w2_nofix", "w4_nofix"]
+
+
+@pytest.fixture(autouse=True)
+def _recorded_cuts(monkeypatch):
+    """The recorded trainings ran "balanced" of version 1 (tests/recorded_cuts.py)."""
+    use_recorded_cuts(monkeypatch)
 
 
 def case(name):

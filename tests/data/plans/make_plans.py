@@ -9,7 +9,9 @@ format2_equal_steps.npz by the one that added "equal_steps", which cuts with the
 (:data:`LENGTHS`) under an engine (:data:`EQUAL_STEPS_ENGINE`): :func:`plan_of` gives them. A distribution whose
 version (``CUTS[name].version``) was raised gets a plan of the new version next to the old ones (:func:`stored_name`:
 format2_equal_steps_v2.npz, written with ``python tests/data/plans/make_plans.py 2 equal_steps`` by the i6_shard
-that searches lossy full epochs again).
+that searches lossy full epochs again; format2_balanced_v2, format2_flexible_v2, format2_flexible_auto_v2 and
+format2_equal_steps_v3.npz with ``python tests/data/plans/make_plans.py 2 balanced flexible flexible_auto equal_steps``
+by the i6_shard that draws the order of the ranks in each sub-epoch).
 """
 
 import os
