@@ -21,6 +21,7 @@ from ..core.pure import (
     check_enough_files,
     check_optional_int,
     features_missing_before,
+    has_node_level,
 )
 from .reader import (
     DistributeFilesDatasetInfo,
@@ -600,6 +601,20 @@ def _num_ranks_problems(config: Mapping[str, Any], *, num_ranks: Optional[int]) 
     return []
 
 
+def _sync_level_warnings(config: Mapping[str, Any]) -> List[str]:
+    """A ``"node"`` sync level groups the ranks of one host, which no key of the config states (torchrun's
+    ``--nproc-per-node``): a plan of the training must be told them, or its task fails (``equal_steps``) or is not
+    exact."""
+    if not has_node_level(config.get("torch_distributed")):
+        return []
+    return [
+        "torch_distributed has a 'node' sync level, whose groups are the ranks of one host (torchrun's "
+        "--nproc-per-node), which the config does not state: give a plan of this training ranks_per_node= "
+        "(ShardPlanJob.for_training(config, ..., ranks_per_node=N) or ShardPlanJob(..., ranks_per_node=N)); without "
+        "it an equal_steps plan fails when it runs and any other plan's steps are not exact"
+    ]
+
+
 def check_returnn_config(
     config: Mapping[str, Any],
     *,
@@ -644,7 +659,7 @@ def check_returnn_config(
         returnn_version, reason = returnn_version_info(returnn_root)
     version_problems, version_warnings = _version_check(returnn_version, reason=reason)
     _raise_if(problems + version_problems, where="the RETURNN config")
-    dfd_warnings = [w for r in records for w in dataset_warnings(r)]
+    dfd_warnings = [w for r in records for w in dataset_warnings(r)] + _sync_level_warnings(config)
     loud = _reader_warnings(records) + dfd_warnings + (version_warnings if returnn_root is not None else [])
     messages = _reader_warnings(records) + dfd_warnings + version_warnings
     if not records:

@@ -578,12 +578,21 @@ def inexact_reason(engine: EngineSettings, *, num_ranks: int) -> Optional[str]:
     if name not in SEQ_ORDERING_PREFIXES and name != "sort_bin_shuffle_x2":
         what = " (it draws with replacement)" if name == "random_sample" else ""
         return f"seq_ordering={engine.seq_ordering!r} is not simulated{what}"
+    return sync_inexact_reason(engine.torch_distributed, num_ranks=num_ranks, ranks_per_node=engine.ranks_per_node)
+
+
+def sync_inexact_reason(torch_distributed: Any, *, num_ranks: int, ranks_per_node: Optional[int]) -> Optional[str]:
+    """Why the sync levels of ``torch_distributed`` cannot be simulated (their groups are not known), or None.
+
+    >>> sync_inexact_reason({"sync": [{"group": "node", "type": "grad"}]}, num_ranks=4, ranks_per_node=None)[-43:]
+    "(torchrun's --nproc-per-node, the ranks per host)"
+    """
     try:
-        _, levels = sync_levels_of(engine.torch_distributed)
+        _, levels = sync_levels_of(torch_distributed)
         for lv in levels:
-            _group_ranks(lv.group, num_ranks=num_ranks, ranks_per_node=engine.ranks_per_node)
+            _group_ranks(lv.group, num_ranks=num_ranks, ranks_per_node=ranks_per_node)
     except (ValueError, KeyError, TypeError) as exc:
-        return f"the sync of torch_distributed={engine.torch_distributed!r} is not simulated: {exc}"
+        return f"the sync of torch_distributed={torch_distributed!r} is not simulated: {exc}"
     return None
 
 
