@@ -171,24 +171,32 @@ def _double_sharding_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
     )
 
 
-def _unseen_sub_epoch_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
-    """A get_sub_epoch_dataset of the config's own whose dict the reader could not get (files not inline, or the
-    function failed on the first file): what it does to the data cannot be checked here."""
-    func = info.dataset.get("get_sub_epoch_dataset")
-    if info.sub_epoch_dataset is not None or not callable(func) or info.sub_epoch_shards_again is None:
-        return None
-    why = (
-        "its files are not inline but in a list RETURNN reads when it runs"
-        if info.files_kind != "inline"
-        else "it could not be called with the first file"
-    )
-    return (
-        f"{info.name}: get_sub_epoch_dataset is a function of the config whose sub-epoch dataset the checks "
-        f"cannot see ({why}): whether it shards again ('_num_shards'/'_shard_index'), filters by epoch "
-        "(an epoch_wise_filter sees full epochs, not the training's sub-epochs) or reads other files than the "
-        "bin's cannot be told before RETURNN runs; confirm with VerifyShardingJob, which reads the data as the "
-        "training does"
-    )
+def _unseen_sub_epoch_note(records) -> List[str]:
+    """One note for every DistributeFilesDataset whose ``get_sub_epoch_dataset`` is a function of the config with a
+    dict the reader could not get (files not inline, or the function failed on the first file): what that dict does
+    to the data cannot be checked here. Not a warning: such a config is as likely right as wrong; said once, in the
+    check's report (``CheckResult.warnings``)."""
+    unseen = []
+    for info in records:
+        func = info.dataset.get("get_sub_epoch_dataset")
+        if info.returnn_fails or info.sub_epoch_dataset is not None or not callable(func):
+            continue
+        if info.sub_epoch_shards_again is None:
+            continue  # the double-sharding warning says it, with the fix
+        why = (
+            "its files are a list RETURNN reads when it runs"
+            if info.files_kind != "inline"
+            else "it failed on the first file"
+        )
+        unseen.append(f"{info.name} ({why})")
+    if not unseen:
+        return []
+    return [
+        f"not checked: the sub-epoch dataset that get_sub_epoch_dataset, a function of the config, returns for "
+        f"{', '.join(unseen)}: the checks cannot see before RETURNN runs whether it shards again "
+        "('_num_shards'/'_shard_index'), filters by epoch (an epoch_wise_filter sees full epochs, not the training's "
+        "sub-epochs) or reads other files than the bin's; VerifyShardingJob reads the data as the training does"
+    ]
 
 
 def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
@@ -196,7 +204,7 @@ def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
     changes what a rank reads without losing files, each saying how to confirm or change it."""
     if info.returnn_fails:
         return []
-    out = [w for w in (_double_sharding_warning(info), _unseen_sub_epoch_warning(info)) if w]
+    out = [w for w in (_double_sharding_warning(info),) if w]
     if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
         out.append(
             f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
@@ -458,8 +466,8 @@ def check_dataset_dict(
         )
     problems = [p for r in records for p in dataset_problems(r)]
     _raise_if(problems, where=name)
-    messages = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
-    return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=messages))
+    loud = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
+    return CheckResult(datasets=tuple(records), warnings=_warn(loud + _unseen_sub_epoch_note(records), loud=loud))
 
 
 def _renamed(info: DistributeFilesDatasetInfo, name: str) -> DistributeFilesDatasetInfo:
@@ -661,7 +669,7 @@ def check_returnn_config(
     _raise_if(problems + version_problems, where="the RETURNN config")
     dfd_warnings = [w for r in records for w in dataset_warnings(r)] + _sync_level_warnings(config)
     loud = _reader_warnings(records) + dfd_warnings + (version_warnings if returnn_root is not None else [])
-    messages = _reader_warnings(records) + dfd_warnings + version_warnings
+    messages = _reader_warnings(records) + dfd_warnings + version_warnings + _unseen_sub_epoch_note(records)
     if not records:
         messages.append("no DistributeFilesDataset in the config (train, dev, eval, eval_datasets, or other keys)")
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=loud))
