@@ -5,7 +5,7 @@ the options of the one table of them (:data:`~.options.PLAN_OPTIONS`) by the com
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .args import check_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
@@ -46,6 +46,8 @@ class PlanRequest:
         smallest of its limits, for the statistical model; the simulation says it is not exact for several keys)
     :ivar sub_epoch_seq_ordering: the sub-epoch dataset's ``seq_ordering``, which the simulation mirrors
         (``"unknown"``: not known, the simulation says it is not exact)
+    :ivar engine_inexact: what the training does to the sequences that the simulation does not mirror (the config
+        reader's reasons); the simulation then says it is not exact, naming each
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -63,6 +65,7 @@ class PlanRequest:
     max_seq_length: Union[None, int, Dict[str, int]] = field(default=None, hash=False)
     batch_size_by_key: Optional[Dict[str, int]] = field(default=None, hash=False)
     sub_epoch_seq_ordering: str = DEFAULT_SEQ_ORDERING
+    engine_inexact: Tuple[str, ...] = ()
 
     def __post_init__(self):
         self.validate()
@@ -142,6 +145,7 @@ class PlanRequest:
             "batch_size_by_key": self.batch_size_by_key,
             "ranks_per_node": None if self.node_cache is None else self.node_cache.ranks_per_node,
             "seq_ordering": self.sub_epoch_seq_ordering,
+            "inexact": self.engine_inexact,
         }
 
     @classmethod
@@ -204,6 +208,7 @@ class PlanRequest:
             max_seq_length=o["max_seq_length"],
             batch_size_by_key=by_key,
             sub_epoch_seq_ordering=o["sub_epoch_seq_ordering"],
+            engine_inexact=tuple(o["engine_inexact"] or ()),
         )
 
 
