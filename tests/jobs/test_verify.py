@@ -644,7 +644,8 @@ def test_verifies_dataloader_workers_that_shard(work_dir, hdf_files):
     )
     run_job(workers)
     assert workers.out_ok.get() is True
-    assert "num_shards=4" in _read(workers.out_report.get_path())
+    report = _read(workers.out_report.get_path())  # the job's 2 ranks, each of whose 2 workers reads a shard
+    assert "num_shards=2 " in report and "4 shards" in report and "num_shards=4" not in report
 
 
 def _assert_ok_on_3_ranks(job, capsys) -> None:
