@@ -584,7 +584,7 @@ def inexact_reason(engine: EngineSettings, *, num_ranks: int) -> Optional[str]:
 def sync_inexact_reason(torch_distributed: Any, *, num_ranks: int, ranks_per_node: Optional[int]) -> Optional[str]:
     """Why the sync levels of ``torch_distributed`` cannot be simulated (their groups are not known), or None.
 
-    >>> sync_inexact_reason({"sync": [{"group": "node", "type": "grad"}]}, num_ranks=4, ranks_per_node=None)[-43:]
+    >>> sync_inexact_reason({"sync": [{"group": "node", "type": "grad"}]}, num_ranks=4, ranks_per_node=None)[-49:]
     "(torchrun's --nproc-per-node, the ranks per host)"
     """
     try:
