@@ -3,6 +3,7 @@ and plot, as cached Sisyphus outputs (the same bytes as ``python -m i6_shard pla
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import inspect
 import math
@@ -130,6 +131,11 @@ def derive(args: Mapping[str, Any], options: Mapping[str, core.pure.PlanOption] 
         if name in args:
             hashed[name] = values[name] if o.hash_read is None else o.hash_read(request)
     return _Derived(request, plot, given_rqmt, values, {**hashed, "plot": plot})
+
+
+#: Set while ``for_training`` makes its job: the config reader has said the verdict (the request's) already, with
+#: its other notes.
+_VERDICT_SAID = contextvars.ContextVar("_VERDICT_SAID", default=False)
 
 
 #: ShardPlanJob.__init__'s signature, built once from the table.
@@ -262,6 +268,9 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         # The signature (job_signature) and this docstring (job_docstring) are built from core.PLAN_OPTIONS.
         derived = derive(_arguments(file_sizes, options))
         self.plan_request = derived.request  # the one request of this job, which tasks() and run() take
+        reason = None if _VERDICT_SAID.get() else self.plan_request.inexact_reason()
+        if reason is not None:
+            warnings.warn(f"ShardPlanJob: the plan is not exactly its training's: {reason}", InexactPlanWarning, 3)
         self.plot, self.given_rqmt = derived.plot, derived.given_rqmt
         self.file_sizes = file_sizes
         for name, value in derived.values.items():
@@ -326,7 +335,11 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
                     InexactPlanWarning,
                     stacklevel=2,
                 )
-        return cls(file_sizes, **kwargs)
+        said = _VERDICT_SAID.set(True)  # training_plan_options said the verdict, with the config's other notes
+        try:
+            return cls(file_sizes, **kwargs)
+        finally:
+            _VERDICT_SAID.reset(said)
 
     def __setstate__(self, state):
         super().__setstate__(state)

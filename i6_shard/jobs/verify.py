@@ -4,6 +4,7 @@ DistributeFilesDataset reads every sequence exactly once per full epoch, as plan
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import json
 import numbers
 import os
@@ -44,6 +45,9 @@ __all__ = ["VerifyShardingJob"]
 NUM_LISTED = 10
 #: Last lines of a failed rank's stderr put into the error.
 STDERR_TAIL_LINES = 20
+#: Ranks whose RETURNN processes run at the same time (each starts its DataLoader and sub-epoch worker processes,
+#: whose start-up is most of a rank's time), bounded by the CPUs the task has.
+MAX_PARALLEL_RANKS = 4
 
 
 class ShardingVerificationError(RuntimeError):
@@ -110,15 +114,18 @@ def _check_returnn_paths(returnn_python_exe: Any, returnn_root: Any) -> None:
 
 
 def verify_rqmt(*, num_shards: int, num_epochs: int) -> Dict[str, Union[int, float]]:
-    """The request of the verification task, which runs a RETURNN process per rank, one after the
-    other, each reading ``num_epochs`` sub-epochs of its share: an hour, plus a minute per rank and
-    sub-epoch (its start and its share of the data; give ``time_rqmt`` for more data), 4 GB (one
-    RETURNN process at a time).
+    """The request of the verification task, which runs a RETURNN process per rank, up to
+    :data:`MAX_PARALLEL_RANKS` at a time (a CPU each), each reading ``num_epochs`` sub-epochs of its share: an hour,
+    plus a minute per rank and sub-epoch spread over the CPUs (its start and its share of the data; give
+    ``time_rqmt`` for more data), 2 GB and 2 GB per RETURNN process at a time.
 
     >>> verify_rqmt(num_shards=8, num_epochs=40)
-    {'cpu': 1, 'mem': 4, 'time': 6.5}
+    {'cpu': 4, 'mem': 10, 'time': 2.5}
+    >>> verify_rqmt(num_shards=1, num_epochs=4)
+    {'cpu': 1, 'mem': 4, 'time': 1.25}
     """
-    return {"cpu": 1, "mem": 4, "time": round_up(1 + num_shards * num_epochs / 60, step=0.25)}
+    cpu = min(num_shards, MAX_PARALLEL_RANKS)
+    return {"cpu": cpu, "mem": 2 + 2 * cpu, "time": round_up(1 + num_shards * num_epochs / 60 / cpu, step=0.25)}
 
 
 def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, Union[int, float]]]:
@@ -404,45 +411,54 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
             )
 
     def _record_ranks(self, work: str) -> List[Dict[str, Any]]:
-        """One RETURNN process per rank, one after the other (rank 0 also writes the reference);
-        their records, and a line on stdout per rank."""
+        """One RETURNN process per rank, up to the task's CPUs at a time (:func:`verify_rqmt`; rank 0 also writes the
+        reference); their records, and a line on stdout per rank, in rank order. Where a rank fails, the others are
+        run to their end, and the lowest failed rank's error is raised."""
+        env = pythonpath_env(
+            ([path_str(self.returnn_root)] if self.returnn_root is not None else []) + import_roots(self.train_dataset)
+        )
+        cmds = self._rank_commands(work)
+        cpus = self.given_rqmt.get("cpu") or verify_rqmt(num_shards=self.num_shards, num_epochs=len(self.epochs))["cpu"]
+        parallel = max(1, min(self.num_shards, int(cpus), len(os.sched_getaffinity(0))))
+
+        def run(rank: int) -> Tuple[float, Optional[RankFailedError]]:
+            start = time.monotonic()
+            try:
+                _run_rank(cmds[rank], rank=rank, num_shards=self.num_shards, env=env, cwd=work)
+            except RankFailedError as exc:
+                return time.monotonic() - start, exc
+            return time.monotonic() - start, None
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(pool.map(run, range(self.num_shards)))
+        failed = [exc for _, exc in results if exc is not None]
+        if failed:
+            raise failed[0]
+        for rank, (seconds, _) in enumerate(results):
+            print(
+                f"i6_shard verify: rank {rank} of {self.num_shards} read {len(self.epochs)} sub-epochs in "
+                f"{seconds:.1f}s",
+                flush=True,
+            )
+        return [self._load(os.path.join(work, f"rank-{rank}.json")) for rank in range(self.num_shards)]
+
+    def _rank_commands(self, work: str) -> List[List[str]]:
+        """The command of each rank's RETURNN process (rank 0 also writes the per-file reference)."""
         source = self._write_source(work)
         python = path_str(self.returnn_python_exe) or sys.executable
-        roots = ([path_str(self.returnn_root)] if self.returnn_root is not None else []) + import_roots(
-            self.train_dataset
-        )
-        ranks = []
+        cmds = []
         for rank in range(self.num_shards):
-            start = time.monotonic()
-            out = os.path.join(work, f"rank-{rank}.json")
-            cmd = [
-                python,
-                "-m",
-                "i6_shard.returnn_ext.verify",
-                *source,
-                "--rank",
-                str(rank),
-                "--num-shards",
-                str(self.num_shards),
-                "--epochs",
-                ",".join(map(str, self.epochs)),
-                "--output",
-                out,
-            ]
+            cmd = [python, "-m", "i6_shard.returnn_ext.verify", *source, "--rank", str(rank)]
+            cmd += ["--num-shards", str(self.num_shards), "--epochs", ",".join(map(str, self.epochs))]
+            cmd += ["--output", os.path.join(work, f"rank-{rank}.json")]
             if self.config_opts is not None:
                 cmd += ["--config-json", json.dumps(self.config_opts, sort_keys=True)]
             if self.key_path is not None:
                 cmd += ["--key-path", json.dumps(["train", *self.key_path])]
             if rank == 0:
                 cmd += ["--reference", os.path.join(work, "reference.json")]
-            _run_rank(cmd, rank=rank, num_shards=self.num_shards, env=pythonpath_env(roots), cwd=work)
-            ranks.append(self._load(out))
-            print(
-                f"i6_shard verify: rank {rank} of {self.num_shards} read {len(self.epochs)} sub-epochs in "
-                f"{time.monotonic() - start:.1f}s",
-                flush=True,
-            )
-        return ranks
+            cmds.append(cmd)
+        return cmds
 
     @staticmethod
     def _load(path: str) -> Dict[str, Any]:

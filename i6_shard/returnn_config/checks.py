@@ -21,6 +21,7 @@ from ..core.pure import (
     check_enough_files,
     check_optional_int,
     features_missing_before,
+    has_node_level,
 )
 from .release import config_release_problems, release_problems, sub_epoch_fix
 from .reader import (
@@ -171,24 +172,32 @@ def _double_sharding_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
     )
 
 
-def _unseen_sub_epoch_warning(info: DistributeFilesDatasetInfo) -> Optional[str]:
-    """A get_sub_epoch_dataset of the config's own whose dict the reader could not get (files not inline, or the
-    function failed on the first file): what it does to the data cannot be checked here."""
-    func = info.dataset.get("get_sub_epoch_dataset")
-    if info.sub_epoch_dataset is not None or not callable(func) or info.sub_epoch_shards_again is None:
-        return None
-    why = (
-        "its files are not inline but in a list RETURNN reads when it runs"
-        if info.files_kind != "inline"
-        else "it could not be called with the first file"
-    )
-    return (
-        f"{info.name}: get_sub_epoch_dataset is a function of the config whose sub-epoch dataset the checks "
-        f"cannot see ({why}): whether it shards again ('_num_shards'/'_shard_index'), filters by epoch "
-        "(an epoch_wise_filter sees full epochs, not the training's sub-epochs) or reads other files than the "
-        "bin's cannot be told before RETURNN runs; confirm with VerifyShardingJob, which reads the data as the "
-        "training does"
-    )
+def _unseen_sub_epoch_note(records) -> List[str]:
+    """One note for every DistributeFilesDataset whose ``get_sub_epoch_dataset`` is a function of the config with a
+    dict the reader could not get (files not inline, or the function failed on the first file): what that dict does
+    to the data cannot be checked here. Not a warning: such a config is as likely right as wrong; said once, in the
+    check's report (``CheckResult.warnings``)."""
+    unseen = []
+    for info in records:
+        func = info.dataset.get("get_sub_epoch_dataset")
+        if info.returnn_fails or info.sub_epoch_dataset is not None or not callable(func):
+            continue
+        if info.sub_epoch_shards_again is None:
+            continue  # the double-sharding warning says it, with the fix
+        why = (
+            "its files are a list RETURNN reads when it runs"
+            if info.files_kind != "inline"
+            else "it failed on the first file"
+        )
+        unseen.append(f"{info.name} ({why})")
+    if not unseen:
+        return []
+    return [
+        f"not checked: the sub-epoch dataset that get_sub_epoch_dataset, a function of the config, returns for "
+        f"{', '.join(unseen)}: the checks cannot see before RETURNN runs whether it shards again "
+        "('_num_shards'/'_shard_index'), filters by epoch (an epoch_wise_filter sees full epochs, not the training's "
+        "sub-epochs) or reads other files than the bin's; VerifyShardingJob reads the data as the training does"
+    ]
 
 
 def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
@@ -196,7 +205,7 @@ def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
     changes what a rank reads without losing files, each saying how to confirm or change it."""
     if info.returnn_fails:
         return []
-    out = [w for w in (_double_sharding_warning(info), _unseen_sub_epoch_warning(info)) if w]
+    out = [w for w in (_double_sharding_warning(info),) if w]
     if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
         out.append(
             f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
@@ -460,8 +469,8 @@ def check_dataset_dict(
         )
     problems = [p for r in records for p in _problems_on_release(r, returnn_version)]
     _raise_if(problems, where=name)
-    messages = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
-    return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=messages))
+    loud = _reader_warnings(records) + [w for r in records for w in dataset_warnings(r)]
+    return CheckResult(datasets=tuple(records), warnings=_warn(loud + _unseen_sub_epoch_note(records), loud=loud))
 
 
 def _problems_on_release(info: DistributeFilesDatasetInfo, version: Optional[str]) -> List[str]:
@@ -624,6 +633,20 @@ def _num_ranks_problems(config: Mapping[str, Any], *, num_ranks: Optional[int]) 
     return []
 
 
+def _sync_level_warnings(config: Mapping[str, Any]) -> List[str]:
+    """A ``"node"`` sync level groups the ranks of one host, which no key of the config states (torchrun's
+    ``--nproc-per-node``): a plan of the training must be told them, or its task fails (``equal_steps``) or is not
+    exact."""
+    if not has_node_level(config.get("torch_distributed")):
+        return []
+    return [
+        "torch_distributed has a 'node' sync level, whose groups are the ranks of one host (torchrun's "
+        "--nproc-per-node), which the config does not state: give a plan of this training ranks_per_node= "
+        "(ShardPlanJob.for_training(config, ..., ranks_per_node=N) or ShardPlanJob(..., ranks_per_node=N)); without "
+        "it an equal_steps plan fails when it runs and any other plan's steps are not exact"
+    ]
+
+
 def check_returnn_config(
     config: Mapping[str, Any],
     *,
@@ -670,9 +693,9 @@ def check_returnn_config(
     problems += config_release_problems(config, version=known)
     version_problems, version_warnings = _version_check(returnn_version, reason=reason)
     _raise_if(problems + version_problems, where="the RETURNN config")
-    dfd_warnings = [w for r in records for w in dataset_warnings(r)]
+    dfd_warnings = [w for r in records for w in dataset_warnings(r)] + _sync_level_warnings(config)
     loud = _reader_warnings(records) + dfd_warnings + (version_warnings if returnn_root is not None else [])
-    messages = _reader_warnings(records) + dfd_warnings + version_warnings
+    messages = _reader_warnings(records) + dfd_warnings + version_warnings + _unseen_sub_epoch_note(records)
     if not records:
         messages.append("no DistributeFilesDataset in the config (train, dev, eval, eval_datasets, or other keys)")
     return CheckResult(datasets=tuple(records), warnings=_warn(messages, loud=loud))

@@ -337,7 +337,9 @@ def _warn_of_plan_job_gaps(info: DistributeFilesDatasetInfo, job: Any, request: 
         torch_distributed=request.torch_distributed,
         max_seq_length=request.max_seq_length,
     )
-    reason = request.inexact_reason()
+    # the plan's verdict, and what this training does that the plan was not told of (one verdict: the same reasons)
+    unsaid = [r for r in info.engine_inexact() if r not in request.engine_inexact]
+    reason = "; ".join([r for r in (request.inexact_reason(),) if r is not None] + unsaid) or None
     if reason is not None:
         warnings.warn(
             f"{info.name}: the plan of {job} is not exact for this training: its simulation of the engine is not exact "

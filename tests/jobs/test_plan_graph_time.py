@@ -118,3 +118,74 @@ def test_the_builders_plan_of_a_config_warns_of_its_verdict(work_dir):
         warnings.simplefilter("always")
         plan_for_returnn_config(config, file_sizes=sizes_path, num_ranks=4, num_epochs=4)
     assert [m for m in inexact_messages(caught) if FIX in m]
+
+
+@pytest.mark.parametrize("batching", [{"max_seqs": 20}, {}])
+@pytest.mark.parametrize("ranks_per_node, warned", [(None, True), (2, False)])
+def test_a_hand_built_plan_job_warns_of_a_node_level_without_ranks_per_node(work_dir, batching, ranks_per_node, warned):
+    """Not only equal_steps: any plan of a node level is told the ranks per host when it is made, also where the
+    batching comes with the costs (steps) rather than as options."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ShardPlanJob(
+            tk.Path("/data/costs.npz"),
+            num_shards=4,
+            partition_epoch=2,
+            num_epochs=4,
+            distribution="flexible_auto",
+            torch_distributed=LEVELS,
+            ranks_per_node=ranks_per_node,
+            **batching,
+        )
+    messages = [m for m in inexact_messages(caught) if FIX in m]
+    assert len(messages) == (1 if warned else 0), inexact_messages(caught)
+
+
+def test_check_returnn_config_names_ranks_per_node_for_a_node_level(work_dir):
+    """The config check sees no plan: it says what a plan of the config must be told, and where."""
+    from i6_shard.returnn_config import check_returnn_config
+    from i6_shard.returnn_config.checks import ConfigCheckWarning
+
+    keys = [f"/data/f{i}.hdf" for i in range(16)]
+    dataset = sharded_files_dataset(
+        keys, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}, partition_epoch=2, num_shards=4
+    )
+    for levels, warned in ((LEVELS, True), ({"reduce_type": "param", "param_sync_step": 3}, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = check_returnn_config(
+                {**CONFIG, "torch_distributed": levels, "train": dataset},
+                num_ranks=4,
+                returnn_version="1.20261022.211313",
+            )
+        loud = [str(w.message) for w in caught if issubclass(w.category, ConfigCheckWarning)]
+        said = [m for m in loud if "ranks_per_node=" in m and "ShardPlanJob.for_training" in m]
+        assert len(said) == (1 if warned else 0), loud
+        assert [m for m in result.warnings if "ranks_per_node=" in m] == said
+
+
+def test_training_job_adds_what_the_training_does_that_its_plan_was_not_told(work_dir):
+    """A hand-built plan of a training whose DataLoader workers interleave: training_job's verdict names them."""
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    plan_job = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, max_seqs=20)
+    dataset = sharded_files_dataset(
+        tk.Path(list_path), plan=plan_job, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
+    )
+    for workers, warned in ((2, True), (1, False)):
+        config = {"backend": "torch", "behavior_version": 24, "max_seqs": 20}
+        config["torch_dataloader_opts"] = {"num_workers": workers}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            training_job(
+                sharded_returnn_config(config, dataset),
+                num_gpus=2,
+                num_epochs=4,
+                returnn_version="1.20261022.211313",
+                returnn_python_exe=tk.Path(sys.executable),
+                returnn_root=tk.Path(str(work_dir)),
+            )
+        said = [m for m in inexact_messages(caught) if "num_workers=2" in m and "is not exact for this training" in m]
+        assert len(said) == (1 if warned else 0), inexact_messages(caught)

@@ -95,3 +95,31 @@ def test_an_order_the_simulation_does_not_mirror_for_the_dataset_is_said_inexact
     assert len(inexact) == 1 and "sub_epoch_seq_ordering=" in inexact[0]
     with pytest.raises(ValueError, match="not simulated exactly"):
         for_training(config(meta), distribution="equal_steps")
+
+
+def test_what_the_simulation_does_not_mirror_is_in_the_plans_one_verdict(work_dir):
+    """Several DataLoader workers interleaving their batches, and a PostprocessingDataset that maps the sub-epoch
+    dataset's sequences: the reader gives them to the plan, whose verdict (said when the job is made, and in its
+    simulation's outputs) names each."""
+    import copy
+
+    import numpy as np
+
+    from i6_shard import core
+    from i6_shard.core.pure.plan_sim import plan_simulation
+
+    mapped = {"class": "PostprocessingDataset", "dataset": {"class": "HDFDataset"}, "map_seq": copy.copy}
+    mapped["dataset"]["seq_ordering"] = "random"
+    job, inexact = for_training(config(mapped, torch_dataloader_opts={"num_workers": 2}))
+    reason = job.plan_request.inexact_reason()
+    assert "num_workers=2" in reason and "map_seq" in reason
+    assert len(inexact) == 1 and reason in inexact[0]
+    assert job.plan_request.engine_record()["engine_inexact"] == list(job.plan_request.engine_inexact)
+    request = job.plan_request
+    plan = core.ShardPlan([f"f{i}" for i in range(8)], np.arange(1, 9), request.settings)
+    lengths = [np.full(3, 50, dtype=np.int64) for _ in range(8)]
+    sim = plan_simulation(plan, num_epochs=4, file_lengths=lengths, engine=request.engine())
+    assert sim["exact"] is False and sim["reason"] == reason
+    # without them the same training is simulated exactly
+    plain, said = for_training(config({"class": "HDFDataset", "seq_ordering": "random"}))
+    assert plain.plan_request.inexact_reason() is None and said == []

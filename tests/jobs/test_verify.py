@@ -254,12 +254,20 @@ def test_runs_the_given_python_with_returnn_root_first_on_the_path(work_dir, hdf
     )
     with pytest.raises(RankFailedError, match="rank 0 of 2 failed with exit status 1; .*\nno RETURNN here\n$"):
         run_job(job)
-    ((cmd, kwargs),) = calls
+    # both ranks ran (at the same time where there are CPUs for both), and the lowest failed rank's error is raised
+    assert len(calls) == 2
+    cmd, kwargs = _rank_call(calls, rank=0)
     assert cmd[:3] == ["/opt/py/bin/python3", "-m", "i6_shard.returnn_ext.verify"]
     assert cmd[cmd.index("--epochs") + 1] == "1,2,3" and cmd[cmd.index("--rank") + 1] == "0"
     path = kwargs["env"]["PYTHONPATH"].split(os.pathsep)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert path[:2] == ["/opt/returnn", repo]  # then i6_shard's and tests.hdf_data's root
+
+
+def _rank_call(calls, *, rank):
+    """The Popen call of rank ``rank``'s process."""
+    (call,) = [(cmd, kwargs) for cmd, kwargs in calls if cmd[cmd.index("--rank") + 1] == str(rank)]
+    return call
 
 
 # --- RETURNN's Python and root as i6_core's jobs take them; requests; checks before the hash ------
@@ -329,7 +337,7 @@ def test_the_run_uses_the_python_and_root_from_the_settings(work_dir, hdf_files,
     job = VerifyShardingJob(sharded_dfd(hdf_files, partition_epoch=3), num_shards=2, epochs=3)
     with pytest.raises(RankFailedError):
         run_job(job)
-    ((cmd, kwargs),) = calls
+    cmd, kwargs = _rank_call(calls, rank=0)
     assert cmd[0] == "/opt/py/bin/python3"
     assert kwargs["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/opt/returnn-from-settings"
 
@@ -388,12 +396,13 @@ def test_requests_are_sized_from_ranks_and_sub_epochs(work_dir):
     from i6_shard.jobs.verify import verify_rqmt
 
     (task,) = VerifyShardingJob(_dataset(), num_shards=8, epochs=40).tasks()
-    assert not task.mini_task and task.rqmt() == {"cpu": 1, "mem": 4.0, "time": 6.5}  # 1 h + 1 min x 8 x 40
-    assert verify_rqmt(num_shards=2, num_epochs=6) == {"cpu": 1, "mem": 4, "time": 1.25}
+    # 1 h + 1 min x 8 x 40 over 4 ranks at a time
+    assert not task.mini_task and task.rqmt() == {"cpu": 4, "mem": 10.0, "time": 2.5}
+    assert verify_rqmt(num_shards=2, num_epochs=6) == {"cpu": 2, "mem": 6, "time": 1.25}
     assert verify_rqmt(num_shards=16, num_epochs=40)["time"] > verify_rqmt(num_shards=8, num_epochs=40)["time"]
     sisyphus.job.created_jobs.clear()  # requests are not hashed: the same id, another object
     (task,) = VerifyShardingJob(_dataset(), num_shards=8, epochs=40, mem_rqmt=16, time_rqmt=24).tasks()
-    assert task.rqmt() == {"cpu": 1, "mem": 16.0, "time": 24.0}
+    assert task.rqmt() == {"cpu": 4, "mem": 16.0, "time": 24.0}
 
 
 def _combined(dfd, *, other_dfd=None):
@@ -635,7 +644,8 @@ def test_verifies_dataloader_workers_that_shard(work_dir, hdf_files):
     )
     run_job(workers)
     assert workers.out_ok.get() is True
-    assert "num_shards=4" in _read(workers.out_report.get_path())
+    report = _read(workers.out_report.get_path())  # the job's 2 ranks, each of whose 2 workers reads a shard
+    assert "num_shards=2 " in report and "4 shards" in report and "num_shards=4" not in report
 
 
 def _assert_ok_on_3_ranks(job, capsys) -> None:

@@ -4,6 +4,7 @@ the sharding_fix version boundary agrees with RETURNN itself."""
 import inspect
 import os
 import subprocess
+import warnings
 
 import pytest
 
@@ -385,10 +386,31 @@ def test_a_sub_epoch_dict_that_cannot_be_told_is_a_warning_naming_verify_shardin
     with pytest.raises(ConfigCheckError, match="without sharding_fix"):  # told: an error as before
         check_dataset_dict(dict(d, files=["a.hdf", "b.hdf", "c.hdf", "d.hdf"]), num_ranks=2)
     # with the fix the sub-epoch dataset cannot shard again, but what else it does (an epoch_wise_filter, other
-    # files) is still unseen: one warning saying how to confirm, none about sharding_fix
-    with pytest.warns(ConfigCheckWarning, match="cannot see"):
-        warned = check_dataset_dict(dict(d, sharding_fix=True), num_ranks=2).warnings
-    assert len(warned) == 1 and "VerifyShardingJob" in warned[0] and "sharding_fix" not in warned[0]
+    # files) is still unseen: a note in the check's report saying how to confirm, none about sharding_fix, and no
+    # warning (such a config is as likely right as wrong)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigCheckWarning)
+        noted = check_dataset_dict(dict(d, sharding_fix=True), num_ranks=2).warnings
+    assert len(noted) == 1 and "VerifyShardingJob" in noted[0] and "sharding_fix" not in noted[0]
+
+
+def test_unseen_sub_epoch_datasets_are_noted_once_in_the_report():
+    """Two DistributeFilesDatasets over file lists with a sub-epoch function of the config: one note naming both."""
+    dfd = {
+        "class": "DistributeFilesDataset",
+        "files": "files.txt",
+        "partition_epoch": 2,
+        "distrib_shard_files": True,
+        "sharding_fix": True,
+        "get_sub_epoch_dataset": _user_sub_epoch,
+    }
+    dev = dict(dfd, files="dev.txt", distrib_shard_files=False, seq_ordering="default")
+    config = {"backend": "torch", "torch_distributed": {}, "train": dfd, "dev": dev}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigCheckWarning)
+        result = check_returnn_config(config, num_ranks=2, returnn_version="1.20261022.211313")
+    noted = [w for w in result.warnings if "cannot see" in w]
+    assert len(noted) == 1 and "train (" in noted[0] and "dev (" in noted[0], result.warnings
 
 
 def test_epoch_wise_filter_in_the_sub_epoch_dataset_is_a_warning():

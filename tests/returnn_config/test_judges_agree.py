@@ -34,10 +34,18 @@ SYNCS = [
 ORDERS = ["random", "default", "laplace:.20", "sorted_reverse", "sort_bin_shuffle:3", "random_sample", "laplace:x", "?"]
 
 
-def sub_epoch(files, *, seq_ordering, wrapped):
+def shorten(data, **_kwargs):
+    """A PostprocessingDataset's map_seq that changes a sequence's length."""
+    return data
+
+
+def sub_epoch(files, *, seq_ordering, wrapped, mapped=False):
     """A config's own get_sub_epoch_dataset (the reader calls it for the first file): an HDFDataset, or one inside a
-    MetaDataset (whose order the simulation does not mirror unless random)."""
+    MetaDataset (whose order the simulation does not mirror unless random), or inside a PostprocessingDataset that
+    maps its sequences (``mapped``: which the simulation does not mirror)."""
     hdf = {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
+    if mapped:
+        return {"class": "PostprocessingDataset", "dataset": hdf, "map_seq": shorten}
     if not wrapped:
         return hdf
     return {"class": "MetaDataset", "datasets": {"a": hdf}, "data_map": {}, "seq_order_control_dataset": "a"}
@@ -48,10 +56,15 @@ def trainings(draw):
     files = [f"/data/f{i}.hdf" for i in range(8)]
     template = {"class": "HDFDataset", "seq_ordering": "random"}
     dataset = sharded_files_dataset(files, sub_epoch_dataset=template, partition_epoch=2, num_shards=2)
-    order, wrapped = draw(st.sampled_from(ORDERS)), draw(st.booleans())
-    if order != "random" or wrapped:
-        dataset["get_sub_epoch_dataset"] = functools.partial(sub_epoch, seq_ordering=order, wrapped=wrapped)
+    order, wrapped, mapped = draw(st.sampled_from(ORDERS)), draw(st.booleans()), draw(st.booleans())
+    if order != "random" or wrapped or mapped:
+        dataset["get_sub_epoch_dataset"] = functools.partial(
+            sub_epoch, seq_ordering=order, wrapped=wrapped, mapped=mapped
+        )
     config = {"backend": "torch", "behavior_version": 24, "train": dataset}
+    workers = draw(st.sampled_from([None, 0, 1, 2]))
+    if workers is not None:  # several workers interleave their batches (each its own share only from version 37)
+        config["torch_dataloader_opts"] = {"num_workers": workers}
     config["torch_distributed"] = draw(st.sampled_from(SYNCS))
     for key, values in (
         ("batch_size", [None, 1000]),
@@ -113,3 +126,10 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
     assert request.engine().seq_ordering == order
     if order == core.pure.UNKNOWN_SEQ_ORDERING:
         assert verdict is not None and "seq_ordering is not known" in verdict
+    # what the simulation does not mirror (interleaving DataLoader workers, a map of the sequences) is in the verdict
+    reasons = info.engine_inexact()
+    assert bool(reasons) == (
+        config.get("torch_dataloader_opts", {}).get("num_workers", 0) > 1 or "map_seq" in str(sub)
+    ), reasons
+    for reason in reasons:
+        assert reason in verdict and reason in inexact_reason(engine_of_record(record), num_ranks=2)

@@ -564,26 +564,35 @@ def inexact_reason(engine: EngineSettings, *, num_ranks: int) -> Optional[str]:
     >>> inexact_reason(EngineSettings(seq_ordering="random_sample", max_seqs=8), num_ranks=2)
     "seq_ordering='random_sample' is not simulated (it draws with replacement)"
     """
-    if engine.inexact:
-        return "; ".join(engine.inexact)
+    reasons = list(engine.inexact)  # every reason, the config reader's first
     if engine.batch_size is None and engine.max_seqs is None:
-        return "no batch_size or max_seqs given: the batches are not known"
+        reasons.append("no batch_size or max_seqs given: the batches are not known")
+    name = engine.seq_ordering.split(":")[0]
     if engine.seq_ordering == UNKNOWN_SEQ_ORDERING:
-        return (
+        reasons.append(
             "the sub-epoch dataset's seq_ordering is not known to the plan (a callable, a sub-epoch dataset that "
             "cannot be seen, or a sorted/laplace order of a dataset other than HDFDataset): its order is not "
             "simulated; give the plan sub_epoch_seq_ordering= the order where it is an HDFDataset's"
         )
-    name = engine.seq_ordering.split(":")[0]
-    if name not in SEQ_ORDERING_PREFIXES and name != "sort_bin_shuffle_x2":
+    elif name not in SEQ_ORDERING_PREFIXES and name != "sort_bin_shuffle_x2":
         what = " (it draws with replacement)" if name == "random_sample" else ""
-        return f"seq_ordering={engine.seq_ordering!r} is not simulated{what}"
+        reasons.append(f"seq_ordering={engine.seq_ordering!r} is not simulated{what}")
+    sync = sync_inexact_reason(engine.torch_distributed, num_ranks=num_ranks, ranks_per_node=engine.ranks_per_node)
+    return "; ".join(reasons + ([] if sync is None else [sync])) or None
+
+
+def sync_inexact_reason(torch_distributed: Any, *, num_ranks: int, ranks_per_node: Optional[int]) -> Optional[str]:
+    """Why the sync levels of ``torch_distributed`` cannot be simulated (their groups are not known), or None.
+
+    >>> sync_inexact_reason({"sync": [{"group": "node", "type": "grad"}]}, num_ranks=4, ranks_per_node=None)[-49:]
+    "(torchrun's --nproc-per-node, the ranks per host)"
+    """
     try:
-        _, levels = sync_levels_of(engine.torch_distributed)
+        _, levels = sync_levels_of(torch_distributed)
         for lv in levels:
-            _group_ranks(lv.group, num_ranks=num_ranks, ranks_per_node=engine.ranks_per_node)
+            _group_ranks(lv.group, num_ranks=num_ranks, ranks_per_node=ranks_per_node)
     except (ValueError, KeyError, TypeError) as exc:
-        return f"the sync of torch_distributed={engine.torch_distributed!r} is not simulated: {exc}"
+        return f"the sync of torch_distributed={torch_distributed!r} is not simulated: {exc}"
     return None
 
 

@@ -139,6 +139,20 @@ def _literal(text: str) -> Any:
         ) from None
 
 
+def _reasons(value: Any) -> Tuple[str, ...]:
+    """The reasons of ``engine_inexact``: a list or tuple of non-empty str, as a tuple.
+
+    >>> _reasons(["several DataLoader workers"])
+    ('several DataLoader workers',)
+    """
+    if not isinstance(value, (list, tuple)) or not all(isinstance(r, str) and r for r in value):
+        raise TypeError(
+            f"engine_inexact={short_repr(value, limit=120)}: give a list of reasons (non-empty str), each saying what "
+            "the training does that the simulation does not mirror, or None"
+        )
+    return tuple(value)
+
+
 def _int_or_dict(text: str) -> Any:
     """``max_seq_length`` as written in the config: an int, or a dict by data key."""
     value = _literal(text)
@@ -546,6 +560,21 @@ _ROWS = (
         "`sorted_reverse`, `laplace:.100`, ...): the exact simulation orders each rank's sequences as RETURNN's "
         "`get_seq_order_for_epoch` does before they batch; `unknown` says the order is not known, and the plan then "
         "says it is not exact; a value RETURNN fails on is refused, naming it",
+    ),
+    PlanOption(
+        "engine_inexact",
+        "Optional[Tuple[str, ...]]",
+        "what the training does to the sequences that the simulation does not mirror (the config reader's reasons: "
+        "a PostprocessingDataset that may change them, several DataLoader workers interleaving their batches): the "
+        "plan then says it is not exact, naming each",
+        check=_reasons,
+        read=lambda request: request.engine_inexact or None,
+        engine=True,
+        hidden=True,
+        metavar="REASONS",
+        parse=_literal,
+        doc="what the training does that the simulation does not mirror, as `ShardPlanJob.for_training` reads it "
+        "from the config (a Python list of reasons); the plan then says it is not exact, naming each",
     ),
     PlanOption(
         "ranks_per_node",

@@ -108,10 +108,12 @@ def plan_engine(
     batch_size_by_key: Optional[Dict[str, int]] = None,
     ranks_per_node: Optional[int] = None,
     seq_ordering: str = DEFAULT_SEQ_ORDERING,
+    inexact: Sequence[str] = (),
 ) -> EngineSettings:
     """The torch engine a plan's prediction simulates: its ``Batching`` limits and ``SyncMode`` (or the config's
     ``torch_distributed`` where given, sync levels included); the sub-epoch dataset's ``seq_ordering`` (the
-    builders' default ``"random"``); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation.
+    builders' default ``"random"``); the config's ``max_seq_length`` as the length filter; the sync's gradient accumulation;
+    ``inexact``: what the training does that the simulation does not mirror (the config reader's reasons).
     The costs archive holds the lengths of one data key: a ``batch_size`` or ``max_seq_length`` dict naming several
     keys makes the engine inexact (``EngineSettings.inexact``), never simulated as if it had one.
 
@@ -125,10 +127,10 @@ def plan_engine(
         torch_distributed = (
             {} if sync.reduce_type == "grad" else {"reduce_type": "param", "param_sync_step": sync.param_sync_step}
         )
-    inexact = []
+    reasons = []
     for name, value in (("batch_size", batch_size_by_key), ("max_seq_length", max_seq_length)):
         if isinstance(value, dict) and len(value) > 1:
-            inexact.append(
+            reasons.append(
                 f"{name} names the data keys {_keys_text(value)}: the simulation knows one key's lengths (the costs "
                 f"archive's), so "
                 + (
@@ -147,7 +149,7 @@ def plan_engine(
         torch_distributed=dict(torch_distributed),
         accum_grad_multiple_step=sync.accum_grad_multiple_step,
         ranks_per_node=ranks_per_node,
-        inexact=tuple(inexact),
+        inexact=tuple(reasons) + tuple(inexact),
     )
 
 
@@ -164,6 +166,7 @@ def engine_record(
     batch_size_by_key: Optional[Dict[str, int]] = None,
     ranks_per_node: Optional[int] = None,
     seq_ordering: str = DEFAULT_SEQ_ORDERING,
+    inexact: Sequence[str] = (),
 ) -> Dict[str, Any]:
     """The engine settings a plan was simulated with, as the training's config states them (the values
     :data:`ENGINE_RECORD_OPTIONS` name; None where not set): what the plan file records, and what the
@@ -185,6 +188,8 @@ def engine_record(
     if batch_size_by_key is not None:
         record["batch_size"] = dict(batch_size_by_key)
     record["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, dict) else max_seq_length
+    if inexact:  # the reader's reasons, read back with the record (plans without any keep their bytes)
+        record["engine_inexact"] = list(inexact)
     return record
 
 
@@ -210,6 +215,7 @@ def engine_of_record(record: Dict[str, Any]) -> EngineSettings:
         batch_size_by_key=by_key,
         ranks_per_node=record.get("ranks_per_node"),
         seq_ordering=record.get("sub_epoch_seq_ordering", DEFAULT_SEQ_ORDERING),
+        inexact=tuple(record.get("engine_inexact") or ()),
     )
 
 

@@ -11,7 +11,7 @@ from .args import check_int
 from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
 from .cut import check_bound_is_used, cut_spec
-from .engine_sim import EngineSettings, check_sub_epoch_seq_ordering, inexact_reason
+from .engine_sim import EngineSettings, check_sub_epoch_seq_ordering, inexact_reason, sync_inexact_reason
 from .options import PLAN_OPTIONS, check_by_key, option_defaults
 from .plan_sim import engine_record, plan_engine
 from .settings import DEFAULT_SEQ_ORDERING, PlanSettings
@@ -49,6 +49,8 @@ class PlanRequest:
     :ivar weights: one weight per corpus (the archives planned, in their order), as exact texts: a full epoch reads a
         corpus weight x its files times (:class:`~.corpora.Corpora`); None: each file once
     :ivar corpus_names: one name per corpus; None: the archives' stems
+    :ivar engine_inexact: what the training does to the sequences that the simulation does not mirror (the config
+        reader's reasons); the simulation then says it is not exact, naming each
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -68,6 +70,7 @@ class PlanRequest:
     sub_epoch_seq_ordering: str = DEFAULT_SEQ_ORDERING
     weights: Optional[Tuple[str, ...]] = None
     corpus_names: Optional[Tuple[str, ...]] = None
+    engine_inexact: Tuple[str, ...] = ()
 
     def __post_init__(self):
         self.validate()
@@ -116,15 +119,19 @@ class PlanRequest:
     def inexact_reason(self) -> Optional[str]:
         """Why the plan's simulation of the training under the request's batching will not be exact (the one verdict,
         :func:`~.engine_sim.inexact_reason` of :meth:`engine`), or None: exact, or no batching given here (costs in
-        steps bring their own limits, known where the plan is made).
+        steps bring their own limits, known where the plan is made): then only the sync is judged (a ``"node"`` level
+        needs ``ranks_per_node`` wherever steps are simulated).
 
         >>> levels = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]}
         >>> PlanRequest.from_options(num_shards=4, partition_epoch=1, num_epochs=1, max_seqs=8,
         ...                          torch_distributed=levels).inexact_reason().split(": ")[-1]
         "give ranks_per_node= (torchrun's --nproc-per-node, the ranks per host)"
         """
-        if self.batching is None:
-            return None
+        if self.batching is None:  # the sync alone: a "node" level's groups are needed wherever steps are simulated
+            ranks_per_node = self._engine_options()["ranks_per_node"]
+            return sync_inexact_reason(
+                self.torch_distributed, num_ranks=self.settings.num_shards, ranks_per_node=ranks_per_node
+            )
         return inexact_reason(self.engine(), num_ranks=self.settings.num_shards)
 
     def engine(self, batching: Optional[Batching] = None) -> EngineSettings:
@@ -143,6 +150,7 @@ class PlanRequest:
             "batch_size_by_key": self.batch_size_by_key,
             "ranks_per_node": None if self.node_cache is None else self.node_cache.ranks_per_node,
             "seq_ordering": self.sub_epoch_seq_ordering,
+            "inexact": self.engine_inexact,
         }
 
     @classmethod
@@ -207,6 +215,7 @@ class PlanRequest:
             corpus_names=o["corpus_names"],
             batch_size_by_key=by_key,
             sub_epoch_seq_ordering=o["sub_epoch_seq_ordering"],
+            engine_inexact=tuple(o["engine_inexact"] or ()),
         )
 
 

@@ -22,7 +22,8 @@ class EngineBatching:
     (``chunking``, ``online_shuffle_batches``), ``get_batching_iterable_dataset_from_config`` (``batch_size``
     or ``batch_size_train``, ``max_seqs``, ``packed_batch_size``, a custom ``torch_batching``) and
     ``Engine.train_epoch`` (``accum_grad_multiple_step``: an optimizer update, and a param sync count, every
-    N steps) read them. None: not set.
+    N steps) read them, and ``create_data_loader_from_batches`` (``num_workers`` of ``torch_dataloader_opts``: the
+    DataLoader workers, whose batches interleave where there are several). None: not set.
     """
 
     batch_size: Any = None
@@ -34,6 +35,7 @@ class EngineBatching:
     chunking: Any = None
     online_shuffle_batches: Any = None
     accum_grad_multiple_step: Any = None
+    num_workers: Any = None
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> "EngineBatching":
@@ -50,6 +52,7 @@ class EngineBatching:
             chunking=config.get("chunking"),
             online_shuffle_batches=config.get("online_shuffle_batches"),
             accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
+            num_workers=_loader_opts(config).get("num_workers"),
         )
 
     def engine_values(
@@ -73,6 +76,21 @@ class EngineBatching:
             "sub_epoch_seq_ordering": sub_epoch_seq_ordering,
             "ranks_per_node": ranks_per_node,
         }
+
+    def interleaving(self) -> List[str]:
+        """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
+        DataLoader workers, each reading its own share, whose batches the loader interleaves.
+
+        >>> EngineBatching(num_workers=2).interleaving()[0][:48]
+        'torch_dataloader_opts num_workers=2: the batches'
+        """
+        workers = self.num_workers
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
+            return []
+        return [
+            f"torch_dataloader_opts num_workers={workers}: the batches of {workers} DataLoader workers interleave, "
+            "which the simulation (one reader per rank) does not mirror"
+        ]
 
     def unmodelled(self) -> List[str]:
         """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
@@ -100,6 +118,11 @@ class EngineBatching:
                 else f"accum_grad_multiple_step={accum!r} (a callable)"
             )
         return out
+
+
+def _loader_opts(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    opts = config.get("torch_dataloader_opts") or {}
+    return opts if isinstance(opts, Mapping) else {}
 
 
 def sub_epoch_seq_ordering_of(sub_epoch_dataset: Any) -> Any:

@@ -144,6 +144,32 @@ class DistributeFilesDatasetInfo(_PerRank):
         takes it (``PlanRequest.sub_epoch_seq_ordering``, :func:`~.engine.sub_epoch_seq_ordering_of`)."""
         return sub_epoch_seq_ordering_of(self.sub_epoch_dataset)
 
+    def engine_inexact(self) -> List[str]:
+        """What the training does to this dataset's sequences that the plan's simulation does not mirror (the plan's
+        ``engine_inexact``, part of its one verdict): several DataLoader workers interleaving their batches
+        (:meth:`EngineBatching.interleaving`), a PostprocessingDataset around the sub-epoch dataset or in it that
+        maps the sequences (``map_seq``/``map_seq_stream``: it may change their lengths or number). An unseen
+        sub-epoch dataset is said by its order (:attr:`sub_epoch_seq_ordering` ``"unknown"``)."""
+        if self.role != "train":
+            return []
+        out = self.engine_batching.interleaving()
+        if "PostprocessingDataset" in self.wrappers:
+            out.append(
+                "a PostprocessingDataset around the DistributeFilesDataset may change the sequences' lengths or "
+                "number, which the simulation (the costs archive's lengths) does not mirror"
+            )
+        mapped = [
+            ".".join(map(str, path))
+            for path, v in _flatten_with_path(self.sub_epoch_dataset or {})
+            if path[-1] in ("map_seq", "map_seq_stream") and v is not None
+        ]
+        if mapped:
+            out.append(
+                f"the sub-epoch dataset maps its sequences ({', '.join(mapped)}: a PostprocessingDataset), which may "
+                "change their lengths or number, and the simulation (the costs archive's lengths) does not mirror it"
+            )
+        return out
+
     def prediction_gaps(self) -> List[str]:
         """What the step and drop prediction does not model for this dataset: the engine's batching
         beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose order

@@ -155,6 +155,7 @@ class _PerRank:
             order = info._checked_sub_epoch_seq_ordering()
             if "batch_size" in engine or "max_seqs" in engine:  # (simulated only under batching)
                 options["sub_epoch_seq_ordering"] = order
+                options["engine_inexact"] = tuple(info.engine_inexact()) or None
         return options, notes
 
     def _checked_sub_epoch_seq_ordering(self) -> str:

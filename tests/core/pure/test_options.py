@@ -24,6 +24,7 @@ GIVEN = (
         "accum_grad_multiple_step": 2,
         "max_seq_length": {"data": 300},
         "sub_epoch_seq_ordering": "laplace:.20",
+        "engine_inexact": ("torch_dataloader_opts num_workers=2: the batches interleave",),
         "ranks_per_node": 2,
         "preload_next_n_sub_epochs": 2,
         "cached_file": False,
