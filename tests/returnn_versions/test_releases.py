@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from i6_shard.core.pure import returnn_version_key
+from i6_shard.core.pure.returnn_features import returnn_version_key
 
 from ..hdf_data import file_index
 from .releases import CACHE, NEWEST, OLD_RELEASES, run_release_checks
