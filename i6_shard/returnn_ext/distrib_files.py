@@ -54,7 +54,7 @@ from i6_shard.core.pure import (
     engine_differences,
     has_node_level,
     plan_coverage_problem,
-    release_has,
+    release_cut_difference,
     returnn_feature,
     short_repr,
 )
@@ -528,24 +528,21 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
 
 def _release_cut_problems(head: core.io.PlanHead) -> List[str]:
     """Where the plan's distribution is cut otherwise by the RETURNN release the plan was made for (its
-    ``returnn_version``; None: the newest) than by the running one (``CutSpec.release_cuts``, detected by feature):
-    the bins would not be what this RETURNN cuts, so the plan is refused, naming both releases and the fix."""
-    planned = head.returnn_version
-    for key, _ in cut_spec(head.settings.distribution).release_cuts:
-        if release_has(planned, key) is not False and has_feature(key):
-            continue
-        if release_has(planned, key) is False and not has_feature(key):
-            continue
-        version = getattr(returnn, "__version__", "?")
-        feature = returnn_feature(key)
-        made_for = f"RETURNN {planned}" if planned else "the newest RETURNN (no returnn_version given)"
-        return [
-            f"the plan was cut with distribution={head.settings.distribution!r} as {made_for} cuts, but "
-            f"{running_returnn()} cuts it otherwise ({feature.what} came with RETURNN {feature.first}); re-plan it "
-            f"for this release with returnn_version={version!r} (ShardPlanJob(..., returnn_version=...), "
-            f"`python -m i6_shard plan --returnn-version {version}`)"
-        ]
-    return []
+    ``returnn_version``; None: the newest) than by the running one (detected by feature): the bins are not what this
+    RETURNN cuts, so the plan is refused, naming both releases and the fix."""
+    planned, distribution = head.returnn_version, head.settings.distribution
+    key = release_cut_difference(distribution, planned, has_feature=has_feature)
+    if key is None:
+        return []
+    version = getattr(returnn, "__version__", "?")
+    feature = returnn_feature(key)
+    made_for = f"RETURNN {planned}" if planned else "the newest RETURNN (no returnn_version given)"
+    return [
+        f"the plan was cut with distribution={distribution!r} as {made_for} cuts, but {running_returnn()} cuts it "
+        f"otherwise ({feature.what} came with RETURNN {feature.first}); re-plan it for this release with "
+        f"returnn_version={version!r} (ShardPlanJob(..., returnn_version=...), `python -m i6_shard plan "
+        f"--returnn-version {version}`)"
+    ]
 
 
 def _kwargs_for_this_returnn(kwargs: Dict[str, Any]) -> Dict[str, Any]:

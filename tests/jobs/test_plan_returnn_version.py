@@ -78,3 +78,36 @@ def test_for_training_with_an_unknown_root_cuts_as_the_newest_and_says_so(work_d
     assert job.returnn_version is None
     texts = [str(w.message) for w in caught if issubclass(w.category, InexactPlanWarning)]
     assert any("the plan cuts as the newest release does; give returnn_version=" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("planned_for, refused", [(None, True), (OLDEST, False), ("1.20240610.0", "older")])
+def test_the_builder_refuses_a_plan_job_cut_for_a_release_that_cuts_otherwise(work_dir, planned_for, refused):
+    from i6_shard.returnn_config import sharded_files_dataset
+
+    if refused == "older":  # older than any supported release: the job itself refuses it
+        with pytest.raises(ValueError, match="older than 1.20240620.64807"):
+            ShardPlanJob(tk.Path(SIZES), num_shards=2, partition_epoch=2, num_epochs=4, returnn_version=planned_for)
+        return
+    job = ShardPlanJob(
+        tk.Path(SIZES),
+        num_shards=2,
+        partition_epoch=2,
+        num_epochs=4,
+        distribution="returnn",
+        returnn_version=planned_for,
+    )
+
+    def build():
+        return sharded_files_dataset(
+            [f"/data/f{i}.hdf" for i in range(8)],
+            plan=job,
+            sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"},
+            returnn_version="1.20240620.64807",
+        )
+
+    if not refused:
+        assert build()["partition_epoch"] == 2
+        return
+    with pytest.raises(ValueError, match="give the plan job returnn_version='1.20240620.64807'") as info:
+        build()
+    assert "as RETURNN (the newest) does, but the training runs RETURNN 1.20240620.64807" in str(info.value)
