@@ -191,7 +191,9 @@ def make_plan(
         settings = settings.replace(unit=sizes.unit)
     inputs = equal_steps_inputs(request, lengths=lengths) if cut_spec(settings.distribution).cuts_with_inputs else None
     corpora = _corpora(request, num_files=len(sizes.keys), corpus_sizes=corpus_sizes, corpus_names=corpus_names)
-    plan = ShardPlan(sizes.keys, sizes.sizes, settings, equal_steps=inputs, corpora=corpora)  # validates the settings
+    plan = ShardPlan(  # validates the settings; cut as the request's RETURNN release cuts
+        sizes.keys, sizes.sizes, settings, equal_steps=inputs, corpora=corpora, returnn_version=request.returnn_version
+    )
     _check_memory(settings, num_files=plan.num_files)
     return plan
 

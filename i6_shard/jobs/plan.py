@@ -299,6 +299,7 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         file_sizes: Union[tk.Path, str, Sequence[Union[tk.Path, str]]],
         num_ranks: int,
         key: Union[str, Tuple[Any, ...]] = "train",
+        returnn_root: Optional[Union[tk.Path, str]] = None,
         **options: Any,
     ) -> "ShardPlanJob":
         """The plan of the training that ``training_config`` describes, its settings stated once, in that config
@@ -316,11 +317,15 @@ class ShardPlanJob(Job, metaclass=PlainNumbersJobType):
         :param file_sizes: as for the job
         :param num_ranks: the training's ranks (GPUs): the plan's shards
         :param key: the config key (or key path) of the training's dataset
+        :param returnn_root: the RETURNN the training runs: the plan cuts as that release does where its version can
+            be known at graph time (else give the release as an option; see docs/returnn_versions.md)
         :param options: further job options (the training's sub-epochs among them; None or left out: the
             config's); one that the config states must agree with it
         :raises ValueError: where an option contradicts the config
         """
-        kwargs = training_plan_options(training_config, num_ranks=num_ranks, key=key, **options)
+        kwargs = training_plan_options(
+            training_config, num_ranks=num_ranks, key=key, returnn_root=returnn_root, **options
+        )
         kwargs.update(_default_distribution(kwargs, file_sizes=file_sizes))  # where the batching is known
         paths = [name for name, o in core.PLAN_OPTIONS.items() if o.path and kwargs.get(name) is not None]
         if not paths and isinstance(getattr(file_sizes, "creator", None), ComputeFileSizesJob):

@@ -25,6 +25,9 @@ from ..core.pure import (
     check_optional_int,
     check_optional_mapping,
     cut_spec,
+    release_cut_difference,
+    release_has,
+    returnn_feature,
     check_preload_next_n_sub_epochs,
     check_seq_ordering,
     dfd_num_shards,
@@ -436,6 +439,7 @@ def sharded_files_dataset(
     given["files"] = _corpora_files_value(given.pop("weights"), files=files, plan=plan)
     a = _checked_arguments(**given)
     a.version = _target_returnn_version(a.returnn_version, a.returnn_root)
+    _check_plan_release(plan, a.version)  # the plan job as given (a.plan: its plan file)
     use_ext = not cut_spec(a.distribution).returnns_own or a.file_sizes is not None or a.plan is not None
     use_ext = use_ext or (a.distrib_shard_files and unpickling_fails(a.version))  # RETURNN's own class would fail
     a.fix = sub_epoch_fix(a.version)
@@ -519,6 +523,24 @@ def _sub_epoch_template(template: Dict[str, Any], *, fix: Optional[str], distrib
     if fix == "sub_epoch_shards" and distrib_shard_files and not explicit:
         return {**template, "_num_shards": 1, "_shard_index": 0}
     return template
+
+
+def _check_plan_release(plan: Any, version: Optional[str]) -> None:
+    """A plan job cut for another RETURNN release than the training runs, where the two cut its distribution
+    otherwise (:func:`~i6_shard.core.pure.release_cut_difference`), refused naming both and the fix; the dataset
+    refuses such a plan file when it starts."""
+    if version is None or not _is_plan_job(plan):
+        return
+    planned = getattr(plan, "returnn_version", None)
+    key = release_cut_difference(
+        plan.distribution, planned, has_feature=lambda feature: release_has(version, feature) is not False
+    )
+    if key is not None:
+        raise ValueError(
+            f"the plan job cuts distribution={plan.distribution!r} as RETURNN {planned or '(the newest)'} does, but the "
+            f"training runs RETURNN {version}, which cuts it otherwise ({returnn_feature(key).what} came with "
+            f"{returnn_feature(key).first}): give the plan job returnn_version={version!r}"
+        )
 
 
 def _target_returnn_version(returnn_version: Any, returnn_root: Any) -> Optional[str]:

@@ -20,6 +20,7 @@ from .reader import (
     warn_inexact,
 )
 from .reader.context import _Context
+from .checks import returnn_version_info
 from .pycode import resolve_paths
 
 __all__ = ["plan_for_returnn_config", "named_plan_job", "training_plan_options"]
@@ -177,6 +178,7 @@ def training_plan_options(
     num_ranks: int,
     num_epochs: Optional[int] = None,
     key: Union[str, Tuple[Any, ...]] = "train",
+    returnn_root: Any = None,
     **given: Any,
 ) -> Dict[str, Any]:
     """The options of the plan job (``ShardPlanJob`` keyword arguments besides ``file_sizes``) of the training
@@ -199,6 +201,9 @@ def training_plan_options(
     :param num_ranks: the training's ranks (GPUs)
     :param num_epochs: the training's ``num_epochs`` (None: the config's ``num_epochs``)
     :param key: the config key (or key path) of the training's dataset
+    :param returnn_root: the RETURNN the training runs (a checkout, an installed package, a ``CloneGitRepositoryJob``'s
+        output): where ``returnn_version`` is not given, it is read from there where it can be known at graph time
+        (:func:`~.checks.returnn_version_info`), so that ``distribution="returnn"`` cuts as that release does
     :param given: further plan job options (``distribution``, ``ranks_per_node``, ``lengths``, ``plot``, ...);
         one the config states must agree with it
     :raises ValueError: where a given option contradicts the config, or no plan describes its dataset
@@ -245,9 +250,26 @@ def training_plan_options(
         implied = {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
         _agree(implied, {k: v for k, v in given.items() if k in implied}, where=where)
         given = {k: v for k, v in given.items() if k not in implied}
+    notes += _release_of_root(given, returnn_root)
     options = _agree(stated, given, where=where)
     warn_inexact(notes + _verdict_notes(options), where=where)
     return options
+
+
+def _release_of_root(given: Dict[str, Any], returnn_root: Any) -> List[str]:
+    """Set ``given["returnn_version"]`` from ``returnn_root`` where it is not given and can be known; the note where
+    it cannot (the plan then cuts as the newest release, and the dataset refuses it on a release that cuts
+    otherwise)."""
+    if returnn_root is None or given.get("returnn_version") is not None:
+        return []
+    version, how = returnn_version_info(returnn_root)
+    if version is not None:
+        given["returnn_version"] = version
+        return []
+    return [
+        f"the RETURNN version at returnn_root is unknown ({how}), so the plan cuts as the newest release does; give "
+        "returnn_version= (the pinned commit's 1.YYYYMMDD.HHMMSS) where distribution='returnn' runs on an older one"
+    ]
 
 
 def _verdict_notes(options: Mapping[str, Any]) -> List[str]:

@@ -16,6 +16,7 @@ from i6_shard.returnn_ext.version import (
     has_feature,
     refuse_missing,
     require_returnn_features,
+    running_returnn,
 )
 
 require_returnn_features()  # one clear error for an older RETURNN, before the imports below fail bare
@@ -53,6 +54,8 @@ from i6_shard.core.pure import (
     engine_differences,
     has_node_level,
     plan_coverage_problem,
+    release_cut_difference,
+    returnn_feature,
     short_repr,
 )
 
@@ -428,6 +431,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"{self.distribution!r}"
             )
         problems += self._engine_problems(head)
+        problems += _release_cut_problems(head)
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
@@ -520,6 +524,25 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         return [[files_order[i] for i in order_list[bounds_list[b] : bounds_list[b + 1]]] for b in range(num_bins)]
 
     _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
+
+
+def _release_cut_problems(head: core.io.PlanHead) -> List[str]:
+    """Where the plan's distribution is cut otherwise by the RETURNN release the plan was made for (its
+    ``returnn_version``; None: the newest) than by the running one (detected by feature): the bins are not what this
+    RETURNN cuts, so the plan is refused, naming both releases and the fix."""
+    planned, distribution = head.returnn_version, head.settings.distribution
+    key = release_cut_difference(distribution, planned, has_feature=has_feature)
+    if key is None:
+        return []
+    version = getattr(returnn, "__version__", "?")
+    feature = returnn_feature(key)
+    made_for = f"RETURNN {planned}" if planned else "the newest RETURNN (no returnn_version given)"
+    return [
+        f"the plan was cut with distribution={distribution!r} as {made_for} cuts, but {running_returnn()} cuts it "
+        f"otherwise ({feature.what} came with RETURNN {feature.first}); re-plan it for this release with "
+        f"returnn_version={version!r} (ShardPlanJob(..., returnn_version=...), `python -m i6_shard plan "
+        f"--returnn-version {version}`)"
+    ]
 
 
 def _kwargs_for_this_returnn(kwargs: Dict[str, Any]) -> Dict[str, Any]:

@@ -204,3 +204,33 @@ def test_pickled_dataset_keeps_the_plan(planned, monkeypatch):
         with monkeypatch.context() as m:
             _no_stat(m)
             assert dfd_files_per_epoch(copy, num_epochs=6) == _plan_bins(path, num_epochs=6)[1]
+
+
+@pytest.mark.parametrize(
+    "distribution, planned_for, refused",
+    [
+        ("returnn", "1.20240620.64807", True),  # cut before 1.20240705.144031 re-averaged the rest: another cut
+        ("returnn", "1.20250115.110555", False),  # an older release that cuts as this one does
+        ("returnn", None, False),  # the newest's cut: this release's
+        ("balanced", "1.20240620.64807", False),  # i6_shard's own cut is the same on every release
+    ],
+)
+def test_a_plan_cut_for_another_release_is_refused_where_that_release_cuts_otherwise(
+    tmp_path, distribution, planned_for, refused
+):
+    sizes = list(range(1, 25))
+    files = _sized_files(sizes)
+    settings = PlanSettings(num_shards=2, partition_epoch=3, num_epochs=6, distribution=distribution)
+    path = str(tmp_path / "plan.npz")
+    save_plan(ShardPlan(files, sizes, settings, returnn_version=planned_for), path)
+    if not refused:
+        _start(files, path, settings)
+        return
+    import returnn
+
+    with pytest.raises(ValueError, match="does not fit") as info:
+        _start(files, path, settings)
+    message = str(info.value)
+    assert f"as RETURNN {planned_for} cuts" in message, message
+    assert f"RETURNN {returnn.__version__}" in message and "1.20240705.144031" in message, message
+    assert f"returnn_version={returnn.__version__!r}" in message, message

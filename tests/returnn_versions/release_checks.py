@@ -224,6 +224,7 @@ def main(version: str, workdir: str) -> Dict[str, Any]:
     _cli(
         "plan", "--sizes", sizes, "--num-shards", str(NUM_RANKS), "--partition-epoch", str(PARTITION_EPOCH),
         "--num-epochs", str(2 * PARTITION_EPOCH), "--no-plot", "-o", plan_dir,
+        "--returnn-version", returnn.__version__,  # cut as this release cuts (distribution returnn changed)
     )  # fmt: skip
     return {
         "returnn_version": returnn.__version__,

@@ -17,6 +17,7 @@ from ..pure.args import MAX_SETTING_DEPTH, nesting_depth
 from ..pure.corpora import Corpora
 from ..pure.cut import cut_spec
 from ..pure.plan import ShardPlan
+from ..pure.returnn_features import returnn_version_key
 from .plan_integrity import check_stored_layout
 from ..pure.settings import PlanSettings
 from ..pure.stats import num_full_epochs_for
@@ -60,6 +61,10 @@ ENGINE_SETTINGS_ARRAY = "engine_settings"
 #: ``orders`` then hold one entry per read (each full epoch's first ``bounds[..., -1]``, the rest padding), so that
 #: single-corpus plans keep their bytes and older files load unchanged.
 CORPORA_ARRAY = "corpora"
+#: The RETURNN release whose own cut the plan mirrors (``ShardPlan.returnn_version``), as a text; stored only where
+#: given, so that other plans keep their bytes and older files load as cut for the newest release.
+RETURNN_VERSION_ARRAY = "returnn_version"
+_RECORD_ARRAYS = (ENGINE_SETTINGS_ARRAY, CORPORA_ARRAY, RETURNN_VERSION_ARRAY)
 
 
 def engine_settings_text(engine: Mapping[str, Any]) -> str:
@@ -171,12 +176,15 @@ def plan_file_arrays(
       reads bin ``(epoch - 1) % partition_epoch`` of layout r;
     - ``keys_utf8`` (NUL-joined UTF-8 keys), ``sizes`` (int64 costs), and the settings, one array each;
     - ``engine_settings`` (only with ``engine``): the engine settings the plan was simulated with, a JSON text
-      (:func:`engine_settings_text`), which the RETURNN-side dataset compares with the training's config.
+      (:func:`engine_settings_text`), which the RETURNN-side dataset compares with the training's config;
+    - ``returnn_version`` (only where the plan was cut for a given RETURNN release): that release, a text.
     """
     settings = plan.settings
     extra = {} if engine is None else {ENGINE_SETTINGS_ARRAY: np.array(engine_settings_text(engine))}
     if plan.corpora is not None:
         extra[CORPORA_ARRAY] = np.array(engine_settings_text(plan.corpora.record()))
+    if plan.returnn_version is not None:
+        extra[RETURNN_VERSION_ARRAY] = np.array(plan.returnn_version)
     return {
         **extra,
         **_settings_arrays(settings),
@@ -218,6 +226,9 @@ class PlanHead:
     keys: Optional[List[str]] = None
     engine_settings: Optional[Dict[str, Any]] = None
     corpora: Optional[Corpora] = None
+    #: the RETURNN release whose own cut the plan mirrors; None: the newest's (or a file written before plans
+    #: recorded it)
+    returnn_version: Optional[str] = None
 
     @property
     def num_files(self) -> int:
@@ -228,7 +239,9 @@ class PlanHead:
         """The :class:`ShardPlan` (needs the keys decoded)."""
         if self.keys is None:
             raise ValueError("the plan head was read with decode_keys=False; read it with decode_keys=True")
-        return ShardPlan(self.keys, self.costs, self.settings, corpora=self.corpora)
+        return ShardPlan(
+            self.keys, self.costs, self.settings, corpora=self.corpora, returnn_version=self.returnn_version
+        )
 
     def reads(self, full_epoch_0idx: int) -> Optional[np.ndarray]:
         """How often each file is read in a full epoch of a plan of corpora by weight, else None (once)."""
@@ -306,7 +319,7 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
     headers = npz.headers
     version = _read_format_version(npz, path)
     required = _ARRAYS | _FORMAT_ARRAYS[version]
-    optional = {*_OPTIONAL_FLOATS, *_OPTIONAL_TEXTS, *_OPTIONAL_INTS, ENGINE_SETTINGS_ARRAY, CORPORA_ARRAY}
+    optional = {*_OPTIONAL_FLOATS, *_OPTIONAL_TEXTS, *_OPTIONAL_INTS, *_RECORD_ARRAYS}
     flags = set(headers) - required - optional
     if not required <= set(headers) or not flags <= set(_OPTIONAL_FLAGS):
         raise ValueError(f"{path!r} is not a plan file of format {version} (arrays {sorted(headers)[:20]})")
@@ -314,8 +327,7 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         if name not in _BIG and math.prod(header.shape) > 1:
             raise ValueError(f"{path!r} is corrupt: {name} has shape {header.shape}, expected a scalar")
     data = {name: npz.read(name) for name in headers if name not in _BIG}
-    engine = _engine_settings(data.pop(ENGINE_SETTINGS_ARRAY, None), path)
-    corpora = _corpora(data.pop(CORPORA_ARRAY, None), path)
+    engine, corpora, returnn_version = _records(data, path)
     for name in flags:
         if data[name].shape != () or data[name].dtype != bool or not bool(data[name]):
             raise ValueError(f"{path!r} is corrupt: {name} is {data[name]!r}, expected a True scalar when present")
@@ -361,7 +373,30 @@ def _read_head(npz, path: str, *, decode: bool = True) -> PlanHead:
         keys=keys,
         engine_settings=engine,
         corpora=corpora,
+        returnn_version=returnn_version,
     )
+
+
+def _returnn_version(value: Optional[np.ndarray], path: str) -> Optional[str]:
+    """The stored RETURNN release whose cut the plan mirrors, or None (the newest's)."""
+    if value is None:
+        return None
+    text = str(value) if value.dtype.kind == "U" else ""
+    try:
+        returnn_version_key(text)
+    except ValueError:
+        raise ValueError(
+            f"{path!r} is corrupt: returnn_version is {short_repr(value)}, expected a RETURNN version text such "
+            "as '1.20240620.64807'; re-plan it"
+        ) from None
+    return text
+
+
+def _records(data: Dict[str, np.ndarray], path: str) -> tuple:
+    """The engine settings, corpora and RETURNN release a plan file records (each None where it records none),
+    taken out of ``data``."""
+    readers = (_engine_settings, _corpora, _returnn_version)
+    return tuple(read(data.pop(name, None), path) for read, name in zip(readers, _RECORD_ARRAYS))
 
 
 def _corpora(value: Optional[np.ndarray], path: str) -> Optional[Corpora]:

@@ -18,7 +18,14 @@ from .batching import Batching, DEFAULT_REDUCE_TYPE, SyncMode, batching_of, chec
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, check_preload_next_n_sub_epochs
 from .costs import COST_UNITS
 from .costs_consistency import check_frame_rate
-from .cut import check_bound_is_used, cut_full_epoch, cut_options, cut_spec, training_distribution
+from .cut import (
+    check_bound_is_used,
+    cut_full_epoch,
+    cut_options,
+    cut_spec,
+    release_cut_difference,
+    training_distribution,
+)
 from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, dfd_num_shards
 from .epochs import num_epochs_for_passes, plan_coverage_problem, plan_covers
 from .file_tree import check_file_trees, flatten, leaves_and_keys
@@ -51,6 +58,7 @@ __all__ = [
     "check_torch_distributed",
     "check_frame_rate",
     "cut_options",
+    "release_cut_difference",
     "first_difference",
     "plan_covers",
     "PlanSettings",

@@ -351,6 +351,25 @@ def cut_for_release(distribution: str, returnn_version: Optional[str]) -> Callab
     return spec.cut
 
 
+def release_cut_difference(
+    distribution: str, planned_version: Optional[str], *, has_feature: Callable[[str], bool]
+) -> Optional[str]:
+    """The feature (a key of ``RETURNN_FEATURES``) for which a RETURNN with the features ``has_feature`` says cuts
+    ``distribution`` otherwise than release ``planned_version`` (None: the newest) does; None where both cut alike
+    (:attr:`CutSpec.release_cuts`): whether a plan made for one release holds the bins another cuts.
+
+    >>> newest = lambda key: True
+    >>> release_cut_difference("returnn", "1.20240620.64807", has_feature=newest)
+    'reaveraged_cut'
+    >>> release_cut_difference("balanced", "1.20240620.64807", has_feature=newest) is None
+    True
+    """
+    for feature, _ in cut_spec(distribution).release_cuts:
+        if (release_has(planned_version, feature) is not False) != bool(has_feature(feature)):
+            return feature
+    return None
+
+
 def cut_full_epoch(
     costs: np.ndarray,
     *,

@@ -23,6 +23,7 @@ from .settings import (
     sharding_mode,
 )
 from .corpora import exact_weight, weight_text
+from .returnn_features import MIN_RETURNN_VERSION, returnn_version_key
 from .text import short_repr
 
 __all__ = ["PLAN_OPTIONS", "PlanOption"]
@@ -232,6 +233,30 @@ def _check_corpus_names(value: Any) -> Tuple[str, ...]:
     if bad is not None:
         raise ValueError(f"corpus_names={short_repr(value)}: the name {short_repr(bad)} is not a non-empty str")
     return tuple(n.strip() for n in items)
+
+
+def check_returnn_version(value: Any) -> str:
+    """A RETURNN release's version (``returnn.__version__``, ``1.YYYYMMDD.HHMMSS``) as given, once it is one that
+    i6_shard supports (from :data:`~.returnn_features.MIN_RETURNN_VERSION` on).
+
+    >>> check_returnn_version("1.20240620.64807")
+    '1.20240620.64807'
+    """
+    if not isinstance(value, str):
+        raise TypeError(
+            f"returnn_version={value!r} has type {type(value).__name__}; give the training's RETURNN version as a "
+            "str, e.g. '1.20240620.64807' (returnn.__version__), or None for the newest release"
+        )
+    try:
+        key = returnn_version_key(value)
+    except ValueError as exc:
+        raise ValueError(f"returnn_version: {exc}, or None for the newest release") from None
+    if key < returnn_version_key(MIN_RETURNN_VERSION):
+        raise ValueError(
+            f"returnn_version={value!r} is older than {MIN_RETURNN_VERSION}, the first RETURNN whose "
+            "DistributeFilesDataset has distrib_shard_files: give a release from then on"
+        )
+    return value.strip()
 
 
 def _settings(name: str) -> Callable[[Any], Any]:
@@ -650,6 +675,20 @@ _ROWS = (
         doc="with `--ranks-per-node`: bytes of the files the sub-epoch dataset reads in every sub-epoch besides "
         "its bin's (the template's own files, e.g. `20G`): the node cache holds them in every sub-epoch and reads "
         "them in the first",
+    ),
+    PlanOption(
+        "returnn_version",
+        "Optional[str]",
+        "the RETURNN release the training runs (returnn.__version__, e.g. 1.20240620.64807), whose own cut "
+        "distribution returnn mirrors (it changed in 1.20240705.144031); default: the newest release's",
+        check=check_returnn_version,
+        read=lambda request: request.returnn_version,
+        metavar="VERSION",
+        doc="the RETURNN release the training runs (`returnn.__version__`, e.g. `1.20240620.64807`): "
+        "`--distribution returnn` then cuts as that release's `_distribute_evenly_by_size` does, which changed in "
+        "1.20240705.144031 ([returnn_versions.md](returnn_versions.md)); the plan file, `summary.json` and the "
+        "report name it, and i6_shard's dataset class refuses the plan on a release that cuts otherwise; default: "
+        "the newest release's cut",
     ),
 )
 

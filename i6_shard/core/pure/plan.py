@@ -13,6 +13,7 @@ from .corpora import Corpora, read_order, separate_repeats
 from .cut import cut_full_epoch, cut_spec
 from .equal_steps_cut import EqualStepsInputs, equal_steps_options
 from .distribute import shuffle_order
+from .returnn_features import returnn_version_key
 from .settings import PlanSettings
 from .text import short_repr
 
@@ -46,6 +47,8 @@ class ShardPlan:
     :param corpora: several corpora one after the other in ``keys``, each read by its weight
         (:class:`~.corpora.Corpora`): a full epoch then reads each file :meth:`reads` times, never twice in one
         sub-epoch; None: every file once per full epoch, as RETURNN reads them
+    :param returnn_version: the RETURNN release whose own cut ``distribution="returnn"`` mirrors
+        (:func:`~.cut.cut_for_release`); None: the newest's
     :raises TypeError, ValueError: for keys and costs that cannot be planned, or too few files
 
     >>> plan = ShardPlan(["a", "b", "c", "d"], [1, 1, 78, 120],
@@ -66,6 +69,7 @@ class ShardPlan:
         *,
         equal_steps: Optional[EqualStepsInputs] = None,
         corpora: Optional[Corpora] = None,
+        returnn_version: Optional[str] = None,
     ):
         if not isinstance(settings, PlanSettings):
             raise TypeError(
@@ -101,7 +105,9 @@ class ShardPlan:
         self._cache: "OrderedDict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
         self._key_array: Optional[np.ndarray] = None  # keys as an object array, built on first files_for
         self._stored: Optional[Tuple[Callable[[int, int], Tuple[np.ndarray, np.ndarray]], int]] = None
-        self.returnn_version: Optional[str] = None  # whose cut (cut.cut_for_release); None: the newest's
+        if returnn_version is not None:
+            returnn_version_key(returnn_version)  # a ValueError names the form
+        self.returnn_version = returnn_version  # whose cut (cut.cut_for_release); None: the newest's
 
     def serving_stored(
         self, layout: Callable[[int, int], Tuple[np.ndarray, np.ndarray]], num_full_epochs: int
@@ -109,21 +115,40 @@ class ShardPlan:
         """This plan, whose first ``num_full_epochs`` full epochs are the stored bins ``layout(full_epoch_0idx,
         shard_index)`` gives (a plan file's: what a training given that file reads, whatever cut made them, e.g.
         ``"equal_steps"``, which needs the sequence lengths to cut again); later full epochs are cut as usual."""
-        served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps, corpora=self.corpora)
+        served = ShardPlan(
+            self.keys,
+            self.costs,
+            self.settings,
+            equal_steps=self.equal_steps,
+            corpora=self.corpora,
+            returnn_version=self.returnn_version,
+        )
         served._stored = (layout, int(num_full_epochs))
         return served
 
     def for_returnn(self, returnn_version: Optional[str]) -> "ShardPlan":
         """This plan cut as RETURNN ``returnn_version`` cuts (:func:`~.cut.cut_for_release`: RETURNN's own cut
         changed in 1.20240705.144031); None: as the newest. Stored bins stay what they are."""
-        served = ShardPlan(self.keys, self.costs, self.settings, equal_steps=self.equal_steps)
-        served._stored, served.returnn_version = self._stored, returnn_version
+        served = ShardPlan(
+            self.keys,
+            self.costs,
+            self.settings,
+            equal_steps=self.equal_steps,
+            corpora=self.corpora,
+            returnn_version=returnn_version,
+        )
+        served._stored = self._stored
         return served
 
     def with_settings(self, **changes) -> "ShardPlan":
         """The same files and costs under other settings (``PlanSettings.replace``), e.g. to compare."""
         return ShardPlan(
-            self.keys, self.costs, self.settings.replace(**changes), equal_steps=self.equal_steps, corpora=self.corpora
+            self.keys,
+            self.costs,
+            self.settings.replace(**changes),
+            equal_steps=self.equal_steps,
+            corpora=self.corpora,
+            returnn_version=self.returnn_version,
         )
 
     # --- shape of the plan ---------------------------------------------------------------

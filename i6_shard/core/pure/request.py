@@ -12,7 +12,7 @@ from .batching import DEFAULT_REDUCE_TYPE, Batching, SyncMode
 from .cache import DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS, NodeCache
 from .cut import check_bound_is_used, cut_spec
 from .engine_sim import EngineSettings, check_sub_epoch_seq_ordering, inexact_reason, sync_inexact_reason
-from .options import PLAN_OPTIONS, check_by_key, option_defaults
+from .options import PLAN_OPTIONS, check_by_key, check_returnn_version, option_defaults
 from .plan_sim import engine_record, plan_engine
 from .settings import DEFAULT_SEQ_ORDERING, PlanSettings
 from .text import short_repr
@@ -51,6 +51,8 @@ class PlanRequest:
     :ivar corpus_names: one name per corpus; None: the archives' stems
     :ivar engine_inexact: what the training does to the sequences that the simulation does not mirror (the config
         reader's reasons); the simulation then says it is not exact, naming each
+    :ivar returnn_version: the RETURNN release the training runs, whose own cut ``distribution="returnn"`` mirrors
+        (:func:`~.cut.cut_for_release`); None: the newest release's
 
     >>> PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, cache_size=10**9)
     Traceback (most recent call last):
@@ -71,6 +73,7 @@ class PlanRequest:
     weights: Optional[Tuple[str, ...]] = None
     corpus_names: Optional[Tuple[str, ...]] = None
     engine_inexact: Tuple[str, ...] = ()
+    returnn_version: Optional[str] = None
 
     def __post_init__(self):
         self.validate()
@@ -102,6 +105,8 @@ class PlanRequest:
         )
         if self.torch_distributed is not None:
             _check_sync_agrees(self.torch_distributed, self.sync)
+        if self.returnn_version is not None:
+            check_returnn_version(self.returnn_version)
         check_by_key(self.max_seq_length, name="max_seq_length", hint="the longest sequence kept, in frames")
         if self.batch_size_by_key is not None:
             check_by_key(self.batch_size_by_key, name="batch_size", hint="frames per batch, padding included")
@@ -216,6 +221,7 @@ class PlanRequest:
             batch_size_by_key=by_key,
             sub_epoch_seq_ordering=o["sub_epoch_seq_ordering"],
             engine_inexact=tuple(o["engine_inexact"] or ()),
+            returnn_version=o["returnn_version"],
         )
 
 

@@ -221,6 +221,8 @@ def summarize(
             "total_bytes": int(plan.costs.sum()),
             "num_epochs": stats.num_epochs,
             "num_full_epochs": stats.num_full_epochs,
+            # the RETURNN release whose own cut the plan mirrors, where one was given (else the newest's)
+            **({} if plan.returnn_version is None else {"returnn_version": plan.returnn_version}),
         },
         "unit": plan.settings.unit,
         **_stats_summary(stats),
@@ -537,7 +539,9 @@ def _settings_section(summary: Mapping[str, Any], unit: str) -> List[str]:
         ("random_seed_offset", str(s["random_seed_offset"])),
         ("fixed_random_seed", "none" if s["fixed_random_seed"] is None else str(s["fixed_random_seed"])),
         ("distribution", s["distribution"]),
-    ] + (
+    ]
+    rows += [("RETURNN release", f"{s['returnn_version']} (its own cut)")] if s.get("returnn_version") else []
+    rows += (
         [
             (
                 "unit",

@@ -37,6 +37,7 @@ GIVEN = (
         "torch_distributed": {"reduce_type": "param", "param_sync_step": 3},
         "weights": ("1", "2.5"),
         "corpus_names": ("A", "B"),
+        "returnn_version": "1.20240620.64807",
     },
 )
 
