@@ -117,15 +117,17 @@ def verify_rqmt(*, num_shards: int, num_epochs: int) -> Dict[str, Union[int, flo
     """The request of the verification task, which runs a RETURNN process per rank, up to
     :data:`MAX_PARALLEL_RANKS` at a time (a CPU each), each reading ``num_epochs`` sub-epochs of its share: an hour,
     plus a minute per rank and sub-epoch spread over the CPUs (its start and its share of the data; give
-    ``time_rqmt`` for more data), 2 GB and 2 GB per RETURNN process at a time.
+    ``time_rqmt`` for more data), 2 GB and 1 GB per RETURNN process at a time (one that reads a rank's share holds
+    well under 1 GB), so that a 2-rank verification fits a 2-CPU, 4 GB machine (Sisyphus never starts a task that
+    asks for more than its engine has).
 
     >>> verify_rqmt(num_shards=8, num_epochs=40)
-    {'cpu': 4, 'mem': 10, 'time': 2.5}
-    >>> verify_rqmt(num_shards=1, num_epochs=4)
-    {'cpu': 1, 'mem': 4, 'time': 1.25}
+    {'cpu': 4, 'mem': 6, 'time': 2.5}
+    >>> verify_rqmt(num_shards=2, num_epochs=4)
+    {'cpu': 2, 'mem': 4, 'time': 1.25}
     """
     cpu = min(num_shards, MAX_PARALLEL_RANKS)
-    return {"cpu": cpu, "mem": 2 + 2 * cpu, "time": round_up(1 + num_shards * num_epochs / 60 / cpu, step=0.25)}
+    return {"cpu": cpu, "mem": 2 + cpu, "time": round_up(1 + num_shards * num_epochs / 60 / cpu, step=0.25)}
 
 
 def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, Union[int, float]]]:
