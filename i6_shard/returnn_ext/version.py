@@ -3,8 +3,10 @@ that lacks one, and one error naming the release, a feature it lacks and the fir
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
+import os
 from typing import Callable, Dict, List, Tuple
 
 from i6_shard.core.pure import MIN_RETURNN_VERSION, RETURNN_FEATURES, returnn_feature
@@ -38,9 +40,23 @@ def _seed_offset_reads_config() -> bool:
 
 
 def _pipe_params() -> Tuple[str, ...]:
-    from returnn.torch.data.returnn_dataset_wrapper import ReturnnDatasetIterDataPipe  # imports torch
+    """The parameters of RETURNN's ``ReturnnDatasetIterDataPipe.__init__``, read from its module's source: importing
+    it imports torch, which seeing what the release has must not need (a data-only process has none)."""
+    import returnn
 
-    return tuple(inspect.signature(ReturnnDatasetIterDataPipe.__init__).parameters)
+    path = os.path.join(os.path.dirname(returnn.__file__), "torch", "data", "returnn_dataset_wrapper.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ReturnnDatasetIterDataPipe":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    args = item.args
+                    return tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+    return ()
 
 
 def _unpickles_with_shards() -> bool:

@@ -5,10 +5,11 @@ means, and name what it lacks. What each release really accepts: tests/returnn_v
 import numpy as np
 import pytest
 
+from tests.deps import SISYPHUS_REASON
+
 from i6_shard.core.pure import cut_full_epoch, release_has
 from i6_shard.core.pure.distribute_fixed_mean import distribute_evenly_by_size_fixed_mean
 from i6_shard.returnn_config import ConfigCheckError, check_returnn_config, sharded_files_dataset
-from i6_shard.returnn_config.i6core import sharded_returnn_config
 
 HDF = {"class": "HDFDataset", "seq_ordering": "random"}
 FILES = [f"f{i}.hdf" for i in range(8)]
@@ -108,6 +109,12 @@ def test_the_returnn_cut_before_reaveraging():
 
 
 def test_sharded_returnn_config_checks_the_dataset_by_the_release():
+    pytest.importorskip("sisyphus", reason=SISYPHUS_REASON)
+    pytest.importorskip(
+        "i6_core.returnn", reason="the i6_core placement: clone github.com/rwth-i6/i6_core into recipe/"
+    )
+    from i6_shard.returnn_config.i6core import sharded_returnn_config
+
     config = {"backend": "torch", "torch_distributed": {}, "behavior_version": 21}
     newest_dict = sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2)
     with pytest.raises(ConfigCheckError, match=f"sharding_fix=True is set, but RETURNN {OLDEST} lacks"):
