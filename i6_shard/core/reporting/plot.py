@@ -63,10 +63,10 @@ def plot_plan(
     :raises ImportError: if matplotlib is missing (see :func:`require_matplotlib`)
     """
     _check_png(path)
-    fig = plan_figure(
+    data = plan_png(
         stats, title=title, cache=cache, cache_size=cache_size, prediction=prediction, corpora=corpora, sizes=sizes
     )
-    _save(fig, path)
+    _write_png(data, path)
 
 
 def plan_png(
@@ -100,7 +100,10 @@ def _check_png(path: str | os.PathLike) -> None:
 
 
 def _save(fig, path: str | os.PathLike) -> None:
-    data = png_bytes(fig)
+    _write_png(png_bytes(fig), path)
+
+
+def _write_png(data: bytes, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             f.write(data)
