@@ -391,9 +391,9 @@ def sharded_files_dataset(
     :param file_sizes: path of precomputed sizes (``ComputeFileSizesJob.out_file_sizes``) or costs
         (``ComputeFileCostsJob.out_file_costs``: the bins are cut by its unit, frames or sequences); uses
         ``ShardedDistributeFilesDataset`` too, so no rank stats every file
-    :param max_sub_epoch_deviation: ``"flexible"`` only (a stage of ``"equal_steps"``): how far a sub-epoch's size may be from the mean
-        sub-epoch's, as a share of it, in [0, 1) (``PlanSettings.max_sub_epoch_deviation``, default 0.25); in the
-        dict only when not the default
+    :param max_sub_epoch_deviation: ``"equal_steps"`` (and the earlier distributions that take one): how far a
+        sub-epoch's size may be from the mean sub-epoch's, as a share of it, in [0, 1)
+        (``PlanSettings.max_sub_epoch_deviation``, default 0.25); in the dict only when not the default
     :param plan: a ``ShardPlanJob``, whose settings (``num_shards``, ``partition_epoch``, ``distribution``,
         ``max_sub_epoch_deviation``, ``seq_ordering``) the dict then takes, so a recipe states them once
         (values given here must agree), or the path of a plan file (``ShardPlanJob.out_plan`` or what
