@@ -5,7 +5,7 @@ seed of ``Dataset._get_default_random_seed_offset``, the DataLoader and the sync
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 from ...core.pure import UNSHARDED_RANK_SEED_STRIDE, release_has
 from .engine import (
@@ -42,12 +42,17 @@ class _Context:
     loader_process: str = "main process"
     sync: Optional[SyncRule] = None
     engine_batching: EngineBatching = EngineBatching()
-    #: the RETURNN release the training runs (None: the newest), whose rules the seeds and workers follow
-    returnn_version: Optional[str] = None
+    #: the RETURNN release the training runs (None: the newest; or its detected features, ``core.pure.release_has``),
+    #: whose rules the seeds and workers follow
+    returnn_version: Union[None, str, Callable[[str], bool]] = None
 
     @classmethod
     def of(
-        cls, config: Mapping[str, Any], *, num_ranks: Optional[int], returnn_version: Optional[str] = None
+        cls,
+        config: Mapping[str, Any],
+        *,
+        num_ranks: Optional[int],
+        returnn_version: Union[None, str, Callable[[str], bool]] = None,
     ) -> "_Context":
         torch_opts = config.get("torch_distributed")
         check_torch_distributed(torch_opts, num_ranks=num_ranks)  # what RETURNN refuses at start-up
