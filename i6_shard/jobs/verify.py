@@ -146,7 +146,14 @@ def _checked_args(args: Dict[str, Any]) -> Tuple[Any, int, List[int], Dict[str, 
     if isinstance(train_dataset, dict):
         check_picklable_functions(train_dataset, where="train_dataset")
         train_dataset = plain_numbers(train_dataset)
-        _check_dataset_dict(train_dataset, num_shards=num_shards, config_opts=config_opts, key_path=key_path)
+        _check_returnn_paths(args.get("returnn_python_exe"), args.get("returnn_root"))
+        _check_dataset_dict(
+            train_dataset,
+            num_shards=num_shards,
+            config_opts=config_opts,
+            key_path=key_path,
+            returnn_version=_release_of(args.get("returnn_root")),
+        )
     elif config_opts is not None:
         raise ValueError("config_opts is for a train_dataset dict; a RETURNN config file holds its own options")
     check_absolute(train_dataset, name="train_dataset")
@@ -213,19 +220,31 @@ def _checked_key_path(key_path: Any) -> Optional[Tuple[Any, ...]]:
     return tuple(key_path)
 
 
+def _release_of(returnn_root: Any) -> Optional[str]:
+    """The RETURNN release at ``returnn_root`` where it can be known when the graph is built (None: the newest's
+    rules apply)."""
+    from i6_shard.returnn_config.checks import returnn_version_info
+
+    return None if returnn_root is None else returnn_version_info(returnn_root)[0]
+
+
 def _check_dataset_dict(
     dataset: Dict[str, Any],
     *,
     num_shards: int,
     config_opts: Optional[Dict[str, Any]] = None,
     key_path: Optional[Tuple[Any, ...]] = None,
+    returnn_version: Optional[str] = None,
 ) -> None:
     """What can be checked before RETURNN runs, on the DistributeFilesDataset the reader finds in the
-    dict (at its top or inside wrappers): one to check, the keys RETURNN requires, a setup RETURNN
-    would not run, absolute paths, and (for an inline list) enough files for every rank and sub-epoch."""
+    dict (at its top or inside wrappers), read as RETURNN ``returnn_version`` reads it (its DataLoader workers shard
+    again or not): one to check, the keys RETURNN requires, a setup RETURNN would not run, absolute paths, and (for an
+    inline list) enough files for every rank and sub-epoch."""
     from i6_shard.returnn_config.reader import find_distribute_files_datasets
 
-    records = find_distribute_files_datasets(dataset, num_ranks=num_shards, config=config_opts)
+    records = find_distribute_files_datasets(
+        dataset, num_ranks=num_shards, config=config_opts, returnn_version=returnn_version
+    )
     found = [list(r.key_path) for r in records]
     if key_path is not None:
         records = [r for r in records if r.key_path == key_path]

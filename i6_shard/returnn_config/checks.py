@@ -457,7 +457,12 @@ def check_dataset_dict(
         from .reader import DATASET_DICT_CONTEXT
 
         context = {**(DATASET_DICT_CONTEXT if context is None else context), "behavior_version": behavior_version}
-    records = [_renamed(r, name) for r in find_distribute_files_datasets(dataset, num_ranks=num_ranks, config=context)]
+    records = [
+        _renamed(r, name)
+        for r in find_distribute_files_datasets(
+            dataset, num_ranks=num_ranks, config=context, returnn_version=returnn_version
+        )
+    ]
     if not records:
         _raise_if(
             [
@@ -679,15 +684,15 @@ def check_returnn_config(
         )
     num_ranks = _check_num_ranks(num_ranks)
     problems = _num_ranks_problems(config, num_ranks=num_ranks)
-    try:
-        records = find_distribute_files_datasets(config, num_ranks=num_ranks)
-    except (TypeError, ValueError) as exc:
-        _raise_if(problems + [str(exc)], where="the RETURNN config")
-        raise
     reason = None
     if returnn_version is None and returnn_root is not None:
         returnn_version, reason = returnn_version_info(returnn_root)
     known = returnn_version if isinstance(returnn_version, str) else None
+    try:  # read as that release reads it (its seeds, DataLoader workers and dataset_distribution)
+        records = find_distribute_files_datasets(config, num_ranks=num_ranks, returnn_version=known)
+    except (TypeError, ValueError) as exc:
+        _raise_if(problems + [str(exc)], where="the RETURNN config")
+        raise
     for record in records:
         problems += _problems_on_release(record, known)
     problems += config_release_problems(config, version=known)

@@ -263,13 +263,26 @@ def sharded_returnn_config(
     return returnn_config
 
 
-def _check_plan_jobs(config: Mapping[str, Any], *, num_ranks: int, num_epochs: int) -> None:
+def _check_training(
+    merged: Mapping[str, Any], *, num_gpus: int, num_epochs: int, version: Optional[str], root: Any
+) -> None:
+    """The config by the rules of the training's RETURNN release (``version``, else read from ``root`` where it can
+    be known), and the plan jobs its datasets read their bins from, with that release's seeds."""
+    check_returnn_config(merged, num_ranks=num_gpus, returnn_version=version, returnn_root=None if version else root)
+    if version is None and root is not None:
+        version = returnn_version_info(root)[0]
+    _check_plan_jobs(merged, num_ranks=num_gpus, num_epochs=num_epochs, returnn_version=version)
+
+
+def _check_plan_jobs(
+    config: Mapping[str, Any], *, num_ranks: int, num_epochs: int, returnn_version: Optional[str] = None
+) -> None:
     """A DistributeFilesDataset that reads its bins from a ``ShardPlanJob``'s plan (``plan=job.out_plan``)
     must fit that job's settings: the same ``partition_epoch``, the training's ranks when sharded, and
     the training's ``num_epochs`` plus the sub-epochs RETURNN loads ahead, its seeds, and the batching and sync the
     plan simulates (:func:`~.checks.plan_engine_problems`). Checked when the graph is built, where the dataset would
-    otherwise fail at start-up on every rank."""
-    for info in find_distribute_files_datasets(config, num_ranks=num_ranks):
+    otherwise fail at start-up on every rank. The seeds are those of RETURNN ``returnn_version`` (None: the newest)."""
+    for info in find_distribute_files_datasets(config, num_ranks=num_ranks, returnn_version=returnn_version):
         job = getattr(info.dataset.get("plan"), "creator", None)
         request = getattr(job, "plan_request", None)  # a ShardPlanJob's (duck-typed: the builders never import jobs)
         if not isinstance(request, PlanRequest):
@@ -438,13 +451,9 @@ def training_job_kwargs(
     if passes is not None:
         num_epochs = _num_epochs_of_passes(merged, passes=passes, num_gpus=num_gpus, train_key=train_key)
 
-    check_returnn_config(
-        merged,
-        num_ranks=num_gpus,
-        returnn_version=returnn_version,
-        returnn_root=job_kwargs.get("returnn_root") if returnn_version is None else None,
+    _check_training(
+        merged, num_gpus=num_gpus, num_epochs=num_epochs, version=returnn_version, root=job_kwargs.get("returnn_root")
     )
-    _check_plan_jobs(merged, num_ranks=num_gpus, num_epochs=num_epochs)
 
     # What `python -m i6_shard train-report` reads: the files per sub-epoch (log_verbosity >= 4) and each
     # step's sequences and frames (log_batch_size, printed at log_verbosity 5). Unhashed: post_config and

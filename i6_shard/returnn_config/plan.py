@@ -27,14 +27,19 @@ __all__ = ["plan_for_returnn_config", "named_plan_job", "training_plan_options"]
 
 
 def find_dataset(
-    config: Mapping[str, Any], *, num_ranks: Optional[int], key: Union[str, Tuple[Any, ...]] = "train"
+    config: Mapping[str, Any],
+    *,
+    num_ranks: Optional[int],
+    key: Union[str, Tuple[Any, ...]] = "train",
+    returnn_version: Optional[str] = None,
 ) -> DistributeFilesDatasetInfo:
     """The one DistributeFilesDataset of ``config`` at ``key`` (a config key, or a whole key path such
-    as ``("train", "datasets", "asr")``); a dataset dict is searched as it is.
+    as ``("train", "datasets", "asr")``), read as RETURNN ``returnn_version`` reads it (None: the newest); a dataset
+    dict is searched as it is.
 
     :raises ValueError: if there is none or several there, naming what there is
     """
-    records = find_distribute_files_datasets(config, num_ranks=num_ranks)
+    records = find_distribute_files_datasets(config, num_ranks=num_ranks, returnn_version=returnn_version)
     if "class" in config:
         chosen = records
     else:
@@ -131,7 +136,7 @@ def plan_for_returnn_config(
             f"file_sizes={file_sizes!r} must be the path of a sizes archive (ComputeFileSizesJob."
             "out_file_sizes, `python -m i6_shard sizes`) or a core.FileSizes"
         )
-    info = find_dataset(config, num_ranks=num_ranks, key=key)
+    info = find_dataset(config, num_ranks=num_ranks, key=key, returnn_version=returnn_version)
     request = info.plan_request(num_epochs=num_epochs, distribution=distribution)
     _check_keys_match(info, sizes)
     return make_plan(sizes, request).for_returnn(returnn_version)  # the planning floor, cut as the release
@@ -222,22 +227,24 @@ def training_plan_options(
     if num_epochs is None:
         raise TypeError("give num_epochs (the training's num_epochs, in sub-epochs): the config has none")
     path = (key,) if isinstance(key, str) else tuple(key)
-    records = [
-        r for r in find_distribute_files_datasets(merged, num_ranks=num_ranks) if r.key_path[: len(path)] == path
-    ]
+    notes = _release_of_root(given, returnn_root)  # the seeds and workers are read as that release has them
+    release = {"num_ranks": num_ranks, "returnn_version": given.get("returnn_version")}
+    records = [r for r in find_distribute_files_datasets(merged, **release) if r.key_path[: len(path)] == path]
     if records:
-        info = find_dataset(merged, num_ranks=num_ranks, key=key)  # exactly one, else it says which
-        stated, notes = info.plan_options(num_epochs=num_epochs, distribution=given.pop("distribution", None))
+        info = find_dataset(merged, key=key, **release)  # exactly one, else it says which
+        stated, dataset_notes = info.plan_options(num_epochs=num_epochs, distribution=given.pop("distribution", None))
+        notes = dataset_notes + notes
         where = f"the config's {info.name}"
     else:
-        context = _Context.of(merged, num_ranks=num_ranks)
+        context = _Context.of(merged, **release)
         if given.get("partition_epoch") is None:
             raise TypeError(
                 f"the config has no DistributeFilesDataset at {key!r}, so the plan takes the dataset's settings from "
                 "the arguments: give partition_epoch (and distribution); build the dataset from the plan job, "
                 "sharded_files_dataset(files, plan=job, ...), which takes them from it"
             )
-        engine, notes = engine_plan_options(context.engine_batching, context.sync)
+        engine, engine_notes = engine_plan_options(context.engine_batching, context.sync)
+        notes = engine_notes + notes
         stated = {
             "num_shards": num_ranks,
             "num_epochs": num_epochs,
@@ -250,7 +257,6 @@ def training_plan_options(
         implied = {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
         _agree(implied, {k: v for k, v in given.items() if k in implied}, where=where)
         given = {k: v for k, v in given.items() if k not in implied}
-    notes += _release_of_root(given, returnn_root)
     options = _agree(stated, given, where=where)
     warn_inexact(notes + _verdict_notes(options), where=where)
     return options

@@ -431,7 +431,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 f"{self.distribution!r}"
             )
         problems += self._engine_problems(head)
-        problems += _release_cut_problems(head)
+        problems += _release_cut_problems(head, self.plan_path)
         num_epochs = _config_num_epochs()
         if not problems and num_epochs:
             needed = num_epochs + self.preload_next_n_sub_epochs
@@ -526,23 +526,52 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     _distribute_evenly_by_size = _StaticOnClassSelectedOnInstance("_distribute_selected")
 
 
-def _release_cut_problems(head: core.io.PlanHead) -> List[str]:
+def _release_cut_problems(head: core.io.PlanHead, path: str) -> List[str]:
     """Where the plan's distribution is cut otherwise by the RETURNN release the plan was made for (its
-    ``returnn_version``; None: the newest) than by the running one (detected by feature): the bins are not what this
-    RETURNN cuts, so the plan is refused, naming both releases and the fix."""
+    ``returnn_version``; None: the newest) than by the running one (detected by feature), and the plan's bins are not
+    those this RETURNN cuts for the plan's files (:func:`_same_bins_here`): the plan is refused, naming both releases
+    and the fix. Where both cuts give the same bins for these files, the plan is taken."""
     planned, distribution = head.returnn_version, head.settings.distribution
     key = release_cut_difference(distribution, planned, has_feature=has_feature)
-    if key is None:
+    if key is None or _same_bins_here(head, path):
         return []
     version = getattr(returnn, "__version__", "?")
     feature = returnn_feature(key)
     made_for = f"RETURNN {planned}" if planned else "the newest RETURNN (no returnn_version given)"
     return [
         f"the plan was cut with distribution={distribution!r} as {made_for} cuts, but {running_returnn()} cuts it "
-        f"otherwise ({feature.what} came with RETURNN {feature.first}); re-plan it for this release with "
-        f"returnn_version={version!r} (ShardPlanJob(..., returnn_version=...), `python -m i6_shard plan "
-        f"--returnn-version {version}`)"
+        f"otherwise ({feature.what} came with RETURNN {feature.first}), and its bins for these files differ; re-plan "
+        f"it for this release with returnn_version={version!r} (ShardPlanJob(..., returnn_version=...), `python -m "
+        f"i6_shard plan --returnn-version {version}`)"
     ]
+
+
+def _same_bins_here(head: core.io.PlanHead, path: str) -> bool:
+    """Whether every stored full epoch and layout of the plan holds the bins the running RETURNN's cut makes of the
+    plan's files in the stored order (its features as detected here choose the cut). A plan that reads files more
+    than once a full epoch (corpora by weight) is not re-cut: False."""
+    settings = head.settings
+    if head.corpora is not None:
+        return False
+    num_shards = settings.num_shards if settings.distrib_shard_files else 1
+    options = cut_options(settings.distribution, max_sub_epoch_deviation=settings.max_sub_epoch_deviation)
+    for k in range(head.num_full_epochs):
+        for layout in range(1 if settings.distrib_shard_files else settings.num_shards):
+            order, bounds = read_plan_layout(path, full_epoch_0idx=k, layout_idx=layout, num_files=head.num_files)
+            try:
+                positions, mine = cut_full_epoch(
+                    head.costs[order],
+                    num_shards=num_shards,
+                    partition_epoch=settings.partition_epoch,
+                    distribution=settings.distribution,
+                    options=options,
+                    returnn_version=has_feature,
+                )
+            except (ValueError, AssertionError):  # this release's cut fails on them (its assert)
+                return False
+            if not (np.array_equal(positions, np.arange(len(order))) and np.array_equal(mine, bounds)):
+                return False
+    return True
 
 
 def _kwargs_for_this_returnn(kwargs: Dict[str, Any]) -> Dict[str, Any]:

@@ -86,13 +86,16 @@ def find_dfd(
     num_shards: Optional[int] = None,
     key_path: Optional[Sequence[Any]] = None,
 ) -> DistributeFilesDatasetInfo:
-    """The DistributeFilesDataset to verify, as the reader sees it in the config: the one at ``key_path``
-    (e.g. ``["train", "datasets", "asr"]``), or the only one of the dataset.
+    """The DistributeFilesDataset to verify, as the reader sees it in the config on this RETURNN (its features as
+    detected here: its seeds, DataLoader workers, ``dataset_distribution``): the one at ``key_path`` (e.g.
+    ``["train", "datasets", "asr"]``), or the only one of the dataset.
 
     :raises ValueError: if there is none, or several and no key_path, naming them
     """
     records = find_distribute_files_datasets(
-        _config_mapping(config, config_key=config_key, dataset_dict=dataset_dict), num_ranks=num_shards
+        _config_mapping(config, config_key=config_key, dataset_dict=dataset_dict),
+        num_ranks=num_shards,
+        returnn_version=has_feature,
     )
     records = [r for r in records if r.key_path[0] == config_key]
     if key_path is not None:

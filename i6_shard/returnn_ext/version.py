@@ -7,7 +7,7 @@ import ast
 import functools
 import inspect
 import os
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from i6_shard.core.pure import MIN_RETURNN_VERSION, RETURNN_FEATURES, returnn_feature
 
@@ -39,18 +39,42 @@ def _seed_offset_reads_config() -> bool:
     return code is not None and "dataset_random_seed_offset" in code.co_consts
 
 
-def _pipe_params() -> Tuple[str, ...]:
-    """The parameters of RETURNN's ``ReturnnDatasetIterDataPipe.__init__``, read from its module's source: importing
-    it imports torch, which seeing what the release has must not need (a data-only process has none)."""
+def _torch_data_module(name: str) -> Optional[ast.Module]:
+    """RETURNN's ``returnn/torch/data/<name>.py``, parsed from its source: importing it imports torch, which seeing
+    what the release has must not need (a data-only process has none); None where it cannot be read."""
     import returnn
 
-    path = os.path.join(os.path.dirname(returnn.__file__), "torch", "data", "returnn_dataset_wrapper.py")
+    path = os.path.join(os.path.dirname(returnn.__file__), "torch", "data", f"{name}.py")
     try:
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
+            return ast.parse(f.read(), path)
     except (OSError, SyntaxError, ValueError):
-        return ()
-    for node in tree.body:
+        return None
+
+
+def _loader_defaults_to_a_worker() -> bool:
+    """Whether ``create_data_loader_from_batches`` sets ``loader_opts.setdefault("num_workers", 1)`` (read from the
+    source of ``returnn/torch/data/pipeline.py``)."""
+    tree = _torch_data_module("pipeline")
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "setdefault" and len(node.args) == 2:
+            key, value = node.args
+            if getattr(key, "value", None) == "num_workers" and getattr(value, "value", None) == 1:
+                return True
+    return False
+
+
+def _worker_gets_behavior_version() -> bool:
+    """Whether ``SubProcCopyGlobalConfigPreInitFunc`` takes the behavior version along (``behavior_version_state``)."""
+    from returnn.config import SubProcCopyGlobalConfigPreInitFunc
+
+    return "behavior_version_state" in SubProcCopyGlobalConfigPreInitFunc.__init__.__code__.co_names
+
+
+def _pipe_params() -> Tuple[str, ...]:
+    """The parameters of RETURNN's ``ReturnnDatasetIterDataPipe.__init__``, read from its module's source."""
+    tree = _torch_data_module("returnn_dataset_wrapper")
+    for node in tree.body if tree is not None else ():
         if isinstance(node, ast.ClassDef) and node.name == "ReturnnDatasetIterDataPipe":
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "__init__":
@@ -86,6 +110,11 @@ _LOOKUPS: Dict[str, Callable[[], bool]] = {
     "get_distributed_rank_and_size": lambda: callable(getattr(_basic(), "_get_distributed_rank_and_size", None)),
     "dataset_random_seed_offset": _seed_offset_reads_config,
     "dataloader_shard_workers": lambda: "shard_workers" in _pipe_params(),
+    "dataloader_worker_default": _loader_defaults_to_a_worker,
+    "seed_fixed_by_distrib_shard_files": lambda: (
+        "distrib_shard_files" in getattr(_dfd_code("_uses_custom_distributed_sharding"), "co_names", ())
+    ),
+    "propagate_behavior_version": _worker_gets_behavior_version,
 }
 
 

@@ -166,3 +166,38 @@ def test_distributed_settings_a_release_rejects_or_ignores():
     with pytest.raises(ConfigCheckError, match=f"dataset_random_seed_offset=5 is ignored by RETURNN {OLDEST}"):
         check_returnn_config(offset, num_ranks=2, returnn_version=OLDEST)
     check_returnn_config({**offset, "dataset_random_seed_offset": 0}, num_ranks=2, returnn_version=OLDEST)
+
+
+def test_the_plan_options_of_a_training_take_the_seed_its_release_gives():
+    """Before 1.20261022.211313 RETURNN ignores the config's dataset_random_seed_offset: a plan for that release
+    shuffles with offset 0, as the training does (the real offsets per release: tests/returnn_versions)."""
+    import warnings
+
+    from i6_shard.returnn_config.plan import training_plan_options
+
+    train = sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=Y2025)
+    config = {"backend": "torch", "torch_distributed": {}, "dataset_random_seed_offset": 5, "train": train}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        newest = training_plan_options(config, num_ranks=2, num_epochs=4)
+        old = training_plan_options(config, num_ranks=2, num_epochs=4, returnn_version=Y2025)
+    assert newest["random_seed_offset"] == 5
+    assert old.get("random_seed_offset", 0) == 0 and old["returnn_version"] == Y2025
+
+
+@pytest.mark.parametrize(
+    "version, process, shards_per_rank",
+    [(NEWEST, "torch DataLoader worker", 2), (Y2025, "torch DataLoader worker", 1), (OLDEST, "main process", 1)],
+)
+def test_the_dataloader_is_read_as_the_release_sets_it_up(version, process, shards_per_rank):
+    """Its workers shard again only from 1.20261022.211313 (torch_dataloader_shard_workers), and it reads in a worker
+    by default only from 1.20240702.142741."""
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
+
+    train = sharded_files_dataset(FILES, sub_epoch_dataset=HDF, partition_epoch=2, returnn_version=version)
+    config = {"backend": "torch", "torch_distributed": {}, "torch_dataloader_shard_workers": True, "train": train}
+    (default,) = find_distribute_files_datasets(config, num_ranks=2, returnn_version=version)
+    assert default.reading_process.startswith(process), default.reading_process
+    two = {**config, "torch_dataloader_opts": {"num_workers": 2}}
+    (info,) = find_distribute_files_datasets(two, num_ranks=2, returnn_version=version)
+    assert info.shards.shards_per_rank == shards_per_rank

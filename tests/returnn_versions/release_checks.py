@@ -199,6 +199,100 @@ def _seq_order_parity(*, num_cases: int = 200) -> List[Any]:
     return mismatches
 
 
+def _seed_parity(version: str, files: List[str]) -> List[Any]:
+    """The ``random_seed_offset`` this release's own DistributeFilesDataset has on each of 3 ranks (under
+    ``torch_distributed`` and the config's ``dataset_random_seed_offset=5``) against the reader's for this release:
+    the mismatches. Sharded by ``distrib_shard_files``, unsharded, and (where ``Dataset`` takes them) sharded by the
+    dict's own ``_num_shards``/``_shard_index``."""
+    from returnn.datasets.distrib_files import DistributeFilesDataset
+
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
+    from i6_shard.returnn_ext.version import has_feature
+
+    from ..returnn_ranks import as_rank, placeholder_sub_epoch_dataset
+
+    cases = {"distrib_shard_files": {"distrib_shard_files": True}, "unsharded": {}}
+    if has_feature("dataset_shards"):
+        cases["own_num_shards"] = {"_num_shards": NUM_RANKS}
+    mismatches = []
+    for name, opts in cases.items():
+        for rank in range(NUM_RANKS):
+            dataset = {
+                "class": "DistributeFilesDataset",
+                "files": files,
+                "get_sub_epoch_dataset": placeholder_sub_epoch_dataset,
+                "partition_epoch": PARTITION_EPOCH,
+                "seq_ordering": "random",
+                **opts,
+                **({"_shard_index": rank} if "_num_shards" in opts else {}),
+            }
+            config = {"torch_distributed": {}, "dataset_random_seed_offset": 5, "train": dataset}
+            (info,) = find_distribute_files_datasets(config, num_ranks=NUM_RANKS, returnn_version=version)
+            with as_rank(rank, NUM_RANKS, dataset_random_seed_offset=5):  # constructed only: no sub-epoch is read
+                theirs = int(
+                    DistributeFilesDataset(**{k: v for k, v in dataset.items() if k != "class"}).random_seed_offset
+                )
+            if theirs != info.seed.offset_for(rank):
+                mismatches.append({"case": name, "rank": rank, "returnn": theirs, "reader": info.seed.offset_for(rank)})
+    return mismatches
+
+
+def _loader_parity(version: str) -> Dict[str, Any]:
+    """The torch engine's DataLoader as this release sets it up, against the reader's for this release: whether it
+    reads in a worker process by default (``create_data_loader_from_batches`` with no ``torch_dataloader_opts``),
+    the behavior version where it reads (a worker gets it from ``SubProcCopyGlobalConfigPreInitFunc`` with
+    ``propagate_behavior_version_to_subprocs``, or not), and whether each of 2 workers reads its own shard
+    (``ReturnnDatasetIterDataPipe.reset`` in worker 1 of 2, with ``torch_dataloader_shard_workers=True`` passed on
+    as the engine passes it where the pipe takes it). Each as ``[returnn's, the reader's]``."""
+    import inspect
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import torch.utils.data
+    from returnn.config import Config, SubProcCopyGlobalConfigPreInitFunc, global_config_ctx
+    from returnn.torch.data import pipeline, returnn_dataset_wrapper
+
+    from i6_shard.returnn_config.reader import find_distribute_files_datasets
+
+    class _Shardable:
+        _num_shards, _shard_index = 1, 0
+
+        def supports_sharding(self) -> bool:
+            return True
+
+        def set_sharding(self, *, num_shards: int, shard_index: int) -> None:
+            self._num_shards, self._shard_index = num_shards, shard_index
+
+    config = {
+        "backend": "torch",
+        "torch_distributed": {},
+        "behavior_version": 26,
+        "propagate_behavior_version_to_subprocs": True,
+        "torch_dataloader_shard_workers": True,
+        "train": {"class": "DistributeFilesDataset", "files": ["a", "b", "c"], "get_sub_epoch_dataset": dict},
+    }
+    loader = pipeline.create_data_loader_from_batches([], {})
+    with global_config_ctx(Config({k: v for k, v in config.items() if k != "train"})):
+        passes_version = getattr(SubProcCopyGlobalConfigPreInitFunc(), "behavior_version_state", None) is not None
+    shardable, taken = _Shardable(), inspect.signature(returnn_dataset_wrapper.ReturnnDatasetIterDataPipe).parameters
+    pipe = returnn_dataset_wrapper.ReturnnDatasetIterDataPipe(
+        shardable, reset_callback=lambda: None, **({"shard_workers": True} if "shard_workers" in taken else {})
+    )
+    with mock.patch.object(torch.utils.data, "get_worker_info", lambda: SimpleNamespace(num_workers=2, id=1)):
+        pipe.reset()
+    release = {"num_ranks": 1, "returnn_version": version}
+    (default,) = find_distribute_files_datasets({**config, "torch_dataloader_opts": {}}, **release)
+    (two,) = find_distribute_files_datasets({**config, "torch_dataloader_opts": {"num_workers": 2}}, **release)
+    return {
+        "default_worker": [loader.num_workers > 0, default.reading_process.startswith("torch DataLoader worker")],
+        "reading_behavior_version": [
+            26 if passes_version or loader.num_workers == 0 else 0,
+            default.process_behavior_version,
+        ],
+        "workers_shard": [shardable._num_shards, two.shards.shards_per_rank],
+    }
+
+
 def _all_tags(files: List[str]) -> List[str]:
     """Every sequence tag the files hold (read with h5py, not through RETURNN)."""
     import h5py
@@ -235,6 +329,8 @@ def main(version: str, workdir: str) -> Dict[str, Any]:
         "cut": _cut_parity(version),
         "all_tags": _all_tags(files),
         "seq_order_mismatches": _seq_order_parity(),
+        "seed_mismatches": _seed_parity(version, files),
+        "loader": _loader_parity(version),
     }
 
 

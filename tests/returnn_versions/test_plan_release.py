@@ -16,6 +16,8 @@ from i6_shard.core.pure.returnn_features import returnn_version_key
 
 from .releases import NEWEST, OLD_RELEASES, install
 
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 OLDEST = OLD_RELEASES[0]  # 1.20240620.64807, before the cut re-averaged the rest (1.20240705.144031)
 #: 12 files in 2 ranks x 2 sub-epochs (the list's order, seq_ordering default): the oldest release cuts
 #: [0, 4, 6, 8, 12], the newest [0, 4, 6, 7, 12]
@@ -47,10 +49,10 @@ def release_bins(version, keys, sizes, *, num_bins):
     return out["bins"]
 
 
-def _plan(tmp_path, name, *extra):
-    keys = [f"/corpus/f{i:02d}.hdf" for i in range(len(SIZES))]
-    sizes_path = str(tmp_path / "sizes.npz")
-    core.save_file_sizes(core.FileSizes(keys=keys, sizes=np.array(SIZES, dtype=np.int64)), sizes_path)
+def _plan(tmp_path, name, *extra, sizes=SIZES):
+    keys = [f"/corpus/f{i:02d}.hdf" for i in range(len(sizes))]
+    sizes_path = str(tmp_path / f"sizes-{name}.npz")
+    core.save_file_sizes(core.FileSizes(keys=keys, sizes=np.array(sizes, dtype=np.int64)), sizes_path)
     out = str(tmp_path / name)
     argv = ["plan", "--sizes", sizes_path, "--num-shards", "2", "--partition-epoch", "2", "--num-epochs", "4"]
     argv += ["--distribution", "returnn", "--seq-ordering", "default", "--no-plot", "-o", out, *extra]
@@ -114,3 +116,49 @@ def test_a_returnn_version_that_is_none_is_refused_naming_it(value, error, messa
     with pytest.raises(error, match="returnn_version") as info:
         core.PlanRequest.from_options(num_shards=2, partition_epoch=2, num_epochs=4, returnn_version=value)
     assert message in str(info.value)
+
+
+_START = """
+import json, sys
+import returnn
+from i6_shard.returnn_ext import ShardedDistributeFilesDataset
+from tests.returnn_ranks import as_rank, placeholder_sub_epoch_dataset
+out = {}
+for name, (keys, plan) in json.loads(sys.argv[1]).items():
+    with as_rank(0, 2):
+        dataset = ShardedDistributeFilesDataset(
+            files=keys, get_sub_epoch_dataset=placeholder_sub_epoch_dataset, partition_epoch=2,
+            seq_ordering="default", distrib_shard_files=True, plan=plan,
+        )
+        try:
+            dataset._lazy_init_file_sizes()  # checks the plan against the dataset and this RETURNN
+            out[name] = "taken"
+        except ValueError as exc:
+            out[name] = str(exc)
+print(json.dumps({"version": returnn.__version__, "started": out}))
+"""
+
+
+def test_a_plan_made_without_a_release_is_taken_on_the_oldest_where_its_bins_are_that_releases(tmp_path):
+    """A ``distribution="returnn"`` plan made without ``returnn_version`` (cut as the newest cuts) on the oldest
+    release: taken where the oldest's own cut gives the same bins for its files, refused naming the fix where not."""
+    plans = {
+        "differ": _plan(tmp_path, "differ"),
+        "same": _plan(tmp_path, "same", sizes=[4] * len(SIZES)),
+    }
+    keys = plans["same"][0]
+    assert release_bins(OLDEST, keys, [4] * len(SIZES), num_bins=4) == release_bins(
+        NEWEST, keys, [4] * len(SIZES), num_bins=4
+    ), "the equal sizes no longer show a plan both releases cut alike"
+    arg = json.dumps({name: [keys, os.path.join(out, "plan.npz")] for name, (keys, out) in plans.items()})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([install(OLDEST), _REPO])}
+    proc = subprocess.run(
+        [sys.executable, "-c", _START, arg], env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert returnn_version_key(out["version"]) == returnn_version_key(OLDEST)
+    assert out["started"]["same"] == "taken"
+    refusal = out["started"]["differ"]
+    assert "as the newest RETURNN (no returnn_version given) cuts" in refusal, refusal
+    assert f"returnn_version={out['version']!r}" in refusal and "1.20240705.144031" in refusal, refusal

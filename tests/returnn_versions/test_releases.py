@@ -2,7 +2,8 @@
 with that release first on the path (``release_checks``), the real RETURNN loads i6_shard's class with ``plan=`` on
 3 ranks and reads every sequence exactly once per full epoch, each rank's files those of ``python -m i6_shard files``;
 the builder's dicts for that release are constructed by its own DistributeFilesDataset; the cut and the sequence
-order equal the release's on fuzzed inputs. The newest and two old releases run by default, the rest are slow."""
+order equal the release's on fuzzed inputs; the seed offsets and the DataLoader workers (reading by default, the
+behavior version there, sharding again) are those the config reader says for that release. The newest and two old releases run by default, the rest are slow."""
 
 import os
 
@@ -67,3 +68,6 @@ def test_release(version, tmp_path):
     if not result["features"]["detected"]["reaveraged_cut"]:  # the release's own variant was what passed
         assert result["cut"]["newest_differs"] > 0
     assert result["seq_order_mismatches"] == []
+    assert result["seed_mismatches"] == [], f"RETURNN {version} seeds otherwise than the reader says it does"
+    loader = {k: v for k, v in result["loader"].items() if v[0] != v[1]}
+    assert loader == {}, f"RETURNN {version}'s DataLoader ([its, the reader's]) differs from the reader's"

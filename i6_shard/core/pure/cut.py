@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -337,9 +337,12 @@ def cut_options(distribution: str, *, max_sub_epoch_deviation: float) -> Dict[st
     return {}
 
 
-def cut_for_release(distribution: str, returnn_version: Optional[str]) -> Callable[..., Tuple[np.ndarray, np.ndarray]]:
-    """The cut of ``distribution`` as RETURNN ``returnn_version`` makes it (None: the newest's): the first of its
-    :attr:`CutSpec.release_cuts` whose feature that release lacks, else its ``cut``.
+def cut_for_release(
+    distribution: str, returnn_version: Union[None, str, Callable[[str], bool]]
+) -> Callable[..., Tuple[np.ndarray, np.ndarray]]:
+    """The cut of ``distribution`` as RETURNN ``returnn_version`` makes it (None: the newest's; where RETURNN runs, its
+    features as detected there, see :func:`release_has`): the first of its :attr:`CutSpec.release_cuts` whose feature
+    that release lacks, else its ``cut``.
 
     >>> cut_for_release("returnn", "1.20240620.64807").__name__, cut_for_release("returnn", None).__name__
     ('_returnn_fixed_mean', '_returnn')
@@ -378,7 +381,7 @@ def cut_full_epoch(
     distribution: str,
     options: Optional[Mapping[str, Any]] = None,
     separate: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
-    returnn_version: Optional[str] = None,
+    returnn_version: Union[None, str, Callable[[str], bool]] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Bins of one full epoch for files whose costs are given in the shuffled order.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 __all__ = [
     "MIN_RETURNN_VERSION",
@@ -48,15 +48,21 @@ class ReturnnFeature:
 
 
 #: The features, oldest first. Versions of RETURNN's commits that brought them: distrib_shard_files (#1538),
-#: distrib_info (#1557, 2024-06-28), reaveraged_cut (#1572, 2024-07-05), dataset_shards (#1630, 2024-10-15),
-#: distrib_info_with_shards (6850cd0e3, 2025-07-17), files_list_file (#1717, 2025-04-23), files_callable (2025-10-07), sharding_fix (7803cb188, 2026-06-11); the last
-#: five are not in RETURNN's git master of 2026-08-22 but are in 1.20261022.211313.
+#: distrib_info (#1557, 2024-06-28), dataloader_worker_default (#1563, 2024-07-02), reaveraged_cut (#1572,
+#: 2024-07-05), dataset_shards (#1630, 2024-10-15), distrib_info_with_shards (6850cd0e3, 2025-07-17), files_list_file
+#: (#1717, 2025-04-23), files_callable (2025-10-07), sharding_fix (7803cb188, 2026-06-11); the inexact rows came after
+#: RETURNN's git master of 2026-08-22 and are in 1.20261022.211313.
 RETURNN_FEATURES: Tuple[ReturnnFeature, ...] = (
     ReturnnFeature(
         "distrib_shard_files", "DistributeFilesDataset's distrib_shard_files option", MIN_RETURNN_VERSION, required=True
     ),
     ReturnnFeature(
         "distrib_info", "DistributeFilesDataset passing its rank and size to a child process", "1.20240628.104058"
+    ),
+    ReturnnFeature(
+        "dataloader_worker_default",
+        "the torch engine's DataLoader reading in a worker process by default (torch_dataloader_opts num_workers=1)",
+        "1.20240702.142741",
     ),
     ReturnnFeature(
         "reaveraged_cut",
@@ -97,6 +103,20 @@ RETURNN_FEATURES: Tuple[ReturnnFeature, ...] = (
         "1.20261022.211313",
         False,
     ),
+    ReturnnFeature(
+        "seed_fixed_by_distrib_shard_files",
+        "DistributeFilesDataset's rank-independent seed offset by distrib_shard_files (_uses_custom_distributed_"
+        "sharding; before: by _num_shards > 1)",
+        "1.20261022.211313",
+        False,
+    ),
+    ReturnnFeature(
+        "propagate_behavior_version",
+        "SubProcCopyGlobalConfigPreInitFunc passing the behavior version to a DataLoader worker "
+        "(propagate_behavior_version_to_subprocs)",
+        "1.20261022.211313",
+        False,
+    ),
 )
 
 
@@ -121,9 +141,10 @@ def returnn_feature(key: str) -> ReturnnFeature:
     raise AssertionError(f"no RETURNN feature {key!r}")
 
 
-def release_has(version: Optional[str], key: str) -> Optional[bool]:
+def release_has(version: Union[None, str, Callable[[str], bool]], key: str) -> Optional[bool]:
     """Whether a RETURNN of ``version`` has feature ``key``; None where the version is None or between the newest
-    release known to lack it and the first known to have it (an inexact row).
+    release known to lack it and the first known to have it (an inexact row). Where RETURNN runs, ``version`` may be
+    its features as detected there (``returnn_ext.version.has_feature``: key -> bool), which this returns as it is.
 
     >>> release_has("1.20250115.110555", "dataset_shards"), release_has("1.20250115.110555", "sharding_fix")
     (True, False)
@@ -133,6 +154,8 @@ def release_has(version: Optional[str], key: str) -> Optional[bool]:
     if version is None:
         return None
     feature = returnn_feature(key)
+    if callable(version):
+        return bool(version(feature.key))
     if returnn_version_key(version) >= returnn_version_key(feature.first_version):
         return True
     if not feature.exact and returnn_version_key(version) > returnn_version_key(_LAST_KNOWN_WITHOUT):

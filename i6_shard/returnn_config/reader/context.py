@@ -5,9 +5,9 @@ seed of ``Dataset._get_default_random_seed_offset``, the DataLoader and the sync
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
-from ...core.pure import UNSHARDED_RANK_SEED_STRIDE
+from ...core.pure import UNSHARDED_RANK_SEED_STRIDE, release_has
 from .engine import (
     EngineBatching,
     _is_true,
@@ -16,7 +16,7 @@ from .engine import (
     _torch_dataset_distribution,
 )
 from ..torch_distributed import check_torch_distributed
-from .rules import SeedRule
+from .rules import SeedRule, ShardRule
 from .sync import SyncRule, _sync_rule
 
 #: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
@@ -42,13 +42,23 @@ class _Context:
     loader_process: str = "main process"
     sync: Optional[SyncRule] = None
     engine_batching: EngineBatching = EngineBatching()
+    #: the RETURNN release the training runs (None: the newest; or its detected features, ``core.pure.release_has``),
+    #: whose rules the seeds and workers follow
+    returnn_version: Union[None, str, Callable[[str], bool]] = None
 
     @classmethod
-    def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
+    def of(
+        cls,
+        config: Mapping[str, Any],
+        *,
+        num_ranks: Optional[int],
+        returnn_version: Union[None, str, Callable[[str], bool]] = None,
+    ) -> "_Context":
         torch_opts = config.get("torch_distributed")
         check_torch_distributed(torch_opts, num_ranks=num_ranks)  # what RETURNN refuses at start-up
+        release = {"returnn_version": returnn_version}
         if torch_opts is not None:
-            distributed, dist = "torch", _torch_dataset_distribution(torch_opts)
+            distributed, dist = "torch", _torch_dataset_distribution(torch_opts, **release)
         elif _is_true(config.get("use_horovod")):
             distributed = "horovod"
             dist = config.get("horovod_dataset_distribution", "shard")
@@ -63,13 +73,15 @@ class _Context:
         base = config.get("dataset_random_seed_offset", 0)
         if not isinstance(base, int) or isinstance(base, bool):
             raise TypeError(f"dataset_random_seed_offset={base!r} in the config must be an int")
+        if release_has(returnn_version, "dataset_random_seed_offset") is False:
+            base = 0  # not read by that release (release.config_release_problems says so)
         behavior_version = config.get("behavior_version")
         behavior_version = behavior_version if isinstance(behavior_version, int) else 0
         torch = distributed == "torch" or config.get("backend") == "torch"
         propagate = config.get("propagate_behavior_version_to_subprocs")
         propagate = None if propagate is None else _is_true(propagate)
         loader_bv, loader_process = _loader_behavior_version(
-            config, behavior_version=behavior_version, torch=torch, propagate=propagate
+            config, behavior_version=behavior_version, torch=torch, propagate=propagate, **release
         )
         return cls(
             distributed=distributed,
@@ -77,19 +89,32 @@ class _Context:
             base_offset=base,
             behavior_version=behavior_version,
             batching=config.get("batching"),
-            loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch),
+            loader_workers=_loader_shard_workers(config, behavior_version=behavior_version, torch=torch, **release),
             num_ranks=num_ranks,
             propagate_behavior_version=propagate,
             loader_behavior_version=loader_bv,
             loader_process=loader_process,
             sync=_sync_rule(torch_opts, behavior_version=behavior_version),
             engine_batching=EngineBatching.of(config),
+            returnn_version=returnn_version,
         )
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:
-        """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset``,
-        plus ``rank * 16127`` under torch_distributed with ``dataset_distribution="random_seed_offset"``
-        (or horovod with that distribution), unless the dataset shards by itself
-        (``_uses_custom_distributed_sharding``: DistributeFilesDataset with ``distrib_shard_files``)."""
+        """``Dataset._get_default_random_seed_offset``: the config's ``dataset_random_seed_offset`` (0 on a release
+        that does not read it), plus ``rank * 16127`` under torch_distributed with
+        ``dataset_distribution="random_seed_offset"`` (or horovod with that distribution), unless the dataset shards
+        by itself (``_uses_custom_distributed_sharding``, see :meth:`dfd_custom_sharding`)."""
         per_rank = not custom_sharding and self.dataset_distribution == "random_seed_offset"
         return SeedRule(self.base_offset, UNSHARDED_RANK_SEED_STRIDE if per_rank else 0, where)
+
+    def dfd_custom_sharding(self, *, distrib_shard_files: bool, shards: ShardRule) -> bool:
+        """A DistributeFilesDataset's ``_uses_custom_distributed_sharding`` (its seed the same on every rank):
+        ``distrib_shard_files``, or on a release before that rule (``returnn_version``), ``_num_shards > 1``.
+
+        >>> old = _Context.of({"torch_distributed": {}}, num_ranks=2, returnn_version="1.20250115.110555")
+        >>> old.dfd_custom_sharding(distrib_shard_files=False, shards=ShardRule(per_rank=False, fixed=(2, 1)))
+        True
+        """
+        if release_has(self.returnn_version, "seed_fixed_by_distrib_shard_files") is False:
+            return shards.more_than_one(self.num_ranks)
+        return distrib_shard_files

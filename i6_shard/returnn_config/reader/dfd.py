@@ -31,8 +31,9 @@ def _dfd_info(
     sharding_fix = opts.get("sharding_fix")
     if sharding_fix is not None and not isinstance(sharding_fix, bool):
         raise TypeError(f"{_name(path)}: sharding_fix={sharding_fix!r} must be True, False or None")
-    seed = _own_seed(dataset, given, ctx, custom_sharding=distrib, path=path)
     shards, fails = _dfd_shards(dataset, given, ctx, path=path, distrib=distrib)
+    custom = ctx.dfd_custom_sharding(distrib_shard_files=distrib, shards=shards)
+    seed = _own_seed(dataset, given, ctx, custom_sharding=custom, path=path)
     seq_ordering = opts.get("seq_ordering")
     if seq_ordering is None:
         seq_ordering = ctx.batching if given.role == "train" and not given.wrappers and ctx.batching else "default"

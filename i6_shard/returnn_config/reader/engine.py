@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...core import SyncMode
-from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING
+from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING, release_has
 from ..torch_distributed import DATASET_DISTRIBUTIONS
 from .tree import _flatten_with_path
 
@@ -148,13 +148,20 @@ def sub_epoch_seq_ordering_of(sub_epoch_dataset: Any) -> Any:
     return order if random else UNKNOWN_SEQ_ORDERING
 
 
-def _torch_dataset_distribution(opts: Mapping[str, Any]) -> str:
+def _torch_dataset_distribution(opts: Mapping[str, Any], *, returnn_version: Optional[str] = None) -> str:
     """``returnn.torch.distributed.get_dataset_distribution`` of a ``torch_distributed`` that
-    :func:`~i6_shard.returnn_config.torch_distributed.check_torch_distributed` accepted.
+    :func:`~i6_shard.returnn_config.torch_distributed.check_torch_distributed` accepted, on RETURNN
+    ``returnn_version`` (None: the newest): a release without the option (``get_default_kwargs_train``) seeds every
+    rank as ``"random_seed_offset"`` does (``rank * 16127``) and shards none (its DistributedContext refuses the
+    option itself, which ``release.config_release_problems`` says).
 
     >>> _torch_dataset_distribution({"dataset_distribution": "shard"})
     'shard'
+    >>> _torch_dataset_distribution({"dataset_distribution": "shard"}, returnn_version="1.20250115.110555")
+    'random_seed_offset'
     """
+    if release_has(returnn_version, "get_default_kwargs_train") is False:
+        return DATASET_DISTRIBUTIONS[0]
     return opts.get("dataset_distribution", DATASET_DISTRIBUTIONS[0])
 
 
@@ -178,40 +185,60 @@ def _worker_behavior_version(behavior_version: int, *, propagate: Optional[bool]
 
 
 def _loader_behavior_version(
-    config: Mapping[str, Any], *, behavior_version: int, torch: bool, propagate: Optional[bool]
+    config: Mapping[str, Any],
+    *,
+    behavior_version: int,
+    torch: bool,
+    propagate: Optional[bool],
+    returnn_version: Optional[str] = None,
 ) -> Tuple[int, str]:
     """``(behavior version, process)`` where the torch engine reads a dataset, as
-    ``returnn.torch.data.pipeline.create_data_loader_from_batches`` sets up the DataLoader: in
-    ``num_workers`` worker processes (default 1; 0: the main process), started by default with
+    ``returnn.torch.data.pipeline.create_data_loader_from_batches`` of RETURNN ``returnn_version`` (None: the newest)
+    sets up the DataLoader: in ``num_workers`` worker processes (default 1; 0, the main process, before
+    1.20240702.142741), started by default with
     ``NonDaemonicSpawnContext(process_pre_init_func=SubProcCopyGlobalConfigPreInitFunc())`` (see
-    :func:`_worker_behavior_version`); a ``"fork"`` context inherits the main process's state, any
-    other context starts a fresh process without it.
+    :func:`_worker_behavior_version`; a release before ``propagate_behavior_version_to_subprocs`` never passes it on);
+    a ``"fork"`` context inherits the main process's state, any other context starts a fresh process without it.
 
     >>> _loader_behavior_version({"torch_dataloader_opts": {"num_workers": 0}}, behavior_version=26, torch=True,
     ...                          propagate=None)
+    (26, 'main process (torch_dataloader_opts num_workers=0)')
+    >>> _loader_behavior_version({}, behavior_version=26, torch=True, propagate=None, returnn_version="1.20240620.64807")
     (26, 'main process (torch_dataloader_opts num_workers=0)')
     """
     if not torch:
         return behavior_version, "main process"
     opts = config.get("torch_dataloader_opts") or {}
     opts = opts if isinstance(opts, Mapping) else {}
-    if not opts.get("num_workers", 1):
+    default_workers = 0 if release_has(returnn_version, "dataloader_worker_default") is False else 1
+    if not opts.get("num_workers", default_workers):
         return behavior_version, "main process (torch_dataloader_opts num_workers=0)"
     context = opts.get("multiprocessing_context", "spawn_non_daemonic")
     if context == "fork":
         return behavior_version, "torch DataLoader worker (forked: it inherits the behavior version)"
     if context == "spawn_non_daemonic":
-        version = _worker_behavior_version(behavior_version, propagate=propagate)
-        how = "which gets it" if version == behavior_version else "which RETURNN does not give it below 31"
+        never = release_has(returnn_version, "propagate_behavior_version") is False
+        version = _worker_behavior_version(behavior_version, propagate=False if never else propagate)
+        how = "which RETURNN does not give it " + (f"in release {returnn_version}" if never else "below 31")
+        how = "which gets it" if version == behavior_version else how
         return version, f"torch DataLoader worker ({how})"
     return 0, f"torch DataLoader worker (multiprocessing_context={context!r}: a fresh process without it)"
 
 
-def _loader_shard_workers(config: Mapping[str, Any], *, behavior_version: int, torch: bool) -> int:
+def _loader_shard_workers(
+    config: Mapping[str, Any], *, behavior_version: int, torch: bool, returnn_version: Optional[str] = None
+) -> int:
     """DataLoader workers that each read their own shard of the train dataset:
     ``ReturnnDatasetIterDataPipe.reset`` shards over ``num_workers`` when it is > 1 and
-    ``torch_dataloader_shard_workers`` (default: ``behavior_version >= 37``) is on."""
-    if not torch:
+    ``torch_dataloader_shard_workers`` (default: ``behavior_version >= 37``) is on; a RETURNN ``returnn_version``
+    without that option (None: the newest) never does, and each worker reads all of the rank's data.
+
+    >>> opts = {"torch_dataloader_opts": {"num_workers": 2}}
+    >>> _loader_shard_workers(opts, behavior_version=37, torch=True), _loader_shard_workers(
+    ...     opts, behavior_version=37, torch=True, returnn_version="1.20260608.172901")
+    (2, 1)
+    """
+    if not torch or release_has(returnn_version, "dataloader_shard_workers") is False:
         return 1
     opts = config.get("torch_dataloader_opts") or {}
     num_workers = opts.get("num_workers", 0) if isinstance(opts, Mapping) else 0

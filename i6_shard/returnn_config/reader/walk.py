@@ -5,7 +5,7 @@ datasets, read as RETURNN's ``__main__.load_data`` (``train``, ``dev``, ``eval``
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from ...core.pure import check_optional_int
 from .classes import dataset_class_name, is_distribute_files_dataset
@@ -106,6 +106,7 @@ def find_distribute_files_datasets(
     *,
     num_ranks: Optional[int] = None,
     config: Optional[Mapping[str, Any]] = None,
+    returnn_version: Union[None, str, Callable[[str], bool]] = None,
 ) -> List[DistributeFilesDatasetInfo]:
     """Every DistributeFilesDataset in a RETURNN config or a dataset dict, at any depth, with the
     settings RETURNN gives it (one record each, in config order).
@@ -119,6 +120,9 @@ def find_distribute_files_datasets(
     :param num_ranks: number of training processes, if known
     :param config: for a dataset dict: the rest of its RETURNN config (``torch_distributed``,
         ``behavior_version``, ``dataset_random_seed_offset``, ...)
+    :param returnn_version: the RETURNN release the training runs (``1.YYYYMMDD.HHMMSS``), whose seeds, DataLoader
+        workers and ``dataset_distribution`` the records follow (``core.pure.RETURNN_FEATURES``); None: the newest's;
+        where RETURNN runs, its features as detected there (``returnn_ext.version.has_feature``)
 
     >>> [(r.key_path, r.sharded, r.mechanism) for r in find_distribute_files_datasets(
     ...     {"torch_distributed": {"dataset_distribution": "shard"},
@@ -137,10 +141,12 @@ def find_distribute_files_datasets(
     if "class" in config_or_dataset_dict:
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config has type {type(config).__name__}; give the RETURNN config dict or None")
-        ctx = _Context.of(DATASET_DICT_CONTEXT if config is None else config, num_ranks=num_ranks)
+        ctx = _Context.of(
+            DATASET_DICT_CONTEXT if config is None else config, num_ranks=num_ranks, returnn_version=returnn_version
+        )
         _walk(config_or_dataset_dict, (), _top_level("train", config_or_dataset_dict, ctx, role="train"), ctx, out)
         return out
-    ctx = _Context.of(config_or_dataset_dict, num_ranks=num_ranks)
+    ctx = _Context.of(config_or_dataset_dict, num_ranks=num_ranks, returnn_version=returnn_version)
     for key, value in config_or_dataset_dict.items():
         if key in _TOP_LEVEL_KEYS and isinstance(value, Mapping):
             role = "train" if key == "train" else "eval"
