@@ -2,23 +2,40 @@
 settings RETURNN reads in its own way, deeply nested settings, stale lengths, full scratch directories and
 file-size limits. Each is the right result, or one clear error line (exit status 2) that names what to fix."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 
 from tests.costs_data import frames_costs
 from tests.deps import H5PY_REASON, MATPLOTLIB_REASON, RETURNN_REASON, SISYPHUS_REASON
 from i6_shard import core
+from i6_shard.cli import main
 
 #: A command that would run away must not hang the suite.
 TIMEOUT_S = 120
 
 
-def run_cli(*args, cwd=None, env=None, timeout=TIMEOUT_S):
-    argv = [sys.executable, "-W", "error::RuntimeWarning", "-m", "i6_shard", *map(str, args)]
-    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+def run_cli(*args, timeout=None):
+    """``python -W error::RuntimeWarning -m i6_shard ARGS`` as a finished process: its exit status, stdout and stderr.
+    In this process (``main``, what ``python -m i6_shard`` calls; test_sizes_cli.py and test_hostile_cli.py start it as one),
+    unless a ``timeout`` asks for a process that a run-away can be stopped in."""
+    argv = [str(a) for a in args]
+    if timeout is not None:
+        cmd = [sys.executable, "-W", "error::RuntimeWarning", "-m", "i6_shard", *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("error", RuntimeWarning)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def one_error_line(res):
