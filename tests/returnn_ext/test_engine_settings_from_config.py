@@ -101,6 +101,7 @@ def test_a_plan_simulated_with_another_sub_epoch_order_is_refused(tmp_path, orde
             dataset._check_plan()
 
 
+@pytest.mark.slow  # two equal_steps plans and each rank's own cut: 5 s of CPU (quick: test_equal_steps_dataset.py's)
 def test_equal_steps_without_a_plan_file_cuts_with_the_sub_epoch_order(tmp_path):
     """Distribution "equal_steps" cut by the dataset itself takes its sub-epoch dataset's order (laplace here), as
     the plan made with that order does; the plan of the random order cuts other bins here, so the order is used."""
