@@ -20,14 +20,20 @@ from i6_shard.cli import main
 TIMEOUT_S = 120
 
 
-def run_cli(*args, timeout=None):
+def run_cli(*args, cpu_seconds=None):
     """``python -W error::RuntimeWarning -m i6_shard ARGS`` as a finished process: its exit status, stdout and stderr.
-    In this process (``main``, what ``python -m i6_shard`` calls; test_sizes_cli.py and test_hostile_cli.py start it as one),
-    unless a ``timeout`` asks for a process that a run-away can be stopped in."""
+    In this process (``main``, what ``python -m i6_shard`` calls; test_sizes_cli.py and test_hostile_cli.py start
+    it as one), unless ``cpu_seconds`` asks for a process that a run-away is stopped in: by the CPU time it used
+    (RLIMIT_CPU), which a loaded machine does not shorten as it does a wall-clock limit."""
     argv = [str(a) for a in args]
-    if timeout is not None:
+    if cpu_seconds is not None:
+        import resource
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+
         cmd = [sys.executable, "-W", "error::RuntimeWarning", "-m", "i6_shard", *argv]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, preexec_fn=limited)
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         warnings.simplefilter("error", RuntimeWarning)
@@ -102,7 +108,7 @@ def test_a_huge_param_sync_step_costs_what_a_small_one_does(tmp_path):
     for step in (10**4, 10**12):
         argv = ["plan", "--sizes", costs, "--num-shards", 3, "--partition-epoch", 2, "--num-epochs", 2]
         argv += ["--batch-size", 700, "--reduce-type", "param", "--param-sync-step", step, "--no-plot"]
-        res = run_cli(*argv, "-o", tmp_path / str(step), timeout=30)
+        res = run_cli(*argv, "-o", tmp_path / str(step), cpu_seconds=30)
         assert res.returncode == 0, res.stderr[-2000:]
         summaries.append(json.load(open(tmp_path / str(step) / "summary.json")))
     assert summaries[0]["steps_taken"] == summaries[1]["steps_taken"]
