@@ -1,6 +1,6 @@
 """Shared test settings: hypothesis profiles sized for 2-core CI machines, and the quick tier: ``-m "not slow"``
-leaves out real trainings, Slurm and Sisyphus manager runs (marked ``slow``) and runs the invariants with fewer
-examples."""
+leaves out real trainings, Slurm and Sisyphus manager runs, RETURNN runs through worker processes, the release matrix
+and other tests of several seconds of CPU (marked ``slow``), and runs the invariants with fewer examples."""
 
 import os
 

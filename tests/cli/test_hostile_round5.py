@@ -2,23 +2,46 @@
 settings RETURNN reads in its own way, deeply nested settings, stale lengths, full scratch directories and
 file-size limits. Each is the right result, or one clear error line (exit status 2) that names what to fix."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 
 from tests.costs_data import frames_costs
 from tests.deps import H5PY_REASON, MATPLOTLIB_REASON, RETURNN_REASON, SISYPHUS_REASON
 from i6_shard import core
+from i6_shard.cli import main
 
 #: A command that would run away must not hang the suite.
 TIMEOUT_S = 120
 
 
-def run_cli(*args, cwd=None, env=None, timeout=TIMEOUT_S):
-    argv = [sys.executable, "-W", "error::RuntimeWarning", "-m", "i6_shard", *map(str, args)]
-    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+def run_cli(*args, cpu_seconds=None):
+    """``python -W error::RuntimeWarning -m i6_shard ARGS`` as a finished process: its exit status, stdout and stderr.
+    In this process (``main``, what ``python -m i6_shard`` calls; test_sizes_cli.py and test_hostile_cli.py start
+    it as one), unless ``cpu_seconds`` asks for a process that a run-away is stopped in: by the CPU time it used
+    (RLIMIT_CPU), which a loaded machine does not shorten as it does a wall-clock limit."""
+    argv = [str(a) for a in args]
+    if cpu_seconds is not None:
+        import resource
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+
+        cmd = [sys.executable, "-W", "error::RuntimeWarning", "-m", "i6_shard", *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, preexec_fn=limited)
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("error", RuntimeWarning)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def one_error_line(res):
@@ -85,7 +108,7 @@ def test_a_huge_param_sync_step_costs_what_a_small_one_does(tmp_path):
     for step in (10**4, 10**12):
         argv = ["plan", "--sizes", costs, "--num-shards", 3, "--partition-epoch", 2, "--num-epochs", 2]
         argv += ["--batch-size", 700, "--reduce-type", "param", "--param-sync-step", step, "--no-plot"]
-        res = run_cli(*argv, "-o", tmp_path / str(step), timeout=30)
+        res = run_cli(*argv, "-o", tmp_path / str(step), cpu_seconds=30)
         assert res.returncode == 0, res.stderr[-2000:]
         summaries.append(json.load(open(tmp_path / str(step) / "summary.json")))
     assert summaries[0]["steps_taken"] == summaries[1]["steps_taken"]

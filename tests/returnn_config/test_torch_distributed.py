@@ -86,7 +86,7 @@ def test_what_returnn_takes_is_taken(opts):
     assert ours_accepts(opts)
 
 
-@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(opts=torch_distributed_options())
 def test_refused_exactly_where_returnn_refuses(opts):
     assert ours_accepts(opts) == returnn_accepts(opts), opts

@@ -8,7 +8,8 @@ from .harness import run_sharded_training
 
 #: Settings of the shared training: skewed HDF data, frames-based batching, behavior_version 33 (the logged
 #: 'complete' is the mean over the ranks). The DFD worker process is off here: it doubles the time on two
-#: cores; the committed logs in tests/data/returnn_logs cover it.
+#: cores; the committed logs in tests/data/returnn_logs cover it. The DataLoader reads in each rank's process
+#: (num_workers=0): its worker per rank cost a third of the training's CPU; test_engine_live.py reads through it.
 SHARED = dict(
     num_ranks=2,
     num_files=16,
@@ -19,6 +20,7 @@ SHARED = dict(
     use_worker_proc=False,
     batch_size=300,
     max_seqs=10,
+    extra_config={"torch_dataloader_opts": {"num_workers": 0}},
 )
 
 

@@ -1,6 +1,8 @@
 """A real multi-rank RETURNN training (torchrun, gloo on CPU; tests/training/harness.py) of two corpora mixed by weight
 (A weight 1, B weight 2.5) through a plan file: every rank trains exactly the plan's files and steps, repeats
-included, nothing is dropped, and train-report shows each corpus's share as planned."""
+included, nothing is dropped, and train-report shows each corpus's share as planned. The DataLoader reads in each
+rank's process (``num_workers=0``: a worker per rank would add a third of the training's CPU; test_engine_live.py reads
+through the worker)."""
 
 import dataclasses
 import json
@@ -60,6 +62,7 @@ def test_two_corpora_by_weight_train_as_planned(tmp_path):
         max_seqs=MAX_SEQS,
         behavior_version=31,
         torch_distributed={"backend": "gloo"},
+        extra_config={"torch_dataloader_opts": {"num_workers": 0}},
     )
     logs = read_training_logs(training.log_files)
     reads = np.zeros(NUM_A + NUM_B, dtype=np.int64)

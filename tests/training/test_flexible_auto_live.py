@@ -1,7 +1,9 @@
 """``distribution="flexible_auto"`` fed a ``steps`` costs archive, in a real 2-rank RETURNN training (torchrun,
 gloo, CPU): RETURNN's own logs show every rank reading the plan's files in every sub-epoch, including sub-epochs
 that files were moved into (not contiguous parts of the shuffled order), and the training report finds them
-as planned."""
+as planned. The DataLoader reads in each rank's process (``num_workers=0``: the files a rank reads are its dataset's
+wherever it runs, and a worker per rank would add a third of the training's time; test_engine_live.py reads through
+the worker)."""
 
 import dataclasses
 import os
@@ -59,6 +61,7 @@ def test_flexible_auto_by_steps_trains_its_plan(tmp_path):
         num_epochs=NUM_EPOCHS,
         batch_size=BATCHING.batch_size,
         max_seqs=BATCHING.max_seqs,
+        extra_config={"torch_dataloader_opts": {"num_workers": 0}},
     )
     logs = read_training_logs(training.log_files)
     assert logs.epochs == list(range(1, NUM_EPOCHS + 1))

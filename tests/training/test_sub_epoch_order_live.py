@@ -2,7 +2,9 @@
 reads the HDFDataset's ``seq_ordering="laplace:.20"`` from the training's config (as ``ShardPlanJob.for_training``
 does), simulates it exactly, and its ``steps_taken`` are RETURNN's "Trained N steps" in every (sub-epoch, rank);
 ``train-report --plan ... --fail-on-alarm`` finds nothing to alarm of. A plan of the random order has other steps
-here, so the order is what decides them."""
+here, so the order is what decides them. The DataLoader reads in each rank's process (``num_workers=0``: the steps
+are the rank's, and a worker per rank would add a third of the training's time; test_engine_live.py reads through the
+worker)."""
 
 import dataclasses
 import json
@@ -60,7 +62,8 @@ def test_a_laplace_order_is_planned_exactly_and_the_training_takes_the_planned_s
     plan_dir, summary = plan("plan")
     _, random_summary = plan("random", sub_epoch_seq_ordering="random")
     assert summary["batching"]["simulation"]["exact"] is True
-    training = run_training(str(run_dir), train=train, num_ranks=2, **settings)
+    in_process = {"torch_dataloader_opts": {"num_workers": 0}}
+    training = run_training(str(run_dir), train=train, num_ranks=2, extra_config=in_process, **settings)
     logs = read_training_logs(training.log_files)
     logged = [[int(logs.ranks[r].sub_epochs[e].trained_steps) for r in range(2)] for e in range(1, NUM_EPOCHS + 1)]
     assert summary["steps_taken"] == logged

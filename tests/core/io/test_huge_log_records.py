@@ -25,7 +25,7 @@ CASE = os.path.join(LOGS, "w4_bv24")
 FILES = "<DistributeFilesDataset 'train' epoch={e}>: using files for epoch {e}: {files}"
 
 
-@settings(max_examples=examples(500), deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(trees=st.lists(file_trees(), max_size=6))
 def test_the_tokenizer_reads_what_python_reads(trees):
     assert parse_files_literal(repr(trees)) == ast.literal_eval(repr(trees)) == trees

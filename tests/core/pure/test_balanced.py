@@ -52,7 +52,7 @@ sizes_and_bins = st.tuples(
 )
 
 
-@settings(max_examples=examples(400))
+@settings(max_examples=examples(200))
 @given(sizes_and_bins)
 def test_assign_largest_first_is_exactly_lpt(case):
     sizes, num_bins = case

@@ -91,7 +91,7 @@ def parity_cases(draw):
     return files, {f"f{i}": s for i, s in enumerate(name_sizes)}, num_bins
 
 
-@settings(max_examples=examples(2500))
+@settings(max_examples=examples(800))
 @given(parity_cases())
 def test_parity_with_returnn_fuzzed(case):
     files, by_name, num_bins = case

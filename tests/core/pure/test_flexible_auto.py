@@ -27,7 +27,7 @@ from i6_shard.core.pure.flexible import (
 from .test_flexible import check_bins, dropped, groups_of, is_contiguous_split, layouts, loads_of
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(layouts)
 def test_invariants_and_within_the_tolerance_of_every_bound_it_tries(case):
     num_shards, partition_epoch, sizes, _ = case
