@@ -80,11 +80,14 @@ def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit
     n = lengths.shape[0]
     size = np.minimum(seqs_limit, n - np.arange(n, dtype=np.int64))
     longs = np.flatnonzero(lengths > _long_above(frames_limit=frames_limit, seqs_limit=seqs_limit))
-    stop = frames_limit // lengths[longs]
-    for d in range(min(seqs_limit, n)):
-        first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
-        at = longs[first:] - d
-        size[at] = np.minimum(size[at], np.maximum(stop[first:], d))
+    if 4 * longs.shape[0] > n:  # many long sequences: every start's window of max_seqs at once
+        _dense_sizes(size, lengths, longs, frames_limit=frames_limit, seqs_limit=seqs_limit)
+    else:
+        stop = frames_limit // lengths[longs]
+        for d in range(min(seqs_limit, n)):
+            first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
+            at = longs[first:] - d
+            size[at] = np.minimum(size[at], np.maximum(stop[first:], d))
     ends = memoryview(np.arange(n, dtype=np.int64) + np.maximum(size, 1))
     bounds = [0]
     s = 0
@@ -94,12 +97,41 @@ def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit
     return np.asarray(bounds, dtype=np.int64)
 
 
+def _file_frames(file_lengths: Sequence[np.ndarray], num_seqs: np.ndarray) -> np.ndarray:
+    """Frames of each file (its first data key), int64 shape [num_files]: one sum over all files' lengths.
+
+    >>> _file_frames([np.array([2, 3]), np.zeros(0, dtype=np.int64), np.array([[4, 1]])], np.array([2, 0, 1])).tolist()
+    [5, 0, 4]
+    """
+    if not file_lengths:
+        return np.zeros(0, dtype=np.int64)
+    first = [x if x.ndim == 1 else x[:, 0] for x in file_lengths]
+    cum = np.concatenate([[0], np.cumsum(np.concatenate(first), dtype=np.int64)])
+    ends = np.cumsum(num_seqs)
+    return cum[ends] - cum[ends - num_seqs]
+
+
+def _dense_sizes(size: np.ndarray, lengths: np.ndarray, longs: np.ndarray, *, frames_limit: int, seqs_limit: int):
+    """:func:`_batch_bounds_few_seqs`' batch sizes (into ``size``, which holds ``min(max_seqs, n - s)``) where long
+    sequences are many: the minimum over ``d < max_seqs`` of ``max(d, batch_size // lengths[s + d])`` (``max_seqs``
+    where ``s + d`` is not long or past the end), for every start s at once, one pass per d on small ints."""
+    n = lengths.shape[0]
+    width = min(seqs_limit, n)
+    dtype = np.int8 if seqs_limit < 128 else np.int64
+    stop = np.full(n + width, seqs_limit, dtype=dtype)
+    stop[longs] = np.minimum(frames_limit // lengths[longs], seqs_limit)
+    low = stop[:n].copy()
+    for d in range(1, width):
+        np.minimum(low, np.maximum(stop[d : d + n], d), out=low)
+    np.minimum(size, low, out=size)
+
+
 class _Context:
     """What every rank of a full epoch shares: the files' lengths, the engine, the seed, the order per count."""
 
     def __init__(self, file_lengths, engine: EngineSettings, full_epoch_0idx: int, offset: int):
         self.file_lengths = [np.asarray(x, dtype=np.int64) for x in file_lengths]
-        self.num_seqs = np.array([x.shape[0] for x in self.file_lengths], dtype=np.int64)
+        self.num_seqs = np.fromiter((x.shape[0] for x in self.file_lengths), dtype=np.int64, count=len(file_lengths))
         self.engine, self.full_epoch_0idx, self.offset = engine, full_epoch_0idx, offset
         self.period = _period(engine)
         name = engine.seq_ordering.split(":")[0]
@@ -114,7 +146,7 @@ class _Context:
         self.apart: Optional[np.ndarray] = None
         #: [low, high] frames of a sub-epoch where ``max_sub_epoch_deviation`` bounds them (:meth:`bound`), else None
         self.size_range: Optional[Tuple[int, int]] = None
-        self.frames = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in self.file_lengths])
+        self.frames = _file_frames(self.file_lengths, self.num_seqs)
 
     def apart_after(self, sub_bins: Sequence[List[int]], old: List[int], new: List[int], other: Sequence[int]) -> bool:
         """Whether, after bin ``old`` of another sub-epoch becomes ``new`` (the rest of that sub-epoch: ``other``)
@@ -227,7 +259,7 @@ class _Rank:
         """The new lengths at the training-order slots that change when files i < j swap places (the files between
         them shift by the difference of their sizes)."""
         lengths = self.ctx.file_lengths
-        start = sum(lengths[f].shape[0] for f in self.files[:i])
+        start = int(self.ctx.num_seqs[self.files[:i]].sum()) if i else 0
         block = [self.files[j]] + self.files[i + 1 : j] + [self.files[i]]
         new = np.concatenate([lengths[f] for f in block])
         slots = self.inverse[start : start + new.shape[0]]
@@ -243,6 +275,10 @@ class _Rank:
         moved = sorted(c for c, v in changes.items() if v > long_above or c in lengths)
         if not moved:
             return self.starts
+        if 4 * len(lengths) > self.num_seqs:  # long sequences everywhere: batching anew is quicker than walking
+            xo = self.xo.copy()
+            xo[np.fromiter(changes.keys(), dtype=np.int64)] = np.fromiter(changes.values(), dtype=np.int64)
+            return _batch_bounds_few_seqs(xo, frames_limit=self.ctx.frames_limit, seqs_limit=seqs_limit)[:-1].tolist()
         added = [c for c in moved if changes[c] > long_above]  # long after the change
         starts, n = self.starts, self.num_seqs
         out: List[int] = []
@@ -385,7 +421,7 @@ class _SubEpoch:
         m = len(rank.files)
         if not self.ctx.fast or m < 2 or rank.num_seqs == 0:
             return
-        sizes = np.array([self.ctx.file_lengths[f].shape[0] for f in rank.files], dtype=np.float64)
+        sizes = self.ctx.num_seqs[rank.files].astype(np.float64)
         best, since = self.distance(rank.count, window), 0
         for _ in range(trials):
             dist = self.distance(rank.count, window)
