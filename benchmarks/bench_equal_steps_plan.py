@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -117,7 +118,9 @@ def run_plan(archive: str, out_dir: str, distribution: str, args) -> dict:
         raise RuntimeError(f"plan {argv} exited {code}:\n{printed.getvalue()[-3000:]}")
     with open(os.path.join(out_dir, "summary.json"), encoding="utf-8") as f:
         summary = json.load(f)
-    return {"wall": wall, "cpu": cpu, "search": clock, "summary": summary}
+    with open(os.path.join(out_dir, "plan.npz"), "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    return {"wall": wall, "cpu": cpu, "search": clock, "summary": summary, "digest": digest}
 
 
 def sub_epoch_frames(out_dir: str, lengths) -> np.ndarray:
@@ -189,7 +192,7 @@ def report(rep: int, got: dict) -> None:
         print(
             f"  {name:<14} plan command {res['wall']:6.1f} s wall, {res['cpu']:6.1f} s CPU; dropped (simulated) "
             f"{100 * res['summary']['dropped_fraction_predicted']:.3f}%; sub-epoch frames {dev.min():+.1%}.."
-            f"{dev.max():+.1%} of the mean"
+            f"{dev.max():+.1%} of the mean; plan.npz sha256 {res['digest']}"
         )
     print(
         f"  equal_steps / flexible_auto: {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU (goal <= {RATIO_GOAL}x: "
