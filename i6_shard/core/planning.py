@@ -296,7 +296,7 @@ def equal_steps_inputs(request: PlanRequest, *, lengths: Optional[FileCosts]) ->
             f"distribution='equal_steps' equalizes the simulated steps, but this training is not simulated exactly: "
             f"{reason}; choose another distribution (e.g. balanced)"
         )
-    return EqualStepsInputs(file_lengths=file_lengths, engine=engine)
+    return EqualStepsInputs(file_lengths=file_lengths, engine=engine, batching=batching)
 
 
 def plan_archive(
@@ -435,7 +435,9 @@ def make_plan_outputs(
         )
     plan = make_plan(sizes, request, lengths=lengths, corpus_sizes=corpus_sizes, corpus_names=corpus_names)
     batching = request.batching
-    if lengths is not None:
+    if plan.equal_steps is not None and plan.equal_steps.batching is not None:
+        batching = plan.equal_steps.batching  # checked against the same lengths by equal_steps_inputs
+    elif lengths is not None:
         with heartbeat(f"plan: batching limits checked against {len(lengths):,} files' lengths"):
             batching = prediction_batching(lengths, request.batching)
     return _outputs(

@@ -13,7 +13,7 @@ import numpy as np
 from .balanced import distribute_balanced
 from .distribute import distribute_evenly_by_size
 from .distribute_fixed_mean import distribute_evenly_by_size_fixed_mean
-from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto
+from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, distribute_flexible, distribute_flexible_auto, file_frames
 from .returnn_features import release_has
 from .text import short_repr
 
@@ -103,7 +103,7 @@ def _equal_steps(
             "(batch_size / max_seqs, sync): plan from a costs archive with per-sequence lengths and give the "
             "batching, or choose another distribution"
         )
-    frames = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in map(np.asarray, file_lengths)])
+    frames = file_frames(file_lengths)
 
     def from_cut(start_costs: np.ndarray):
         positions, bounds = _flexible_auto(
@@ -127,6 +127,7 @@ def _equal_steps(
             random_seed_offset=random_seed_offset,
             progress=progress,
             max_sub_epoch_deviation=max_sub_epoch_deviation,
+            frames=frames,
         )
         excess = _excess(
             frames,

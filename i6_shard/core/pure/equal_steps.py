@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .engine_sim import EngineSettings, batch_bounds, length_filter, steps_taken, sub_epoch_seq_order, sync_levels_of
-from .flexible import sub_epoch_size_range
+from .flexible import file_frames, sub_epoch_size_range
 
 #: Rounds per sub-epoch at most: each round reorders the files of every rank off the target, then moves or swaps
 #: files between ranks for those still off.
@@ -80,11 +80,15 @@ def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit
     n = lengths.shape[0]
     size = np.minimum(seqs_limit, n - np.arange(n, dtype=np.int64))
     longs = np.flatnonzero(lengths > _long_above(frames_limit=frames_limit, seqs_limit=seqs_limit))
-    stop = frames_limit // lengths[longs]
-    for d in range(min(seqs_limit, n)):
-        first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
-        at = longs[first:] - d
-        size[at] = np.minimum(size[at], np.maximum(stop[first:], d))
+    if 4 * longs.shape[0] > n:  # many long sequences: every start's window of max_seqs at once
+        width = min(seqs_limit, n)
+        _dense_sizes(size, _stops(lengths, frames_limit=frames_limit, seqs_limit=seqs_limit, pad=width))
+    else:
+        stop = frames_limit // lengths[longs]
+        for d in range(min(seqs_limit, n)):
+            first = int(np.searchsorted(longs, d))  # the starts longs - d that lie in the rank
+            at = longs[first:] - d
+            size[at] = np.minimum(size[at], np.maximum(stop[first:], d))
     ends = memoryview(np.arange(n, dtype=np.int64) + np.maximum(size, 1))
     bounds = [0]
     s = 0
@@ -94,12 +98,50 @@ def _batch_bounds_few_seqs(lengths: np.ndarray, *, frames_limit: int, seqs_limit
     return np.asarray(bounds, dtype=np.int64)
 
 
+def _stops(lengths: np.ndarray, *, frames_limit: int, seqs_limit: int, pad: int = 0) -> np.ndarray:
+    """The most sequences a batch may hold up to each one: ``batch_size // length`` for a long sequence
+    (:func:`_long_above`), ``max_seqs`` for the others and for ``pad`` slots after the end (small ints).
+
+    >>> _stops(np.array([3, 9, 5]), frames_limit=8, seqs_limit=2, pad=1).tolist()
+    [2, 0, 1, 2]
+    """
+    n = lengths.shape[0]
+    stop = np.full(n + pad, seqs_limit, dtype=np.int8 if seqs_limit < 128 else np.int64)
+    longs = np.flatnonzero(lengths > _long_above(frames_limit=frames_limit, seqs_limit=seqs_limit))
+    stop[longs] = np.minimum(frames_limit // lengths[longs], seqs_limit)
+    return stop
+
+
+def _dense_sizes(size: np.ndarray, stop: np.ndarray) -> None:
+    """:func:`_batch_bounds_few_seqs`' batch sizes (into ``size``, which holds ``min(max_seqs, n - s)``) where long
+    sequences are many: the minimum over ``d < max_seqs`` of ``max(d, stop[s + d])`` (:func:`_stops`, padded by
+    ``min(max_seqs, n)``), for every start s at once, one pass per d on small ints."""
+    n = size.shape[0]
+    low = stop[:n].copy()
+    for d in range(1, stop.shape[0] - n):
+        np.minimum(low, np.maximum(stop[d : d + n], d), out=low)
+    np.minimum(size, low, out=size)
+
+
+def _window_sizes(stop: np.ndarray, at: np.ndarray, *, n: int, seqs_limit: int) -> np.ndarray:
+    """The batch sizes from the starts ``at`` alone (int64 shape [len(at)]) of n sequences, as :func:`_dense_sizes`
+    gives them (at least 1), from ``stop`` (:func:`_stops`, padded by ``min(max_seqs, n)``).
+
+    >>> _window_sizes(_stops(np.array([3, 3, 3, 9, 1]), frames_limit=8, seqs_limit=2, pad=2), np.array([0, 2, 3, 4]),
+    ...               n=5, seqs_limit=2).tolist()
+    [2, 1, 1, 1]
+    """
+    width = stop.shape[0] - n
+    low = np.maximum(stop[at[:, None] + np.arange(width)], np.arange(width, dtype=stop.dtype)).min(axis=1)
+    return np.maximum(np.minimum(low.astype(np.int64), np.minimum(seqs_limit, n - at)), 1)
+
+
 class _Context:
     """What every rank of a full epoch shares: the files' lengths, the engine, the seed, the order per count."""
 
-    def __init__(self, file_lengths, engine: EngineSettings, full_epoch_0idx: int, offset: int):
+    def __init__(self, file_lengths, engine: EngineSettings, full_epoch_0idx: int, offset: int, frames=None):
         self.file_lengths = [np.asarray(x, dtype=np.int64) for x in file_lengths]
-        self.num_seqs = np.array([x.shape[0] for x in self.file_lengths], dtype=np.int64)
+        self.num_seqs = np.fromiter(map(len, self.file_lengths), dtype=np.int64, count=len(file_lengths))
         self.engine, self.full_epoch_0idx, self.offset = engine, full_epoch_0idx, offset
         self.period = _period(engine)
         name = engine.seq_ordering.split(":")[0]
@@ -114,7 +156,7 @@ class _Context:
         self.apart: Optional[np.ndarray] = None
         #: [low, high] frames of a sub-epoch where ``max_sub_epoch_deviation`` bounds them (:meth:`bound`), else None
         self.size_range: Optional[Tuple[int, int]] = None
-        self.frames = np.array([int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum()) for x in self.file_lengths])
+        self.frames = file_frames(self.file_lengths) if frames is None else np.asarray(frames, dtype=np.int64)
 
     def apart_after(self, sub_bins: Sequence[List[int]], old: List[int], new: List[int], other: Sequence[int]) -> bool:
         """Whether, after bin ``old`` of another sub-epoch becomes ``new`` (the rest of that sub-epoch: ``other``)
@@ -176,6 +218,9 @@ class _Rank:
         x = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
         self.num_seqs = int(x.shape[0])
         self.frames = int(x.sum()) if x.ndim == 1 else int(x[:, 0].sum())
+        self._dense: Optional[Tuple[np.ndarray, List[int]]] = None
+        self._pending: Optional[tuple] = None
+        self._many_longs: Optional[bool] = None
         if self.num_seqs == 0:
             self.count, self.starts, self._tail, self._longs = 0, [], None, None
             return
@@ -227,7 +272,7 @@ class _Rank:
         """The new lengths at the training-order slots that change when files i < j swap places (the files between
         them shift by the difference of their sizes)."""
         lengths = self.ctx.file_lengths
-        start = sum(lengths[f].shape[0] for f in self.files[:i])
+        start = int(self.ctx.num_seqs[self.files[:i]].sum()) if i else 0
         block = [self.files[j]] + self.files[i + 1 : j] + [self.files[i]]
         new = np.concatenate([lengths[f] for f in block])
         slots = self.inverse[start : start + new.shape[0]]
@@ -238,6 +283,8 @@ class _Rank:
         """The batch starts after ``changes`` (slot -> new length): the old batches up to the first that may read a
         changed long sequence (:func:`_long_above`; a change among the others moves no batch boundary), then new ones
         until a new batch starts where an old one did, from where the old batches hold again up to the next."""
+        if self.dense is not None:
+            return self._dense_rebatch(changes)
         long_above, seqs_limit = self.ctx.long_above, self.ctx.seqs_limit
         _, lengths = self.longs
         moved = sorted(c for c, v in changes.items() if v > long_above or c in lengths)
@@ -258,6 +305,59 @@ class _Rank:
             if s >= n:
                 return out
             j0 = bisect.bisect_left(starts, s, j)
+
+    @property
+    def dense(self) -> Optional[Tuple[np.ndarray, List[int]]]:
+        """Where long sequences are many and ``max_seqs`` small (:func:`_batch_bounds_few_seqs`' rule; a reordering
+        keeps them): the stops of every slot (:func:`_stops`) and the batch size from every start, which a reordering
+        updates where it changes them; None elsewhere (made when first reordered)."""
+        ctx, n = self.ctx, self.num_seqs
+        if self._dense is None and self._many_longs is None:  # (max_seqs windows: only for a small max_seqs)
+            self._many_longs = ctx.seqs_limit <= 64 and 4 * int(np.count_nonzero(self.xo > ctx.long_above)) > n
+        if self._dense is None and self._many_longs:
+            stop = _stops(self.xo, frames_limit=ctx.frames_limit, seqs_limit=ctx.seqs_limit, pad=min(ctx.seqs_limit, n))
+            size = np.minimum(ctx.seqs_limit, n - np.arange(n, dtype=np.int64))
+            _dense_sizes(size, stop)
+            self._dense = (stop, np.maximum(size, 1).tolist())
+        return self._dense
+
+    def _dense_rebatch(self, changes: Dict[int, int]) -> List[int]:
+        """:meth:`rebatch` where long sequences are many: the batch sizes anew from the starts whose window of
+        ``max_seqs`` holds a changed stop (:func:`_window_sizes`), then the batches walked from the first of them
+        until, past the last, a new batch starts where an old one did (kept for :meth:`apply_swap`)."""
+        ctx, n = self.ctx, self.num_seqs
+        stop, _ = self.dense
+        slots = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
+        values = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
+        new_stop = _stops(values, frames_limit=ctx.frames_limit, seqs_limit=ctx.seqs_limit)
+        moved = new_stop != stop[slots]
+        if not moved.any():
+            self._pending = (changes, None)
+            return self.starts
+        stop = stop.copy()
+        stop[slots[moved]] = new_stop[moved]
+        at = np.unique((slots[moved][:, None] - np.arange(stop.shape[0] - n)).ravel())
+        at = at[at >= 0]
+        new = _window_sizes(stop, at, n=n, seqs_limit=ctx.seqs_limit)
+        self._pending = (changes, stop, at, new)
+        return self._dense_walk(dict(zip(at.tolist(), new.tolist())), int(at[0]), int(at[-1]))
+
+    def _dense_walk(self, new: Dict[int, int], first: int, last: int) -> List[int]:
+        """The batch starts with the sizes ``new`` (start -> size, between ``first`` and ``last``) for the old ones."""
+        starts, n, size = self.starts, self.num_seqs, self._dense[1]
+        j = bisect.bisect_left(starts, first)  # the old batches before it keep their sizes
+        out = starts[:j]
+        s = starts[j] if j < len(starts) else n
+        while s < n:
+            if s > last:
+                k = bisect.bisect_left(starts, s, j)
+                if k < len(starts) and starts[k] == s:  # the old batches hold from here
+                    out.extend(starts[k:])
+                    return out
+                j = k
+            out.append(s)
+            s += new.get(s, size[s])
+        return out
 
     def _walk(self, s: int, changes: Dict[int, int], added: List[int], out: List[int]) -> int:
         """Appends to ``out`` the new batch starts from s until a batch ends where an old batch starts (returned;
@@ -303,7 +403,18 @@ class _Rank:
 
     def apply_swap(self, i: int, j: int, changes: Dict[int, int], starts: List[int]) -> None:
         self.files[i], self.files[j] = self.files[j], self.files[i]
-        slots, lengths = self.longs
+        if self._longs is not None:
+            self._update_longs(changes)
+        if self._dense is not None:
+            self._update_dense(changes)
+        at = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
+        self.xo[at] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
+        self.starts = starts
+        self.count = len(starts)
+        self._bounds, self._tail = None, None
+
+    def _update_longs(self, changes: Dict[int, int]) -> None:
+        slots, lengths = self._longs
         for slot, v in changes.items():
             if v > self.ctx.long_above:
                 if slot not in lengths:
@@ -312,11 +423,19 @@ class _Rank:
             elif slot in lengths:
                 del lengths[slot]
                 slots.pop(bisect.bisect_left(slots, slot))
-        at = np.fromiter(changes.keys(), dtype=np.int64, count=len(changes))
-        self.xo[at] = np.fromiter(changes.values(), dtype=np.int64, count=len(changes))
-        self.starts = starts
-        self.count = len(starts)
-        self._bounds, self._tail = None, None
+
+    def _update_dense(self, changes: Dict[int, int]) -> None:
+        """The stops and sizes of :attr:`dense` after ``changes``: those :meth:`_dense_rebatch` made for them, else
+        made anew from the lengths when next asked."""
+        pending, self._pending = self._pending, None
+        if pending is None or pending[0] is not changes:
+            self._dense = None
+        elif pending[1] is not None:
+            _, stop, at, new = pending
+            size = self._dense[1]
+            for a, v in zip(at.tolist(), new.tolist()):
+                size[a] = v
+            self._dense = (stop, size)
 
 
 class _SubEpoch:
@@ -385,7 +504,7 @@ class _SubEpoch:
         m = len(rank.files)
         if not self.ctx.fast or m < 2 or rank.num_seqs == 0:
             return
-        sizes = np.array([self.ctx.file_lengths[f].shape[0] for f in rank.files], dtype=np.float64)
+        sizes = self.ctx.num_seqs[rank.files].astype(np.float64)
         best, since = self.distance(rank.count, window), 0
         for _ in range(trials):
             dist = self.distance(rank.count, window)
@@ -736,6 +855,7 @@ def equalize_steps(
     between_sub_epochs: int = DEFAULT_BETWEEN_SUB_EPOCHS,
     keep_apart: Optional[np.ndarray] = None,
     max_sub_epoch_deviation: Optional[float] = None,
+    frames: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, Dict[str, List[int]]]:
     """Bins of one sharded full epoch whose ranks make equal exact steps: starting from ``(positions, bounds)`` (e.g.
     ``flexible_auto``'s), the files of each sub-epoch (bins ``r*P + s``) are reordered within a rank's bin (the rank's
@@ -765,6 +885,8 @@ def equalize_steps(
     :param max_sub_epoch_deviation: None: files move between sub-epochs whatever their sizes become; else a move
         keeps both sub-epochs' frames within this share of the mean sub-epoch (or no farther outside than they
         were): the bound is kept, and a sub-epoch that cannot drop nothing within it drops
+    :param frames: each position's frames (:func:`~.flexible.file_frames` of ``file_lengths``) where the caller has
+        them already; None: summed here
     :return: ``(positions, bounds, info)`` with ``info["rounds"]`` and ``info["dropped_frames"]`` per sub-epoch
 
     >>> lengths = [np.array([10] * 4), np.array([10] * 2), np.array([10] * 2)]
@@ -775,7 +897,7 @@ def equalize_steps(
     """
     p = partition_epoch
     original = [positions[bounds[i] : bounds[i + 1]].tolist() for i in range(num_shards * p)]
-    ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset)
+    ctx = _Context(file_lengths, engine, full_epoch_0idx, random_seed_offset, frames)
     ctx.apart = None if keep_apart is None else np.asarray(keep_apart, dtype=np.int64)
     ctx.bound(max_sub_epoch_deviation, partition_epoch=p)
     kwargs = dict(num_shards=num_shards, partition_epoch=p, max_rounds=max_rounds)

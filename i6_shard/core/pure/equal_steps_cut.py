@@ -18,11 +18,14 @@ class EqualStepsInputs:
     and the torch engine whose exact steps it equalizes (an :class:`~.engine_sim.EngineSettings`).
 
     :ivar progress: called with a line per sub-epoch equalized (the planning floor prints them), or None
+    :ivar batching: the batching limits the engine was made of, as checked against the lengths (the planning floor
+        takes them for the plan's outputs instead of checking them twice), or None
     """
 
     file_lengths: Sequence[np.ndarray]
     engine: Any
     progress: Optional[Callable[[str], None]] = None
+    batching: Any = None
 
 
 def equal_steps_options(

@@ -5,7 +5,7 @@ chosen together with the per-rank bins, so that a sub-epoch holding a large file
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -69,6 +69,22 @@ def check_max_sub_epoch_deviation(value) -> float:
             "may be larger or smaller than the mean sub-epoch, e.g. 0.25 for +-25%"
         )
     return value
+
+
+def file_frames(file_lengths: Sequence[np.ndarray]) -> np.ndarray:
+    """Frames of each file (the first data key of its sequence lengths, shape [num_seqs] or [num_seqs, num_keys]),
+    int64 shape [num_files]: one sum over all files' lengths, not one per file.
+
+    >>> file_frames([np.array([2, 3]), np.zeros(0, dtype=np.int64), np.array([[4, 1]])]).tolist()
+    [5, 0, 4]
+    """
+    first = [x if x.ndim == 1 else x[:, 0] for x in map(np.asarray, file_lengths)]
+    if not first:
+        return np.zeros(0, dtype=np.int64)
+    num_seqs = np.fromiter(map(len, first), dtype=np.int64, count=len(first))
+    cum = np.concatenate([[0], np.cumsum(np.concatenate(first), dtype=np.int64)])
+    ends = np.cumsum(num_seqs)
+    return cum[ends] - cum[ends - num_seqs]
 
 
 def sub_epoch_size_range(total: int, *, partition_epoch: int, max_sub_epoch_deviation: float) -> Tuple[int, int]:

@@ -271,7 +271,8 @@ def plan_simulation(
     """:func:`simulate_plan` as the plan's outputs take it: ``steps_exact`` and ``steps_taken`` (per sub-epoch a
     list with each rank's, or None where not exact), ``dropped`` (float64 per sub-epoch, the share of the frames the
     length filter keeps that the ranks leave unread; None where not exact), ``filtered`` (float64 per sub-epoch, the
-    share of the frames the length filter removes, apart from ``dropped``; None where not exact),
+    share of the frames the length filter removes, apart from ``dropped``; None where not exact), ``frames`` (int64
+    per sub-epoch, the frames of all its ranks' sequences; absent where not exact),
     ``exact``, ``reason`` (why not), ``engine`` (what was simulated), ``assumes`` (what was taken as given) and
     ``lengths_assume`` (``batching_assumes``: what the costs archive's lengths do not know, ``FileCosts.batching_assumes``;
     None where they know the batching length)."""
@@ -292,6 +293,7 @@ def plan_simulation(
         "steps_taken": [list(x.steps_taken) for x in sims],
         "dropped": np.array([x.dropped_fraction for x in sims], dtype=np.float64),
         "filtered": np.array([x.filtered_fraction for x in sims], dtype=np.float64),
+        "frames": np.array([sum(x.frames_total) for x in sims], dtype=np.int64),
     }
 
 

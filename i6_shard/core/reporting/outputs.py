@@ -21,7 +21,7 @@ from ..pure.stats import PlanStats
 from .corpora import corpora_summary
 from .plot import plan_png, require_matplotlib
 from .prediction import prediction_summary
-from .sub_epoch_sizes import update_trade_off
+from .sub_epoch_sizes import add_frame_sizes, update_trade_off
 from .report import cache_summary, render_report, summarize, summary_json
 
 __all__ = [
@@ -84,6 +84,7 @@ def summary_of(outputs: PlanOutputs) -> Dict[str, Any]:
     if outputs.ranks.prediction is not None:
         summary.update(prediction_summary(outputs.ranks))
         update_trade_off(plan, summary)
+        add_frame_sizes(summary, outputs.ranks.simulation, partition_epoch=plan.partition_epoch)
     if outputs.lengths_from is not None:  # the lengths came from another archive than the one cut
         summary["lengths_from"] = outputs.lengths_from
     if plan.corpora is not None:  # corpora mixed by weight (a plan of one list has no entry: its bytes stay)

@@ -103,6 +103,25 @@ def _trade_off(plan: ShardPlan, summary: Mapping[str, Any], ratios: np.ndarray) 
     return None
 
 
+def add_frame_sizes(summary: Dict[str, Any], simulation: Optional[Mapping[str, Any]], *, partition_epoch: int) -> None:
+    """Where the plan balances another unit than frames (steps, sequences) and the training was simulated exactly:
+    ``summary["sub_epoch_sizes"]["frames"]``, each sub-epoch's frames over the mean of its full epoch (``per_sub_epoch``,
+    ``min``, ``max``, ``spread``, ``outside_bound``), the unit the bound of a re-chunked corpus is stated in."""
+    sizes = summary.get("sub_epoch_sizes")
+    frames = None if simulation is None else simulation.get("frames")
+    if not sizes or frames is None or summary.get("unit") == "frames":
+        return
+    ratios = sub_epoch_size_ratios(np.asarray(frames)[:, None], partition_epoch=partition_epoch)
+    if ratios is not None:
+        sizes["frames"] = {
+            "per_sub_epoch": [json_float(r) for r in ratios],
+            "min": json_float(ratios.min()),
+            "max": json_float(ratios.max()),
+            "spread": json_float(ratios.max() - ratios.min()),
+            "outside_bound": int(np.count_nonzero(np.abs(ratios - 1) > RECHUNK_BOUND + 1e-9)),
+        }
+
+
 def update_trade_off(plan: ShardPlan, summary: Dict[str, Any]) -> None:
     """``summary["sub_epoch_sizes"]["trade_off"]`` anew, once the summary holds the drop predicted under the batching
     (the exact simulation's where it ran), which :func:`_trade_off` then takes instead of the cost formula's."""
@@ -125,6 +144,12 @@ def render_sub_epoch_sizes(summary: Mapping[str, Any]) -> List[str]:
         f"  min {sizes['min']:.3f}, max {sizes['max']:.3f}, spread {sizes['spread']:.3f}; "
         f"{sizes['outside_bound']} of {len(ratios)} sub-epochs more than {bound} off",
     ]
+    frames = sizes.get("frames")
+    if frames:
+        lines.append(
+            f"  in frames (simulated): min {frames['min']:.3f}, max {frames['max']:.3f}, spread {frames['spread']:.3f}; "
+            f"{frames['outside_bound']} of {len(frames['per_sub_epoch'])} sub-epochs more than {bound} off"
+        )
     for f in range(min(len(ratios) // p, _LISTED_FULL_EPOCHS)):
         row = " ".join(f"{r:.2f}" for r in ratios[f * p : (f + 1) * p])
         lines.append(f"  full epoch {f}: {row}")

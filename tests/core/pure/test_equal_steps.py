@@ -191,7 +191,7 @@ def test_shortened_steps_taken_equal_the_simulation(counts, sync, accum):
     seed=st.integers(0, 1000),
     batch_size=st.sampled_from([None, 40, 150, 600]),
     max_seqs=st.sampled_from([None, 1, 3, 8]),
-    long_share=st.sampled_from([1.0, 0.1]),
+    long_share=st.sampled_from([1.0, 0.5, 0.1]),
     swaps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.booleans()), min_size=1, max_size=4),
 )
 def test_reordered_files_rebatch_as_a_new_simulation(sizes, seed, batch_size, max_seqs, long_share, swaps):
@@ -212,6 +212,9 @@ def test_reordered_files_rebatch_as_a_new_simulation(sizes, seed, batch_size, ma
             continue
         changes = rank._swap_changes(i, j)
         starts = rank.rebatch(changes)
+        swapped = list(rank.files)
+        swapped[i], swapped[j] = swapped[j], swapped[i]
+        assert starts == _Rank(ctx, swapped).starts  # taken or not
         if taken:
             rank.apply_swap(i, j, changes, starts)
         fresh = _Rank(ctx, rank.files)

@@ -1,6 +1,7 @@
 """Sub-epoch sizes in plain view: the summary holds each sub-epoch's size over the mean, names the files above a
 rank's share as the cause and gives the re-chunk that fixes it; an even corpus gets neither warning nor fix."""
 
+import json
 import os
 
 import numpy as np
@@ -48,3 +49,38 @@ def test_an_even_corpus_needs_no_fix(tmp_path):
 def test_ratios_cover_complete_full_epochs_only():
     assert sub_epoch_size_ratios([[1, 1], [3, 3], [9, 9]], partition_epoch=2).tolist() == [0.5, 1.5]
     assert sub_epoch_size_ratios([[1, 1]], partition_epoch=2) is None
+
+
+def test_a_plan_in_steps_also_shows_its_sub_epochs_in_frames(tmp_path):
+    """The bound of a re-chunked corpus is stated in frames: a plan balanced by steps shows its sub-epochs' frames
+    too (from the exact simulation), as the plan file's bins give them."""
+    from i6_shard import cli
+    from i6_shard.core.io.file_costs import FileCosts, save_file_costs
+    from i6_shard.core.pure.batching import Batching
+    from i6_shard.core.pure.costs import cost_arrays, sorted_length_quantiles
+
+    rng = np.random.RandomState(3)
+    lengths = [rng.randint(20, 300, size=rng.randint(1, 40)).astype(np.int64) for _ in range(160)]
+    keys = [f"/corpus/part-{i:03d}.hdf" for i in range(len(lengths))]
+    batching = Batching(2000, 20)
+    arrays = cost_arrays(lengths, unit="steps", batching=batching, names=keys)
+    quantiles = sorted_length_quantiles(np.sort(np.concatenate(lengths)))
+    costs = FileCosts(keys, arrays["costs"], "steps", arrays["num_seqs"], arrays["num_frames"], quantiles,
+                      batching=batching, seq_lengths=arrays["seq_lengths"], batch_lengths="cost_stream")  # fmt: skip
+    save_file_costs(costs, tmp_path / "costs.npz")
+    out = tmp_path / "plan"
+    argv = ["plan", "--sizes", str(tmp_path / "costs.npz"), "--num-shards", "4", "--partition-epoch", "4"]
+    argv += ["--num-epochs", "8", "--distribution", "equal_steps", "--no-plot", "-o", str(out)]
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    frames = summary["sub_epoch_sizes"]["frames"]
+    with np.load(out / "plan.npz") as npz:
+        orders, bounds = npz["orders"].astype(np.int64), npz["bounds"]
+    per_file = np.array([int(x.sum()) for x in lengths])
+    table = np.array([[per_file[orders[k, 0][bounds[k, 0][r * 4 + s] : bounds[k, 0][r * 4 + s + 1]]].sum()
+                       for r in range(4)] for k in range(2) for s in range(4)])  # fmt: skip
+    np.testing.assert_allclose(frames["per_sub_epoch"], sub_epoch_size_ratios(table, partition_epoch=4), atol=1e-6)
+    assert frames["per_sub_epoch"] != summary["sub_epoch_sizes"]["per_sub_epoch"]  # steps and frames differ
+    report = (out / "report.txt").read_text()
+    assert "Sub-epoch sizes (each sub-epoch's steps over" in report
+    assert f"in frames (simulated): min {frames['min']:.3f}, max {frames['max']:.3f}" in report
