@@ -433,7 +433,8 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
 
     def _record_ranks(self, work: str) -> List[Dict[str, Any]]:
         """One RETURNN process per rank, up to the task's CPUs at a time (:func:`verify_rqmt`; rank 0 also writes the
-        reference); their records, and a line on stdout per rank, in rank order. Where a rank fails, the others are
+        reference); their records, and a line on stdout per rank (its time and the RETURNN release it imported), in
+        rank order. Where a rank fails, the others are
         run to their end, and the lowest failed rank's error is raised."""
         env = pythonpath_env(
             ([path_str(self.returnn_root)] if self.returnn_root is not None else []) + import_roots(self.train_dataset)
@@ -455,13 +456,14 @@ class VerifyShardingJob(Job, metaclass=PlainNumbersJobType):
         failed = [exc for _, exc in results if exc is not None]
         if failed:
             raise failed[0]
+        records = [self._load(os.path.join(work, f"rank-{rank}.json")) for rank in range(self.num_shards)]
         for rank, (seconds, _) in enumerate(results):
             print(
                 f"i6_shard verify: rank {rank} of {self.num_shards} read {len(self.epochs)} sub-epochs in "
-                f"{seconds:.1f}s",
+                f"{seconds:.1f}s with RETURNN {records[rank]['settings'].get('returnn_version', '?')}",
                 flush=True,
             )
-        return [self._load(os.path.join(work, f"rank-{rank}.json")) for rank in range(self.num_shards)]
+        return records
 
     def _rank_commands(self, work: str) -> List[List[str]]:
         """The command of each rank's RETURNN process (rank 0 also writes the per-file reference)."""

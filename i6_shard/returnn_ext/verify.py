@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from i6_shard.returnn_ext.in_process import read_sub_epochs_in_process
 from i6_shard.returnn_ext.locate import locate_dataset
 from i6_shard.returnn_ext.version import has_feature
 from i6_shard.core.io import atomic_write
@@ -321,7 +322,7 @@ def record_rank(
     sub-epoch the tree keys of the files RETURNN chose (its ``_files_order_cache``) and the tags it
     delivered are recorded."""
     from returnn.config import global_config_ctx
-    from returnn.datasets.distrib_files import DistributeFilesDataset, _get_key_for_file_tree
+    from returnn.datasets.distrib_files import DistributeFilesDataset
 
     info = find_dfd(dataset_dict, config, config_key=config_key, num_shards=num_shards, key_path=key_path)
     simulate_rank(config, rank=rank, num_shards=num_shards)
@@ -332,28 +333,7 @@ def record_rank(
             raise TypeError(
                 f"{dataset} at {list(info.key_path)} is a {type(dataset).__name__}, not a DistributeFilesDataset"
             )
-        settings = {
-            "dataset_class": type(dataset).__name__,
-            "key_path": [str(k) for k in info.key_path],
-            "num_shards": int(dataset._num_shards),
-            "shard_index": int(dataset._shard_index),
-            "partition_epoch": int(dataset.partition_epoch),
-            "seq_ordering": dataset.seq_ordering,
-            "random_seed_offset": int(dataset.random_seed_offset),
-            "fixed_random_seed": dataset.fixed_random_seed,
-            # (RETURNN before 1.20240628 keeps only _num_shards)
-            "distrib_shard_files": bool(getattr(dataset, "distrib_shard_files", dataset._num_shards > 1)),
-            "returnn_version": _returnn_version(),
-            "sharding_fix": getattr(dataset, "sharding_fix", None),
-            "distribution": getattr(dataset, "distribution", DEFAULT_DISTRIBUTION),
-        }
-        # What the dataset's bins come from besides its settings: the reference plan is built from the same.
-        for name, attr in (("file_sizes", "file_sizes_path"), ("plan", "plan_path")):
-            if getattr(dataset, attr, None) is not None:
-                settings[name] = os.path.abspath(os.fspath(getattr(dataset, attr)))
-        deviation = getattr(dataset, "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
-        if deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:  # as plan files: only when not the default
-            settings["max_sub_epoch_deviation"] = float(deviation)
+        settings = _rank_settings(dataset, key_path=info.key_path)
         # Under the torch backend the engine reads the data in its DataLoader worker(s): so do we. The files
         # come from this process's copy, which draws the same ones (the worker's copy has them in its process).
         engine = _EngineReader(top, config, key_path=info.key_path[1:]) if _uses_torch_engine(config) else None
@@ -361,22 +341,12 @@ def record_rank(
         try:
             for epoch in epochs:
                 start = time.monotonic()
-                if engine is None:
-                    dataset.init_seq_order(epoch=epoch)
-                    p = dataset.partition_epoch
-                    files = dataset._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]
-                    files = [_get_key_for_file_tree(t) for t in files]
-                    entry = {"epoch": int(epoch), "files": files, "seq_tags": _read_tags(dataset)}
-                else:
-                    entry = _engine_entry(epoch, engine.read(epoch))
-                    files, tags = entry["files"], entry["seq_tags"]
+                entry = _dataset_entry(epoch, dataset) if engine is None else _engine_entry(epoch, engine.read(epoch))
                 sub_epochs.append(entry)
-                tags = entry["seq_tags"]
-                if engine is None:
-                    dataset.finish_epoch()
                 print(
-                    f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(files)} files, "
-                    f"{len(tags)} seqs ({time.monotonic() - start:.1f}s)",
+                    f"i6_shard verify: rank {rank}/{num_shards} sub-epoch {epoch}: {len(entry['files'])} files, "
+                    f"{len(entry['seq_tags'])} seqs ({time.monotonic() - start:.1f}s, RETURNN "
+                    f"{settings['returnn_version']})",
                     flush=True,
                 )
         finally:
@@ -391,6 +361,48 @@ def record_rank(
         "settings": settings,
         "sub_epochs": sub_epochs,
     }
+
+
+def _rank_settings(dataset, *, key_path: Sequence[Any]) -> Dict[str, Any]:
+    """What the rank's DistributeFilesDataset was built with, and the RETURNN release (as imported) that built it."""
+    settings = {
+        "dataset_class": type(dataset).__name__,
+        "key_path": [str(k) for k in key_path],
+        "num_shards": int(dataset._num_shards),
+        "shard_index": int(dataset._shard_index),
+        "partition_epoch": int(dataset.partition_epoch),
+        "seq_ordering": dataset.seq_ordering,
+        "random_seed_offset": int(dataset.random_seed_offset),
+        "fixed_random_seed": dataset.fixed_random_seed,
+        # (RETURNN before 1.20240628 keeps only _num_shards)
+        "distrib_shard_files": bool(getattr(dataset, "distrib_shard_files", dataset._num_shards > 1)),
+        "returnn_version": _returnn_version(),
+        "sharding_fix": getattr(dataset, "sharding_fix", None),
+        "distribution": getattr(dataset, "distribution", DEFAULT_DISTRIBUTION),
+    }
+    # What the dataset's bins come from besides its settings: the reference plan is built from the same.
+    for name, attr in (("file_sizes", "file_sizes_path"), ("plan", "plan_path")):
+        if getattr(dataset, attr, None) is not None:
+            settings[name] = os.path.abspath(os.fspath(getattr(dataset, attr)))
+    deviation = getattr(dataset, "max_sub_epoch_deviation", DEFAULT_MAX_SUB_EPOCH_DEVIATION)
+    if deviation != DEFAULT_MAX_SUB_EPOCH_DEVIATION:  # as plan files: only when not the default
+        settings["max_sub_epoch_deviation"] = float(deviation)
+    return settings
+
+
+def _dataset_entry(epoch: int, dataset) -> Dict[str, Any]:
+    """Sub-epoch ``epoch`` read from the DistributeFilesDataset itself, in this process (no torch engine): the files
+    it chose and the tags it delivered; its sub-epoch datasets read in this process where RETURNN's process for each
+    would see the same (:func:`read_sub_epochs_in_process`)."""
+    from returnn.datasets.distrib_files import _get_key_for_file_tree
+
+    in_process = read_sub_epochs_in_process(dataset)
+    dataset.init_seq_order(epoch=epoch)
+    p = dataset.partition_epoch
+    files = [_get_key_for_file_tree(t) for t in dataset._files_order_cache[(epoch - 1) // p][(epoch - 1) % p]]
+    entry = {"epoch": int(epoch), "files": files, "seq_tags": _read_tags(dataset), "sub_epochs_in_process": in_process}
+    dataset.finish_epoch()
+    return entry
 
 
 def _engine_entry(epoch: int, read: Dict[str, Any]) -> Dict[str, Any]:

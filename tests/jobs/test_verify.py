@@ -648,6 +648,7 @@ def test_verifies_dataloader_workers_that_shard(work_dir, hdf_files):
     assert workers.out_ok.get() is True
     report = _read(workers.out_report.get_path())  # the job's 2 ranks, each of whose 2 workers reads a shard
     assert "num_shards=2 " in report and "4 shards" in report and "num_shards=4" not in report
+    assert "verified with RETURNN " in report
 
 
 def _assert_ok_on_3_ranks(job, capsys) -> None:
@@ -655,8 +656,10 @@ def _assert_ok_on_3_ranks(job, capsys) -> None:
     3 ranks read, and a report that says OK and covers both full epochs completely."""
     assert job.out_ok.get() is True
     progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("i6_shard verify: rank ")]
-    assert [re.sub(r"in [0-9.]+s$", "in Ts", line) for line in progress] == [
-        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts" for r in range(3)
+    import returnn
+
+    assert [re.sub(r"in [0-9.]+s ", "in Ts ", line) for line in progress] == [
+        f"i6_shard verify: rank {r} of 3 read 6 sub-epochs in Ts with RETURNN {returnn.__version__}" for r in range(3)
     ]
     report = _read(job.out_report.get_path())
     assert report.startswith("i6_shard sharding verification: OK\n")

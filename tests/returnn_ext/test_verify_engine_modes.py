@@ -44,6 +44,34 @@ def test_dataloader_workers_that_shard_are_read_as_the_engine_reads_them(tmp_pat
 
 
 @pytest.mark.slow
+def test_each_dataloader_worker_reads_its_own_share_with_sub_epoch_datasets_in_its_process(tmp_path, hdf_files):  # noqa: F811
+    """Behavior_version 37, 2 DataLoader workers, RETURNN's default ``use_worker_proc=True``: each worker reads the
+    sub-epoch datasets in its own process (not a process per sub-epoch), and reads its share only: worker w of rank r
+    is shard ``2 * r + w`` of 4, the two workers' files are disjoint and each file of a full epoch is read once, by one
+    worker, which delivers the sequences of its files only. Each worker reading all of its rank's files fails here."""
+    from tests.hdf_data import file_index
+
+    config = "behavior_version = 37\n" + WORKERS
+    config += f"train = dfd({hdf_files!r}, distrib_shard_files=True, use_worker_proc=True)\n"
+    ranks, violations, report = _verify(tmp_path, "w.config", config, epochs=[1, 2])
+    assert violations == [], report
+    read = []
+    for rec in ranks:
+        for se in rec["sub_epochs"]:
+            instances = se["instances"]
+            assert [(i["worker"], i["num_shards"], i["shard_index"]) for i in instances] == [
+                (w, 4, 2 * rec["rank"] + w) for w in range(2)
+            ]
+            assert all(i["sub_epochs_in_process"] for i in instances)
+            for inst in instances:
+                assert inst["files"] and {file_index(t) for t in inst["seq_tags"]} <= {
+                    hdf_files.index(f) for f in inst["files"]
+                }
+            read += [f for i in instances for f in i["files"]]
+    assert sorted(read) == sorted(hdf_files)  # one full epoch: every file once, by one worker of one rank
+
+
+@pytest.mark.slow
 def test_dataloader_workers_that_do_not_shard_read_everything_twice(tmp_path, hdf_files):  # noqa: F811
     config = "behavior_version = 31\n" + WORKERS + f"train = dfd({hdf_files!r}, distrib_shard_files=True)\n"
     _, violations, report = _verify(tmp_path, "w.config", config, epochs=[1, 2])

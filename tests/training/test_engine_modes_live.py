@@ -107,6 +107,29 @@ def test_dataloader_workers_that_shard_read_every_file_once_and_raise_no_false_a
 
 
 @pytest.mark.slow
+def test_the_runner_reads_in_its_workers_what_the_trainings_sub_epoch_processes_read(tmp_path, monkeypatch):
+    """RETURNN's default ``use_worker_proc=True`` with 2 DataLoader workers: the training's workers start a process per
+    sub-epoch dataset, the runner's read them in the worker itself; per sub-epoch and rank both read the same files
+    (the training's own 'using files' lines), and the verdict is clean."""
+    _needs_returnn()
+    from .engine_cases import NUM_FILES, SEED, case_settings
+    from .harness import run_training, write_skewed_hdf_files
+
+    work = str(tmp_path / "run")
+    write_skewed_hdf_files(os.path.join(work, "data"), num_files=NUM_FILES, seed=SEED)
+    settings = case_settings("dl_workers")
+    settings["train"] = dict(settings["train"], use_worker_proc=True)
+    training = run_training(work, **settings)
+    counts = _counts(training)
+    ranks, violations, report = _verify(training, tmp_path, monkeypatch, epochs="1,2,3,4")
+    assert violations == [], report
+    for rec in ranks:
+        for se in rec["sub_epochs"]:
+            assert [i["sub_epochs_in_process"] for i in se["instances"]] == [True, True]
+            assert sorted(se["files"]) == sorted(counts[(se["epoch"], rec["rank"])][1]), (se["epoch"], rec["rank"])
+
+
+@pytest.mark.slow
 def test_a_multi_epoch_dataset_that_loses_files_is_caught_by_both(tmp_path, monkeypatch):
     _needs_returnn()
     from i6_shard.core.reporting.train_report import write_train_report

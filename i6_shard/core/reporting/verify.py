@@ -22,20 +22,24 @@ def render_verify_report(
     violations: Sequence[Violation],
     *,
     settings: Optional[Mapping[str, Any]] = None,
+    num_shards: Optional[int] = None,
+    returnn_version: Optional[str] = None,
     max_listed: int = 50,
 ) -> str:
-    """The text report: verdict, settings, full-epoch coverage, sequences per rank and
-    sub-epoch, and the violations (the first ``max_listed``)."""
+    """The text report: verdict, the RETURNN release the ranks read with, settings, full-epoch coverage,
+    sequences per rank and sub-epoch, and the violations (the first ``max_listed``).
+
+    :param num_shards: the ranks the job was given (the header's ``num_shards``), also where each rank's DataLoader
+        workers read a shard each (None: the summary's)
+    :param returnn_version: ``returnn.__version__`` as the ranks imported it (None: not named)
+    """
     lines = [f"i6_shard sharding verification: {'OK' if not violations else 'FAILED'}", ""]
-    k = summary.get("shards_per_rank", 1)
+    if returnn_version is not None:
+        lines.append(f"verified with RETURNN {returnn_version} (returnn.__version__ as the ranks imported it)")
     lines.append(
-        f"num_shards={summary['num_shards']}  partition_epoch={summary['partition_epoch']}  "
-        f"files={summary['num_files']}"
-        + (
-            ""
-            if k == 1
-            else f"  (each rank's {k} DataLoader workers read a shard each: {k * summary['num_shards']} shards)"
-        )
+        f"num_shards={summary['num_shards'] if num_shards is None else num_shards}  "
+        f"partition_epoch={summary['partition_epoch']}  files={summary['num_files']}"
+        + _shards_note(summary, num_shards)
     )
     for name, value in sorted((settings or {}).items()):
         lines.append(f"  {name}: {value!r}")
@@ -59,6 +63,16 @@ def render_verify_report(
     if len(violations) > max_listed:
         lines.append(f"  ... and {len(violations) - max_listed} more")
     return "\n".join(lines) + "\n"
+
+
+def _shards_note(summary: Mapping[str, Any], num_shards: Optional[int]) -> str:
+    """How many shards the ranks' reading processes read, where it is not the ranks' number."""
+    k = summary.get("shards_per_rank", 1)
+    if k != 1:
+        return f"  (each rank's {k} DataLoader workers read a shard each: {k * summary['num_shards']} shards)"
+    if num_shards is not None and summary["num_shards"] != num_shards:
+        return f"  (the reading processes read {summary['num_shards']} shards)"
+    return ""
 
 
 def _reference_plan(
@@ -192,7 +206,9 @@ def verify_records(
     file_tags = {tree_key(t): list(tags) for t, tags in zip(files, reference["file_tags"])}
     violations += check_reads(reads, plan=plan, file_tags=file_tags)
     violations.sort(key=Violation.sort_key)
-    shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index")}
+    shown = {k: v for k, v in first.items() if k not in ("num_shards", "shard_index", "returnn_version")}
     summary = _per_rank(summarize_reads(reads, plan=plan, file_tags=file_tags), num_ranks=num_shards)
-    report = render_verify_report(summary, violations, settings=shown)
+    report = render_verify_report(
+        summary, violations, settings=shown, num_shards=num_shards, returnn_version=first.get("returnn_version")
+    )
     return violations, report

@@ -53,6 +53,7 @@ def _instance_records(tmp_path, *, workers_shard):
     )
     tags = {f: [f"{i}/{j}" for j in range(i % 3 + 1)] for i, f in enumerate(files)}
     settings = {"partition_epoch": 2, "seq_ordering": "random", "random_seed_offset": 0, "fixed_random_seed": None}
+    settings["returnn_version"] = "1.20261022.211313"
     ranks = []
     for rank in range(2):
         sub_epochs = []
@@ -96,6 +97,20 @@ def test_dataloader_workers_are_checked_as_shards_of_their_cut_and_reported_per_
         assert f"  sub-epoch {se['epoch']}: {per_rank[0]} {per_rank[1]}  dropped" in report
     # the header gives the job's ranks, and how many shards their workers read
     assert "num_shards=2 " in report and "(each rank's 2 DataLoader workers read a shard each: 4 shards)" in report
+    # and the RETURNN release the ranks read with, once (not again among the settings)
+    assert "\nverified with RETURNN 1.20261022.211313 (returnn.__version__ as the ranks imported it)\n" in report
+    assert report.count("1.20261022.211313") == 1
+
+
+def test_the_header_gives_the_jobs_num_shards_where_the_reads_are_not_its_workers_shards():
+    """Reads of a 4-shard cut the ranks' workers do not make up (2 ranks, 3 shards each would be 6): the header still
+    says the job's 2 ranks, and that 4 shards were read."""
+    plan, tags = _setup(8, 4, 1)
+    reads = _reads(plan, tags, [1])
+    text = render_verify_report(summarize_reads(reads, plan=plan, file_tags=tags), [], num_shards=2)
+    header = text.splitlines()[2]
+    assert header.startswith("num_shards=2  ") and header.endswith("  (the reading processes read 4 shards)")
+    assert "verified with" not in text  # no release named: none given
 
 
 def test_dataloader_workers_that_read_one_shard_twice_are_a_violation(tmp_path):
