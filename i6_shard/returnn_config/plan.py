@@ -66,8 +66,9 @@ def named_plan_job(records: Sequence[DistributeFilesDatasetInfo]) -> Optional[Tu
     for info in records:
         job = getattr(info.dataset.get("plan"), "creator", None)
         request = getattr(job, "plan_request", None)  # a ShardPlanJob's (duck-typed: the builders never import jobs)
-        if isinstance(request, core.PlanRequest):
-            found.setdefault((request.settings.num_shards, request.settings.training_num_epochs), job)
+        if isinstance(request, core.PlanRequest):  # (DataLoader workers that shard: ranks * workers shards)
+            ranks = request.settings.num_shards // info.shards.loader_workers
+            found.setdefault((ranks, request.settings.training_num_epochs), job)
     if len(found) > 1:
         (a, job_a), (b, job_b) = list(found.items())[:2]
         raise ValueError(

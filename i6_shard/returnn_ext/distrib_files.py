@@ -28,7 +28,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from returnn.log import log
 
 from i6_shard import core
-from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of
+from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of, worker_shards_problem
 from i6_shard.core.io import (
     DEFAULT_CHECK_SAMPLES,
     check_num_samples,
@@ -420,9 +420,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         rank, world = (self._shard_index, self._num_shards) if sharded else distributed_rank_and_size()
         if settings.num_shards != world:
-            problems.append(
-                f"the plan is for {settings.num_shards} ranks, the training has {world} (distributed world size)"
-            )
+            problems.append(_num_shards_problem(settings.num_shards, world=world))
         if settings.seq_ordering != self.seq_ordering:
             problems.append(f"the plan has seq_ordering={settings.seq_ordering!r}, the dataset {self.seq_ordering!r}")
         if self.distribution is not None and self.distribution != settings.distribution:
@@ -630,6 +628,29 @@ def _config_engine_values(sub_epoch_seq_ordering: Optional[str] = None) -> Dict[
     return batching.engine_values(
         torch_distributed, sub_epoch_seq_ordering=sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
     )
+
+
+def _num_shards_problem(plan_num_shards: int, *, world: int) -> str:
+    """Why a plan of ``plan_num_shards`` does not fit a dataset of ``world`` shards: in the graph checks' words
+    (``worker_shards_problem``) where the ranks' DataLoader workers shard (``world`` is then ranks * workers)."""
+    workers, ranks = _sharding_loader_workers(), distributed_rank_and_size()[1]
+    if workers > 1 and world == ranks * workers:  # the workers shard (else each has the rank's shard)
+        problem = worker_shards_problem(plan_num_shards, num_ranks=ranks, loader_workers=workers)
+        if problem is not None:
+            return problem
+    return f"the plan is for {plan_num_shards} ranks, the training has {world} (distributed world size)"
+
+
+def _sharding_loader_workers() -> int:
+    """The DataLoader workers of this process's rank where this is one of them and they shard
+    (``ReturnnDatasetIterDataPipe.reset`` calls ``set_sharding`` before ``init_seq_order``), else 1."""
+    try:
+        import torch.utils.data
+
+        info = torch.utils.data.get_worker_info()
+    except ImportError:
+        return 1
+    return info.num_workers if info is not None else 1
 
 
 def _config_num_epochs() -> int:

@@ -77,9 +77,11 @@ class EngineBatching:
             "ranks_per_node": ranks_per_node,
         }
 
-    def interleaving(self) -> List[str]:
+    def interleaving(self, *, shard: bool = False) -> List[str]:
         """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
-        DataLoader workers, each reading its own share, whose batches the loader interleaves.
+        DataLoader workers whose batches the loader interleaves, each reading its own shard (``shard``: one of
+        ``ranks * num_workers``, as ``ReturnnDatasetIterDataPipe.reset`` sets it, which the plan cuts) or all of the
+        rank's data.
 
         >>> EngineBatching(num_workers=2).interleaving()[0][:48]
         'torch_dataloader_opts num_workers=2: the batches'
@@ -87,9 +89,16 @@ class EngineBatching:
         workers = self.num_workers
         if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
             return []
+        what = (
+            f"each reads its own shard (the plan cuts num_shards = ranks * {workers} shards, as RETURNN's worker "
+            "sharding does), and a rank's steps are those of its workers' shards together"
+            if shard
+            else f"each yields every sequence of the rank (torch_dataloader_shard_workers is off), so each comes "
+            f"{workers} times"
+        )
         return [
             f"torch_dataloader_opts num_workers={workers}: the batches of {workers} DataLoader workers interleave, "
-            "which the simulation (one reader per rank) does not mirror"
+            f"which the simulation (one reader per rank) does not mirror; {what}"
         ]
 
     def unmodelled(self) -> List[str]:
@@ -218,3 +227,25 @@ def _loader_shard_workers(config: Mapping[str, Any], *, behavior_version: int, t
     shard = config.get("torch_dataloader_shard_workers")
     shard = behavior_version >= 37 if shard is None else bool(shard)
     return num_workers if isinstance(num_workers, int) and num_workers > 1 and shard else 1
+
+
+def worker_shards_problem(plan_num_shards: int, *, num_ranks: int, loader_workers: int) -> Optional[str]:
+    """Why a plan of ``plan_num_shards`` does not fit a training whose ``num_ranks`` ranks each read through
+    ``loader_workers`` DataLoader workers that shard (``ReturnnDatasetIterDataPipe.reset``: worker w of rank r is
+    shard ``r * N + w`` of ``ranks * N``, whose bins the dataset cuts), or None; the graph checks and the RETURNN-side
+    dataset say it in these words.
+
+    >>> worker_shards_problem(2, num_ranks=2, loader_workers=2)[:60]
+    'the plan is for num_shards=2, but the files are cut into 4 s'
+    >>> worker_shards_problem(4, num_ranks=2, loader_workers=2) is None
+    True
+    """
+    want = num_ranks * loader_workers
+    if loader_workers <= 1 or plan_num_shards == want:
+        return None
+    return (
+        f"the plan is for num_shards={plan_num_shards}, but the files are cut into {want} shards: {num_ranks} "
+        f"ranks, each with {loader_workers} DataLoader workers that read a shard each (torch_dataloader_shard_workers,"
+        f" the default from behavior_version 37); plan with num_shards={want} (ShardPlanJob.for_training does), or "
+        "set torch_dataloader_shard_workers=False"
+    )

@@ -152,7 +152,7 @@ class DistributeFilesDatasetInfo(_PerRank):
         sub-epoch dataset is said by its order (:attr:`sub_epoch_seq_ordering` ``"unknown"``)."""
         if self.role != "train":
             return []
-        out = self.engine_batching.interleaving()
+        out = self.engine_batching.interleaving(shard=self.shards.loader_workers > 1)
         if "PostprocessingDataset" in self.wrappers:
             out.append(
                 "a PostprocessingDataset around the DistributeFilesDataset may change the sequences' lengths or "
