@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.pure import (
+    EngineSettings,
     engine_differences,
+    engine_of_record,
     MIN_RETURNN_VERSION,
     SEQ_ORDERINGS,
     SyncMode,
@@ -330,14 +332,10 @@ def plan_engine_problems(
     (i6_core's torchrun starts ``num_gpus`` per node), else only at start-up."""
     if request.batching is None:
         return []
-    planned = request.engine_record()
+    planned = engine_of_record(request.engine_record())  # as the plan file will record it
     if ranks_per_node is None:
-        planned.pop("ranks_per_node", None)
-    torch_distributed = info.sync.torch_distributed if info.sync is not None else None
-    configured = info.engine_batching.engine_values(
-        torch_distributed, sub_epoch_seq_ordering=info.sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
-    )
-    return engine_differences(planned, configured)
+        planned = dataclasses.replace(planned, ranks_per_node=None)
+    return engine_differences(planned, info.engine(ranks_per_node=ranks_per_node))
 
 
 def plan_prediction_gaps(
@@ -377,7 +375,9 @@ def plan_prediction_gaps(
         training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)
     if torch_distributed is not None:  # the plan simulates the dict itself: compare it, and the accumulation
         configured = info.sync.torch_distributed if info.sync is not None else None
-        out += engine_differences({"torch_distributed": dict(torch_distributed)}, {"torch_distributed": configured})
+        out += engine_differences(
+            EngineSettings(torch_distributed=dict(torch_distributed)), EngineSettings(torch_distributed=configured)
+        )
         if training_sync.accum_grad_multiple_step != sync.accum_grad_multiple_step:
             out.append(
                 f"the plan predicts the loss with accum_grad_multiple_step={sync.accum_grad_multiple_step}, the "

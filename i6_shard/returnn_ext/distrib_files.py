@@ -28,7 +28,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from returnn.log import log
 
 from i6_shard import core
-from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of, worker_shards_problem
+from i6_shard.returnn_config.reader.engine import read_engine, sub_epoch_seq_ordering_of, worker_shards_problem
 from i6_shard.core.io import (
     DEFAULT_CHECK_SAMPLES,
     check_num_samples,
@@ -52,6 +52,7 @@ from i6_shard.core.pure import (
     cut_spec,
     UNKNOWN_SEQ_ORDERING,
     engine_differences,
+    engine_of_record,
     has_node_level,
     plan_coverage_problem,
     release_cut_difference,
@@ -365,8 +366,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         self._lazy_init_file_sizes()  # checks the archive's keys against the files
         costs = load_file_costs(self.file_sizes_path)
-        config = _config_engine_values(self._sub_epoch_seq_ordering())
-        accum = config["accum_grad_multiple_step"]
+        engine = _config_engine(self._sub_epoch_seq_ordering())
+        accum = engine.accum_grad_multiple_step
         if accum is not None and not isinstance(accum, int):
             raise ValueError(
                 f"{where} simulates the training's steps, but the config's accum_grad_multiple_step={accum!r} is not "
@@ -381,17 +382,17 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 random_seed_offset=self.random_seed_offset,
                 fixed_random_seed=self.fixed_random_seed,
                 distribution=self.distribution,
-                batch_size=config["batch_size"],
-                max_seqs=None if config["max_seqs"] == -1 else config["max_seqs"],
-                max_seq_length=config["max_seq_length"],
+                batch_size=engine.batch_size if engine.batch_size_by_key is None else engine.batch_size_by_key,
+                max_seqs=engine.max_seqs,
+                max_seq_length=engine.max_seq_length
+                if engine.max_seq_length_by_key is None
+                else engine.max_seq_length_by_key,
                 accum_grad_multiple_step=accum,
-                torch_distributed=config["torch_distributed"],
+                torch_distributed=engine.torch_distributed,
                 # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)
-                ranks_per_node=config["ranks_per_node"] if has_node_level(config["torch_distributed"]) else None,
+                ranks_per_node=engine.ranks_per_node if has_node_level(engine.torch_distributed) else None,
                 # the order the sub-epoch dataset batches in, where it can be told (else the builders' random)
-                sub_epoch_seq_ordering=None
-                if config["sub_epoch_seq_ordering"] == UNKNOWN_SEQ_ORDERING
-                else config["sub_epoch_seq_ordering"],
+                sub_epoch_seq_ordering=None if engine.seq_ordering == UNKNOWN_SEQ_ORDERING else engine.seq_ordering,
             )
             return core.make_plan(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
         except (ValueError, TypeError) as exc:
@@ -467,7 +468,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 file=log.v3,
             )
             return []
-        return engine_differences(head.engine_settings, _config_engine_values(self._sub_epoch_seq_ordering()))
+        return engine_differences(
+            engine_of_record(head.engine_settings), _config_engine(self._sub_epoch_seq_ordering())
+        )
 
     def _sub_epoch_seq_ordering(self) -> str:
         """The order of the sub-epoch dataset ``get_sub_epoch_dataset`` makes (of the first file), as the plan's
@@ -613,20 +616,20 @@ class _ConfigView:
         return self._config.typed_value(key, default) if self._config.has(key) else default
 
 
-def _config_engine_values(sub_epoch_seq_ordering: Optional[str] = None) -> Dict[str, Any]:
-    """The training's engine as RETURNN's global config states it, in the one description the graph checks compare a
-    plan with (``EngineBatching.engine_values``: the torch engine's ``batch_size_train`` before ``batch_size``, None
-    where not set), with the sub-epoch dataset's order and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None
-    outside torchrun), which a ``"node"`` sync level's groups are."""
+def _config_engine(sub_epoch_seq_ordering: str = UNKNOWN_SEQ_ORDERING) -> core.pure.EngineSettings:
+    """The training's engine as RETURNN's global config states it, read by the config reader's one function
+    (``read_engine``: the torch engine's ``batch_size_train`` before ``batch_size``, ...), with the sub-epoch
+    dataset's order and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None outside torchrun), which a
+    ``"node"`` sync level's groups are."""
     from returnn.config import get_global_config
 
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
     ranks_per_node = int(local) if local.isdigit() and int(local) > 0 else None
     config = get_global_config(raise_exception=False)
-    batching = EngineBatching() if config is None else EngineBatching.of(_ConfigView(config))
-    torch_distributed = None if config is None else config.typed_value("torch_distributed", None)
-    return batching.engine_values(
-        torch_distributed, sub_epoch_seq_ordering=sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
+    return read_engine(
+        {} if config is None else _ConfigView(config),
+        seq_ordering=sub_epoch_seq_ordering,
+        ranks_per_node=ranks_per_node,
     )
 
 

@@ -5,6 +5,7 @@ the verify and train-report read back) give the same verdict of exactness and ac
 for a config is one the checks and the dataset accept; a config RETURNN fails on is refused by both the checks and
 the plan; what the plan's verdict says at graph time is what its record says."""
 
+import dataclasses
 import functools
 import warnings
 
@@ -18,7 +19,7 @@ from i6_shard.returnn_config import ConfigCheckError, check_returnn_config, shar
 from i6_shard.returnn_config.checks import plan_engine_problems
 from i6_shard.returnn_config.plan import find_dataset, training_plan_options
 from i6_shard.returnn_config.reader import InexactPlanWarning
-from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of, worker_shards_problem
+from i6_shard.returnn_config.reader.engine import read_engine, sub_epoch_seq_ordering_of, worker_shards_problem
 from tests.strategies import examples
 
 NODE = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
@@ -133,12 +134,13 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
     )
     assert plan_engine_problems(info, request, ranks_per_node=ranks_per_node) == []
     sub = info.sub_epoch_dataset
-    configured = EngineBatching.of(config).engine_values(
-        config["torch_distributed"],
-        sub_epoch_seq_ordering=sub_epoch_seq_ordering_of(sub),
-        ranks_per_node=ranks_per_node,
-    )
-    assert engine_differences(record, configured) == []
+    # the RETURNN-side dataset reads the config with the one reader function, and compares with the one function
+    configured = read_engine(config, seq_ordering=sub_epoch_seq_ordering_of(sub), ranks_per_node=ranks_per_node)
+    assert engine_differences(engine_of_record(record), configured) == []
+    # the description the checks compare is the one the class reads, with this dataset's verdict
+    described = info.engine(ranks_per_node=ranks_per_node)
+    assert dataclasses.replace(described, inexact=(), sharding=None) == configured
+    assert inexact_reason(described, num_ranks=request.settings.num_shards) == verdict  # the one verdict
     # what is simulated is the training's order, or said to be unknown
     order = sub_epoch_seq_ordering_of(sub)
     assert request.engine().seq_ordering == order

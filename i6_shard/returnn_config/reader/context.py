@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ...core.pure import UNSHARDED_RANK_SEED_STRIDE
+from ...core.pure import UNSHARDED_RANK_SEED_STRIDE, EngineSettings
 from .engine import (
     EngineBatching,
+    read_engine,
     _is_true,
     _loader_behavior_version,
     _loader_shard_workers,
@@ -42,6 +43,8 @@ class _Context:
     loader_process: str = "main process"
     sync: Optional[SyncRule] = None
     engine_batching: EngineBatching = EngineBatching()
+    #: the training's engine (:func:`~.engine.read_engine`), read once
+    engine: EngineSettings = EngineSettings()
 
     @classmethod
     def of(cls, config: Mapping[str, Any], *, num_ranks: Optional[int]) -> "_Context":
@@ -84,6 +87,7 @@ class _Context:
             loader_process=loader_process,
             sync=_sync_rule(torch_opts, behavior_version=behavior_version),
             engine_batching=EngineBatching.of(config),
+            engine=read_engine(config),
         )
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:

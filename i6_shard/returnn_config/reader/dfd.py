@@ -72,6 +72,7 @@ def _dfd_info(
         epoch_multiplier=given.epoch_multiplier,
         sync=ctx.sync,
         engine_batching=ctx.engine_batching,
+        config_engine=ctx.engine,
         **sub_epoch,
     )
 

@@ -7,11 +7,12 @@ workers that read the train data (``create_data_loader_from_batches``, ``Returnn
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from ...core import SyncMode
-from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING
+from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING, EngineSettings
 from ..torch_distributed import DATASET_DISTRIBUTIONS
+from .sync import _sync_rule
 from .tree import _flatten_with_path
 
 
@@ -54,28 +55,6 @@ class EngineBatching:
             accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
             num_workers=_loader_opts(config).get("num_workers"),
         )
-
-    def engine_values(
-        self, torch_distributed: Any, *, sub_epoch_seq_ordering: Optional[str] = None, ranks_per_node: Any = None
-    ) -> Dict[str, Any]:
-        """The training's engine as a plan file records its simulated one (``core.pure.plan_sim.engine_record``), as
-        this training states it, beside its ``torch_distributed``, the sub-epoch dataset's order
-        (:func:`sub_epoch_seq_ordering_of`; None: not known here) and torchrun's ranks per host (None: not known):
-        the one description of the training's engine that the RETURNN-side dataset compares a plan with at start-up
-        and the graph checks before it, field by field, with ``engine_differences``.
-
-        >>> EngineBatching.of({"batch_size_train": 500, "batch_size": 9}).engine_values(None)["batch_size"]
-        500
-        """
-        return {
-            "batch_size": self.batch_size,
-            "max_seqs": self.max_seqs,
-            "max_seq_length": self.max_seq_length,
-            "accum_grad_multiple_step": self.accum_grad_multiple_step,
-            "torch_distributed": torch_distributed,
-            "sub_epoch_seq_ordering": sub_epoch_seq_ordering,
-            "ranks_per_node": ranks_per_node,
-        }
 
     def interleaving(self, *, shard: bool = False) -> List[str]:
         """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
@@ -249,3 +228,65 @@ def worker_shards_problem(plan_num_shards: int, *, num_ranks: int, loader_worker
         f" the default from behavior_version 37); plan with num_shards={want} (ShardPlanJob.for_training does), or "
         "set torch_dataloader_shard_workers=False"
     )
+
+
+def read_engine(
+    config: Mapping[str, Any],
+    *,
+    seq_ordering: str = UNKNOWN_SEQ_ORDERING,
+    ranks_per_node: Optional[int] = None,
+    inexact: Tuple[str, ...] = (),
+    sharding: Optional[str] = None,
+) -> EngineSettings:
+    """The training's engine as RETURNN's torch engine reads it from ``config`` (config and post_config merged, or
+    RETURNN's global config seen through ``get``): the one description (:class:`~i6_shard.core.pure.engine_sim.
+    EngineSettings`) that the graph checks, the RETURNN-side dataset and the training report compare with a plan's
+    (``engine_differences``). Its batching as ``get_batching_iterable_dataset_from_config`` (``batch_size_train``
+    before ``batch_size``, -1 no limit, a dict by data key as stated), filters as ``Engine.__init__``, accumulation
+    as ``Engine.train_epoch`` (a callable as it is), the sync as ``DistributedContext.__init__``, the DataLoader
+    workers as ``create_data_loader_from_batches`` and ``ReturnnDatasetIterDataPipe``; the rest as given (the
+    sub-epoch dataset's order, :func:`sub_epoch_seq_ordering_of`; torchrun's ranks per host; the reasons the
+    simulation does not mirror; the sharding mode).
+
+    >>> e = read_engine({"batch_size_train": 500, "batch_size": 9, "max_seqs": -1,
+    ...                  "torch_dataloader_opts": {"num_workers": 2}, "behavior_version": 37, "backend": "torch"})
+    >>> e.batch_size, e.max_seqs, e.num_workers, e.shard_workers
+    (500, None, 2, True)
+    """
+    batching = EngineBatching.of(config)
+    bv = config.get("behavior_version")
+    bv = bv if isinstance(bv, int) and not isinstance(bv, bool) else 0
+    try:
+        sync = _sync_rule(config.get("torch_distributed"), behavior_version=bv)
+    except (TypeError, ValueError):  # what RETURNN refuses is the checks' to say; compared as stated
+        sync = None
+    torch = config.get("torch_distributed") is not None or config.get("backend") == "torch"
+    accum = batching.accum_grad_multiple_step
+    return EngineSettings(
+        seq_ordering=seq_ordering,
+        batch_size=None if isinstance(batching.batch_size, Mapping) else _no_limit(batching.batch_size),
+        max_seqs=_no_limit(batching.max_seqs),
+        min_seq_length=batching.min_seq_length,
+        max_seq_length=None if isinstance(batching.max_seq_length, Mapping) else batching.max_seq_length,
+        accum_grad_multiple_step=1 if accum is None else accum,
+        torch_distributed=config.get("torch_distributed"),
+        ranks_per_node=ranks_per_node,
+        inexact=tuple(inexact),
+        batch_size_by_key=dict(batching.batch_size) if isinstance(batching.batch_size, Mapping) else None,
+        max_seq_length_by_key=dict(batching.max_seq_length) if isinstance(batching.max_seq_length, Mapping) else None,
+        other_batching=tuple(
+            (key, getattr(batching, key))
+            for key in ("packed_batch_size", "torch_batching", "chunking", "online_shuffle_batches")
+            if getattr(batching, key) is not None
+        ),
+        num_workers=batching.num_workers,
+        shard_workers=_loader_shard_workers(config, behavior_version=bv, torch=torch) > 1,
+        sync_complete_frac=None if sync is None else sync.sync_complete_frac,
+        sync_at_epoch_end=None if sync is None else sync.sync_at_epoch_end,
+        sharding=sharding,
+    )
+
+
+def _no_limit(value: Any) -> Any:
+    """A limit as the engine takes it: -1 (and None) is no limit."""
+    return None if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == -1) else value

@@ -4,10 +4,12 @@ sharding in ``DistributeFilesDataset._get_sub_dataset_dict``, the gaps of the st
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ...core.pure import (
+    EngineSettings,
     DEFAULT_DISTRIBUTION,
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     UNKNOWN_SEQ_ORDERING,
@@ -62,6 +64,7 @@ class DistributeFilesDatasetInfo(_PerRank):
     :ivar sub_epoch_epoch_wise_filter: the sub-epoch dataset has an ``epoch_wise_filter``
     :ivar sync: how the torch ranks synchronize (:class:`SyncRule`; None: not torch distributed)
     :ivar engine_batching: how the torch engine batches and filters the train data (:class:`EngineBatching`)
+    :ivar config_engine: the training's engine as the config states it (read once per config; see :meth:`engine`)
     """
 
     key_path: Tuple[Any, ...]
@@ -96,6 +99,7 @@ class DistributeFilesDatasetInfo(_PerRank):
     sub_epoch_epoch_wise_filter: bool = False
     sync: Optional[SyncRule] = None
     engine_batching: EngineBatching = EngineBatching()
+    config_engine: EngineSettings = EngineSettings()
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -143,6 +147,18 @@ class DistributeFilesDatasetInfo(_PerRank):
         """The ``seq_ordering`` in which the sub-epoch dataset yields each rank's sequences, as the plan's simulation
         takes it (``PlanRequest.sub_epoch_seq_ordering``, :func:`~.engine.sub_epoch_seq_ordering_of`)."""
         return sub_epoch_seq_ordering_of(self.sub_epoch_dataset)
+
+    def engine(self, *, ranks_per_node: Optional[int] = None) -> EngineSettings:
+        """The training's engine as it reads this dataset: the config's (read once, :func:`~.engine.read_engine`)
+        with this dataset's sub-epoch order, sharding mode and the reasons the simulation does not mirror
+        (:meth:`engine_inexact`), and torchrun's ranks per host where given (None: not known)."""
+        return dataclasses.replace(
+            self.config_engine,
+            seq_ordering=self.sub_epoch_seq_ordering,
+            ranks_per_node=ranks_per_node,
+            inexact=tuple(self.engine_inexact()),
+            sharding=self.sharding_mode,
+        )
 
     def engine_inexact(self) -> List[str]:
         """What the training does to this dataset's sequences that the plan's simulation does not mirror (the plan's
