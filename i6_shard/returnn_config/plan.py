@@ -238,7 +238,7 @@ def training_plan_options(
                 "the arguments: give partition_epoch (and distribution); build the dataset from the plan job, "
                 "sharded_files_dataset(files, plan=job, ...), which takes them from it"
             )
-        engine, notes = engine_plan_options(context.engine_batching, context.sync)
+        engine, notes = engine_plan_options(context.engine)
         stated = {
             "num_shards": num_ranks,
             "num_epochs": num_epochs,

@@ -1,6 +1,6 @@
 """The config settings that decide ranks and seeds, read once per config: where RETURNN's
 ``_get_distributed_rank_and_size`` takes rank and size from, the ``dataset_distribution``, the base
-seed of ``Dataset._get_default_random_seed_offset``, the DataLoader and the sync."""
+seed of ``Dataset._get_default_random_seed_offset``, the DataLoader, and the training's engine (one description)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, Mapping, Optional
 
 from ...core.pure import UNSHARDED_RANK_SEED_STRIDE, EngineSettings
 from .engine import (
-    EngineBatching,
     read_engine,
     _is_true,
     _loader_behavior_version,
@@ -18,7 +17,7 @@ from .engine import (
 )
 from ..torch_distributed import check_torch_distributed
 from .rules import SeedRule
-from .sync import SyncRule, _sync_rule
+from .sync import _sync_rule
 
 #: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
 #: train dataset of a torch distributed training with RETURNN's default ``dataset_distribution``.
@@ -41,8 +40,6 @@ class _Context:
     #: the behavior version, and the process, where the torch engine reads its datasets
     loader_behavior_version: int = 0
     loader_process: str = "main process"
-    sync: Optional[SyncRule] = None
-    engine_batching: EngineBatching = EngineBatching()
     #: the training's engine (:func:`~.engine.read_engine`), read once
     engine: EngineSettings = EngineSettings()
 
@@ -71,6 +68,7 @@ class _Context:
         torch = distributed == "torch" or config.get("backend") == "torch"
         propagate = config.get("propagate_behavior_version_to_subprocs")
         propagate = None if propagate is None else _is_true(propagate)
+        _sync_rule(torch_opts, behavior_version=behavior_version)  # what RETURNN's DistributedContext refuses
         loader_bv, loader_process = _loader_behavior_version(
             config, behavior_version=behavior_version, torch=torch, propagate=propagate
         )
@@ -85,8 +83,6 @@ class _Context:
             propagate_behavior_version=propagate,
             loader_behavior_version=loader_bv,
             loader_process=loader_process,
-            sync=_sync_rule(torch_opts, behavior_version=behavior_version),
-            engine_batching=EngineBatching.of(config),
             engine=read_engine(config),
         )
 

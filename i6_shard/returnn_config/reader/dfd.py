@@ -70,8 +70,6 @@ def _dfd_info(
         process_behavior_version=given.behavior_version,
         reading_process=given.process,
         epoch_multiplier=given.epoch_multiplier,
-        sync=ctx.sync,
-        engine_batching=ctx.engine_batching,
         config_engine=ctx.engine,
         **sub_epoch,
     )

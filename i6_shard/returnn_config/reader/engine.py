@@ -17,14 +17,15 @@ from .tree import _flatten_with_path
 
 
 @dataclass(frozen=True)
-class EngineBatching:
+class _EngineBatching:
     """How the torch engine batches the train data, as ``Engine.__init__`` (``min_seq_length``,
     ``max_seq_length``: ``LenFilterDataPipe`` drops sequences), ``Engine._create_data_loader``
     (``chunking``, ``online_shuffle_batches``), ``get_batching_iterable_dataset_from_config`` (``batch_size``
     or ``batch_size_train``, ``max_seqs``, ``packed_batch_size``, a custom ``torch_batching``) and
     ``Engine.train_epoch`` (``accum_grad_multiple_step``: an optimizer update, and a param sync count, every
     N steps) read them, and ``create_data_loader_from_batches`` (``num_workers`` of ``torch_dataloader_opts``: the
-    DataLoader workers, whose batches interleave where there are several). None: not set.
+    DataLoader workers, whose batches interleave where there are several). None: not set. A building step of
+    :func:`read_engine` only: the training's engine is the one description that returns.
     """
 
     batch_size: Any = None
@@ -39,7 +40,7 @@ class EngineBatching:
     num_workers: Any = None
 
     @classmethod
-    def of(cls, config: Mapping[str, Any]) -> "EngineBatching":
+    def of(cls, config: Mapping[str, Any]) -> "_EngineBatching":
         def train(key):
             return config.get(f"{key}_train", config.get(key))
 
@@ -55,57 +56,6 @@ class EngineBatching:
             accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
             num_workers=_loader_opts(config).get("num_workers"),
         )
-
-    def interleaving(self, *, shard: bool = False) -> List[str]:
-        """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
-        DataLoader workers whose batches the loader interleaves, each reading its own shard (``shard``: one of
-        ``ranks * num_workers``, as ``ReturnnDatasetIterDataPipe.reset`` sets it, which the plan cuts) or all of the
-        rank's data.
-
-        >>> EngineBatching(num_workers=2).interleaving()[0][:48]
-        'torch_dataloader_opts num_workers=2: the batches'
-        """
-        workers = self.num_workers
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
-            return []
-        what = (
-            f"each reads its own shard (the plan cuts num_shards = ranks * {workers} shards, as RETURNN's worker "
-            "sharding does), and a rank's steps are those of its workers' shards together"
-            if shard
-            else f"each yields every sequence of the rank (torch_dataloader_shard_workers is off), so each comes "
-            f"{workers} times"
-        )
-        return [
-            f"torch_dataloader_opts num_workers={workers}: the batches of {workers} DataLoader workers interleave, "
-            f"which the simulation (one reader per rank) does not mirror; {what}"
-        ]
-
-    def unmodelled(self) -> List[str]:
-        """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
-        kept, one update per step) does not cover here.
-
-        >>> EngineBatching(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2).unmodelled()
-        ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
-        """
-        out = []
-        for key in ("min_seq_length", "max_seq_length"):
-            if getattr(self, key) is not None:
-                out.append(f"{key}={getattr(self, key)!r} drops sequences")
-        for key, what in (
-            ("packed_batch_size", "packed batches"),
-            ("torch_batching", "custom batching"),
-            ("chunking", "chunks instead of sequences"),
-        ):
-            if getattr(self, key) is not None:
-                out.append(f"{key}={getattr(self, key)!r} ({what})")
-        accum = self.accum_grad_multiple_step
-        if SyncMode.steps_per_update(accum) != 1:  # unset and 0 update every step, as 1
-            out.append(
-                f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
-                if isinstance(accum, int)
-                else f"accum_grad_multiple_step={accum!r} (a callable)"
-            )
-        return out
 
 
 def _loader_opts(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -253,7 +203,7 @@ def read_engine(
     >>> e.batch_size, e.max_seqs, e.num_workers, e.shard_workers
     (500, None, 2, True)
     """
-    batching = EngineBatching.of(config)
+    batching = _EngineBatching.of(config)
     bv = config.get("behavior_version")
     bv = bv if isinstance(bv, int) and not isinstance(bv, bool) else 0
     try:
@@ -268,7 +218,7 @@ def read_engine(
         max_seqs=_no_limit(batching.max_seqs),
         min_seq_length=batching.min_seq_length,
         max_seq_length=None if isinstance(batching.max_seq_length, Mapping) else batching.max_seq_length,
-        accum_grad_multiple_step=1 if accum is None else accum,
+        accum_grad_multiple_step=accum,  # as stated (None: unset, a callable as it is)
         torch_distributed=config.get("torch_distributed"),
         ranks_per_node=ranks_per_node,
         inexact=tuple(inexact),
@@ -290,3 +240,63 @@ def read_engine(
 def _no_limit(value: Any) -> Any:
     """A limit as the engine takes it: -1 (and None) is no limit."""
     return None if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == -1) else value
+
+
+def interleaving(engine: EngineSettings, *, shard: bool = False) -> List[str]:
+    """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
+    DataLoader workers whose batches the loader interleaves, each reading its own shard (``shard``: one of
+    ``ranks * num_workers``, as ``ReturnnDatasetIterDataPipe.reset`` sets it, which the plan cuts) or all of the
+    rank's data.
+
+    >>> interleaving(EngineSettings(num_workers=2))[0][:48]
+    'torch_dataloader_opts num_workers=2: the batches'
+    """
+    workers = engine.num_workers
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
+        return []
+    what = (
+        f"each reads its own shard (the plan cuts num_shards = ranks * {workers} shards, as RETURNN's worker "
+        "sharding does), and a rank's steps are those of its workers' shards together"
+        if shard
+        else f"each yields every sequence of the rank (torch_dataloader_shard_workers is off), so each comes "
+        f"{workers} times"
+    )
+    return [
+        f"torch_dataloader_opts num_workers={workers}: the batches of {workers} DataLoader workers interleave, "
+        f"which the simulation (one reader per rank) does not mirror; {what}"
+    ]
+
+
+def unmodelled(engine: EngineSettings) -> List[str]:
+    """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
+    kept, one update per step) does not cover here.
+
+    >>> unmodelled(EngineSettings(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2))
+    ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
+    """
+    out = []
+    for key, value in (
+        ("min_seq_length", engine.min_seq_length),
+        ("max_seq_length", _stated(engine.max_seq_length, engine.max_seq_length_by_key)),
+    ):
+        if value is not None:
+            out.append(f"{key}={value!r} drops sequences")
+    what = {
+        "packed_batch_size": "packed batches",
+        "torch_batching": "custom batching",
+        "chunking": "chunks instead of sequences",
+    }
+    out += [f"{key}={value!r} ({what[key]})" for key, value in engine.other_batching if key in what]
+    accum = engine.accum_grad_multiple_step
+    if SyncMode.steps_per_update(accum) != 1:  # unset and 0 update every step, as 1
+        out.append(
+            f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
+            if isinstance(accum, int)
+            else f"accum_grad_multiple_step={accum!r} (a callable)"
+        )
+    return out
+
+
+def _stated(value: Any, by_key: Optional[Mapping[str, Any]]) -> Any:
+    """A limit as the config states it: its dict by data key where it has one."""
+    return value if by_key is None else dict(by_key)

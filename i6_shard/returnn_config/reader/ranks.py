@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ...core.pure import (
+    EngineSettings,
     PlanRequest,
     PlanSettings,
     check_enough_files,
@@ -15,7 +16,6 @@ from ...core.pure import (
     check_sub_epoch_seq_ordering,
     cut_spec,
 )
-from .engine import EngineBatching
 from .plan_options import engine_plan_options, warn_inexact
 
 if TYPE_CHECKING:
@@ -179,9 +179,9 @@ class _PerRank:
             max_sub_epoch_deviation=info.max_sub_epoch_deviation if takes_bound else None,
             preload_next_n_sub_epochs=preload if isinstance(preload, int) else None,
         )
-        engine, notes = engine_plan_options(
-            info.engine_batching if info.role == "train" else EngineBatching(), self.sync
-        )
+        train = info.role == "train"  # (another dataset's batching is not the training's; the sync is)
+        own = EngineSettings(accum_grad_multiple_step=None, torch_distributed=info.config_engine.torch_distributed)
+        engine, notes = engine_plan_options(info.config_engine if train else own)
         options.update(engine)
         if info.role == "train":  # the order the sub-epoch dataset yields the sequences in, which they batch in
             order = info._checked_sub_epoch_seq_ordering()

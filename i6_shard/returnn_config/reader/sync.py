@@ -12,14 +12,15 @@ from ..torch_distributed import check_torch_distributed
 
 
 @dataclass(frozen=True)
-class SyncRule:
+class _SyncRule:
     """How the torch ranks synchronize, as ``returnn.torch.distributed.DistributedContext.__init__`` reads
     ``torch_distributed``: ``reduce_type`` ``"grad"`` (DistributedDataParallel, the default),
     ``"grad_explicit"``, ``"param"`` (params averaged every ``param_sync_step`` steps) or ``sync`` levels.
     The engine's control sync (``Engine.train_epoch``, ``control_sync_levels``) ends the epoch of a group
     when one of its ranks runs out, at that group's syncs only: under grad sync in every step; under a
     param level a rank that runs out stops, and the others go on to their next sync
-    (``DistributedContext.step_after_epoch`` then evens out the checkpoint state).
+    (``DistributedContext.step_after_epoch`` then evens out the checkpoint state). A building step of the reader:
+    the training's engine is one description (``read_engine``), whose sync this reads.
 
     :ivar reduce_type: ``"grad"``, ``"grad_explicit"``, ``"param"`` or ``"sync"`` (``sync`` levels given)
     :ivar levels: ``((group, type, every), ...)``, inner to outer, as ``_parse_sync_levels`` gets them
@@ -55,7 +56,7 @@ class SyncRule:
         level says where they stop), else param sync every :attr:`param_sync_every` steps (``sync`` levels
         below it, e.g. a node grad level, are not modelled: they stop a node's ranks together).
 
-        >>> SyncRule("param", (("world", "param", 100),)).sync_mode
+        >>> _SyncRule("param", (("world", "param", 100),)).sync_mode
         SyncMode(reduce_type='param', param_sync_step=100)
         """
         every = self.param_sync_every
@@ -75,7 +76,7 @@ def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
     return SyncMode() if rule is None else rule.sync_mode
 
 
-def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
+def _sync_rule(opts: Any, *, behavior_version: int) -> Optional["_SyncRule"]:
     """``DistributedContext.__init__``'s reading of the sync options (None: no torch_distributed).
 
     >>> _sync_rule({"reduce_type": "param", "param_sync_step": 100}, behavior_version=24).levels
@@ -112,7 +113,7 @@ def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
                 f"torch_distributed reduce_type={reduce_type!r}; RETURNN takes 'grad', 'grad_explicit' or 'param'"
             )
     complete, at_end = opts.get("sync_complete_frac"), opts.get("sync_at_epoch_end")
-    return SyncRule(
+    return _SyncRule(
         reduce_type=reduce_type,
         levels=levels,
         sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),
