@@ -26,7 +26,7 @@ from .context import DATASET_DICT_CONTEXT
 from .info import DistributeFilesDatasetInfo
 from .plan_options import InexactPlanWarning, engine_plan_options, warn_inexact
 from .rules import SeedRule, ShardRule  # noqa: F401
-from .sync import read_sync_mode
+from .engine import read_engine, read_sync_mode
 from .tree import _flatten_with_path  # noqa: F401
 from .walk import find_distribute_files_datasets
 from .wrappers import WRAPPER_CHILDREN, unknown_wrappers  # noqa: F401
@@ -34,6 +34,7 @@ from .wrappers import WRAPPER_CHILDREN, unknown_wrappers  # noqa: F401
 __all__ = [
     "DistributeFilesDatasetInfo",
     "read_sync_mode",
+    "read_engine",
     "engine_plan_options",
     "InexactPlanWarning",
     "warn_inexact",

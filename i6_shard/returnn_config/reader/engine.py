@@ -11,7 +11,7 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 from ...core import SyncMode
 from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING, EngineSettings
-from ..torch_distributed import DATASET_DISTRIBUTIONS
+from ..torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
 from .sync import _sync_rule
 from .tree import _flatten_with_path
 
@@ -300,3 +300,33 @@ def unmodelled(engine: EngineSettings) -> List[str]:
 def _stated(value: Any, by_key: Optional[Mapping[str, Any]]) -> Any:
     """A limit as the config states it: its dict by data key where it has one."""
     return value if by_key is None else dict(by_key)
+
+
+def sync_mode_of(engine: EngineSettings) -> SyncMode:
+    """The sync mode of the training's engine as the step and drop model takes it (grad sync without
+    ``torch_distributed``): ``DistributedContext.__init__``'s reading of it.
+
+    >>> sync_mode_of(EngineSettings(torch_distributed={"reduce_type": "param", "param_sync_step": 8})).describe()
+    'param sync every 8 steps'
+    """
+    rule = _sync_rule(engine.torch_distributed, behavior_version=0)
+    return SyncMode() if rule is None else rule.sync_mode
+
+
+def ranks_stop_together(engine: EngineSettings) -> bool:
+    """Whether every rank of the training ends the epoch in the step in which the first runs out (no
+    ``torch_distributed``, or a world grad sync in every step)."""
+    rule = _sync_rule(engine.torch_distributed, behavior_version=0)
+    return rule is None or rule.ranks_stop_together
+
+
+def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
+    """The sync mode of a RETURNN config's ``torch_distributed`` (grad sync without it), as the predicted loss and
+    the training report's expected steps take it: :func:`sync_mode_of` the config's engine (:func:`read_engine`).
+
+    >>> read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 8}}).describe()
+    'param sync every 8 steps'
+    """
+    check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
+    _sync_rule(config.get("torch_distributed"), behavior_version=0)  # as is what DistributedContext refuses
+    return sync_mode_of(read_engine(config))

@@ -15,10 +15,9 @@ from ...core.pure import (
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     UNKNOWN_SEQ_ORDERING,
 )
-from .engine import interleaving, sub_epoch_seq_ordering_of, unmodelled
+from .engine import interleaving, ranks_stop_together, sub_epoch_seq_ordering_of, sync_mode_of, unmodelled
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule
-from .sync import _sync_rule
 from .tree import _flatten_with_path
 
 
@@ -148,17 +147,13 @@ class DistributeFilesDatasetInfo(_PerRank):
 
     @property
     def sync_mode(self) -> SyncMode:
-        """The sync mode the step and drop model takes for the training's ``torch_distributed`` (grad sync without
-        it): ``DistributedContext``'s reading of it (``reader.sync``)."""
-        rule = _sync_rule(self.config_engine.torch_distributed, behavior_version=self.behavior_version)
-        return SyncMode() if rule is None else rule.sync_mode
+        """The sync mode the step and drop model takes for the training (:func:`~.engine.sync_mode_of`)."""
+        return sync_mode_of(self.config_engine)
 
     @property
     def ranks_stop_together(self) -> bool:
-        """Whether every rank ends the epoch in the step in which the first runs out (no torch_distributed, or a
-        world grad sync in every step)."""
-        rule = _sync_rule(self.config_engine.torch_distributed, behavior_version=self.behavior_version)
-        return rule is None or rule.ranks_stop_together
+        """Whether every rank ends the epoch in the step the first runs out (:func:`~.engine.ranks_stop_together`)."""
+        return ranks_stop_together(self.config_engine)
 
     def engine(self, *, ranks_per_node: Optional[int] = None) -> EngineSettings:
         """The training's engine as it reads this dataset: the config's (read once, :func:`~.engine.read_engine`)

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Tuple
 
 from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode
-from ..torch_distributed import check_torch_distributed
 
 
 @dataclass(frozen=True)
@@ -61,19 +60,6 @@ class _SyncRule:
         """
         every = self.param_sync_every
         return SyncMode() if self.ranks_stop_together or every is None else SyncMode("param", every)
-
-
-def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
-    """The sync mode of a RETURNN config's ``torch_distributed`` (grad sync without it), as the predicted loss and
-    the training report's expected steps take it.
-
-    >>> read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 8}}).describe()
-    'param sync every 8 steps'
-    """
-    bv = config.get("behavior_version")
-    check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
-    rule = _sync_rule(config.get("torch_distributed"), behavior_version=bv if isinstance(bv, int) else 0)
-    return SyncMode() if rule is None else rule.sync_mode
 
 
 def _sync_rule(opts: Any, *, behavior_version: int) -> Optional["_SyncRule"]:
