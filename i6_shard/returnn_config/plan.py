@@ -20,6 +20,7 @@ from .reader import (
     warn_inexact,
 )
 from .reader.context import _Context
+from .reader.engine import engine_reasons, interleaving
 from .checks import returnn_version_info
 from .pycode import resolve_paths
 
@@ -239,11 +240,14 @@ def training_plan_options(
                 "sharded_files_dataset(files, plan=job, ...), which takes them from it"
             )
         engine, notes = engine_plan_options(context.engine)
+        workers = context.loader_workers  # DataLoader workers that shard: each reads one of ranks * workers shards
+        reasons = interleaving(context.engine, shard=workers > 1) + engine_reasons(context.engine)
         stated = {
-            "num_shards": num_ranks,
+            "num_shards": num_ranks * workers,
             "num_epochs": num_epochs,
             "random_seed_offset": context.base_offset or None,
             **engine,
+            "engine_inexact": tuple(reasons) if reasons and ("batch_size" in engine or "max_seqs" in engine) else None,
         }
         where = "the training's config"
     if "torch_distributed" in stated:  # the request takes the whole dict: a given sync must agree with what it says

@@ -75,6 +75,9 @@ def trainings(draw):
         ("max_seqs", [-1, 8] if config.get("batch_size") is None else [None, -1, 8]),
         ("max_seq_length", [None, 500, {"data": 400}]),
         ("accum_grad_multiple_step", [None, 1, 2]),
+        ("min_seq_length", [None, 0, 5]),
+        ("chunking", [None, "100:50"]),
+        ("online_shuffle_batches", [None, 100]),
     ):
         value = draw(st.sampled_from(values))
         if value is not None:
@@ -148,8 +151,9 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
         assert verdict is not None and "seq_ordering is not known" in verdict
     # what the simulation does not mirror (interleaving DataLoader workers, a map of the sequences) is in the verdict
     reasons = info.engine_inexact()
-    assert bool(reasons) == (
-        config.get("torch_dataloader_opts", {}).get("num_workers", 0) > 1 or "map_seq" in str(sub)
+    unsimulated = config.get("min_seq_length") or config.get("chunking") or config.get("online_shuffle_batches")
+    assert bool(reasons) == bool(
+        config.get("torch_dataloader_opts", {}).get("num_workers", 0) > 1 or "map_seq" in str(sub) or unsimulated
     ), reasons
     assert (sharding_workers(config) > 1) == any("each reads its own shard" in r for r in reasons), reasons
     for reason in reasons:

@@ -83,7 +83,13 @@ def test_accumulation_sync_and_filters_are_passed_or_named():
         assert options["max_seq_length"] == {"data": 300}
     else:
         assert any(n.startswith("max_seq_length={'data': 300} drops sequences") for n in notes)
-    assert any(n.startswith("chunking=(50, 25) is not simulated") for n in notes)
+    # chunking is not passed: the plan's verdict names it (the reader's reasons, engine_inexact)
+    from i6_shard.returnn_config.reader.engine import engine_reasons
+
+    assert not any("chunking" in n for n in notes)
+    assert engine_reasons(read_engine({"chunking": (50, 25)})) == [
+        "chunking=(50, 25) batches chunks instead of sequences, which the simulation does not mirror"
+    ]
 
 
 def test_the_readers_plan_request_holds_the_trainings_batching_and_sync():

@@ -330,3 +330,33 @@ def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
     check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
     _sync_rule(config.get("torch_distributed"), behavior_version=0)  # as is what DistributedContext refuses
     return sync_mode_of(read_engine(config))
+
+
+#: What each batching option the simulation has none of does to the batches (``engine_reasons``).
+_OTHER_BATCHING = {
+    "packed_batch_size": "packs the batches",
+    "torch_batching": "batches by a custom function",
+    "chunking": "batches chunks instead of sequences",
+    "online_shuffle_batches": "shuffles the batches",
+}
+
+
+def engine_reasons(engine: EngineSettings) -> List[str]:
+    """Why the simulation of the training's engine is not exact by the engine's own options (part of the plan's one
+    verdict, with the dataset's, ``DistributeFilesDatasetInfo.engine_inexact``): a ``min_seq_length`` filter (the
+    simulation's filter has no lower bound) and the batching options it has none of.
+
+    >>> engine_reasons(EngineSettings(min_seq_length=5, other_batching=(("chunking", "100:50"),)))[1]
+    "chunking='100:50' batches chunks instead of sequences, which the simulation does not mirror"
+    """
+    out = []
+    if engine.min_seq_length:  # Engine.__init__: 0 is no filter
+        out.append(
+            f"min_seq_length={engine.min_seq_length!r} drops sequences, which the simulation (a max_seq_length filter "
+            "only) does not mirror"
+        )
+    out += [
+        f"{key}={value!r} {_OTHER_BATCHING[key]}, which the simulation does not mirror"
+        for key, value in engine.other_batching
+    ]
+    return out

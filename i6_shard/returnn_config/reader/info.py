@@ -15,7 +15,14 @@ from ...core.pure import (
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     UNKNOWN_SEQ_ORDERING,
 )
-from .engine import interleaving, ranks_stop_together, sub_epoch_seq_ordering_of, sync_mode_of, unmodelled
+from .engine import (
+    engine_reasons,
+    interleaving,
+    ranks_stop_together,
+    sub_epoch_seq_ordering_of,
+    sync_mode_of,
+    unmodelled,
+)
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule
 from .tree import _flatten_with_path
@@ -175,7 +182,9 @@ class DistributeFilesDatasetInfo(_PerRank):
         sub-epoch dataset is said by its order (:attr:`sub_epoch_seq_ordering` ``"unknown"``)."""
         if self.role != "train":
             return []
-        out = interleaving(self.config_engine, shard=self.shards.loader_workers > 1)
+        out = interleaving(self.config_engine, shard=self.shards.loader_workers > 1) + engine_reasons(
+            self.config_engine
+        )
         if "PostprocessingDataset" in self.wrappers:
             out.append(
                 "a PostprocessingDataset around the DistributeFilesDataset may change the sequences' lengths or "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...core.pure import PLAN_OPTION_DEFAULTS, EngineSettings
+from ...core.pure import EngineSettings
 
 
 class InexactPlanWarning(UserWarning):
@@ -68,8 +68,8 @@ def engine_plan_options(engine: EngineSettings) -> Tuple[Dict[str, Any], List[st
     ``get_batching_iterable_dataset_from_config``; ``max_seq_length`` (and ``min_seq_length``) as ``Engine.__init__``
     (an int, or a dict by data key, for ``LenFilterDataPipe``); ``accum_grad_multiple_step`` as
     ``Engine.train_epoch``; ``torch_distributed`` as a whole (sync levels included). Settings the plan request has no
-    option for (:data:`~i6_shard.core.PLAN_OPTION_DEFAULTS`, e.g. ``min_seq_length``) are not passed: a note names
-    each such setting that is set.
+    option for (``min_seq_length``, ``chunking``, ...) are not passed: the plan's verdict names them
+    (:func:`~.engine.engine_reasons`).
 
     :return: ``(options, notes)``
 
@@ -87,18 +87,9 @@ def engine_plan_options(engine: EngineSettings) -> Tuple[Dict[str, Any], List[st
         "accum_grad_multiple_step": _accum(engine.accum_grad_multiple_step, notes),
     }
     max_seq_length = engine.max_seq_length if engine.max_seq_length_by_key is None else engine.max_seq_length_by_key
-    for name, value in (("max_seq_length", max_seq_length), ("min_seq_length", engine.min_seq_length)):
-        if not value:  # Engine.__init__: ``typed_value(...) or config.int(...)``, so 0 is no filter
-            continue
-        if name in PLAN_OPTION_DEFAULTS:
-            options[name] = dict(value) if isinstance(value, Mapping) else value
-        else:  # min_seq_length: the simulation's filter has no lower bound
-            notes.append(
-                f"{name}={value!r} drops sequences, which the plan does not simulate: its prediction counts them"
-            )
-    for name, value in engine.other_batching:
-        if name != "online_shuffle_batches":
-            notes.append(f"{name}={value!r} is not simulated: the plan batches as batch_size does")
+    if max_seq_length:  # Engine.__init__: ``typed_value(...) or config.int(...)``, so 0 is no filter
+        options["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, Mapping) else max_seq_length
+    # (min_seq_length and the batching options the plan has none of are the verdict's: ``engine_reasons``)
     if engine.torch_distributed is not None:  # the whole dict: the request reads its sync levels
         options["torch_distributed"] = dict(engine.torch_distributed)
     return {k: v for k, v in options.items() if v is not None}, notes
