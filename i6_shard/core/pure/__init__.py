@@ -34,7 +34,7 @@ from .plan_sim import engine_differences, engine_of_record, has_node_level
 from .options import PLAN_OPTIONS, PlanOption
 from .request import PLAN_OPTION_DEFAULTS, PlanRequest, report_engine_options
 from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
-from .engine_sim import UNKNOWN_SEQ_ORDERING, EngineSettings, check_sub_epoch_seq_ordering
+from .engine_sim import UNKNOWN_SEQ_ORDERING, EngineSettings, check_sub_epoch_seq_ordering, ranks_stop_together
 from .settings import (
     DEFAULT_DISTRIBUTION,
     PlanSettings,
@@ -53,6 +53,7 @@ __all__ = [
     "engine_differences",
     "engine_of_record",
     "EngineSettings",
+    "ranks_stop_together",
     "UNKNOWN_SEQ_ORDERING",
     "check_sub_epoch_seq_ordering",
     "has_node_level",

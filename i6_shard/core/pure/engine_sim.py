@@ -363,6 +363,28 @@ def sync_levels_of(torch_distributed: Optional[Dict[str, Any]]) -> Tuple[str, Tu
     raise ValueError(f"torch_distributed reduce_type={reduce_type!r} is not one of grad, grad_explicit, param")
 
 
+def ranks_stop_together(torch_distributed: Optional[Dict[str, Any]]) -> bool:
+    """Whether every rank ends the epoch in the step in which the first runs out: RETURNN's control sync
+    (``DistributedContext.control_sync_levels``) runs on the world in every step where ``reduce_type`` is ``"grad"``
+    (DistributedDataParallel), or where a ``"world"`` grad level has only world levels outside it (grad levels fire in
+    every step, and the control sync takes the group of the outermost level firing); otherwise a rank that runs out
+    stops, and the others of another group go on to their next sync. Junk (RETURNN fails on it) is not together.
+
+    >>> ranks_stop_together({}), ranks_stop_together({"reduce_type": "param", "param_sync_step": 4})
+    (True, False)
+    >>> ranks_stop_together({"sync": [{"group": "world", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]})
+    True
+    >>> ranks_stop_together({"sync": [{"group": "node", "type": "grad"}]})  # each node stops on its own
+    False
+    """
+    try:
+        reduce_type, levels = sync_levels_of(torch_distributed)
+    except (ValueError, KeyError, TypeError):
+        return False
+    grads = [i for i, lv in enumerate(levels) if lv.group == "world" and lv.sync_type == "grad"]
+    return reduce_type == "grad" or bool(grads) and all(lv.group == "world" for lv in levels[grads[-1] :])
+
+
 def _group_ranks(group: GroupSpec, *, num_ranks: int, ranks_per_node: Optional[int]) -> List[List[int]]:
     """RETURNN's ``_make_group_ranks``; "node": torchrun's contiguous blocks of ``ranks_per_node`` ranks per host."""
     if group == "world":

@@ -10,8 +10,8 @@ import numpy as np
 from .batching import Batching, SyncMode
 from .engine_sim import (
     UNKNOWN_SEQ_ORDERING,
+    ranks_stop_together,
     EngineSettings,
-    SyncLevel,
     SubEpochSim,
     inexact_reason,
     simulate_sub_epoch,
@@ -315,7 +315,7 @@ def _normalized(name: str, value: Any) -> Any:
         except (ValueError, KeyError, TypeError):
             return opts
         # every rank syncs "has data" with the world in every step: each stops with the first, whatever the levels
-        return _EVERY_STEP if not levels[1] or levels[1][-1] == SyncLevel("world", "grad") else levels
+        return _EVERY_STEP if ranks_stop_together(opts) else levels
     return value
 
 
@@ -328,16 +328,9 @@ _SYNC_KEYS = ("reduce_type", "param_sync_step", "sync")
 
 
 def _stops_together(torch_distributed: Any) -> bool:
-    """Whether every rank syncs "has data" with the world in every step (DistributedDataParallel, or an outermost world
-    grad level): then every rank stops in the step the first runs out, and no rank's stop depends on
-    ``accum_grad_multiple_step`` or on the levels below (which only count the steps between param syncs).
-
-    >>> _stops_together({}), _stops_together({"reduce_type": "param", "param_sync_step": 4})
-    (True, False)
-    >>> _stops_together({"sync": [{"group": "node", "type": "grad"}]})  # each node stops on its own
-    False
-    """
-    return _normalized("torch_distributed", torch_distributed) == _EVERY_STEP
+    """:func:`~.engine_sim.ranks_stop_together`: then no rank's stop depends on ``accum_grad_multiple_step`` or on
+    the levels below (which only count the steps between param syncs)."""
+    return ranks_stop_together(torch_distributed)
 
 
 def _setting_text(name: str, want: Any, have: Any) -> str:

@@ -313,13 +313,6 @@ def sync_mode_of(engine: EngineSettings) -> SyncMode:
     return SyncMode() if rule is None else rule.sync_mode
 
 
-def ranks_stop_together(engine: EngineSettings) -> bool:
-    """Whether every rank of the training ends the epoch in the step in which the first runs out (no
-    ``torch_distributed``, or a world grad sync in every step)."""
-    rule = _sync_rule(engine.torch_distributed, behavior_version=0)
-    return rule is None or rule.ranks_stop_together
-
-
 def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
     """The sync mode of a RETURNN config's ``torch_distributed`` (grad sync without it), as the predicted loss and
     the training report's expected steps take it: :func:`sync_mode_of` the config's engine (:func:`read_engine`).

@@ -11,6 +11,7 @@ from typing import Any, List, Mapping, Optional, Tuple
 from ...core.pure import (
     EngineSettings,
     SyncMode,
+    ranks_stop_together,
     DEFAULT_DISTRIBUTION,
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     UNKNOWN_SEQ_ORDERING,
@@ -18,7 +19,6 @@ from ...core.pure import (
 from .engine import (
     engine_reasons,
     interleaving,
-    ranks_stop_together,
     sub_epoch_seq_ordering_of,
     sync_mode_of,
     unmodelled,
@@ -159,8 +159,8 @@ class DistributeFilesDatasetInfo(_PerRank):
 
     @property
     def ranks_stop_together(self) -> bool:
-        """Whether every rank ends the epoch in the step the first runs out (:func:`~.engine.ranks_stop_together`)."""
-        return ranks_stop_together(self.config_engine)
+        """Whether every rank ends the epoch in the step the first runs out (core's ``ranks_stop_together``)."""
+        return ranks_stop_together(self.config_engine.torch_distributed)
 
     def engine(self, *, ranks_per_node: Optional[int] = None) -> EngineSettings:
         """The training's engine as it reads this dataset: the config's (read once, :func:`~.engine.read_engine`)

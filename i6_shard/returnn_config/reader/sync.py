@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Tuple
 
-from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode
+from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode, ranks_stop_together
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,13 @@ class _SyncRule:
 
     @property
     def ranks_stop_together(self) -> bool:
-        """Whether every rank ends the epoch in the step in which the first runs out (a world grad sync
-        in every step), rather than at its group's next param sync."""
-        if self.reduce_type in ("grad", "grad_explicit"):
-            return True
-        return bool(self.levels) and self.levels[0][1] == "grad" and self.levels[0][0] == "world"
+        """Whether every rank ends the epoch in the step in which the first runs out (core's
+        ``ranks_stop_together``: a world grad sync in every step), rather than at its group's next param sync."""
+        if self.torch_distributed is not None:
+            return ranks_stop_together(self.torch_distributed)
+        return self.reduce_type in ("grad", "grad_explicit") or any(
+            g == "world" and t == "grad" for g, t, _ in self.levels
+        )
 
     @property
     def param_sync_every(self) -> Optional[int]:
