@@ -1,7 +1,8 @@
-"""Facts of RETURNN's torch engine that decide how a dataset is read: its batching and filters
-(``Engine.__init__``, ``Engine._create_data_loader``, ``get_batching_iterable_dataset_from_config``), the
-``dataset_distribution`` (``returnn.torch.distributed.get_dataset_distribution``), and the DataLoader
-workers that read the train data (``create_data_loader_from_batches``, ``ReturnnDatasetIterDataPipe.reset``,
+"""The training's engine, read once from a config into one description (:func:`read_engine`, core's
+``EngineSettings``), and the facts of RETURNN's torch engine that decide how a dataset is read: its batching and
+filters (``Engine.__init__``, ``Engine._create_data_loader``, ``get_batching_iterable_dataset_from_config``), the
+``dataset_distribution`` (``returnn.torch.distributed.get_dataset_distribution``), and the DataLoader workers that
+read the train data (``create_data_loader_from_batches``, ``ReturnnDatasetIterDataPipe.reset``,
 ``SubProcCopyGlobalConfigPreInitFunc``)."""
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def worker_shards_problem(plan_num_shards: int, *, num_ranks: int, loader_worker
         f"the plan is for num_shards={plan_num_shards}, but the files are cut into {want} shards: {num_ranks} "
         f"ranks, each with {loader_workers} DataLoader workers that read a shard each (torch_dataloader_shard_workers,"
         f" the default from behavior_version 37); plan with num_shards={want} (ShardPlanJob.for_training does), or "
-        "set torch_dataloader_shard_workers=False"
+        "read with one DataLoader worker (torch_dataloader_opts num_workers=1)"
     )
 
 

@@ -83,7 +83,8 @@ class _PerRank:
             return (
                 f"each rank's {self.shards.loader_workers} DataLoader workers read a shard each of the files every "
                 "rank reads (the dataset is not sharded over the ranks); a ShardPlan shards over the ranks or not "
-                "at all; shard the files (distrib_shard_files=True), or set torch_dataloader_shard_workers=False"
+                "at all; shard the files (distrib_shard_files=True), or read with one DataLoader worker "
+                "(torch_dataloader_opts num_workers=1)"
             )
         if not self.shards.per_rank and self.shards.fixed != (1, 0):
             return (
