@@ -52,6 +52,7 @@ from i6_shard.core.pure import (
     cut_spec,
     UNKNOWN_SEQ_ORDERING,
     engine_differences,
+    engine_inexact_reason,
     engine_of_record,
     has_node_level,
     plan_coverage_problem,
@@ -468,9 +469,14 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 file=log.v3,
             )
             return []
-        return engine_differences(
-            engine_of_record(head.engine_settings), _config_engine(self._sub_epoch_seq_ordering())
-        )
+        planned = engine_of_record(head.engine_settings)
+        problems = engine_differences(planned, _config_engine(self._sub_epoch_seq_ordering()))
+        verdict = engine_inexact_reason(planned, num_ranks=head.settings.num_shards)
+        if not problems and verdict is not None:  # the plan's one verdict, as its summary and report say it
+            print(
+                f"{self}: plan {self.plan_path!r}: its simulation of the engine is not exact ({verdict})", file=log.v3
+            )
+        return problems
 
     def _sub_epoch_seq_ordering(self) -> str:
         """The order of the sub-epoch dataset ``get_sub_epoch_dataset`` makes (of the first file), as the plan's

@@ -35,6 +35,7 @@ from .options import PLAN_OPTIONS, PlanOption
 from .request import PLAN_OPTION_DEFAULTS, PlanRequest, report_engine_options
 from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
 from .engine_sim import UNKNOWN_SEQ_ORDERING, EngineSettings, check_sub_epoch_seq_ordering, ranks_stop_together
+from .engine_sim import inexact_reason as engine_inexact_reason
 from .settings import (
     DEFAULT_DISTRIBUTION,
     PlanSettings,
@@ -54,6 +55,7 @@ __all__ = [
     "engine_of_record",
     "EngineSettings",
     "ranks_stop_together",
+    "engine_inexact_reason",
     "UNKNOWN_SEQ_ORDERING",
     "check_sub_epoch_seq_ordering",
     "has_node_level",
