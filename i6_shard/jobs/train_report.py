@@ -12,7 +12,7 @@ from sisyphus import Job, tk
 from i6_shard import core
 from i6_shard.core import reporting
 from i6_shard.core.io import data_key_limit
-from i6_shard.returnn_config.reader import read_sync_mode
+from i6_shard.returnn_config.reader import read_engine, read_sync_mode
 
 from .util import RQMT_ARGS, check_absolute, check_rqmt_args, path_str, round_up, sized_task, write_variable
 
@@ -235,11 +235,13 @@ class TrainReportJob(Job):
         steps is the config's ``torch_distributed`` unless ``reduce_type`` is given, and the length filter its
         ``max_seq_length`` unless given."""
         logs = training_log_files(training)
-        config = training.returnn_config
+        config = {**training.returnn_config.config, **training.returnn_config.post_config}
+        engine = read_engine(config)  # the training's engine, one description, as the plan and the checks read it
         if "max_seq_length" not in kwargs:
-            kwargs["max_seq_length"] = {**config.config, **config.post_config}.get("max_seq_length")
+            by_key = engine.max_seq_length_by_key
+            kwargs["max_seq_length"] = engine.max_seq_length if by_key is None else by_key
         if "reduce_type" not in kwargs and "param_sync_step" not in kwargs:
-            sync = read_sync_mode({**config.config, **config.post_config})
+            sync = read_sync_mode(config)  # (its sync: sync_mode_of the same description, junk refused)
             kwargs.update(reduce_type=sync.reduce_type, param_sync_step=sync.param_sync_step)
         return cls(logs, after=training.out_learning_rates, **kwargs)
 

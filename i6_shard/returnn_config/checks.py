@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.pure import (
+    EngineSettings,
     engine_differences,
+    engine_of_record,
     MIN_RETURNN_VERSION,
     SEQ_ORDERINGS,
     SyncMode,
@@ -330,14 +332,10 @@ def plan_engine_problems(
     (i6_core's torchrun starts ``num_gpus`` per node), else only at start-up."""
     if request.batching is None:
         return []
-    planned = request.engine_record()
+    planned = engine_of_record(request.engine_record())  # as the plan file will record it
     if ranks_per_node is None:
-        planned.pop("ranks_per_node", None)
-    torch_distributed = info.sync.torch_distributed if info.sync is not None else None
-    configured = info.engine_batching.engine_values(
-        torch_distributed, sub_epoch_seq_ordering=info.sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
-    )
-    return engine_differences(planned, configured)
+        planned = dataclasses.replace(planned, ranks_per_node=None)
+    return engine_differences(planned, info.engine(ranks_per_node=ranks_per_node))
 
 
 def plan_prediction_gaps(
@@ -352,7 +350,7 @@ def plan_prediction_gaps(
     """Where a plan's predicted loss, made under ``batch_size``/``max_seqs`` and ``sync`` (a ``ShardPlanJob``'s
     options), assumes another engine than the training of ``info`` runs: other limits (read as
     ``get_batching_iterable_dataset_from_config`` reads ``batch_size_train``/``batch_size`` and ``max_seqs``),
-    another sync mode (``DistributedContext``, :attr:`SyncRule.sync_mode`), or batching the model does not know
+    another sync mode (``DistributedContext``, :attr:`DistributeFilesDatasetInfo.sync_mode`), or batching the model does not know
     (:meth:`DistributeFilesDatasetInfo.prediction_gaps`). Empty without a prediction (no limits given).
     None of these loses data: the prediction is only not this training's. A plan that states the training's
     ``torch_distributed`` (sync levels included) or ``max_seq_length`` simulates them: they are compared as such.
@@ -360,24 +358,34 @@ def plan_prediction_gaps(
     if batch_size is None and max_seqs is None:
         return []
     out = []
-    engine = info.engine_batching
+    engine = info.config_engine
     limits = (engine.batch_size, engine.max_seqs)
-    if all(v is None or isinstance(v, int) for v in limits) and limits != (batch_size, max_seqs):
+    if (
+        engine.batch_size_by_key is None
+        and all(v is None or isinstance(v, int) for v in limits)
+        and limits
+        != (
+            batch_size,
+            max_seqs,
+        )
+    ):
         out.append(
             f"the plan predicts the loss under batch_size={batch_size}, max_seqs={max_seqs}, the training "
             f"batches with batch_size={engine.batch_size}, max_seqs={engine.max_seqs}"
         )
-    training_sync = info.sync.sync_mode if info.sync is not None else SyncMode()
+    training_sync = info.sync_mode
     accum = SyncMode.steps_per_update(engine.accum_grad_multiple_step)  # 0 updates every step, as 1
     int_accum = isinstance(accum, int) and not isinstance(accum, bool) and accum >= 1  # a plan can state an int
-    if training_sync.reduce_type == "grad" and (info.sync is None or info.sync.ranks_stop_together):
+    if training_sync.reduce_type == "grad" and info.ranks_stop_together:
         # every rank syncs "has data" in every step: the accumulation changes no rank's steps or stop
         int_accum, accum = True, sync.accum_grad_multiple_step
     if int_accum:
         training_sync = dataclasses.replace(training_sync, accum_grad_multiple_step=accum)
     if torch_distributed is not None:  # the plan simulates the dict itself: compare it, and the accumulation
-        configured = info.sync.torch_distributed if info.sync is not None else None
-        out += engine_differences({"torch_distributed": dict(torch_distributed)}, {"torch_distributed": configured})
+        configured = engine.torch_distributed
+        out += engine_differences(
+            EngineSettings(torch_distributed=dict(torch_distributed)), EngineSettings(torch_distributed=configured)
+        )
         if training_sync.accum_grad_multiple_step != sync.accum_grad_multiple_step:
             out.append(
                 f"the plan predicts the loss with accum_grad_multiple_step={sync.accum_grad_multiple_step}, the "
@@ -391,7 +399,8 @@ def plan_prediction_gaps(
     gaps = info.prediction_gaps()
     if int_accum and accum == sync.accum_grad_multiple_step:  # stated in the plan: modelled
         gaps = [g for g in gaps if not g.startswith("accum_grad_multiple_step=")]
-    if max_seq_length is not None and max_seq_length == engine.max_seq_length:  # stated in the plan: simulated
+    stated = engine.max_seq_length if engine.max_seq_length_by_key is None else engine.max_seq_length_by_key
+    if max_seq_length is not None and max_seq_length == stated:  # stated in the plan: simulated
         gaps = [g for g in gaps if not g.startswith("max_seq_length=")]
     if gaps:
         out.append("the prediction does not model " + ", ".join(gaps))

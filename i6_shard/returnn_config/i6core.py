@@ -37,6 +37,7 @@ from .checks import (
 from .plan import find_dataset, named_plan_job
 from .pycode import ImportRef, PyCode, i6_shard_import_code, plain_str, resolve_paths
 from .reader import DistributeFilesDatasetInfo, InexactPlanWarning, files_kind, find_distribute_files_datasets
+from .reader.engine import worker_shards_problem
 from .sub_epoch import is_sub_epoch_partial
 
 __all__ = ["sharded_returnn_config", "training_job_kwargs", "training_job"]
@@ -290,7 +291,12 @@ def _check_plan_jobs(
         settings, problems = request.settings, []
         if isinstance(info.partition_epoch, int) and settings.partition_epoch != info.partition_epoch:
             problems.append(f"partition_epoch={info.partition_epoch}, but the plan job has {settings.partition_epoch}")
-        if info.sharded and settings.num_shards != num_ranks:
+        workers = worker_shards_problem(
+            settings.num_shards, num_ranks=num_ranks, loader_workers=info.shards.loader_workers
+        )
+        if workers is not None:
+            problems.append(workers)
+        elif info.sharded and settings.num_shards != num_ranks * info.shards.loader_workers:
             problems.append(f"{num_ranks} ranks train, but the plan job has num_shards={settings.num_shards}")
         preload = info.dataset.get("preload_next_n_sub_epochs", DEFAULT_PRELOAD_NEXT_N_SUB_EPOCHS)
         problem = (

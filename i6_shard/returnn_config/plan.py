@@ -20,6 +20,7 @@ from .reader import (
     warn_inexact,
 )
 from .reader.context import _Context
+from .reader.engine import engine_reasons, interleaving
 from .checks import returnn_version_info
 from .pycode import resolve_paths
 
@@ -71,8 +72,9 @@ def named_plan_job(records: Sequence[DistributeFilesDatasetInfo]) -> Optional[Tu
     for info in records:
         job = getattr(info.dataset.get("plan"), "creator", None)
         request = getattr(job, "plan_request", None)  # a ShardPlanJob's (duck-typed: the builders never import jobs)
-        if isinstance(request, core.PlanRequest):
-            found.setdefault((request.settings.num_shards, request.settings.training_num_epochs), job)
+        if isinstance(request, core.PlanRequest):  # (DataLoader workers that shard: ranks * workers shards)
+            ranks = request.settings.num_shards // info.shards.loader_workers
+            found.setdefault((ranks, request.settings.training_num_epochs), job)
     if len(found) > 1:
         (a, job_a), (b, job_b) = list(found.items())[:2]
         raise ValueError(
@@ -243,13 +245,16 @@ def training_plan_options(
                 "the arguments: give partition_epoch (and distribution); build the dataset from the plan job, "
                 "sharded_files_dataset(files, plan=job, ...), which takes them from it"
             )
-        engine, engine_notes = engine_plan_options(context.engine_batching, context.sync)
+        engine, engine_notes = engine_plan_options(context.engine)
         notes = engine_notes + notes
+        workers = context.loader_workers  # DataLoader workers that shard: each reads one of ranks * workers shards
+        reasons = interleaving(context.engine, shard=workers > 1) + engine_reasons(context.engine)
         stated = {
-            "num_shards": num_ranks,
+            "num_shards": num_ranks * workers,
             "num_epochs": num_epochs,
             "random_seed_offset": context.base_offset or None,
             **engine,
+            "engine_inexact": tuple(reasons) if reasons and ("batch_size" in engine or "max_seqs" in engine) else None,
         }
         where = "the training's config"
     if "torch_distributed" in stated:  # the request takes the whole dict: a given sync must agree with what it says

@@ -28,7 +28,7 @@ from returnn.datasets.distrib_files import DistributeFilesDataset, FileTree
 from returnn.log import log
 
 from i6_shard import core
-from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of
+from i6_shard.returnn_config.reader.engine import read_engine, sub_epoch_seq_ordering_of, worker_shards_problem
 from i6_shard.core.io import (
     DEFAULT_CHECK_SAMPLES,
     check_num_samples,
@@ -52,6 +52,8 @@ from i6_shard.core.pure import (
     cut_spec,
     UNKNOWN_SEQ_ORDERING,
     engine_differences,
+    engine_inexact_reason,
+    engine_of_record,
     has_node_level,
     plan_coverage_problem,
     release_cut_difference,
@@ -365,8 +367,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         self._lazy_init_file_sizes()  # checks the archive's keys against the files
         costs = load_file_costs(self.file_sizes_path)
-        config = _config_engine_values(self._sub_epoch_seq_ordering())
-        accum = config["accum_grad_multiple_step"]
+        engine = _config_engine(self._sub_epoch_seq_ordering())
+        accum = engine.accum_grad_multiple_step
         if accum is not None and not isinstance(accum, int):
             raise ValueError(
                 f"{where} simulates the training's steps, but the config's accum_grad_multiple_step={accum!r} is not "
@@ -381,17 +383,17 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 random_seed_offset=self.random_seed_offset,
                 fixed_random_seed=self.fixed_random_seed,
                 distribution=self.distribution,
-                batch_size=config["batch_size"],
-                max_seqs=None if config["max_seqs"] == -1 else config["max_seqs"],
-                max_seq_length=config["max_seq_length"],
+                batch_size=engine.batch_size if engine.batch_size_by_key is None else engine.batch_size_by_key,
+                max_seqs=engine.max_seqs,
+                max_seq_length=engine.max_seq_length
+                if engine.max_seq_length_by_key is None
+                else engine.max_seq_length_by_key,
                 accum_grad_multiple_step=accum,
-                torch_distributed=config["torch_distributed"],
+                torch_distributed=engine.torch_distributed,
                 # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)
-                ranks_per_node=config["ranks_per_node"] if has_node_level(config["torch_distributed"]) else None,
+                ranks_per_node=engine.ranks_per_node if has_node_level(engine.torch_distributed) else None,
                 # the order the sub-epoch dataset batches in, where it can be told (else the builders' random)
-                sub_epoch_seq_ordering=None
-                if config["sub_epoch_seq_ordering"] == UNKNOWN_SEQ_ORDERING
-                else config["sub_epoch_seq_ordering"],
+                sub_epoch_seq_ordering=None if engine.seq_ordering == UNKNOWN_SEQ_ORDERING else engine.seq_ordering,
             )
             return core.make_plan(core.load_file_sizes(self.file_sizes_path), request, lengths=costs)
         except (ValueError, TypeError) as exc:
@@ -420,9 +422,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             )
         rank, world = (self._shard_index, self._num_shards) if sharded else distributed_rank_and_size()
         if settings.num_shards != world:
-            problems.append(
-                f"the plan is for {settings.num_shards} ranks, the training has {world} (distributed world size)"
-            )
+            problems.append(_num_shards_problem(settings.num_shards, world=world))
         if settings.seq_ordering != self.seq_ordering:
             problems.append(f"the plan has seq_ordering={settings.seq_ordering!r}, the dataset {self.seq_ordering!r}")
         if self.distribution is not None and self.distribution != settings.distribution:
@@ -469,7 +469,14 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 file=log.v3,
             )
             return []
-        return engine_differences(head.engine_settings, _config_engine_values(self._sub_epoch_seq_ordering()))
+        planned = engine_of_record(head.engine_settings)
+        problems = engine_differences(planned, _config_engine(self._sub_epoch_seq_ordering()))
+        verdict = engine_inexact_reason(planned, num_ranks=head.settings.num_shards)
+        if not problems and verdict is not None:  # the plan's one verdict, as its summary and report say it
+            print(
+                f"{self}: plan {self.plan_path!r}: its simulation of the engine is not exact ({verdict})", file=log.v3
+            )
+        return problems
 
     def _sub_epoch_seq_ordering(self) -> str:
         """The order of the sub-epoch dataset ``get_sub_epoch_dataset`` makes (of the first file), as the plan's
@@ -644,21 +651,45 @@ class _ConfigView:
         return self._config.typed_value(key, default) if self._config.has(key) else default
 
 
-def _config_engine_values(sub_epoch_seq_ordering: Optional[str] = None) -> Dict[str, Any]:
-    """The training's engine as RETURNN's global config states it, in the one description the graph checks compare a
-    plan with (``EngineBatching.engine_values``: the torch engine's ``batch_size_train`` before ``batch_size``, None
-    where not set), with the sub-epoch dataset's order and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None
-    outside torchrun), which a ``"node"`` sync level's groups are."""
+def _config_engine(sub_epoch_seq_ordering: str = UNKNOWN_SEQ_ORDERING) -> core.pure.EngineSettings:
+    """The training's engine as RETURNN's global config states it, read by the config reader's one function
+    (``read_engine``: the torch engine's ``batch_size_train`` before ``batch_size``, ...), with the sub-epoch
+    dataset's order and ``ranks_per_node``: torchrun's ``LOCAL_WORLD_SIZE`` (None outside torchrun), which a
+    ``"node"`` sync level's groups are."""
     from returnn.config import get_global_config
 
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
     ranks_per_node = int(local) if local.isdigit() and int(local) > 0 else None
     config = get_global_config(raise_exception=False)
-    batching = EngineBatching() if config is None else EngineBatching.of(_ConfigView(config))
-    torch_distributed = None if config is None else config.typed_value("torch_distributed", None)
-    return batching.engine_values(
-        torch_distributed, sub_epoch_seq_ordering=sub_epoch_seq_ordering, ranks_per_node=ranks_per_node
+    return read_engine(
+        {} if config is None else _ConfigView(config),
+        seq_ordering=sub_epoch_seq_ordering,
+        ranks_per_node=ranks_per_node,
+        returnn_version=has_feature,  # the running release's DataLoader, as its features say
     )
+
+
+def _num_shards_problem(plan_num_shards: int, *, world: int) -> str:
+    """Why a plan of ``plan_num_shards`` does not fit a dataset of ``world`` shards: in the graph checks' words
+    (``worker_shards_problem``) where the ranks' DataLoader workers shard (``world`` is then ranks * workers)."""
+    workers, ranks = _sharding_loader_workers(), distributed_rank_and_size()[1]
+    if workers > 1 and world == ranks * workers:  # the workers shard (else each has the rank's shard)
+        problem = worker_shards_problem(plan_num_shards, num_ranks=ranks, loader_workers=workers)
+        if problem is not None:
+            return problem
+    return f"the plan is for {plan_num_shards} ranks, the training has {world} (distributed world size)"
+
+
+def _sharding_loader_workers() -> int:
+    """The DataLoader workers of this process's rank where this is one of them and they shard
+    (``ReturnnDatasetIterDataPipe.reset`` calls ``set_sharding`` before ``init_seq_order``), else 1."""
+    try:
+        import torch.utils.data
+
+        info = torch.utils.data.get_worker_info()
+    except ImportError:
+        return 1
+    return info.num_workers if info is not None else 1
 
 
 def _config_num_epochs() -> int:

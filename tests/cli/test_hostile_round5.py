@@ -84,12 +84,13 @@ def test_accum_grad_multiple_step_0_means_an_update_every_step_as_in_returnn(tmp
     (``engine_differences``) nor ``training_job`` refuses the training for it (no re-plan loop)."""
     import warnings
 
+    from i6_shard.core.pure.engine_sim import EngineSettings
     from i6_shard.core.pure.plan_sim import engine_differences
     from tests.jobs.test_plan_gates_training import CONFIG, _plan_and_train
 
     param = {"reduce_type": "param", "param_sync_step": 4}  # under param sync the accumulation moves the syncs
     for other, differs in ((0, False), (2, True)):
-        plan, config = ({"accum_grad_multiple_step": n, "torch_distributed": param} for n in (1, other))
+        plan, config = (EngineSettings(accum_grad_multiple_step=n, torch_distributed=param) for n in (1, other))
         assert bool(engine_differences(plan, config)) == differs, other
     config = {**CONFIG, "max_seqs": 20, "accum_grad_multiple_step": 0}
     with warnings.catch_warnings(record=True) as caught:

@@ -189,3 +189,38 @@ def test_training_job_adds_what_the_training_does_that_its_plan_was_not_told(wor
             )
         said = [m for m in inexact_messages(caught) if "num_workers=2" in m and "is not exact for this training" in m]
         assert len(said) == (1 if warned else 0), inexact_messages(caught)
+
+
+def test_dataloader_workers_that_shard_are_planned_as_ranks_times_workers_and_a_plan_of_the_ranks_is_refused(work_dir):
+    """From behavior_version 37 each of a rank's DataLoader workers reads a shard of its own (RETURNN's
+    ReturnnDatasetIterDataPipe.reset: one of ranks * workers): for_training plans those shards, inexact, naming the
+    workers; training_job takes that plan (and the ranks from it), and refuses a plan of the ranks only, with the
+    reason the RETURNN-side dataset gives at start-up."""
+    keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
+    sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
+    save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
+    write_file_list(keys, list_path)
+    config = {"backend": "torch", "behavior_version": 37, "max_seqs": 20, "torch_distributed": {}}
+    config["torch_dataloader_opts"] = {"num_workers": 2}
+    template = {"class": "HDFDataset", "seq_ordering": "random"}
+    planning = sharded_returnn_config(
+        config, sharded_files_dataset(tk.Path(list_path), sub_epoch_dataset=template, partition_epoch=2)
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan_job = ShardPlanJob.for_training(planning, file_sizes=tk.Path(sizes_path), num_ranks=2, num_epochs=4)
+    assert plan_job.plan_request.settings.num_shards == 4
+    assert any("each reads its own shard" in m for m in inexact_messages(caught)), inexact_messages(caught)
+    kwargs = dict(
+        returnn_version="1.20261022.211313",
+        returnn_python_exe=tk.Path(sys.executable),
+        returnn_root=tk.Path(str(work_dir)),
+    )
+    dataset = sharded_files_dataset(tk.Path(list_path), plan=plan_job, sub_epoch_dataset=template)
+    job = training_job(sharded_returnn_config(config, dataset), **kwargs)  # num_gpus and num_epochs from the plan
+    assert job.horovod_num_processes == 2
+    by_hand = ShardPlanJob(tk.Path(sizes_path), num_shards=2, partition_epoch=2, num_epochs=4, max_seqs=20)
+    dataset = sharded_files_dataset(tk.Path(list_path), plan=by_hand, sub_epoch_dataset=template)
+    with pytest.raises(ValueError) as info:
+        training_job(sharded_returnn_config(config, dataset), num_gpus=2, num_epochs=4, **kwargs)
+    assert "the plan is for num_shards=2, but the files are cut into 4 shards: 2 ranks, each with 2" in str(info.value)

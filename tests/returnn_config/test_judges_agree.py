@@ -5,6 +5,7 @@ the verify and train-report read back) give the same verdict of exactness and ac
 for a config is one the checks and the dataset accept; a config RETURNN fails on is refused by both the checks and
 the plan; what the plan's verdict says at graph time is what its record says."""
 
+import dataclasses
 import functools
 import warnings
 
@@ -18,7 +19,7 @@ from i6_shard.returnn_config import ConfigCheckError, check_returnn_config, shar
 from i6_shard.returnn_config.checks import plan_engine_problems
 from i6_shard.returnn_config.plan import find_dataset, training_plan_options
 from i6_shard.returnn_config.reader import InexactPlanWarning
-from i6_shard.returnn_config.reader.engine import EngineBatching, sub_epoch_seq_ordering_of
+from i6_shard.returnn_config.reader.engine import read_engine, sub_epoch_seq_ordering_of, worker_shards_problem
 from tests.strategies import examples
 
 NODE = {"sync": [{"group": "node", "type": "grad"}, {"group": "world", "type": "param", "every": 3}]}
@@ -61,16 +62,22 @@ def trainings(draw):
         dataset["get_sub_epoch_dataset"] = functools.partial(
             sub_epoch, seq_ordering=order, wrapped=wrapped, mapped=mapped
         )
-    config = {"backend": "torch", "behavior_version": 24, "train": dataset}
-    workers = draw(st.sampled_from([None, 0, 1, 2]))
-    if workers is not None:  # several workers interleave their batches (each its own share only from version 37)
+    config = {"backend": "torch", "behavior_version": draw(st.sampled_from([24, 36, 37, 38])), "train": dataset}
+    workers = draw(st.sampled_from([None, 0, 1, 2, 3]))
+    if workers is not None:  # several workers interleave their batches, each its own shard from version 37
         config["torch_dataloader_opts"] = {"num_workers": workers}
+    shard_workers = draw(st.sampled_from([None, True, False]))
+    if shard_workers is not None:
+        config["torch_dataloader_shard_workers"] = shard_workers
     config["torch_distributed"] = draw(st.sampled_from(SYNCS))
     for key, values in (
         ("batch_size", [None, 1000]),
         ("max_seqs", [-1, 8] if config.get("batch_size") is None else [None, -1, 8]),
         ("max_seq_length", [None, 500, {"data": 400}]),
         ("accum_grad_multiple_step", [None, 1, 2]),
+        ("min_seq_length", [None, 0, 5]),
+        ("chunking", [None, "100:50"]),
+        ("online_shuffle_batches", [None, 100]),
     ):
         value = draw(st.sampled_from(values))
         if value is not None:
@@ -78,6 +85,16 @@ def trainings(draw):
     if config.get("batch_size") is None and config.get("max_seqs", -1) == -1:
         config["max_seqs"] = 8
     return config, draw(st.sampled_from([None, 2]))
+
+
+def sharding_workers(config):
+    """The DataLoader workers of a rank that each read a shard (RETURNN's ReturnnDatasetIterDataPipe.reset: num_workers
+    > 1 with torch_dataloader_shard_workers, by default on from behavior_version 37), else 1; stated here as RETURNN's
+    code reads, not taken from the reader."""
+    workers = config.get("torch_dataloader_opts", {}).get("num_workers", 1)
+    shard = config.get("torch_dataloader_shard_workers")
+    shard = config["behavior_version"] >= 37 if shard is None else shard
+    return workers if workers > 1 and shard else 1
 
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -111,16 +128,22 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
     # the plan file's record gives the same verdict where it is read back (dataset, verify, train-report)
     record = request.engine_record()
     assert inexact_reason(engine_of_record(record), num_ranks=2) == verdict
-    # the graph checks and the RETURNN-side dataset accept the plan made for this training
+    # the graph checks and the RETURNN-side dataset accept the plan made for this training: cut into the shards its
+    # reading processes are (DataLoader workers that shard are ranks * workers of them, as RETURNN's set_sharding)
     info = find_dataset(config, num_ranks=2)
+    assert request.settings.num_shards == info.num_shards() == 2 * sharding_workers(config)
+    assert (
+        worker_shards_problem(request.settings.num_shards, num_ranks=2, loader_workers=sharding_workers(config)) is None
+    )
     assert plan_engine_problems(info, request, ranks_per_node=ranks_per_node) == []
     sub = info.sub_epoch_dataset
-    configured = EngineBatching.of(config).engine_values(
-        config["torch_distributed"],
-        sub_epoch_seq_ordering=sub_epoch_seq_ordering_of(sub),
-        ranks_per_node=ranks_per_node,
-    )
-    assert engine_differences(record, configured) == []
+    # the RETURNN-side dataset reads the config with the one reader function, and compares with the one function
+    configured = read_engine(config, seq_ordering=sub_epoch_seq_ordering_of(sub), ranks_per_node=ranks_per_node)
+    assert engine_differences(engine_of_record(record), configured) == []
+    # the description the checks compare is the one the class reads, with this dataset's verdict
+    described = info.engine(ranks_per_node=ranks_per_node)
+    assert dataclasses.replace(described, inexact=(), sharding=None) == configured
+    assert inexact_reason(described, num_ranks=request.settings.num_shards) == verdict  # the one verdict
     # what is simulated is the training's order, or said to be unknown
     order = sub_epoch_seq_ordering_of(sub)
     assert request.engine().seq_ordering == order
@@ -128,8 +151,10 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
         assert verdict is not None and "seq_ordering is not known" in verdict
     # what the simulation does not mirror (interleaving DataLoader workers, a map of the sequences) is in the verdict
     reasons = info.engine_inexact()
-    assert bool(reasons) == (
-        config.get("torch_dataloader_opts", {}).get("num_workers", 0) > 1 or "map_seq" in str(sub)
+    unsimulated = config.get("min_seq_length") or config.get("chunking") or config.get("online_shuffle_batches")
+    assert bool(reasons) == bool(
+        config.get("torch_dataloader_opts", {}).get("num_workers", 0) > 1 or "map_seq" in str(sub) or unsimulated
     ), reasons
+    assert (sharding_workers(config) > 1) == any("each reads its own shard" in r for r in reasons), reasons
     for reason in reasons:
         assert reason in verdict and reason in inexact_reason(engine_of_record(record), num_ranks=2)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from i6_shard.returnn_config import plan_for_returnn_config  # noqa: F401 (the face the request goes through)
 from i6_shard.returnn_config.reader import InexactPlanWarning, engine_plan_options, find_distribute_files_datasets
-from i6_shard.returnn_config.reader.engine import EngineBatching
+from i6_shard.returnn_config.reader.engine import read_engine
 from tests.strategies import examples
 
 limits = st.integers(1, 10**6)
@@ -55,7 +55,7 @@ def test_the_limits_are_those_returnn_batches_with(config):
     pipe = get_batching_iterable_dataset_from_config(dataset=Empty(), config=returnn_config, train=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        options, notes = engine_plan_options(EngineBatching.of(config), None)
+        options, notes = engine_plan_options(read_engine(config))
     theirs = pipe._max_batch_size
     if "batch_size" in options:
         mine = options["batch_size"]
@@ -72,8 +72,9 @@ def test_the_limits_are_those_returnn_batches_with(config):
 
 def test_accumulation_sync_and_filters_are_passed_or_named():
     options, notes = engine_plan_options(
-        EngineBatching(batch_size=1000, accum_grad_multiple_step=4, max_seq_length={"data": 300}, chunking=(50, 25)),
-        None,
+        read_engine(
+            {"batch_size": 1000, "accum_grad_multiple_step": 4, "max_seq_length": {"data": 300}, "chunking": (50, 25)}
+        )
     )
     assert options["accum_grad_multiple_step"] == 4
     from i6_shard import core
@@ -82,7 +83,13 @@ def test_accumulation_sync_and_filters_are_passed_or_named():
         assert options["max_seq_length"] == {"data": 300}
     else:
         assert any(n.startswith("max_seq_length={'data': 300} drops sequences") for n in notes)
-    assert any(n.startswith("chunking=(50, 25) is not simulated") for n in notes)
+    # chunking is not passed: the plan's verdict names it (the reader's reasons, engine_inexact)
+    from i6_shard.returnn_config.reader.engine import engine_reasons
+
+    assert not any("chunking" in n for n in notes)
+    assert engine_reasons(read_engine({"chunking": (50, 25)})) == [
+        "chunking=(50, 25) batches chunks instead of sequences, which the simulation does not mirror"
+    ]
 
 
 def test_the_readers_plan_request_holds_the_trainings_batching_and_sync():

@@ -440,10 +440,13 @@ def test_where_the_engine_reads_the_dataset():
 
 
 def test_sync_modes():
+    from i6_shard.returnn_config.reader.sync import _sync_rule
+
     def sync(**opts):
-        return find_distribute_files_datasets(
+        find_distribute_files_datasets(
             {"torch_distributed": opts, "behavior_version": 33, "train": dict(DFD)}, num_ranks=2
-        )[0].sync
+        )  # the reader refuses what RETURNN's DistributedContext refuses
+        return _sync_rule(opts, behavior_version=33)
 
     assert sync().ranks_stop_together and sync().param_sync_every is None and sync().sync_complete_frac
     param = sync(reduce_type="param", param_sync_step=100)
@@ -457,7 +460,13 @@ def test_sync_modes():
     assert sync(reduce_type="grad_explicit").ranks_stop_together
     with pytest.raises(ValueError, match="param_sync_step as a positive int"):
         sync(reduce_type="param")
-    assert find_distribute_files_datasets({"train": dict(DFD)})[0].sync is None
+    (plain,) = find_distribute_files_datasets({"train": dict(DFD)})
+    assert plain.config_engine.torch_distributed is None and plain.ranks_stop_together
+    # the one description holds the sync's defaults as RETURNN takes them from the behavior version
+    (info,) = find_distribute_files_datasets(
+        {"torch_distributed": {}, "behavior_version": 38, "train": dict(DFD)}, num_ranks=2
+    )
+    assert (info.config_engine.sync_complete_frac, info.config_engine.sync_at_epoch_end) == (True, True)
 
 
 def test_the_sync_mode_of_a_config_is_what_the_drop_model_takes():
@@ -474,7 +483,7 @@ def test_the_sync_mode_of_a_config_is_what_the_drop_model_takes():
     (info,) = find_distribute_files_datasets(
         {"torch_distributed": {"reduce_type": "param", "param_sync_step": 7}, "train": dict(DFD)}, num_ranks=2
     )
-    assert info.sync.sync_mode == SyncMode("param", 7)
+    assert info.sync_mode == SyncMode("param", 7)
 
 
 def test_sync_rule_follows_returnn(monkeypatch):
@@ -482,6 +491,7 @@ def test_sync_rule_follows_returnn(monkeypatch):
     needs_torch("RETURNN's DistributedContext needs torch")
     import returnn.torch.distributed as distributed
 
+    from i6_shard.returnn_config.reader.sync import _sync_rule
     from i6_shard.returnn_ext import verify
 
     for opts in (
@@ -494,7 +504,8 @@ def test_sync_rule_follows_returnn(monkeypatch):
         monkeypatch.setenv("LOCAL_RANK", "0")
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
         ctx = distributed.DistributedContext(dict(opts))
-        rule = find_distribute_files_datasets({"torch_distributed": opts, "train": dict(DFD)}, num_ranks=1)[0].sync
+        find_distribute_files_datasets({"torch_distributed": opts, "train": dict(DFD)}, num_ranks=1)
+        rule = _sync_rule(opts, behavior_version=0)
         assert [(lv.sync_type, lv.every) for lv in ctx._sync_levels] == [(t, e) for _, t, e in rule.levels], opts
         assert ctx._reduce_type == rule.reduce_type
 
@@ -502,7 +513,7 @@ def test_sync_rule_follows_returnn(monkeypatch):
 def test_what_the_prediction_does_not_model():
     config = {"torch_distributed": {}, "batch_size": 2000, "max_seqs": 20, "train": dict(DFD)}
     (record,) = find_distribute_files_datasets(config, num_ranks=2)
-    assert record.engine_batching.batch_size == 2000 and record.prediction_gaps() == []
+    assert record.config_engine.batch_size == 2000 and record.prediction_gaps() == []
     laplace = dict(DFD, get_sub_epoch_dataset=functools.partial(hdf_sub_epoch, seq_ordering="laplace:.100"))
     (record,) = find_distribute_files_datasets(
         {
@@ -514,7 +525,7 @@ def test_what_the_prediction_does_not_model():
         },
         num_ranks=2,
     )
-    assert record.engine_batching.batch_size == 5000
+    assert record.config_engine.batch_size == 5000
     gaps = record.prediction_gaps()
     assert len(gaps) == 2 and "max_seq_length" in gaps[0] and "every 2 steps" in gaps[1]
     # an HDFDataset's laplace order is mirrored exactly: the plan states it (and is compared with it), not a gap

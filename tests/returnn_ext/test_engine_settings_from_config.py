@@ -123,3 +123,23 @@ def test_equal_steps_without_a_plan_file_cuts_with_the_sub_epoch_order(tmp_path)
                 files, partition_epoch=2, distribution="equal_steps", file_sizes=costs_path, get_sub_epoch_dataset=sub
             )
             assert dfd_files_per_epoch(itself, num_epochs=2) == planned[rank], rank
+
+
+def test_the_dataset_logs_the_plans_one_verdict_where_it_accepts_an_inexact_plan(tmp_path, capsys):
+    """A plan made for a training whose DataLoader workers interleave (the reader's reason, engine_inexact) is
+    accepted at start-up, and the dataset logs the plan's verdict, the words of its summary and report."""
+    reason = "torch_dataloader_opts num_workers=2: the batches of 2 DataLoader workers interleave"
+    files, plan_path, _ = _plan(tmp_path, distribution="balanced", batch_size=100, max_seqs=3, engine_inexact=(reason,))
+    request = core.PlanRequest.from_options(
+        num_shards=4,
+        partition_epoch=2,
+        num_epochs=2,
+        distribution="balanced",
+        batch_size=100,
+        max_seqs=3,
+        engine_inexact=(reason,),
+    )
+    with as_rank(0, 4, extra_config={"batch_size": 100, "max_seqs": 3}):
+        _dataset(files, partition_epoch=2, plan=plan_path).init_seq_order(epoch=1)
+    logged = capsys.readouterr().out
+    assert f"its simulation of the engine is not exact ({request.inexact_reason()})" in logged, logged

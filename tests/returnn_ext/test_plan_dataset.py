@@ -237,3 +237,32 @@ def test_a_plan_cut_for_another_release_is_refused_where_that_release_cuts_other
     assert f"as RETURNN {planned_for} cuts" in message, message
     assert f"RETURNN {returnn.__version__}" in message and "1.20240705.144031" in message, message
     assert f"returnn_version={returnn.__version__!r}" in message, message
+
+
+def _start_in_sharding_worker(files, path, settings, monkeypatch):
+    """Worker 1 of rank 0's 2 DataLoader workers that shard (2 ranks): ReturnnDatasetIterDataPipe.reset calls
+    set_sharding(num_shards=4, shard_index=1) on the worker's copy before init_seq_order."""
+    from i6_shard.returnn_ext import distrib_files
+
+    monkeypatch.setattr(distrib_files, "_sharding_loader_workers", lambda: 2)
+    with as_rank(0, 2, dataset_random_seed_offset=settings.random_seed_offset):
+        dataset = _dataset(files, path, settings)
+        dataset.set_sharding(num_shards=4, shard_index=1)
+        dataset.init_seq_order(epoch=1)
+        return dataset
+
+
+def test_dataloader_workers_that_shard_take_the_plan_of_ranks_times_workers_and_refuse_one_of_the_ranks(
+    planned, tmp_path, monkeypatch
+):
+    """The graph's reason (worker_shards_problem) for a plan of the ranks only, said at start-up in the same words;
+    the plan of ranks * workers shards (what ShardPlanJob.for_training makes) is followed."""
+    files, settings, path = planned
+    with pytest.raises(ValueError, match="does not fit") as info:
+        _start_in_sharding_worker(files, path, settings, monkeypatch)
+    assert "the plan is for num_shards=2, but the files are cut into 4 shards: 2 ranks, each with 2" in str(info.value)
+    four = dataclasses.replace(settings, num_shards=4)
+    path4 = str(tmp_path / "plan4.npz")
+    save_plan(ShardPlan(files, list(range(1, 25)), four), path4)
+    dataset = _start_in_sharding_worker(files, path4, four, monkeypatch)
+    assert list(dataset._files_order_cache[0][0]) == _plan_bins(path4, num_epochs=1)[1][0]  # shard 1's bin

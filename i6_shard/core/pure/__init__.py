@@ -30,11 +30,12 @@ from .distribute import UNSHARDED_RANK_SEED_STRIDE, check_enough_files, dfd_num_
 from .epochs import num_epochs_for_passes, plan_coverage_problem, plan_covers
 from .file_tree import check_file_trees, flatten, leaves_and_keys
 from .flexible import DEFAULT_MAX_SUB_EPOCH_DEVIATION, check_max_sub_epoch_deviation
-from .plan_sim import engine_differences, has_node_level
+from .plan_sim import engine_differences, engine_of_record, has_node_level
 from .options import PLAN_OPTIONS, PlanOption
 from .request import PLAN_OPTION_DEFAULTS, PlanRequest, report_engine_options
 from .returnn_features import MIN_RETURNN_VERSION, RETURNN_FEATURES, features_missing_before
-from .engine_sim import UNKNOWN_SEQ_ORDERING, check_sub_epoch_seq_ordering
+from .engine_sim import UNKNOWN_SEQ_ORDERING, EngineSettings, check_sub_epoch_seq_ordering, ranks_stop_together
+from .engine_sim import inexact_reason as engine_inexact_reason
 from .settings import (
     DEFAULT_DISTRIBUTION,
     PlanSettings,
@@ -51,6 +52,10 @@ from .rechunk import RECHUNK_UNITS, check_rechunk_args
 # What the layers above (and the docs' examples) use from this face (docs/architecture.md, "Faces"); nothing else.
 __all__ = [
     "engine_differences",
+    "engine_of_record",
+    "EngineSettings",
+    "ranks_stop_together",
+    "engine_inexact_reason",
     "UNKNOWN_SEQ_ORDERING",
     "check_sub_epoch_seq_ordering",
     "has_node_level",

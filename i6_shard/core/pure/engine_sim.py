@@ -363,6 +363,28 @@ def sync_levels_of(torch_distributed: Optional[Dict[str, Any]]) -> Tuple[str, Tu
     raise ValueError(f"torch_distributed reduce_type={reduce_type!r} is not one of grad, grad_explicit, param")
 
 
+def ranks_stop_together(torch_distributed: Optional[Dict[str, Any]]) -> bool:
+    """Whether every rank ends the epoch in the step in which the first runs out: RETURNN's control sync
+    (``DistributedContext.control_sync_levels``) runs on the world in every step where ``reduce_type`` is ``"grad"``
+    (DistributedDataParallel), or where a ``"world"`` grad level has only world levels outside it (grad levels fire in
+    every step, and the control sync takes the group of the outermost level firing); otherwise a rank that runs out
+    stops, and the others of another group go on to their next sync. Junk (RETURNN fails on it) is not together.
+
+    >>> ranks_stop_together({}), ranks_stop_together({"reduce_type": "param", "param_sync_step": 4})
+    (True, False)
+    >>> ranks_stop_together({"sync": [{"group": "world", "type": "grad"}, {"group": "world", "type": "param", "every": 4}]})
+    True
+    >>> ranks_stop_together({"sync": [{"group": "node", "type": "grad"}]})  # each node stops on its own
+    False
+    """
+    try:
+        reduce_type, levels = sync_levels_of(torch_distributed)
+    except (ValueError, KeyError, TypeError):
+        return False
+    grads = [i for i, lv in enumerate(levels) if lv.group == "world" and lv.sync_type == "grad"]
+    return reduce_type == "grad" or bool(grads) and all(lv.group == "world" for lv in levels[grads[-1] :])
+
+
 def _group_ranks(group: GroupSpec, *, num_ranks: int, ranks_per_node: Optional[int]) -> List[List[int]]:
     """RETURNN's ``_make_group_ranks``; "node": torchrun's contiguous blocks of ``ranks_per_node`` ranks per host."""
     if group == "world":
@@ -518,7 +540,11 @@ def steps_taken(
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """What the torch engine does with a sub-epoch's sequences, as the training's config states it.
+    """What the torch engine does with a sub-epoch's sequences, as the training's config states it: the one
+    description of a training's engine, which the plan simulates and records (``plan_sim.engine_record``), the
+    config reader reads from a training's config (``returnn_config.reader.read_engine``), and the graph checks, the
+    RETURNN-side dataset and the training report compare field by field (``plan_sim.engine_differences``), with one
+    verdict of exactness (:func:`inexact_reason`).
 
     :ivar seq_ordering: the sub-epoch dataset's ``seq_ordering``
     :ivar fixed_random_seed: the sub-epoch dataset's ``fixed_random_seed``
@@ -531,6 +557,17 @@ class EngineSettings:
     :ivar ranks_per_node: torchrun's ranks per host (for "node" sync groups)
     :ivar inexact: reasons why the training's order or batches cannot be simulated (a PostprocessingDataset that
         changes lengths, several DataLoader workers, custom batching, chunking, a sub-epoch dataset not seen...)
+    :ivar batch_size_by_key: ``batch_size`` as a dict by data key (RETURNN's ``NumbersDict``), as stated; None: an int
+    :ivar max_seq_length_by_key: ``max_seq_length`` as a dict by data key, as stated; None: an int or none
+    :ivar other_batching: ``(key, value)`` of the batching options the simulation has none of (``packed_batch_size``,
+        ``torch_batching``, ``chunking``, ``online_shuffle_batches``), where set
+    :ivar num_workers: the torch DataLoader workers (``torch_dataloader_opts``; None: not stated, RETURNN's 1)
+    :ivar shard_workers: whether several DataLoader workers each read a shard of their own
+        (``torch_dataloader_shard_workers``, by default from behavior_version 37)
+    :ivar sync_complete_frac: ``torch_distributed``'s option, or its default ``behavior_version >= 33`` (None: not
+        torch distributed, or not read): a SUM of "has data" instead of a MIN, no rank's steps change
+    :ivar sync_at_epoch_end: the option, or its default ``behavior_version >= 38`` (None as above)
+    :ivar sharding: the sharding mode of the train dataset (``core.pure.settings.SHARDING_MODES``; None: not known)
     """
 
     seq_ordering: str = DEFAULT_SEQ_ORDERING
@@ -543,6 +580,14 @@ class EngineSettings:
     torch_distributed: Optional[Dict[str, Any]] = field(default=None, hash=False)
     ranks_per_node: Optional[int] = None
     inexact: Tuple[str, ...] = ()
+    batch_size_by_key: Optional[Dict[str, Any]] = field(default=None, hash=False)
+    max_seq_length_by_key: Optional[Dict[str, Any]] = field(default=None, hash=False)
+    other_batching: Tuple[Tuple[str, Any], ...] = field(default=(), hash=False)
+    num_workers: Optional[int] = None
+    shard_workers: bool = False
+    sync_complete_frac: Optional[bool] = None
+    sync_at_epoch_end: Optional[bool] = None
+    sharding: Optional[str] = None
 
     def as_dict(self) -> Dict[str, Any]:
         return {

@@ -10,8 +10,8 @@ import numpy as np
 from .batching import Batching, SyncMode
 from .engine_sim import (
     UNKNOWN_SEQ_ORDERING,
+    ranks_stop_together,
     EngineSettings,
-    SyncLevel,
     SubEpochSim,
     inexact_reason,
     simulate_sub_epoch,
@@ -139,8 +139,9 @@ def plan_engine(
                     else "RETURNN's length filter over several keys is not simulated"
                 )
             )
-    if isinstance(max_seq_length, dict):
-        max_seq_length = next(iter(max_seq_length.values())) if len(max_seq_length) == 1 else None
+    by_key = dict(max_seq_length) if isinstance(max_seq_length, dict) else None
+    if by_key is not None:
+        max_seq_length = next(iter(by_key.values())) if len(by_key) == 1 else None
     return EngineSettings(
         seq_ordering=seq_ordering,
         batch_size=batching.batch_size,
@@ -150,6 +151,8 @@ def plan_engine(
         accum_grad_multiple_step=sync.accum_grad_multiple_step,
         ranks_per_node=ranks_per_node,
         inexact=tuple(reasons) + tuple(inexact),
+        batch_size_by_key=None if batch_size_by_key is None else dict(batch_size_by_key),
+        max_seq_length_by_key=by_key,
     )
 
 
@@ -181,13 +184,12 @@ def engine_record(
             batching,
             sync,
             torch_distributed=torch_distributed,
+            max_seq_length=max_seq_length,
+            batch_size_by_key=batch_size_by_key,
             ranks_per_node=ranks_per_node,
             seq_ordering=seq_ordering,
         )
     )
-    if batch_size_by_key is not None:
-        record["batch_size"] = dict(batch_size_by_key)
-    record["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, dict) else max_seq_length
     if inexact:  # the reader's reasons, read back with the record (plans without any keep their bytes)
         record["engine_inexact"] = list(inexact)
     return record
@@ -235,9 +237,11 @@ def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
     False
     """
     record = {
-        "batch_size": engine.batch_size,
+        "batch_size": engine.batch_size if engine.batch_size_by_key is None else dict(engine.batch_size_by_key),
         "max_seqs": engine.max_seqs,
-        "max_seq_length": engine.max_seq_length,
+        "max_seq_length": engine.max_seq_length
+        if engine.max_seq_length_by_key is None
+        else dict(engine.max_seq_length_by_key),
         "accum_grad_multiple_step": engine.accum_grad_multiple_step,
         "torch_distributed": dict(engine.torch_distributed or {}),
     }
@@ -313,7 +317,7 @@ def _normalized(name: str, value: Any) -> Any:
         except (ValueError, KeyError, TypeError):
             return opts
         # every rank syncs "has data" with the world in every step: each stops with the first, whatever the levels
-        return _EVERY_STEP if not levels[1] or levels[1][-1] == SyncLevel("world", "grad") else levels
+        return _EVERY_STEP if ranks_stop_together(opts) else levels
     return value
 
 
@@ -326,16 +330,9 @@ _SYNC_KEYS = ("reduce_type", "param_sync_step", "sync")
 
 
 def _stops_together(torch_distributed: Any) -> bool:
-    """Whether every rank syncs "has data" with the world in every step (DistributedDataParallel, or an outermost world
-    grad level): then every rank stops in the step the first runs out, and no rank's stop depends on
-    ``accum_grad_multiple_step`` or on the levels below (which only count the steps between param syncs).
-
-    >>> _stops_together({}), _stops_together({"reduce_type": "param", "param_sync_step": 4})
-    (True, False)
-    >>> _stops_together({"sync": [{"group": "node", "type": "grad"}]})  # each node stops on its own
-    False
-    """
-    return _normalized("torch_distributed", torch_distributed) == _EVERY_STEP
+    """:func:`~.engine_sim.ranks_stop_together`: then no rank's stop depends on ``accum_grad_multiple_step`` or on
+    the levels below (which only count the steps between param syncs)."""
+    return ranks_stop_together(torch_distributed)
 
 
 def _setting_text(name: str, want: Any, have: Any) -> str:
@@ -350,15 +347,23 @@ def _setting_text(name: str, want: Any, have: Any) -> str:
     return f"{name}={want!r}"
 
 
-def _order_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
-    """The sub-epoch dataset's ``seq_ordering`` where the training's is known (``configured`` has it, not
-    ``"unknown"``) and is not the one the plan was simulated with (recorded where not ``"random"``).
+def _compared(engine: EngineSettings) -> Dict[str, Any]:
+    """The fields of ``engine`` that decide some rank's batches or stop, as the config states them (a limit by data
+    key as its dict), by the names of the config options."""
+    return {
+        **engine_settings_record(engine),
+        "sub_epoch_seq_ordering": engine.seq_ordering,
+        "ranks_per_node": engine.ranks_per_node,
+    }
 
-    >>> _order_differences({}, {"sub_epoch_seq_ordering": "laplace:.20"})[0][:73]
+
+def _order_difference(want: str, have: str) -> List[str]:
+    """The sub-epoch dataset's ``seq_ordering`` where the training's is known (not ``"unknown"``) and is not the one
+    the plan was simulated with.
+
+    >>> _order_difference("random", "laplace:.20")[0][:73]
     "the plan was simulated with the sub-epoch dataset's seq_ordering='random'"
     """
-    have = configured.get("sub_epoch_seq_ordering")
-    want = planned.get("sub_epoch_seq_ordering", DEFAULT_SEQ_ORDERING)
     if have is None or have == UNKNOWN_SEQ_ORDERING or have == want:
         return []
     return [
@@ -368,36 +373,39 @@ def _order_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> L
     ]
 
 
-def engine_differences(planned: Dict[str, Any], configured: Dict[str, Any]) -> List[str]:
-    """The engine settings (:data:`ENGINE_RECORD_OPTIONS`) in which a training's config differs from what a plan was
-    simulated with, where the difference changes some rank's batches or stop (so the plan's steps are not the
-    training's), each named with both values and the fix, for the RETURNN-side dataset and the graph checks to
-    refuse. ``accum_grad_multiple_step`` changes no rank's stop where the ranks sync "has data" in every step (grad
-    sync), and ``sync_complete_frac``, the backend or the dataset distribution change none anywhere: not refused.
+def engine_differences(planned: EngineSettings, configured: EngineSettings) -> List[str]:
+    """The one comparison of a training's engine (:class:`~.engine_sim.EngineSettings`, as the config reader reads it,
+    or as the RETURNN-side dataset finds it in RETURNN's config) with the engine a plan was simulated with (its
+    record read back, :func:`engine_of_record`, or its request's), field by field: where a difference changes some
+    rank's batches or stop (so the plan's steps are not the training's), each named with both values and the fix, for
+    the RETURNN-side dataset and the graph checks to refuse. ``accum_grad_multiple_step`` changes no rank's stop where
+    the ranks sync "has data" in every step (grad sync), and ``sync_complete_frac``, ``sync_at_epoch_end``, the
+    backend, the dataset distribution and the DataLoader workers (said by the verdict, :func:`~.engine_sim.
+    inexact_reason`) change none anywhere: not refused. The sub-epoch order is compared where the training's is known,
+    the ranks per node where the plan's ``"node"`` sync level was simulated with them.
 
-    >>> engine_differences({"batch_size": 2000, "max_seqs": None}, {"batch_size": 3000, "max_seqs": -1})
+    >>> engine_differences(EngineSettings(batch_size=2000), EngineSettings(batch_size=3000, max_seqs=-1))
     ["the plan was simulated with batch_size=2000, the config has batch_size=3000: re-plan with the config's batch_size (the plan's bins and steps assume it), or set batch_size=2000 in the config"]
-    >>> engine_differences({"accum_grad_multiple_step": 1, "torch_distributed": {}},
-    ...                    {"accum_grad_multiple_step": 2, "torch_distributed": {"reduce_type": "grad_explicit"}})
+    >>> engine_differences(EngineSettings(accum_grad_multiple_step=1, torch_distributed={}),
+    ...                    EngineSettings(accum_grad_multiple_step=2, torch_distributed={"reduce_type": "grad_explicit"}))
     []
     """
+    want_all, have_all = _compared(planned), _compared(configured)
     out = []
-    together = _stops_together(planned.get("torch_distributed")) and _stops_together(
-        configured.get("torch_distributed")
-    )
+    together = _stops_together(want_all["torch_distributed"]) and _stops_together(have_all["torch_distributed"])
     for name in ENGINE_RECORD_OPTIONS:
-        if name not in planned or (name == "accum_grad_multiple_step" and together):
+        if name == "accum_grad_multiple_step" and together:
             continue
-        want, have = planned[name], configured.get(name)
+        want, have = want_all[name], have_all[name]
         if _normalized(name, want) != _normalized(name, have):
             out.append(
                 f"the plan was simulated with {name}={want!r}, the config has {name}={have!r}: re-plan with the "
                 f"config's {name} (the plan's bins and steps assume it), or set {_setting_text(name, want, have)} in "
                 "the config"
             )
-    out += _order_differences(planned, configured)
-    if not together and "ranks_per_node" in planned and planned["ranks_per_node"] != configured.get("ranks_per_node"):
-        want, have = planned["ranks_per_node"], configured.get("ranks_per_node")
+    out += _order_difference(planned.seq_ordering, configured.seq_ordering)
+    want, have = planned.ranks_per_node, configured.ranks_per_node
+    if not together and has_node_level(planned.torch_distributed) and want is not None and want != have:
         out.append(
             f"the plan was simulated with ranks_per_node={want!r} (the groups of its 'node' sync level), the training "
             f"runs {have!r} ranks per node (torchrun's --nproc-per-node, LOCAL_WORLD_SIZE): re-plan with "

@@ -331,7 +331,15 @@ def _usable_plan(a: _Analysis, plan: Optional[ShardPlan], partition_epoch: Optio
     """The plan the files are compared with (None if it is for another number of ranks: an alarm), and the
     partition_epoch (the plan's, which a given one must equal)."""
     usable_plan = plan
-    if plan is not None and plan.num_shards != a.num_ranks:
+    k = max((int(r.num_instances.max()) for r in a.log.ranks if len(r.num_instances)), default=1)
+    if plan is not None and k > 1 and plan.num_shards == k * a.num_ranks:
+        a.notes.append(
+            f"the plan cuts num_shards={plan.num_shards} shards, one per DataLoader worker ({a.num_ranks} ranks x {k}"
+            " workers that shard), as the training does: its files and steps are per worker, not per rank, and are "
+            "not compared (the plan's simulation is not exact under several DataLoader workers)"
+        )
+        usable_plan = None
+    elif plan is not None and plan.num_shards != a.num_ranks:
         a.alarms.append(
             f"the plan is for num_shards={plan.num_shards}, but the training ran {a.num_ranks} ranks: "
             "its files cannot be compared; plan with the training's number of ranks"

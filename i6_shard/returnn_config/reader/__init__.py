@@ -6,8 +6,9 @@ One concern per module:
 
 - classes: which class a dataset dict names (``init_dataset``'s class lookup);
 - rules: the seed and the shard of a dataset on each rank (:class:`SeedRule`, :class:`ShardRule`);
-- sync: how the torch ranks synchronize (:class:`SyncRule`, ``DistributedContext``);
-- engine: the torch engine's batching, ``dataset_distribution`` and DataLoader workers (:class:`EngineBatching`);
+- sync: how the torch ranks synchronize (``DistributedContext``), a building step of the engine's description;
+- engine: the training's engine, one description (``read_engine``: batching, filters, accumulation, sync,
+  DataLoader workers), and the ``dataset_distribution``;
 - plan_options: the training's batching and sync as plan options (:func:`engine_plan_options`);
 - context: the config settings that decide ranks and seeds, read once per config;
 - info: the record of one DistributeFilesDataset (:class:`DistributeFilesDatasetInfo`); ranks: what it is
@@ -22,11 +23,10 @@ The ``files`` option (:func:`files_kind`, :func:`read_files`) is read in ``i6_sh
 from ...core.io import files_kind, read_files
 from .classes import dataset_class_name, is_distribute_files_dataset
 from .context import DATASET_DICT_CONTEXT
-from .engine import EngineBatching  # noqa: F401 -- importable from the reader, as before the split
 from .info import DistributeFilesDatasetInfo
 from .plan_options import InexactPlanWarning, engine_plan_options, warn_inexact
 from .rules import SeedRule, ShardRule  # noqa: F401
-from .sync import read_sync_mode
+from .engine import read_engine, read_sync_mode
 from .tree import _flatten_with_path  # noqa: F401
 from .walk import find_distribute_files_datasets
 from .wrappers import WRAPPER_CHILDREN, unknown_wrappers  # noqa: F401
@@ -34,6 +34,7 @@ from .wrappers import WRAPPER_CHILDREN, unknown_wrappers  # noqa: F401
 __all__ = [
     "DistributeFilesDatasetInfo",
     "read_sync_mode",
+    "read_engine",
     "engine_plan_options",
     "InexactPlanWarning",
     "warn_inexact",

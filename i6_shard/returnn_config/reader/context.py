@@ -1,15 +1,15 @@
 """The config settings that decide ranks and seeds, read once per config: where RETURNN's
 ``_get_distributed_rank_and_size`` takes rank and size from, the ``dataset_distribution``, the base
-seed of ``Dataset._get_default_random_seed_offset``, the DataLoader and the sync."""
+seed of ``Dataset._get_default_random_seed_offset``, the DataLoader, and the training's engine (one description)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
 
-from ...core.pure import UNSHARDED_RANK_SEED_STRIDE, release_has
+from ...core.pure import UNSHARDED_RANK_SEED_STRIDE, EngineSettings, release_has
 from .engine import (
-    EngineBatching,
+    read_engine,
     _is_true,
     _loader_behavior_version,
     _loader_shard_workers,
@@ -17,7 +17,7 @@ from .engine import (
 )
 from ..torch_distributed import check_torch_distributed
 from .rules import SeedRule, ShardRule
-from .sync import SyncRule, _sync_rule
+from .sync import _sync_rule
 
 #: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
 #: train dataset of a torch distributed training with RETURNN's default ``dataset_distribution``.
@@ -40,8 +40,8 @@ class _Context:
     #: the behavior version, and the process, where the torch engine reads its datasets
     loader_behavior_version: int = 0
     loader_process: str = "main process"
-    sync: Optional[SyncRule] = None
-    engine_batching: EngineBatching = EngineBatching()
+    #: the training's engine (:func:`~.engine.read_engine`), read once
+    engine: EngineSettings = EngineSettings()
     #: the RETURNN release the training runs (None: the newest; or its detected features, ``core.pure.release_has``),
     #: whose rules the seeds and workers follow
     returnn_version: Union[None, str, Callable[[str], bool]] = None
@@ -80,6 +80,7 @@ class _Context:
         torch = distributed == "torch" or config.get("backend") == "torch"
         propagate = config.get("propagate_behavior_version_to_subprocs")
         propagate = None if propagate is None else _is_true(propagate)
+        _sync_rule(torch_opts, behavior_version=behavior_version)  # what RETURNN's DistributedContext refuses
         loader_bv, loader_process = _loader_behavior_version(
             config, behavior_version=behavior_version, torch=torch, propagate=propagate, **release
         )
@@ -94,8 +95,7 @@ class _Context:
             propagate_behavior_version=propagate,
             loader_behavior_version=loader_bv,
             loader_process=loader_process,
-            sync=_sync_rule(torch_opts, behavior_version=behavior_version),
-            engine_batching=EngineBatching.of(config),
+            engine=read_engine(config, returnn_version=returnn_version),
             returnn_version=returnn_version,
         )
 

@@ -71,8 +71,7 @@ def _dfd_info(
         process_behavior_version=given.behavior_version,
         reading_process=given.process,
         epoch_multiplier=given.epoch_multiplier,
-        sync=ctx.sync,
-        engine_batching=ctx.engine_batching,
+        config_engine=ctx.engine,
         **sub_epoch,
     )
 
@@ -96,7 +95,9 @@ def _dfd_shards(
             per_rank=True, shards_per_rank=1, source=shards.source if shards.per_rank else "distrib_shard_files"
         )
     if ctx.loader_workers > 1 and given.role == "train" and not given.wrappers:
-        shards = shards.with_workers(ctx.loader_workers)  # ReturnnDatasetIterDataPipe.reset -> set_sharding
+        shards = shards.with_workers(
+            ctx.loader_workers, loader=True
+        )  # ReturnnDatasetIterDataPipe.reset -> set_sharding
     return shards, fails
 
 

@@ -1,29 +1,32 @@
-"""Facts of RETURNN's torch engine that decide how a dataset is read: its batching and filters
-(``Engine.__init__``, ``Engine._create_data_loader``, ``get_batching_iterable_dataset_from_config``), the
-``dataset_distribution`` (``returnn.torch.distributed.get_dataset_distribution``), and the DataLoader
-workers that read the train data (``create_data_loader_from_batches``, ``ReturnnDatasetIterDataPipe.reset``,
+"""The training's engine, read once from a config into one description (:func:`read_engine`, core's
+``EngineSettings``), and the facts of RETURNN's torch engine that decide how a dataset is read: its batching and
+filters (``Engine.__init__``, ``Engine._create_data_loader``, ``get_batching_iterable_dataset_from_config``), the
+``dataset_distribution`` (``returnn.torch.distributed.get_dataset_distribution``), and the DataLoader workers that
+read the train data (``create_data_loader_from_batches``, ``ReturnnDatasetIterDataPipe.reset``,
 ``SubProcCopyGlobalConfigPreInitFunc``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from ...core import SyncMode
-from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING, release_has
-from ..torch_distributed import DATASET_DISTRIBUTIONS
+from ...core.pure import PLAN_OPTION_DEFAULTS, UNKNOWN_SEQ_ORDERING, EngineSettings, release_has
+from ..torch_distributed import DATASET_DISTRIBUTIONS, check_torch_distributed
+from .sync import _sync_rule
 from .tree import _flatten_with_path
 
 
 @dataclass(frozen=True)
-class EngineBatching:
+class _EngineBatching:
     """How the torch engine batches the train data, as ``Engine.__init__`` (``min_seq_length``,
     ``max_seq_length``: ``LenFilterDataPipe`` drops sequences), ``Engine._create_data_loader``
     (``chunking``, ``online_shuffle_batches``), ``get_batching_iterable_dataset_from_config`` (``batch_size``
     or ``batch_size_train``, ``max_seqs``, ``packed_batch_size``, a custom ``torch_batching``) and
     ``Engine.train_epoch`` (``accum_grad_multiple_step``: an optimizer update, and a param sync count, every
     N steps) read them, and ``create_data_loader_from_batches`` (``num_workers`` of ``torch_dataloader_opts``: the
-    DataLoader workers, whose batches interleave where there are several). None: not set.
+    DataLoader workers, whose batches interleave where there are several). None: not set. A building step of
+    :func:`read_engine` only: the training's engine is the one description that returns.
     """
 
     batch_size: Any = None
@@ -38,7 +41,7 @@ class EngineBatching:
     num_workers: Any = None
 
     @classmethod
-    def of(cls, config: Mapping[str, Any]) -> "EngineBatching":
+    def of(cls, config: Mapping[str, Any]) -> "_EngineBatching":
         def train(key):
             return config.get(f"{key}_train", config.get(key))
 
@@ -54,70 +57,6 @@ class EngineBatching:
             accum_grad_multiple_step=config.get("accum_grad_multiple_step"),
             num_workers=_loader_opts(config).get("num_workers"),
         )
-
-    def engine_values(
-        self, torch_distributed: Any, *, sub_epoch_seq_ordering: Optional[str] = None, ranks_per_node: Any = None
-    ) -> Dict[str, Any]:
-        """The training's engine as a plan file records its simulated one (``core.pure.plan_sim.engine_record``), as
-        this training states it, beside its ``torch_distributed``, the sub-epoch dataset's order
-        (:func:`sub_epoch_seq_ordering_of`; None: not known here) and torchrun's ranks per host (None: not known):
-        the one description of the training's engine that the RETURNN-side dataset compares a plan with at start-up
-        and the graph checks before it, field by field, with ``engine_differences``.
-
-        >>> EngineBatching.of({"batch_size_train": 500, "batch_size": 9}).engine_values(None)["batch_size"]
-        500
-        """
-        return {
-            "batch_size": self.batch_size,
-            "max_seqs": self.max_seqs,
-            "max_seq_length": self.max_seq_length,
-            "accum_grad_multiple_step": self.accum_grad_multiple_step,
-            "torch_distributed": torch_distributed,
-            "sub_epoch_seq_ordering": sub_epoch_seq_ordering,
-            "ranks_per_node": ranks_per_node,
-        }
-
-    def interleaving(self) -> List[str]:
-        """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
-        DataLoader workers, each reading its own share, whose batches the loader interleaves.
-
-        >>> EngineBatching(num_workers=2).interleaving()[0][:48]
-        'torch_dataloader_opts num_workers=2: the batches'
-        """
-        workers = self.num_workers
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
-            return []
-        return [
-            f"torch_dataloader_opts num_workers={workers}: the batches of {workers} DataLoader workers interleave, "
-            "which the simulation (one reader per rank) does not mirror"
-        ]
-
-    def unmodelled(self) -> List[str]:
-        """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
-        kept, one update per step) does not cover here.
-
-        >>> EngineBatching(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2).unmodelled()
-        ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
-        """
-        out = []
-        for key in ("min_seq_length", "max_seq_length"):
-            if getattr(self, key) is not None:
-                out.append(f"{key}={getattr(self, key)!r} drops sequences")
-        for key, what in (
-            ("packed_batch_size", "packed batches"),
-            ("torch_batching", "custom batching"),
-            ("chunking", "chunks instead of sequences"),
-        ):
-            if getattr(self, key) is not None:
-                out.append(f"{key}={getattr(self, key)!r} ({what})")
-        accum = self.accum_grad_multiple_step
-        if SyncMode.steps_per_update(accum) != 1:  # unset and 0 update every step, as 1
-            out.append(
-                f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
-                if isinstance(accum, int)
-                else f"accum_grad_multiple_step={accum!r} (a callable)"
-            )
-        return out
 
 
 def _loader_opts(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -245,3 +184,203 @@ def _loader_shard_workers(
     shard = config.get("torch_dataloader_shard_workers")
     shard = behavior_version >= 37 if shard is None else bool(shard)
     return num_workers if isinstance(num_workers, int) and num_workers > 1 and shard else 1
+
+
+def worker_shards_problem(plan_num_shards: int, *, num_ranks: int, loader_workers: int) -> Optional[str]:
+    """Why a plan of ``plan_num_shards`` does not fit a training whose ``num_ranks`` ranks each read through
+    ``loader_workers`` DataLoader workers that shard (``ReturnnDatasetIterDataPipe.reset``: worker w of rank r is
+    shard ``r * N + w`` of ``ranks * N``, whose bins the dataset cuts), or None; the graph checks and the RETURNN-side
+    dataset say it in these words.
+
+    >>> worker_shards_problem(2, num_ranks=2, loader_workers=2)[:60]
+    'the plan is for num_shards=2, but the files are cut into 4 s'
+    >>> worker_shards_problem(4, num_ranks=2, loader_workers=2) is None
+    True
+    """
+    want = num_ranks * loader_workers
+    if loader_workers <= 1 or plan_num_shards == want:
+        return None
+    return (
+        f"the plan is for num_shards={plan_num_shards}, but the files are cut into {want} shards: {num_ranks} "
+        f"ranks, each with {loader_workers} DataLoader workers that read a shard each (torch_dataloader_shard_workers,"
+        f" the default from behavior_version 37); plan with num_shards={want} (ShardPlanJob.for_training does), or "
+        "read with one DataLoader worker (torch_dataloader_opts num_workers=1)"
+    )
+
+
+def read_engine(
+    config: Mapping[str, Any],
+    *,
+    seq_ordering: str = UNKNOWN_SEQ_ORDERING,
+    ranks_per_node: Optional[int] = None,
+    inexact: Tuple[str, ...] = (),
+    sharding: Optional[str] = None,
+    returnn_version: Any = None,
+) -> EngineSettings:
+    """The training's engine as RETURNN's torch engine reads it from ``config`` (config and post_config merged, or
+    RETURNN's global config seen through ``get``): the one description (:class:`~i6_shard.core.pure.engine_sim.
+    EngineSettings`) that the graph checks, the RETURNN-side dataset and the training report compare with a plan's
+    (``engine_differences``). Its batching as ``get_batching_iterable_dataset_from_config`` (``batch_size_train``
+    before ``batch_size``, -1 no limit, a dict by data key as stated), filters as ``Engine.__init__``, accumulation
+    as ``Engine.train_epoch`` (a callable as it is), the sync as ``DistributedContext.__init__``, the DataLoader
+    workers as ``create_data_loader_from_batches`` and ``ReturnnDatasetIterDataPipe``; the rest as given (the
+    sub-epoch dataset's order, :func:`sub_epoch_seq_ordering_of`; torchrun's ranks per host; the reasons the
+    simulation does not mirror; the sharding mode), on RETURNN ``returnn_version`` (None: the newest; or its
+    detected features, ``core.pure.release_has``), whose DataLoader workers shard again only from 1.20261022.211313.
+
+    >>> e = read_engine({"batch_size_train": 500, "batch_size": 9, "max_seqs": -1,
+    ...                  "torch_dataloader_opts": {"num_workers": 2}, "behavior_version": 37, "backend": "torch"})
+    >>> e.batch_size, e.max_seqs, e.num_workers, e.shard_workers
+    (500, None, 2, True)
+    """
+    batching = _EngineBatching.of(config)
+    bv = config.get("behavior_version")
+    bv = bv if isinstance(bv, int) and not isinstance(bv, bool) else 0
+    try:
+        sync = _sync_rule(config.get("torch_distributed"), behavior_version=bv)
+    except (TypeError, ValueError):  # what RETURNN refuses is the checks' to say; compared as stated
+        sync = None
+    torch = config.get("torch_distributed") is not None or config.get("backend") == "torch"
+    accum = batching.accum_grad_multiple_step
+    return EngineSettings(
+        seq_ordering=seq_ordering,
+        batch_size=None if isinstance(batching.batch_size, Mapping) else _no_limit(batching.batch_size),
+        max_seqs=_no_limit(batching.max_seqs),
+        min_seq_length=batching.min_seq_length,
+        max_seq_length=None if isinstance(batching.max_seq_length, Mapping) else batching.max_seq_length,
+        accum_grad_multiple_step=accum,  # as stated (None: unset, a callable as it is)
+        torch_distributed=config.get("torch_distributed"),
+        ranks_per_node=ranks_per_node,
+        inexact=tuple(inexact),
+        batch_size_by_key=dict(batching.batch_size) if isinstance(batching.batch_size, Mapping) else None,
+        max_seq_length_by_key=dict(batching.max_seq_length) if isinstance(batching.max_seq_length, Mapping) else None,
+        other_batching=tuple(
+            (key, getattr(batching, key))
+            for key in ("packed_batch_size", "torch_batching", "chunking", "online_shuffle_batches")
+            if getattr(batching, key) is not None
+        ),
+        num_workers=batching.num_workers,
+        shard_workers=_loader_shard_workers(config, behavior_version=bv, torch=torch, returnn_version=returnn_version)
+        > 1,
+        sync_complete_frac=None if sync is None else sync.sync_complete_frac,
+        sync_at_epoch_end=None if sync is None else sync.sync_at_epoch_end,
+        sharding=sharding,
+    )
+
+
+def _no_limit(value: Any) -> Any:
+    """A limit as the engine takes it: -1 (and None) is no limit."""
+    return None if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == -1) else value
+
+
+def interleaving(engine: EngineSettings, *, shard: bool = False) -> List[str]:
+    """Why the order in which the engine batches a rank's sequences is not the sub-epoch dataset's: several
+    DataLoader workers whose batches the loader interleaves, each reading its own shard (``shard``: one of
+    ``ranks * num_workers``, as ``ReturnnDatasetIterDataPipe.reset`` sets it, which the plan cuts) or all of the
+    rank's data.
+
+    >>> interleaving(EngineSettings(num_workers=2))[0][:48]
+    'torch_dataloader_opts num_workers=2: the batches'
+    """
+    workers = engine.num_workers
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
+        return []
+    what = (
+        f"each reads its own shard (the plan cuts num_shards = ranks * {workers} shards, as RETURNN's worker "
+        "sharding does), and a rank's steps are those of its workers' shards together"
+        if shard
+        else f"each yields every sequence of the rank (torch_dataloader_shard_workers is off), so each comes "
+        f"{workers} times"
+    )
+    return [
+        f"torch_dataloader_opts num_workers={workers}: the batches of {workers} DataLoader workers interleave, "
+        f"which the simulation (one reader per rank) does not mirror; {what}"
+    ]
+
+
+def unmodelled(engine: EngineSettings) -> List[str]:
+    """What i6_shard's step and drop model (frames ``batch_size`` and ``max_seqs``, every sequence
+    kept, one update per step) does not cover here.
+
+    >>> unmodelled(EngineSettings(batch_size=2000, max_seq_length=800, accum_grad_multiple_step=2))
+    ['max_seq_length=800 drops sequences', 'accum_grad_multiple_step=2 (an update every 2 steps)']
+    """
+    out = []
+    for key, value in (
+        ("min_seq_length", engine.min_seq_length),
+        ("max_seq_length", _stated(engine.max_seq_length, engine.max_seq_length_by_key)),
+    ):
+        if value is not None:
+            out.append(f"{key}={value!r} drops sequences")
+    what = {
+        "packed_batch_size": "packed batches",
+        "torch_batching": "custom batching",
+        "chunking": "chunks instead of sequences",
+    }
+    out += [f"{key}={value!r} ({what[key]})" for key, value in engine.other_batching if key in what]
+    accum = engine.accum_grad_multiple_step
+    if SyncMode.steps_per_update(accum) != 1:  # unset and 0 update every step, as 1
+        out.append(
+            f"accum_grad_multiple_step={accum!r} (an update every {accum} steps)"
+            if isinstance(accum, int)
+            else f"accum_grad_multiple_step={accum!r} (a callable)"
+        )
+    return out
+
+
+def _stated(value: Any, by_key: Optional[Mapping[str, Any]]) -> Any:
+    """A limit as the config states it: its dict by data key where it has one."""
+    return value if by_key is None else dict(by_key)
+
+
+def sync_mode_of(engine: EngineSettings) -> SyncMode:
+    """The sync mode of the training's engine as the step and drop model takes it (grad sync without
+    ``torch_distributed``): ``DistributedContext.__init__``'s reading of it.
+
+    >>> sync_mode_of(EngineSettings(torch_distributed={"reduce_type": "param", "param_sync_step": 8})).describe()
+    'param sync every 8 steps'
+    """
+    rule = _sync_rule(engine.torch_distributed, behavior_version=0)
+    return SyncMode() if rule is None else rule.sync_mode
+
+
+def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
+    """The sync mode of a RETURNN config's ``torch_distributed`` (grad sync without it), as the predicted loss and
+    the training report's expected steps take it: :func:`sync_mode_of` the config's engine (:func:`read_engine`).
+
+    >>> read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 8}}).describe()
+    'param sync every 8 steps'
+    """
+    check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
+    _sync_rule(config.get("torch_distributed"), behavior_version=0)  # as is what DistributedContext refuses
+    return sync_mode_of(read_engine(config))
+
+
+#: What each batching option the simulation has none of does to the batches (``engine_reasons``).
+_OTHER_BATCHING = {
+    "packed_batch_size": "packs the batches",
+    "torch_batching": "batches by a custom function",
+    "chunking": "batches chunks instead of sequences",
+    "online_shuffle_batches": "shuffles the batches",
+}
+
+
+def engine_reasons(engine: EngineSettings) -> List[str]:
+    """Why the simulation of the training's engine is not exact by the engine's own options (part of the plan's one
+    verdict, with the dataset's, ``DistributeFilesDatasetInfo.engine_inexact``): a ``min_seq_length`` filter (the
+    simulation's filter has no lower bound) and the batching options it has none of.
+
+    >>> engine_reasons(EngineSettings(min_seq_length=5, other_batching=(("chunking", "100:50"),)))[1]
+    "chunking='100:50' batches chunks instead of sequences, which the simulation does not mirror"
+    """
+    out = []
+    if engine.min_seq_length:  # Engine.__init__: 0 is no filter
+        out.append(
+            f"min_seq_length={engine.min_seq_length!r} drops sequences, which the simulation (a max_seq_length filter "
+            "only) does not mirror"
+        )
+    out += [
+        f"{key}={value!r} {_OTHER_BATCHING[key]}, which the simulation does not mirror"
+        for key, value in engine.other_batching
+    ]
+    return out

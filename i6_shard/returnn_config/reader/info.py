@@ -4,18 +4,27 @@ sharding in ``DistributeFilesDataset._get_sub_dataset_dict``, the gaps of the st
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ...core.pure import (
+    EngineSettings,
+    SyncMode,
+    ranks_stop_together,
     DEFAULT_DISTRIBUTION,
     DEFAULT_MAX_SUB_EPOCH_DEVIATION,
     UNKNOWN_SEQ_ORDERING,
 )
-from .engine import EngineBatching, sub_epoch_seq_ordering_of
+from .engine import (
+    engine_reasons,
+    interleaving,
+    sub_epoch_seq_ordering_of,
+    sync_mode_of,
+    unmodelled,
+)
 from .ranks import _PerRank
 from .rules import SeedRule, ShardRule
-from .sync import SyncRule
 from .tree import _flatten_with_path
 
 
@@ -60,8 +69,8 @@ class DistributeFilesDatasetInfo(_PerRank):
         (from i6_shard's template, or the user function's dict for the first file)
     :ivar sub_epoch_cache_manager: the sub-epoch dataset copies its files with ``use_cache_manager``
     :ivar sub_epoch_epoch_wise_filter: the sub-epoch dataset has an ``epoch_wise_filter``
-    :ivar sync: how the torch ranks synchronize (:class:`SyncRule`; None: not torch distributed)
-    :ivar engine_batching: how the torch engine batches and filters the train data (:class:`EngineBatching`)
+    :ivar config_engine: the training's engine as the config states it (its batching, filters, accumulation, sync
+        and DataLoader workers; read once per config by :func:`~.engine.read_engine`; see :meth:`engine`)
     """
 
     key_path: Tuple[Any, ...]
@@ -94,8 +103,7 @@ class DistributeFilesDatasetInfo(_PerRank):
     sub_epoch_constant_files: Tuple[str, ...] = ()
     sub_epoch_cache_manager: bool = False
     sub_epoch_epoch_wise_filter: bool = False
-    sync: Optional[SyncRule] = None
-    engine_batching: EngineBatching = EngineBatching()
+    config_engine: EngineSettings = EngineSettings()
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -144,15 +152,39 @@ class DistributeFilesDatasetInfo(_PerRank):
         takes it (``PlanRequest.sub_epoch_seq_ordering``, :func:`~.engine.sub_epoch_seq_ordering_of`)."""
         return sub_epoch_seq_ordering_of(self.sub_epoch_dataset)
 
+    @property
+    def sync_mode(self) -> SyncMode:
+        """The sync mode the step and drop model takes for the training (:func:`~.engine.sync_mode_of`)."""
+        return sync_mode_of(self.config_engine)
+
+    @property
+    def ranks_stop_together(self) -> bool:
+        """Whether every rank ends the epoch in the step the first runs out (core's ``ranks_stop_together``)."""
+        return ranks_stop_together(self.config_engine.torch_distributed)
+
+    def engine(self, *, ranks_per_node: Optional[int] = None) -> EngineSettings:
+        """The training's engine as it reads this dataset: the config's (read once, :func:`~.engine.read_engine`)
+        with this dataset's sub-epoch order, sharding mode and the reasons the simulation does not mirror
+        (:meth:`engine_inexact`), and torchrun's ranks per host where given (None: not known)."""
+        return dataclasses.replace(
+            self.config_engine,
+            seq_ordering=self.sub_epoch_seq_ordering,
+            ranks_per_node=ranks_per_node,
+            inexact=tuple(self.engine_inexact()),
+            sharding=self.sharding_mode,
+        )
+
     def engine_inexact(self) -> List[str]:
         """What the training does to this dataset's sequences that the plan's simulation does not mirror (the plan's
         ``engine_inexact``, part of its one verdict): several DataLoader workers interleaving their batches
-        (:meth:`EngineBatching.interleaving`), a PostprocessingDataset around the sub-epoch dataset or in it that
+        (:func:`~.engine.interleaving`), a PostprocessingDataset around the sub-epoch dataset or in it that
         maps the sequences (``map_seq``/``map_seq_stream``: it may change their lengths or number). An unseen
         sub-epoch dataset is said by its order (:attr:`sub_epoch_seq_ordering` ``"unknown"``)."""
         if self.role != "train":
             return []
-        out = self.engine_batching.interleaving()
+        out = interleaving(self.config_engine, shard=self.shards.loader_workers > 1) + engine_reasons(
+            self.config_engine
+        )
         if "PostprocessingDataset" in self.wrappers:
             out.append(
                 "a PostprocessingDataset around the DistributeFilesDataset may change the sequences' lengths or "
@@ -172,10 +204,10 @@ class DistributeFilesDatasetInfo(_PerRank):
 
     def prediction_gaps(self) -> List[str]:
         """What the step and drop prediction does not model for this dataset: the engine's batching
-        beyond ``batch_size``/``max_seqs`` (:meth:`EngineBatching.unmodelled`) and a sub-epoch dataset whose order
+        beyond ``batch_size``/``max_seqs`` (:func:`~.engine.unmodelled`) and a sub-epoch dataset whose order
         is not known (:attr:`sub_epoch_seq_ordering` ``"unknown"``); a known order is the plan's to state, and is
         compared with it (``engine_differences``)."""
-        out = self.engine_batching.unmodelled() if self.role == "train" else []
+        out = unmodelled(self.config_engine) if self.role == "train" else []
         if self.sub_epoch_seq_ordering == UNKNOWN_SEQ_ORDERING:
             orders = [v for path, v in _flatten_with_path(self.sub_epoch_dataset or {}) if path[-1] == "seq_ordering"]
             seen = f"={orders[0]!r}" if orders else ""

@@ -6,9 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...core.pure import PLAN_OPTION_DEFAULTS
-from .engine import EngineBatching
-from .sync import SyncRule
+from ...core.pure import EngineSettings
 
 
 class InexactPlanWarning(UserWarning):
@@ -62,57 +60,36 @@ def _accum(value: Any, notes: List[str]) -> Optional[int]:
     return None
 
 
-def _sync_options(sync: Optional[SyncRule], notes: List[str]) -> Dict[str, Any]:
-    """``torch_distributed`` as the plan takes it: the whole dict (sync levels included), else the
-    ``reduce_type``/``param_sync_step`` of :attr:`SyncRule.sync_mode`."""
-    if sync is None:
-        return {}
-    if sync.torch_distributed is not None:
-        return {"torch_distributed": dict(sync.torch_distributed)}
-    mode = sync.sync_mode
-    return {"reduce_type": mode.reduce_type, "param_sync_step": mode.param_sync_step}
-
-
-def engine_plan_options(batching: EngineBatching, sync: Optional[SyncRule]) -> Tuple[Dict[str, Any], List[str]]:
+def engine_plan_options(engine: EngineSettings) -> Tuple[Dict[str, Any], List[str]]:
     """The training's batching and sync as plan options, and a note for each setting the plan cannot take exactly.
 
-    Read as RETURNN's torch engine reads them: ``batch_size_train`` else ``batch_size`` and ``max_seqs`` (default -1,
-    no limit) as ``get_batching_iterable_dataset_from_config``; ``max_seq_length`` (and ``min_seq_length``) as
-    ``Engine.__init__`` (an int, or a dict by data key, for ``LenFilterDataPipe``); ``accum_grad_multiple_step`` as
-    ``Engine.train_epoch``; ``torch_distributed`` as ``DistributedContext.__init__`` (:class:`SyncRule`). The
-    config's keys are read from config and post_config merged, as RETURNN reads the file i6_core writes of both.
-    Settings the plan request has no option for (:data:`~i6_shard.core.PLAN_OPTION_DEFAULTS`, e.g.
-    ``min_seq_length``) are not passed: a note names each such setting that is set.
+    From the one description of the training's engine (:func:`~.engine.read_engine`, as RETURNN's torch engine reads
+    the config): ``batch_size`` (an int, or a dict of one data key) and ``max_seqs`` (-1: no limit) as
+    ``get_batching_iterable_dataset_from_config``; ``max_seq_length`` (and ``min_seq_length``) as ``Engine.__init__``
+    (an int, or a dict by data key, for ``LenFilterDataPipe``); ``accum_grad_multiple_step`` as
+    ``Engine.train_epoch``; ``torch_distributed`` as a whole (sync levels included). Settings the plan request has no
+    option for (``min_seq_length``, ``chunking``, ...) are not passed: the plan's verdict names them
+    (:func:`~.engine.engine_reasons`).
 
-    :param batching: :class:`EngineBatching` of the config
-    :param sync: the config's :class:`SyncRule` (None: not torch distributed, every rank stops in the same step)
     :return: ``(options, notes)``
 
-    >>> opts, notes = engine_plan_options(EngineBatching(batch_size=2000, max_seqs=-1, accum_grad_multiple_step=2),
-    ...                                   None)
+    >>> opts, notes = engine_plan_options(EngineSettings(batch_size=2000, accum_grad_multiple_step=2))
     >>> opts
     {'batch_size': 2000, 'accum_grad_multiple_step': 2}
-    >>> engine_plan_options(EngineBatching(batch_size={"data": 2000, "classes": 50}), None)[1]
+    >>> engine_plan_options(EngineSettings(batch_size_by_key={"data": 2000, "classes": 50}))[1]
     ["batch_size={'data': 2000, 'classes': 50} is not passed to the plan (it takes an int, or a dict of one data key): its prediction assumes no batch_size"]
     """
     notes: List[str] = []
+    batch_size = engine.batch_size if engine.batch_size_by_key is None else engine.batch_size_by_key
     options: Dict[str, Any] = {
-        "batch_size": _limit(batching.batch_size, name="batch_size", notes=notes, unset=(None, -1)),
-        "max_seqs": _limit(batching.max_seqs, name="max_seqs", notes=notes, unset=(None, -1)),
-        "accum_grad_multiple_step": _accum(batching.accum_grad_multiple_step, notes),
+        "batch_size": _limit(batch_size, name="batch_size", notes=notes, unset=(None, -1)),
+        "max_seqs": _limit(engine.max_seqs, name="max_seqs", notes=notes, unset=(None, -1)),
+        "accum_grad_multiple_step": _accum(engine.accum_grad_multiple_step, notes),
     }
-    for name in ("max_seq_length", "min_seq_length"):
-        value = getattr(batching, name)
-        if not value:  # Engine.__init__: ``typed_value(...) or config.int(...)``, so 0 is no filter
-            continue
-        if name in PLAN_OPTION_DEFAULTS:
-            options[name] = dict(value) if isinstance(value, Mapping) else value
-        else:  # min_seq_length: the simulation's filter has no lower bound
-            notes.append(
-                f"{name}={value!r} drops sequences, which the plan does not simulate: its prediction counts them"
-            )
-    for name in ("packed_batch_size", "torch_batching", "chunking"):
-        if getattr(batching, name) is not None:
-            notes.append(f"{name}={getattr(batching, name)!r} is not simulated: the plan batches as batch_size does")
-    options.update(_sync_options(sync, notes))
+    max_seq_length = engine.max_seq_length if engine.max_seq_length_by_key is None else engine.max_seq_length_by_key
+    if max_seq_length:  # Engine.__init__: ``typed_value(...) or config.int(...)``, so 0 is no filter
+        options["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, Mapping) else max_seq_length
+    # (min_seq_length and the batching options the plan has none of are the verdict's: ``engine_reasons``)
+    if engine.torch_distributed is not None:  # the whole dict: the request reads its sync levels
+        options["torch_distributed"] = dict(engine.torch_distributed)
     return {k: v for k, v in options.items() if v is not None}, notes

@@ -7,8 +7,15 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ...core.pure import PlanRequest, PlanSettings, check_optional_int, check_sub_epoch_seq_ordering, cut_spec
-from .engine import EngineBatching
+from ...core.pure import (
+    EngineSettings,
+    PlanRequest,
+    PlanSettings,
+    check_enough_files,
+    check_optional_int,
+    check_sub_epoch_seq_ordering,
+    cut_spec,
+)
 from .plan_options import engine_plan_options, warn_inexact
 
 if TYPE_CHECKING:
@@ -66,10 +73,18 @@ class _PerRank:
                 f"(e-1)*{self.epoch_multiplier}+1 .. e*{self.epoch_multiplier} in training epoch e, so the "
                 "plan's epochs are not the training's; use multi_epoch=1 or no MultiEpochDataset"
             )
-        if self.shards.shards_per_rank != 1:
+        dedicated = self.shards.shards_per_rank // self.shards.loader_workers
+        if dedicated != 1:
             return (
-                f"each rank splits its part over {self.shards.shards_per_rank} instances (MultiProcDataset "
-                "'dedicated' workers or DataLoader workers); a ShardPlan has one instance per rank"
+                f"each rank splits its part over {dedicated} MultiProcDataset 'dedicated' workers; a ShardPlan has "
+                "one instance per rank; use sharding_method='seq_order' or num_workers=1 in the MultiProcDataset"
+            )
+        if self.shards.loader_workers != 1 and not self.sharded:
+            return (
+                f"each rank's {self.shards.loader_workers} DataLoader workers read a shard each of the files every "
+                "rank reads (the dataset is not sharded over the ranks); a ShardPlan shards over the ranks or not "
+                "at all; shard the files (distrib_shard_files=True), or read with one DataLoader worker "
+                "(torch_dataloader_opts num_workers=1)"
             )
         if not self.shards.per_rank and self.shards.fixed != (1, 0):
             return (
@@ -82,6 +97,22 @@ class _PerRank:
                 f"(random_seed_offset {self.seed.base} + rank*{self.seed.rank_stride}, from {self.seed.source}), "
                 "so they cut different orders: files are read twice or never"
             )
+        return None
+
+    def _too_few_files(self) -> Optional[str]:
+        """Why the files cannot fill the bins of the shards they are cut into (``_distribute_evenly_by_size``), as the
+        graph checks say it; None where they can, or where their number is not known here."""
+        pe = self.partition_epoch
+        if self.num_files is None or self.num_ranks is None or not isinstance(pe, int) or pe < 1:
+            return None
+        try:
+            check_enough_files(
+                self.num_files,
+                num_shards=self.shards.num_shards(self.num_ranks if self.distributed else 1),
+                partition_epoch=self.partition_epoch,
+            )
+        except ValueError as exc:
+            return str(exc)
         return None
 
     def plan_settings(
@@ -128,7 +159,8 @@ class _PerRank:
         info = self if num_ranks is None else self.for_ranks(num_ranks)
         if info.num_ranks is None:
             raise ValueError(f"{self.name}: the number of ranks is not known; pass num_ranks")
-        problem = info.plan_problem()
+        files = info._too_few_files()  # (the mode is known, but RETURNN's cut of the files fails)
+        problem = info.plan_problem() or (files and f"RETURNN would fail: {files}")
         if problem:
             raise ValueError(f"{self.name}: {problem}; fix the config before planning")
         distribution = distribution or info.distribution
@@ -136,7 +168,8 @@ class _PerRank:
         preload = info.dataset.get("preload_next_n_sub_epochs")
         options: Dict[str, Any] = dict(
             sharding=info._mode(),
-            num_shards=info.num_ranks,
+            # each DataLoader worker that shards reads one of ranks * num_workers shards (set_sharding)
+            num_shards=info.num_ranks * info.shards.loader_workers,
             partition_epoch=info.partition_epoch,
             num_epochs=num_epochs,
             seq_ordering=info.seq_ordering,
@@ -147,9 +180,9 @@ class _PerRank:
             max_sub_epoch_deviation=info.max_sub_epoch_deviation if takes_bound else None,
             preload_next_n_sub_epochs=preload if isinstance(preload, int) else None,
         )
-        engine, notes = engine_plan_options(
-            info.engine_batching if info.role == "train" else EngineBatching(), self.sync
-        )
+        train = info.role == "train"  # (another dataset's batching is not the training's; the sync is)
+        own = EngineSettings(accum_grad_multiple_step=None, torch_distributed=info.config_engine.torch_distributed)
+        engine, notes = engine_plan_options(info.config_engine if train else own)
         options.update(engine)
         if info.role == "train":  # the order the sub-epoch dataset yields the sequences in, which they batch in
             order = info._checked_sub_epoch_seq_ordering()

@@ -38,12 +38,15 @@ class ShardRule:
     :ivar shards_per_rank: instances per rank that split the rank's part
     :ivar source: ``"dataset_distribution shard"``, ``"distrib_shard_files"``, ``"dataset"`` (set in
         this dict), ``"wrapper <key path>"`` or ``"default"``
+    :ivar loader_workers: the factor of ``shards_per_rank`` that torch DataLoader workers make (each reads its own
+        shard, ``ReturnnDatasetIterDataPipe.reset``); the rest are MultiProcDataset ``"dedicated"`` workers
     """
 
     per_rank: bool
     fixed: Tuple[int, int] = (1, 0)
     shards_per_rank: int = 1
     source: str = "default"
+    loader_workers: int = 1
 
     def num_shards(self, num_ranks: int) -> int:
         return (num_ranks if self.per_rank else self.fixed[0]) * self.shards_per_rank
@@ -57,5 +60,10 @@ class ShardRule:
             return True
         return self.num_shards(1) > 1
 
-    def with_workers(self, num_workers: int) -> "ShardRule":
-        return dataclasses.replace(self, shards_per_rank=self.shards_per_rank * num_workers)
+    def with_workers(self, num_workers: int, *, loader: bool = False) -> "ShardRule":
+        """The rule of each of ``num_workers`` instances that split a rank's part (``loader``: DataLoader workers)."""
+        return dataclasses.replace(
+            self,
+            shards_per_rank=self.shards_per_rank * num_workers,
+            loader_workers=self.loader_workers * (num_workers if loader else 1),
+        )

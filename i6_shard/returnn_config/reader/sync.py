@@ -7,19 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Tuple
 
-from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode
-from ..torch_distributed import check_torch_distributed
+from ...core.pure import DEFAULT_REDUCE_TYPE, SyncMode, ranks_stop_together
 
 
 @dataclass(frozen=True)
-class SyncRule:
+class _SyncRule:
     """How the torch ranks synchronize, as ``returnn.torch.distributed.DistributedContext.__init__`` reads
     ``torch_distributed``: ``reduce_type`` ``"grad"`` (DistributedDataParallel, the default),
     ``"grad_explicit"``, ``"param"`` (params averaged every ``param_sync_step`` steps) or ``sync`` levels.
     The engine's control sync (``Engine.train_epoch``, ``control_sync_levels``) ends the epoch of a group
     when one of its ranks runs out, at that group's syncs only: under grad sync in every step; under a
     param level a rank that runs out stops, and the others go on to their next sync
-    (``DistributedContext.step_after_epoch`` then evens out the checkpoint state).
+    (``DistributedContext.step_after_epoch`` then evens out the checkpoint state). A building step of the reader:
+    the training's engine is one description (``read_engine``), whose sync this reads.
 
     :ivar reduce_type: ``"grad"``, ``"grad_explicit"``, ``"param"`` or ``"sync"`` (``sync`` levels given)
     :ivar levels: ``((group, type, every), ...)``, inner to outer, as ``_parse_sync_levels`` gets them
@@ -37,11 +37,13 @@ class SyncRule:
 
     @property
     def ranks_stop_together(self) -> bool:
-        """Whether every rank ends the epoch in the step in which the first runs out (a world grad sync
-        in every step), rather than at its group's next param sync."""
-        if self.reduce_type in ("grad", "grad_explicit"):
-            return True
-        return bool(self.levels) and self.levels[0][1] == "grad" and self.levels[0][0] == "world"
+        """Whether every rank ends the epoch in the step in which the first runs out (core's
+        ``ranks_stop_together``: a world grad sync in every step), rather than at its group's next param sync."""
+        if self.torch_distributed is not None:
+            return ranks_stop_together(self.torch_distributed)
+        return self.reduce_type in ("grad", "grad_explicit") or any(
+            g == "world" and t == "grad" for g, t, _ in self.levels
+        )
 
     @property
     def param_sync_every(self) -> Optional[int]:
@@ -55,27 +57,14 @@ class SyncRule:
         level says where they stop), else param sync every :attr:`param_sync_every` steps (``sync`` levels
         below it, e.g. a node grad level, are not modelled: they stop a node's ranks together).
 
-        >>> SyncRule("param", (("world", "param", 100),)).sync_mode
+        >>> _SyncRule("param", (("world", "param", 100),)).sync_mode
         SyncMode(reduce_type='param', param_sync_step=100)
         """
         every = self.param_sync_every
         return SyncMode() if self.ranks_stop_together or every is None else SyncMode("param", every)
 
 
-def read_sync_mode(config: Mapping[str, Any]) -> SyncMode:
-    """The sync mode of a RETURNN config's ``torch_distributed`` (grad sync without it), as the predicted loss and
-    the training report's expected steps take it.
-
-    >>> read_sync_mode({"torch_distributed": {"reduce_type": "param", "param_sync_step": 8}}).describe()
-    'param sync every 8 steps'
-    """
-    bv = config.get("behavior_version")
-    check_torch_distributed(config.get("torch_distributed"))  # junk is refused, never read as grad sync
-    rule = _sync_rule(config.get("torch_distributed"), behavior_version=bv if isinstance(bv, int) else 0)
-    return SyncMode() if rule is None else rule.sync_mode
-
-
-def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
+def _sync_rule(opts: Any, *, behavior_version: int) -> Optional["_SyncRule"]:
     """``DistributedContext.__init__``'s reading of the sync options (None: no torch_distributed).
 
     >>> _sync_rule({"reduce_type": "param", "param_sync_step": 100}, behavior_version=24).levels
@@ -112,7 +101,7 @@ def _sync_rule(opts: Any, *, behavior_version: int) -> Optional[SyncRule]:
                 f"torch_distributed reduce_type={reduce_type!r}; RETURNN takes 'grad', 'grad_explicit' or 'param'"
             )
     complete, at_end = opts.get("sync_complete_frac"), opts.get("sync_at_epoch_end")
-    return SyncRule(
+    return _SyncRule(
         reduce_type=reduce_type,
         levels=levels,
         sync_complete_frac=behavior_version >= 33 if complete is None else bool(complete),

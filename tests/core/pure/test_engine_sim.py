@@ -69,3 +69,40 @@ def test_inexact_reasons():
     node = {"sync": [{"group": "node", "type": "grad"}]}
     assert "ranks_per_node" in inexact_reason(EngineSettings(max_seqs=4, torch_distributed=node), num_ranks=2)
     assert "workers" in inexact_reason(EngineSettings(max_seqs=4, inexact=("2 DataLoader workers",)), num_ranks=2)
+
+
+_LEVEL = st.fixed_dictionaries(
+    {"group": st.sampled_from(["world", "node"]), "type": st.sampled_from(["grad", "param"])},
+    optional={"every": st.integers(1, 4)},
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    num_batches=st.lists(st.integers(0, 40), min_size=4, max_size=4),
+    accum=st.integers(1, 3),
+    sync=st.one_of(
+        st.sampled_from([{}, {"reduce_type": "grad_explicit"}, {"reduce_type": "param", "param_sync_step": 3}]),
+        # nested groups, inner to outer, as RETURNN's levels are: node levels inside world levels
+        st.lists(_LEVEL, min_size=1, max_size=3).map(
+            lambda levels: {"sync": sorted(levels, key=lambda lv: lv["group"] == "world")}
+        ),
+    ),
+)
+def test_the_one_rule_of_ranks_stopping_together_is_the_simulated_train_loops(num_batches, accum, sync):
+    """ranks_stop_together (what the comparison of a plan with a training and the reader's sync mode take) holds
+    where the simulated loop stops every rank with the first, for any batches: a world grad level stops them together
+    wherever it stands among the levels."""
+    from i6_shard.core.pure.engine_sim import ranks_stop_together
+
+    got = steps_taken(num_batches, torch_distributed=sync, accum_grad_multiple_step=accum, ranks_per_node=2)
+    if ranks_stop_together(sync):
+        assert got == [min(num_batches)] * 4, (sync, num_batches, got)
+    elif not any(lv["group"] == "world" and lv.get("every", 1) * accum == 1 for lv in sync.get("sync", [])):
+        # some batches let a rank run on past the first one out (a world param sync after every step stops them
+        # together too, but only with its accumulation, which the rule of torch_distributed alone does not count)
+        ran = [
+            steps_taken([n, 40, 40, 40], torch_distributed=sync, accum_grad_multiple_step=accum, ranks_per_node=2)
+            for n in (5, 6, 7)
+        ]
+        assert any(r != [n] * 4 for n, r in zip((5, 6, 7), ran)), (sync, ran)

@@ -202,3 +202,20 @@ def test_the_header_does_not_misstate_the_mode_of_a_wrapped_dataset():
     assert "not told by these logs" in mode and "--partition-epoch" in mode and "unsharded" not in mode
     told = analyze_training(read_training_logs(log_paths), file_lengths=lengths_of(name), partition_epoch=1)
     assert told["sharded"] is True and "sharded_known" not in told
+
+
+def test_a_plan_of_ranks_times_workers_is_taken_for_dataloader_workers_that_shard():
+    """The plan ShardPlanJob.for_training makes for DataLoader workers that shard cuts ranks * workers shards, as the
+    training does: no alarm that it is for other ranks; a note that its files and steps are per worker."""
+    from i6_shard import core
+
+    name = "dl_workers"
+    lengths = lengths_of(name)
+    keys = sorted(lengths)
+    log = read_training_logs(logs_of(name))
+    partition_epoch = analyze_training(log, file_lengths=lengths)["partition_epoch"]
+    settings = core.PlanSettings(num_shards=4, partition_epoch=partition_epoch, num_epochs=4)
+    plan = core.ShardPlan(keys, [lengths[k][1] for k in keys], settings)
+    summary = analyze_training(read_training_logs(logs_of(name)), file_lengths=lengths, plan=plan)
+    assert not [a for a in summary["alarms"] if "plan is for num_shards" in a], summary["alarms"]
+    assert any("one per DataLoader worker (2 ranks x 2 workers that shard)" in n for n in summary["notes"])
