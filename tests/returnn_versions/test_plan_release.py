@@ -68,6 +68,7 @@ def _stored_bins(out):
     return plan_file, bins
 
 
+@pytest.mark.slow
 def test_a_plan_for_an_old_release_holds_that_releases_own_bins(tmp_path, capsys):
     keys, old_out = _plan(tmp_path, "old", "--returnn-version", OLDEST)
     _, new_out = _plan(tmp_path, "new")

@@ -198,6 +198,7 @@ def test_an_inline_tree_nested_deeper_than_python_recurses_is_a_clear_error():
         collect_file_sizes(["x", tree])
 
 
+@pytest.mark.slow
 def test_huge_names_are_cut_in_messages_with_their_length(tmp_path):
     names = [str(tmp_path / (f"{i}-" + "n" * 10_000_000)) for i in range(20)]  # 200 MB of names
     with pytest.raises(MissingFilesError) as info:
