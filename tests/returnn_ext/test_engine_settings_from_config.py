@@ -33,6 +33,7 @@ def _plan(tmp_path, distribution="equal_steps", **engine):
     return core.load_file_sizes(costs_path).keys, plan_path, costs_path
 
 
+@pytest.mark.slow
 def test_batch_size_train_is_the_training_batch_size(tmp_path):
     """The torch engine batches the train data by batch_size_train where the config has it: a plan made for
     batch_size_train passes beside another batch_size, and a plan made for that batch_size is refused."""
