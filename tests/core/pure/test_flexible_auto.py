@@ -127,6 +127,7 @@ def test_plans_take_it_and_a_bound_caps_its_choice():
         assert off("flexible_auto", max_sub_epoch_deviation=bound) <= max(bound, off("balanced")) + 1e-9
 
 
+@pytest.mark.slow
 def test_every_entry_point_takes_it_and_a_bound_with_it(tmp_path):
     """The CLI and the builder take "flexible_auto", and a bound as the most it may choose (ShardPlanJob:
     tests/jobs/test_plan.py)."""
