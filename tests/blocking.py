@@ -11,9 +11,10 @@ import time
 import pytest
 
 
-def returns_within(fn, seconds=60.0, unblock=None):
-    """fn()'s result, run in a thread: fails (instead of hanging) if it blocks, then ``unblock()`` frees it. A call
-    that returns takes well under a second when idle: ``seconds`` is generous for a loaded machine."""
+def returns_within(fn, stall=60.0, unblock=None, *, poll=0.5, clock=time.monotonic):
+    """fn()'s result, run in a thread: fails (instead of hanging) if it blocks, then ``unblock()`` frees it. Blocked
+    means its thread used no CPU for ``stall`` seconds (``clock``'s) while it had not returned, as in an ``open`` that
+    waits for a FIFO's writer; a loaded machine only slows a thread that computes, it never stops it that long."""
     result = {}
 
     def target():
@@ -24,12 +25,28 @@ def returns_within(fn, seconds=60.0, unblock=None):
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
+
+    def progress():
+        try:
+            return thread.is_alive(), time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:  # the thread ended between the two looks
+            return False, None
+
+    try:
+        wait_for_state(
+            progress,
+            done=lambda s: not s[0],
+            what=f"{fn} (blocked)",
+            stall=stall,
+            poll=poll,
+            pause=thread.join,
+            clock=clock,
+        )
+    except BaseException:
         if unblock:
             unblock()
-        thread.join(5)
-        pytest.fail(f"{fn} blocked for {seconds}s")
+        thread.join(5)  # a hang guard: the unblocked call returns at once
+        raise
     if "error" in result:
         raise result["error"]
     return result["value"]
@@ -138,13 +155,16 @@ def _cpu_ticks(pid: int) -> int:
         return 0
 
 
-def run_to_end(cmd, *, env=None, cwd=None) -> subprocess.CompletedProcess:
+def run_to_end(cmd, *, env=None, cwd=None, preexec_fn=None) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, capture_output=True, text=True)`` without a time limit: it waits as long as the process
-    writes output or uses CPU (:func:`wait_for_process`), and fails only on a hang."""
+    writes output or uses CPU (:func:`wait_for_process`), and fails only on a hang. ``preexec_fn`` as in
+    ``subprocess.Popen`` (e.g. a ``resource.setrlimit`` in the child)."""
     with tempfile.TemporaryDirectory() as tmp:
         out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, env=env, cwd=cwd, stdout=out, stderr=err, start_new_session=True, preexec_fn=preexec_fn
+            )
             returncode = wait_for_process(
                 proc, what=f"{cmd!r}", watch=(out_path, err_path), snapshot=lambda: _cpu_ticks(proc.pid)
             )

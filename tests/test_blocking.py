@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.blocking import _cpu_ticks, run_to_end, wait_for_process, wait_for_state
+from tests.blocking import _cpu_ticks, returns_within, run_to_end, unblock_fifo, wait_for_process, wait_for_state
 
 
 class _Clock:
@@ -67,3 +67,35 @@ def test_run_to_end_gives_what_subprocess_run_gives():
     code = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
     res = run_to_end([sys.executable, "-c", code])
     assert (res.returncode, res.stdout, res.stderr) == (3, "out\n", "err\n")
+
+
+def _looks(step):
+    """A clock that is ``step`` simulated seconds later at each look."""
+    looks = iter(range(10**9))
+    return lambda: next(looks) * step
+
+
+def test_a_call_blocked_without_cpu_is_a_hang_and_is_unblocked(tmp_path):
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    unblocked = []
+
+    def unblock():
+        unblocked.append(True)
+        unblock_fifo(fifo)()
+
+    with pytest.raises(pytest.fail.Exception, match="blocked.*nothing changed for 60 s"):
+        returns_within(lambda: open(fifo).close(), stall=60.0, unblock=unblock, poll=0.05, clock=_looks(30.0))
+    assert unblocked == [True]
+
+
+def test_a_call_that_computes_is_waited_for_past_the_stall_limit():
+    clock = _looks(5.0)
+
+    def spin():
+        t = time.thread_time()
+        while time.thread_time() - t < 0.8:  # the thread's CPU time, not wall time
+            pass
+        return clock()
+
+    assert returns_within(spin, stall=60.0, poll=0.05, clock=clock) > 60.0  # it computed all along

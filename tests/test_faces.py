@@ -124,6 +124,7 @@ def test_every_all_is_a_literal_list_of_names():
     assert not computed, f"__all__ that cannot be counted (write them as a list of strings): {computed}"
 
 
+@pytest.mark.slow
 def test_the_all_lists_hold_at_most_400_names():
     lists = exported_names()
     total = sum(len(names or ()) for names in lists.values())

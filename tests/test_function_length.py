@@ -7,6 +7,8 @@ import io
 import os
 import tokenize
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 60
 MAX_LONG_FUNCTIONS = 5
@@ -75,6 +77,7 @@ def test_the_count_leaves_out_docstrings_comments_and_blank_lines():
     assert function_lengths(source) == [("f", 4)]  # def, the two lines of y, return
 
 
+@pytest.mark.slow
 def test_at_most_a_few_long_functions():
     found = long_functions()
     shown = "\n".join(f"  {n} lines: {where}" for n, where in found)

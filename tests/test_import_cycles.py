@@ -5,6 +5,8 @@
 import ast
 import os
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "i6_shard"
 
@@ -93,6 +95,7 @@ def find_cycle(graph):
     return None
 
 
+@pytest.mark.slow
 def test_the_graph_is_read():
     graph = import_graph()
     assert "i6_shard.core.io.file_list" in graph["i6_shard.core.io"]

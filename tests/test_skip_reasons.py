@@ -7,6 +7,8 @@ import ast
 import os
 import re
 
+import pytest
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -50,6 +52,7 @@ def _test_sources():
                     yield os.path.relpath(path, TESTS), text
 
 
+@pytest.mark.slow
 def test_every_skip_in_the_tests_gives_its_reason():
     found = []
     for rel, text in _test_sources():
@@ -104,6 +107,7 @@ def skips_hiding_failed_commands(source: str):
     return out
 
 
+@pytest.mark.slow
 def test_no_skip_hides_a_failed_command():
     found = []
     for rel, text in _test_sources():

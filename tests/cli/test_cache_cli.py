@@ -114,6 +114,7 @@ def plan_dir(tmp_path, sizes_path, name, *options):
     return out
 
 
+@pytest.mark.slow
 def test_compare_plans_8_to_6_ranks(tmp_path, sizes_file, capsys):
     path, keys, _ = sizes_file
     old_dir = plan_dir(tmp_path, path, "p8", "--num-shards", "8")

@@ -53,6 +53,7 @@ def inputs(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_on_a_full_tmpfs_each_command_is_one_line_naming_output_and_space(tmp_path, inputs):
     """make-data gave an h5py RuntimeError traceback (rc 1); the others named no space needed."""
     unshare = shutil.which("unshare")

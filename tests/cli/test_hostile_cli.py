@@ -4,12 +4,12 @@ not fit in memory, and plan directories rewritten over earlier ones. Each is one
 (exit status 2) with nothing written, or a whole new output set."""
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests.blocking import run_to_end
 from tests.deps import needs_matplotlib
 
 from i6_shard import core
@@ -18,14 +18,9 @@ from i6_shard.core.io.stale_sizes import check_sample_unchanged
 from i6_shard.core.io.hdf_corpus import hdf_corpus_seq_counts
 from tests.cli.conftest import plan_argv
 
-#: A command that would block or run away must not hang the suite.
-TIMEOUT_S = 120
-
 
 def run_cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "i6_shard", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=TIMEOUT_S
-    )
+    return run_to_end([sys.executable, "-m", "i6_shard", *map(str, args)], cwd=cwd)
 
 
 def one_error_line(res):
@@ -99,6 +94,7 @@ def test_sizes_writes_zip_bytes_only_under_npz(tmp_path, data, monkeypatch, caps
     assert sorted(os.listdir(tmp_path)) == ["data", "files.txt"]
 
 
+@pytest.mark.slow
 def test_huge_names_are_cut_in_the_error(tmp_path):
     names = [f"/nonexistent/{i}-" + "n" * 2_000_000 for i in range(20)]  # 40 MB of names
     (tmp_path / "files.txt").write_text("".join(n + "\n" for n in names))
@@ -109,6 +105,7 @@ def test_huge_names_are_cut_in_the_error(tmp_path):
     assert not (tmp_path / "s.npz").exists()
 
 
+@pytest.mark.slow
 def test_a_plan_too_large_for_memory_is_refused_up_front_naming_the_size(tmp_path):
     core.save_file_sizes(core.FileSizes(keys=["/d/a"], sizes=np.array([5])), tmp_path / "s.npz")
     res = run_cli(

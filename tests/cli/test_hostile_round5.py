@@ -10,14 +10,13 @@ import sys
 import warnings
 
 import numpy as np
+import pytest
 
+from tests.blocking import run_to_end
 from tests.costs_data import frames_costs
 from tests.deps import H5PY_REASON, MATPLOTLIB_REASON, RETURNN_REASON, SISYPHUS_REASON
 from i6_shard import core
 from i6_shard.cli import main
-
-#: A command that would run away must not hang the suite.
-TIMEOUT_S = 120
 
 
 def run_cli(*args, cpu_seconds=None):
@@ -100,6 +99,7 @@ def test_accum_grad_multiple_step_0_means_an_update_every_step_as_in_returnn(tmp
     assert [str(w.message) for w in caught if "accum_grad" in str(w.message)] == []
 
 
+@pytest.mark.slow
 def test_a_huge_param_sync_step_costs_what_a_small_one_does(tmp_path):
     """The simulated control syncs find the next update a sync level fires after in closed form: 10**12 steps
     between param syncs plan in seconds (it counted one update at a time), with the steps of 10**4 (both beyond
@@ -243,6 +243,7 @@ def test_batching_lengths_stored_equal_to_the_lengths_give_equal_steps_the_same_
     assert summaries[0]["steps_exact"] == summaries[1]["steps_exact"]
 
 
+@pytest.mark.slow
 def test_plan_under_a_file_size_limit_names_the_file_and_the_limit(tmp_path):
     """``ulimit -f`` (RLIMIT_FSIZE; Python ignores SIGXFSZ, so the write fails with EFBIG) is this process's limit,
     not the file system's: the error names the file it could not write, the limit and its fix, and what the whole
@@ -258,7 +259,7 @@ def test_plan_under_a_file_size_limit_names_the_file_and_the_limit(tmp_path):
 
     argv = [sys.executable, "-m", "i6_shard", "plan", "--sizes", str(tmp_path / "sizes.npz"), "--num-shards", "2"]
     argv += ["--partition-epoch", "2", "--num-epochs", "4", "-o", str(tmp_path / "out")]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=limited)
+    res = run_to_end(argv, preexec_fn=limited)
     err = res.stderr.splitlines()[-1] + "\n"
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     plot = str(tmp_path / "out" / "plot.png")  # the one file above 20 KiB
@@ -267,6 +268,38 @@ def test_plan_under_a_file_size_limit_names_the_file_and_the_limit(tmp_path):
     need = err.split("it needs about ")[1].split(":")[0]
     assert need.endswith("KiB") and float(need.split()[0]) < 300, err  # a set of 8 files: some KiB
     assert not (tmp_path / "out").exists()
+
+
+def _each_heartbeat_beats_before_its_stage_ends(monkeypatch):
+    """The stages' heartbeats, each held open until its thread printed a line: a stage may end within a millisecond,
+    or before a loaded machine runs the heartbeat's thread, and the lines are to show which stages have one."""
+    import contextlib
+    import threading
+
+    from i6_shard.core import planning
+    from i6_shard.core.io import progress
+    from i6_shard.core.reporting import outputs
+
+    class Beats:
+        def __init__(self):
+            self.beat = threading.Event()
+
+        def write(self, text):
+            sys.stderr.write(text)
+            self.beat.set()
+
+        def flush(self):
+            sys.stderr.flush()
+
+    @contextlib.contextmanager
+    def heartbeat(label, *, interval=None, stream=None):
+        beats = Beats()
+        with progress.heartbeat(label, interval=interval, stream=beats):
+            yield
+            beats.beat.wait(600)  # a hang guard only; without a line the test fails naming the stage
+
+    for module in (planning, outputs):
+        monkeypatch.setattr(module, "heartbeat", heartbeat)
 
 
 def test_plan_shows_it_is_alive_in_every_long_stage_after_the_cut(tmp_path, capsys, monkeypatch):
@@ -279,6 +312,7 @@ def test_plan_shows_it_is_alive_in_every_long_stage_after_the_cut(tmp_path, caps
 
     pytest.importorskip("matplotlib", reason=MATPLOTLIB_REASON)
     monkeypatch.setattr(progress, "DEFAULT_INTERVAL", 0.001)
+    _each_heartbeat_beats_before_its_stage_ends(monkeypatch)
     costs, _ = costs_with_empty_files(tmp_path / "costs.npz", num_files=400, seed=4)
     argv = ["plan", "--sizes", costs, "--num-shards", "4", "--partition-epoch", "4", "--num-epochs", "40"]
     assert main([*argv, "--batch-size", "700", "-o", str(tmp_path / "out")]) == 0
@@ -487,6 +521,7 @@ def _line_above_bars(fig, label_start):
     raise AssertionError(f"no line {label_start!r} in the figure")
 
 
+@pytest.mark.slow
 def test_the_plan_plot_shows_a_predicted_drop_of_zero_above_the_bars(tmp_path, monkeypatch):
     """An equal_steps plan predicts 0 everywhere: that line lay on the x axis, under the bars' feet and the spine."""
     from i6_shard.cli import main

@@ -106,6 +106,7 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, sizes_file, capsys):
 
 
 @needs_matplotlib
+@pytest.mark.slow
 def test_demo_prints_the_report_and_writes_the_plot(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--num-files", "60", "--num-shards", "2", "--partition-epoch", "3", "--num-epochs", "6"]) == 0

@@ -44,7 +44,9 @@ def data(tmp_path):
     return paths
 
 
-@pytest.mark.parametrize("ext", [".txt", ".json", ".py"])
+@pytest.mark.parametrize(
+    "ext", [".txt", pytest.param(".json", marks=pytest.mark.slow), pytest.param(".py", marks=pytest.mark.slow)]
+)
 def test_sizes_file_equals_returnn_on_the_same_list(tmp_path, data, ext):
     trees = (
         data if ext == ".txt" else [(data[i], data[i + 1]) for i in range(0, 10, 2)] + [{"b": data[10], "a": data[0]}]

@@ -56,7 +56,7 @@ def _plan(tmp_path, name):
 
 
 @needs_matplotlib
-@pytest.mark.parametrize("name", ["w4_bv33_worker", "w2_balanced"])
+@pytest.mark.parametrize("name", [pytest.param("w4_bv33_worker", marks=pytest.mark.slow), "w2_balanced"])
 def test_train_report_writes_what_the_core_writes_and_the_files_match_the_plan(tmp_path, capsys, name):
     plan = _plan(tmp_path, name)
     lengths = os.path.join(LOGS, name, "file_lengths.json")

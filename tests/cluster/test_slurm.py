@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.blocking import wait_for_process, wait_for_state
+from tests.blocking import run_to_end, wait_for_process, wait_for_state
 from tests.jobs.conftest import SISYPHUS_REASON, sis_command
 
 pytestmark = pytest.mark.slurm
@@ -72,12 +72,12 @@ def _cluster(state: str):
     env = dict(
         os.environ, PATH=_SBIN, I6_SHARD_SLURMCTLD_PORT=str(_free_port()), I6_SHARD_SLURMD_PORT=str(_free_port())
     )
-    started = subprocess.run([SCRIPT, "start", state], env=env, capture_output=True, text=True, timeout=120)
+    started = run_to_end([SCRIPT, "start", state], env=env)
     try:
         assert started.returncode == 0, f"{SCRIPT} start failed:\n{started.stdout}\n{started.stderr}\n" + _logs(state)
         yield dict(env, SLURM_CONF=os.path.join(state, "slurm.conf"))
     finally:
-        stopped = subprocess.run([SCRIPT, "stop", state], env=env, capture_output=True, text=True, timeout=120)
+        stopped = run_to_end([SCRIPT, "stop", state], env=env)
         assert stopped.returncode == 0, stopped.stderr
         for name in ("munged", "slurmctld", "slurmd"):
             assert not os.path.exists(os.path.join(state, f"{name}.pid")), f"{name} still has a pid file"
@@ -312,7 +312,7 @@ def test_stopping_the_cluster_ends_its_running_jobs(slurm, tmp_path):
         poll=0.25,
     )
     assert running, "the test job left the queue without running its step: " + _logs(state)
-    stopped = subprocess.run([SCRIPT, "stop", state], env=slurm, capture_output=True, text=True, timeout=120)
+    stopped = run_to_end([SCRIPT, "stop", state], env=slurm)
     assert stopped.returncode == 0, stopped.stderr
     assert not any(marker in cmd for _, cmd in _all_processes())
     assert _processes_using(state) == []

@@ -55,10 +55,11 @@ def _read(path):
             ["--ranks-per-node", "2", "--cache-size", "600000000"],
             True,
         ),
-        (
+        pytest.param(
             {"ranks_per_node": 3, "preload_next_n_sub_epochs": 0, "cached_file": False},
             ["--ranks-per-node", "3", "--preload-next-n-sub-epochs", "0", "--no-cached-file"],
             True,
+            marks=pytest.mark.slow,
         ),
         (
             {"ranks_per_node": 2, "sub_epoch_constant_bytes": 4096},
@@ -132,6 +133,7 @@ def test_plan_is_returnns_cut(work_dir):
 
 
 @needs_matplotlib
+@pytest.mark.slow
 def test_rerun_is_idempotent_and_leaves_no_temp_files(work_dir):
     job = ShardPlanJob(tk.Path(_sizes_file(str(work_dir))), num_shards=2, partition_epoch=2, num_epochs=4)
     run_job(job)

@@ -97,6 +97,7 @@ def test_for_training_takes_the_sync_mode_from_the_config(work_dir):
 
 
 @needs_matplotlib
+@pytest.mark.slow
 def test_outputs_equal_the_cli_on_the_real_logs(work_dir):
     training = _training()
     name = "w2_nofix"

@@ -44,6 +44,7 @@ def test_passes_with_sharding_fix(work_dir, hdf_files, capsys):
     _assert_ok_on_3_ranks(job, capsys)
 
 
+@pytest.mark.slow
 def test_fails_listing_the_double_sharding_loss(work_dir, hdf_files):
     job = VerifyShardingJob(
         sharded_dfd(hdf_files, partition_epoch=3, sharding_fix=False), num_shards=3, epochs=[1, 2, 3]
@@ -85,6 +86,7 @@ def test_config_file_input_and_list_file(work_dir, hdf_files, monkeypatch):
     assert "full epoch 1: " in _read(job.out_report.get_path())
 
 
+@pytest.mark.slow
 def test_a_failing_rank_leaves_no_output_and_shows_its_error(work_dir, hdf_files):
     gone = str(work_dir / "gone.hdf")  # e.g. deleted after the graph was built
     job = VerifyShardingJob(sharded_dfd(hdf_files[:5] + [gone], partition_epoch=3), num_shards=2, epochs=[1])
@@ -104,6 +106,7 @@ def test_too_few_inline_files_fail_at_graph_construction(work_dir, hdf_files):
     VerifyShardingJob(sharded_dfd(hdf_files[:5], partition_epoch=3, distrib_shard_files=False), num_shards=2, epochs=3)
 
 
+@pytest.mark.slow
 def test_too_few_files_in_a_list_file_fail_with_the_same_message(work_dir, hdf_files):
     list_path = str(work_dir / "files.txt")
     core.write_file_list(hdf_files[:5], list_path)
@@ -541,6 +544,7 @@ def test_verifies_the_dataset_distribution_shard_mode(work_dir, hdf_files):
     assert bad.out_ok.get() is False
 
 
+@pytest.mark.slow
 def test_verifies_a_wrapped_dfd(work_dir, hdf_files, capsys):
     """A MultiEpochDataset around the DFD (with the random_seed_offset it needs); the runner reads the
     DFD at the key path inside it. Also what test_passes_with_sharding_fix checks (files as tk.Path leaves,
@@ -578,6 +582,7 @@ def frame_costs(skewed_files, tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_the_reference_is_the_datasets_own_costs_archive(work_dir, skewed_files, frame_costs):
     """A dataset balanced by a frames archive is checked against the plan of that archive, not of the bytes on
     disk (which cut other bins: the verification would report files that were right)."""
@@ -608,6 +613,7 @@ def test_the_reference_is_the_datasets_own_costs_archive(work_dir, skewed_files,
     assert job.out_ok.get() is True
 
 
+@pytest.mark.slow
 def test_the_reference_is_the_datasets_own_plan_file(work_dir, skewed_files, frame_costs):
     from i6_shard.returnn_ext import ShardedDistributeFilesDataset
 

@@ -202,6 +202,7 @@ def _returnn_sub_epoch_batches(files, *, epoch, random_seed_offset, batch_size, 
     max_seq_length=st.none() | st.integers(20, 45),
     cost_stream=st.sampled_from(["data", "classes"]),
 )
+@pytest.mark.slow
 def test_a_plan_batches_by_the_longest_hdf_stream_as_the_torch_engine(
     tmp_path_factory, seed, batch_size, max_seqs, max_seq_length, cost_stream
 ):

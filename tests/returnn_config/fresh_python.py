@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.blocking import run_to_end
+
 
 def _env():
     import h5py
@@ -21,7 +23,7 @@ def _env():
     return {**os.environ, "PYTHONPATH": os.pathsep.join(dirs)}
 
 
-def run_without_i6_shard(args, *, cwd, timeout=120) -> subprocess.CompletedProcess:
+def run_without_i6_shard(args, *, cwd) -> subprocess.CompletedProcess:
     """Run ``python -S *args``; skip the test if i6_shard is importable there all the same
     (i6_shard installed into the same directory as RETURNN, not as an editable install)."""
     env = _env()
@@ -30,9 +32,7 @@ def run_without_i6_shard(args, *, cwd, timeout=120) -> subprocess.CompletedProce
     )
     if probe.returncode == 0:
         pytest.skip("i6_shard is importable without site-packages processing here (not an editable install)")
-    return subprocess.run(
-        [sys.executable, "-S", *args], env=env, cwd=str(cwd), capture_output=True, text=True, timeout=timeout
-    )
+    return run_to_end([sys.executable, "-S", *args], env=env, cwd=str(cwd))
 
 
 def load_config_code(path: str, *, key: str = "train") -> str:

@@ -102,6 +102,7 @@ def test_two_full_epochs_every_seq_once_and_files_as_planned(tmp_path, distribut
     assert first != second
 
 
+@pytest.mark.slow
 def test_fresh_returnn_process_imports_i6_shard_from_the_config(tmp_path):
     """A RETURNN process that has not got i6_shard installed loads the config (which puts
     i6_shard on sys.path) and reads a sub-epoch in DFD's default worker process."""

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+from tests.blocking import run_to_end
+
 
 def test_builders_import_no_framework():
     code = (
@@ -65,8 +67,6 @@ print("returnn imported:", sorted(m for m in sys.modules if m == "returnn" or m.
 """
     )
     env = dict(os.environ, SIS_GLOBAL_SETTINGS_FILE=str(tmp_path / "settings.py"))  # no settings file there
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=120
-    )
+    proc = run_to_end([sys.executable, "-c", code], cwd=str(tmp_path), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "returnn imported: []" in proc.stdout

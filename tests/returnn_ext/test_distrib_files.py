@@ -208,6 +208,7 @@ def test_unpickled_in_a_spawned_process(corpus):
     assert files == plan.files_for(epoch=4, shard_index=1)
 
 
+@pytest.mark.slow
 def test_worker_processes(corpus, no_stat):
     from returnn.datasets.distrib_files import _WorkerProcParent
 

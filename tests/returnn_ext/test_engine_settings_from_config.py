@@ -33,6 +33,7 @@ def _plan(tmp_path, distribution="equal_steps", **engine):
     return core.load_file_sizes(costs_path).keys, plan_path, costs_path
 
 
+@pytest.mark.slow
 def test_batch_size_train_is_the_training_batch_size(tmp_path):
     """The torch engine batches the train data by batch_size_train where the config has it: a plan made for
     batch_size_train passes beside another batch_size, and a plan made for that batch_size is refused."""
@@ -45,6 +46,7 @@ def test_batch_size_train_is_the_training_batch_size(tmp_path):
             dataset.init_seq_order(epoch=1)
 
 
+@pytest.mark.slow
 def test_a_node_sync_level_is_cut_with_torchruns_ranks_per_node(tmp_path, monkeypatch):
     """Without a plan file, "equal_steps" under a node-level sync cuts what the plan made with the same ranks per
     node cuts; with the plan file, a training with other ranks per node is refused, naming both."""
@@ -81,7 +83,14 @@ def _hdf_sub_epoch(files, *, seq_ordering):
     return {"class": "HDFDataset", "files": list(files), "seq_ordering": seq_ordering}
 
 
-@pytest.mark.parametrize("order, refused", [("laplace:.20", False), ("random", True), ("sorted_reverse", True)])
+@pytest.mark.parametrize(
+    "order, refused",
+    [
+        pytest.param("laplace:.20", False, marks=pytest.mark.slow),
+        ("random", True),
+        pytest.param("sorted_reverse", True, marks=pytest.mark.slow),
+    ],
+)
 def test_a_plan_simulated_with_another_sub_epoch_order_is_refused(tmp_path, order, refused):
     """The plan records the sub-epoch order it was simulated with (laplace here); the dataset reads its own from
     get_sub_epoch_dataset and refuses a plan of another, as the graph checks do, with the same words."""

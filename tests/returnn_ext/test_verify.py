@@ -82,6 +82,7 @@ def test_sharding_fix_reads_everything_exactly_once(tmp_path, hdf_files):
     assert ranks[1]["settings"]["shard_index"] == 1 and ranks[1]["settings"]["sharding_fix"] is True
 
 
+@pytest.mark.slow
 def test_double_sharding_without_fix_is_caught(tmp_path, hdf_files):
     ranks, ref = _record(
         tmp_path,
@@ -100,6 +101,7 @@ def test_double_sharding_without_fix_is_caught(tmp_path, hdf_files):
     assert f"{num_all - num_read} of {num_all} sequences were not read by any rank" in report
 
 
+@pytest.mark.slow
 def test_returnn_config_file_and_behavior_version(tmp_path, hdf_files):
     """A config file: its behavior_version decides RETURNN's default (sharding_fix=None)."""
     for behavior_version, ok in ((26, True), (20, False)):
@@ -118,6 +120,7 @@ def test_returnn_config_file_and_behavior_version(tmp_path, hdf_files):
         assert (violations == []) is ok, report
 
 
+@pytest.mark.slow
 def test_unsharded_dataset_fails_on_settings_and_duplicates(tmp_path, hdf_files):
     dataset = sharded_dfd(hdf_files, partition_epoch=2, sharding_fix=None, distrib_shard_files=False)
     ranks, ref = _record(tmp_path, _pickled(tmp_path, dataset), num_shards=2, epochs=[1, 2])
@@ -127,6 +130,7 @@ def test_unsharded_dataset_fails_on_settings_and_duplicates(tmp_path, hdf_files)
     assert "duplicate" in {v.kind for v in violations}
 
 
+@pytest.mark.slow
 def test_balanced_subclass_with_precomputed_sizes_matches_the_balanced_plan(tmp_path, hdf_files):
     """i6_shard's own dataset class: the verifier plans with the distribution the dataset reports."""
     from i6_shard import core
@@ -233,6 +237,7 @@ def test_a_dfd_inside_a_wrapper_is_found_and_verified(tmp_path, hdf_files, offse
         assert "ranks disagree on random_seed_offset" in report
 
 
+@pytest.mark.slow
 def test_flexible_bound_travels_from_the_dataset_into_the_checked_plan(tmp_path):
     """The recorder takes the bound from ShardedDistributeFilesDataset and the check plans with it: a
     file of three times the others' size makes the bins of bound 0.05 differ from the default's."""

@@ -96,6 +96,7 @@ def test_a_multi_proc_sub_epoch_dataset_is_read_through_its_workers(tmp_path, hd
     assert [len(r["sub_epochs"][0]["seq_tags"]) > 0 for r in ranks] == [True, True]
 
 
+@pytest.mark.slow
 def test_the_reference_reads_a_multi_proc_sub_epoch_dataset_without_its_workers(hdf_files, monkeypatch):  # noqa: F811
     """The reference (each file's sequences) reads the dataset inside a MultiProcDataset in this process: a worker
     start per file would cost a large setup two process starts per file (the DistributeFilesDataset starts the workers

@@ -64,6 +64,7 @@ def test_without_distrib_shard_files_one_clear_error_at_import():
 
 
 @pytest.mark.parametrize("key", sorted(set(REMOVE) - {"distrib_shard_files"}))
+@pytest.mark.slow
 def test_without_another_feature_the_class_imports_and_sees_it_missing(key):
     code = (
         REMOVE[key] + "from i6_shard.returnn_ext import ShardedDistributeFilesDataset\n"

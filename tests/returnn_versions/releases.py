@@ -4,12 +4,13 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict
 
 import pytest
+
+from tests.blocking import run_to_end
 
 #: The newest release the matrix knows (the one the test extra installs), and the older releases recipes pin:
 #: the first with distrib_shard_files, the first with Dataset._num_shards in the matrix, a list file, a callable,
@@ -40,7 +41,7 @@ def install(version: str) -> str:
     os.makedirs(CACHE, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".returnn-{version}-", dir=CACHE)
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", tmp, f"returnn=={version}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = run_to_end(cmd)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         output = proc.stdout + proc.stderr
@@ -58,7 +59,7 @@ def run_release_checks(version: str, workdir: str) -> Dict[str, Any]:
     """``release_checks`` in a subprocess whose first path entry is the installed release; its result."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([install(version), _REPO])}
     cmd = [sys.executable, "-m", "tests.returnn_versions.release_checks", version, workdir]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)  # its dumps there
+    proc = run_to_end(cmd, cwd=workdir, env=env)  # its dumps there
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"release checks on RETURNN {version} failed:\n{proc.stderr[-5000:]}"
     return json.loads(lines[-1][len("RESULT ") :])

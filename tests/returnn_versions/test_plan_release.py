@@ -4,7 +4,6 @@ release first on the path, on an input where that release cuts otherwise than th
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ from i6_shard import core
 from i6_shard.cli import main
 from i6_shard.core.pure.returnn_features import returnn_version_key
 
+from tests.blocking import run_to_end
 from .releases import NEWEST, OLD_RELEASES, install
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,9 +38,7 @@ def release_bins(version, keys, sizes, *, num_bins):
     """The bins RETURNN ``version``'s own ``_distribute_evenly_by_size`` cuts for the files in the given order."""
     env = {**os.environ, "PYTHONPATH": install(version)}
     arg = json.dumps([list(keys), [int(s) for s in sizes], num_bins])
-    proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, arg], env=env, capture_output=True, text=True, timeout=300, cwd="/"
-    )
+    proc = run_to_end([sys.executable, "-c", _SCRIPT, arg], env=env, cwd="/")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert returnn_version_key(out["version"]) == returnn_version_key(version), (
@@ -70,6 +68,7 @@ def _stored_bins(out):
     return plan_file, bins
 
 
+@pytest.mark.slow
 def test_a_plan_for_an_old_release_holds_that_releases_own_bins(tmp_path, capsys):
     keys, old_out = _plan(tmp_path, "old", "--returnn-version", OLDEST)
     _, new_out = _plan(tmp_path, "new")
@@ -152,9 +151,7 @@ def test_a_plan_made_without_a_release_is_taken_on_the_oldest_where_its_bins_are
     ), "the equal sizes no longer show a plan both releases cut alike"
     arg = json.dumps({name: [keys, os.path.join(out, "plan.npz")] for name, (keys, out) in plans.items()})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([install(OLDEST), _REPO])}
-    proc = subprocess.run(
-        [sys.executable, "-c", _START, arg], env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path)
-    )
+    proc = run_to_end([sys.executable, "-c", _START, arg], env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert returnn_version_key(out["version"]) == returnn_version_key(OLDEST)

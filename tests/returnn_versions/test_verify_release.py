@@ -6,7 +6,6 @@ DistributedContext from the environment), and the check against the plan cut as 
 import json
 import os
 import pickle
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ from i6_shard.core.reporting import verify_records
 from i6_shard.returnn_config import sharded_files_dataset
 from i6_shard.returnn_config.pycode import resolve_refs
 
+from tests.blocking import run_to_end
 from ..deps import needs_torch
 from ..hdf_data import write_tiny_hdf_files
 from .releases import OLD_RELEASES, install
@@ -45,7 +45,7 @@ def test_the_verifier_runs_on_the_oldest_release_and_checks_its_own_cut(tmp_path
         cmd += ["--config-json", json.dumps({"torch_distributed": {}, "backend": "torch"})]
         if rank == 0:
             cmd += ["--reference", str(tmp_path / "reference.json")]
-        proc = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+        proc = run_to_end(cmd, env=env, cwd=str(tmp_path))
         assert proc.returncode == 0, proc.stderr[-3000:]
         with open(out) as f:
             ranks.append(json.load(f))

@@ -81,7 +81,7 @@ def load_in_child(path, call):
     return lines[0], int(lines[-1].split()[1]) * 1024
 
 
-@pytest.mark.parametrize("call", ["load_file_sizes", "load_npz"])
+@pytest.mark.parametrize("call", [pytest.param("load_file_sizes", marks=pytest.mark.slow), "load_npz"])
 def test_a_zip_bomb_is_refused_before_it_is_inflated(bomb, call):
     outcome, grew = load_in_child(bomb, call)
     assert outcome.startswith("refused: "), outcome

@@ -122,6 +122,7 @@ def test_steps_archive_keeps_its_batching(tmp_path):
         collect_file_costs(paths, unit="frames", batching=batching, num_procs=1)
 
 
+@pytest.mark.slow
 def test_helper_processes_give_the_same_costs(tmp_path, monkeypatch):
     import i6_shard.core.io.cost_collector as fc
 

@@ -16,16 +16,13 @@ import pytest
 from i6_shard.core import MissingFilesError, collect_file_sizes, read_file_list
 from i6_shard.core.io import stat_engine
 
+from tests.blocking import run_to_end
 from .test_file_sizes import MODES, stat_mode
-
-#: A call that would block on a FIFO must not hang the suite: it runs in a child with this timeout.
-TIMEOUT_S = 300  # a hang guard, generous for a loaded machine
 
 
 def run_child(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=TIMEOUT_S
-    )
+    """``code`` in a child: a call that blocks on a FIFO fails as a hang (no output, no CPU for long), not the run."""
+    return run_to_end([sys.executable, "-c", textwrap.dedent(code), *args])
 
 
 @pytest.fixture
@@ -201,6 +198,7 @@ def test_an_inline_tree_nested_deeper_than_python_recurses_is_a_clear_error():
         collect_file_sizes(["x", tree])
 
 
+@pytest.mark.slow
 def test_huge_names_are_cut_in_messages_with_their_length(tmp_path):
     names = [str(tmp_path / (f"{i}-" + "n" * 10_000_000)) for i in range(20)]  # 200 MB of names
     with pytest.raises(MissingFilesError) as info:

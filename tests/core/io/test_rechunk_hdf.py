@@ -81,6 +81,7 @@ def _corpus(directory, frames_per_file, *, extras=True):
     unit=st.sampled_from(["frames", "seqs"]),
     extras=st.booleans(),
 )
+@pytest.mark.slow
 def test_returnn_reads_the_output_as_the_input(tmp_path_factory, frames, num_files, unit, extras):
     tmp = tmp_path_factory.mktemp("rechunk")
     paths = _corpus(str(tmp), frames, extras=extras)
@@ -184,6 +185,7 @@ def test_errors_name_the_value_and_the_fix(tmp_path):
     assert "pip install" in MISSING_H5PY_FOR_RECHUNK and "h5py" in MISSING_H5PY_FOR_RECHUNK
 
 
+@pytest.mark.slow
 def test_by_default_no_file_is_above_5_percent_of_a_rank_share(tmp_path):
     rng = np.random.RandomState(3)
     frames = [rng.randint(5, 16, size=n).tolist() for n in (150, 30, 220)]  # 400 sequences, skewed files

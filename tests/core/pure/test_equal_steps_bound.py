@@ -2,6 +2,7 @@
 bound (or no farther outside than as cut), where without it they stretch sub-epochs to drop nothing."""
 
 import numpy as np
+import pytest
 
 from i6_shard.core.pure.cut import cut_full_epoch, cut_options
 from i6_shard.core.pure.engine_sim import EngineSettings
@@ -37,6 +38,7 @@ def _cut(lengths, bound):
     return cut_full_epoch(costs, num_shards=W, partition_epoch=P, distribution="equal_steps", options=options)
 
 
+@pytest.mark.slow
 def test_the_bound_holds_where_the_cut_held_it():
     stretched = 0
     for seed in range(6):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from tests.blocking import run_to_end
 from tests.strategies import examples
 
 from i6_shard.core import PlanSettings, ShardPlan
@@ -126,10 +127,10 @@ def test_plans_take_it_and_a_bound_caps_its_choice():
         assert off("flexible_auto", max_sub_epoch_deviation=bound) <= max(bound, off("balanced")) + 1e-9
 
 
+@pytest.mark.slow
 def test_every_entry_point_takes_it_and_a_bound_with_it(tmp_path):
     """The CLI and the builder take "flexible_auto", and a bound as the most it may choose (ShardPlanJob:
     tests/jobs/test_plan.py)."""
-    import subprocess
     import sys
 
     from i6_shard.core import FileSizes, save_file_sizes
@@ -155,14 +156,11 @@ def test_every_entry_point_takes_it_and_a_bound_with_it(tmp_path):
         "flexible_auto",
         "--no-plot",
     ]
-    ok = subprocess.run(base + ["-o", str(tmp_path / "ok")], capture_output=True, text=True, timeout=120)
+    ok = run_to_end(base + ["-o", str(tmp_path / "ok")])
     assert ok.returncode == 0, ok.stderr
     assert "distribution         flexible_auto" in (tmp_path / "ok" / "report.txt").read_text()
-    capped = subprocess.run(
+    capped = run_to_end(
         base + ["--max-sub-epoch-deviation", "0.5", "-o", str(tmp_path / "capped")],
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert capped.returncode == 0, capped.stderr
     assert "up to 0.5" in (tmp_path / "capped" / "report.txt").read_text()

@@ -51,7 +51,7 @@ def returnns():
     return _placements("returnn")
 
 
-@pytest.mark.parametrize("distribution", ["balanced", "equal_steps"])
+@pytest.mark.parametrize("distribution", ["balanced", pytest.param("equal_steps", marks=pytest.mark.slow)])
 def test_each_files_sub_epoch_and_rank_are_as_uniform_as_under_returnns_cut(returnns, distribution):
     sub, rank, corr = _placements(distribution)
     ref_sub, ref_rank, ref_corr = returnns

@@ -46,7 +46,9 @@ def test_sync_stop_is_the_next_control_sync():
             assert sync_stop(np.array([n]), sync_every=every)[0] == expected, (n, every)
 
 
-@pytest.mark.parametrize("sync_every", [1, 4, 16])
+@pytest.mark.parametrize(
+    "sync_every", [1, pytest.param(4, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)]
+)
 def test_param_sync_drop_matches_simulation(sync_every):
     rng = np.random.RandomState(3 + sync_every)
     errors = []

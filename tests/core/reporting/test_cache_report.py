@@ -103,6 +103,7 @@ def test_cache_size_needs_the_ranks_per_node(tmp_path):
 
 
 @pytest.mark.skipif(not matplotlib_available(), reason="the plot needs matplotlib: pip install matplotlib")
+@pytest.mark.slow
 def test_plot_has_a_cache_panel_only_when_asked(tmp_path):
     plan = golden_plan()
     stats = compute_plan_stats(plan, num_epochs=10)

@@ -12,6 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.blocking import run_to_end
 from tests.deps import needs_matplotlib, mount_unavailable
 
 from i6_shard import core
@@ -102,6 +103,7 @@ _WRITER = """
 """
 
 
+@pytest.mark.slow
 def test_concurrent_writers_never_show_a_reader_a_mix(tmp_path, capfd):
     sizes = str(tmp_path / "sizes.npz")
     core.save_file_sizes(core.FileSizes(keys=[f"/d/f{i}" for i in range(30)], sizes=np.arange(1, 31)), sizes)
@@ -301,7 +303,7 @@ def test_a_full_device_names_the_file_and_leaves_the_earlier_set(tmp_path):
         pytest.skip("needs unshare (util-linux) to mount a small tmpfs in a private mount namespace")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    res = subprocess.run(
+    res = run_to_end(
         [
             unshare,
             "-rm",
@@ -315,9 +317,6 @@ def test_a_full_device_names_the_file_and_leaves_the_earlier_set(tmp_path):
             textwrap.dedent(_FULL),
             str(mnt),
         ],
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     if res.returncode != 0 and mount_unavailable(res.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()[-200:]}")

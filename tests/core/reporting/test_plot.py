@@ -29,7 +29,9 @@ def _rising_stats(num_epochs: int):
     return stats
 
 
-@pytest.mark.parametrize("num_epochs", [8, 300])  # bars, and the filled area of long plans
+@pytest.mark.parametrize(
+    "num_epochs", [8, pytest.param(300, marks=pytest.mark.slow)]
+)  # bars, and the filled area of long plans
 def test_the_legend_covers_no_bar(num_epochs):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

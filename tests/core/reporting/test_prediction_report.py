@@ -58,6 +58,7 @@ def _png_size(path):
 
 
 @needs_matplotlib
+@pytest.mark.slow
 def test_the_plot_of_a_plan_with_a_prediction_has_a_steps_panel(tmp_path):
     """With a prediction the plot gains a panel of every rank's expected steps (a taller picture); a
     prediction over other sub-epochs than the stats is refused, naming both shapes."""
