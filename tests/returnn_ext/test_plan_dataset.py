@@ -244,7 +244,7 @@ def _start_in_sharding_worker(files, path, settings, monkeypatch):
     set_sharding(num_shards=4, shard_index=1) on the worker's copy before init_seq_order."""
     from i6_shard.returnn_ext import distrib_files
 
-    monkeypatch.setattr(distrib_files, "_sharding_loader_workers", lambda: 2)
+    monkeypatch.setattr(distrib_files, "_loader_workers", lambda: 2)
     with as_rank(0, 2, dataset_random_seed_offset=settings.random_seed_offset):
         dataset = _dataset(files, path, settings)
         dataset.set_sharding(num_shards=4, shard_index=1)
