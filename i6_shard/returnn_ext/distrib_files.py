@@ -301,7 +301,7 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
     def init_seq_order(self, epoch: Optional[int] = None, seq_list=None, seq_order=None) -> bool:
         """RETURNN's, with the bins of this and the preloaded sub-epochs taken from ``plan`` if given:
         RETURNN computes only the full epochs not in its cache, and the plan's are put there first."""
-        if not self._workers_checked:
+        if epoch is not None and not self._workers_checked:  # (after set_sharding, where the workers shard)
             self._check_loader_workers()
         if epoch is not None and seq_list is None and seq_order is None:
             if self.plan_path is not None:

@@ -1,0 +1,45 @@
+"""The reader's rule of DataLoader workers that do not shard, proved against RETURNN's own pipeline: with
+behavior_version 24 and 2 workers, ``create_data_loader_from_batches`` over ``ReturnnDatasetIterDataPipe`` yields every
+sequence of a tiny dataset twice (each worker iterates all of it), and the rule says so; with the workers sharding
+(behavior_version 37) every sequence comes once, and the rule is silent."""
+
+import collections
+
+import pytest
+
+from tests.deps import needs_torch  # noqa: E402
+
+needs_torch("RETURNN's DataLoader pipeline is torch code")
+pytest.importorskip("returnn.torch.data.returnn_dataset_wrapper", reason="needs RETURNN: pip install returnn")
+
+from i6_shard.returnn_config.reader.rules import duplicate_workers_problem  # noqa: E402
+
+
+def _tags_read(monkeypatch, behavior_version: int) -> collections.Counter:
+    """The tags RETURNN's DataLoader (2 forked workers) yields over one epoch of a 5-sequence dataset, the pipe made
+    as the torch engine makes it (its shard_workers from the behavior version, ``BehaviorVersion.get() >= 37``)."""
+    from returnn.datasets.generating import DummyDataset
+    from returnn.torch.data.pipeline import BatchingIterDataPipe, create_data_loader_from_batches
+    from returnn.torch.data.returnn_dataset_wrapper import ReturnnDatasetIterDataPipe
+    from returnn.util.basic import BehaviorVersion
+
+    monkeypatch.setattr(BehaviorVersion, "_behavior_version", behavior_version)
+    dataset = DummyDataset(input_dim=2, output_dim=3, num_seqs=5, seq_len=4)
+    dataset.initialize()
+    pipe = ReturnnDatasetIterDataPipe(dataset)  # default reset: init_seq_order of the epoch counter, in each worker
+    batches = BatchingIterDataPipe(pipe, batch_size=10**9, max_seqs=1)
+    loader = create_data_loader_from_batches(
+        batches, {"num_workers": 2, "multiprocessing_context": "fork", "persistent_workers": False}
+    )
+    return collections.Counter(str(t) for batch in loader for t in batch["seq_tag"].reshape(-1))
+
+
+@pytest.mark.parametrize("behavior_version, times", [(24, 2), (37, 1)])
+def test_returnns_dataloader_workers_that_do_not_shard_each_read_every_sequence(monkeypatch, behavior_version, times):
+    counts = _tags_read(monkeypatch, behavior_version)
+    assert len(counts) == 5 and set(counts.values()) == {times}, counts
+    config = {"backend": "torch", "behavior_version": behavior_version, "torch_dataloader_opts": {"num_workers": 2}}
+    rule = duplicate_workers_problem(config)  # the installed (newest) release
+    assert (rule is not None) == (times > 1), rule
+    if rule is not None:
+        assert f"trained {times} times per epoch" in rule
