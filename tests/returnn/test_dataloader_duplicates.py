@@ -35,7 +35,10 @@ def _tags_read(monkeypatch, behavior_version: int) -> collections.Counter:
 
 
 @pytest.mark.parametrize("behavior_version, times", [(24, 2), (37, 1)])
-def test_returnns_dataloader_workers_that_do_not_shard_each_read_every_sequence(monkeypatch, behavior_version, times):
+def test_returnns_dataloader_workers_that_do_not_shard_each_read_every_sequence(
+    monkeypatch, tmp_path, behavior_version, times
+):
+    monkeypatch.chdir(tmp_path)  # (where the workers' faulthandler dumps go)
     counts = _tags_read(monkeypatch, behavior_version)
     assert len(counts) == 5 and set(counts.values()) == {times}, counts
     config = {"backend": "torch", "behavior_version": behavior_version, "torch_dataloader_opts": {"num_workers": 2}}
