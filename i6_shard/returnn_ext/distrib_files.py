@@ -314,8 +314,10 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         """At start-up in a DataLoader worker of several that gave this copy no shard of its own: the reader's one
         rule (``duplicate_workers_problem``) on the global config and this release, raised for the train dataset (every
         worker would train all of the rank's data) and logged for another (an eval dataset is read the same way)."""
+        if _loader_workers() <= 1:
+            return  # (not in a worker: a forked one inherits this copy's state, so it is not marked checked here)
         self._workers_checked = True
-        if _loader_workers() <= 1 or self._worker_shard_given:
+        if self._worker_shard_given:
             return
         from returnn.config import get_global_config
 
