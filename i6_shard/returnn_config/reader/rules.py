@@ -83,10 +83,10 @@ def duplicate_workers_problem(
     """Why every sequence of a ``role`` (``"train"`` or ``"eval"``) dataset comes several times per epoch, or None:
     the torch engine reads every dataset through ``torch_dataloader_opts``' DataLoader (``Engine._create_data_loader``,
     train and eval alike), whose ``num_workers`` > 1 workers each hold a copy of it, and
-    ``ReturnnDatasetIterDataPipe.__iter__`` yields all of that copy in each, unless ``ReturnnDatasetIterDataPipe.reset``
-    gives each worker a shard (``torch_dataloader_shard_workers``, default ``behavior_version >= 37``; a RETURNN
-    ``returnn_version`` before that option, None: the newest, never does; ``release_name`` names it in the message
-    where ``returnn_version`` is a running RETURNN's features). The one rule, said by the graph checks (a problem for
+    ``ReturnnDatasetIterDataPipe.__iter__`` (``returnn/torch/data/returnn_dataset_wrapper.py``) yields all of that
+    copy in each, unless ``ReturnnDatasetIterDataPipe.reset`` gives each worker a shard (``torch_dataloader_shard_workers``,
+    default ``behavior_version >= 37``), which RETURNN ``returnn_version`` (None: the newest) has only from
+    1.20261022.211313 (``release_name`` names the release where ``returnn_version`` is a running RETURNN's features). The one rule, said by the graph checks (a problem for
     the train dataset, a warning for eval), the plan and the RETURNN-side dataset in these words.
 
     >>> duplicate_workers_problem({"backend": "torch", "behavior_version": 24,
