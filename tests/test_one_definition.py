@@ -173,3 +173,12 @@ def test_no_plan_or_settings_is_constructed_outside_the_core():
 def test_the_constructor_check_sees_each_form():
     text = "ShardPlan(k, c, s)\ncore.PlanSettings(num_shards=1)\nPlanSettings.from_mode(sharding='sharded')\n"
     assert _constructed("x.py", text) == ["x.py:1 ShardPlan(", "x.py:2 PlanSettings(", "x.py:3 PlanSettings.from_mode("]
+
+
+def test_one_rule_of_dataloader_workers_that_each_read_all_of_the_data():
+    """DataLoader workers that do not shard, each reading all of a rank's data, are said by
+    duplicate_workers_problem alone: the reader's context (the checks and the plan read it there) and the RETURNN-side
+    dataset call it."""
+    _only_in(r"DataLoader workers of a rank reads all", "i6_shard/returnn_config/reader/rules.py")
+    callers = {f.split(":")[0] for f in _grep(r"duplicate_workers_problem\(")}
+    assert {"i6_shard/returnn_config/reader/context.py", "i6_shard/returnn_ext/distrib_files.py"} <= callers, callers

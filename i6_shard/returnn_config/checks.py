@@ -207,7 +207,7 @@ def dataset_warnings(info: DistributeFilesDatasetInfo) -> List[str]:
     changes what a rank reads without losing files, each saying how to confirm or change it."""
     if info.returnn_fails:
         return []
-    out = [w for w in (_double_sharding_warning(info),) if w]
+    out = [w for w in (_double_sharding_warning(info), _duplicate_workers(info, role="eval")) if w]
     if info.sub_epoch_epoch_wise_filter and info.partition_epoch != 1:
         out.append(
             f"{info.name}: the sub-epoch dataset has an epoch_wise_filter, which sees full epochs (RETURNN "
@@ -282,6 +282,14 @@ def _eval_problem(info: DistributeFilesDatasetInfo) -> Optional[str]:
     )
 
 
+def _duplicate_workers(info: DistributeFilesDatasetInfo, *, role: str) -> Optional[str]:
+    """The DataLoader workers that each read all of a ``role`` dataset (``info.duplicate_workers``, the reader's one
+    rule), named after it: a problem for the train dataset, a warning for an eval dataset."""
+    if info.role != role or not info.duplicate_workers:
+        return None
+    return f"{info.name}: {info.duplicate_workers}"
+
+
 def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
     """Every problem of one DistributeFilesDataset as the reader found it, each naming the fix."""
     name = info.name
@@ -295,6 +303,7 @@ def dataset_problems(info: DistributeFilesDatasetInfo) -> List[str]:
             _same_data_problem(info),
             _batch_slicing_problem(info),
             _eval_problem(info),
+            _duplicate_workers(info, role="train"),
         )
         if p
     ]

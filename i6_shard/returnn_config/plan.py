@@ -239,6 +239,9 @@ def training_plan_options(
         where = f"the config's {info.name}"
     else:
         context = _Context.of(merged, **release)
+        duplicates = context.duplicate_workers.get("train")
+        if duplicates:  # the reader's one rule, as the checks and the RETURNN-side dataset say it
+            raise ValueError(f"the training's config: {duplicates}; fix the config before planning")
         if given.get("partition_epoch") is None:
             raise TypeError(
                 f"the config has no DistributeFilesDataset at {key!r}, so the plan takes the dataset's settings from "

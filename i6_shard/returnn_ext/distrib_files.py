@@ -29,6 +29,7 @@ from returnn.log import log
 
 from i6_shard import core
 from i6_shard.returnn_config.reader.engine import read_engine, sub_epoch_seq_ordering_of, worker_shards_problem
+from i6_shard.returnn_config.reader.rules import duplicate_workers_problem
 from i6_shard.core.io import (
     DEFAULT_CHECK_SAMPLES,
     check_num_samples,
@@ -251,6 +252,8 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
         self._plan_num_full_epochs = 0
         self._plan_layout_and_rank: Tuple[int, int] = (0, 0)
         self._equal_steps_plan: Optional[core.ShardPlan] = None  # "equal_steps" without a plan: built once
+        self._worker_shard_given = False  # ReturnnDatasetIterDataPipe.reset gave this copy a DataLoader worker's shard
+        self._workers_checked = False
 
     def _lazy_init_file_list(self):
         """RETURNN's, where it has it (from 1.20250423.155627); before, ``files`` is the list (checked in
@@ -289,15 +292,48 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
             self.file_sizes_path, self._files, num_samples=self.file_sizes_check_samples, seed=self._shard_index
         )
 
+    def set_sharding(self, *, num_shards: int, shard_index: int):
+        """RETURNN's (``ReturnnDatasetIterDataPipe.reset`` gives a DataLoader worker's copy its shard), remembered for
+        the start-up check of the DataLoader workers (:meth:`_check_loader_workers`)."""
+        super().set_sharding(num_shards=num_shards, shard_index=shard_index)
+        self._worker_shard_given = True
+
     def init_seq_order(self, epoch: Optional[int] = None, seq_list=None, seq_order=None) -> bool:
         """RETURNN's, with the bins of this and the preloaded sub-epochs taken from ``plan`` if given:
         RETURNN computes only the full epochs not in its cache, and the plan's are put there first."""
+        if epoch is not None and not self._workers_checked:  # (after set_sharding, where the workers shard)
+            self._check_loader_workers()
         if epoch is not None and seq_list is None and seq_order is None:
             if self.plan_path is not None:
                 self._fill_from_plan(epoch)
             elif cut_spec(self.distribution).cuts_with_inputs:  # cut on the planning floor
                 self._fill_equal_steps(epoch)
         return super().init_seq_order(epoch=epoch, seq_list=seq_list, seq_order=seq_order)
+
+    def _check_loader_workers(self) -> None:
+        """At start-up in a DataLoader worker of several that gave this copy no shard of its own: the reader's one
+        rule (``duplicate_workers_problem``) on the global config and this release, raised for the train dataset (every
+        worker would train all of the rank's data) and logged for another (an eval dataset is read the same way)."""
+        if _loader_workers() <= 1:
+            return  # (not in a worker: a forked one inherits this copy's state, so it is not marked checked here)
+        self._workers_checked = True
+        if self._worker_shard_given:
+            return
+        from returnn.config import get_global_config
+
+        config = get_global_config(raise_exception=False)
+        train = getattr(self, "name", None) == "train"
+        problem = duplicate_workers_problem(
+            {} if config is None else _ConfigView(config),
+            role="train" if train else "eval",
+            returnn_version=has_feature,  # the running release's DataLoader, as its features say
+            release_name=getattr(returnn, "__version__", None),
+        )
+        if problem is None:
+            return
+        if train:
+            raise ValueError(f"{self}: {problem}")
+        print(f"{self}: {problem}", file=log.v2)
 
     def _fill_from_plan(self, epoch: int) -> None:
         self._lazy_init_file_list()
@@ -672,17 +708,17 @@ def _config_engine(sub_epoch_seq_ordering: str = UNKNOWN_SEQ_ORDERING) -> core.p
 def _num_shards_problem(plan_num_shards: int, *, world: int) -> str:
     """Why a plan of ``plan_num_shards`` does not fit a dataset of ``world`` shards: in the graph checks' words
     (``worker_shards_problem``) where the ranks' DataLoader workers shard (``world`` is then ranks * workers)."""
-    workers, ranks = _sharding_loader_workers(), distributed_rank_and_size()[1]
-    if workers > 1 and world == ranks * workers:  # the workers shard (else each has the rank's shard)
+    workers, ranks = _loader_workers(), distributed_rank_and_size()[1]
+    if workers > 1 and world == ranks * workers:  # the workers shard (set_sharding; else each has the rank's shard)
         problem = worker_shards_problem(plan_num_shards, num_ranks=ranks, loader_workers=workers)
         if problem is not None:
             return problem
     return f"the plan is for {plan_num_shards} ranks, the training has {world} (distributed world size)"
 
 
-def _sharding_loader_workers() -> int:
-    """The DataLoader workers of this process's rank where this is one of them and they shard
-    (``ReturnnDatasetIterDataPipe.reset`` calls ``set_sharding`` before ``init_seq_order``), else 1."""
+def _loader_workers() -> int:
+    """The DataLoader workers of this process's rank where this is one of them (``torch.utils.data.get_worker_info``),
+    else 1."""
     try:
         import torch.utils.data
 

@@ -164,8 +164,12 @@ def test_check_returnn_config_names_ranks_per_node_for_a_node_level(work_dir):
         assert [m for m in result.warnings if "ranks_per_node=" in m] == said
 
 
-def test_training_job_adds_what_the_training_does_that_its_plan_was_not_told(work_dir):
-    """A hand-built plan of a training whose DataLoader workers interleave: training_job's verdict names them."""
+def test_training_job_and_for_training_refuse_dataloader_workers_that_each_read_the_whole_data(work_dir):
+    """Behavior_version 24 with 2 DataLoader workers (no worker sharding): each worker reads all of the rank's data,
+    so every sequence would train twice per epoch; training_job and ShardPlanJob.for_training refuse it when the graph
+    is built, in the words of the checks (the reader's one rule); with one worker both go on."""
+    from i6_shard.returnn_config.reader.rules import duplicate_workers_problem
+
     keys = [str(work_dir / f"f{i}.hdf") for i in range(16)]
     sizes_path, list_path = str(work_dir / "sizes.npz"), str(work_dir / "files.txt")
     save_file_sizes(FileSizes(keys, list(range(1, 17))), sizes_path)
@@ -174,21 +178,42 @@ def test_training_job_adds_what_the_training_does_that_its_plan_was_not_told(wor
     dataset = sharded_files_dataset(
         tk.Path(list_path), plan=plan_job, sub_epoch_dataset={"class": "HDFDataset", "seq_ordering": "random"}
     )
-    for workers, warned in ((2, True), (1, False)):
-        config = {"backend": "torch", "behavior_version": 24, "max_seqs": 20}
+    template = {"class": "HDFDataset", "seq_ordering": "random"}
+    for workers in (2, 1):
+        config = {"backend": "torch", "behavior_version": 24, "max_seqs": 20, "torch_distributed": {}}
         config["torch_dataloader_opts"] = {"num_workers": workers}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            training_job(
-                sharded_returnn_config(config, dataset),
-                num_gpus=2,
-                num_epochs=4,
-                returnn_version="1.20261022.211313",
-                returnn_python_exe=tk.Path(sys.executable),
-                returnn_root=tk.Path(str(work_dir)),
-            )
-        said = [m for m in inexact_messages(caught) if "num_workers=2" in m and "is not exact for this training" in m]
-        assert len(said) == (1 if warned else 0), inexact_messages(caught)
+        rule = duplicate_workers_problem(config)
+        assert (rule is not None) == (workers == 2)
+        planning = sharded_returnn_config(
+            config, sharded_files_dataset(tk.Path(list_path), sub_epoch_dataset=template, partition_epoch=2)
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                ShardPlanJob.for_training(planning, file_sizes=tk.Path(sizes_path), num_ranks=2, num_epochs=4)
+                plan_refuses = None
+            except ValueError as exc:
+                plan_refuses = str(exc)
+            try:
+                training_job(
+                    sharded_returnn_config(config, dataset),
+                    num_gpus=2,
+                    num_epochs=4,
+                    returnn_version="1.20261022.211313",
+                    returnn_python_exe=tk.Path(sys.executable),
+                    returnn_root=tk.Path(str(work_dir)),
+                )
+                job_refuses = None
+            except ValueError as exc:
+                job_refuses = str(exc)
+        if rule is None:
+            assert plan_refuses is None and job_refuses is None, (plan_refuses, job_refuses)
+            continue
+        assert f"train: {rule}; fix the config before planning" in plan_refuses, plan_refuses
+        assert f"train: {rule}" in job_refuses, job_refuses
+        assert (
+            "num_workers=2" in rule and "behavior_version=24" in rule and "torch_dataloader_shard_workers=True" in rule
+        )
 
 
 def test_dataloader_workers_that_shard_are_planned_as_ranks_times_workers_and_a_plan_of_the_ranks_is_refused(work_dir):

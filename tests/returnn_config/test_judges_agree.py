@@ -32,6 +32,9 @@ SYNCS = [
     {"sync": [{"group": "world", "type": "grad"}]},
     NODE,
 ]
+#: The RETURNN the training runs: unknown (read as the newest), one before DataLoader worker sharding, the newest.
+OLD = "1.20250115.110555"
+RELEASES = [None, OLD, "1.20261022.211313"]
 ORDERS = ["random", "default", "laplace:.20", "sorted_reverse", "sort_bin_shuffle:3", "random_sample", "laplace:x", "?"]
 
 
@@ -56,7 +59,10 @@ def sub_epoch(files, *, seq_ordering, wrapped, mapped=False):
 def trainings(draw):
     files = [f"/data/f{i}.hdf" for i in range(8)]
     template = {"class": "HDFDataset", "seq_ordering": "random"}
-    dataset = sharded_files_dataset(files, sub_epoch_dataset=template, partition_epoch=2, num_shards=2)
+    release = draw(st.sampled_from(RELEASES))
+    dataset = sharded_files_dataset(
+        files, sub_epoch_dataset=template, partition_epoch=2, num_shards=2, returnn_version=release
+    )
     order, wrapped, mapped = draw(st.sampled_from(ORDERS)), draw(st.booleans()), draw(st.booleans())
     if order != "random" or wrapped or mapped:
         dataset["get_sub_epoch_dataset"] = functools.partial(
@@ -84,40 +90,69 @@ def trainings(draw):
             config[key] = value
     if config.get("batch_size") is None and config.get("max_seqs", -1) == -1:
         config["max_seqs"] = 8
-    return config, draw(st.sampled_from([None, 2]))
+    return config, draw(st.sampled_from([None, 2])), release
 
 
-def sharding_workers(config):
+def sharding_workers(config, release=None):
     """The DataLoader workers of a rank that each read a shard (RETURNN's ReturnnDatasetIterDataPipe.reset: num_workers
-    > 1 with torch_dataloader_shard_workers, by default on from behavior_version 37), else 1; stated here as RETURNN's
-    code reads, not taken from the reader."""
+    > 1 with torch_dataloader_shard_workers, by default on from behavior_version 37; a release before the option has
+    none), else 1; stated here as RETURNN's code reads, not taken from the reader."""
     workers = config.get("torch_dataloader_opts", {}).get("num_workers", 1)
     shard = config.get("torch_dataloader_shard_workers")
     shard = config["behavior_version"] >= 37 if shard is None else shard
-    return workers if workers > 1 and shard else 1
+    return workers if workers > 1 and shard and release != OLD else 1
+
+
+def duplicating_workers(config, release=None):
+    """Whether each of several DataLoader workers yields all of the rank's data (ReturnnDatasetIterDataPipe.__iter__
+    without a worker shard), so that every sequence is trained that many times per epoch."""
+    workers = config.get("torch_dataloader_opts", {}).get("num_workers", 1)
+    return workers > 1 and sharding_workers(config, release) == 1
+
+
+def the_duplicates_said_alike(config, release, checks_refuse, plan_refuses):
+    """The checks and the plan refuse a training whose DataLoader workers each read all of the rank's data, in the
+    words of the one rule, and neither says it of another training (nor of one RETURNN fails on first)."""
+    said = "DataLoader workers of a rank reads all of the rank's data"
+    duplicates = duplicating_workers(config, release) and "RETURNN would fail" not in (checks_refuse or "")
+    assert duplicates == (said in (checks_refuse or "")), checks_refuse
+    assert duplicates == (said in (plan_refuses or "")), plan_refuses
+    if duplicates:
+        message = plan_refuses.split("train: ", 1)[1].split("; fix the config before planning")[0]
+        assert f"train: {message}" in checks_refuse and "trained" in message
+        assert f"num_workers={config['torch_dataloader_opts']['num_workers']}" in message
+        assert (f"RETURNN {release} has no DataLoader worker sharding" in message) == (release == OLD), message
 
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(training=trainings())
 def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
-    config, ranks_per_node = training
+    config, ranks_per_node, release = training
     given_options = {} if ranks_per_node is None else {"ranks_per_node": ranks_per_node}
     try:
-        check_returnn_config(config, num_ranks=2, returnn_version="1.20261022.211313")
+        check_returnn_config(config, num_ranks=2, returnn_version=release)
         checks_refuse = None
     except ConfigCheckError as exc:
         checks_refuse = str(exc)
+    plan_refuses = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            options = training_plan_options(config, num_ranks=2, num_epochs=4, distribution="balanced", **given_options)
+            options = training_plan_options(
+                config, num_ranks=2, num_epochs=4, distribution="balanced", returnn_version=release, **given_options
+            )
         except ValueError as exc:
             options, plan_refuses = None, str(exc)
-    # a config RETURNN fails on is refused by the checks and by the plan, for one reason
+    # the DataLoader workers that each read all of the rank's data: refused by both, in the one rule's words
+    the_duplicates_said_alike(config, release, checks_refuse, plan_refuses)
+    if release == OLD:
+        return  # (what that release lacks besides, the checks refuse by its table: test_release.py)
+    # a config RETURNN fails on (or whose workers each read all of the data) is refused by the checks and by the
+    # plan, for one reason
     assert (checks_refuse is None) == (options is not None), (checks_refuse, options)
     if options is None:
-        reason = plan_refuses.split("RETURNN would fail: ")[1].split("; fix the config before planning")[0]
-        assert reason in checks_refuse
+        reason = plan_refuses.split("train: ", 1)[1].split("; fix the config before planning")[0]
+        assert reason.split("RETURNN would fail: ")[-1] in checks_refuse
         return
     names = set(core.PLAN_OPTION_DEFAULTS) | {"num_shards", "partition_epoch", "num_epochs"}
     request = core.PlanRequest.from_options(**{k: v for k, v in options.items() if k in names})
@@ -131,10 +166,9 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
     # the graph checks and the RETURNN-side dataset accept the plan made for this training: cut into the shards its
     # reading processes are (DataLoader workers that shard are ranks * workers of them, as RETURNN's set_sharding)
     info = find_dataset(config, num_ranks=2)
-    assert request.settings.num_shards == info.num_shards() == 2 * sharding_workers(config)
-    assert (
-        worker_shards_problem(request.settings.num_shards, num_ranks=2, loader_workers=sharding_workers(config)) is None
-    )
+    assert request.settings.num_shards == info.num_shards() == 2 * sharding_workers(config, release)
+    workers = sharding_workers(config, release)
+    assert worker_shards_problem(request.settings.num_shards, num_ranks=2, loader_workers=workers) is None
     assert plan_engine_problems(info, request, ranks_per_node=ranks_per_node) == []
     sub = info.sub_epoch_dataset
     # the RETURNN-side dataset reads the config with the one reader function, and compares with the one function
@@ -155,6 +189,6 @@ def test_the_plan_the_checks_the_dataset_and_the_record_agree(training):
     assert bool(reasons) == bool(
         config.get("torch_dataloader_opts", {}).get("num_workers", 0) > 1 or "map_seq" in str(sub) or unsimulated
     ), reasons
-    assert (sharding_workers(config) > 1) == any("each reads its own shard" in r for r in reasons), reasons
+    assert (sharding_workers(config, release) > 1) == any("each reads its own shard" in r for r in reasons), reasons
     for reason in reasons:
         assert reason in verdict and reason in inexact_reason(engine_of_record(record), num_ranks=2)

@@ -244,7 +244,7 @@ def _start_in_sharding_worker(files, path, settings, monkeypatch):
     set_sharding(num_shards=4, shard_index=1) on the worker's copy before init_seq_order."""
     from i6_shard.returnn_ext import distrib_files
 
-    monkeypatch.setattr(distrib_files, "_sharding_loader_workers", lambda: 2)
+    monkeypatch.setattr(distrib_files, "_loader_workers", lambda: 2)
     with as_rank(0, 2, dataset_random_seed_offset=settings.random_seed_offset):
         dataset = _dataset(files, path, settings)
         dataset.set_sharding(num_shards=4, shard_index=1)
@@ -266,3 +266,32 @@ def test_dataloader_workers_that_shard_take_the_plan_of_ranks_times_workers_and_
     save_plan(ShardPlan(files, list(range(1, 25)), four), path4)
     dataset = _start_in_sharding_worker(files, path4, four, monkeypatch)
     assert list(dataset._files_order_cache[0][0]) == _plan_bins(path4, num_epochs=1)[1][0]  # shard 1's bin
+
+
+@pytest.mark.parametrize("name, shard", [("train", False), ("train", True), ("dev", False)])
+def test_a_dataloader_worker_that_reads_all_of_its_ranks_data_refuses_to_start(planned, monkeypatch, name, shard):
+    """In worker 1 of rank 0's 2 DataLoader workers under behavior_version 24 (no worker sharding), the train dataset
+    raises at start-up the reader's one rule in the graph checks' words (every sequence would train twice per epoch);
+    given a worker's shard (ReturnnDatasetIterDataPipe.reset's set_sharding) it does not, nor does an eval dataset
+    (its sequences are evaluated twice: logged)."""
+    from i6_shard.returnn_config.reader.rules import duplicate_workers_problem
+    from i6_shard.returnn_ext import distrib_files
+
+    files, settings, path = planned
+    config = {"backend": "torch", "behavior_version": 24, "torch_dataloader_opts": {"num_workers": 2}}
+    monkeypatch.setattr(distrib_files, "_loader_workers", lambda: 2)
+    with as_rank(0, 2, dataset_random_seed_offset=settings.random_seed_offset, extra_config=config):
+        dataset = _dataset(files, path, settings, name=name)
+        if shard:
+            dataset.set_sharding(num_shards=2, shard_index=1)
+        refused = None
+        try:
+            dataset.init_seq_order(epoch=1)
+        except ValueError as exc:
+            refused = str(exc)
+    rule = duplicate_workers_problem({"torch_distributed": {}, **config})
+    assert "num_workers=2" in rule and "behavior_version=24" in rule
+    if name == "train" and not shard:
+        assert refused == f"{dataset}: {rule}", refused
+    else:
+        assert refused is None or "DataLoader workers of a rank" not in refused, refused

@@ -253,6 +253,7 @@ def _loader_parity(version: str) -> Dict[str, Any]:
     from returnn.torch.data import pipeline, returnn_dataset_wrapper
 
     from i6_shard.returnn_config.reader import find_distribute_files_datasets
+    from i6_shard.returnn_config.reader.rules import duplicate_workers_problem
 
     class _Shardable:
         _num_shards, _shard_index = 1, 0
@@ -290,6 +291,12 @@ def _loader_parity(version: str) -> Dict[str, Any]:
             default.process_behavior_version,
         ],
         "workers_shard": [shardable._num_shards, two.shards.shards_per_rank],
+        # each of the 2 workers reads all of the data where the release gives it no shard: the reader's one rule
+        "duplicate_workers": [
+            shardable._num_shards == 1,
+            duplicate_workers_problem({**config, "torch_dataloader_opts": {"num_workers": 2}}, returnn_version=version)
+            is not None,
+        ],
     }
 
 

@@ -4,6 +4,7 @@ seed of ``Dataset._get_default_random_seed_offset``, the DataLoader, and the tra
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -16,7 +17,7 @@ from .engine import (
     _torch_dataset_distribution,
 )
 from ..torch_distributed import check_torch_distributed
-from .rules import SeedRule, ShardRule
+from .rules import SeedRule, ShardRule, duplicate_workers_problem
 from .sync import _sync_rule
 
 #: The RETURNN config around a dataset dict that is read on its own (``check_dataset_dict``): the
@@ -45,6 +46,9 @@ class _Context:
     #: the RETURNN release the training runs (None: the newest; or its detected features, ``core.pure.release_has``),
     #: whose rules the seeds and workers follow
     returnn_version: Union[None, str, Callable[[str], bool]] = None
+    #: by role (``"train"``, ``"eval"``): why each of a rank's DataLoader workers reads all of its data, or None
+    #: (:func:`~.rules.duplicate_workers_problem`)
+    duplicate_workers: Mapping[str, Optional[str]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(
@@ -97,6 +101,9 @@ class _Context:
             loader_process=loader_process,
             engine=read_engine(config, returnn_version=returnn_version),
             returnn_version=returnn_version,
+            duplicate_workers={
+                role: duplicate_workers_problem(config, role=role, **release) for role in ("train", "eval")
+            },
         )
 
     def default_seed(self, *, custom_sharding: bool, where: str) -> SeedRule:

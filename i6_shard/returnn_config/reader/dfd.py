@@ -72,6 +72,7 @@ def _dfd_info(
         reading_process=given.process,
         epoch_multiplier=given.epoch_multiplier,
         config_engine=ctx.engine,
+        duplicate_workers=ctx.duplicate_workers.get(given.role),
         **sub_epoch,
     )
 

@@ -104,6 +104,12 @@ def _torch_dataset_distribution(opts: Mapping[str, Any], *, returnn_version: Opt
     return opts.get("dataset_distribution", DATASET_DISTRIBUTIONS[0])
 
 
+def _torch_engine(config: Mapping[str, Any]) -> bool:
+    """Whether RETURNN trains with its torch engine, whose DataLoader reads the datasets: ``backend="torch"``, or
+    ``torch_distributed`` set."""
+    return config.get("torch_distributed") is not None or config.get("backend") == "torch"
+
+
 def _is_true(value: Any) -> bool:
     """``Config.is_true`` for a typed value."""
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"))
@@ -240,7 +246,7 @@ def read_engine(
         sync = _sync_rule(config.get("torch_distributed"), behavior_version=bv)
     except (TypeError, ValueError):  # what RETURNN refuses is the checks' to say; compared as stated
         sync = None
-    torch = config.get("torch_distributed") is not None or config.get("backend") == "torch"
+    torch = _torch_engine(config)
     accum = batching.accum_grad_multiple_step
     return EngineSettings(
         seq_ordering=seq_ordering,

@@ -71,6 +71,8 @@ class DistributeFilesDatasetInfo(_PerRank):
     :ivar sub_epoch_epoch_wise_filter: the sub-epoch dataset has an ``epoch_wise_filter``
     :ivar config_engine: the training's engine as the config states it (its batching, filters, accumulation, sync
         and DataLoader workers; read once per config by :func:`~.engine.read_engine`; see :meth:`engine`)
+    :ivar duplicate_workers: why each of a rank's DataLoader workers reads all of this dataset, so that every
+        sequence comes several times per epoch (:func:`~.rules.duplicate_workers_problem`), or None
     """
 
     key_path: Tuple[Any, ...]
@@ -104,6 +106,7 @@ class DistributeFilesDatasetInfo(_PerRank):
     sub_epoch_cache_manager: bool = False
     sub_epoch_epoch_wise_filter: bool = False
     config_engine: EngineSettings = EngineSettings()
+    duplicate_workers: Optional[str] = None
 
     # --- derived ------------------------------------------------------------------------------
 

@@ -67,6 +67,8 @@ class _PerRank:
         """Why no ``ShardPlan`` describes what the ranks read (None if one does)."""
         if self.returnn_fails:
             return f"RETURNN would fail: {self.returnn_fails}"
+        if self.role == "train" and self.duplicate_workers:
+            return self.duplicate_workers
         if self.epoch_multiplier != 1:
             return (
                 f"a MultiEpochDataset with multi_epoch={self.epoch_multiplier} reads this dataset's epochs "

@@ -1,12 +1,16 @@
 """The seed and the shard a dataset has on each rank: :class:`SeedRule` (``Dataset.random_seed_offset``,
-``Dataset._get_default_random_seed_offset``) and :class:`ShardRule` (``_num_shards``/``_shard_index`` as
-``Dataset.__init__`` takes them and ``_dataset_extend_default_kwargs_from_parent_dataset`` passes them on)."""
+``Dataset._get_default_random_seed_offset``), :class:`ShardRule` (``_num_shards``/``_shard_index`` as
+``Dataset.__init__`` takes them and ``_dataset_extend_default_kwargs_from_parent_dataset`` passes them on), and
+DataLoader workers that each read all of a rank's data (:func:`duplicate_workers_problem`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple, Union
+
+from ...core.pure import release_has, returnn_feature
+from .engine import _torch_engine, read_engine
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,51 @@ class ShardRule:
             shards_per_rank=self.shards_per_rank * num_workers,
             loader_workers=self.loader_workers * (num_workers if loader else 1),
         )
+
+
+def duplicate_workers_problem(
+    config: Mapping[str, Any],
+    *,
+    role: str = "train",
+    returnn_version: Union[None, str, Callable[[str], bool]] = None,
+    release_name: Optional[str] = None,
+) -> Optional[str]:
+    """Why every sequence of a ``role`` (``"train"`` or ``"eval"``) dataset comes several times per epoch, or None:
+    the torch engine reads every dataset through ``torch_dataloader_opts``' DataLoader (``Engine._create_data_loader``,
+    train and eval alike), whose ``num_workers`` > 1 workers each hold a copy of it, and
+    ``ReturnnDatasetIterDataPipe.__iter__`` (``returnn/torch/data/returnn_dataset_wrapper.py``) yields all of that
+    copy in each, unless ``ReturnnDatasetIterDataPipe.reset`` gives each worker a shard (``torch_dataloader_shard_workers``,
+    default ``behavior_version >= 37``), which RETURNN ``returnn_version`` (None: the newest) has only from
+    1.20261022.211313 (``release_name`` names the release where ``returnn_version`` is a running RETURNN's features). The one rule, said by the graph checks (a problem for
+    the train dataset, a warning for eval), the plan and the RETURNN-side dataset in these words.
+
+    >>> duplicate_workers_problem({"backend": "torch", "behavior_version": 24,
+    ...                            "torch_dataloader_opts": {"num_workers": 2}})[:96]
+    'torch_dataloader_opts num_workers=2: each of the 2 DataLoader workers of a rank reads all of the'
+    >>> duplicate_workers_problem({"backend": "torch", "behavior_version": 37, "torch_dataloader_opts": {"num_workers": 2}})
+    """
+    engine = read_engine(config, returnn_version=returnn_version)
+    workers = engine.num_workers
+    if not _torch_engine(config) or not isinstance(workers, int) or isinstance(workers, bool) or workers <= 1:
+        return None
+    if engine.shard_workers:
+        return None
+    since = returnn_feature("dataloader_shard_workers").first_version
+    if release_has(returnn_version, "dataloader_shard_workers") is False:
+        name = returnn_version if isinstance(returnn_version, str) else release_name or "this release"
+        cause = f"RETURNN {name} has no DataLoader worker sharding (torch_dataloader_shard_workers, from {since})"
+    elif config.get("torch_dataloader_shard_workers") is not None:
+        cause = f"torch_dataloader_shard_workers={config.get('torch_dataloader_shard_workers')!r}"
+    else:
+        bv = config.get("behavior_version")
+        cause = f"behavior_version={bv if isinstance(bv, int) else 0} < 37 leaves torch_dataloader_shard_workers off"
+    what = (
+        f"trained {workers} times per epoch"
+        if role == "train"
+        else f"evaluated {workers} times (the scores are those of one reading; the evaluation takes {workers} times as long)"
+    )
+    return (
+        f"torch_dataloader_opts num_workers={workers}: each of the {workers} DataLoader workers of a rank reads all of "
+        f"the rank's data (ReturnnDatasetIterDataPipe: {cause}), so every sequence is {what}; set torch_dataloader_opts={{'num_workers': 1}} (or 0), or on RETURNN >= {since} behavior_version >= "
+        "37 or torch_dataloader_shard_workers=True"
+    )
