@@ -15,6 +15,20 @@ pytest.importorskip("returnn.torch.data.returnn_dataset_wrapper", reason="needs 
 from i6_shard.returnn_config.reader.rules import duplicate_workers_problem  # noqa: E402
 
 
+def _tags(loader) -> collections.Counter:
+    """The tags of every batch ``loader`` yields; its worker processes ended however the iteration ends (a worker
+    that raised is otherwise left to the garbage collector, whose shutdown then waits 5 s per worker in whatever test
+    runs at that moment)."""
+    it = iter(loader)
+    try:
+        return collections.Counter(str(t) for batch in it for t in batch["seq_tag"].reshape(-1))
+    finally:
+        for worker in getattr(it, "_workers", []):  # torch's multi-process iterator keeps them there
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
+
+
 def _tags_read(monkeypatch, behavior_version: int) -> collections.Counter:
     """The tags RETURNN's DataLoader (2 forked workers) yields over one epoch of a 5-sequence dataset, the pipe made
     as the torch engine makes it (its shard_workers from the behavior version, ``BehaviorVersion.get() >= 37``)."""
@@ -31,7 +45,7 @@ def _tags_read(monkeypatch, behavior_version: int) -> collections.Counter:
     loader = create_data_loader_from_batches(
         batches, {"num_workers": 2, "multiprocessing_context": "fork", "persistent_workers": False}
     )
-    return collections.Counter(str(t) for batch in loader for t in batch["seq_tag"].reshape(-1))
+    return _tags(loader)
 
 
 @pytest.mark.parametrize("behavior_version, times", [(24, 2), (37, 1)])
@@ -78,9 +92,9 @@ def test_i6_shards_dataset_refuses_to_start_in_such_a_worker(monkeypatch, tmp_pa
         )
         rule = duplicate_workers_problem(opts)
         if rule is None:
-            counts = collections.Counter(str(t) for batch in loader for t in batch["seq_tag"].reshape(-1))
+            counts = _tags(loader)
             assert len(counts) == 8 and set(counts.values()) == {1}, counts
             return
         with pytest.raises(ValueError) as info:
-            list(loader)
+            _tags(loader)
     assert rule in str(info.value), info.value
