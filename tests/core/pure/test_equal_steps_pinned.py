@@ -1,6 +1,7 @@
 """The equal-steps search gives the same bins as when these digests were pinned, on fuzzed corpora under every kind of
 engine it searches for (grad and param sync, accumulation, few and many long sequences, a bound on the sub-epochs,
-repeats kept apart): a faster search must not change a plan."""
+repeats kept apart): a faster search must not change a plan. The digests were taken on the search before its
+speed-ups, so they compare the search with that earlier version of itself."""
 
 import hashlib
 
@@ -79,6 +80,14 @@ def _digest(case) -> str:
     return out.hexdigest()[:24]
 
 
-@pytest.mark.parametrize("case", list(CASES), ids=[f"seed{c[0]}" for c in CASES])
+#: the cases the quick tier keeps (the others cost 1-2 s of CPU each; the full suite runs them all)
+QUICK_SEEDS = (1, 4, 9)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c if c[0] in QUICK_SEEDS else pytest.param(c, marks=pytest.mark.slow) for c in CASES],
+    ids=[f"seed{c[0]}" for c in CASES],
+)
 def test_equal_steps_bins_are_as_pinned(case):
     assert _digest(case) == CASES[case]
