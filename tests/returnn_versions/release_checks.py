@@ -10,6 +10,7 @@ import contextlib
 import functools
 import io
 import json
+import importlib.util
 import os
 import pickle
 import sys
@@ -337,7 +338,8 @@ def main(version: str, workdir: str) -> Dict[str, Any]:
         "all_tags": _all_tags(files),
         "seq_order_mismatches": _seq_order_parity(),
         "seed_mismatches": _seed_parity(version, files),
-        "loader": _loader_parity(version),
+        # the DataLoader is torch code: without torch (a data-only machine) its checks are left to the test to say
+        "loader": _loader_parity(version) if importlib.util.find_spec("torch") else None,
     }
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from i6_shard.core.pure.returnn_features import returnn_version_key
 
+from ..deps import TORCH_INSTALL
 from ..hdf_data import file_index
 from .releases import CACHE, NEWEST, OLD_RELEASES, run_release_checks
 
@@ -70,5 +71,7 @@ def test_release(version, tmp_path):
         assert result["cut"]["newest_differs"] > 0
     assert result["seq_order_mismatches"] == []
     assert result["seed_mismatches"] == [], f"RETURNN {version} seeds otherwise than the reader says it does"
+    if result["loader"] is None:  # everything else passed
+        pytest.skip(f"the DataLoader checks of RETURNN {version} need torch: {TORCH_INSTALL}")
     loader = {k: v for k, v in result["loader"].items() if v[0] != v[1]}
     assert loader == {}, f"RETURNN {version}'s DataLoader ([its, the reader's]) differs from the reader's"
