@@ -408,7 +408,7 @@ def plan_prediction_gaps(
     gaps = info.prediction_gaps()
     if int_accum and accum == sync.accum_grad_multiple_step:  # stated in the plan: modelled
         gaps = [g for g in gaps if not g.startswith("accum_grad_multiple_step=")]
-    stated = engine.max_seq_length if engine.max_seq_length_by_key is None else engine.max_seq_length_by_key
+    stated = engine.stated_max_seq_length
     if max_seq_length is not None and max_seq_length == stated:  # stated in the plan: simulated
         gaps = [g for g in gaps if not g.startswith("max_seq_length=")]
     if gaps:

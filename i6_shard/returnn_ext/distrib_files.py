@@ -419,11 +419,9 @@ class ShardedDistributeFilesDataset(DistributeFilesDataset):
                 random_seed_offset=self.random_seed_offset,
                 fixed_random_seed=self.fixed_random_seed,
                 distribution=self.distribution,
-                batch_size=engine.batch_size if engine.batch_size_by_key is None else engine.batch_size_by_key,
+                batch_size=engine.stated_batch_size,
                 max_seqs=engine.max_seqs,
-                max_seq_length=engine.max_seq_length
-                if engine.max_seq_length_by_key is None
-                else engine.max_seq_length_by_key,
+                max_seq_length=engine.stated_max_seq_length,
                 accum_grad_multiple_step=accum,
                 torch_distributed=engine.torch_distributed,
                 # a "node" sync level groups torchrun's ranks per host (other trainings need no node cache)

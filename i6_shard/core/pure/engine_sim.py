@@ -589,6 +589,20 @@ class EngineSettings:
     sync_at_epoch_end: Optional[bool] = None
     sharding: Optional[str] = None
 
+    @property
+    def stated_batch_size(self) -> Any:
+        """``batch_size`` as the config states it: its dict by data key where it has one (a copy), else the int.
+
+        >>> EngineSettings(batch_size_by_key={"data": 2000}).stated_batch_size
+        {'data': 2000}
+        """
+        return self.batch_size if self.batch_size_by_key is None else dict(self.batch_size_by_key)
+
+    @property
+    def stated_max_seq_length(self) -> Any:
+        """``max_seq_length`` as the config states it: its dict by data key where it has one (a copy), else the int."""
+        return self.max_seq_length if self.max_seq_length_by_key is None else dict(self.max_seq_length_by_key)
+
     def as_dict(self) -> Dict[str, Any]:
         return {
             "seq_ordering": self.seq_ordering,

@@ -237,11 +237,9 @@ def engine_settings_record(engine: EngineSettings) -> Dict[str, Any]:
     False
     """
     record = {
-        "batch_size": engine.batch_size if engine.batch_size_by_key is None else dict(engine.batch_size_by_key),
+        "batch_size": engine.stated_batch_size,
         "max_seqs": engine.max_seqs,
-        "max_seq_length": engine.max_seq_length
-        if engine.max_seq_length_by_key is None
-        else dict(engine.max_seq_length_by_key),
+        "max_seq_length": engine.stated_max_seq_length,
         "accum_grad_multiple_step": engine.accum_grad_multiple_step,
         "torch_distributed": dict(engine.torch_distributed or {}),
     }

@@ -314,7 +314,7 @@ def unmodelled(engine: EngineSettings) -> List[str]:
     out = []
     for key, value in (
         ("min_seq_length", engine.min_seq_length),
-        ("max_seq_length", _stated(engine.max_seq_length, engine.max_seq_length_by_key)),
+        ("max_seq_length", engine.stated_max_seq_length),
     ):
         if value is not None:
             out.append(f"{key}={value!r} drops sequences")
@@ -332,11 +332,6 @@ def unmodelled(engine: EngineSettings) -> List[str]:
             else f"accum_grad_multiple_step={accum!r} (a callable)"
         )
     return out
-
-
-def _stated(value: Any, by_key: Optional[Mapping[str, Any]]) -> Any:
-    """A limit as the config states it: its dict by data key where it has one."""
-    return value if by_key is None else dict(by_key)
 
 
 def sync_mode_of(engine: EngineSettings) -> SyncMode:

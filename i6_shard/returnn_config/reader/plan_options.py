@@ -80,13 +80,13 @@ def engine_plan_options(engine: EngineSettings) -> Tuple[Dict[str, Any], List[st
     ["batch_size={'data': 2000, 'classes': 50} is not passed to the plan (it takes an int, or a dict of one data key): its prediction assumes no batch_size"]
     """
     notes: List[str] = []
-    batch_size = engine.batch_size if engine.batch_size_by_key is None else engine.batch_size_by_key
+    batch_size = engine.stated_batch_size
     options: Dict[str, Any] = {
         "batch_size": _limit(batch_size, name="batch_size", notes=notes, unset=(None, -1)),
         "max_seqs": _limit(engine.max_seqs, name="max_seqs", notes=notes, unset=(None, -1)),
         "accum_grad_multiple_step": _accum(engine.accum_grad_multiple_step, notes),
     }
-    max_seq_length = engine.max_seq_length if engine.max_seq_length_by_key is None else engine.max_seq_length_by_key
+    max_seq_length = engine.stated_max_seq_length
     if max_seq_length:  # Engine.__init__: ``typed_value(...) or config.int(...)``, so 0 is no filter
         options["max_seq_length"] = dict(max_seq_length) if isinstance(max_seq_length, Mapping) else max_seq_length
     # (min_seq_length and the batching options the plan has none of are the verdict's: ``engine_reasons``)
